@@ -1,0 +1,134 @@
+//! Escaping text that came from a pull request (paths, titles, test names, log lines) for the
+//! places prgate shows it: a terminal, and GitHub-flavoured Markdown.
+//!
+//! A path may hold any byte but NUL: terminal escape sequences, newlines, bidirectional
+//! overrides, backticks, pipes, `@` mentions and HTML. None of them may act where shown.
+
+use std::fmt::Write as _;
+
+/// Where a piece of Markdown stands: a table cell needs its pipes escaped, other places must
+/// not have them escaped (the backslash would show).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkdownPlace {
+    Paragraph,
+    TableCell,
+}
+
+/// Text for a terminal: control characters and bidirectional overrides become visible
+/// escapes (`\u{1b}`), everything else is kept.
+pub fn terminal(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        push_visible(&mut out, c);
+    }
+    out
+}
+
+/// Text as a Markdown code span: shown literally, never parsed as Markdown or HTML, and no
+/// `@` in it notifies anyone.
+pub fn markdown_code(text: &str, place: MarkdownPlace) -> String {
+    let mut body = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '|' if place == MarkdownPlace::TableCell => body.push_str("\\|"),
+            _ => push_visible(&mut body, c),
+        }
+    }
+    // The fence is one backtick longer than the longest run of backticks inside.
+    let longest_run = body.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest_run + 1);
+    let pad =
+        if body.starts_with('`') || body.ends_with('`') || body.is_empty() { " " } else { "" };
+    format!("{fence}{pad}{body}{pad}{fence}")
+}
+
+/// Text as Markdown prose: every character that Markdown or HTML could act on is escaped,
+/// and an `@` cannot mention anyone.
+pub fn markdown_text(text: &str, place: MarkdownPlace) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '@' => out.push_str("@&#8203;"),
+            '|' if place == MarkdownPlace::TableCell => out.push_str("\\|"),
+            '\\' | '`' | '*' | '_' | '[' | ']' | '(' | ')' | '#' | '!' | '~' | '|' | '{' | '}' => {
+                out.push('\\');
+                out.push(c);
+            }
+            _ => push_visible(&mut out, c),
+        }
+    }
+    out
+}
+
+fn push_visible(out: &mut String, c: char) {
+    if c.is_control() || is_bidi_control(c) {
+        let _ = write!(out, "\\u{{{:x}}}", c as u32);
+    } else {
+        out.push(c);
+    }
+}
+
+/// Characters that reorder the text around them (the "Trojan Source" characters).
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{061c}')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminal_text_cannot_move_the_cursor_or_reorder_lines() {
+        let cases = [
+            ("plain/path.py", "plain/path.py"),
+            ("evil\u{1b}[2J.py", "evil\\u{1b}[2J.py"),
+            ("two\nlines", "two\\u{a}lines"),
+            ("tab\there", "tab\\u{9}here"),
+            ("rtl\u{202e}yp.txt", "rtl\\u{202e}yp.txt"),
+            ("ünïcode ok", "ünïcode ok"),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(terminal(input), expected, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn code_spans_survive_backticks_pipes_and_newlines() {
+        let cases = [
+            ("a/b.py", MarkdownPlace::Paragraph, "`a/b.py`"),
+            ("a`b", MarkdownPlace::Paragraph, "``a`b``"),
+            ("`a``", MarkdownPlace::Paragraph, "``` `a`` ```"),
+            ("a|b", MarkdownPlace::TableCell, "`a\\|b`"),
+            ("a|b", MarkdownPlace::Paragraph, "`a|b`"),
+            ("x\n| y |", MarkdownPlace::TableCell, "`x\\u{a}\\| y \\|`"),
+            ("", MarkdownPlace::Paragraph, "` `"),
+            ("<!-- -->@admin", MarkdownPlace::Paragraph, "`<!-- -->@admin`"),
+        ];
+        for (input, place, expected) in cases {
+            assert_eq!(markdown_code(input, place), expected, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn prose_cannot_mention_link_or_open_html() {
+        let cases = [
+            ("@maintainers please", MarkdownPlace::Paragraph, "@&#8203;maintainers please"),
+            (
+                "<img src=x onerror=alert(1)>",
+                MarkdownPlace::Paragraph,
+                "&lt;img src=x onerror=alert\\(1\\)&gt;",
+            ),
+            ("-->", MarkdownPlace::Paragraph, "--&gt;"),
+            ("[click](http://x)", MarkdownPlace::Paragraph, "\\[click\\]\\(http://x\\)"),
+            ("**bold** `code`", MarkdownPlace::Paragraph, "\\*\\*bold\\*\\* \\`code\\`"),
+            ("a | b", MarkdownPlace::TableCell, "a \\| b"),
+            ("line\nbreak", MarkdownPlace::Paragraph, "line\\u{a}break"),
+        ];
+        for (input, place, expected) in cases {
+            assert_eq!(markdown_text(input, place), expected, "{input:?}");
+        }
+    }
+}

@@ -1,0 +1,316 @@
+//! A plan for people: a table for the terminal (`prgate plan`), and Markdown for a PR comment.
+//!
+//! Both say, for every model, its tier and the changed paths (with the pattern) that put it
+//! there; for every changed path, what it matched; and, loudly first, why the diff cannot be
+//! trusted when it cannot. Everything that came from the PR is escaped (see [`crate::escape`]).
+
+use std::fmt::Write as _;
+
+use prgate_scope::plan::{ChangedPath, DiffSource, PathMatch, Plan, Reason, Tier};
+
+use crate::escape::{MarkdownPlace, markdown_code, markdown_text, terminal};
+
+/// How text from the PR is shown: as-is but with controls escaped on a terminal, as code
+/// spans and escaped prose in Markdown.
+#[derive(Debug, Clone, Copy)]
+enum Style {
+    Terminal,
+    Markdown(MarkdownPlace),
+}
+
+impl Style {
+    /// A literal: a path, a pattern, a ref, a model name.
+    fn code(self, text: &str) -> String {
+        match self {
+            Style::Terminal => terminal(text),
+            Style::Markdown(place) => markdown_code(text, place),
+        }
+    }
+
+    /// A sentence that may quote the PR.
+    fn prose(self, text: &str) -> String {
+        match self {
+            Style::Terminal => terminal(text),
+            Style::Markdown(place) => markdown_text(text, place),
+        }
+    }
+}
+
+const PARAGRAPH: Style = Style::Markdown(MarkdownPlace::Paragraph);
+const CELL: Style = Style::Markdown(MarkdownPlace::TableCell);
+
+/// The plan as a terminal table.
+pub fn human(plan: &Plan) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", header_line(plan, Style::Terminal));
+    let _ = writeln!(out, "{}", source_line(plan));
+    if !plan.diff.trusted {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "!! THE DIFF CANNOT BE TRUSTED: every model runs the full tier and the common checks run"
+        );
+    }
+    for warning in &plan.diff.warnings {
+        let _ = writeln!(out, "!! {}", Style::Terminal.prose(warning));
+    }
+
+    let _ = writeln!(out);
+    let _ = writeln!(out, "changed files ({})", plan.changed.len());
+    if plan.changed.is_empty() {
+        let _ = writeln!(out, "  (none)");
+    }
+    let rows: Vec<(String, String)> = plan
+        .changed
+        .iter()
+        .map(|changed| {
+            (changed_label(changed, Style::Terminal), matches_text(changed, Style::Terminal))
+        })
+        .collect();
+    let width = rows.iter().map(|(label, _)| label.chars().count()).max().unwrap_or(0);
+    for (label, matched) in rows {
+        let _ = writeln!(out, "  {label:<width$}  {matched}");
+    }
+
+    let _ = writeln!(out);
+    let name_width = plan
+        .models
+        .iter()
+        .map(|model| model_label(&model.name, model.new, model.removed).chars().count())
+        .max()
+        .unwrap_or(0)
+        .max("model".len());
+    let _ = writeln!(out, "{:<name_width$}  tier   why", "model");
+    for model in &plan.models {
+        let label = Style::Terminal.code(&model_label(&model.name, model.new, model.removed));
+        let reasons: Vec<String> =
+            model.reasons.iter().map(|reason| reason_text(reason, Style::Terminal)).collect();
+        let first = reasons.first().map_or("-", String::as_str);
+        let _ = writeln!(out, "{label:<name_width$}  {:<5}  {first}", model.tier.as_str());
+        for reason in reasons.iter().skip(1) {
+            let _ = writeln!(out, "{:<name_width$}         {reason}", "");
+        }
+    }
+    if plan.models.is_empty() {
+        let _ = writeln!(out, "(the manifest's model patterns match no file)");
+    }
+
+    let _ = writeln!(out);
+    let _ =
+        writeln!(out, "common checks: {}", if plan.common.selected { "run" } else { "skipped" });
+    for reason in &plan.common.reasons {
+        let _ = writeln!(out, "  {}", reason_text(reason, Style::Terminal));
+    }
+    for warning in &plan.warnings {
+        let _ = writeln!(out, "warning: {}", Style::Terminal.prose(warning));
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "{}", summary(plan));
+    out
+}
+
+/// The plan as Markdown, for a PR comment or a job summary.
+pub fn markdown(plan: &Plan) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "### Scope\n");
+    let _ = writeln!(out, "{}. {}\n", header_line(plan, PARAGRAPH), source_line(plan));
+    if !plan.diff.trusted || !plan.diff.warnings.is_empty() {
+        let _ = writeln!(out, "> [!WARNING]");
+        if !plan.diff.trusted {
+            let _ = writeln!(
+                out,
+                "> **The diff cannot be trusted**: every model runs the full tier and the common checks run."
+            );
+        }
+        for warning in &plan.diff.warnings {
+            let _ = writeln!(out, "> - {}", PARAGRAPH.prose(warning));
+        }
+        let _ = writeln!(out);
+    }
+    let _ = writeln!(out, "**{}**\n", summary(plan));
+
+    if !plan.models.is_empty() {
+        let _ = writeln!(out, "| Model | Tier | Why |");
+        let _ = writeln!(out, "| --- | --- | --- |");
+        for model in &plan.models {
+            let mut name = CELL.code(&model.name);
+            if model.new {
+                name.push_str(" (new)");
+            }
+            if model.removed {
+                name.push_str(" (removed)");
+            }
+            let tier = match model.tier {
+                Tier::Full => "**full**",
+                Tier::Smoke => "smoke",
+                Tier::None => "none",
+            };
+            let reasons: Vec<String> =
+                model.reasons.iter().map(|reason| reason_text(reason, CELL)).collect();
+            let why = if reasons.is_empty() { "—".to_owned() } else { reasons.join("<br>") };
+            let _ = writeln!(out, "| {name} | {tier} | {why} |");
+        }
+        let _ = writeln!(out);
+    }
+
+    let common_reasons: Vec<String> =
+        plan.common.reasons.iter().map(|reason| reason_text(reason, PARAGRAPH)).collect();
+    let _ =
+        write!(out, "**Common checks:** {}", if plan.common.selected { "run" } else { "skipped" });
+    if !common_reasons.is_empty() {
+        let _ = write!(out, " — {}", common_reasons.join("; "));
+    }
+    let _ = writeln!(out, "\n");
+
+    let _ = writeln!(out, "<details><summary>Changed files ({})</summary>\n", plan.changed.len());
+    if plan.changed.is_empty() {
+        let _ = writeln!(out, "No changed files.\n");
+    } else {
+        let _ = writeln!(out, "| Status | Path | Matched |");
+        let _ = writeln!(out, "| --- | --- | --- |");
+        for changed in &plan.changed {
+            let path = match &changed.old_path {
+                Some(old) => format!("{} ← {}", CELL.code(&changed.path), CELL.code(old)),
+                None => CELL.code(&changed.path),
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {path} | {} |",
+                status_word(changed),
+                matches_text(changed, CELL)
+            );
+        }
+        let _ = writeln!(out);
+    }
+    let _ = writeln!(out, "</details>");
+    for warning in &plan.warnings {
+        let _ = writeln!(out, "\n> {}", PARAGRAPH.prose(warning));
+    }
+    out
+}
+
+/// One line: how many models run each tier, and whether common runs.
+pub fn summary(plan: &Plan) -> String {
+    let count = |tier: Tier| plan.models.iter().filter(|model| model.tier == tier).count();
+    let new = plan.models.iter().filter(|model| model.new).count();
+    let mut line = format!(
+        "{} full, {} smoke, {} none",
+        count(Tier::Full),
+        count(Tier::Smoke),
+        count(Tier::None)
+    );
+    if new > 0 {
+        let _ = write!(line, " ({new} new)");
+    }
+    line.push_str(if plan.common.selected {
+        "; common checks run"
+    } else {
+        "; common checks skipped"
+    });
+    if !plan.diff.trusted {
+        line.push_str("; diff not trusted");
+    }
+    line
+}
+
+fn header_line(plan: &Plan, code: Style) -> String {
+    let merge_base = match &plan.merge_base {
+        Some(sha) => format!("merge-base {}", code.code(short(sha))),
+        None => "no merge-base".to_owned(),
+    };
+    let worktree = if plan.head.worktree { " with uncommitted changes" } else { "" };
+    format!(
+        "{} ({}){worktree} against {} ({}), {merge_base}",
+        code.code(&plan.head.reference),
+        code.code(short(&plan.head.sha)),
+        code.code(&plan.base.reference),
+        code.code(short(&plan.base.sha)),
+    )
+}
+
+fn source_line(plan: &Plan) -> String {
+    let source = match plan.diff.source {
+        DiffSource::Git => "git diff from the merge-base",
+        DiffSource::Worktree => "git diff from the merge-base to the working tree",
+        DiffSource::FileList => "the given file list",
+    };
+    format!(
+        "Manifest {} read from {}; changed files from {source}",
+        plan.manifest.path,
+        short(&plan.manifest.commit)
+    )
+}
+
+fn model_label(name: &str, new: bool, removed: bool) -> String {
+    match (new, removed) {
+        (true, _) => format!("{name} (new)"),
+        (_, true) => format!("{name} (removed)"),
+        _ => name.to_owned(),
+    }
+}
+
+fn changed_label(changed: &ChangedPath, show: Style) -> String {
+    let letter = status_letter(changed);
+    match &changed.old_path {
+        Some(old) => format!("{letter}  {} <- {}", show.code(&changed.path), show.code(old)),
+        None => format!("{letter}  {}", show.code(&changed.path)),
+    }
+}
+
+fn status_letter(changed: &ChangedPath) -> char {
+    prgate_scope::Change { path: String::new(), status: changed.status, old_path: None }
+        .status_letter()
+}
+
+fn status_word(changed: &ChangedPath) -> &'static str {
+    use prgate_scope::ChangeStatus::*;
+    match changed.status {
+        Added => "added",
+        Modified => "modified",
+        Deleted => "deleted",
+        Renamed => "renamed",
+        Copied => "copied",
+        TypeChanged => "type changed",
+        Unknown => "changed",
+    }
+}
+
+/// What a changed path matched, as a short phrase.
+fn matches_text(changed: &ChangedPath, show: Style) -> String {
+    if changed.matches.is_empty() {
+        return "no pattern: selects nothing".to_owned();
+    }
+    let renamed = changed.old_path.is_some();
+    let phrases: Vec<String> = changed
+        .matches
+        .iter()
+        .map(|path_match| {
+            let (what, pattern, path) = match path_match {
+                PathMatch::Model { model, pattern, path } => {
+                    (format!("model {}", show.code(model)), pattern, path)
+                }
+                PathMatch::Shared { pattern, path } => ("shared".to_owned(), pattern, path),
+                PathMatch::Ignored { pattern, path } => ("ignored".to_owned(), pattern, path),
+                PathMatch::NoModel { pattern, path } => {
+                    ("no known model fits".to_owned(), pattern, path)
+                }
+            };
+            let side = if renamed && *path != changed.path { " (old path)" } else { "" };
+            format!("{what}{side} ({})", show.code(pattern))
+        })
+        .collect();
+    phrases.join(", ")
+}
+
+fn reason_text(reason: &Reason, show: Style) -> String {
+    match reason {
+        Reason::ChangedPath { path, pattern } => {
+            format!("{} ({})", show.code(path), show.code(pattern))
+        }
+        Reason::UntrustedDiff { detail } => format!("diff not trusted: {}", show.prose(detail)),
+    }
+}
+
+fn short(sha: &str) -> &str {
+    sha.get(..7).unwrap_or(sha)
+}

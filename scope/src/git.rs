@@ -1,0 +1,347 @@
+//! Reads what a plan needs from git: the refs, the merge-base, the base-side manifest, the
+//! trees and the diff. This is scope's only I/O; deciding what runs is [`crate::plan::select`].
+
+use std::path::{Path, PathBuf};
+
+use git2::{Commit, Delta, Diff, DiffFindOptions, DiffOptions, ObjectType, Oid, Repository, Tree};
+
+use crate::change::{Change, ChangeStatus};
+use crate::manifest::{MANIFEST_PATH, Manifest, ManifestError};
+use crate::plan::{
+    DiffInfo, DiffSource, Head, KnownModels, ManifestSource, Plan, Revision, SCHEMA_VERSION, select,
+};
+
+/// What to plan: which repository, which sides, and where the changed files come from.
+#[derive(Debug, Clone, Default)]
+pub struct PlanRequest {
+    /// A directory inside the repository.
+    pub repo: PathBuf,
+    /// The base ref; `None` for the remote's default branch, else `main`.
+    pub base: Option<String>,
+    /// The head ref; `None` for `HEAD`.
+    pub head: Option<String>,
+    /// Add uncommitted and untracked changes of the working tree to head.
+    pub worktree: bool,
+    /// Changed files given by the caller instead of git's diff.
+    pub files: Option<FileList>,
+}
+
+/// Changed files from elsewhere (GitHub's API, say).
+#[derive(Debug, Clone, Default)]
+pub struct FileList {
+    pub changes: Vec<Change>,
+    /// The list is known to be incomplete (the API stops at 3,000 files).
+    pub truncated: bool,
+}
+
+/// Why a plan could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ScopeError {
+    #[error("{path}: not inside a git repository")]
+    NotARepository { path: PathBuf, source: git2::Error },
+    #[error("{option} '{reference}': no such commit in {repo}{hint}")]
+    UnknownRef { option: &'static str, reference: String, repo: PathBuf, hint: String },
+    #[error(
+        "{MANIFEST_PATH} is missing at {side}\nhint: prgate reads the manifest from the base side; a manifest added by this change takes effect once it is merged"
+    )]
+    ManifestMissing { side: String },
+    #[error("{MANIFEST_PATH} at {side} is not UTF-8 text")]
+    ManifestNotText { side: String },
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    #[error("--worktree needs a working tree, and {repo} is a bare repository")]
+    BareRepository { repo: PathBuf },
+    #[error("{what}: {source}")]
+    Git { what: String, source: git2::Error },
+}
+
+/// Makes the plan for a request: everything scope reads from git happens here.
+pub fn plan(request: &PlanRequest) -> Result<Plan, ScopeError> {
+    let repo = Repository::discover(&request.repo)
+        .map_err(|source| ScopeError::NotARepository { path: request.repo.clone(), source })?;
+    let repo_path = repo.workdir().unwrap_or_else(|| repo.path()).to_path_buf();
+
+    let base_ref = match &request.base {
+        Some(base) => base.clone(),
+        None => default_base(&repo),
+    };
+    let head_ref = request.head.clone().unwrap_or_else(|| "HEAD".to_owned());
+    let base = resolve(&repo, &repo_path, "--base", &base_ref, request.base.is_none())?;
+    let head = resolve(&repo, &repo_path, "--head", &head_ref, false)?;
+
+    let mut diff_warnings = Vec::new();
+    let merge_base = match repo.merge_base(base.id(), head.id()) {
+        Ok(oid) => Some(oid),
+        Err(error) if error.code() == git2::ErrorCode::NotFound => None,
+        Err(source) => {
+            return Err(git_error(format!("merge-base of {base_ref} and {head_ref}"), source));
+        }
+    };
+    let no_merge_base = merge_base.is_none().then(|| {
+        let cause = if repo.is_shallow() {
+            "this is a shallow clone (fetch more history: git fetch --unshallow)"
+        } else {
+            "their histories are unrelated"
+        };
+        format!("{base_ref} and {head_ref} have no merge-base: {cause}")
+    });
+
+    // The base side: the merge-base, or the base tip when there is none.
+    let (base_side_commit, base_side_label) = match merge_base {
+        Some(oid) => (find_commit(&repo, oid)?, format!("merge-base {}", short(oid))),
+        None => {
+            (base.clone(), format!("{base_ref} ({}), as there is no merge-base", short(base.id())))
+        }
+    };
+    let manifest = read_manifest(&repo, &base_side_commit, &base_side_label)?;
+    let base_tree = tree_of(&base_side_commit)?;
+
+    let mut path_warnings = PathWarnings::default();
+    let mut known = KnownModels::default();
+    walk_files(&repo, &base_tree, &mut Vec::new(), &mut |path| {
+        let path = path_warnings.text_of(path);
+        known.add_base_file(&manifest, &path);
+    })
+    .map_err(|source| git_error(format!("reading the tree of {base_side_label}"), source))?;
+
+    let head_diff = if request.worktree {
+        if repo.is_bare() {
+            return Err(ScopeError::BareRepository { repo: repo_path });
+        }
+        worktree_diff(&repo, &base_tree)?
+    } else {
+        tree_diff(&repo, &base_tree, &tree_of(&head)?)?
+    };
+    let head_changes = changes_of(&head_diff, &mut path_warnings);
+    for change in &head_changes {
+        known.apply_change(&manifest, change);
+    }
+
+    let (source, changes, untrusted) = match &request.files {
+        Some(files) if files.truncated => {
+            diff_warnings.push("the changed-file list is truncated".to_owned());
+            match &no_merge_base {
+                Some(why) => (DiffSource::FileList, files.changes.clone(), Some(why.clone())),
+                None => {
+                    diff_warnings.push("the changed files were read from git instead".to_owned());
+                    (head_source(request.worktree), head_changes, None)
+                }
+            }
+        }
+        Some(files) => {
+            if let Some(why) = &no_merge_base {
+                diff_warnings
+                    .push(format!("{why}; the manifest and model list come from {base_ref}"));
+            }
+            (DiffSource::FileList, files.changes.clone(), None)
+        }
+        // Without a merge-base the only diff git can give is against the raw base tip, which
+        // would blame the PR for everything base did since: use none of it.
+        None => match &no_merge_base {
+            Some(why) => (head_source(request.worktree), Vec::new(), Some(why.clone())),
+            None => (head_source(request.worktree), head_changes, None),
+        },
+    };
+    let untrusted = untrusted.map(|why| format!("{why}; every model runs the full tier"));
+    diff_warnings.extend(untrusted.clone());
+    diff_warnings.extend(path_warnings.into_warnings());
+
+    let selection = select(&manifest, &known, &changes, untrusted.as_deref());
+    Ok(Plan {
+        schema_version: SCHEMA_VERSION,
+        base: Revision { reference: base_ref, sha: base.id().to_string() },
+        head: Head { reference: head_ref, sha: head.id().to_string(), worktree: request.worktree },
+        merge_base: merge_base.map(|oid| oid.to_string()),
+        manifest: ManifestSource {
+            path: MANIFEST_PATH.to_owned(),
+            commit: base_side_commit.id().to_string(),
+        },
+        diff: DiffInfo { source, trusted: untrusted.is_none(), warnings: diff_warnings },
+        changed: selection.changed,
+        models: selection.models,
+        common: selection.common,
+        warnings: selection.warnings,
+    })
+}
+
+fn head_source(worktree: bool) -> DiffSource {
+    if worktree { DiffSource::Worktree } else { DiffSource::Git }
+}
+
+/// The remote's default branch (`origin/HEAD`) when the clone knows it, else `main`.
+fn default_base(repo: &Repository) -> String {
+    repo.find_reference("refs/remotes/origin/HEAD")
+        .ok()
+        .and_then(|reference| reference.symbolic_target().ok().flatten().map(str::to_owned))
+        .and_then(|target| target.strip_prefix("refs/remotes/").map(str::to_owned))
+        .unwrap_or_else(|| "main".to_owned())
+}
+
+fn resolve<'r>(
+    repo: &'r Repository,
+    repo_path: &Path,
+    option: &'static str,
+    reference: &str,
+    defaulted: bool,
+) -> Result<Commit<'r>, ScopeError> {
+    repo.revparse_single(reference).and_then(|object| object.peel_to_commit()).map_err(|_| {
+        let hint = if defaulted {
+            format!("\nhint: {reference} is the default base; name another with --base")
+        } else {
+            String::new()
+        };
+        ScopeError::UnknownRef {
+            option,
+            reference: reference.to_owned(),
+            repo: repo_path.to_path_buf(),
+            hint,
+        }
+    })
+}
+
+fn find_commit(repo: &Repository, oid: Oid) -> Result<Commit<'_>, ScopeError> {
+    repo.find_commit(oid).map_err(|source| git_error(format!("reading commit {oid}"), source))
+}
+
+fn tree_of<'r>(commit: &Commit<'r>) -> Result<Tree<'r>, ScopeError> {
+    commit
+        .tree()
+        .map_err(|source| git_error(format!("reading the tree of {}", commit.id()), source))
+}
+
+fn read_manifest(
+    repo: &Repository,
+    commit: &Commit<'_>,
+    side: &str,
+) -> Result<Manifest, ScopeError> {
+    let tree = tree_of(commit)?;
+    let entry = tree
+        .get_path(Path::new(MANIFEST_PATH))
+        .map_err(|_| ScopeError::ManifestMissing { side: side.to_owned() })?;
+    let blob = repo
+        .find_blob(entry.id())
+        .map_err(|_| ScopeError::ManifestMissing { side: side.to_owned() })?;
+    let text = std::str::from_utf8(blob.content())
+        .map_err(|_| ScopeError::ManifestNotText { side: side.to_owned() })?;
+    Ok(Manifest::parse(text, &format!("{MANIFEST_PATH} at {side}"))?)
+}
+
+/// Calls `visit` with the path of every file (blob, link or submodule) below `tree`.
+fn walk_files(
+    repo: &Repository,
+    tree: &Tree<'_>,
+    prefix: &mut Vec<u8>,
+    visit: &mut dyn FnMut(&[u8]),
+) -> Result<(), git2::Error> {
+    for entry in tree.iter() {
+        let length = prefix.len();
+        prefix.extend_from_slice(entry.name_bytes());
+        if entry.kind() == Some(ObjectType::Tree) {
+            prefix.push(b'/');
+            let subtree = repo.find_tree(entry.id())?;
+            walk_files(repo, &subtree, prefix, visit)?;
+        } else {
+            visit(prefix);
+        }
+        prefix.truncate(length);
+    }
+    Ok(())
+}
+
+fn tree_diff<'r>(
+    repo: &'r Repository,
+    old: &Tree<'_>,
+    new: &Tree<'_>,
+) -> Result<Diff<'r>, ScopeError> {
+    let mut options = DiffOptions::new();
+    options.include_typechange(true);
+    let mut diff = repo
+        .diff_tree_to_tree(Some(old), Some(new), Some(&mut options))
+        .map_err(|source| git_error("diffing the base and head trees".to_owned(), source))?;
+    find_renames(&mut diff, false)?;
+    Ok(diff)
+}
+
+fn worktree_diff<'r>(repo: &'r Repository, old: &Tree<'_>) -> Result<Diff<'r>, ScopeError> {
+    let mut options = DiffOptions::new();
+    options.include_typechange(true).include_untracked(true).recurse_untracked_dirs(true);
+    let mut diff =
+        repo.diff_tree_to_workdir_with_index(Some(old), Some(&mut options)).map_err(|source| {
+            git_error("diffing the base tree and the working tree".to_owned(), source)
+        })?;
+    find_renames(&mut diff, true)?;
+    Ok(diff)
+}
+
+fn find_renames(diff: &mut Diff<'_>, untracked: bool) -> Result<(), ScopeError> {
+    let mut find = DiffFindOptions::new();
+    find.renames(true).for_untracked(untracked);
+    diff.find_similar(Some(&mut find))
+        .map_err(|source| git_error("finding renames".to_owned(), source))
+}
+
+fn changes_of(diff: &Diff<'_>, warnings: &mut PathWarnings) -> Vec<Change> {
+    let mut changes = Vec::new();
+    for delta in diff.deltas() {
+        let status = match delta.status() {
+            Delta::Added | Delta::Untracked => ChangeStatus::Added,
+            Delta::Deleted => ChangeStatus::Deleted,
+            Delta::Modified => ChangeStatus::Modified,
+            Delta::Renamed => ChangeStatus::Renamed,
+            Delta::Copied => ChangeStatus::Copied,
+            Delta::Typechange => ChangeStatus::TypeChanged,
+            Delta::Unmodified | Delta::Ignored | Delta::Unreadable | Delta::Conflicted => continue,
+        };
+        let new = delta.new_file().path_bytes().map(|path| warnings.text_of(path));
+        let old = delta.old_file().path_bytes().map(|path| warnings.text_of(path));
+        let change = match (status, new, old) {
+            (ChangeStatus::Renamed | ChangeStatus::Copied, Some(path), Some(old)) => {
+                Change { path, status, old_path: Some(old) }
+            }
+            (ChangeStatus::Deleted, _, Some(path)) | (_, Some(path), _) | (_, None, Some(path)) => {
+                Change { path, status, old_path: None }
+            }
+            (_, None, None) => continue,
+        };
+        changes.push(change);
+    }
+    changes
+}
+
+/// Turns git's byte paths into text, remembering the ones that were not UTF-8.
+#[derive(Debug, Default)]
+struct PathWarnings {
+    not_utf8: Vec<String>,
+}
+
+impl PathWarnings {
+    fn text_of(&mut self, path: &[u8]) -> String {
+        match std::str::from_utf8(path) {
+            Ok(text) => text.to_owned(),
+            Err(_) => {
+                let text = String::from_utf8_lossy(path).into_owned();
+                self.not_utf8.push(text.clone());
+                text
+            }
+        }
+    }
+
+    fn into_warnings(mut self) -> Vec<String> {
+        self.not_utf8.sort();
+        self.not_utf8.dedup();
+        self.not_utf8
+            .into_iter()
+            .map(|path| format!("path {path} is not UTF-8; it is shown and matched with U+FFFD in place of the bad bytes"))
+            .collect()
+    }
+}
+
+fn short(oid: Oid) -> String {
+    let mut text = oid.to_string();
+    text.truncate(7);
+    text
+}
+
+fn git_error(what: String, source: git2::Error) -> ScopeError {
+    ScopeError::Git { what, source }
+}

@@ -1,0 +1,23 @@
+//! Scope: from a pull request's changed files and the repository's manifest, decide what every
+//! model runs — the full tier, the smoke tier or nothing — and whether the common checks run,
+//! with the changed paths and patterns that decided it.
+//!
+//! - [`manifest`] parses `prgate.toml`, the repository's description of itself;
+//! - [`pattern`] compiles its git-style globs and `{model}` patterns;
+//! - [`change`] is a changed path, and the file-list format;
+//! - [`plan`] is the plan's wire format and the pure decision ([`plan::select`]);
+//! - [`git`] reads refs, trees, the base-side manifest and the diff: scope's only I/O.
+//!
+//! Scope reads git and nothing else: no network, no processes. Rendering a plan for people is
+//! the report crate's work; running it is the runner's.
+
+pub mod change;
+pub mod git;
+pub mod manifest;
+pub mod pattern;
+pub mod plan;
+
+pub use change::{Change, ChangeStatus};
+pub use git::{FileList, PlanRequest, ScopeError, plan};
+pub use manifest::{Manifest, ManifestError};
+pub use plan::{Plan, Tier};

@@ -1,0 +1,241 @@
+//! The manifest, `prgate.toml`: how a repository describes its models and shared paths.
+//!
+//! The file is parsed through private serde types that reject unknown keys, then checked and
+//! turned into a [`Manifest`] whose patterns are compiled. Every error names the file, the key
+//! and the bad value. Where the file comes from (always the base side of a PR) is the caller's
+//! business; this module only sees its text. The format's reference is `docs/manifest.md`.
+
+use serde::Deserialize;
+
+use crate::pattern::{ModelPattern, PathPattern, PatternError};
+
+/// Where the manifest lives in a repository, relative to its root.
+pub const MANIFEST_PATH: &str = "prgate.toml";
+
+/// A checked manifest: compiled patterns, ready to classify paths.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    models: Vec<ModelPattern>,
+    shared: Vec<PathPattern>,
+    ignore: Vec<PathPattern>,
+    codeowners: String,
+}
+
+/// Why a manifest was refused. Every variant names the file it came from.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// The file is not valid TOML or does not have the expected shape (unknown key, wrong type).
+    #[error("{file}: {message}")]
+    Syntax { file: String, message: String },
+    /// A value has the right type but is not acceptable.
+    #[error("{file}: {key} = \"{value}\": {problem}")]
+    Value { file: String, key: String, value: String, problem: String },
+    /// A required list is empty, or no model can ever be discovered from it.
+    #[error("{file}: {key}: {problem}")]
+    Key { file: String, key: String, problem: String },
+}
+
+impl Manifest {
+    /// Parses and checks the text of a manifest. `file` names it in errors, e.g.
+    /// `prgate.toml at merge-base 1a2b3c4`.
+    pub fn parse(text: &str, file: &str) -> Result<Manifest, ManifestError> {
+        let raw: RawManifest = toml::from_str(text).map_err(|error| ManifestError::Syntax {
+            file: file.to_owned(),
+            message: error.to_string().trim_end().to_owned(),
+        })?;
+        let scope = raw.scope;
+        let value_error = |key: String, value: &str, error: PatternError| ManifestError::Value {
+            file: file.to_owned(),
+            key,
+            value: value.to_owned(),
+            problem: error.to_string(),
+        };
+
+        if scope.models.is_empty() {
+            return Err(ManifestError::Key {
+                file: file.to_owned(),
+                key: "scope.models".to_owned(),
+                problem: "is empty: list at least one pattern with {model} in it".to_owned(),
+            });
+        }
+        let mut models = Vec::with_capacity(scope.models.len());
+        for (index, text) in scope.models.iter().enumerate() {
+            let pattern = ModelPattern::new(text)
+                .map_err(|error| value_error(format!("scope.models[{index}]"), text, error))?;
+            models.push(pattern);
+        }
+        if !models.iter().any(ModelPattern::is_whole_segment) {
+            return Err(ManifestError::Key {
+                file: file.to_owned(),
+                key: "scope.models".to_owned(),
+                problem: "no pattern has {model} as a whole path segment, so no model can be \
+                          discovered\nhint: add one such as \"models/{model}/**\""
+                    .to_owned(),
+            });
+        }
+        let compile_list =
+            |key: &str, texts: &[String]| -> Result<Vec<PathPattern>, ManifestError> {
+                texts
+                    .iter()
+                    .enumerate()
+                    .map(|(index, text)| {
+                        PathPattern::new(text)
+                            .map_err(|error| value_error(format!("{key}[{index}]"), text, error))
+                    })
+                    .collect()
+            };
+        let shared = compile_list("scope.shared", &scope.shared)?;
+        let ignore = compile_list("scope.ignore", &scope.ignore)?;
+
+        let codeowners = scope.codeowners.unwrap_or_else(|| DEFAULT_CODEOWNERS.to_owned());
+        if let Err(problem) = check_repository_path(&codeowners) {
+            return Err(ManifestError::Value {
+                file: file.to_owned(),
+                key: "scope.codeowners".to_owned(),
+                value: codeowners,
+                problem,
+            });
+        }
+        Ok(Manifest { models, shared, ignore, codeowners })
+    }
+
+    /// The patterns of paths that belong to one model, in the order the manifest lists them.
+    pub fn models(&self) -> &[ModelPattern] {
+        &self.models
+    }
+
+    /// The patterns of shared paths: a change there puts every model on the smoke tier at least.
+    pub fn shared(&self) -> &[PathPattern] {
+        &self.shared
+    }
+
+    /// The patterns of paths whose changes select nothing, whatever else they match.
+    pub fn ignore(&self) -> &[PathPattern] {
+        &self.ignore
+    }
+
+    /// Where the repository's CODEOWNERS file is, relative to its root.
+    pub fn codeowners(&self) -> &str {
+        &self.codeowners
+    }
+}
+
+/// The CODEOWNERS location used when the manifest does not name one.
+pub const DEFAULT_CODEOWNERS: &str = ".github/CODEOWNERS";
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawManifest {
+    scope: RawScope,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawScope {
+    models: Vec<String>,
+    #[serde(default)]
+    shared: Vec<String>,
+    #[serde(default)]
+    ignore: Vec<String>,
+    codeowners: Option<String>,
+}
+
+/// A path inside the repository: relative, `/`-separated, no `.` or `..` segments.
+fn check_repository_path(path: &str) -> Result<(), String> {
+    if path.is_empty() {
+        return Err("is empty".to_owned());
+    }
+    if path.starts_with('/') {
+        return Err("must be relative to the repository root (no leading /)".to_owned());
+    }
+    if path.split('/').any(|segment| segment.is_empty() || segment == "." || segment == "..") {
+        return Err("must be a plain path: no empty, . or .. segments".to_owned());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parses `text` and renders the outcome: the pattern lists, or the error as users see it.
+    fn check(text: &str) -> String {
+        match Manifest::parse(text, "prgate.toml") {
+            Ok(manifest) => {
+                let list = |patterns: Vec<&str>| patterns.join(", ");
+                format!(
+                    "ok\nmodels: {}\nshared: {}\nignore: {}\ncodeowners: {}",
+                    list(manifest.models().iter().map(ModelPattern::text).collect()),
+                    list(manifest.shared().iter().map(PathPattern::text).collect()),
+                    list(manifest.ignore().iter().map(PathPattern::text).collect()),
+                    manifest.codeowners()
+                )
+            }
+            Err(error) => format!("error: {error}"),
+        }
+    }
+
+    #[test]
+    fn the_issue_example_parses() {
+        insta::assert_snapshot!(check(
+            r#"
+[scope]
+models = ["sgl_amd_mono/models/{model}/**", "test/unit/{model}/**",
+          "test/kernels/test_{model}_*.py", "test/e2e/{model}.toml"]
+shared = ["sgl_amd_mono/__init__.py", "sgl_amd_mono/common/**", "pyproject.toml"]
+ignore = ["docs/**"]
+codeowners = ".github/CODEOWNERS"
+"#
+        ), @r"
+        ok
+        models: sgl_amd_mono/models/{model}/**, test/unit/{model}/**, test/kernels/test_{model}_*.py, test/e2e/{model}.toml
+        shared: sgl_amd_mono/__init__.py, sgl_amd_mono/common/**, pyproject.toml
+        ignore: docs/**
+        codeowners: .github/CODEOWNERS
+        ");
+    }
+
+    #[test]
+    fn optional_keys_take_their_defaults() {
+        insta::assert_snapshot!(check("[scope]\nmodels = [\"m/{model}/**\"]\n"), @r"
+        ok
+        models: m/{model}/**
+        shared: 
+        ignore: 
+        codeowners: .github/CODEOWNERS
+        ");
+    }
+
+    #[test]
+    fn every_kind_of_error_names_the_file_the_key_and_the_value() {
+        let cases = [
+            ("unknown key", "[scope]\nmodels = [\"m/{model}/**\"]\nshard = []\n"),
+            ("unknown table", "[scope]\nmodels = [\"m/{model}/**\"]\n[gate]\n"),
+            ("missing scope", "title = 1\n"),
+            ("missing models", "[scope]\nshared = []\n"),
+            ("wrong type", "[scope]\nmodels = \"m/{model}/**\"\n"),
+            ("not toml", "[scope\n"),
+            ("empty models", "[scope]\nmodels = []\n"),
+            ("bad glob", "[scope]\nmodels = [\"m/{model}/**\", \"t/{model}/[z-a].py\"]\n"),
+            ("empty file", ""),
+            ("no {model}", "[scope]\nmodels = [\"m/{model}/**\", \"tests/**\"]\n"),
+            ("two {model}", "[scope]\nmodels = [\"m/{model}/{model}/**\"]\n"),
+            ("{model} in braces", "[scope]\nmodels = [\"m/{x,{model}}/**\"]\n"),
+            ("no whole segment", "[scope]\nmodels = [\"t/test_{model}_*.py\"]\n"),
+            (
+                "{model} in shared",
+                "[scope]\nmodels = [\"m/{model}/**\"]\nshared = [\"c/{model}\"]\n",
+            ),
+            ("bad ignore glob", "[scope]\nmodels = [\"m/{model}/**\"]\nignore = [\"docs/[a\"]\n"),
+            ("absolute glob", "[scope]\nmodels = [\"m/{model}/**\"]\nshared = [\"/common/**\"]\n"),
+            ("empty glob", "[scope]\nmodels = [\"m/{model}/**\"]\nignore = [\"\"]\n"),
+            (
+                "bad codeowners",
+                "[scope]\nmodels = [\"m/{model}/**\"]\ncodeowners = \"../CODEOWNERS\"\n",
+            ),
+        ];
+        let rendered: Vec<String> =
+            cases.iter().map(|(name, text)| format!("## {name}\n{}", check(text))).collect();
+        insta::assert_snapshot!(rendered.join("\n\n"));
+    }
+}

@@ -1,0 +1,354 @@
+//! The manifest's path patterns: git-style globs, and model patterns that capture `{model}`.
+//!
+//! Globs follow git's rules: they match the whole path from the repository root, `*` and `?`
+//! stop at `/`, `**` as a whole segment crosses any number of directories, `{a,b}` is an
+//! alternation and `[...]` a class. Parsing is globset's; a model pattern is compiled by putting
+//! a placeholder where `{model}` stands, letting globset build the regular expression, and
+//! putting a capture group where the placeholder landed. Which models exist is not known here:
+//! the caller binds partial-segment patterns to the known names ([`ModelPattern::bind`]).
+
+use globset::GlobBuilder;
+use regex::bytes::Regex;
+
+/// The placeholder a model pattern's name slot is written as.
+pub const MODEL_SLOT: &str = "{model}";
+
+/// What stands for `{model}` while globset compiles the pattern. Letters only, so that globset
+/// copies it into the regular expression unchanged.
+const MARKER: &str = "prgatemodelslotmarker";
+
+/// A pattern of `scope.shared` or `scope.ignore`: a plain glob.
+#[derive(Debug, Clone)]
+pub struct PathPattern {
+    text: String,
+    regex: Regex,
+}
+
+/// A pattern of `scope.models`: a glob with one `{model}` slot that names the model a path
+/// belongs to.
+#[derive(Debug, Clone)]
+pub struct ModelPattern {
+    text: String,
+    whole_segment: bool,
+    /// The regular expression before and after the slot.
+    regex_before: String,
+    regex_after: String,
+    /// The slot as any one segment (`[^/]+`): for whole-segment patterns this is the matcher.
+    any_name: Regex,
+}
+
+/// A model pattern ready to name models: a whole-segment pattern captures any segment, a
+/// partial-segment pattern only the known names, longest first.
+#[derive(Debug, Clone)]
+pub struct BoundModelPattern {
+    regex: Regex,
+}
+
+/// Why a pattern was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PatternError {
+    #[error("a pattern cannot be empty")]
+    Empty,
+    #[error("patterns are relative to the repository root\nhint: drop the leading '/'")]
+    Absolute,
+    #[error("{0}")]
+    Glob(String),
+    #[error("a models pattern needs {{model}} where the model's name stands")]
+    NoModelSlot,
+    #[error("{{model}} may appear only once in a pattern")]
+    SeveralModelSlots,
+    #[error("{{model}} cannot stand inside an alternation {{...}}")]
+    ModelSlotInAlternation,
+    #[error("only scope.models patterns capture {{model}}")]
+    UnexpectedModelSlot,
+    #[error("the pattern contains prgate's internal placeholder '{MARKER}'")]
+    ReservedText,
+}
+
+impl PathPattern {
+    /// Compiles a glob that has no `{model}` slot.
+    pub fn new(text: &str) -> Result<PathPattern, PatternError> {
+        check_common(text)?;
+        if text.contains(MODEL_SLOT) {
+            return Err(PatternError::UnexpectedModelSlot);
+        }
+        let regex = compile(&glob_regex(text)?)?;
+        Ok(PathPattern { text: text.to_owned(), regex })
+    }
+
+    /// The pattern as written in the manifest.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether the pattern matches a path (relative to the repository root, `/`-separated).
+    pub fn is_match(&self, path: &str) -> bool {
+        self.regex.is_match(path.as_bytes())
+    }
+}
+
+impl ModelPattern {
+    /// Compiles a glob with exactly one `{model}` slot.
+    pub fn new(text: &str) -> Result<ModelPattern, PatternError> {
+        check_common(text)?;
+        let slots: Vec<usize> = text.match_indices(MODEL_SLOT).map(|(at, _)| at).collect();
+        let at = match slots.as_slice() {
+            [] => return Err(PatternError::NoModelSlot),
+            [at] => *at,
+            _ => return Err(PatternError::SeveralModelSlots),
+        };
+        if brace_depth(&text[..at]) > 0 {
+            return Err(PatternError::ModelSlotInAlternation);
+        }
+        let before = &text[..at];
+        let after = &text[at + MODEL_SLOT.len()..];
+        let whole_segment = (before.is_empty() || before.ends_with('/'))
+            && (after.is_empty() || after.starts_with('/'));
+
+        let regex = glob_regex(&format!("{before}{MARKER}{after}"))?;
+        let (regex_before, regex_after) = match regex.split_once(MARKER) {
+            Some((regex_before, regex_after)) if !regex_after.contains(MARKER) => {
+                (regex_before.to_owned(), regex_after.to_owned())
+            }
+            _ => return Err(PatternError::Glob("{model} is not in a literal position".to_owned())),
+        };
+        let any_name = compile(&format!("{regex_before}(?P<model>[^/]+){regex_after}"))?;
+        Ok(ModelPattern {
+            text: text.to_owned(),
+            whole_segment,
+            regex_before,
+            regex_after,
+            any_name,
+        })
+    }
+
+    /// The pattern as written in the manifest.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether `{model}` is a whole path segment, so that the pattern can discover models.
+    pub fn is_whole_segment(&self) -> bool {
+        self.whole_segment
+    }
+
+    /// For a whole-segment pattern, the segment a path puts in the slot, valid name or not.
+    /// `None` when the path does not match, or when the pattern is a partial-segment one.
+    pub fn capture<'p>(&self, path: &'p str) -> Option<&'p str> {
+        if !self.whole_segment {
+            return None;
+        }
+        self.any_name.captures(path.as_bytes()).and_then(|captures| {
+            let slot = captures.name("model")?;
+            path.get(slot.start()..slot.end())
+        })
+    }
+
+    /// Whether the path matches the pattern with any one segment's text in the slot.
+    pub fn matches_some_name(&self, path: &str) -> bool {
+        self.any_name.is_match(path.as_bytes())
+    }
+
+    /// Binds the pattern to the known model names: a partial-segment pattern then names the
+    /// longest known model that fits, a whole-segment one any valid name.
+    pub fn bind<'n>(&self, known: impl IntoIterator<Item = &'n str>) -> BoundModelPattern {
+        if self.whole_segment {
+            return BoundModelPattern { regex: self.any_name.clone() };
+        }
+        let mut names: Vec<&str> = known.into_iter().collect();
+        // Longest first: the regex engine prefers the earliest alternative that lets the whole
+        // pattern match, so this picks the longest name that fits.
+        names.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
+        names.dedup();
+        let alternatives = if names.is_empty() {
+            r"[^\s\S]".to_owned()
+        } else {
+            names.iter().map(|name| regex::escape(name)).collect::<Vec<_>>().join("|")
+        };
+        let source = format!("{}(?P<model>{alternatives}){}", self.regex_before, self.regex_after);
+        BoundModelPattern {
+            // The pieces compiled once already with a capture group in the same place, and the
+            // alternatives are escaped literals, so this cannot fail; fall back to never matching.
+            regex: Regex::new(&source).unwrap_or_else(|_| never_matches()),
+        }
+    }
+}
+
+impl BoundModelPattern {
+    /// The model a path belongs to under this pattern, if any. The name is not checked here.
+    pub fn model<'p>(&self, path: &'p str) -> Option<&'p str> {
+        let captures = self.regex.captures(path.as_bytes())?;
+        let slot = captures.name("model")?;
+        path.get(slot.start()..slot.end())
+    }
+}
+
+/// Whether a captured name can be a model's: letters, digits, `_`, `-` and `.`, but not `.`
+/// or `..`.
+pub fn is_valid_model_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'-' | b'.'))
+}
+
+fn check_common(text: &str) -> Result<(), PatternError> {
+    if text.is_empty() {
+        return Err(PatternError::Empty);
+    }
+    if text.starts_with('/') {
+        return Err(PatternError::Absolute);
+    }
+    if text.contains(MARKER) {
+        return Err(PatternError::ReservedText);
+    }
+    Ok(())
+}
+
+/// The regular expression globset builds for a glob under git's rules.
+fn glob_regex(text: &str) -> Result<String, PatternError> {
+    GlobBuilder::new(text)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+        .map(|glob| glob.regex().to_owned())
+        .map_err(|error| PatternError::Glob(error.kind().to_string()))
+}
+
+fn compile(source: &str) -> Result<Regex, PatternError> {
+    Regex::new(source).map_err(|error| PatternError::Glob(error.to_string()))
+}
+
+fn never_matches() -> Regex {
+    Regex::new(r"[^\s\S]").unwrap_or_else(|_| unreachable!("a constant regular expression"))
+}
+
+/// How many alternation braces are open at the end of `text` (escapes and classes respected).
+fn brace_depth(text: &str) -> usize {
+    let mut depth = 0usize;
+    let mut in_class = false;
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                chars.next();
+            }
+            '[' if !in_class => in_class = true,
+            ']' if in_class => in_class = false,
+            '{' if !in_class => depth += 1,
+            '}' if !in_class => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    depth
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check_path(pattern: &str, cases: &[(&str, bool)]) {
+        let compiled = PathPattern::new(pattern).expect("pattern compiles");
+        for (path, expected) in cases {
+            assert_eq!(compiled.is_match(path), *expected, "{pattern} on {path}");
+        }
+    }
+
+    #[test]
+    fn globs_follow_git_rules() {
+        check_path(
+            "docs/**",
+            &[("docs/a.md", true), ("docs/x/y/z.md", true), ("docs", false), ("a/docs/b", false)],
+        );
+        check_path("*.md", &[("README.md", true), ("docs/README.md", false)]);
+        check_path("**/*.md", &[("README.md", true), ("docs/x/README.md", true), ("a.py", false)]);
+        check_path("a/**/b", &[("a/b", true), ("a/x/b", true), ("a/x/y/b", true), ("a/xb", false)]);
+        check_path("pyproject.toml", &[("pyproject.toml", true), ("sub/pyproject.toml", false)]);
+        check_path("src/?.rs", &[("src/a.rs", true), ("src/ab.rs", false), ("src//.rs", false)]);
+        check_path(
+            "{docs,site}/*.md",
+            &[("docs/a.md", true), ("site/b.md", true), ("blog/c.md", false)],
+        );
+        check_path("test_[ab].py", &[("test_a.py", true), ("test_c.py", false)]);
+        check_path("a\\*b", &[("a*b", true), ("axb", false)]);
+    }
+
+    #[test]
+    fn whole_segment_patterns_capture_the_segment() {
+        let cases = [
+            ("models/{model}/**", "models/kimi_k31/layer.py", Some("kimi_k31")),
+            ("models/{model}/**", "models/kimi_k31/a/b/c.py", Some("kimi_k31")),
+            ("models/{model}/**", "models/kimi_k31", None),
+            ("models/{model}/**", "models/__init__.py", None),
+            ("models/{model}/**", "other/kimi/layer.py", None),
+            ("{model}/**", "kimi/x.py", Some("kimi")),
+            ("pkg/**/models/{model}/*.py", "pkg/a/b/models/glm/x.py", Some("glm")),
+            ("pkg/**/models/{model}/*.py", "pkg/models/glm/x.py", Some("glm")),
+            ("pkg/**/models/{model}/*.py", "pkg/models/glm/sub/x.py", None),
+            ("recipes/{model}", "recipes/deepseek", Some("deepseek")),
+        ];
+        for (pattern, path, expected) in cases {
+            let compiled = ModelPattern::new(pattern).expect("pattern compiles");
+            assert!(compiled.is_whole_segment(), "{pattern}");
+            assert_eq!(compiled.capture(path), expected, "{pattern} on {path}");
+        }
+    }
+
+    #[test]
+    fn partial_segment_patterns_pick_the_longest_known_name_that_fits() {
+        let known = ["kimi_k3", "kimi_k31", "glm53_flash", "glm53"];
+        let cases = [
+            (
+                "test/kernels/test_{model}_*.py",
+                "test/kernels/test_kimi_k31_k1_ring.py",
+                Some("kimi_k31"),
+            ),
+            ("test/kernels/test_{model}_*.py", "test/kernels/test_kimi_k3_k1.py", Some("kimi_k3")),
+            (
+                "test/kernels/test_{model}_*.py",
+                "test/kernels/test_glm53_flash_sparse.py",
+                Some("glm53_flash"),
+            ),
+            ("test/kernels/test_{model}_*.py", "test/kernels/test_glm53_other.py", Some("glm53")),
+            ("test/kernels/test_{model}_*.py", "test/kernels/test_qwen_x.py", None),
+            ("test/kernels/test_{model}_*.py", "test/kernels/sub/test_kimi_k3_k1.py", None),
+            ("test/e2e/{model}.toml", "test/e2e/kimi_k31.toml", Some("kimi_k31")),
+            ("test/e2e/{model}.toml", "test/e2e/kimi_k3.toml", Some("kimi_k3")),
+            ("test/e2e/{model}.toml", "test/e2e/kimi_k32.toml", None),
+        ];
+        for (pattern, path, expected) in cases {
+            let compiled = ModelPattern::new(pattern).expect("pattern compiles");
+            assert!(!compiled.is_whole_segment(), "{pattern}");
+            assert_eq!(compiled.capture(path), None, "partial patterns discover nothing");
+            assert_eq!(compiled.bind(known).model(path), expected, "{pattern} on {path}");
+        }
+    }
+
+    #[test]
+    fn a_partial_pattern_with_no_known_models_matches_nothing() {
+        let compiled = ModelPattern::new("t/test_{model}_*.py").expect("pattern compiles");
+        assert_eq!(compiled.bind([]).model("t/test_a_b.py"), None);
+        assert!(compiled.matches_some_name("t/test_a_b.py"));
+    }
+
+    #[test]
+    fn model_names_are_plain_identifiers() {
+        let cases = [
+            ("kimi_k31", true),
+            ("glm-5.3", true),
+            ("A1", true),
+            (".hidden", true),
+            (".", false),
+            ("..", false),
+            ("", false),
+            ("a b", false),
+            ("a@b", false),
+            ("ünï", false),
+        ];
+        for (name, expected) in cases {
+            assert_eq!(is_valid_model_name(name), expected, "{name}");
+        }
+    }
+}

@@ -1,0 +1,446 @@
+//! The plan: what every model runs, and why. Its types are the wire format later steps read.
+//!
+//! # The JSON format (`schema_version` 1)
+//!
+//! `prgate plan --format json` prints one object. Lists are sorted, so equal inputs give equal
+//! bytes. Fields may be added in a later version of the same schema; a field is never removed
+//! or changed in meaning without raising `schema_version`.
+//!
+//! ```json
+//! {
+//!   "schema_version": 1,
+//!   "base": { "ref": "main", "sha": "<40 hex>" },
+//!   "head": { "ref": "HEAD", "sha": "<40 hex>", "worktree": false },
+//!   "merge_base": "<40 hex>",            // null when there is none
+//!   "manifest": { "path": "prgate.toml", "commit": "<40 hex>" },
+//!   "diff": {
+//!     "source": "git",                   // "git", "worktree" or "file-list"
+//!     "trusted": true,                   // false: every model is on full, common selected
+//!     "warnings": ["..."]                // why it is not trusted, or what else to know
+//!   },
+//!   "changed": [{
+//!     "path": "sgl_amd_mono/models/kimi_k31/layer.py",
+//!     "status": "modified",              // added, modified, deleted, renamed, copied,
+//!                                        // type-changed, unknown (plain file list)
+//!     "old_path": null,                  // the source of a rename or copy
+//!     "matches": [                       // what the path (or a rename's old path) matched
+//!       { "kind": "model", "model": "kimi_k31", "pattern": "...", "path": "..." },
+//!       { "kind": "shared", "pattern": "...", "path": "..." },
+//!       { "kind": "ignored", "pattern": "...", "path": "..." },
+//!       { "kind": "no-model", "pattern": "...", "path": "..." }  // a models pattern, no model fits
+//!     ]
+//!   }],
+//!   "models": [{
+//!     "name": "kimi_k31",
+//!     "tier": "full",                    // "full", "smoke" or "none"
+//!     "new": false,                      // only in the head tree
+//!     "removed": false,                  // only in the base tree
+//!     "reasons": [
+//!       { "kind": "changed-path", "path": "...", "pattern": "..." },
+//!       { "kind": "untrusted-diff", "detail": "..." }
+//!     ]
+//!   }],
+//!   "common": { "selected": true, "reasons": [ /* as a model's */ ] },
+//!   "warnings": ["..."]                  // about the repository, not the diff
+//! }
+//! ```
+//!
+//! A path that matches an `ignore` pattern matches nothing else. A changed path under a model's
+//! pattern puts that model on `full`; a changed path under a `shared` pattern puts every other
+//! model on `smoke` and selects `common`. A removed model keeps the tier its changes give it
+//! (its deleted files put it on `full`); it has nothing to run on the PR side.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::change::Change;
+use crate::manifest::Manifest;
+use crate::pattern::{BoundModelPattern, is_valid_model_name};
+
+/// The version of the plan's JSON format.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// What every model runs, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    pub schema_version: u32,
+    pub base: Revision,
+    pub head: Head,
+    /// The merge-base of base and head, when there is one.
+    pub merge_base: Option<String>,
+    pub manifest: ManifestSource,
+    pub diff: DiffInfo,
+    pub changed: Vec<ChangedPath>,
+    pub models: Vec<ModelPlan>,
+    pub common: CommonPlan,
+    pub warnings: Vec<String>,
+}
+
+/// A ref as the user named it, and the commit it resolved to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Revision {
+    #[serde(rename = "ref")]
+    pub reference: String,
+    pub sha: String,
+}
+
+/// The head side: a commit, and whether uncommitted changes were added to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Head {
+    #[serde(rename = "ref")]
+    pub reference: String,
+    pub sha: String,
+    pub worktree: bool,
+}
+
+/// Where the manifest was read from: always the base side.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ManifestSource {
+    pub path: String,
+    pub commit: String,
+}
+
+/// Where the changed files came from, and whether they can be trusted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiffInfo {
+    pub source: DiffSource,
+    pub trusted: bool,
+    pub warnings: Vec<String>,
+}
+
+/// The origin of the list of changed files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DiffSource {
+    /// `git diff` from the merge-base to head.
+    Git,
+    /// `git diff` from the merge-base to the working tree, untracked files included.
+    Worktree,
+    /// A list given by the caller (GitHub's API, say).
+    FileList,
+}
+
+/// A changed path and what it matched.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChangedPath {
+    pub path: String,
+    pub status: crate::change::ChangeStatus,
+    pub old_path: Option<String>,
+    pub matches: Vec<PathMatch>,
+}
+
+/// One pattern a changed path matched.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum PathMatch {
+    /// The path belongs to a model.
+    Model { model: String, pattern: String, path: String },
+    /// The path is shared by every model.
+    Shared { pattern: String, path: String },
+    /// The path is ignored: it selects nothing.
+    Ignored { pattern: String, path: String },
+    /// The path matches a models pattern, but no known model fits it.
+    NoModel { pattern: String, path: String },
+}
+
+/// The checks tier of one model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Tier {
+    None,
+    Smoke,
+    Full,
+}
+
+/// What one model runs, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelPlan {
+    pub name: String,
+    pub tier: Tier,
+    pub new: bool,
+    pub removed: bool,
+    pub reasons: Vec<Reason>,
+}
+
+/// Whether the common checks run, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommonPlan {
+    pub selected: bool,
+    pub reasons: Vec<Reason>,
+}
+
+/// Why something was selected.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Reason {
+    /// The diff cannot be trusted, so everything runs.
+    UntrustedDiff { detail: String },
+    /// A changed path matched a pattern.
+    ChangedPath { path: String, pattern: String },
+}
+
+impl Tier {
+    /// The tier's name as the JSON and the tables show it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::None => "none",
+            Tier::Smoke => "smoke",
+            Tier::Full => "full",
+        }
+    }
+}
+
+/// Which models exist on each side, discovered by matching every file of the base and head
+/// trees against the whole-segment model patterns.
+///
+/// The base tree is added path by path; the head tree is the base tree with the tree diff
+/// applied, so only the changes are matched again. A model exists on a side while at least one
+/// of its files does.
+#[derive(Debug, Clone, Default)]
+pub struct KnownModels {
+    /// Per model: how many (file, pattern) matches on the base side and on the head side.
+    counts: BTreeMap<String, (usize, usize)>,
+    /// Captured names that are not valid model names, with one path that gave each.
+    invalid: BTreeMap<String, String>,
+}
+
+impl KnownModels {
+    /// Counts a file of the base tree (and so, until a change removes it, of the head tree).
+    pub fn add_base_file(&mut self, manifest: &Manifest, path: &str) {
+        for name in self.discover(manifest, path) {
+            let counts = self.counts.entry(name).or_default();
+            counts.0 += 1;
+            counts.1 += 1;
+        }
+    }
+
+    /// Applies one change of the tree diff from the base tree to the head tree.
+    pub fn apply_change(&mut self, manifest: &Manifest, change: &Change) {
+        use crate::change::ChangeStatus::{Added, Copied, Deleted, Renamed};
+        let (removed, added) = match change.status {
+            Added | Copied => (None, Some(change.path.as_str())),
+            Deleted => (Some(change.path.as_str()), None),
+            Renamed => (change.old_path.as_deref(), Some(change.path.as_str())),
+            _ => (None, None),
+        };
+        for name in removed.map(|path| self.discover(manifest, path)).unwrap_or_default() {
+            let counts = self.counts.entry(name).or_default();
+            counts.1 = counts.1.saturating_sub(1);
+        }
+        for name in added.map(|path| self.discover(manifest, path)).unwrap_or_default() {
+            self.counts.entry(name).or_default().1 += 1;
+        }
+    }
+
+    /// Every known model with whether it exists on the base and on the head side.
+    pub fn presence(&self) -> impl Iterator<Item = (&str, bool, bool)> {
+        self.counts
+            .iter()
+            .filter(|(_, (base, head))| *base > 0 || *head > 0)
+            .map(|(name, (base, head))| (name.as_str(), *base > 0, *head > 0))
+    }
+
+    /// Warnings about captured names that cannot be model names.
+    pub fn warnings(&self) -> Vec<String> {
+        self.invalid
+            .iter()
+            .map(|(name, path)| {
+                format!(
+                    "'{name}' (from {path}) is not a valid model name (letters, digits, _, - and \
+                     .): not a model"
+                )
+            })
+            .collect()
+    }
+
+    fn discover(&mut self, manifest: &Manifest, path: &str) -> Vec<String> {
+        let mut names = Vec::new();
+        for pattern in manifest.models() {
+            if let Some(name) = pattern.capture(path) {
+                if is_valid_model_name(name) {
+                    names.push(name.to_owned());
+                } else if !self.invalid.contains_key(name) {
+                    self.invalid.insert(name.to_owned(), path.to_owned());
+                }
+            }
+        }
+        names
+    }
+}
+
+/// What the changed paths select: the part of the plan that depends on the changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selection {
+    pub changed: Vec<ChangedPath>,
+    pub models: Vec<ModelPlan>,
+    pub common: CommonPlan,
+    pub warnings: Vec<String>,
+}
+
+/// Decides every model's tier and whether common runs. `untrusted` holds why the diff cannot
+/// be trusted, if it cannot: then everything runs, and the changes only add reasons.
+pub fn select(
+    manifest: &Manifest,
+    known: &KnownModels,
+    changes: &[Change],
+    untrusted: Option<&str>,
+) -> Selection {
+    let mut changes: Vec<&Change> = changes.iter().collect();
+    changes.sort();
+    changes.dedup();
+
+    let mut presence: BTreeMap<String, (bool, bool)> =
+        known.presence().map(|(name, base, head)| (name.to_owned(), (base, head))).collect();
+    let mut warnings = Vec::new();
+
+    // Names that only the changes mention (a file list ahead of the local trees) are models
+    // too, so that a partial-segment pattern can find them.
+    for change in &changes {
+        for path in change.counted_paths() {
+            for pattern in manifest.models() {
+                if let Some(name) = pattern.capture(path)
+                    && is_valid_model_name(name)
+                    && !presence.contains_key(name)
+                {
+                    warnings.push(format!(
+                        "model '{name}' is named by the changed path {path} but is in neither the \
+                         base nor the head tree"
+                    ));
+                    presence.insert(name.to_owned(), (false, false));
+                }
+            }
+        }
+    }
+
+    let bound: Vec<(BoundModelPattern, &str)> = manifest
+        .models()
+        .iter()
+        .map(|pattern| (pattern.bind(presence.keys().map(String::as_str)), pattern.text()))
+        .collect();
+
+    let changed: Vec<ChangedPath> = changes
+        .iter()
+        .map(|change| ChangedPath {
+            path: change.path.clone(),
+            status: change.status,
+            old_path: change.old_path.clone(),
+            matches: classify_change(manifest, &bound, &presence, change),
+        })
+        .collect();
+
+    let mut model_reasons: BTreeMap<&str, BTreeSet<Reason>> = BTreeMap::new();
+    let mut shared_reasons: BTreeSet<Reason> = BTreeSet::new();
+    for path_match in changed.iter().flat_map(|changed| &changed.matches) {
+        match path_match {
+            PathMatch::Model { model, pattern, path } => {
+                model_reasons
+                    .entry(model)
+                    .or_default()
+                    .insert(Reason::ChangedPath { path: path.clone(), pattern: pattern.clone() });
+            }
+            PathMatch::Shared { pattern, path } => {
+                shared_reasons
+                    .insert(Reason::ChangedPath { path: path.clone(), pattern: pattern.clone() });
+            }
+            PathMatch::Ignored { .. } | PathMatch::NoModel { .. } => {}
+        }
+    }
+    let untrusted_reason =
+        untrusted.map(|detail| Reason::UntrustedDiff { detail: detail.to_owned() });
+
+    let models = presence
+        .iter()
+        .map(|(name, &(base, head))| {
+            let own = model_reasons.get(name.as_str());
+            let (tier, reasons): (Tier, Vec<Reason>) = if let Some(untrusted) = &untrusted_reason {
+                let mut reasons = vec![untrusted.clone()];
+                reasons.extend(own.into_iter().flatten().cloned());
+                (Tier::Full, reasons)
+            } else if let Some(own) = own {
+                (Tier::Full, own.iter().cloned().collect())
+            } else if !shared_reasons.is_empty() {
+                (Tier::Smoke, shared_reasons.iter().cloned().collect())
+            } else {
+                (Tier::None, Vec::new())
+            };
+            ModelPlan {
+                name: name.clone(),
+                tier,
+                new: head && !base,
+                removed: base && !head,
+                reasons,
+            }
+        })
+        .collect();
+
+    let mut common_reasons: Vec<Reason> = untrusted_reason.into_iter().collect();
+    common_reasons.extend(shared_reasons);
+    let common = CommonPlan { selected: !common_reasons.is_empty(), reasons: common_reasons };
+
+    warnings.extend(known.warnings());
+    warnings.sort();
+    warnings.dedup();
+    Selection { changed, models, common, warnings }
+}
+
+/// What one change's paths match. An ignored path matches nothing else.
+fn classify_change(
+    manifest: &Manifest,
+    bound: &[(BoundModelPattern, &str)],
+    presence: &BTreeMap<String, (bool, bool)>,
+    change: &Change,
+) -> Vec<PathMatch> {
+    let mut matches = BTreeSet::new();
+    for path in change.counted_paths() {
+        if let Some(pattern) = manifest.ignore().iter().find(|pattern| pattern.is_match(path)) {
+            matches.insert(PathMatch::Ignored {
+                pattern: pattern.text().to_owned(),
+                path: path.to_owned(),
+            });
+            continue;
+        }
+        let mut found_model = false;
+        for (pattern, (bound_pattern, text)) in manifest.models().iter().zip(bound) {
+            match bound_pattern.model(path) {
+                Some(model) if presence.contains_key(model) => {
+                    found_model = true;
+                    matches.insert(PathMatch::Model {
+                        model: model.to_owned(),
+                        pattern: (*text).to_owned(),
+                        path: path.to_owned(),
+                    });
+                }
+                _ if pattern.matches_some_name(path) => {
+                    matches.insert(PathMatch::NoModel {
+                        pattern: (*text).to_owned(),
+                        path: path.to_owned(),
+                    });
+                }
+                _ => {}
+            }
+        }
+        if found_model {
+            matches
+                .retain(|found| !matches!(found, PathMatch::NoModel { path: p, .. } if p == path));
+        }
+        for pattern in manifest.shared().iter().filter(|pattern| pattern.is_match(path)) {
+            matches.insert(PathMatch::Shared {
+                pattern: pattern.text().to_owned(),
+                path: path.to_owned(),
+            });
+        }
+    }
+    matches.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests;

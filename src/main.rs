@@ -1,0 +1,53 @@
+//! `prgate`: proves a pull request to a GPU-kernel repository before a reviewer approves it.
+//!
+//! The binary is the shell around the crates: it parses the command line, reads and writes
+//! files, and (later) talks to GitHub. Deciding is scope's and the gate's work, rendering the
+//! report's, running the runner's.
+//!
+//! Exit codes, for every subcommand:
+//! - 0: success (for the gate: the PR passed);
+//! - 1: the gate failed the PR;
+//! - 2: an error: bad input, an unknown ref, an unreadable file. The message on stderr names it.
+
+mod demo;
+mod plan;
+mod sample;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// The exit code for a run that worked.
+const EXIT_OK: u8 = 0;
+/// The exit code for an error: bad input, an unknown ref, an unreadable file.
+const EXIT_ERROR: u8 = 2;
+
+/// Proves a pull request to a GPU-kernel repository: decides what it must run, runs base and
+/// PR side by side on the GPU nodes, judges the evidence and reports it on the PR.
+#[derive(Debug, Parser)]
+#[command(name = "prgate", version, max_term_width = 100)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    Plan(plan::PlanArgs),
+    Demo(demo::DemoArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Plan(args) => plan::run(&args),
+        Command::Demo(args) => demo::run(&args),
+    };
+    match outcome {
+        Ok(()) => ExitCode::from(EXIT_OK),
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
