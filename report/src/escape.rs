@@ -37,8 +37,10 @@ pub fn markdown_code(text: &str, place: MarkdownPlace) -> String {
     // The fence is one backtick longer than the longest run of backticks inside.
     let longest_run = body.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let fence = "`".repeat(longest_run + 1);
-    let pad =
-        if body.starts_with('`') || body.ends_with('`') || body.is_empty() { " " } else { "" };
+    if body.is_empty() {
+        return "` `".to_owned();
+    }
+    let pad = if body.starts_with('`') || body.ends_with('`') { " " } else { "" };
     format!("{fence}{pad}{body}{pad}{fence}")
 }
 

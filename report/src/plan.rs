@@ -83,8 +83,7 @@ pub fn human(plan: &Plan) -> String {
     let _ = writeln!(out, "{:<name_width$}  tier   why", "model");
     for model in &plan.models {
         let label = Style::Terminal.code(&model_label(&model.name, model.new, model.removed));
-        let reasons: Vec<String> =
-            model.reasons.iter().map(|reason| reason_text(reason, Style::Terminal)).collect();
+        let reasons = reasons_text(&model.reasons, Style::Terminal);
         let first = reasons.first().map_or("-", String::as_str);
         let _ = writeln!(out, "{label:<name_width$}  {:<5}  {first}", model.tier.as_str());
         for reason in reasons.iter().skip(1) {
@@ -98,8 +97,8 @@ pub fn human(plan: &Plan) -> String {
     let _ = writeln!(out);
     let _ =
         writeln!(out, "common checks: {}", if plan.common.selected { "run" } else { "skipped" });
-    for reason in &plan.common.reasons {
-        let _ = writeln!(out, "  {}", reason_text(reason, Style::Terminal));
+    for reason in reasons_text(&plan.common.reasons, Style::Terminal) {
+        let _ = writeln!(out, "  {reason}");
     }
     for warning in &plan.warnings {
         let _ = writeln!(out, "warning: {}", Style::Terminal.prose(warning));
@@ -145,16 +144,14 @@ pub fn markdown(plan: &Plan) -> String {
                 Tier::Smoke => "smoke",
                 Tier::None => "none",
             };
-            let reasons: Vec<String> =
-                model.reasons.iter().map(|reason| reason_text(reason, CELL)).collect();
+            let reasons = reasons_text(&model.reasons, CELL);
             let why = if reasons.is_empty() { "—".to_owned() } else { reasons.join("<br>") };
             let _ = writeln!(out, "| {name} | {tier} | {why} |");
         }
         let _ = writeln!(out);
     }
 
-    let common_reasons: Vec<String> =
-        plan.common.reasons.iter().map(|reason| reason_text(reason, PARAGRAPH)).collect();
+    let common_reasons = reasons_text(&plan.common.reasons, PARAGRAPH);
     let _ =
         write!(out, "**Common checks:** {}", if plan.common.selected { "run" } else { "skipped" });
     if !common_reasons.is_empty() {
@@ -235,7 +232,7 @@ fn source_line(plan: &Plan) -> String {
         DiffSource::FileList => "the given file list",
     };
     format!(
-        "Manifest {} read from {}; changed files from {source}",
+        "Manifest {} from {} (base side); changed files: {source}",
         plan.manifest.path,
         short(&plan.manifest.commit)
     )
@@ -275,32 +272,53 @@ fn status_word(changed: &ChangedPath) -> &'static str {
     }
 }
 
-/// What a changed path matched, as a short phrase.
+/// What a changed path matched, as a short phrase. A match of a rename's old path alone is
+/// marked; one that both paths share is shown once.
 fn matches_text(changed: &ChangedPath, show: Style) -> String {
     if changed.matches.is_empty() {
         return "no pattern: selects nothing".to_owned();
     }
-    let renamed = changed.old_path.is_some();
-    let phrases: Vec<String> = changed
-        .matches
+    // (what, pattern) -> whether the new path matched.
+    let mut phrases: Vec<(String, &str, bool)> = Vec::new();
+    for path_match in &changed.matches {
+        let (what, pattern, path) = match path_match {
+            PathMatch::Model { model, pattern, path } => {
+                (format!("model {}", show.code(model)), pattern, path)
+            }
+            PathMatch::Shared { pattern, path } => ("shared".to_owned(), pattern, path),
+            PathMatch::Ignored { pattern, path } => ("ignored".to_owned(), pattern, path),
+            PathMatch::NoModel { pattern, path } => {
+                ("no known model fits".to_owned(), pattern, path)
+            }
+        };
+        let on_new_path = *path == changed.path;
+        match phrases.iter_mut().find(|(w, p, _)| *w == what && *p == pattern.as_str()) {
+            Some(existing) => existing.2 |= on_new_path,
+            None => phrases.push((what, pattern, on_new_path)),
+        }
+    }
+    phrases
         .iter()
-        .map(|path_match| {
-            let (what, pattern, path) = match path_match {
-                PathMatch::Model { model, pattern, path } => {
-                    (format!("model {}", show.code(model)), pattern, path)
-                }
-                PathMatch::Shared { pattern, path } => ("shared".to_owned(), pattern, path),
-                PathMatch::Ignored { pattern, path } => ("ignored".to_owned(), pattern, path),
-                PathMatch::NoModel { pattern, path } => {
-                    ("no known model fits".to_owned(), pattern, path)
-                }
-            };
-            let side = if renamed && *path != changed.path { " (old path)" } else { "" };
+        .map(|(what, pattern, on_new_path)| {
+            let side = if *on_new_path { "" } else { " (old path)" };
             format!("{what}{side} ({})", show.code(pattern))
         })
-        .collect();
-    phrases.join(", ")
+        .collect::<Vec<_>>()
+        .join(", ")
 }
+
+/// A model's reasons, at most [`REASONS_SHOWN`] of them and a count of the rest.
+fn reasons_text(reasons: &[Reason], show: Style) -> Vec<String> {
+    let mut lines: Vec<String> =
+        reasons.iter().take(REASONS_SHOWN).map(|reason| reason_text(reason, show)).collect();
+    if reasons.len() > REASONS_SHOWN {
+        lines.push(format!("… and {} more", reasons.len() - REASONS_SHOWN));
+    }
+    lines
+}
+
+/// How many reasons a model's row shows; the JSON has them all.
+const REASONS_SHOWN: usize = 5;
 
 fn reason_text(reason: &Reason, show: Style) -> String {
     match reason {
