@@ -3,7 +3,9 @@
 //! The file is parsed through private serde types that reject unknown keys, then checked and
 //! turned into a [`Manifest`] whose patterns are compiled. Every error names the file, the key
 //! and the bad value. Where the file comes from (always the base side of a PR) is the caller's
-//! business; this module only sees its text. The format's reference is `docs/manifest.md`.
+//! business; this module only sees its text. The rest of this page is `docs/manifest.md`.
+//!
+#![doc = include_str!("../../docs/manifest.md")]
 
 use serde::Deserialize;
 

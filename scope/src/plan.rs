@@ -1,54 +1,7 @@
-//! The plan: what every model runs, and why. Its types are the wire format later steps read.
+//! The plan: what every model runs, and why. Its types are the wire format later steps read;
+//! the rest of this page is `docs/plan.md`.
 //!
-//! # The JSON format (`schema_version` 1)
-//!
-//! `prgate plan --format json` prints one object. Lists are sorted, so equal inputs give equal
-//! bytes. Fields may be added in a later version of the same schema; a field is never removed
-//! or changed in meaning without raising `schema_version`.
-//!
-//! ```json
-//! {
-//!   "schema_version": 1,
-//!   "base": { "ref": "main", "sha": "<40 hex>" },
-//!   "head": { "ref": "HEAD", "sha": "<40 hex>", "worktree": false },
-//!   "merge_base": "<40 hex>",            // null when there is none
-//!   "manifest": { "path": "prgate.toml", "commit": "<40 hex>" },
-//!   "diff": {
-//!     "source": "git",                   // "git", "worktree" or "file-list"
-//!     "trusted": true,                   // false: every model is on full, common selected
-//!     "warnings": ["..."]                // why it is not trusted, or what else to know
-//!   },
-//!   "changed": [{
-//!     "path": "sgl_amd_mono/models/kimi_k31/layer.py",
-//!     "status": "modified",              // added, modified, deleted, renamed, copied,
-//!                                        // type-changed, unknown (plain file list)
-//!     "old_path": null,                  // the source of a rename or copy
-//!     "matches": [                       // what the path (or a rename's old path) matched
-//!       { "kind": "model", "model": "kimi_k31", "pattern": "...", "path": "..." },
-//!       { "kind": "shared", "pattern": "...", "path": "..." },
-//!       { "kind": "ignored", "pattern": "...", "path": "..." },
-//!       { "kind": "no-model", "pattern": "...", "path": "..." }  // a models pattern, no model fits
-//!     ]
-//!   }],
-//!   "models": [{
-//!     "name": "kimi_k31",
-//!     "tier": "full",                    // "full", "smoke" or "none"
-//!     "new": false,                      // only in the head tree
-//!     "removed": false,                  // only in the base tree
-//!     "reasons": [
-//!       { "kind": "changed-path", "path": "...", "pattern": "..." },
-//!       { "kind": "untrusted-diff", "detail": "..." }
-//!     ]
-//!   }],
-//!   "common": { "selected": true, "reasons": [ /* as a model's */ ] },
-//!   "warnings": ["..."]                  // about the repository, not the diff
-//! }
-//! ```
-//!
-//! A path that matches an `ignore` pattern matches nothing else. A changed path under a model's
-//! pattern puts that model on `full`; a changed path under a `shared` pattern puts every other
-//! model on `smoke` and selects `common`. A removed model keeps the tier its changes give it
-//! (its deleted files put it on `full`); it has nothing to run on the PR side.
+#![doc = include_str!("../../docs/plan.md")]
 
 use std::collections::{BTreeMap, BTreeSet};
 
