@@ -83,7 +83,7 @@ pub fn human(plan: &Plan) -> String {
     let _ = writeln!(out, "{:<name_width$}  tier   why", "model");
     for model in &plan.models {
         let label = Style::Terminal.code(&model_label(&model.name, model.new, model.removed));
-        let reasons = reasons_text(&model.reasons, Style::Terminal);
+        let reasons = model_reasons_text(&model.reasons, &plan.common.reasons, Style::Terminal);
         let first = reasons.first().map_or("-", String::as_str);
         let _ = writeln!(out, "{label:<name_width$}  {:<5}  {first}", model.tier.as_str());
         for reason in reasons.iter().skip(1) {
@@ -144,7 +144,7 @@ pub fn markdown(plan: &Plan) -> String {
                 Tier::Smoke => "smoke",
                 Tier::None => "none",
             };
-            let reasons = reasons_text(&model.reasons, CELL);
+            let reasons = model_reasons_text(&model.reasons, &plan.common.reasons, CELL);
             let why = if reasons.is_empty() { "—".to_owned() } else { reasons.join("<br>") };
             let _ = writeln!(out, "| {name} | {tier} | {why} |");
         }
@@ -317,6 +317,27 @@ fn reasons_text(reasons: &[Reason], show: Style) -> Vec<String> {
     lines
 }
 
+/// A model's reasons; a shared change names the first shared path that changed.
+fn model_reasons_text(reasons: &[Reason], common: &[Reason], show: Style) -> Vec<String> {
+    match reasons {
+        [Reason::SharedChange] => {
+            let shared: Vec<&Reason> = common
+                .iter()
+                .filter(|reason| matches!(reason, Reason::ChangedPath { .. }))
+                .collect();
+            let line = match shared.as_slice() {
+                [] => reason_text(&Reason::SharedChange, show),
+                [only] => format!("shared: {}", reason_text(only, show)),
+                [first, rest @ ..] => {
+                    format!("shared: {} and {} more", reason_text(first, show), rest.len())
+                }
+            };
+            vec![line]
+        }
+        _ => reasons_text(reasons, show),
+    }
+}
+
 /// How many reasons a model's row shows; the JSON has them all.
 const REASONS_SHOWN: usize = 5;
 
@@ -326,9 +347,13 @@ fn reason_text(reason: &Reason, show: Style) -> String {
             format!("{} ({})", show.code(path), show.code(pattern))
         }
         Reason::UntrustedDiff { detail } => format!("diff not trusted: {}", show.prose(detail)),
+        Reason::SharedChange => "shared paths changed: see the common checks".to_owned(),
     }
 }
 
 fn short(sha: &str) -> &str {
     sha.get(..7).unwrap_or(sha)
 }
+
+#[cfg(test)]
+mod tests;

@@ -139,6 +139,8 @@ pub enum Reason {
     UntrustedDiff { detail: String },
     /// A changed path matched a pattern.
     ChangedPath { path: String, pattern: String },
+    /// Shared paths changed: they are listed once, as the reasons of `common`.
+    SharedChange,
 }
 
 impl Tier {
@@ -321,7 +323,7 @@ pub fn select(
             } else if let Some(own) = own {
                 (Tier::Full, own.iter().cloned().collect())
             } else if !shared_reasons.is_empty() {
-                (Tier::Smoke, shared_reasons.iter().cloned().collect())
+                (Tier::Smoke, vec![Reason::SharedChange])
             } else {
                 (Tier::None, Vec::new())
             };

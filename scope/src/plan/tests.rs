@@ -108,6 +108,7 @@ fn render_reason(reason: &Reason) -> String {
     match reason {
         Reason::ChangedPath { path, pattern } => format!("{path} ({pattern})"),
         Reason::UntrustedDiff { detail } => format!("untrusted: {detail}"),
+        Reason::SharedChange => "shared change (see common)".to_owned(),
     }
 }
 
@@ -129,11 +130,11 @@ fn a_shared_change_puts_every_other_model_on_smoke() {
     glm53_flash: full
       test/e2e/glm53_flash.toml (test/e2e/{model}.toml)
     kimi_k3: smoke
-      pkg/common/guard.py (pkg/common/**)
+      shared change (see common)
     kimi_k31: smoke
-      pkg/common/guard.py (pkg/common/**)
+      shared change (see common)
     old_model: smoke
-      pkg/common/guard.py (pkg/common/**)
+      shared change (see common)
     common: selected
       pkg/common/guard.py (pkg/common/**)
     ");
@@ -322,17 +323,25 @@ proptest! {
         for model in &selection.models {
             prop_assert_eq!(model.tier == Tier::None, model.reasons.is_empty(), "{}", model.name);
             for reason in &model.reasons {
-                let Reason::ChangedPath { path, pattern } = reason else {
-                    prop_assert!(false, "only path reasons when the diff is trusted");
-                    continue;
-                };
-                let full_match = manifest.models().iter().find(|p| p.text() == pattern)
-                    .is_some_and(|p| p.bind(names.iter().copied()).model(path) == Some(model.name.as_str()));
-                let shared_match = manifest.shared().iter().any(|p| p.text() == pattern && p.is_match(path));
-                prop_assert!(if model.tier == Tier::Full { full_match } else { shared_match },
-                    "{} ({:?}): {} does not match {}", model.name, model.tier, path, pattern);
+                match (model.tier, reason) {
+                    (Tier::Full, Reason::ChangedPath { path, pattern }) => {
+                        let matches = manifest.models().iter().find(|p| p.text() == pattern)
+                            .is_some_and(|p| p.bind(names.iter().copied()).model(path) == Some(model.name.as_str()));
+                        prop_assert!(matches, "{}: {} does not match {}", model.name, path, pattern);
+                    }
+                    (Tier::Smoke, Reason::SharedChange) => prop_assert!(selection.common.selected),
+                    (tier, reason) => prop_assert!(false, "{}: {tier:?} with {reason:?}", model.name),
+                }
             }
         }
         prop_assert_eq!(selection.common.selected, !selection.common.reasons.is_empty());
+        for reason in &selection.common.reasons {
+            let Reason::ChangedPath { path, pattern } = reason else {
+                prop_assert!(false, "only path reasons for common when the diff is trusted");
+                continue;
+            };
+            prop_assert!(manifest.shared().iter().any(|p| p.text() == pattern && p.is_match(path)),
+                "common: {} does not match {}", path, pattern);
+        }
     }
 }
