@@ -1,6 +1,7 @@
 //! Reads what a plan needs from git: the refs, the merge-base, the base-side manifest, the
 //! trees and the diff. This is scope's only I/O; deciding what runs is [`crate::plan::select`].
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use git2::{Commit, Delta, Diff, DiffFindOptions, DiffOptions, ObjectType, Oid, Repository, Tree};
@@ -104,7 +105,7 @@ pub fn plan(request: &PlanRequest) -> Result<Plan, ScopeError> {
     })
     .map_err(|source| git_error(format!("reading the tree of {base_side_label}"), source))?;
 
-    let head_diff = if request.worktree {
+    let mut head_diff = if request.worktree {
         if repo.is_bare() {
             return Err(ScopeError::BareRepository { repo: repo_path });
         }
@@ -112,6 +113,15 @@ pub fn plan(request: &PlanRequest) -> Result<Plan, ScopeError> {
     } else {
         tree_diff(&repo, &base_tree, &tree_of(&head)?)?
     };
+    // Renames only change how git's diff is shown (both paths count either way), so they are
+    // looked for only when that diff is the list of changed files.
+    let git_diff_is_the_list = match &request.files {
+        Some(files) => files.truncated && no_merge_base.is_none(),
+        None => no_merge_base.is_none(),
+    };
+    if git_diff_is_the_list {
+        diff_warnings.extend(find_renames(&mut head_diff, request.worktree)?);
+    }
     let head_changes = changes_of(&head_diff, &mut path_warnings);
     for change in &head_changes {
         known.apply_change(&manifest, change);
@@ -255,29 +265,52 @@ fn tree_diff<'r>(
 ) -> Result<Diff<'r>, ScopeError> {
     let mut options = DiffOptions::new();
     options.include_typechange(true);
-    let mut diff = repo
-        .diff_tree_to_tree(Some(old), Some(new), Some(&mut options))
-        .map_err(|source| git_error("diffing the base and head trees".to_owned(), source))?;
-    find_renames(&mut diff, false)?;
-    Ok(diff)
+    repo.diff_tree_to_tree(Some(old), Some(new), Some(&mut options))
+        .map_err(|source| git_error("diffing the base and head trees".to_owned(), source))
 }
 
 fn worktree_diff<'r>(repo: &'r Repository, old: &Tree<'_>) -> Result<Diff<'r>, ScopeError> {
     let mut options = DiffOptions::new();
     options.include_typechange(true).include_untracked(true).recurse_untracked_dirs(true);
-    let mut diff =
-        repo.diff_tree_to_workdir_with_index(Some(old), Some(&mut options)).map_err(|source| {
-            git_error("diffing the base tree and the working tree".to_owned(), source)
-        })?;
-    find_renames(&mut diff, true)?;
-    Ok(diff)
+    repo.diff_tree_to_workdir_with_index(Some(old), Some(&mut options)).map_err(|source| {
+        git_error("diffing the base tree and the working tree".to_owned(), source)
+    })
 }
 
-fn find_renames(diff: &mut Diff<'_>, untracked: bool) -> Result<(), ScopeError> {
-    let mut find = DiffFindOptions::new();
-    find.renames(true).for_untracked(untracked);
-    diff.find_similar(Some(&mut find))
-        .map_err(|source| git_error("finding renames".to_owned(), source))
+/// Inexact rename detection compares every added file with every deleted one. Past this many
+/// pairs it is skipped, as git skips it past `diff.renameLimit`, and the diff says so.
+pub const INEXACT_RENAME_PAIRS: usize = 10_000;
+
+/// Pairs deleted and added files into renames: files with the same content always, edited ones
+/// by similarity while there are at most [`INEXACT_RENAME_PAIRS`] pairs to compare. Returns a
+/// warning when similarity was not looked at.
+fn find_renames(diff: &mut Diff<'_>, untracked: bool) -> Result<Option<String>, ScopeError> {
+    let finding = |diff: &mut Diff<'_>, exact_only: bool| {
+        let mut find = DiffFindOptions::new();
+        find.renames(true).for_untracked(untracked).exact_match_only(exact_only);
+        diff.find_similar(Some(&mut find))
+            .map_err(|source| git_error("finding renames".to_owned(), source))
+    };
+    finding(diff, true)?;
+    let (mut added, mut deleted) = (0usize, 0usize);
+    for delta in diff.deltas() {
+        match delta.status() {
+            Delta::Added | Delta::Untracked => added += 1,
+            Delta::Deleted => deleted += 1,
+            _ => {}
+        }
+    }
+    if added.saturating_mul(deleted) > INEXACT_RENAME_PAIRS {
+        return Ok(Some(format!(
+            "renames of edited files were not looked for ({added} added × {deleted} deleted files \
+             is over {INEXACT_RENAME_PAIRS} pairs): they are listed as deleted and added, and both \
+             paths count as they would for a rename"
+        )));
+    }
+    if added > 0 && deleted > 0 {
+        finding(diff, false)?;
+    }
+    Ok(None)
 }
 
 fn changes_of(diff: &Diff<'_>, warnings: &mut PathWarnings) -> Vec<Change> {
@@ -292,8 +325,8 @@ fn changes_of(diff: &Diff<'_>, warnings: &mut PathWarnings) -> Vec<Change> {
             Delta::Typechange => ChangeStatus::TypeChanged,
             Delta::Unmodified | Delta::Ignored | Delta::Unreadable | Delta::Conflicted => continue,
         };
-        let new = delta.new_file().path_bytes().map(|path| warnings.text_of(path));
-        let old = delta.old_file().path_bytes().map(|path| warnings.text_of(path));
+        let new = delta.new_file().path_bytes().map(|path| warnings.text_of(path).into_owned());
+        let old = delta.old_file().path_bytes().map(|path| warnings.text_of(path).into_owned());
         let change = match (status, new, old) {
             (ChangeStatus::Renamed | ChangeStatus::Copied, Some(path), Some(old)) => {
                 Change { path, status, old_path: Some(old) }
@@ -315,13 +348,13 @@ struct PathWarnings {
 }
 
 impl PathWarnings {
-    fn text_of(&mut self, path: &[u8]) -> String {
+    fn text_of<'p>(&mut self, path: &'p [u8]) -> Cow<'p, str> {
         match std::str::from_utf8(path) {
-            Ok(text) => text.to_owned(),
+            Ok(text) => Cow::Borrowed(text),
             Err(_) => {
                 let text = String::from_utf8_lossy(path).into_owned();
                 self.not_utf8.push(text.clone());
-                text
+                Cow::Owned(text)
             }
         }
     }

@@ -21,6 +21,8 @@ const MARKER: &str = "prgatemodelslotmarker";
 #[derive(Debug, Clone)]
 pub struct PathPattern {
     text: String,
+    /// The text every match starts with: a cheap test before the regular expression.
+    literal_prefix: String,
     regex: Regex,
 }
 
@@ -29,7 +31,12 @@ pub struct PathPattern {
 #[derive(Debug, Clone)]
 pub struct ModelPattern {
     text: String,
+    /// The text every match starts with: a cheap test before the regular expression.
+    literal_prefix: String,
     whole_segment: bool,
+    /// `{model}` comes right after the literal prefix (`models/{model}/**`): the name is then
+    /// the segment after the prefix, and a plain match confirms it, with no capture search.
+    slot_after_literal_prefix: bool,
     /// The regular expression before and after the slot.
     regex_before: String,
     regex_after: String,
@@ -73,7 +80,7 @@ impl PathPattern {
             return Err(PatternError::UnexpectedModelSlot);
         }
         let regex = compile(&glob_regex(text)?)?;
-        Ok(PathPattern { text: text.to_owned(), regex })
+        Ok(PathPattern { text: text.to_owned(), literal_prefix: literal_prefix(text), regex })
     }
 
     /// The pattern as written in the manifest.
@@ -83,7 +90,7 @@ impl PathPattern {
 
     /// Whether the pattern matches a path (relative to the repository root, `/`-separated).
     pub fn is_match(&self, path: &str) -> bool {
-        self.regex.is_match(path.as_bytes())
+        path.starts_with(&self.literal_prefix) && self.regex.is_match(path.as_bytes())
     }
 }
 
@@ -113,8 +120,11 @@ impl ModelPattern {
             _ => return Err(PatternError::Glob("{model} is not in a literal position".to_owned())),
         };
         let any_name = compile(&format!("{regex_before}(?P<model>[^/]+){regex_after}"))?;
+        let literal_prefix = literal_prefix(text);
         Ok(ModelPattern {
             text: text.to_owned(),
+            slot_after_literal_prefix: literal_prefix == before,
+            literal_prefix,
             whole_segment,
             regex_before,
             regex_after,
@@ -135,8 +145,12 @@ impl ModelPattern {
     /// For a whole-segment pattern, the segment a path puts in the slot, valid name or not.
     /// `None` when the path does not match, or when the pattern is a partial-segment one.
     pub fn capture<'p>(&self, path: &'p str) -> Option<&'p str> {
-        if !self.whole_segment {
+        if !self.whole_segment || !path.starts_with(&self.literal_prefix) {
             return None;
+        }
+        if self.slot_after_literal_prefix {
+            let name = path[self.literal_prefix.len()..].split('/').next()?;
+            return (!name.is_empty() && self.any_name.is_match(path.as_bytes())).then_some(name);
         }
         self.any_name.captures(path.as_bytes()).and_then(|captures| {
             let slot = captures.name("model")?;
@@ -146,7 +160,7 @@ impl ModelPattern {
 
     /// Whether the path matches the pattern with any one segment's text in the slot.
     pub fn matches_some_name(&self, path: &str) -> bool {
-        self.any_name.is_match(path.as_bytes())
+        path.starts_with(&self.literal_prefix) && self.any_name.is_match(path.as_bytes())
     }
 
     /// Binds the pattern to the known model names: a partial-segment pattern then names the
@@ -192,6 +206,12 @@ pub fn is_valid_model_name(name: &str) -> bool {
         && name
             .bytes()
             .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'-' | b'.'))
+}
+
+/// The start of a glob up to its first special character: every path it matches starts so.
+fn literal_prefix(text: &str) -> String {
+    let end = text.find(['*', '?', '[', '{', '\\']).unwrap_or(text.len());
+    text[..end].to_owned()
 }
 
 fn check_common(text: &str) -> Result<(), PatternError> {
@@ -331,6 +351,28 @@ mod tests {
         let compiled = ModelPattern::new("t/test_{model}_*.py").expect("pattern compiles");
         assert_eq!(compiled.bind([]).model("t/test_a_b.py"), None);
         assert!(compiled.matches_some_name("t/test_a_b.py"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_quick_capture_agrees_with_the_regular_expression(
+            segments in proptest::collection::vec(
+                proptest::sample::select(vec!["models", "m", "kimi_k3", "a b", "x.py", "sub", "test"]),
+                0..6,
+            ),
+            pattern in proptest::sample::select(vec![
+                "models/{model}/**", "{model}/**", "models/{model}", "models/{model}/*.py",
+                "models/*/{model}/**", "**/models/{model}/**", "m/{model}/sub/**",
+            ]),
+        ) {
+            let path = segments.join("/");
+            let compiled = ModelPattern::new(pattern).expect("pattern compiles");
+            let slow = compiled.any_name.captures(path.as_bytes()).and_then(|captures| {
+                let slot = captures.name("model")?;
+                path.get(slot.start()..slot.end())
+            });
+            proptest::prop_assert_eq!(compiled.capture(&path), slow, "{} on {}", pattern, path);
+        }
     }
 
     #[test]

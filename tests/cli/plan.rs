@@ -376,3 +376,66 @@ fn the_help_points_to_the_manifest_reference() {
     assert!(run.stdout.contains("docs/manifest.md"), "{}", run.stdout);
     assert!(run.stdout.contains("--worktree") && run.stdout.contains("--files"), "{}", run.stdout);
 }
+
+#[test]
+fn an_edited_rename_is_found_by_similarity() {
+    let body: String = (0..40).map(|n| format!("line {n} of a long enough file\n")).collect();
+    let repo = Repo::standard();
+    repo.write("pkg/models/alpha/big.py", &body);
+    repo.commit("a file worth renaming");
+    repo.branch("pr", "main");
+    repo.git(&["mv", "pkg/models/alpha/big.py", "pkg/models/beta/big.py"]);
+    repo.write("pkg/models/beta/big.py", &format!("{body}one more line\n"));
+    repo.git(&["mv", "pkg/models/alpha/layer.py", "pkg/models/alpha/layer2.py"]);
+    repo.commit("pr");
+    let plan = plan_json(repo.path(), &["--base", "main", "--head", "pr"]);
+    assert_eq!(
+        changed(&plan),
+        "renamed pkg/models/alpha/layer2.py <- pkg/models/alpha/layer.py: model alpha, model alpha\n\
+         renamed pkg/models/beta/big.py <- pkg/models/alpha/big.py: model alpha, model beta"
+    );
+    assert_eq!(plan["diff"]["warnings"], serde_json::json!([]));
+}
+
+#[test]
+fn past_the_pair_limit_edited_renames_are_listed_as_deleted_and_added() {
+    let repo = Repo::standard();
+    for n in 0..100 {
+        repo.write(&format!("pkg/models/alpha/old_{n}.py"), &format!("# old file {n}\n"));
+    }
+    repo.commit("many files");
+    repo.branch("pr", "main");
+    repo.git(&["rm", "-q", "-r", "pkg/models/alpha"]);
+    for n in 0..101 {
+        repo.write(&format!("pkg/models/beta/new_{n}.py"), &format!("# new file {n}\n"));
+    }
+    // An exact rename is still found past the limit.
+    repo.write("pkg/models/beta_x/moved.py", "# old file 7\n");
+    repo.commit("pr");
+    let plan = plan_json(repo.path(), &["--base", "main", "--head", "pr"]);
+    assert_eq!(tiers(&plan), "alpha full\nbeta full\nbeta_x full");
+    let warnings = plan["diff"]["warnings"].to_string();
+    assert!(warnings.contains("101 added × 101 deleted files"), "{warnings}");
+    let changed = changed(&plan);
+    assert!(
+        changed.contains("renamed pkg/models/beta_x/moved.py <- pkg/models/alpha/old_7.py"),
+        "{changed}"
+    );
+    assert!(changed.contains("deleted pkg/models/alpha/layer.py: model alpha"), "{changed}");
+}
+
+#[test]
+fn a_path_that_is_not_utf8_is_planned_and_reported() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let repo = Repo::standard();
+    repo.branch("pr", "main");
+    let name = std::ffi::OsStr::from_bytes(b"pkg/models/alpha/caf\xe9.py");
+    std::fs::write(repo.path().join(name), "# latin-1 name\n")
+        .expect("write a file with a non-UTF-8 name");
+    repo.commit("pr");
+    let plan = plan_json(repo.path(), &["--base", "main", "--head", "pr"]);
+    assert_eq!(tiers(&plan), "alpha full\nbeta none\nbeta_x none");
+    assert_eq!(changed(&plan), "added pkg/models/alpha/caf\u{fffd}.py: model alpha");
+    let warnings = plan["diff"]["warnings"].to_string();
+    assert!(warnings.contains("is not UTF-8"), "{warnings}");
+}
