@@ -25,6 +25,7 @@ models = ["sgl_amd_mono/models/{model}/**", "test/unit/{model}/**",
 shared = ["sgl_amd_mono/__init__.py", "sgl_amd_mono/common/**", "pyproject.toml", "test/common/**"]
 ignore = ["docs/**"]
 codeowners = ".github/CODEOWNERS"
+readme = "sgl_amd_mono/models/{model}/README.md"
 "#;
 
 const MODELS: &[&str] =

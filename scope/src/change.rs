@@ -9,7 +9,6 @@ use serde::{Deserialize, Serialize};
 
 /// One changed path, with where it came from when it was renamed or copied.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Change {
     pub path: String,
     pub status: ChangeStatus,

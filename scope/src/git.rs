@@ -156,7 +156,16 @@ pub fn plan(request: &PlanRequest) -> Result<Plan, ScopeError> {
     diff_warnings.extend(untrusted.clone());
     diff_warnings.extend(path_warnings.into_warnings());
 
-    let selection = select(&manifest, &known, &changes, untrusted.as_deref());
+    let mut selection = select(&manifest, &known, &changes, untrusted.as_deref());
+    for model in &mut selection.models {
+        if let Some(readme) = manifest.readme_of(&model.name) {
+            model.readme = Some(if request.worktree {
+                repo_path.join(&readme).is_file()
+            } else {
+                tree_of(&head)?.get_path(Path::new(&readme)).is_ok()
+            });
+        }
+    }
     Ok(Plan {
         schema_version: SCHEMA_VERSION,
         base: Revision { reference: base_ref, sha: base.id().to_string() },

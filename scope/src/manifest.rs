@@ -9,7 +9,7 @@
 
 use serde::Deserialize;
 
-use crate::pattern::{ModelPattern, PathPattern, PatternError};
+use crate::pattern::{MODEL_SLOT, ModelPattern, PathPattern, PatternError};
 
 /// Where the manifest lives in a repository, relative to its root.
 pub const MANIFEST_PATH: &str = "prgate.toml";
@@ -21,6 +21,8 @@ pub struct Manifest {
     shared: Vec<PathPattern>,
     ignore: Vec<PathPattern>,
     codeowners: String,
+    readme: Option<String>,
+    gate: Option<toml::Table>,
 }
 
 /// Why a manifest was refused. Every variant names the file it came from.
@@ -98,7 +100,26 @@ impl Manifest {
                 problem,
             });
         }
-        Ok(Manifest { models, shared, ignore, codeowners })
+        let readme = match scope.readme {
+            Some(readme) => {
+                let fits = readme.matches(MODEL_SLOT).count() == 1
+                    && check_repository_path(&readme.replace(MODEL_SLOT, "m")).is_ok()
+                    && !readme.contains(['*', '?', '[', ']']);
+                if !fits {
+                    return Err(ManifestError::Value {
+                        file: file.to_owned(),
+                        key: "scope.readme".to_owned(),
+                        value: readme,
+                        problem: "must be a plain path with one {model}, such as \
+                                  \"models/{model}/README.md\""
+                            .to_owned(),
+                    });
+                }
+                Some(readme)
+            }
+            None => None,
+        };
+        Ok(Manifest { models, shared, ignore, codeowners, readme, gate: raw.gate })
     }
 
     /// The patterns of paths that belong to one model, in the order the manifest lists them.
@@ -120,6 +141,21 @@ impl Manifest {
     pub fn codeowners(&self) -> &str {
         &self.codeowners
     }
+
+    /// Where a model's README is, with `{model}` for its name, when the manifest says.
+    pub fn readme(&self) -> Option<&str> {
+        self.readme.as_deref()
+    }
+
+    /// The path of one model's README, when the manifest says where READMEs are.
+    pub fn readme_of(&self, model: &str) -> Option<String> {
+        self.readme.as_ref().map(|readme| readme.replace(MODEL_SLOT, model))
+    }
+
+    /// The `[gate]` table, unparsed: its keys are the gate's business.
+    pub fn gate_table(&self) -> Option<&toml::Table> {
+        self.gate.as_ref()
+    }
 }
 
 /// The CODEOWNERS location used when the manifest does not name one.
@@ -129,6 +165,8 @@ pub const DEFAULT_CODEOWNERS: &str = ".github/CODEOWNERS";
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct RawManifest {
     scope: RawScope,
+    /// The gate's settings: checked by the gate, which owns their meaning.
+    gate: Option<toml::Table>,
 }
 
 #[derive(Deserialize)]
@@ -140,6 +178,7 @@ struct RawScope {
     #[serde(default)]
     ignore: Vec<String>,
     codeowners: Option<String>,
+    readme: Option<String>,
 }
 
 /// A path inside the repository: relative, `/`-separated, no `.` or `..` segments.
@@ -212,7 +251,7 @@ codeowners = ".github/CODEOWNERS"
     fn every_kind_of_error_names_the_file_the_key_and_the_value() {
         let cases = [
             ("unknown key", "[scope]\nmodels = [\"m/{model}/**\"]\nshard = []\n"),
-            ("unknown table", "[scope]\nmodels = [\"m/{model}/**\"]\n[gate]\n"),
+            ("unknown table", "[scope]\nmodels = [\"m/{model}/**\"]\n[gates]\n"),
             ("missing scope", "title = 1\n"),
             ("missing models", "[scope]\nshared = []\n"),
             ("wrong type", "[scope]\nmodels = \"m/{model}/**\"\n"),

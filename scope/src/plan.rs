@@ -16,7 +16,6 @@ pub const SCHEMA_VERSION: u32 = 1;
 
 /// What every model runs, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Plan {
     pub schema_version: u32,
     pub base: Revision,
@@ -33,7 +32,6 @@ pub struct Plan {
 
 /// A ref as the user named it, and the commit it resolved to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Revision {
     #[serde(rename = "ref")]
     pub reference: String,
@@ -42,7 +40,6 @@ pub struct Revision {
 
 /// The head side: a commit, and whether uncommitted changes were added to it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Head {
     #[serde(rename = "ref")]
     pub reference: String,
@@ -52,7 +49,6 @@ pub struct Head {
 
 /// Where the manifest was read from: always the base side.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ManifestSource {
     pub path: String,
     pub commit: String,
@@ -60,7 +56,6 @@ pub struct ManifestSource {
 
 /// Where the changed files came from, and whether they can be trusted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct DiffInfo {
     pub source: DiffSource,
     pub trusted: bool,
@@ -81,7 +76,6 @@ pub enum DiffSource {
 
 /// A changed path and what it matched.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ChangedPath {
     pub path: String,
     pub status: crate::change::ChangeStatus,
@@ -91,7 +85,7 @@ pub struct ChangedPath {
 
 /// One pattern a changed path matched.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum PathMatch {
     /// The path belongs to a model.
     Model { model: String, pattern: String, path: String },
@@ -114,18 +108,20 @@ pub enum Tier {
 
 /// What one model runs, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ModelPlan {
     pub name: String,
     pub tier: Tier,
     pub new: bool,
     pub removed: bool,
+    /// Whether the model's README exists on the head side; `null` when the manifest does not
+    /// say where READMEs are (`scope.readme`).
+    #[serde(default)]
+    pub readme: Option<bool>,
     pub reasons: Vec<Reason>,
 }
 
 /// Whether the common checks run, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct CommonPlan {
     pub selected: bool,
     pub reasons: Vec<Reason>,
@@ -133,7 +129,7 @@ pub struct CommonPlan {
 
 /// Why something was selected.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case", deny_unknown_fields)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Reason {
     /// The diff cannot be trusted, so everything runs.
     UntrustedDiff { detail: String },
@@ -332,6 +328,7 @@ pub fn select(
                 tier,
                 new: head && !base,
                 removed: base && !head,
+                readme: None,
                 reasons,
             }
         })

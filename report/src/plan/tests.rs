@@ -52,6 +52,7 @@ fn untrusted_plan() -> Plan {
                 tier: Tier::Full,
                 new: false,
                 removed: false,
+                readme: Some(true),
                 reasons: big_reasons,
             },
             ModelPlan {
@@ -59,6 +60,7 @@ fn untrusted_plan() -> Plan {
                 tier: Tier::Full,
                 new: true,
                 removed: false,
+                readme: None,
                 reasons: vec![untrusted.clone()],
             },
         ],
