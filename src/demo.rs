@@ -48,9 +48,13 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
         };
         let plan = prgate_scope::plan(&request)
             .with_context(|| format!("planning sample PR #{}", pr.number))?;
+        let base = crate::gate::BaseSide::read(&dir, &plan)?;
+        let rules =
+            prgate_gate::rules::judge_rules(&plan, Some(pr.title), &base.config, &base.policy);
         writeln!(stdout, "=== PR #{}: {}", pr.number, prgate_report::escape::terminal(pr.title))?;
         writeln!(stdout, "    branch {}\n", pr.branch)?;
         write!(stdout, "{}", prgate_report::plan::human(&plan))?;
+        write!(stdout, "{}", prgate_report::verdict::rules_human(&rules))?;
         writeln!(stdout)?;
     }
     if let Some(dir) = &args.out {

@@ -10,6 +10,7 @@
 //! - 2: an error: bad input, an unknown ref, an unreadable file. The message on stderr names it.
 
 mod demo;
+mod gate;
 mod plan;
 mod sample;
 
@@ -19,6 +20,8 @@ use clap::{Parser, Subcommand};
 
 /// The exit code for a run that worked.
 const EXIT_OK: u8 = 0;
+/// The exit code for a PR the gate did not pass (failed, or checks still pending).
+const EXIT_NOT_PASSED: u8 = 1;
 /// The exit code for an error: bad input, an unknown ref, an unreadable file.
 const EXIT_ERROR: u8 = 2;
 
@@ -34,6 +37,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     Plan(plan::PlanArgs),
+    Gate(gate::GateArgs),
     Demo(demo::DemoArgs),
 }
 
@@ -43,11 +47,13 @@ fn main() -> ExitCode {
     // object again as it reads it (libgit2 does by default; it is a tenth of a large plan).
     git2::opts::strict_hash_verification(false);
     let outcome = match cli.command {
-        Command::Plan(args) => plan::run(&args),
-        Command::Demo(args) => demo::run(&args),
+        Command::Plan(args) => plan::run(&args).map(|()| gate::Outcome::Pass),
+        Command::Gate(args) => gate::run(&args),
+        Command::Demo(args) => demo::run(&args).map(|()| gate::Outcome::Pass),
     };
     match outcome {
-        Ok(()) => ExitCode::from(EXIT_OK),
+        Ok(gate::Outcome::Pass) => ExitCode::from(EXIT_OK),
+        Ok(gate::Outcome::NotPass) => ExitCode::from(EXIT_NOT_PASSED),
         Err(error) => {
             eprintln!("error: {error:#}");
             ExitCode::from(EXIT_ERROR)

@@ -37,6 +37,9 @@ pub(crate) struct PlanArgs {
     /// changed files from git when it can, else run everything.
     #[arg(long, requires = "files")]
     files_truncated: bool,
+    /// The PR's title, `[Type] [Hardware] scope: summary`: judge the title rule too.
+    #[arg(long, value_name = "TEXT")]
+    title: Option<String>,
     /// How to print the plan.
     #[arg(long, value_enum, default_value_t = PlanFormat::Human)]
     format: PlanFormat,
@@ -68,12 +71,25 @@ pub(crate) fn run(args: &PlanArgs) -> anyhow::Result<()> {
         files,
     };
     let plan = prgate_scope::plan(&request)?;
+    // The rules are judged at once, with the base side's settings and policy.
+    let base = crate::gate::BaseSide::read(&args.repo, &plan)?;
+    let rules =
+        prgate_gate::rules::judge_rules(&plan, args.title.as_deref(), &base.config, &base.policy);
     let text = match args.format {
-        PlanFormat::Human => prgate_report::plan::human(&plan),
-        PlanFormat::Markdown => prgate_report::plan::markdown(&plan),
+        PlanFormat::Human => {
+            prgate_report::plan::human(&plan) + &prgate_report::verdict::rules_human(&rules)
+        }
+        PlanFormat::Markdown => {
+            prgate_report::plan::markdown(&plan) + &prgate_report::verdict::rules_markdown(&rules)
+        }
         PlanFormat::Json => {
+            let mut value = serde_json::to_value(&plan).context("writing the plan as JSON")?;
+            if let serde_json::Value::Object(fields) = &mut value {
+                let rules = serde_json::to_value(&rules).context("writing the rules as JSON")?;
+                fields.insert("rules".to_owned(), rules);
+            }
             let mut json =
-                serde_json::to_string_pretty(&plan).context("writing the plan as JSON")?;
+                serde_json::to_string_pretty(&value).context("writing the plan as JSON")?;
             json.push('\n');
             json
         }

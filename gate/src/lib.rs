@@ -1,5 +1,25 @@
-//! The gate: turns a plan and the evidence from the GPU nodes into a verdict.
+//! The gate: turns a plan and the evidence from the GPU nodes into a verdict a reviewer can
+//! trust — telling a real change from noise, and saying how sure it is.
 //!
-//! It will own the rules (CODEOWNERS policy, PR title), the statistics that compare base and PR
-//! (paired speed tests, accuracy tolerances) and the verdict format. It does no I/O: the binary
-//! reads files and hands it plain data. Nothing here yet; see issue 3.
+//! - [`config`]: every threshold, defaults in `gate/default-config.toml`;
+//! - [`evidence`]: the wire format the runner writes, one record per finished step;
+//! - [`rules`] and [`title`]: the rules judged before any GPU work;
+//! - [`stats`]: the sequential test and the proportion comparisons;
+//! - [`speed`]: one concurrency's decision, and the runner's "another pair?" question;
+//! - [`verdict`]: the checklist in the review guideline's order.
+//!
+//! The gate does no I/O: the binary reads files and hands it plain data.
+
+pub mod codeowners;
+pub mod config;
+pub mod evidence;
+pub mod rules;
+pub mod simulate;
+pub mod speed;
+pub mod stats;
+pub mod title;
+pub mod verdict;
+
+pub use config::GateConfig;
+pub use evidence::Evidence;
+pub use verdict::{State, Verdict, judge};

@@ -6,3 +6,4 @@
 
 pub mod escape;
 pub mod plan;
+pub mod verdict;

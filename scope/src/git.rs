@@ -1,5 +1,6 @@
 //! Reads what a plan needs from git: the refs, the merge-base, the base-side manifest, the
-//! trees and the diff. This is scope's only I/O; deciding what runs is [`crate::plan::select`].
+//! trees, the diff and the CODEOWNERS files. This is scope's only I/O; deciding what runs is
+//! [`crate::plan::select`].
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
@@ -7,6 +8,7 @@ use std::path::{Path, PathBuf};
 use git2::{Commit, Delta, Diff, DiffFindOptions, DiffOptions, ObjectType, Oid, Repository, Tree};
 
 use crate::change::{Change, ChangeStatus};
+use crate::codeowners::{CodeownersTexts, FactsBuilder, GITHUB_LOCATIONS, NewModels};
 use crate::manifest::{MANIFEST_PATH, Manifest, ManifestError};
 use crate::plan::{
     DiffInfo, DiffSource, Head, KnownModels, ManifestSource, Plan, Revision, SCHEMA_VERSION, select,
@@ -54,6 +56,8 @@ pub enum ScopeError {
     BareRepository { repo: PathBuf },
     #[error("{what}: {source}")]
     Git { what: String, source: git2::Error },
+    #[error("reading {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
 }
 
 /// Makes the plan for a request: everything scope reads from git happens here.
@@ -98,20 +102,14 @@ pub fn plan(request: &PlanRequest) -> Result<Plan, ScopeError> {
     let base_tree = tree_of(&base_side_commit)?;
 
     let mut path_warnings = PathWarnings::default();
-    let mut known = KnownModels::default();
-    walk_files(&repo, &base_tree, &mut Vec::new(), &mut |path| {
-        let path = path_warnings.text_of(path);
-        known.add_base_file(&manifest, &path);
-    })
-    .map_err(|source| git_error(format!("reading the tree of {base_side_label}"), source))?;
-
+    let head_tree = tree_of(&head)?;
     let mut head_diff = if request.worktree {
         if repo.is_bare() {
             return Err(ScopeError::BareRepository { repo: repo_path });
         }
         worktree_diff(&repo, &base_tree)?
     } else {
-        tree_diff(&repo, &base_tree, &tree_of(&head)?)?
+        tree_diff(&repo, &base_tree, &head_tree)?
     };
     // Renames only change how git's diff is shown (both paths count either way), so they are
     // looked for only when that diff is the list of changed files.
@@ -123,9 +121,42 @@ pub fn plan(request: &PlanRequest) -> Result<Plan, ScopeError> {
         diff_warnings.extend(find_renames(&mut head_diff, request.worktree)?);
     }
     let head_changes = changes_of(&head_diff, &mut path_warnings);
+
+    // The CODEOWNERS facts compare the trees whatever the list of changed files, and, without
+    // a merge-base, the base tip with head: the gate's policy decides what that is worth.
+    let head_side =
+        if request.worktree { HeadSide::Worktree(&repo_path) } else { HeadSide::Tree(&head_tree) };
+    let codeowners_texts = read_codeowners(
+        &repo,
+        &base_tree,
+        &head_side,
+        manifest.codeowners(),
+        &head_changes,
+        &base_side_label,
+    )?;
+    let mut codeowners = FactsBuilder::new(&codeowners_texts);
+
+    let mut known = KnownModels::default();
+    walk_files(&repo, &base_tree, &mut Vec::new(), &mut |path| {
+        let path = path_warnings.text_of(path);
+        known.add_base_file(&manifest, &path);
+        codeowners.add_base_file(&path);
+    })
+    .map_err(|source| git_error(format!("reading the tree of {base_side_label}"), source))?;
     for change in &head_changes {
         known.apply_change(&manifest, change);
     }
+    // The files only in the head tree: the added lines of CODEOWNERS are matched against them.
+    let head_only_files: Vec<String> = head_changes
+        .iter()
+        .filter(|change| {
+            matches!(
+                change.status,
+                ChangeStatus::Added | ChangeStatus::Copied | ChangeStatus::Renamed
+            )
+        })
+        .map(|change| change.path.clone())
+        .collect();
 
     let (source, changes, untrusted) = match &request.files {
         Some(files) if files.truncated => {
@@ -162,10 +193,14 @@ pub fn plan(request: &PlanRequest) -> Result<Plan, ScopeError> {
             model.readme = Some(if request.worktree {
                 repo_path.join(&readme).is_file()
             } else {
-                tree_of(&head)?.get_path(Path::new(&readme)).is_ok()
+                head_tree.get_path(Path::new(&readme)).is_ok()
             });
         }
     }
+    let codeowners = codeowners.finish(
+        head_only_files.iter().map(String::as_str),
+        &NewModels::new(&manifest, &selection.models),
+    );
     Ok(Plan {
         schema_version: SCHEMA_VERSION,
         base: Revision { reference: base_ref, sha: base.id().to_string() },
@@ -180,7 +215,86 @@ pub fn plan(request: &PlanRequest) -> Result<Plan, ScopeError> {
         models: selection.models,
         common: selection.common,
         warnings: selection.warnings,
+        codeowners,
     })
+}
+
+/// Where the head side's files are: a commit's tree, or the working tree.
+enum HeadSide<'a> {
+    Tree(&'a Tree<'a>),
+    Worktree(&'a Path),
+}
+
+/// Reads the CODEOWNERS texts the facts compare: the configured location and GitHub's three on
+/// the base side and at head, and the configured file's new location when the diff shows it
+/// renamed.
+fn read_codeowners(
+    repo: &Repository,
+    base_tree: &Tree<'_>,
+    head: &HeadSide<'_>,
+    configured: &str,
+    head_changes: &[Change],
+    base_side_label: &str,
+) -> Result<CodeownersTexts, ScopeError> {
+    let renamed_to = head_changes
+        .iter()
+        .find(|change| {
+            change.status == ChangeStatus::Renamed && change.old_path.as_deref() == Some(configured)
+        })
+        .map(|change| change.path.clone());
+    let mut texts = CodeownersTexts {
+        path: configured.to_owned(),
+        renamed_to: renamed_to.clone(),
+        ..CodeownersTexts::default()
+    };
+    let locations = std::iter::once(configured).chain(GITHUB_LOCATIONS);
+    for location in locations.clone() {
+        if let Some(text) = tree_text(repo, base_tree, location, base_side_label)? {
+            texts.base.insert(location.to_owned(), text);
+        }
+    }
+    for location in locations.chain(renamed_to.as_deref()) {
+        let text = match head {
+            HeadSide::Tree(tree) => tree_text(repo, tree, location, "head")?,
+            HeadSide::Worktree(root) => worktree_text(root, location)?,
+        };
+        if let Some(text) = text {
+            texts.head.insert(location.to_owned(), text);
+        }
+    }
+    Ok(texts)
+}
+
+/// The text of a regular file of a tree (lossily decoded), or `None` when there is none there.
+fn tree_text(
+    repo: &Repository,
+    tree: &Tree<'_>,
+    path: &str,
+    side: &str,
+) -> Result<Option<String>, ScopeError> {
+    let Ok(entry) = tree.get_path(Path::new(path)) else { return Ok(None) };
+    if !matches!(entry.filemode(), 0o100644 | 0o100755) {
+        return Ok(None);
+    }
+    let blob = repo
+        .find_blob(entry.id())
+        .map_err(|source| git_error(format!("reading {path} at {side}"), source))?;
+    Ok(Some(String::from_utf8_lossy(blob.content()).into_owned()))
+}
+
+/// The text of a regular file of the working tree (lossily decoded), or `None` when there is
+/// none there.
+fn worktree_text(root: &Path, path: &str) -> Result<Option<String>, ScopeError> {
+    let full = root.join(path);
+    match std::fs::symlink_metadata(&full) {
+        Ok(metadata) if metadata.is_file() => {}
+        Ok(_) => return Ok(None),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(ScopeError::Io { path: full, source }),
+    }
+    std::fs::read(&full)
+        .map(|bytes| Some(String::from_utf8_lossy(&bytes).into_owned()))
+        .map_err(|source| ScopeError::Io { path: full, source })
 }
 
 fn head_source(worktree: bool) -> DiffSource {

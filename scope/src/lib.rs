@@ -5,13 +5,16 @@
 //! - [`manifest`] parses `prgate.toml`, the repository's description of itself;
 //! - [`pattern`] compiles its git-style globs and `{model}` patterns;
 //! - [`change`] is a changed path, and the file-list format;
+//! - [`codeowners`] parses CODEOWNERS files and computes the facts about a PR's edit of one;
 //! - [`mod@plan`] is the plan's wire format and the pure decision ([`plan::select`]);
 //! - [`mod@git`] reads refs, trees, the base-side manifest and the diff: scope's only I/O.
 //!
 //! Scope reads git and nothing else: no network, no processes. Rendering a plan for people is
 //! the report crate's work; running it is the runner's.
 
+pub mod base_side;
 pub mod change;
+pub mod codeowners;
 pub mod git;
 pub mod manifest;
 pub mod pattern;

@@ -7,6 +7,8 @@
 //! putting a capture group where the placeholder landed. Which models exist is not known here:
 //! the caller binds partial-segment patterns to the known names ([`ModelPattern::bind`]).
 
+use std::cell::OnceCell;
+
 use globset::GlobBuilder;
 use regex::bytes::Regex;
 
@@ -48,7 +50,18 @@ pub struct ModelPattern {
 /// partial-segment pattern only the known names, longest first.
 #[derive(Debug, Clone)]
 pub struct BoundModelPattern {
-    regex: Regex,
+    bound: Bound,
+}
+
+#[derive(Debug, Clone)]
+enum Bound {
+    Whole(ModelPattern),
+    /// The pattern's regular expression around the slot, and a lazily built one per known name.
+    Partial {
+        regex_before: String,
+        regex_after: String,
+        names: Vec<(String, OnceCell<Option<Regex>>)>,
+    },
 }
 
 /// Why a pattern was refused.
@@ -70,6 +83,20 @@ pub enum PatternError {
     UnexpectedModelSlot,
     #[error("the pattern contains prgate's internal placeholder '{MARKER}'")]
     ReservedText,
+    #[error(
+        "a pattern ending in '/' matches no file\nhint: write 'dir/**' for every file below dir"
+    )]
+    TrailingSlash,
+    #[error("segments must be plain: no empty, '.' or '..' segment")]
+    NotPlain,
+    #[error("POSIX character classes such as [:alpha:] are not supported; list the characters")]
+    PosixClass,
+    #[error("{{model}} cannot stand inside a character class [...]")]
+    ModelSlotInClass,
+    #[error(
+        "{{model}} right after '**' is ambiguous: any directory could be the model\nhint: put the directory that holds the models before it, as in 'models/{{model}}/**'"
+    )]
+    ModelSlotAfterRecursive,
 }
 
 impl PathPattern {
@@ -104,10 +131,17 @@ impl ModelPattern {
             [at] => *at,
             _ => return Err(PatternError::SeveralModelSlots),
         };
-        if brace_depth(&text[..at]) > 0 {
+        let (depth, in_class) = open_groups(&text[..at]);
+        if in_class {
+            return Err(PatternError::ModelSlotInClass);
+        }
+        if depth > 0 {
             return Err(PatternError::ModelSlotInAlternation);
         }
         let before = &text[..at];
+        if before == "**/" || before.ends_with("/**/") {
+            return Err(PatternError::ModelSlotAfterRecursive);
+        }
         let after = &text[at + MODEL_SLOT.len()..];
         let whole_segment = (before.is_empty() || before.ends_with('/'))
             && (after.is_empty() || after.starts_with('/'));
@@ -167,33 +201,45 @@ impl ModelPattern {
     /// longest known model that fits, a whole-segment one any valid name.
     pub fn bind<'n>(&self, known: impl IntoIterator<Item = &'n str>) -> BoundModelPattern {
         if self.whole_segment {
-            return BoundModelPattern { regex: self.any_name.clone() };
+            return BoundModelPattern { bound: Bound::Whole(self.clone()) };
         }
         let mut names: Vec<&str> = known.into_iter().collect();
-        // Longest first: the regex engine prefers the earliest alternative that lets the whole
-        // pattern match, so this picks the longest name that fits.
         names.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
         names.dedup();
-        let alternatives = if names.is_empty() {
-            r"[^\s\S]".to_owned()
-        } else {
-            names.iter().map(|name| regex::escape(name)).collect::<Vec<_>>().join("|")
-        };
-        let source = format!("{}(?P<model>{alternatives}){}", self.regex_before, self.regex_after);
         BoundModelPattern {
-            // The pieces compiled once already with a capture group in the same place, and the
-            // alternatives are escaped literals, so this cannot fail; fall back to never matching.
-            regex: Regex::new(&source).unwrap_or_else(|_| never_matches()),
+            bound: Bound::Partial {
+                regex_before: self.regex_before.clone(),
+                regex_after: self.regex_after.clone(),
+                names: names.into_iter().map(|name| (name.to_owned(), OnceCell::new())).collect(),
+            },
         }
     }
 }
 
 impl BoundModelPattern {
-    /// The model a path belongs to under this pattern, if any. The name is not checked here.
-    pub fn model<'p>(&self, path: &'p str) -> Option<&'p str> {
-        let captures = self.regex.captures(path.as_bytes())?;
-        let slot = captures.name("model")?;
-        path.get(slot.start()..slot.end())
+    /// The model a path belongs to under this pattern, if any. A whole-segment pattern's name
+    /// is not checked here.
+    pub fn model(&self, path: &str) -> Option<String> {
+        match &self.bound {
+            Bound::Whole(pattern) => pattern.capture(path).map(str::to_owned),
+            Bound::Partial { regex_before, regex_after, names } => {
+                // Longest first; a name is tried only where it occurs in the path, and its
+                // regular expression is built the first time it is.
+                names.iter().find_map(|(name, regex)| {
+                    if !path.contains(name.as_str()) {
+                        return None;
+                    }
+                    let regex = regex.get_or_init(|| {
+                        Regex::new(&format!("{regex_before}{}{regex_after}", regex::escape(name)))
+                            .ok()
+                    });
+                    regex
+                        .as_ref()
+                        .is_some_and(|regex| regex.is_match(path.as_bytes()))
+                        .then(|| name.clone())
+                })
+            }
+        }
     }
 }
 
@@ -224,6 +270,15 @@ fn check_common(text: &str) -> Result<(), PatternError> {
     if text.contains(MARKER) {
         return Err(PatternError::ReservedText);
     }
+    if text.ends_with('/') {
+        return Err(PatternError::TrailingSlash);
+    }
+    if text.split('/').any(|segment| segment.is_empty() || segment == "." || segment == "..") {
+        return Err(PatternError::NotPlain);
+    }
+    if text.contains("[:") {
+        return Err(PatternError::PosixClass);
+    }
     Ok(())
 }
 
@@ -241,12 +296,9 @@ fn compile(source: &str) -> Result<Regex, PatternError> {
     Regex::new(source).map_err(|error| PatternError::Glob(error.to_string()))
 }
 
-fn never_matches() -> Regex {
-    Regex::new(r"[^\s\S]").unwrap_or_else(|_| unreachable!("a constant regular expression"))
-}
-
-/// How many alternation braces are open at the end of `text` (escapes and classes respected).
-fn brace_depth(text: &str) -> usize {
+/// How many alternation braces are open at the end of `text`, and whether a character class
+/// is (escapes respected).
+fn open_groups(text: &str) -> (usize, bool) {
     let mut depth = 0usize;
     let mut in_class = false;
     let mut chars = text.chars();
@@ -262,7 +314,7 @@ fn brace_depth(text: &str) -> usize {
             _ => {}
         }
     }
-    depth
+    (depth, in_class)
 }
 
 #[cfg(test)]
@@ -342,7 +394,11 @@ mod tests {
             let compiled = ModelPattern::new(pattern).expect("pattern compiles");
             assert!(!compiled.is_whole_segment(), "{pattern}");
             assert_eq!(compiled.capture(path), None, "partial patterns discover nothing");
-            assert_eq!(compiled.bind(known).model(path), expected, "{pattern} on {path}");
+            assert_eq!(
+                compiled.bind(known).model(path).as_deref(),
+                expected,
+                "{pattern} on {path}"
+            );
         }
     }
 

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::change::Change;
+use crate::codeowners::CodeownersFacts;
 use crate::manifest::Manifest;
 use crate::pattern::{BoundModelPattern, is_valid_model_name};
 
@@ -28,6 +29,10 @@ pub struct Plan {
     pub models: Vec<ModelPlan>,
     pub common: CommonPlan,
     pub warnings: Vec<String>,
+    /// What the change did to the CODEOWNERS file: the facts the gate's CODEOWNERS policy
+    /// judges.
+    #[serde(default)]
+    pub codeowners: CodeownersFacts,
 }
 
 /// A ref as the user named it, and the commit it resolved to.
@@ -272,10 +277,14 @@ pub fn select(
         }
     }
 
+    // Partial-segment patterns name only models of the trees: were the names that only the
+    // changes mention used too, adding a changed path could move a file to a longer name and
+    // lower another model's tier.
+    let tree_models: Vec<&str> = known.presence().map(|(name, _, _)| name).collect();
     let bound: Vec<(BoundModelPattern, &str)> = manifest
         .models()
         .iter()
-        .map(|pattern| (pattern.bind(presence.keys().map(String::as_str)), pattern.text()))
+        .map(|pattern| (pattern.bind(tree_models.iter().copied()), pattern.text()))
         .collect();
 
     let changed: Vec<ChangedPath> = changes
@@ -363,10 +372,10 @@ fn classify_change(
         let mut found_model = false;
         for (pattern, (bound_pattern, text)) in manifest.models().iter().zip(bound) {
             match bound_pattern.model(path) {
-                Some(model) if presence.contains_key(model) => {
+                Some(model) if presence.contains_key(&model) => {
                     found_model = true;
                     matches.insert(PathMatch::Model {
-                        model: model.to_owned(),
+                        model,
                         pattern: (*text).to_owned(),
                         path: path.to_owned(),
                     });

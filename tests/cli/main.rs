@@ -1,6 +1,8 @@
 //! End-to-end tests of the `prgate` binary: the real program on real git repositories that the
 //! tests build in temporary directories.
 
+mod codeowners;
 mod demo;
+mod gate;
 mod plan;
 mod support;

@@ -65,6 +65,7 @@ fn untrusted_plan() -> Plan {
             },
         ],
         common: CommonPlan { selected: true, reasons: vec![untrusted] },
+        codeowners: Default::default(),
         warnings: vec![
             "model 'small' is named by the changed path m/small/@x|y but is in neither tree".into(),
         ],

@@ -326,7 +326,7 @@ proptest! {
                 match (model.tier, reason) {
                     (Tier::Full, Reason::ChangedPath { path, pattern }) => {
                         let matches = manifest.models().iter().find(|p| p.text() == pattern)
-                            .is_some_and(|p| p.bind(names.iter().copied()).model(path) == Some(model.name.as_str()));
+                            .is_some_and(|p| p.bind(names.iter().copied()).model(path).as_deref() == Some(model.name.as_str()));
                         prop_assert!(matches, "{}: {} does not match {}", model.name, path, pattern);
                     }
                     (Tier::Smoke, Reason::SharedChange) => prop_assert!(selection.common.selected),

@@ -1,0 +1,485 @@
+//! The gate's configuration: the defaults in `gate/default-config.toml`, overridden key by key
+//! by the `[gate]` table of the repository's `prgate.toml` (read from the base side).
+//!
+//! A key the defaults do not have is an error that names it, so a typo never silently keeps a
+//! default; so is a value of the wrong type or out of range. Bounded numbers are newtypes.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// The embedded defaults, with a comment for every key.
+pub const DEFAULT_CONFIG: &str = include_str!("../default-config.toml");
+
+/// What a finding does to the verdict.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, serde::Serialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Severity {
+    Pass,
+    Warn,
+    Fail,
+}
+
+/// A fraction in `[0, 1)`: a loss, a gain, a tolerance.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+pub struct Fraction(f64);
+
+/// An error rate in `(0, 0.5)`.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+pub struct ErrorRate(f64);
+
+impl TryFrom<f64> for Fraction {
+    type Error = String;
+    fn try_from(value: f64) -> Result<Fraction, String> {
+        if (0.0..1.0).contains(&value) {
+            Ok(Fraction(value))
+        } else {
+            Err(format!("{value} is not a fraction in [0, 1) (write 2% as 0.02)"))
+        }
+    }
+}
+
+impl TryFrom<f64> for ErrorRate {
+    type Error = String;
+    fn try_from(value: f64) -> Result<ErrorRate, String> {
+        if value > 0.0 && value < 0.5 {
+            Ok(ErrorRate(value))
+        } else {
+            Err(format!("{value} is not an error rate in (0, 0.5)"))
+        }
+    }
+}
+
+impl Fraction {
+    pub fn get(self) -> f64 {
+        self.0
+    }
+}
+
+impl ErrorRate {
+    pub fn get(self) -> f64 {
+        self.0
+    }
+}
+
+/// Every setting of the gate, checked.
+#[derive(Debug, Clone)]
+pub struct GateConfig {
+    pub pre_existing_failure: Severity,
+    pub missing_routing: Severity,
+    pub speed: SequentialConfig,
+    pub gain: GainConfig,
+    pub accuracy_alpha: ErrorRate,
+    accuracy_tolerance: BTreeMap<String, Fraction>,
+    pub kernel_max_regression: Fraction,
+    pub missing_readme: Severity,
+    pub not_run: Severity,
+    pub title: TitleConfig,
+}
+
+/// A sequential test with an indifference zone `[low, high]` around a threshold.
+#[derive(Debug, Clone, Copy)]
+pub struct SequentialConfig {
+    /// The threshold the rule is about (a 2% loss, a 5% gain).
+    pub threshold: Fraction,
+    /// The lower edge of the zone, `threshold - zone`: for speed, a loss this small should pass;
+    /// for gain, a gain this small should not count. May be below zero.
+    pub low: f64,
+    /// The upper edge, `threshold + zone`: for speed, a loss this large should fail; for gain, a
+    /// gain this large should count.
+    pub high: f64,
+    pub alpha: ErrorRate,
+    pub beta: ErrorRate,
+    pub min_pairs: usize,
+    pub max_pairs: usize,
+    /// The smallest run-to-run coefficient of variation assumed.
+    pub min_cv: Fraction,
+}
+
+/// The gain rule: which PR types need a gain, and its test.
+#[derive(Debug, Clone)]
+pub struct GainConfig {
+    pub types: Vec<String>,
+    pub test: SequentialConfig,
+}
+
+/// The title rule.
+#[derive(Debug, Clone)]
+pub struct TitleConfig {
+    pub types: Vec<String>,
+    pub unknown_type: Severity,
+    pub malformed: Severity,
+    pub scope_mismatch: Severity,
+    pub other_scopes: Vec<String>,
+}
+
+/// Why the gate's configuration was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}: {}: {problem}", gate_key(.key))]
+pub struct ConfigError {
+    pub file: String,
+    pub key: String,
+    pub problem: String,
+}
+
+impl GateConfig {
+    /// The defaults alone.
+    pub fn defaults() -> GateConfig {
+        // The embedded defaults are checked by a test; they cannot fail here.
+        GateConfig::with_overrides(None, "the built-in defaults")
+            .unwrap_or_else(|error| unreachable!("the embedded defaults are valid: {error}"))
+    }
+
+    /// The defaults with a repository's `[gate]` table over them. `file` names the manifest in
+    /// errors.
+    pub fn with_overrides(
+        overrides: Option<&toml::Table>,
+        file: &str,
+    ) -> Result<GateConfig, ConfigError> {
+        let error = |key: &str, problem: String| ConfigError {
+            file: file.to_owned(),
+            key: key.to_owned(),
+            problem,
+        };
+        let mut merged: toml::Table = toml::from_str(DEFAULT_CONFIG)
+            .map_err(|e| error("", format!("the built-in defaults: {e}")))?;
+        if let Some(overrides) = overrides {
+            merge(&mut merged, overrides, "").map_err(|(key, problem)| error(&key, problem))?;
+        }
+        let raw: RawConfig = serde_path_to_error::deserialize(toml::Value::Table(merged))
+            .map_err(|e| error(&e.path().to_string(), e.inner().message().to_owned()))?;
+        raw.check().map_err(|(key, problem)| error(&key, problem))
+    }
+
+    /// The tolerance of a benchmark (case-insensitive), or the default one.
+    pub fn accuracy_tolerance(&self, benchmark: &str) -> Fraction {
+        let key = benchmark.to_ascii_lowercase();
+        self.accuracy_tolerance
+            .get(&key)
+            .or_else(|| self.accuracy_tolerance.get("default"))
+            .copied()
+            .unwrap_or(Fraction(0.02))
+    }
+}
+
+/// Lays `overrides` over `base`, refusing keys and types the defaults do not have.
+fn merge(
+    base: &mut toml::Table,
+    overrides: &toml::Table,
+    prefix: &str,
+) -> Result<(), (String, String)> {
+    for (key, value) in overrides {
+        let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+        // Any benchmark may have a tolerance; benchmark names are not case-sensitive.
+        let open_table = prefix == "accuracy.tolerance";
+        let key = if open_table { &key.to_ascii_lowercase() } else { key };
+        match (base.get_mut(key), value) {
+            (Some(toml::Value::Table(inner)), toml::Value::Table(value)) => {
+                merge(inner, value, &path)?
+            }
+            (Some(toml::Value::Table(_)), _) => return Err((path, "must be a table".to_owned())),
+            (Some(existing), value) => {
+                let value = match (&*existing, value) {
+                    (toml::Value::Float(_), toml::Value::Integer(int)) => {
+                        toml::Value::Float(*int as f64)
+                    }
+                    _ => value.clone(),
+                };
+                if existing.type_str() != value.type_str() {
+                    return Err((
+                        path,
+                        format!(
+                            "must be {} {}, not {}",
+                            article(existing.type_str()),
+                            existing.type_str(),
+                            value.type_str()
+                        ),
+                    ));
+                }
+                *existing = value;
+            }
+            (None, value) if open_table => {
+                let value = match value {
+                    toml::Value::Integer(int) => toml::Value::Float(*int as f64),
+                    other => other.clone(),
+                };
+                base.insert(key.clone(), value);
+            }
+            (None, _) => {
+                let known: Vec<&str> = base.keys().map(String::as_str).collect();
+                return Err((path, format!("unknown key; expected one of {}", known.join(", "))));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn gate_key(key: &str) -> String {
+    if key.is_empty() { "gate".to_owned() } else { format!("gate.{key}") }
+}
+
+fn article(type_name: &str) -> &'static str {
+    if type_name.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawConfig {
+    tests: RawTests,
+    routing: RawRouting,
+    speed: RawSpeed,
+    gain: RawGain,
+    accuracy: RawAccuracy,
+    kernel: RawKernel,
+    doc: RawDoc,
+    not_run: RawNotRun,
+    title: RawTitle,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawTests {
+    pre_existing_failure: Severity,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawRouting {
+    missing: Severity,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawSpeed {
+    max_loss: f64,
+    zone: f64,
+    alpha: f64,
+    beta: f64,
+    min_cv: f64,
+    min_pairs: i64,
+    max_pairs: i64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawGain {
+    types: Vec<String>,
+    min_gain: f64,
+    zone: f64,
+    alpha: f64,
+    beta: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawAccuracy {
+    alpha: f64,
+    tolerance: BTreeMap<String, f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawKernel {
+    max_regression: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawDoc {
+    missing_readme: Severity,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawNotRun {
+    verdict: Severity,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawTitle {
+    types: Vec<String>,
+    unknown_type: Severity,
+    malformed: Severity,
+    scope_mismatch: Severity,
+    other_scopes: Vec<String>,
+}
+
+type Checked<T> = Result<T, (String, String)>;
+
+fn fraction(key: &str, value: f64) -> Checked<Fraction> {
+    Fraction::try_from(value).map_err(|problem| (key.to_owned(), problem))
+}
+
+fn error_rate(key: &str, value: f64) -> Checked<ErrorRate> {
+    ErrorRate::try_from(value).map_err(|problem| (key.to_owned(), problem))
+}
+
+/// The edges of an indifference zone of half-width `zone` around `threshold`.
+fn zone(key: &str, threshold: Fraction, zone: f64) -> Checked<(f64, f64)> {
+    let (low, high) = (threshold.get() - zone, threshold.get() + zone);
+    if zone > 0.0 && low > -1.0 && high < 1.0 {
+        Ok((low, high))
+    } else {
+        Err((
+            key.to_owned(),
+            format!(
+                "{zone} is not a half-width in (0, 1) that keeps the zone within (-100%, 100%)"
+            ),
+        ))
+    }
+}
+
+impl RawConfig {
+    fn check(self) -> Checked<GateConfig> {
+        let speed = self.speed;
+        let pairs = |key: &str, value: i64| -> Checked<usize> {
+            usize::try_from(value).ok().filter(|pairs| (2..=1000).contains(pairs)).ok_or_else(
+                || (key.to_owned(), format!("{value} is not a number of pairs in 2..=1000")),
+            )
+        };
+        let min_pairs = pairs("speed.min-pairs", speed.min_pairs)?;
+        let max_pairs = pairs("speed.max-pairs", speed.max_pairs)?;
+        if max_pairs < min_pairs {
+            return Err((
+                "speed.max-pairs".to_owned(),
+                format!("{max_pairs} is below speed.min-pairs ({min_pairs})"),
+            ));
+        }
+        let min_cv = fraction("speed.min-cv", speed.min_cv)?;
+        let max_loss = fraction("speed.max-loss", speed.max_loss)?;
+        let (low, high) = zone("speed.zone", max_loss, speed.zone)?;
+        let speed_test = SequentialConfig {
+            threshold: max_loss,
+            low,
+            high,
+            alpha: error_rate("speed.alpha", speed.alpha)?,
+            beta: error_rate("speed.beta", speed.beta)?,
+            min_pairs,
+            max_pairs,
+            min_cv,
+        };
+
+        let gain = self.gain;
+        let min_gain = fraction("gain.min-gain", gain.min_gain)?;
+        let (low, high) = zone("gain.zone", min_gain, gain.zone)?;
+        let gain_test = SequentialConfig {
+            threshold: min_gain,
+            low,
+            high,
+            alpha: error_rate("gain.alpha", gain.alpha)?,
+            beta: error_rate("gain.beta", gain.beta)?,
+            min_pairs,
+            max_pairs,
+            min_cv,
+        };
+
+        let mut accuracy_tolerance = BTreeMap::new();
+        for (benchmark, tolerance) in self.accuracy.tolerance {
+            let key = format!("accuracy.tolerance.{benchmark}");
+            accuracy_tolerance.insert(benchmark.to_ascii_lowercase(), fraction(&key, tolerance)?);
+        }
+        Ok(GateConfig {
+            pre_existing_failure: self.tests.pre_existing_failure,
+            missing_routing: self.routing.missing,
+            speed: speed_test,
+            gain: GainConfig { types: gain.types, test: gain_test },
+            accuracy_alpha: error_rate("accuracy.alpha", self.accuracy.alpha)?,
+            accuracy_tolerance,
+            kernel_max_regression: fraction("kernel.max-regression", self.kernel.max_regression)?,
+            missing_readme: self.doc.missing_readme,
+            not_run: self.not_run.verdict,
+            title: TitleConfig {
+                types: self.title.types,
+                unknown_type: self.title.unknown_type,
+                malformed: self.title.malformed,
+                scope_mismatch: self.title.scope_mismatch,
+                other_scopes: self.title.other_scopes,
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(overrides: &str) -> String {
+        let table: toml::Table = toml::from_str(overrides).expect("test TOML parses");
+        match GateConfig::with_overrides(Some(&table), "prgate.toml") {
+            Ok(config) => format!(
+                "ok: max-loss {} zone [{}, {}] pairs {}..={} gsm8k {} mystery {}",
+                config.speed.threshold.get(),
+                config.speed.low,
+                config.speed.high,
+                config.speed.min_pairs,
+                config.speed.max_pairs,
+                config.accuracy_tolerance("GSM8K").get(),
+                config.accuracy_tolerance("mystery").get(),
+            ),
+            Err(error) => format!("error: {error}"),
+        }
+    }
+
+    #[test]
+    fn the_embedded_defaults_are_valid_and_documented() {
+        let config = GateConfig::defaults();
+        assert_eq!(config.speed.threshold.get(), 0.02);
+        assert_eq!(config.gain.test.threshold.get(), 0.05);
+        // Every key has a comment line somewhere above it in its table.
+        assert!(DEFAULT_CONFIG.lines().filter(|line| line.starts_with('#')).count() > 20);
+    }
+
+    #[test]
+    fn overrides_replace_defaults_key_by_key_and_bad_ones_are_named() {
+        let cases = [
+            ("", "ok: max-loss 0.02 zone [0, 0.04] pairs 3..=10 gsm8k 0.015 mystery 0.02"),
+            (
+                "[speed]\nmax-loss = 0.03\nzone = 0.03",
+                "ok: max-loss 0.03 zone [0, 0.06] pairs 3..=10 gsm8k 0.015 mystery 0.02",
+            ),
+            (
+                "[accuracy.tolerance]\nmystery = 0.1\nGSM8K = 0",
+                "ok: max-loss 0.02 zone [0, 0.04] pairs 3..=10 gsm8k 0 mystery 0.1",
+            ),
+            (
+                "[speed]\nmax-los = 0.03",
+                "error: prgate.toml: gate.speed.max-los: unknown key; expected one of alpha, beta, max-loss, max-pairs, min-cv, min-pairs, zone",
+            ),
+            (
+                "[sped]\nmax-loss = 0.03",
+                "error: prgate.toml: gate.sped: unknown key; expected one of accuracy, doc, gain, kernel, not-run, routing, speed, tests, title",
+            ),
+            (
+                "[speed]\nmax-loss = \"2%\"",
+                "error: prgate.toml: gate.speed.max-loss: must be a float, not string",
+            ),
+            (
+                "[speed]\nmax-loss = 2",
+                "error: prgate.toml: gate.speed.max-loss: 2 is not a fraction in [0, 1) (write 2% as 0.02)",
+            ),
+            (
+                "[speed]\nzone = 0",
+                "error: prgate.toml: gate.speed.zone: 0 is not a half-width in (0, 1) that keeps the zone within (-100%, 100%)",
+            ),
+            (
+                "[speed]\nalpha = 0.7",
+                "error: prgate.toml: gate.speed.alpha: 0.7 is not an error rate in (0, 0.5)",
+            ),
+            (
+                "[speed]\nmin-pairs = 12",
+                "error: prgate.toml: gate.speed.max-pairs: 10 is below speed.min-pairs (12)",
+            ),
+            (
+                "[tests]\npre-existing-failure = \"maybe\"",
+                "error: prgate.toml: gate.tests.pre-existing-failure: unknown variant `maybe`, expected one of `pass`, `warn`, `fail`",
+            ),
+            ("speed = 1", "error: prgate.toml: gate.speed: must be a table"),
+        ];
+        for (overrides, expected) in cases {
+            assert_eq!(check(overrides), expected, "overrides: {overrides}");
+        }
+    }
+}

@@ -1,0 +1,368 @@
+//! Evidence: what the runner measured on the GPU nodes, one record per finished step.
+//!
+//! # The JSON format (`schema_version` 1)
+//!
+//! The runner writes one file per finished step (atomically, so a killed run loses nothing and
+//! a rerun resumes) under a results directory; the gate reads every `*.json` file there. Each
+//! file is one [`Evidence`] record:
+//!
+//! ```json
+//! {
+//!   "schema_version": 1,
+//!   "model": "kimi_k31",              // null for the common checks
+//!   "check": "speed",                 // unit-tests, kernel-tests, serving-tests, common-tests,
+//!                                     // routing, accuracy, kernel-timing, speed
+//!   "side": "both",                   // base, pr, or both (a speed pair)
+//!   "provenance": { "node": "mi355x-1", "image_digest": "sha256:...", "base_commit": "...",
+//!                   "pr_commit": "...", "recipe_hash": "..." },
+//!   "outcome": { "kind": "speed-pair", "concurrency": 64, "index": 0, "covered": true,
+//!                "base_tpot_ms": 21.4, "pr_tpot_ms": 20.9, "first": "base" }
+//! }
+//! ```
+//!
+//! The outcomes, by `kind`:
+//! - `tests`: `results` [{`id`, `outcome` (`passed`, `failed`, `skipped`, `error`),
+//!   `message`}]: one record per suite and side;
+//! - `routing`: `routed` (whether the server logged monokernel routing) and `line` (the line
+//!   seen, when one was);
+//! - `accuracy`: `benchmark`, `questions`, `correct`, `per_question` ([{`id`, `correct`}] when
+//!   known, so base and PR can be paired), `cached` (a base result taken from the cache);
+//! - `kernel-timing`: `kernels` [{`name`, `samples_us`}]: the timing script's samples per
+//!   kernel, on one side;
+//! - `speed-pair`: one base run and one PR run at a `concurrency`, the `index` of the pair in
+//!   the order run, whether the monokernels `covered` that concurrency, each run's median TPOT
+//!   (`base_tpot_ms`, `pr_tpot_ms`) and which side ran `first`;
+//! - `speed-noise`: the known variance of the log-ratio of two base runs at a `concurrency`
+//!   (`log_ratio_variance`), from a calibration;
+//! - `not-run`: the check could not run: `reason` (`no-checkpoint`, `hardware-absent`,
+//!   `no-recipe`, `gated-dataset`, `timeout`, `crash`, `other`), `detail`, and `subject` when
+//!   only a part of the check could not run (a benchmark's name).
+//!
+//! A step is identified by its model, check, side and part (the benchmark of an accuracy
+//! record or a not-run's subject, the concurrency and index of a speed pair, the concurrency of
+//! a noise record); two records of one step are an error, since a rerun replaces its file.
+//!
+//! Readers ignore fields they do not know; a field is never removed or changed in meaning
+//! without raising `schema_version`.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+/// The version of the evidence format this gate reads and the runner writes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One finished step of one check of one model (or of the common checks), on one side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    pub schema_version: u32,
+    /// The model, or `None` for the common checks.
+    pub model: Option<String>,
+    pub check: Check,
+    pub side: Side,
+    #[serde(default)]
+    pub provenance: Provenance,
+    pub outcome: Outcome,
+}
+
+/// The planned checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Check {
+    UnitTests,
+    KernelTests,
+    ServingTests,
+    CommonTests,
+    Routing,
+    Accuracy,
+    KernelTiming,
+    Speed,
+}
+
+/// Which install a step ran on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Side {
+    Base,
+    Pr,
+    /// A speed pair: one run of each.
+    Both,
+}
+
+/// What ran: where, with which image, commits and recipe.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provenance {
+    pub node: Option<String>,
+    pub image_digest: Option<String>,
+    pub base_commit: Option<String>,
+    pub pr_commit: Option<String>,
+    pub recipe_hash: Option<String>,
+}
+
+/// What a step measured, or why it could not run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Outcome {
+    Tests {
+        results: Vec<TestResult>,
+    },
+    Routing {
+        routed: bool,
+        line: Option<String>,
+    },
+    Accuracy {
+        benchmark: String,
+        questions: u64,
+        correct: u64,
+        per_question: Option<Vec<QuestionResult>>,
+        #[serde(default)]
+        cached: bool,
+    },
+    KernelTiming {
+        kernels: Vec<KernelSamples>,
+    },
+    SpeedPair {
+        concurrency: u32,
+        index: u32,
+        covered: bool,
+        base_tpot_ms: f64,
+        pr_tpot_ms: f64,
+        first: Side,
+    },
+    SpeedNoise {
+        concurrency: u32,
+        log_ratio_variance: f64,
+    },
+    NotRun {
+        reason: NotRunReason,
+        detail: String,
+        /// What exactly could not run, when the check has parts (a benchmark's name).
+        #[serde(default)]
+        subject: Option<String>,
+    },
+}
+
+/// One test's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TestResult {
+    pub id: String,
+    pub outcome: TestOutcome,
+    pub message: Option<String>,
+}
+
+/// How a test ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TestOutcome {
+    Passed,
+    Failed,
+    Skipped,
+    Error,
+}
+
+/// Whether one question was answered right.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuestionResult {
+    pub id: String,
+    pub correct: bool,
+}
+
+/// The timing samples of one kernel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelSamples {
+    pub name: String,
+    pub samples_us: Vec<f64>,
+}
+
+/// Why a check could not run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NotRunReason {
+    NoCheckpoint,
+    HardwareAbsent,
+    NoRecipe,
+    GatedDataset,
+    Timeout,
+    Crash,
+    Other,
+}
+
+impl NotRunReason {
+    /// The reason in words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            NotRunReason::NoCheckpoint => "no checkpoint on these nodes",
+            NotRunReason::HardwareAbsent => "the hardware it needs is not on these nodes",
+            NotRunReason::NoRecipe => "no serving recipe",
+            NotRunReason::GatedDataset => "a gated dataset and no token on the runner",
+            NotRunReason::Timeout => "timed out",
+            NotRunReason::Crash => "crashed",
+            NotRunReason::Other => "could not run",
+        }
+    }
+}
+
+impl Check {
+    /// The check in words, for tables.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Check::UnitTests => "unit tests",
+            Check::KernelTests => "kernel tests",
+            Check::ServingTests => "serving tests",
+            Check::CommonTests => "common tests",
+            Check::Routing => "monokernel routing",
+            Check::Accuracy => "accuracy",
+            Check::KernelTiming => "kernel timing",
+            Check::Speed => "E2E speed",
+        }
+    }
+}
+
+/// Why a set of evidence records cannot be judged. `record` is the index of the offending
+/// record in the order given, so the caller can name its file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{problem}")]
+pub struct EvidenceError {
+    pub record: usize,
+    pub problem: String,
+}
+
+/// Checks records for what the gate cannot judge: an unknown schema version, an outcome that
+/// does not fit its check or side, numbers that are not positive and finite, two records of
+/// the same speed pair, counts that do not add up.
+pub fn validate(records: &[Evidence]) -> Result<(), EvidenceError> {
+    let mut steps = BTreeSet::new();
+    for (index, record) in records.iter().enumerate() {
+        let fail = |problem: String| Err(EvidenceError { record: index, problem });
+        if record.schema_version != SCHEMA_VERSION {
+            return fail(format!(
+                "schema_version {} is not one this gate reads ({SCHEMA_VERSION})",
+                record.schema_version
+            ));
+        }
+        let fits = match (&record.outcome, record.check) {
+            (Outcome::NotRun { .. }, _) => true,
+            (Outcome::Tests { .. }, check) => {
+                matches!(
+                    check,
+                    Check::UnitTests
+                        | Check::KernelTests
+                        | Check::ServingTests
+                        | Check::CommonTests
+                )
+            }
+            (Outcome::Routing { .. }, check) => check == Check::Routing,
+            (Outcome::Accuracy { .. }, check) => check == Check::Accuracy,
+            (Outcome::KernelTiming { .. }, check) => check == Check::KernelTiming,
+            (Outcome::SpeedPair { .. } | Outcome::SpeedNoise { .. }, check) => {
+                check == Check::Speed
+            }
+        };
+        if !fits {
+            return fail(format!(
+                "a {} outcome cannot be evidence of {}",
+                outcome_name(&record.outcome),
+                record.check.describe()
+            ));
+        }
+        let side_fits = match record.outcome {
+            Outcome::SpeedPair { .. } | Outcome::SpeedNoise { .. } => record.side == Side::Both,
+            Outcome::NotRun { .. } => true,
+            _ => record.side != Side::Both,
+        };
+        if !side_fits {
+            return fail(format!(
+                "side {:?} does not fit a {} outcome",
+                record.side,
+                outcome_name(&record.outcome)
+            ));
+        }
+        if record.model.is_none() != (record.check == Check::CommonTests) {
+            return fail("common tests have no model, and every other check has one".to_owned());
+        }
+        match &record.outcome {
+            Outcome::SpeedPair { base_tpot_ms, pr_tpot_ms, .. } => {
+                for (name, value) in [("base_tpot_ms", base_tpot_ms), ("pr_tpot_ms", pr_tpot_ms)] {
+                    if !(value.is_finite() && *value > 0.0) {
+                        return fail(format!("{name} = {value} is not a positive number"));
+                    }
+                }
+            }
+            Outcome::SpeedNoise { log_ratio_variance, .. } => {
+                if !(log_ratio_variance.is_finite() && *log_ratio_variance >= 0.0) {
+                    return fail(format!(
+                        "log_ratio_variance = {log_ratio_variance} is not a variance"
+                    ));
+                }
+            }
+            Outcome::Accuracy { questions, correct, per_question, .. } => {
+                if correct > questions || *questions == 0 {
+                    return fail(format!("{correct} correct of {questions} questions"));
+                }
+                if let Some(per_question) = per_question {
+                    let right = per_question.iter().filter(|q| q.correct).count() as u64;
+                    if per_question.len() as u64 != *questions || right != *correct {
+                        return fail(format!(
+                            "per_question has {} answers with {right} right, but the totals say {correct} of {questions}",
+                            per_question.len()
+                        ));
+                    }
+                }
+            }
+            Outcome::KernelTiming { kernels } => {
+                for kernel in kernels {
+                    if kernel.samples_us.is_empty()
+                        || kernel.samples_us.iter().any(|t| !(t.is_finite() && *t > 0.0))
+                    {
+                        return fail(format!(
+                            "kernel {} has no samples or a sample that is not a positive number",
+                            kernel.name
+                        ));
+                    }
+                }
+            }
+            Outcome::Tests { .. } | Outcome::Routing { .. } | Outcome::NotRun { .. } => {}
+        }
+        let step = (record.model.clone(), record.check, record.side, step_part(&record.outcome));
+        if !steps.insert(step) {
+            let part = step_part(&record.outcome);
+            let part = if part.is_empty() { String::new() } else { format!(" ({part})") };
+            return fail(format!(
+                "{} of {} on the {:?} side{part} appears twice",
+                record.check.describe(),
+                record.model.as_deref().unwrap_or("the common checks"),
+                record.side
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What tells apart the records of one check on one side.
+fn step_part(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::Accuracy { benchmark, .. } => benchmark.to_ascii_lowercase(),
+        Outcome::SpeedPair { concurrency, index, .. } => {
+            format!("pair {index} at concurrency {concurrency}")
+        }
+        Outcome::SpeedNoise { concurrency, .. } => format!("noise at concurrency {concurrency}"),
+        Outcome::NotRun { subject, .. } => {
+            format!("not run: {}", subject.as_deref().unwrap_or("all"))
+        }
+        Outcome::Tests { .. } | Outcome::Routing { .. } | Outcome::KernelTiming { .. } => {
+            String::new()
+        }
+    }
+}
+
+fn outcome_name(outcome: &Outcome) -> &'static str {
+    match outcome {
+        Outcome::Tests { .. } => "tests",
+        Outcome::Routing { .. } => "routing",
+        Outcome::Accuracy { .. } => "accuracy",
+        Outcome::KernelTiming { .. } => "kernel-timing",
+        Outcome::SpeedPair { .. } => "speed-pair",
+        Outcome::SpeedNoise { .. } => "speed-noise",
+        Outcome::NotRun { .. } => "not-run",
+    }
+}

@@ -1,0 +1,969 @@
+//! The verdict: the review checklist in the guideline's order — rules, scope, accuracy, kernel
+//! microbenchmark, E2E performance, tests, doc — each item pass, fail, warn, pending or
+//! author-provided, with its numbers and the rule that decided it.
+//!
+//! # The JSON format (`schema_version` 1)
+//!
+//! ```json
+//! {
+//!   "schema_version": 1,
+//!   "result": "fail",                       // pass, fail or pending (warnings do not block)
+//!   "rules": [ { "name": "title", "verdict": "pass", "findings": [] } ],
+//!   "sections": [
+//!     { "name": "e2e-performance", "state": "fail", "items": [
+//!       { "model": "kimi_k31", "check": "speed", "state": "fail",
+//!         "rule": "median-TPOT loss over 2% at a covered concurrency fails",
+//!         "summary": "TPOT +3.1% at c=64 (interval +2.2% to +4.0%, 4 pairs)",
+//!         "numbers": { "kind": "speed", "concurrency": 64, "covered": true, "base_ms": 20.1,
+//!                      "pr_ms": 20.7, "change": 0.031, "interval": [0.022, 0.040],
+//!                      "pairs": 4, "confidence": "high" } } ] } ],
+//!   "author_must_provide": [ "kimi_k31: accuracy (gpqa-diamond): a gated dataset and no token on the runner" ]
+//! }
+//! ```
+//!
+//! Section names: `rules`, `scope`, `accuracy`, `kernel-microbenchmark`, `e2e-performance`,
+//! `tests`, `doc`. Item and section states: `pass`, `warn`, `author-provided`, `pending`,
+//! `fail`; a section's state is its worst item's. `numbers` is one of `speed`, `accuracy`,
+//! `kernel`, `tests` (see [`Numbers`]) or absent. Readers ignore fields they do not know.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use prgate_scope::plan::{Plan, Tier};
+use serde::{Deserialize, Serialize};
+
+use crate::config::{GateConfig, Severity};
+use crate::evidence::{Check, Evidence, EvidenceError, Outcome, Side, TestOutcome, validate};
+use crate::rules::RuleOutcome;
+use crate::speed::{Answer, CellContext, Pair, judge_cell};
+use crate::stats::{median, paired_comparison, unpaired_comparison};
+
+/// The version of the verdict's JSON format.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The gate's judgement of a PR.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub schema_version: u32,
+    pub result: State,
+    pub rules: Vec<RuleOutcome>,
+    pub sections: Vec<Section>,
+    pub author_must_provide: Vec<String>,
+}
+
+/// The state of an item, a section or the whole verdict, from best to worst.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum State {
+    Pass,
+    Warn,
+    AuthorProvided,
+    Pending,
+    Fail,
+}
+
+/// The checklist's sections, in the review guideline's order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SectionName {
+    Rules,
+    Scope,
+    Accuracy,
+    KernelMicrobenchmark,
+    E2ePerformance,
+    Tests,
+    Doc,
+}
+
+/// One section of the checklist.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Section {
+    pub name: SectionName,
+    pub state: State,
+    pub items: Vec<Item>,
+}
+
+/// One line of the checklist.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Item {
+    /// The model, or `None` for the whole PR and the common checks.
+    pub model: Option<String>,
+    /// What was checked (`speed`, `accuracy`, `title`, ...).
+    pub check: String,
+    pub state: State,
+    /// The rule that decided, in words.
+    pub rule: String,
+    /// What decided it, with the numbers.
+    pub summary: String,
+    pub numbers: Option<Numbers>,
+}
+
+/// The numbers behind an item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Numbers {
+    /// One speed cell: medians of base and PR TPOT, the PR's change (`exp(mean log-ratio) - 1`)
+    /// and its interval, the pairs used and the confidence.
+    Speed {
+        concurrency: u32,
+        covered: bool,
+        base_ms: Option<f64>,
+        pr_ms: Option<f64>,
+        change: Option<f64>,
+        interval: Option<(f64, f64)>,
+        pairs: usize,
+        confidence: Confidence,
+    },
+    /// One benchmark: accuracies as fractions, PR minus base and its interval, the questions,
+    /// whether the comparison was paired, the p-value of "PR worse" and the tolerance.
+    Accuracy {
+        benchmark: String,
+        base: f64,
+        pr: f64,
+        difference: f64,
+        interval: (f64, f64),
+        questions: u64,
+        paired: bool,
+        p_value: f64,
+        tolerance: f64,
+    },
+    /// One kernel: median time on each side and the PR's change.
+    Kernel { kernel: String, base_us: f64, pr_us: f64, change: f64 },
+    /// One test suite on the PR side.
+    Tests { passed: usize, failed: usize, skipped: usize, errors: usize, pre_existing: usize },
+}
+
+/// How sure a speed decision is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Confidence {
+    /// The sequential test reached its bound.
+    High,
+    /// Decided at the pair cap by the mean alone.
+    Low,
+    /// Not decided: more pairs were needed.
+    Open,
+}
+
+impl From<Severity> for State {
+    fn from(severity: Severity) -> State {
+        match severity {
+            Severity::Pass => State::Pass,
+            Severity::Warn => State::Warn,
+            Severity::Fail => State::Fail,
+        }
+    }
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Pass => "pass",
+            State::Warn => "warn",
+            State::AuthorProvided => "author-provided",
+            State::Pending => "pending",
+            State::Fail => "fail",
+        }
+    }
+}
+
+impl SectionName {
+    pub fn title(self) -> &'static str {
+        match self {
+            SectionName::Rules => "Rules",
+            SectionName::Scope => "Scope",
+            SectionName::Accuracy => "Accuracy",
+            SectionName::KernelMicrobenchmark => "Kernel microbenchmark",
+            SectionName::E2ePerformance => "E2E performance",
+            SectionName::Tests => "Tests",
+            SectionName::Doc => "Doc",
+        }
+    }
+}
+
+/// The checks a model runs on its tier; `None` when it runs nothing.
+pub fn planned_checks(tier: Tier) -> &'static [Check] {
+    match tier {
+        Tier::Full => &[
+            Check::UnitTests,
+            Check::KernelTests,
+            Check::ServingTests,
+            Check::Routing,
+            Check::Accuracy,
+            Check::KernelTiming,
+            Check::Speed,
+        ],
+        Tier::Smoke => &[
+            Check::UnitTests,
+            Check::KernelTests,
+            Check::ServingTests,
+            Check::Routing,
+            Check::Speed,
+        ],
+        Tier::None => &[],
+    }
+}
+
+/// Judges a plan, its evidence and the rules' outcomes. Errors name the evidence record (by
+/// its index in `evidence`) that cannot be judged.
+pub fn judge(
+    plan: &Plan,
+    evidence: &[Evidence],
+    rules: Vec<RuleOutcome>,
+    gain_required: bool,
+    config: &GateConfig,
+) -> Result<Verdict, EvidenceError> {
+    validate(evidence)?;
+    let mut by_step: BTreeMap<(Option<String>, Check), Vec<&Evidence>> = BTreeMap::new();
+    for record in evidence {
+        by_step.entry((record.model.clone(), record.check)).or_default().push(record);
+    }
+    let mut judge = Judge { config, by_step, items: BTreeMap::new(), author: BTreeSet::new() };
+
+    let rule_items: Vec<Item> = rules
+        .iter()
+        .map(|rule| Item {
+            model: None,
+            check: rule.name.clone(),
+            state: rule.verdict.into(),
+            rule: rule_text(&rule.name),
+            summary: if rule.findings.is_empty() {
+                "no findings".to_owned()
+            } else {
+                rule.findings
+                    .iter()
+                    .map(|finding| finding.message.clone())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            },
+            numbers: None,
+        })
+        .collect();
+    judge.items.insert(SectionName::Rules, rule_items);
+    judge.scope(plan);
+
+    let models: Vec<_> =
+        plan.models.iter().filter(|model| model.tier != Tier::None && !model.removed).collect();
+    let covered_cells = judge.covered_cells(&models);
+    for model in &models {
+        for &check in planned_checks(model.tier) {
+            judge.check(&model.name, check, covered_cells);
+        }
+        if model.tier == Tier::Full && model.readme == Some(false) {
+            judge.push(
+                SectionName::Doc,
+                Item {
+                    model: Some(model.name.clone()),
+                    check: "readme".to_owned(),
+                    state: config.missing_readme.into(),
+                    rule: "a model on the full tier needs a README".to_owned(),
+                    summary: "no README".to_owned(),
+                    numbers: None,
+                },
+            );
+        }
+    }
+    if gain_required {
+        judge.gain_verdict(&models);
+    }
+    if plan.common.selected {
+        judge.tests(None, Check::CommonTests);
+    }
+
+    let order = [
+        SectionName::Rules,
+        SectionName::Scope,
+        SectionName::Accuracy,
+        SectionName::KernelMicrobenchmark,
+        SectionName::E2ePerformance,
+        SectionName::Tests,
+        SectionName::Doc,
+    ];
+    let sections: Vec<Section> = order
+        .iter()
+        .map(|name| {
+            let items = judge.items.remove(name).unwrap_or_default();
+            let state = items.iter().map(|item| item.state).max().unwrap_or(State::Pass);
+            Section { name: *name, state, items }
+        })
+        .collect();
+    let worst = sections.iter().map(|section| section.state).max().unwrap_or(State::Pass);
+    let result = match worst {
+        State::Fail => State::Fail,
+        State::Pending => State::Pending,
+        _ => State::Pass,
+    };
+    Ok(Verdict {
+        schema_version: SCHEMA_VERSION,
+        result,
+        rules,
+        sections,
+        author_must_provide: judge.author.into_iter().collect(),
+    })
+}
+
+fn rule_text(name: &str) -> String {
+    match name {
+        "title" => "titles read `[Type] [Hardware] scope: summary`".to_owned(),
+        "codeowners" => "existing CODEOWNERS lines may not change (CODEOWNERS.rules)".to_owned(),
+        other => other.to_owned(),
+    }
+}
+
+/// One concurrency of one model: whether the monokernels cover it, its pairs by index, and its
+/// calibrated base-vs-base variance.
+#[derive(Default)]
+struct SpeedCell {
+    covered: bool,
+    pairs: Vec<(u32, Pair)>,
+    noise: Option<f64>,
+}
+
+struct Judge<'a> {
+    config: &'a GateConfig,
+    by_step: BTreeMap<(Option<String>, Check), Vec<&'a Evidence>>,
+    items: BTreeMap<SectionName, Vec<Item>>,
+    author: BTreeSet<String>,
+}
+
+fn section_of(check: Check) -> SectionName {
+    match check {
+        Check::Accuracy => SectionName::Accuracy,
+        Check::KernelTiming => SectionName::KernelMicrobenchmark,
+        Check::Speed => SectionName::E2ePerformance,
+        Check::UnitTests
+        | Check::KernelTests
+        | Check::ServingTests
+        | Check::CommonTests
+        | Check::Routing => SectionName::Tests,
+    }
+}
+
+fn check_name(check: Check) -> String {
+    serde_json::to_value(check)
+        .ok()
+        .and_then(|value| value.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+impl<'a> Judge<'a> {
+    fn push(&mut self, section: SectionName, item: Item) {
+        self.items.entry(section).or_default().push(item);
+    }
+
+    fn records(&self, model: Option<&str>, check: Check) -> &[&'a Evidence] {
+        self.by_step.get(&(model.map(str::to_owned), check)).map(Vec::as_slice).unwrap_or_default()
+    }
+
+    fn scope(&mut self, plan: &Plan) {
+        let count = |tier: Tier| plan.models.iter().filter(|model| model.tier == tier).count();
+        let mut summary = format!(
+            "{} full, {} smoke, {} none; common checks {}",
+            count(Tier::Full),
+            count(Tier::Smoke),
+            count(Tier::None),
+            if plan.common.selected { "run" } else { "skipped" }
+        );
+        let state = if plan.diff.trusted {
+            State::Pass
+        } else {
+            summary
+                .push_str(&format!("; the diff is not trusted: {}", plan.diff.warnings.join("; ")));
+            State::Warn
+        };
+        self.push(SectionName::Scope, Item {
+            model: None,
+            check: "scope".to_owned(),
+            state,
+            rule: "a model's own change runs its full tier, a shared change every model's smoke tier".to_owned(),
+            summary,
+            numbers: None,
+        });
+    }
+
+    /// Not-run records become author-provided items; returns whether the whole check is one.
+    fn not_run(&mut self, model: Option<&str>, check: Check) -> bool {
+        let mut whole = false;
+        let records: Vec<&Evidence> = self.records(model, check).to_vec();
+        for record in records {
+            if let Outcome::NotRun { reason, detail, subject } = &record.outcome {
+                let what = match subject {
+                    Some(subject) => format!("{} ({subject})", check.describe()),
+                    None => {
+                        whole = true;
+                        check.describe().to_owned()
+                    }
+                };
+                let owner = model.unwrap_or("common");
+                let detail =
+                    if detail.is_empty() { String::new() } else { format!(" — {detail}") };
+                self.author.insert(format!("{owner}: {what}: {}{detail}", reason.describe()));
+                let state = match self.config.not_run {
+                    Severity::Pass => State::Pass,
+                    Severity::Warn => State::AuthorProvided,
+                    Severity::Fail => State::Fail,
+                };
+                self.push(
+                    section_of(check),
+                    Item {
+                        model: model.map(str::to_owned),
+                        check: check_name(check),
+                        state,
+                        rule: "a check that cannot run on these nodes is provided by the author"
+                            .to_owned(),
+                        summary: format!("{what} could not run: {}{detail}", reason.describe()),
+                        numbers: None,
+                    },
+                );
+            }
+        }
+        whole
+    }
+
+    fn pending(&mut self, model: Option<&str>, check: Check) {
+        self.push(
+            section_of(check),
+            Item {
+                model: model.map(str::to_owned),
+                check: check_name(check),
+                state: State::Pending,
+                rule: "every planned check reports".to_owned(),
+                summary: format!("no evidence of {} yet", check.describe()),
+                numbers: None,
+            },
+        );
+    }
+
+    fn check(&mut self, model: &str, check: Check, covered_cells: usize) {
+        if self.records(Some(model), check).is_empty() {
+            self.pending(Some(model), check);
+            return;
+        }
+        if self.not_run(Some(model), check) {
+            return;
+        }
+        match check {
+            Check::UnitTests | Check::KernelTests | Check::ServingTests | Check::CommonTests => {
+                self.tests(Some(model), check)
+            }
+            Check::Routing => self.routing(model),
+            Check::Accuracy => self.accuracy(model),
+            Check::KernelTiming => self.kernels(model),
+            Check::Speed => self.speed(model, covered_cells),
+        }
+    }
+
+    fn tests(&mut self, model: Option<&str>, check: Check) {
+        let records = self.records(model, check).to_vec();
+        if records.is_empty() {
+            self.pending(model, check);
+            return;
+        }
+        if model.is_none() && self.not_run(None, check) {
+            return;
+        }
+        let results = |side: Side| -> Option<&Vec<crate::evidence::TestResult>> {
+            records.iter().find(|record| record.side == side).and_then(|record| {
+                match &record.outcome {
+                    Outcome::Tests { results } => Some(results),
+                    _ => None,
+                }
+            })
+        };
+        let Some(pr) = results(Side::Pr) else {
+            self.pending(model, check);
+            return;
+        };
+        let failing =
+            |outcome: TestOutcome| matches!(outcome, TestOutcome::Failed | TestOutcome::Error);
+        let base_failures: Option<BTreeSet<&str>> = results(Side::Base).map(|base| {
+            base.iter().filter(|test| failing(test.outcome)).map(|test| test.id.as_str()).collect()
+        });
+        let count = |outcome: TestOutcome| pr.iter().filter(|test| test.outcome == outcome).count();
+        let pr_failures: Vec<&str> =
+            pr.iter().filter(|test| failing(test.outcome)).map(|test| test.id.as_str()).collect();
+        let (pre_existing, new): (Vec<&str>, Vec<&str>) = pr_failures
+            .iter()
+            .partition(|id| base_failures.as_ref().is_some_and(|base| base.contains(**id)));
+        let state = if !new.is_empty() {
+            State::Fail
+        } else if !pre_existing.is_empty() {
+            self.config.pre_existing_failure.into()
+        } else {
+            State::Pass
+        };
+        let mut summary = format!(
+            "{} passed, {} failed, {} errors, {} skipped",
+            count(TestOutcome::Passed),
+            count(TestOutcome::Failed),
+            count(TestOutcome::Error),
+            count(TestOutcome::Skipped)
+        );
+        if !new.is_empty() {
+            summary.push_str(&format!("; failing on the PR: {}", list(&new)));
+        }
+        if !pre_existing.is_empty() {
+            summary.push_str(&format!(
+                "; also failing on base (pre-existing): {}",
+                list(&pre_existing)
+            ));
+        }
+        if base_failures.is_none() && !new.is_empty() {
+            summary.push_str("; base was not run, so no failure could be found pre-existing");
+        }
+        self.push(
+            SectionName::Tests,
+            Item {
+                model: model.map(str::to_owned),
+                check: check_name(check),
+                state,
+                rule: "a failing test fails, unless it fails on base too".to_owned(),
+                summary,
+                numbers: Some(Numbers::Tests {
+                    passed: count(TestOutcome::Passed),
+                    failed: count(TestOutcome::Failed),
+                    skipped: count(TestOutcome::Skipped),
+                    errors: count(TestOutcome::Error),
+                    pre_existing: pre_existing.len(),
+                }),
+            },
+        );
+    }
+
+    fn routing(&mut self, model: &str) {
+        let pr = self.records(Some(model), Check::Routing).iter().find_map(|record| match &record
+            .outcome
+        {
+            Outcome::Routing { routed, line } if record.side == Side::Pr => {
+                Some((*routed, line.clone()))
+            }
+            _ => None,
+        });
+        let Some((routed, line)) = pr else {
+            self.pending(Some(model), Check::Routing);
+            return;
+        };
+        let (state, summary) = if routed {
+            (State::Pass, format!("the PR server logged: {}", line.unwrap_or_default()))
+        } else {
+            (
+                self.config.missing_routing.into(),
+                "the PR server logged no monokernel routing".to_owned(),
+            )
+        };
+        self.push(
+            SectionName::Tests,
+            Item {
+                model: Some(model.to_owned()),
+                check: "routing".to_owned(),
+                state,
+                rule: "the PR server must route through the monokernels".to_owned(),
+                summary,
+                numbers: None,
+            },
+        );
+    }
+
+    fn accuracy(&mut self, model: &str) {
+        let mut sides: BTreeMap<String, (Option<&Outcome>, Option<&Outcome>)> = BTreeMap::new();
+        for record in self.records(Some(model), Check::Accuracy) {
+            if let Outcome::Accuracy { benchmark, .. } = &record.outcome {
+                let entry = sides.entry(benchmark.to_ascii_lowercase()).or_default();
+                match record.side {
+                    Side::Base => entry.0 = Some(&record.outcome),
+                    Side::Pr => entry.1 = Some(&record.outcome),
+                    Side::Both => {}
+                }
+            }
+        }
+        let alpha = self.config.accuracy_alpha.get();
+        for (benchmark, (base, pr)) in sides {
+            let (
+                Some(Outcome::Accuracy {
+                    questions: base_n,
+                    correct: base_c,
+                    per_question: base_q,
+                    ..
+                }),
+                Some(Outcome::Accuracy {
+                    questions: pr_n, correct: pr_c, per_question: pr_q, ..
+                }),
+            ) = (base, pr)
+            else {
+                self.push(
+                    SectionName::Accuracy,
+                    Item {
+                        model: Some(model.to_owned()),
+                        check: format!("accuracy {benchmark}"),
+                        state: State::Pending,
+                        rule: "every planned check reports".to_owned(),
+                        summary: format!("{benchmark}: only one side has reported"),
+                        numbers: None,
+                    },
+                );
+                continue;
+            };
+            let tolerance = self.config.accuracy_tolerance(&benchmark).get();
+            let paired = paired_counts(base_q.as_deref(), pr_q.as_deref());
+            let comparison = match paired {
+                Some((base_only, pr_only, n)) => paired_comparison(base_only, pr_only, n, alpha),
+                None => unpaired_comparison(*base_c, *base_n, *pr_c, *pr_n, alpha),
+            };
+            let Some(comparison) = comparison else { continue };
+            let drop = -comparison.difference;
+            let half_width = (comparison.interval.1 - comparison.interval.0) / 2.0;
+            let significant = comparison.p_worse < alpha;
+            let points = |x: f64| format!("{:.1}", x * 100.0);
+            let (state, mut summary) = if drop > tolerance && significant {
+                (
+                    State::Fail,
+                    format!(
+                        "{benchmark}: the PR is {} points below base (tolerance {})",
+                        points(drop),
+                        points(tolerance)
+                    ),
+                )
+            } else if drop > tolerance {
+                (
+                    State::Warn,
+                    format!(
+                        "{benchmark}: the PR is {} points below base, over the tolerance of {}, but within noise (p = {:.3})",
+                        points(drop),
+                        points(tolerance),
+                        comparison.p_worse
+                    ),
+                )
+            } else {
+                (
+                    State::Pass,
+                    format!(
+                        "{benchmark}: {} points against base (tolerance {})",
+                        signed_points(comparison.difference),
+                        points(tolerance)
+                    ),
+                )
+            };
+            let base_accuracy = *base_c as f64 / *base_n as f64;
+            let pr_accuracy = *pr_c as f64 / *pr_n as f64;
+            summary.push_str(&format!(
+                "; base {}%, PR {}%, difference {} [{}, {}] over {} questions{}",
+                points(base_accuracy),
+                points(pr_accuracy),
+                signed_points(comparison.difference),
+                signed_points(comparison.interval.0),
+                signed_points(comparison.interval.1),
+                pr_n,
+                if paired.is_some() { ", paired" } else { "" }
+            ));
+            let state = if tolerance < half_width && state == State::Pass {
+                summary.push_str(&format!(
+                    "; the tolerance of {} points is below what {} questions resolve (±{})",
+                    points(tolerance),
+                    pr_n,
+                    points(half_width)
+                ));
+                State::Warn
+            } else {
+                state
+            };
+            self.push(
+                SectionName::Accuracy,
+                Item {
+                    model: Some(model.to_owned()),
+                    check: format!("accuracy {benchmark}"),
+                    state,
+                    rule: "accuracy may not drop below base by more than the benchmark's tolerance"
+                        .to_owned(),
+                    summary,
+                    numbers: Some(Numbers::Accuracy {
+                        benchmark: benchmark.clone(),
+                        base: base_accuracy,
+                        pr: pr_accuracy,
+                        difference: comparison.difference,
+                        interval: comparison.interval,
+                        questions: *pr_n,
+                        paired: paired.is_some(),
+                        p_value: comparison.p_worse,
+                        tolerance,
+                    }),
+                },
+            );
+        }
+    }
+
+    fn kernels(&mut self, model: &str) {
+        let samples = |side: Side| -> BTreeMap<String, f64> {
+            self.records(Some(model), Check::KernelTiming)
+                .iter()
+                .filter(|record| record.side == side)
+                .flat_map(|record| match &record.outcome {
+                    Outcome::KernelTiming { kernels } => kernels.as_slice(),
+                    _ => &[],
+                })
+                .filter_map(|kernel| median(&kernel.samples_us).map(|m| (kernel.name.clone(), m)))
+                .collect()
+        };
+        let (base, pr) = (samples(Side::Base), samples(Side::Pr));
+        let limit = self.config.kernel_max_regression.get();
+        for (kernel, pr_us) in &pr {
+            let (state, summary, numbers) = match base.get(kernel) {
+                Some(base_us) => {
+                    let change = pr_us / base_us - 1.0;
+                    let state = if change > limit { State::Warn } else { State::Pass };
+                    (
+                        state,
+                        format!(
+                            "{kernel}: {base_us:.1} µs → {pr_us:.1} µs ({:+.1}%)",
+                            change * 100.0
+                        ),
+                        Some(Numbers::Kernel {
+                            kernel: kernel.clone(),
+                            base_us: *base_us,
+                            pr_us: *pr_us,
+                            change,
+                        }),
+                    )
+                }
+                None => {
+                    (State::Pass, format!("{kernel}: {pr_us:.1} µs (new: no base timing)"), None)
+                }
+            };
+            self.push(
+                SectionName::KernelMicrobenchmark,
+                Item {
+                    model: Some(model.to_owned()),
+                    check: "kernel-timing".to_owned(),
+                    state,
+                    rule: format!("a kernel more than {:.0}% slower is a warning", limit * 100.0),
+                    summary,
+                    numbers,
+                },
+            );
+        }
+        if pr.is_empty() {
+            self.pending(Some(model), Check::KernelTiming);
+        }
+    }
+
+    /// Speed pairs and known noise of a model, per concurrency.
+    fn cells(&self, model: &str) -> BTreeMap<u32, SpeedCell> {
+        let mut cells: BTreeMap<u32, SpeedCell> = BTreeMap::new();
+        for record in self.records(Some(model), Check::Speed) {
+            match &record.outcome {
+                Outcome::SpeedPair {
+                    concurrency,
+                    index,
+                    covered,
+                    base_tpot_ms,
+                    pr_tpot_ms,
+                    ..
+                } => {
+                    let cell = cells.entry(*concurrency).or_default();
+                    cell.covered |= *covered;
+                    cell.pairs.push((
+                        *index,
+                        Pair { base_tpot_ms: *base_tpot_ms, pr_tpot_ms: *pr_tpot_ms },
+                    ));
+                }
+                Outcome::SpeedNoise { concurrency, log_ratio_variance } => {
+                    cells.entry(*concurrency).or_default().noise = Some(*log_ratio_variance);
+                }
+                _ => {}
+            }
+        }
+        for cell in cells.values_mut() {
+            cell.pairs.sort_by_key(|(index, _)| *index);
+        }
+        cells
+    }
+
+    fn covered_cells(&self, models: &[&prgate_scope::plan::ModelPlan]) -> usize {
+        models
+            .iter()
+            .map(|model| {
+                self.cells(&model.name)
+                    .values()
+                    .filter(|cell| cell.covered && !cell.pairs.is_empty())
+                    .count()
+            })
+            .sum()
+    }
+
+    fn speed(&mut self, model: &str, covered_cells: usize) {
+        let cells = self.cells(model);
+        if cells.values().all(|cell| cell.pairs.is_empty()) {
+            self.pending(Some(model), Check::Speed);
+            return;
+        }
+        let loss_limit = self.config.speed.threshold.get();
+        for (concurrency, SpeedCell { covered, pairs, noise }) in cells {
+            if pairs.is_empty() {
+                continue;
+            }
+            let pairs: Vec<Pair> = pairs.into_iter().map(|(_, pair)| pair).collect();
+            let context =
+                CellContext { cells: covered_cells, gain_required: false, known_variance: noise };
+            let judgement = judge_cell(&pairs, self.config, &context);
+            let (state, confidence) = match (covered, judgement.loss) {
+                (false, _) => (State::Pass, confidence_of(judgement.loss)),
+                (true, Answer::Yes { confident }) => {
+                    (State::Fail, if confident { Confidence::High } else { Confidence::Low })
+                }
+                (true, Answer::No { confident }) => {
+                    (State::Pass, if confident { Confidence::High } else { Confidence::Low })
+                }
+                (true, Answer::Open) => (State::Pending, Confidence::Open),
+            };
+            let mut summary = format!(
+                "TPOT {} at c={concurrency}",
+                change_text(judgement.change, judgement.change_interval)
+            );
+            summary.push_str(&format!(", {} pairs", judgement.pairs));
+            summary.push_str(match (covered, confidence) {
+                (false, _) => "; not covered by the monokernels, so not judged",
+                (true, Confidence::Low) => "; low confidence: decided at the pair cap by the mean",
+                (true, Confidence::Open) => "; undecided: more pairs are needed",
+                (true, Confidence::High) => "",
+            });
+            self.push(
+                SectionName::E2ePerformance,
+                Item {
+                    model: Some(model.to_owned()),
+                    check: "speed".to_owned(),
+                    state,
+                    rule: format!(
+                        "a median-TPOT loss over {:.0}% at a covered concurrency fails",
+                        loss_limit * 100.0
+                    ),
+                    summary,
+                    numbers: Some(Numbers::Speed {
+                        concurrency,
+                        covered,
+                        base_ms: judgement.base_median_ms,
+                        pr_ms: judgement.pr_median_ms,
+                        change: judgement.change,
+                        interval: judgement.change_interval,
+                        pairs: judgement.pairs,
+                        confidence,
+                    }),
+                },
+            );
+        }
+    }
+
+    /// The gain rule: one covered cell of a full-tier model must show the required gain.
+    fn gain_verdict(&mut self, models: &[&prgate_scope::plan::ModelPlan]) {
+        let full: Vec<&prgate_scope::plan::ModelPlan> =
+            models.iter().copied().filter(|model| model.tier == Tier::Full).collect();
+        let cells = self.covered_cells(&full);
+        let min_gain = self.config.gain.test.threshold.get();
+        let rule = format!(
+            "a [Perf] or [Feat] PR needs a {:.0}% median-TPOT gain at one covered concurrency",
+            min_gain * 100.0
+        );
+        let mut best: Option<(State, String)> = None;
+        let mut open = false;
+        for model in &full {
+            for (concurrency, SpeedCell { covered, pairs, noise }) in self.cells(&model.name) {
+                if !covered || pairs.is_empty() {
+                    continue;
+                }
+                let pairs: Vec<Pair> = pairs.into_iter().map(|(_, pair)| pair).collect();
+                let context = CellContext { cells, gain_required: true, known_variance: noise };
+                let judgement = judge_cell(&pairs, self.config, &context);
+                let where_ = format!(
+                    "{} c={concurrency}: TPOT {}",
+                    model.name,
+                    change_text(judgement.change, judgement.change_interval)
+                );
+                match judgement.gain {
+                    Some(Answer::Yes { confident }) => {
+                        let note = if confident {
+                            ""
+                        } else {
+                            " (low confidence: decided at the pair cap)"
+                        };
+                        best = Some((State::Pass, format!("{where_}{note}")));
+                    }
+                    Some(Answer::Open) => open = true,
+                    _ => {}
+                }
+            }
+        }
+        let (state, summary) = match best {
+            Some(found) => found,
+            None if open => (
+                State::Pending,
+                "no covered concurrency has shown the gain yet; more pairs are needed".to_owned(),
+            ),
+            None if cells == 0 => (
+                State::Pending,
+                "no covered concurrency of a full-tier model has speed evidence".to_owned(),
+            ),
+            None => (
+                State::Fail,
+                format!("no covered concurrency shows a {:.0}% gain", min_gain * 100.0),
+            ),
+        };
+        self.push(
+            SectionName::E2ePerformance,
+            Item { model: None, check: "gain".to_owned(), state, rule, summary, numbers: None },
+        );
+    }
+}
+
+fn confidence_of(answer: Answer) -> Confidence {
+    match answer {
+        Answer::Yes { confident: true } | Answer::No { confident: true } => Confidence::High,
+        Answer::Yes { confident: false } | Answer::No { confident: false } => Confidence::Low,
+        Answer::Open => Confidence::Open,
+    }
+}
+
+fn change_text(change: Option<f64>, interval: Option<(f64, f64)>) -> String {
+    let percent = |x: f64| format!("{:+.1}%", x * 100.0);
+    match (change, interval) {
+        (Some(change), Some((low, high))) => {
+            format!("{} [{}, {}]", percent(change), percent(low), percent(high))
+        }
+        (Some(change), None) => percent(change),
+        _ => "unknown".to_owned(),
+    }
+}
+
+fn signed_points(x: f64) -> String {
+    format!("{:+.1}", x * 100.0)
+}
+
+fn list(ids: &[&str]) -> String {
+    const SHOWN: usize = 10;
+    let mut text = ids.iter().take(SHOWN).copied().collect::<Vec<_>>().join(", ");
+    if ids.len() > SHOWN {
+        text.push_str(&format!(" and {} more", ids.len() - SHOWN));
+    }
+    text
+}
+
+/// The discordant counts of two per-question results over the questions both answered:
+/// (base right and PR wrong, base wrong and PR right, questions in common). `None` when either
+/// side lacks per-question results or they share no question.
+fn paired_counts(
+    base: Option<&[crate::evidence::QuestionResult]>,
+    pr: Option<&[crate::evidence::QuestionResult]>,
+) -> Option<(u64, u64, u64)> {
+    let base: BTreeMap<&str, bool> = base?.iter().map(|q| (q.id.as_str(), q.correct)).collect();
+    let (mut base_only, mut pr_only, mut common) = (0, 0, 0);
+    for question in pr? {
+        if let Some(&base_correct) = base.get(question.id.as_str()) {
+            common += 1;
+            match (base_correct, question.correct) {
+                (true, false) => base_only += 1,
+                (false, true) => pr_only += 1,
+                _ => {}
+            }
+        }
+    }
+    (common > 0).then_some((base_only, pr_only, common))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,464 @@
+//! The verdict on fixture evidence: one table row per rule and decision, and the invariants
+//! (monotone in the evidence, free of units and of order, round-trips).
+
+use prgate_scope::ChangeStatus;
+use prgate_scope::plan::{
+    ChangedPath, CommonPlan, DiffInfo, DiffSource, Head, ManifestSource, ModelPlan, Plan, Reason,
+    Revision, Tier,
+};
+use proptest::prelude::*;
+
+use super::*;
+use crate::config::GateConfig;
+use crate::evidence::{
+    KernelSamples, NotRunReason, Provenance, QuestionResult, SCHEMA_VERSION as EVIDENCE_VERSION,
+    TestResult,
+};
+use crate::rules::judge_rules;
+
+fn model(name: &str, tier: Tier, readme: Option<bool>) -> ModelPlan {
+    let reasons = match tier {
+        Tier::Full => vec![Reason::ChangedPath {
+            path: format!("m/{name}/x.py"),
+            pattern: "m/{model}/**".into(),
+        }],
+        Tier::Smoke => vec![Reason::SharedChange],
+        Tier::None => vec![],
+    };
+    ModelPlan { name: name.into(), tier, new: false, removed: false, readme, reasons }
+}
+
+fn plan(models: Vec<ModelPlan>, common: bool, trusted: bool) -> Plan {
+    let sha = "0123456789abcdef0123456789abcdef01234567".to_owned();
+    Plan {
+        schema_version: prgate_scope::plan::SCHEMA_VERSION,
+        base: Revision { reference: "main".into(), sha: sha.clone() },
+        head: Head { reference: "pr".into(), sha: sha.clone(), worktree: false },
+        merge_base: trusted.then(|| sha.clone()),
+        manifest: ManifestSource { path: "prgate.toml".into(), commit: sha },
+        diff: DiffInfo {
+            source: DiffSource::Git,
+            trusted,
+            warnings: if trusted { vec![] } else { vec!["no merge-base".into()] },
+        },
+        changed: vec![ChangedPath {
+            path: "m/kimi/x.py".into(),
+            status: ChangeStatus::Modified,
+            old_path: None,
+            matches: vec![],
+        }],
+        models,
+        common: CommonPlan {
+            selected: common,
+            reasons: if common {
+                vec![Reason::ChangedPath {
+                    path: "common/a.py".into(),
+                    pattern: "common/**".into(),
+                }]
+            } else {
+                vec![]
+            },
+        },
+        codeowners: Default::default(),
+        warnings: vec![],
+    }
+}
+
+fn record(model: Option<&str>, check: Check, side: Side, outcome: Outcome) -> Evidence {
+    Evidence {
+        schema_version: EVIDENCE_VERSION,
+        model: model.map(str::to_owned),
+        check,
+        side,
+        provenance: Provenance::default(),
+        outcome,
+    }
+}
+
+fn tests(model: &str, check: Check, side: Side, failing: &[&str]) -> Evidence {
+    let mut results: Vec<TestResult> = (0..5)
+        .map(|n| TestResult {
+            id: format!("test_{n}"),
+            outcome: TestOutcome::Passed,
+            message: None,
+        })
+        .collect();
+    results.extend(failing.iter().map(|id| TestResult {
+        id: (*id).into(),
+        outcome: TestOutcome::Failed,
+        message: Some("assert".into()),
+    }));
+    record(Some(model), check, side, Outcome::Tests { results })
+}
+
+fn accuracy(model: &str, side: Side, benchmark: &str, answers: &[bool]) -> Evidence {
+    let correct = answers.iter().filter(|a| **a).count() as u64;
+    record(
+        Some(model),
+        Check::Accuracy,
+        side,
+        Outcome::Accuracy {
+            benchmark: benchmark.into(),
+            questions: answers.len() as u64,
+            correct,
+            per_question: Some(
+                answers
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| QuestionResult { id: format!("q{i}"), correct: *c })
+                    .collect(),
+            ),
+            cached: false,
+        },
+    )
+}
+
+fn speed(model: &str, concurrency: u32, covered: bool, changes: &[f64]) -> Vec<Evidence> {
+    changes
+        .iter()
+        .enumerate()
+        .map(|(index, change)| {
+            record(
+                Some(model),
+                Check::Speed,
+                Side::Both,
+                Outcome::SpeedPair {
+                    concurrency,
+                    index: index as u32,
+                    covered,
+                    base_tpot_ms: 20.0,
+                    pr_tpot_ms: 20.0 * (1.0 + change),
+                    first: Side::Base,
+                },
+            )
+        })
+        .collect()
+}
+
+fn kernels(model: &str, side: Side, micros: f64) -> Evidence {
+    record(
+        Some(model),
+        Check::KernelTiming,
+        side,
+        Outcome::KernelTiming {
+            kernels: vec![KernelSamples {
+                name: "k1_ring".into(),
+                samples_us: vec![micros, micros * 1.01, micros * 0.99],
+            }],
+        },
+    )
+}
+
+/// Everything a full-tier model `kimi` and a smoke-tier model `glm` need to pass.
+fn passing() -> Vec<Evidence> {
+    let mut all = Vec::new();
+    for (model, full) in [("kimi", true), ("glm", false)] {
+        for check in [Check::UnitTests, Check::KernelTests, Check::ServingTests] {
+            all.push(tests(model, check, Side::Base, &[]));
+            all.push(tests(model, check, Side::Pr, &[]));
+        }
+        all.push(record(
+            Some(model),
+            Check::Routing,
+            Side::Pr,
+            Outcome::Routing { routed: true, line: Some("monokernel: routed decode".into()) },
+        ));
+        all.extend(speed(model, 64, true, &[0.001, -0.002, 0.0]));
+        if full {
+            let answers: Vec<bool> = (0..200).map(|i| i % 5 != 0).collect();
+            all.push(accuracy(model, Side::Base, "gsm8k", &answers));
+            all.push(accuracy(model, Side::Pr, "gsm8k", &answers));
+            all.push(kernels(model, Side::Base, 100.0));
+            all.push(kernels(model, Side::Pr, 99.0));
+            all.extend(speed(model, 1, false, &[0.10, 0.11, 0.09]));
+        }
+    }
+    all
+}
+
+fn standard_plan() -> Plan {
+    plan(
+        vec![
+            model("kimi", Tier::Full, Some(true)),
+            model("glm", Tier::Smoke, None),
+            model("ds", Tier::None, None),
+        ],
+        false,
+        true,
+    )
+}
+
+/// The verdict in short: the result, then every item that did not pass.
+fn check(plan: &Plan, evidence: &[Evidence], title: Option<&str>) -> String {
+    let config = GateConfig::defaults();
+    let policy =
+        crate::codeowners::Policy::parse(crate::codeowners::DEFAULT_POLICY, "CODEOWNERS.rules")
+            .expect("parses");
+    let rules = judge_rules(plan, title, &config, &policy);
+    let gain = crate::title::requires_gain(title, &config.gain.types);
+    let verdict = match judge(plan, evidence, rules, gain, &config) {
+        Ok(verdict) => verdict,
+        Err(error) => return format!("error in record {}: {}", error.record, error.problem),
+    };
+    let mut out = format!("result {}", verdict.result.as_str());
+    for section in &verdict.sections {
+        for item in section.items.iter().filter(|item| item.state != State::Pass) {
+            out.push_str(&format!(
+                "\n{} {} {}: {}",
+                section.name.title(),
+                item.state.as_str(),
+                item.model.as_deref().unwrap_or("-"),
+                item.summary
+            ));
+        }
+    }
+    for line in &verdict.author_must_provide {
+        out.push_str(&format!("\nauthor: {line}"));
+    }
+    out
+}
+
+fn with(mut evidence: Vec<Evidence>, change: impl FnOnce(&mut Vec<Evidence>)) -> Vec<Evidence> {
+    change(&mut evidence);
+    evidence
+}
+
+fn replace_speed(evidence: &mut Vec<Evidence>, model: &str, changes: &[f64]) {
+    evidence.retain(|r| {
+        !(r.model.as_deref() == Some(model)
+            && r.check == Check::Speed
+            && matches!(r.outcome, Outcome::SpeedPair { covered: true, .. }))
+    });
+    evidence.extend(speed(model, 64, true, changes));
+}
+
+#[test]
+fn every_rule_decides_on_fixture_evidence() {
+    let plan = standard_plan();
+    let cases: Vec<(&str, Vec<Evidence>, Option<&str>, &str)> = vec![
+        ("all pass", passing(), Some("[Fix] [MI355X] kimi: a fix"), "result pass"),
+        (
+            "a TPOT regression",
+            with(passing(), |e| replace_speed(e, "kimi", &[0.06, 0.061, 0.059])),
+            None,
+            "result fail\nE2E performance fail kimi: TPOT +6.0% [+5.4%, +6.6%] at c=64, 3 pairs",
+        ),
+        (
+            "a perf PR without a gain",
+            passing(),
+            Some("[Perf] kimi: faster"),
+            "result fail\nE2E performance fail -: no covered concurrency shows a 5% gain",
+        ),
+        (
+            "a perf PR with a gain",
+            with(passing(), |e| replace_speed(e, "kimi", &[-0.10, -0.11, -0.09])),
+            Some("[Perf] kimi: faster"),
+            "result pass",
+        ),
+        (
+            "a new test failure",
+            with(passing(), |e| {
+                e.retain(|r| {
+                    !(r.model.as_deref() == Some("kimi")
+                        && r.check == Check::UnitTests
+                        && r.side == Side::Pr)
+                });
+                e.push(tests("kimi", Check::UnitTests, Side::Pr, &["test_new"]));
+            }),
+            None,
+            "result fail\nTests fail kimi: 5 passed, 1 failed, 0 errors, 0 skipped; failing on the PR: test_new",
+        ),
+        (
+            "a pre-existing failure",
+            with(passing(), |e| {
+                e.retain(|r| !(r.model.as_deref() == Some("glm") && r.check == Check::KernelTests));
+                e.push(tests("glm", Check::KernelTests, Side::Base, &["test_drift"]));
+                e.push(tests("glm", Check::KernelTests, Side::Pr, &["test_drift"]));
+            }),
+            None,
+            "result pass\nTests warn glm: 5 passed, 1 failed, 0 errors, 0 skipped; also failing on base (pre-existing): test_drift",
+        ),
+        (
+            "no monokernel routing",
+            with(passing(), |e| {
+                e.retain(|r| !(r.model.as_deref() == Some("glm") && r.check == Check::Routing));
+                e.push(record(
+                    Some("glm"),
+                    Check::Routing,
+                    Side::Pr,
+                    Outcome::Routing { routed: false, line: None },
+                ));
+            }),
+            None,
+            "result fail\nTests fail glm: the PR server logged no monokernel routing",
+        ),
+        (
+            "an accuracy drop",
+            with(passing(), |e| {
+                e.retain(|r| !(r.check == Check::Accuracy && r.side == Side::Pr));
+                e.push(accuracy(
+                    "kimi",
+                    Side::Pr,
+                    "gsm8k",
+                    &(0..200).map(|i| i % 5 != 0 && i % 7 != 0).collect::<Vec<_>>(),
+                ));
+            }),
+            None,
+            "result fail\nAccuracy fail kimi: gsm8k: the PR is 11.5 points below base (tolerance 1.5); base 80.0%, PR 68.5%, difference -11.5 [-15.9, -7.1] over 200 questions, paired",
+        ),
+        (
+            "an accuracy drop within noise",
+            with(passing(), |e| {
+                e.retain(|r| !(r.check == Check::Accuracy && r.side == Side::Pr));
+                e.push(accuracy(
+                    "kimi",
+                    Side::Pr,
+                    "gsm8k",
+                    &(0..200)
+                        .map(|i| i % 5 != 0 && i != 1 && i != 2 && i != 3 && i != 4)
+                        .collect::<Vec<_>>(),
+                ));
+            }),
+            None,
+            "result pass\nAccuracy warn kimi: gsm8k: the PR is 2.0 points below base, over the tolerance of 1.5, but within noise (p = 0.063); base 80.0%, PR 78.0%, difference -2.0 [-3.9, -0.1] over 200 questions, paired",
+        ),
+        (
+            "a check that could not run",
+            with(passing(), |e| {
+                e.retain(|r| r.check != Check::Accuracy);
+                e.push(record(
+                    Some("kimi"),
+                    Check::Accuracy,
+                    Side::Base,
+                    Outcome::NotRun {
+                        reason: NotRunReason::NoCheckpoint,
+                        detail: String::new(),
+                        subject: None,
+                    },
+                ));
+            }),
+            None,
+            "result pass\nAccuracy author-provided kimi: accuracy could not run: no checkpoint on these nodes\nauthor: kimi: accuracy: no checkpoint on these nodes",
+        ),
+        (
+            "missing evidence",
+            with(passing(), |e| e.retain(|r| r.check != Check::KernelTiming)),
+            None,
+            "result pending\nKernel microbenchmark pending kimi: no evidence of kernel timing yet",
+        ),
+        (
+            "a slower kernel",
+            with(passing(), |e| {
+                e.retain(|r| !(r.check == Check::KernelTiming && r.side == Side::Pr));
+                e.push(kernels("kimi", Side::Pr, 110.0));
+            }),
+            None,
+            "result pass\nKernel microbenchmark warn kimi: k1_ring: 100.0 µs → 110.0 µs (+10.0%)",
+        ),
+        (
+            "an unknown title type",
+            passing(),
+            Some("[Speedup] kimi: faster"),
+            "result fail\nRules fail -: [Speedup] is not a known type (known: Perf, Feat, Fix, Refactor, Chore, Doc, Test, CI, Revert)",
+        ),
+        (
+            "a title scope that names nothing touched",
+            passing(),
+            Some("[Fix] ds: faster"),
+            "result pass\nRules warn -: the scope 'ds' names no model this PR touches (touched: kimi, glm) and is not one of common, ci, docs, test, maintainer, all",
+        ),
+        (
+            "an inconsistent record",
+            with(passing(), |e| {
+                let duplicate = e[0].clone();
+                e.push(duplicate);
+            }),
+            None,
+            "error in record 27: unit tests of kimi on the Base side appears twice",
+        ),
+    ];
+    for (name, evidence, title, expected) in cases {
+        assert_eq!(check(&plan, &evidence, title), expected, "case: {name}");
+    }
+}
+
+#[test]
+fn an_untrusted_plan_and_a_missing_readme_are_warnings() {
+    let untrusted = plan(
+        vec![model("kimi", Tier::Full, Some(false)), model("glm", Tier::Full, None)],
+        true,
+        false,
+    );
+    let mut evidence = passing();
+    evidence.retain(|r| r.model.as_deref() != Some("glm"));
+    let verdict = check(&untrusted, &evidence, None);
+    assert!(
+        verdict.contains("Scope warn -: 1 full") || verdict.contains("Scope warn -: 2 full"),
+        "{verdict}"
+    );
+    assert!(verdict.contains("Doc warn kimi: no README"), "{verdict}");
+    assert!(verdict.contains("Tests pending -: no evidence of common tests yet"), "{verdict}");
+}
+
+proptest! {
+    #[test]
+    fn a_worse_pr_measurement_never_turns_a_fail_into_a_pass(
+        changes in prop::collection::vec(-0.1f64..0.1, 3..10),
+        worse in 1.0f64..1.2,
+    ) {
+        let plan = standard_plan();
+        let config = GateConfig::defaults();
+        let judge_changes = |factor: f64| {
+            let evidence = with(passing(), |e| replace_speed(e, "kimi", &changes.iter().map(|c| (1.0 + c) * factor - 1.0).collect::<Vec<_>>()));
+            judge(&plan, &evidence, vec![], false, &config).map(|verdict| verdict.result)
+        };
+        let before = judge_changes(1.0).expect("valid evidence");
+        let after = judge_changes(worse).expect("valid evidence");
+        prop_assert!(!(before == State::Fail && after != State::Fail), "{before:?} -> {after:?}");
+    }
+
+    #[test]
+    fn units_and_order_do_not_matter(
+        changes in prop::collection::vec(-0.1f64..0.1, 3..10),
+        scale in prop::sample::select(vec![0.001, 1000.0]),
+        seed in any::<u64>(),
+    ) {
+        let plan = standard_plan();
+        let config = GateConfig::defaults();
+        let evidence = with(passing(), |e| replace_speed(e, "kimi", &changes));
+        let verdict = judge(&plan, &evidence, vec![], true, &config).expect("valid evidence");
+
+        let scaled: Vec<Evidence> = evidence.iter().cloned().map(|mut record| {
+            if let Outcome::SpeedPair { base_tpot_ms, pr_tpot_ms, .. } = &mut record.outcome {
+                *base_tpot_ms *= scale;
+                *pr_tpot_ms *= scale;
+            }
+            record
+        }).collect();
+        let scaled_verdict = judge(&plan, &scaled, vec![], true, &config).expect("valid evidence");
+        prop_assert_eq!(verdict.result, scaled_verdict.result);
+        let states = |v: &Verdict| v.sections.iter().map(|s| s.state).collect::<Vec<_>>();
+        prop_assert_eq!(states(&verdict), states(&scaled_verdict));
+
+        let mut shuffled = evidence.clone();
+        let mut state = seed;
+        for index in (1..shuffled.len()).rev() {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            shuffled.swap(index, (state >> 33) as usize % (index + 1));
+        }
+        prop_assert_eq!(verdict, judge(&plan, &shuffled, vec![], true, &config).expect("valid evidence"));
+    }
+
+    #[test]
+    fn evidence_round_trips_through_json(changes in prop::collection::vec(-0.5f64..0.5, 1..5)) {
+        let mut evidence = passing();
+        evidence.extend(speed("kimi", 8, true, &changes));
+        evidence.push(record(Some("kimi"), Check::Speed, Side::Both, Outcome::SpeedNoise { concurrency: 8, log_ratio_variance: 0.0004 }));
+        evidence.push(record(None, Check::CommonTests, Side::Pr, Outcome::NotRun { reason: NotRunReason::Timeout, detail: "after 3600 s".into(), subject: None }));
+        for record in &evidence {
+            let text = serde_json::to_string(record).expect("serializes");
+            let back: Evidence = serde_json::from_str(&text).expect("parses");
+            prop_assert_eq!(&back, record);
+        }
+    }
+}

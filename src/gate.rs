@@ -1,0 +1,210 @@
+//! `prgate gate`: judge a plan and the evidence from the GPU nodes; `prgate gate simulate`:
+//! how well the speed rule decides.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand, ValueEnum};
+use prgate_gate::codeowners::{DEFAULT_POLICY, Policy};
+use prgate_gate::evidence::Evidence;
+use prgate_gate::{GateConfig, State};
+use prgate_scope::Plan;
+
+/// Judge a plan and the evidence of its run: the checklist, and exit 0 (pass), 1 (fail or
+/// pending) or 2 (error).
+///
+/// The gate's thresholds come from the [gate] table of prgate.toml at the plan's base-side
+/// commit (defaults: gate/default-config.toml), read from --repo.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub(crate) struct GateArgs {
+    #[command(subcommand)]
+    command: Option<GateCommand>,
+    /// The plan, as `prgate plan --format json` wrote it.
+    #[arg(long, value_name = "FILE", required = true)]
+    plan: Option<PathBuf>,
+    /// The directory of evidence files (every *.json below it).
+    #[arg(long, value_name = "DIR", required = true)]
+    evidence: Option<PathBuf>,
+    /// The PR's title, for the title rule and the gain rule.
+    #[arg(long, value_name = "TEXT")]
+    title: Option<String>,
+    /// The repository the plan was made in (for the base-side settings).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    repo: PathBuf,
+    /// How to print the verdict.
+    #[arg(long, value_enum, default_value_t = VerdictFormat::Human)]
+    format: VerdictFormat,
+}
+
+#[derive(Debug, Subcommand)]
+enum GateCommand {
+    Simulate(SimulateArgs),
+}
+
+/// Simulate the speed rule: P(fail), P(pass) and pairs used for CV 1-5% and true changes
+/// 0-7.5%, against a fixed-n design with the same error rates.
+#[derive(Debug, Args)]
+struct SimulateArgs {
+    /// Simulated cells per row.
+    #[arg(long, default_value_t = 10_000)]
+    trials: usize,
+    /// The random seed: the same seed gives the same table.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Give the test the true base-vs-base variance, as when the runner has calibrated it.
+    #[arg(long)]
+    calibrated: bool,
+    /// Simulate the settings of this prgate.toml's [gate] table instead of the defaults.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+/// The output formats of `prgate gate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum VerdictFormat {
+    /// The checklist for a terminal.
+    Human,
+    /// The versioned verdict that the report reads.
+    Json,
+}
+
+/// What the gate decided, for the exit code.
+pub(crate) enum Outcome {
+    Pass,
+    NotPass,
+}
+
+pub(crate) fn run(args: &GateArgs) -> anyhow::Result<Outcome> {
+    if let Some(GateCommand::Simulate(simulate)) = &args.command {
+        return run_simulation(simulate).map(|()| Outcome::Pass);
+    }
+    let (Some(plan_path), Some(evidence_dir)) = (&args.plan, &args.evidence) else {
+        anyhow::bail!("--plan and --evidence are required");
+    };
+    let plan: Plan = read_json(plan_path, "plan")?;
+    let base = BaseSide::read(&args.repo, &plan)?;
+    let (files, evidence) = read_evidence(evidence_dir)?;
+    let title = args.title.as_deref();
+    let config = &base.config;
+    let rules = prgate_gate::rules::judge_rules(&plan, title, config, &base.policy);
+    let gain_required = prgate_gate::title::requires_gain(title, &config.gain.types);
+    let verdict =
+        prgate_gate::judge(&plan, &evidence, rules, gain_required, config).map_err(|error| {
+            let file = files
+                .get(error.record)
+                .map_or_else(|| "?".to_owned(), |path| path.display().to_string());
+            anyhow::anyhow!("evidence {file}: {}", error.problem)
+        })?;
+    let text = match args.format {
+        VerdictFormat::Human => prgate_report::verdict::human(&verdict),
+        VerdictFormat::Json => {
+            let mut json =
+                serde_json::to_string_pretty(&verdict).context("writing the verdict as JSON")?;
+            json.push('\n');
+            json
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .context("writing to standard output")?;
+    Ok(if verdict.result == State::Pass { Outcome::Pass } else { Outcome::NotPass })
+}
+
+/// What judges a PR, from its base side: the gate's settings and the CODEOWNERS policy.
+pub(crate) struct BaseSide {
+    pub(crate) config: GateConfig,
+    pub(crate) policy: Policy,
+}
+
+impl BaseSide {
+    /// Reads the manifest's [gate] table and `CODEOWNERS.rules` (or the default policy) at the
+    /// plan's base-side commit.
+    pub(crate) fn read(repo: &Path, plan: &Plan) -> anyhow::Result<BaseSide> {
+        let commit = &plan.manifest.commit;
+        let manifest = prgate_scope::base_side::read_manifest_at(repo, commit)?;
+        let short = commit.get(..7).unwrap_or(commit);
+        let config =
+            GateConfig::with_overrides(manifest.gate_table(), &format!("prgate.toml at {short}"))?;
+        let policy = match prgate_scope::base_side::read_text_at(repo, commit, POLICY_PATH)? {
+            Some(text) => Policy::parse(&text, &format!("{POLICY_PATH} at {short}"))?,
+            None => Policy::parse(DEFAULT_POLICY, "prgate's default CODEOWNERS.rules")?,
+        };
+        Ok(BaseSide { config, policy })
+    }
+}
+
+/// Where a repository keeps its own CODEOWNERS policy.
+const POLICY_PATH: &str = "CODEOWNERS.rules";
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> anyhow::Result<T> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the {what} {}", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("the {what} {} is not valid", path.display()))
+}
+
+/// Every `*.json` file below `dir`, sorted by path, and its evidence record.
+fn read_evidence(dir: &Path) -> anyhow::Result<(Vec<PathBuf>, Vec<Evidence>)> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(folder) = pending.pop() {
+        let entries = std::fs::read_dir(&folder)
+            .with_context(|| format!("reading the evidence directory {}", folder.display()))?;
+        for entry in entries {
+            let path = entry.with_context(|| format!("reading {}", folder.display()))?.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|extension| extension == "json") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    let evidence = files
+        .iter()
+        .map(|path| read_json(path, "evidence"))
+        .collect::<anyhow::Result<Vec<Evidence>>>()?;
+    Ok((files, evidence))
+}
+
+fn run_simulation(args: &SimulateArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.trials > 0, "--trials must be at least 1");
+    let config = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let manifest = prgate_scope::Manifest::parse(&text, &path.display().to_string())?;
+            GateConfig::with_overrides(manifest.gate_table(), &path.display().to_string())?
+        }
+        None => GateConfig::defaults(),
+    };
+    let rows = prgate_gate::simulate::simulate(
+        &config,
+        &[0.01, 0.02, 0.03, 0.05],
+        &[0.0, 0.02, 0.04, 0.075],
+        args.trials,
+        args.seed,
+        args.calibrated,
+    );
+    let mut stdout = std::io::stdout().lock();
+    writeln!(
+        stdout,
+        "Speed rule, one cell (loss over {:.0}% fails; zone {:.0}%..{:.0}%, alpha {}, beta {}, {}..{} pairs; variance {}); {} trials a row, seed {}.\n",
+        config.speed.threshold.get() * 100.0,
+        config.speed.low * 100.0,
+        config.speed.high * 100.0,
+        config.speed.alpha.get(),
+        config.speed.beta.get(),
+        config.speed.min_pairs,
+        config.speed.max_pairs,
+        if args.calibrated { "calibrated" } else { "from the pairs" },
+        args.trials,
+        args.seed
+    )?;
+    write!(stdout, "{}", prgate_gate::simulate::markdown(&rows))?;
+    Ok(())
+}

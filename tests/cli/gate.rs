@@ -1,0 +1,259 @@
+//! `prgate gate` on real plans and evidence files: exit codes, the base side's settings, and
+//! errors that name the file.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::support::{MANIFEST, Repo, prgate};
+
+/// A repository whose `pr` branch changes model `alpha` (full) and `pkg/common` (so `beta`
+/// and `beta_x` run smoke), and its plan written to `plan.json` beside the evidence folder.
+fn planned(manifest_extra: &str) -> (Repo, tempfile::TempDir) {
+    let repo = Repo::standard();
+    if !manifest_extra.is_empty() {
+        repo.write("prgate.toml", &format!("{MANIFEST}{manifest_extra}"));
+        repo.commit("settings");
+    }
+    repo.branch("pr", "main");
+    repo.write("pkg/models/alpha/layer.py", "# faster\n")
+        .write("pkg/common/guard.py", "# shared\n");
+    repo.commit("pr");
+    let work = tempfile::tempdir().expect("a temporary directory");
+    let plan = prgate(repo.path(), &["plan", "--base", "main", "--head", "pr", "--format", "json"]);
+    assert_eq!(plan.code, 0, "{}", plan.stderr);
+    std::fs::write(work.path().join("plan.json"), plan.stdout).expect("write the plan");
+    std::fs::create_dir(work.path().join("evidence")).expect("an evidence folder");
+    (repo, work)
+}
+
+fn record(model: Option<&str>, check: &str, side: &str, outcome: Value) -> Value {
+    json!({
+        "schema_version": 1,
+        "model": model,
+        "check": check,
+        "side": side,
+        "provenance": { "node": "mi355x-1", "image_digest": "sha256:abc", "base_commit": null, "pr_commit": null, "recipe_hash": "r1" },
+        "outcome": outcome,
+    })
+}
+
+/// Writes one evidence file per step for every planned check, all passing; `tpot_change` is
+/// the PR's speed change at the covered concurrency.
+fn write_passing(dir: &Path, tpot_change: f64) {
+    let mut files: Vec<(String, Value)> = Vec::new();
+    let passing_tests = json!({ "kind": "tests", "results": [ { "id": "test_a", "outcome": "passed", "message": null } ] });
+    for model in ["alpha", "beta", "beta_x"] {
+        for check in ["unit-tests", "kernel-tests", "serving-tests"] {
+            for side in ["base", "pr"] {
+                files.push((
+                    format!("{model}/{check}-{side}.json"),
+                    record(Some(model), check, side, passing_tests.clone()),
+                ));
+            }
+        }
+        files.push((
+            format!("{model}/routing-pr.json"),
+            record(
+                Some(model),
+                "routing",
+                "pr",
+                json!({ "kind": "routing", "routed": true, "line": "[monokernel] routed decode" }),
+            ),
+        ));
+        let change = if model == "alpha" { tpot_change } else { 0.0 };
+        for (index, wobble) in [0.001, -0.001, 0.0].iter().enumerate() {
+            files.push((
+                format!("{model}/speed-c64-{index}.json"),
+                record(Some(model), "speed", "both", json!({
+                    "kind": "speed-pair", "concurrency": 64, "index": index, "covered": true,
+                    "base_tpot_ms": 20.0, "pr_tpot_ms": 20.0 * (1.0 + change + wobble), "first": "base"
+                })),
+            ));
+        }
+    }
+    for side in ["base", "pr"] {
+        files.push((format!("alpha/accuracy-{side}.json"), record(Some("alpha"), "accuracy", side, json!({
+            "kind": "accuracy", "benchmark": "gsm8k", "questions": 4, "correct": 3, "cached": false,
+            "per_question": [ {"id": "q1", "correct": true}, {"id": "q2", "correct": true}, {"id": "q3", "correct": false}, {"id": "q4", "correct": true} ]
+        }))));
+        files.push((format!("alpha/kernel-timing-{side}.json"), record(Some("alpha"), "kernel-timing", side, json!({
+            "kind": "kernel-timing", "kernels": [ { "name": "k1", "samples_us": [10.0, 10.1, 9.9] } ]
+        }))));
+        files.push((
+            format!("common/tests-{side}.json"),
+            record(None, "common-tests", side, passing_tests.clone()),
+        ));
+    }
+    for (name, value) in files {
+        let path = dir.join(name);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("create folders");
+        std::fs::write(path, serde_json::to_string_pretty(&value).expect("JSON"))
+            .expect("write evidence");
+    }
+}
+
+fn gate(repo: &Repo, work: &Path, extra: &[&str]) -> crate::support::Run {
+    let plan = work.join("plan.json");
+    let evidence = work.join("evidence");
+    let mut args = vec![
+        "gate",
+        "--plan",
+        plan.to_str().expect("UTF-8"),
+        "--evidence",
+        evidence.to_str().expect("UTF-8"),
+    ];
+    args.extend_from_slice(extra);
+    prgate(repo.path(), &args)
+}
+
+#[test]
+fn passing_evidence_passes_with_exit_zero() {
+    let (repo, work) = planned("");
+    write_passing(&work.path().join("evidence"), 0.0);
+    let run = gate(&repo, work.path(), &["--title", "[Fix] [MI355X] alpha: a fix"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(run.stdout.starts_with("AMD PR test: PASS"), "{}", run.stdout);
+    let order: Vec<&str> =
+        run.stdout.lines().filter(|line| line.ends_with(']') && !line.starts_with(' ')).collect();
+    assert_eq!(
+        order,
+        [
+            "Rules [pass]",
+            "Scope [pass]",
+            "Accuracy [pass]",
+            "Kernel microbenchmark [pass]",
+            "E2E performance [pass]",
+            "Tests [pass]",
+            "Doc [pass]",
+        ]
+    );
+}
+
+#[test]
+fn a_tpot_regression_fails_with_exit_one_unless_the_base_side_allows_it() {
+    let (repo, work) = planned("");
+    write_passing(&work.path().join("evidence"), 0.08);
+    let run = gate(&repo, work.path(), &[]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("[FAIL] alpha: TPOT +8.0%"), "{}", run.stdout);
+
+    let (repo, work) = planned("\n[gate.speed]\nmax-loss = 0.10\n");
+    write_passing(&work.path().join("evidence"), 0.08);
+    let run = gate(&repo, work.path(), &["--format", "json"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let verdict: Value = serde_json::from_str(&run.stdout).expect("the verdict is JSON");
+    assert_eq!(verdict["result"], "pass");
+    assert_eq!(verdict["schema_version"], 1);
+    let names: Vec<&str> = verdict["sections"]
+        .as_array()
+        .expect("sections")
+        .iter()
+        .map(|s| s["name"].as_str().expect("a name"))
+        .collect();
+    assert_eq!(
+        names,
+        ["rules", "scope", "accuracy", "kernel-microbenchmark", "e2e-performance", "tests", "doc"]
+    );
+}
+
+#[test]
+fn a_perf_pr_needs_a_gain() {
+    let (repo, work) = planned("");
+    write_passing(&work.path().join("evidence"), 0.0);
+    let run = gate(&repo, work.path(), &["--title", "[Perf] alpha: faster"]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(run.stdout.contains("no covered concurrency shows a 5% gain"), "{}", run.stdout);
+
+    let (repo, work) = planned("");
+    write_passing(&work.path().join("evidence"), -0.12);
+    let run = gate(&repo, work.path(), &["--title", "[Perf] alpha: faster"]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+}
+
+#[test]
+fn missing_evidence_is_pending_and_not_a_pass() {
+    let (repo, work) = planned("");
+    let run = gate(&repo, work.path(), &[]);
+    assert_eq!(run.code, 1);
+    assert!(run.stdout.starts_with("AMD PR test: PENDING"), "{}", run.stdout);
+    assert!(run.stdout.contains("[pending] alpha: no evidence of accuracy yet"), "{}", run.stdout);
+}
+
+#[test]
+fn bad_input_is_an_error_that_names_the_file_or_key() {
+    let (repo, work) = planned("");
+    let evidence = work.path().join("evidence");
+    write_passing(&evidence, 0.0);
+    std::fs::write(evidence.join("alpha/broken.json"), "{ not json").expect("write");
+    let run = gate(&repo, work.path(), &[]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("alpha/broken.json is not valid"), "{}", run.stderr);
+
+    std::fs::remove_file(evidence.join("alpha/broken.json")).expect("remove");
+    let copy = std::fs::read_to_string(evidence.join("alpha/routing-pr.json")).expect("read");
+    std::fs::write(evidence.join("alpha/routing-pr-again.json"), copy).expect("write");
+    let run = gate(&repo, work.path(), &[]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr
+            .contains("routing-pr.json: monokernel routing of alpha on the Pr side appears twice"),
+        "{}",
+        run.stderr
+    );
+
+    let repo = Repo::standard();
+    repo.write("prgate.toml", &format!("{MANIFEST}\n[gate.speed]\nmax-los = 0.03\n"));
+    repo.commit("a typo in the settings");
+    let run = prgate(repo.path(), &["plan"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr
+            .contains("gate.speed.max-los: unknown key; expected one of alpha, beta, max-loss"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn plan_judges_the_title_at_once() {
+    let (repo, _work) = planned("");
+    let run = prgate(
+        repo.path(),
+        &[
+            "plan",
+            "--base",
+            "main",
+            "--head",
+            "pr",
+            "--format",
+            "json",
+            "--title",
+            "[Speedup] beta: x",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let plan: Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(plan["rules"][0]["name"], "codeowners");
+    assert_eq!(plan["rules"][0]["verdict"], "pass");
+    assert_eq!(plan["rules"][1]["name"], "title");
+    assert_eq!(plan["rules"][1]["verdict"], "fail");
+    let human = prgate(
+        repo.path(),
+        &["plan", "--base", "main", "--head", "pr", "--title", "[Speedup] beta: x"],
+    );
+    assert!(human.stdout.contains("FAIL: [Speedup] is not a known type"), "{}", human.stdout);
+}
+
+#[test]
+fn the_simulation_prints_its_table() {
+    let run = prgate(Path::new("."), &["gate", "simulate", "--trials", "50", "--calibrated"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("| CV | true change | sequential P(fail)"), "{}", run.stdout);
+    assert_eq!(
+        run.stdout.lines().filter(|line| line.starts_with("| ") && line.contains('%')).count(),
+        16,
+        "{}",
+        run.stdout
+    );
+}
