@@ -165,7 +165,7 @@ pub fn markdown(plan: &Plan) -> String {
     } else {
         let _ = writeln!(out, "| Status | Path | Matched |");
         let _ = writeln!(out, "| --- | --- | --- |");
-        for changed in &plan.changed {
+        for changed in plan.changed.iter().take(CHANGED_ROWS_SHOWN) {
             let path = match &changed.old_path {
                 Some(old) => format!("{} ← {}", CELL.code(&changed.path), CELL.code(old)),
                 None => CELL.code(&changed.path),
@@ -175,6 +175,13 @@ pub fn markdown(plan: &Plan) -> String {
                 "| {} | {path} | {} |",
                 status_word(changed),
                 matches_text(changed, CELL)
+            );
+        }
+        if plan.changed.len() > CHANGED_ROWS_SHOWN {
+            let _ = writeln!(
+                out,
+                "\n… and {} more changed files: the JSON plan lists them all.",
+                plan.changed.len() - CHANGED_ROWS_SHOWN
             );
         }
         let _ = writeln!(out);
@@ -337,6 +344,10 @@ fn model_reasons_text(reasons: &[Reason], common: &[Reason], show: Style) -> Vec
         _ => reasons_text(reasons, show),
     }
 }
+
+/// How many changed files the Markdown lists, so that a large PR's plan stays well inside a
+/// PR comment (GitHub takes 65,536 characters); the JSON has them all.
+const CHANGED_ROWS_SHOWN: usize = 200;
 
 /// How many reasons a model's row shows; the JSON has them all.
 const REASONS_SHOWN: usize = 5;

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use git2::{Oid, Repository};
+use git2::Oid;
 
 use crate::git::ScopeError;
 use crate::manifest::{MANIFEST_PATH, Manifest};
@@ -11,8 +11,7 @@ use crate::manifest::{MANIFEST_PATH, Manifest};
 /// The text of `path` at `commit` in the repository around `repo`; `None` when the commit has
 /// no such file.
 pub fn read_text_at(repo: &Path, commit: &str, path: &str) -> Result<Option<String>, ScopeError> {
-    let repository = Repository::discover(repo)
-        .map_err(|source| ScopeError::NotARepository { path: repo.to_path_buf(), source })?;
+    let repository = crate::git::open(repo)?;
     let unknown = || ScopeError::UnknownRef {
         option: "the plan's manifest commit",
         reference: commit.to_owned(),
@@ -23,23 +22,19 @@ pub fn read_text_at(repo: &Path, commit: &str, path: &str) -> Result<Option<Stri
     let oid = Oid::from_str(commit).map_err(|_| unknown())?;
     let tree =
         repository.find_commit(oid).and_then(|commit| commit.tree()).map_err(|_| unknown())?;
-    let Ok(entry) = tree.get_path(Path::new(path)) else {
-        return Ok(None);
-    };
-    let Ok(blob) = repository.find_blob(entry.id()) else {
-        return Ok(None);
-    };
-    match std::str::from_utf8(blob.content()) {
-        Ok(text) => Ok(Some(text.to_owned())),
-        Err(_) => Err(ScopeError::ManifestNotText { side: format!("{path} at {commit}") }),
-    }
+    crate::git::text_in_tree(&repository, &tree, path)
+        .map_err(|()| ScopeError::ManifestNotText { side: format!("{path} at {commit}") })
 }
 
 /// The manifest at `commit`, as the plan read it.
 pub fn read_manifest_at(repo: &Path, commit: &str) -> Result<Manifest, ScopeError> {
     let short = commit.get(..7).unwrap_or(commit);
     let side = format!("{short} (the plan's base side)");
-    let text = read_text_at(repo, commit, MANIFEST_PATH)?
-        .ok_or(ScopeError::ManifestMissing { side: side.clone() })?;
+    let text =
+        read_text_at(repo, commit, MANIFEST_PATH)?.ok_or_else(|| ScopeError::ManifestMissing {
+            side: side.clone(),
+            hint: "the plan was made in another repository or history; name that one with --repo"
+                .to_owned(),
+        })?;
     Ok(Manifest::parse(&text, &format!("{MANIFEST_PATH} at {side}"))?)
 }

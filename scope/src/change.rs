@@ -2,8 +2,9 @@
 //!
 //! A file list is one path per line, as GitHub's API gives a PR's files. A line may also be a
 //! line of `git diff --name-status` (`M<TAB>path`, `R100<TAB>old<TAB>new`), so the output of
-//! git can be piped in as it is. Empty lines are skipped. Reading the list from a file or
-//! standard input is the binary's business.
+//! git can be piped in as it is; a path git quoted (`"caf\303\251.py"`, as it quotes
+//! non-ASCII and special characters) is unquoted. Empty lines are skipped. Reading the list
+//! from a file or standard input is the binary's business.
 
 use serde::{Deserialize, Serialize};
 
@@ -84,6 +85,11 @@ pub fn parse_file_list(text: &str) -> Result<Vec<Change>, FileListError> {
             Some(Err(problem)) => return Err(error(problem)),
             None => Change { path: line.to_owned(), status: ChangeStatus::Unknown, old_path: None },
         };
+        let change = Change {
+            path: unquote(&change.path).map_err(&error)?,
+            old_path: change.old_path.as_deref().map(unquote).transpose().map_err(&error)?,
+            status: change.status,
+        };
         for path in std::iter::once(&change.path).chain(&change.old_path) {
             if let Err(problem) = check_listed_path(path) {
                 return Err(error(problem));
@@ -124,6 +130,46 @@ fn parse_name_status(line: &str) -> Option<Result<Change, &'static str>> {
     Some(Ok(change))
 }
 
+/// A path as git quotes it (`"a\tb\303\251"`: C escapes and octal bytes), unquoted; a path
+/// that is not in quotes as it is.
+fn unquote(path: &str) -> Result<String, &'static str> {
+    let Some(inner) = path.strip_prefix('"').and_then(|rest| rest.strip_suffix('"')) else {
+        return Ok(path.to_owned());
+    };
+    let mut bytes = Vec::with_capacity(inner.len());
+    let mut chars = inner.bytes().peekable();
+    while let Some(byte) = chars.next() {
+        if byte != b'\\' {
+            bytes.push(byte);
+            continue;
+        }
+        let escaped = chars.next().ok_or("a quoted path ends in a backslash")?;
+        let value = match escaped {
+            b'a' => 0x07,
+            b'b' => 0x08,
+            b't' => b'\t',
+            b'n' => b'\n',
+            b'v' => 0x0b,
+            b'f' => 0x0c,
+            b'r' => b'\r',
+            b'"' | b'\\' => escaped,
+            b'0'..=b'3' => {
+                let mut value = u32::from(escaped - b'0');
+                for _ in 0..2 {
+                    match chars.next() {
+                        Some(digit @ b'0'..=b'7') => value = value * 8 + u32::from(digit - b'0'),
+                        _ => return Err("a quoted path has a bad octal escape"),
+                    }
+                }
+                u8::try_from(value).map_err(|_| "a quoted path has a bad octal escape")?
+            }
+            _ => return Err("a quoted path has an unknown escape"),
+        };
+        bytes.push(value);
+    }
+    String::from_utf8(bytes).map_err(|_| "a quoted path is not UTF-8")
+}
+
 fn check_listed_path(path: &str) -> Result<(), &'static str> {
     if path.starts_with('/') {
         return Err("paths are relative to the repository root");
@@ -160,6 +206,10 @@ mod tests {
             ("R100\told/x.py\tnew/x.py", "R new/x.py <- old/x.py"),
             ("C075\ta.py\tb.py", "C b.py <- a.py"),
             ("Makefile\twith tab", "? Makefile\twith tab"),
+            ("A\t\"pkg/caf\\303\\251.py\"", "A pkg/café.py"),
+            ("\"a\\tb \\\"q\\\"\"", "? a\tb \"q\""),
+            ("R100\t\"\\303\\251/x\"\tplain", "R plain <- é/x"),
+            ("\"bad\\q\"", "error: line 1: a quoted path has an unknown escape: \"\"bad\\q\"\""),
             ("", ""),
             (
                 "R100\tonly-one",

@@ -42,12 +42,18 @@ pub struct FileList {
 pub enum ScopeError {
     #[error("{path}: not inside a git repository")]
     NotARepository { path: PathBuf, source: git2::Error },
+    #[error("{path}: no such directory")]
+    NoSuchDirectory { path: PathBuf },
+    #[error("{repo}: the repository has no commits yet")]
+    NoCommits { repo: PathBuf },
+    #[error(
+        "--worktree previews the checked-out commit, and --head '{head}' is not it\nhint: check {head} out, or leave out --worktree"
+    )]
+    WorktreeNotHead { head: String },
     #[error("{option} '{reference}': no such commit in {repo}{hint}")]
     UnknownRef { option: &'static str, reference: String, repo: PathBuf, hint: String },
-    #[error(
-        "{MANIFEST_PATH} is missing at {side}\nhint: prgate reads the manifest from the base side; a manifest added by this change takes effect once it is merged"
-    )]
-    ManifestMissing { side: String },
+    #[error("{MANIFEST_PATH} is missing at {side}\nhint: {hint}")]
+    ManifestMissing { side: String, hint: String },
     #[error("{MANIFEST_PATH} at {side} is not UTF-8 text")]
     ManifestNotText { side: String },
     #[error(transparent)]
@@ -62,9 +68,14 @@ pub enum ScopeError {
 
 /// Makes the plan for a request: everything scope reads from git happens here.
 pub fn plan(request: &PlanRequest) -> Result<Plan, ScopeError> {
-    let repo = Repository::discover(&request.repo)
-        .map_err(|source| ScopeError::NotARepository { path: request.repo.clone(), source })?;
+    let repo = open(&request.repo)?;
     let repo_path = repo.workdir().unwrap_or_else(|| repo.path()).to_path_buf();
+    let unborn = matches!(repo.head(), Err(error) if error.code() == git2::ErrorCode::UnbornBranch);
+    let no_references =
+        repo.references().map(|mut references| references.next().is_none()).unwrap_or(false);
+    if unborn && no_references {
+        return Err(ScopeError::NoCommits { repo: repo_path });
+    }
 
     let base_ref = match &request.base {
         Some(base) => base.clone(),
@@ -73,6 +84,12 @@ pub fn plan(request: &PlanRequest) -> Result<Plan, ScopeError> {
     let head_ref = request.head.clone().unwrap_or_else(|| "HEAD".to_owned());
     let base = resolve(&repo, &repo_path, "--base", &base_ref, request.base.is_none())?;
     let head = resolve(&repo, &repo_path, "--head", &head_ref, false)?;
+    if request.worktree {
+        let checked_out = repo.head().ok().and_then(|reference| reference.peel_to_commit().ok());
+        if checked_out.is_none_or(|commit| commit.id() != head.id()) {
+            return Err(ScopeError::WorktreeNotHead { head: head_ref });
+        }
+    }
 
     let mut diff_warnings = Vec::new();
     let merge_base = match repo.merge_base(base.id(), head.id()) {
@@ -98,11 +115,11 @@ pub fn plan(request: &PlanRequest) -> Result<Plan, ScopeError> {
             (base.clone(), format!("{base_ref} ({}), as there is no merge-base", short(base.id())))
         }
     };
-    let manifest = read_manifest(&repo, &base_side_commit, &base_side_label)?;
     let base_tree = tree_of(&base_side_commit)?;
+    let head_tree = tree_of(&head)?;
+    let manifest = read_manifest(&repo, &base_tree, &head_tree, &base_side_label)?;
 
     let mut path_warnings = PathWarnings::default();
-    let head_tree = tree_of(&head)?;
     let mut head_diff = if request.worktree {
         if repo.is_bare() {
             return Err(ScopeError::BareRepository { repo: repo_path });
@@ -165,7 +182,7 @@ pub fn plan(request: &PlanRequest) -> Result<Plan, ScopeError> {
                 Some(why) => (DiffSource::FileList, files.changes.clone(), Some(why.clone())),
                 None => {
                     diff_warnings.push("the changed files were read from git instead".to_owned());
-                    (head_source(request.worktree), head_changes, None)
+                    (head_source(request.worktree), head_changes.clone(), None)
                 }
             }
         }
@@ -180,22 +197,34 @@ pub fn plan(request: &PlanRequest) -> Result<Plan, ScopeError> {
         // would blame the PR for everything base did since: use none of it.
         None => match &no_merge_base {
             Some(why) => (head_source(request.worktree), Vec::new(), Some(why.clone())),
-            None => (head_source(request.worktree), head_changes, None),
+            None => (head_source(request.worktree), head_changes.clone(), None),
         },
     };
     let untrusted = untrusted.map(|why| format!("{why}; every model runs the full tier"));
     diff_warnings.extend(untrusted.clone());
     diff_warnings.extend(path_warnings.into_warnings());
 
+    if let Some(files) = &request.files {
+        diff_warnings.extend(listed_paths_in_no_tree(&files.changes, &base_tree, &head_tree));
+    }
+
     let mut selection = select(&manifest, &known, &changes, untrusted.as_deref());
     for model in &mut selection.models {
         if let Some(readme) = manifest.readme_of(&model.name) {
-            model.readme = Some(if request.worktree {
-                repo_path.join(&readme).is_file()
-            } else {
-                head_tree.get_path(Path::new(&readme)).is_ok()
-            });
+            model.readme = Some(exists_on_head_side(&readme, &base_tree, &head_changes));
         }
+        // Without a merge-base, a model in one tree only may be base's doing as well as the
+        // PR's: neither new nor removed can be told.
+        if merge_base.is_none() {
+            model.new = false;
+            model.removed = false;
+        }
+    }
+    if merge_base.is_none() {
+        selection.warnings.push(
+            "without a merge-base prgate cannot tell which models this change adds or removes"
+                .to_owned(),
+        );
     }
     let codeowners = codeowners.finish(
         head_only_files.iter().map(String::as_str),
@@ -342,21 +371,94 @@ fn tree_of<'r>(commit: &Commit<'r>) -> Result<Tree<'r>, ScopeError> {
         .map_err(|source| git_error(format!("reading the tree of {}", commit.id()), source))
 }
 
+/// Opens the repository around `path`, saying which of "no such directory" and "not a
+/// repository" it is.
+pub(crate) fn open(path: &Path) -> Result<Repository, ScopeError> {
+    if !path.exists() {
+        return Err(ScopeError::NoSuchDirectory { path: path.to_path_buf() });
+    }
+    Repository::discover(path)
+        .map_err(|source| ScopeError::NotARepository { path: path.to_path_buf(), source })
+}
+
+/// The text of a file in a tree: `Ok(None)` when there is no such file, `Err(())` when it is
+/// not UTF-8.
+pub(crate) fn text_in_tree(
+    repo: &Repository,
+    tree: &Tree<'_>,
+    path: &str,
+) -> Result<Option<String>, ()> {
+    let Some(blob) =
+        tree.get_path(Path::new(path)).ok().and_then(|entry| repo.find_blob(entry.id()).ok())
+    else {
+        return Ok(None);
+    };
+    std::str::from_utf8(blob.content()).map(|text| Some(text.to_owned())).map_err(|_| ())
+}
+
 fn read_manifest(
     repo: &Repository,
-    commit: &Commit<'_>,
+    base_tree: &Tree<'_>,
+    head_tree: &Tree<'_>,
     side: &str,
 ) -> Result<Manifest, ScopeError> {
-    let tree = tree_of(commit)?;
-    let entry = tree
-        .get_path(Path::new(MANIFEST_PATH))
-        .map_err(|_| ScopeError::ManifestMissing { side: side.to_owned() })?;
-    let blob = repo
-        .find_blob(entry.id())
-        .map_err(|_| ScopeError::ManifestMissing { side: side.to_owned() })?;
-    let text = std::str::from_utf8(blob.content())
-        .map_err(|_| ScopeError::ManifestNotText { side: side.to_owned() })?;
-    Ok(Manifest::parse(text, &format!("{MANIFEST_PATH} at {side}"))?)
+    let text = text_in_tree(repo, base_tree, MANIFEST_PATH)
+        .map_err(|()| ScopeError::ManifestNotText { side: side.to_owned() })?;
+    let Some(text) = text else {
+        let hint = if head_tree.get_path(Path::new(MANIFEST_PATH)).is_ok() {
+            "prgate reads the manifest from the base side; the one this change adds takes effect once it is merged"
+        } else {
+            "add a prgate.toml to the base branch (its format: docs/manifest.md)"
+        };
+        return Err(ScopeError::ManifestMissing { side: side.to_owned(), hint: hint.to_owned() });
+    };
+    Ok(Manifest::parse(&text, &format!("{MANIFEST_PATH} at {side}"))?)
+}
+
+/// Whether a file exists on the head side: in the base tree and not deleted or renamed away by
+/// the changes from it, or added, copied or renamed there by them.
+fn exists_on_head_side(path: &str, base_tree: &Tree<'_>, head_changes: &[Change]) -> bool {
+    let mut exists = base_tree.get_path(Path::new(path)).is_ok();
+    for change in head_changes {
+        if change.path == path && change.status != ChangeStatus::Deleted {
+            exists = true;
+        }
+        let gone_from_here = (change.status == ChangeStatus::Deleted && change.path == path)
+            || (change.status == ChangeStatus::Renamed && change.old_path.as_deref() == Some(path));
+        if gone_from_here {
+            exists = false;
+        }
+    }
+    exists
+}
+
+/// Warnings about listed paths that neither tree has: a list from another repository, or a
+/// head that moved since the list was made.
+fn listed_paths_in_no_tree(
+    changes: &[Change],
+    base_tree: &Tree<'_>,
+    head_tree: &Tree<'_>,
+) -> Vec<String> {
+    const SHOWN: usize = 5;
+    let missing: Vec<&str> = changes
+        .iter()
+        .flat_map(Change::counted_paths)
+        .filter(|path| {
+            base_tree.get_path(Path::new(path)).is_err()
+                && head_tree.get_path(Path::new(path)).is_err()
+        })
+        .collect();
+    if missing.is_empty() {
+        return Vec::new();
+    }
+    let mut shown = missing.iter().take(SHOWN).copied().collect::<Vec<_>>().join(", ");
+    if missing.len() > SHOWN {
+        shown.push_str(&format!(" and {} more", missing.len() - SHOWN));
+    }
+    vec![format!(
+        "{} listed path(s) are in neither the base nor the head tree: {shown}; is the list for this repository and head?",
+        missing.len()
+    )]
 }
 
 /// Calls `visit` with the path of every file (blob, link or submodule) below `tree`.
@@ -446,7 +548,9 @@ fn changes_of(diff: &Diff<'_>, warnings: &mut PathWarnings) -> Vec<Change> {
             Delta::Renamed => ChangeStatus::Renamed,
             Delta::Copied => ChangeStatus::Copied,
             Delta::Typechange => ChangeStatus::TypeChanged,
-            Delta::Unmodified | Delta::Ignored | Delta::Unreadable | Delta::Conflicted => continue,
+            // A file with a merge conflict is changed, whatever it ends up as.
+            Delta::Conflicted => ChangeStatus::Modified,
+            Delta::Unmodified | Delta::Ignored | Delta::Unreadable => continue,
         };
         let new = delta.new_file().path_bytes().map(|path| warnings.text_of(path).into_owned());
         let old = delta.old_file().path_bytes().map(|path| warnings.text_of(path).into_owned());

@@ -432,6 +432,41 @@ mod tests {
     }
 
     #[test]
+    fn patterns_that_cannot_mean_what_they_say_are_refused() {
+        let cases = [
+            ("docs/", PatternError::TrailingSlash),
+            ("./pyproject.toml", PatternError::NotPlain),
+            ("a//b", PatternError::NotPlain),
+            ("a/../b", PatternError::NotPlain),
+            ("[[:alpha:]]*.py", PatternError::PosixClass),
+            ("", PatternError::Empty),
+            ("/abs/**", PatternError::Absolute),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(PathPattern::new(text).err(), Some(expected), "{text}");
+        }
+        let model_cases = [
+            ("t/[{model}]/x", PatternError::ModelSlotInClass),
+            ("t/{a,{model}}/x", PatternError::ModelSlotInAlternation),
+            ("pkg/**/{model}/**", PatternError::ModelSlotAfterRecursive),
+            ("**/{model}/**", PatternError::ModelSlotAfterRecursive),
+            ("models/{model}/", PatternError::TrailingSlash),
+        ];
+        for (text, expected) in model_cases {
+            assert_eq!(ModelPattern::new(text).err(), Some(expected), "{text}");
+        }
+        assert!(ModelPattern::new("pkg/**/models/{model}/**").is_ok());
+    }
+
+    #[test]
+    fn a_glob_before_a_partial_slot_does_not_take_the_longer_name_away() {
+        let compiled = ModelPattern::new("t/*_{model}.py").expect("pattern compiles");
+        let bound = compiled.bind(["k31", "kimi_k31"]);
+        assert_eq!(bound.model("t/test_kimi_k31.py").as_deref(), Some("kimi_k31"));
+        assert_eq!(bound.model("t/test_x_k31.py").as_deref(), Some("k31"));
+    }
+
+    #[test]
     fn model_names_are_plain_identifiers() {
         let cases = [
             ("kimi_k31", true),

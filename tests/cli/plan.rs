@@ -226,7 +226,11 @@ fn unrelated_histories_run_everything() {
     repo.commit("unrelated");
     let plan = plan_json(repo.path(), &["--base", "main", "--head", "other"]);
     assert_eq!(plan["diff"]["trusted"], false);
-    assert_eq!(tiers(&plan), "alpha full\nbeta full\nbeta_x full\nomega full new");
+    assert_eq!(
+        tiers(&plan),
+        "alpha full\nbeta full\nbeta_x full\nomega full",
+        "no model is new without a merge-base"
+    );
     let warnings = plan["diff"]["warnings"].to_string();
     assert!(warnings.contains("unrelated"), "{warnings}");
 }
@@ -270,7 +274,41 @@ fn plan_error(manifest: Option<&str>) -> String {
 fn manifest_errors_name_the_file_the_key_and_the_value() {
     let stderr = plan_error(None);
     assert!(stderr.starts_with("error: prgate.toml is missing at merge-base "), "{stderr}");
-    assert!(stderr.contains("hint: prgate reads the manifest from the base side"), "{stderr}");
+    assert!(
+        stderr.contains(
+            "hint: prgate reads the manifest from the base side; the one this change adds"
+        ),
+        "{stderr}"
+    );
+    let kinds = [
+        ("[scope\n", "TOML parse error"),
+        ("[scope]\nmodels = []\n", "scope.models: is empty"),
+        (
+            "[scope]\nmodels = [\"t/test_{model}.py\"]\n",
+            "no pattern has {model} as a whole path segment",
+        ),
+        (
+            "[scope]\nmodels = [\"pkg/models/{model}/**\"]\nshared = [\"common/\"]\n",
+            "scope.shared[0] = \"common/\": a pattern ending in '/' matches no file",
+        ),
+        ("[scope]\nmodels = [\"pkg/**/{model}/**\"]\n", "{model} right after '**' is ambiguous"),
+        (
+            "[scope]\nmodels = [\"pkg/models/{model}/**\"]\nignore = [\"[[:alpha:]]\"]\n",
+            "POSIX character classes",
+        ),
+        (
+            "[scope]\nmodels = [\"pkg/models/{model}/**\"]\nreadme = \"README.md\"\n",
+            "scope.readme = \"README.md\"",
+        ),
+        (
+            "[scope]\nmodels = [\"pkg/models/{model}/**\"]\n[gate.title]\nunknown-type = \"block\"\n",
+            "gate.title.unknown-type: unknown variant `block`",
+        ),
+    ];
+    for (manifest, expected) in kinds {
+        let stderr = plan_error(Some(manifest));
+        assert!(stderr.contains(expected), "{manifest}: {stderr}");
+    }
 
     let stderr =
         plan_error(Some("[scope]\nmodels = [\"pkg/models/{model}/**\", \"test/{model\"]\n"));
@@ -438,4 +476,121 @@ fn a_path_that_is_not_utf8_is_planned_and_reported() {
     assert_eq!(changed(&plan), "added pkg/models/alpha/caf\u{fffd}.py: model alpha");
     let warnings = plan["diff"]["warnings"].to_string();
     assert!(warnings.contains("is not UTF-8"), "{warnings}");
+}
+
+#[test]
+fn git_name_status_output_can_be_piped_in_with_its_quoted_paths() {
+    let repo = Repo::standard();
+    repo.branch("pr", "main").write("pkg/models/alpha/f\u{ef}le.py", "# non-ASCII name\n");
+    repo.git(&["mv", "pkg/models/beta/layer.py", "pkg/models/beta/l\u{e4}yer.py"]);
+    repo.commit("pr");
+    let listing = repo.git(&["diff", "--name-status", "main...pr"]);
+    assert!(listing.contains("\"pkg/models/alpha/f\\303\\257le.py\""), "git quotes it: {listing}");
+    let run = prgate_with_stdin(
+        repo.path(),
+        &["plan", "--format", "json", "--head", "pr", "--files", "-"],
+        &listing,
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let plan: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(tiers(&plan), "alpha full\nbeta full\nbeta_x none");
+    assert_eq!(
+        changed(&plan),
+        "added pkg/models/alpha/f\u{ef}le.py: model alpha\nrenamed pkg/models/beta/l\u{e4}yer.py <- pkg/models/beta/layer.py: model beta, model beta"
+    );
+    assert_eq!(plan["diff"]["warnings"], serde_json::json!([]));
+}
+
+#[test]
+fn a_file_list_without_a_merge_base_is_used_but_cannot_say_what_is_new() {
+    let repo = Repo::standard();
+    repo.branch("pr", "main").write("pkg/models/alpha/layer.py", "# pr\n");
+    repo.commit("pr");
+    repo.git(&["checkout", "-q", "main"]);
+    repo.write("pkg/models/delta/layer.py", "# main added a model\n");
+    repo.commit("main moves on");
+    let clone = shallow_clone(&repo);
+    let run = prgate_with_stdin(
+        clone.path(),
+        &["plan", "--format", "json", "--base", "main", "--head", "pr", "--files", "-"],
+        "pkg/models/alpha/layer.py\nnot/in/any/tree.py\n",
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let plan: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(plan["diff"]["trusted"], true, "the list is complete");
+    assert_eq!(
+        tiers(&plan),
+        "alpha full\nbeta none\nbeta_x none\ndelta none",
+        "delta is not blamed on the PR"
+    );
+    let warnings = format!("{} {}", plan["diff"]["warnings"], plan["warnings"]);
+    assert!(
+        warnings.contains("cannot tell which models this change adds or removes"),
+        "{warnings}"
+    );
+    assert!(
+        warnings.contains(
+            "1 listed path(s) are in neither the base nor the head tree: not/in/any/tree.py"
+        ),
+        "{warnings}"
+    );
+}
+
+#[test]
+fn worktree_previews_only_the_checked_out_commit_and_sees_conflicts() {
+    let repo = Repo::standard();
+    repo.branch("topic", "main").write("pkg/models/beta/layer.py", "# topic\n");
+    repo.commit("topic");
+    repo.git(&["checkout", "-q", "main"]);
+    let run = prgate(repo.path(), &["plan", "--head", "topic", "--worktree"]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr
+            .contains("--worktree previews the checked-out commit, and --head 'topic' is not it"),
+        "{}",
+        run.stderr
+    );
+
+    // A cherry-pick that conflicts leaves the file unmerged in the index.
+    repo.branch("other", "main").write("pkg/models/beta/layer.py", "# other\n");
+    repo.commit("other");
+    let output = std::process::Command::new("git")
+        .args(["cherry-pick", "topic"])
+        .current_dir(repo.path())
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@x.invalid")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@x.invalid")
+        .output()
+        .expect("git runs");
+    assert!(!output.status.success(), "the cherry-pick conflicts");
+    let plan = plan_json(repo.path(), &["--base", "main", "--worktree"]);
+    assert!(changed(&plan).contains("pkg/models/beta/layer.py: model beta"), "{}", changed(&plan));
+    assert_eq!(tiers(&plan), "alpha none\nbeta full\nbeta_x none");
+}
+
+#[test]
+fn errors_say_what_is_wrong_with_the_repository() {
+    let empty = Repo::new();
+    let cases: [(&std::path::Path, &[&str], &str); 3] = [
+        (empty.path(), &["plan"], ": the repository has no commits yet"),
+        (
+            empty.path(),
+            &["plan", "--repo", "/no/such/dir"],
+            "error: /no/such/dir: no such directory",
+        ),
+        (empty.path(), &["plan", "--repo", "/"], "error: /: not inside a git repository"),
+    ];
+    for (dir, args, expected) in cases {
+        let run = prgate(dir, args);
+        assert_eq!(run.code, 2, "{args:?}");
+        assert!(run.stderr.contains(expected), "{args:?}: {}", run.stderr);
+    }
+    let no_manifest = Repo::new();
+    no_manifest.write("a.txt", "a\n");
+    no_manifest.commit("base");
+    let run = prgate(no_manifest.path(), &["plan"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("hint: add a prgate.toml to the base branch"), "{}", run.stderr);
 }
