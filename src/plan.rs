@@ -56,6 +56,15 @@ pub(crate) enum PlanFormat {
     Markdown,
 }
 
+/// The plan as `prgate plan` prints it: the wire format, and the rules judged at once.
+#[derive(serde::Serialize)]
+struct PlanOutput<'a> {
+    // Flattened for writing only: the runner reads a `Plan`, which ignores `rules`.
+    #[serde(flatten)]
+    plan: &'a prgate_scope::Plan,
+    rules: &'a [prgate_gate::rules::RuleOutcome],
+}
+
 pub(crate) fn run(args: &PlanArgs) -> anyhow::Result<()> {
     let files = match &args.files {
         Some(source) => {
@@ -83,13 +92,9 @@ pub(crate) fn run(args: &PlanArgs) -> anyhow::Result<()> {
             prgate_report::plan::markdown(&plan) + &prgate_report::verdict::rules_markdown(&rules)
         }
         PlanFormat::Json => {
-            let mut value = serde_json::to_value(&plan).context("writing the plan as JSON")?;
-            if let serde_json::Value::Object(fields) = &mut value {
-                let rules = serde_json::to_value(&rules).context("writing the rules as JSON")?;
-                fields.insert("rules".to_owned(), rules);
-            }
+            let output = PlanOutput { plan: &plan, rules: &rules };
             let mut json =
-                serde_json::to_string_pretty(&value).context("writing the plan as JSON")?;
+                serde_json::to_string_pretty(&output).context("writing the plan as JSON")?;
             json.push('\n');
             json
         }

@@ -9,6 +9,7 @@
 
 use std::cell::OnceCell;
 
+use aho_corasick::AhoCorasick;
 use globset::GlobBuilder;
 use regex::bytes::Regex;
 
@@ -39,6 +40,8 @@ pub struct ModelPattern {
     /// `{model}` comes right after the literal prefix (`models/{model}/**`): the name is then
     /// the segment after the prefix, and a plain match confirms it, with no capture search.
     slot_after_literal_prefix: bool,
+    /// The pattern ends `{model}/**`: any path with a segment after the name matches.
+    slot_then_anything: bool,
     /// The regular expression before and after the slot.
     regex_before: String,
     regex_after: String,
@@ -61,6 +64,7 @@ enum Bound {
         regex_before: String,
         regex_after: String,
         names: Vec<(String, OnceCell<Option<Regex>>)>,
+        occurs: Option<AhoCorasick>,
     },
 }
 
@@ -158,6 +162,7 @@ impl ModelPattern {
         Ok(ModelPattern {
             text: text.to_owned(),
             slot_after_literal_prefix: literal_prefix == before,
+            slot_then_anything: after == "/**",
             literal_prefix,
             whole_segment,
             regex_before,
@@ -183,8 +188,14 @@ impl ModelPattern {
             return None;
         }
         if self.slot_after_literal_prefix {
-            let name = path[self.literal_prefix.len()..].split('/').next()?;
-            return (!name.is_empty() && self.any_name.is_match(path.as_bytes())).then_some(name);
+            let rest = &path[self.literal_prefix.len()..];
+            let name = rest.split('/').next()?;
+            let matches = if self.slot_then_anything {
+                rest.len() > name.len() + 1
+            } else {
+                self.any_name.is_match(path.as_bytes())
+            };
+            return (!name.is_empty() && matches).then_some(name);
         }
         self.any_name.captures(path.as_bytes()).and_then(|captures| {
             let slot = captures.name("model")?;
@@ -210,6 +221,7 @@ impl ModelPattern {
             bound: Bound::Partial {
                 regex_before: self.regex_before.clone(),
                 regex_after: self.regex_after.clone(),
+                occurs: AhoCorasick::new(&names).ok(),
                 names: names.into_iter().map(|name| (name.to_owned(), OnceCell::new())).collect(),
             },
         }
@@ -222,13 +234,20 @@ impl BoundModelPattern {
     pub fn model(&self, path: &str) -> Option<String> {
         match &self.bound {
             Bound::Whole(pattern) => pattern.capture(path).map(str::to_owned),
-            Bound::Partial { regex_before, regex_after, names } => {
-                // Longest first; a name is tried only where it occurs in the path, and its
+            Bound::Partial { regex_before, regex_after, names, occurs } => {
+                // Only the names that occur in the path are tried, longest first; a name's
                 // regular expression is built the first time it is.
-                names.iter().find_map(|(name, regex)| {
-                    if !path.contains(name.as_str()) {
-                        return None;
-                    }
+                let mut candidates: Vec<usize> = match occurs {
+                    Some(occurs) => occurs
+                        .find_overlapping_iter(path)
+                        .map(|found| found.pattern().as_usize())
+                        .collect(),
+                    None => (0..names.len()).collect(),
+                };
+                candidates.sort_unstable();
+                candidates.dedup();
+                candidates.into_iter().find_map(|index| {
+                    let (name, regex) = &names[index];
                     let regex = regex.get_or_init(|| {
                         Regex::new(&format!("{regex_before}{}{regex_after}", regex::escape(name)))
                             .ok()
