@@ -213,6 +213,7 @@ pub fn judge(
     config: &GateConfig,
 ) -> Result<Verdict, EvidenceError> {
     validate(evidence)?;
+    check_against_plan(plan, evidence)?;
     let mut by_step: BTreeMap<(Option<String>, Check), Vec<&Evidence>> = BTreeMap::new();
     for record in evidence {
         by_step.entry((record.model.clone(), record.check)).or_default().push(record);
@@ -299,6 +300,28 @@ pub fn judge(
         sections,
         author_must_provide: judge.author.into_iter().collect(),
     })
+}
+
+/// Evidence that does not belong to this plan: a model it does not have, or a PR commit that
+/// is not its head (a rerun's leftovers, another PR's results).
+fn check_against_plan(plan: &Plan, evidence: &[Evidence]) -> Result<(), EvidenceError> {
+    for (index, record) in evidence.iter().enumerate() {
+        let fail = |problem: String| Err(EvidenceError { record: index, problem });
+        if let Some(model) = &record.model
+            && !plan.models.iter().any(|planned| &planned.name == model)
+        {
+            return fail(format!("model {model} is not in the plan"));
+        }
+        if let Some(commit) = &record.provenance.pr_commit
+            && commit != &plan.head.sha
+        {
+            return fail(format!(
+                "it was measured on PR commit {commit}, but the plan is for {}",
+                plan.head.sha
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn rule_text(name: &str) -> String {

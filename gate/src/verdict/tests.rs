@@ -368,6 +368,18 @@ fn every_rule_decides_on_fixture_evidence() {
             "result pass\nRules warn -: the scope 'ds' names no model this PR touches (touched: kimi, glm) and is not one of common, ci, docs, test, maintainer, all",
         ),
         (
+            "evidence of a model the plan does not have",
+            with(passing(), |e| e.push(tests("zeta", Check::UnitTests, Side::Pr, &[]))),
+            None,
+            "error in record 27: model zeta is not in the plan",
+        ),
+        (
+            "evidence from another PR commit",
+            with(passing(), |e| e[3].provenance.pr_commit = Some("ffff".into())),
+            None,
+            "error in record 3: it was measured on PR commit ffff, but the plan is for 0123456789abcdef0123456789abcdef01234567",
+        ),
+        (
             "an inconsistent record",
             with(passing(), |e| {
                 let duplicate = e[0].clone();
@@ -414,6 +426,30 @@ proptest! {
         };
         let before = judge_changes(1.0).expect("valid evidence");
         let after = judge_changes(worse).expect("valid evidence");
+        prop_assert!(!(before == State::Fail && after != State::Fail), "{before:?} -> {after:?}");
+    }
+
+    #[test]
+    fn fewer_right_answers_on_the_pr_never_turn_a_fail_into_a_pass(
+        base in prop::collection::vec(any::<bool>(), 20..200),
+        flips in prop::collection::vec(any::<bool>(), 20..200),
+        worse in prop::collection::vec(any::<bool>(), 20..200),
+    ) {
+        let plan = standard_plan();
+        let config = GateConfig::defaults();
+        let pr: Vec<bool> = base.iter().zip(flips.iter().cycle()).map(|(b, f)| *b != *f).collect();
+        // The worse PR answers wrong wherever `worse` says, and never right where `pr` was wrong.
+        let worse_pr: Vec<bool> = pr.iter().zip(worse.iter().cycle()).map(|(p, w)| *p && !*w).collect();
+        let verdict_with = |pr: &[bool]| {
+            let evidence = with(passing(), |e| {
+                e.retain(|r| r.check != Check::Accuracy);
+                e.push(accuracy("kimi", Side::Base, "gsm8k", &base));
+                e.push(accuracy("kimi", Side::Pr, "gsm8k", pr));
+            });
+            judge(&plan, &evidence, vec![], false, &config).expect("valid evidence").result
+        };
+        let before = verdict_with(&pr);
+        let after = verdict_with(&worse_pr);
         prop_assert!(!(before == State::Fail && after != State::Fail), "{before:?} -> {after:?}");
     }
 
