@@ -84,7 +84,12 @@ pub(crate) fn run(args: &GateArgs) -> anyhow::Result<Outcome> {
         anyhow::bail!("--plan and --evidence are required");
     };
     let plan: Plan = read_json(plan_path, "plan")?;
-    let base = BaseSide::read(&args.repo, &plan)?;
+    let base = BaseSide::read(&args.repo, &plan).with_context(|| {
+        format!(
+            "reading the base side's settings in {} (name the repository with --repo)",
+            args.repo.display()
+        )
+    })?;
     let (files, evidence) = read_evidence(evidence_dir)?;
     let title = args.title.as_deref();
     let config = &base.config;
@@ -206,5 +211,21 @@ fn run_simulation(args: &SimulateArgs) -> anyhow::Result<()> {
         args.seed
     )?;
     write!(stdout, "{}", prgate_gate::simulate::markdown(&rows))?;
+    writeln!(
+        stdout,
+        "\nEight cells judged together (alpha divided over them), no true change anywhere:\n"
+    )?;
+    writeln!(stdout, "| CV | P(some cell fails) | mean pairs a cell |\n|---|---|---|")?;
+    for cv in [0.01, 0.02, 0.03, 0.05] {
+        let (p_any, pairs) = prgate_gate::simulate::family_error(
+            &config,
+            cv,
+            8,
+            args.trials / 8 + 1,
+            args.seed,
+            args.calibrated,
+        );
+        writeln!(stdout, "| {:.0}% | {:.1}% | {:.2} |", cv * 100.0, p_any * 100.0, pairs)?;
+    }
     Ok(())
 }

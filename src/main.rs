@@ -11,8 +11,11 @@
 
 mod demo;
 mod gate;
+mod github;
 mod plan;
+mod publish;
 mod sample;
+mod trigger;
 
 use std::process::ExitCode;
 
@@ -38,6 +41,9 @@ struct Cli {
 enum Command {
     Plan(plan::PlanArgs),
     Gate(gate::GateArgs),
+    Trigger(trigger::TriggerArgs),
+    Report(publish::ReportArgs),
+    Publish(publish::PublishArgs),
     Demo(demo::DemoArgs),
 }
 
@@ -49,6 +55,10 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Plan(args) => plan::run(&args).map(|()| gate::Outcome::Pass),
         Command::Gate(args) => gate::run(&args),
+        Command::Trigger(args) => trigger::run(&args)
+            .map(|started| if started { gate::Outcome::Pass } else { gate::Outcome::NotPass }),
+        Command::Report(args) => publish::report(&args).map(|()| gate::Outcome::Pass),
+        Command::Publish(args) => publish::publish(&args).map(|()| gate::Outcome::Pass),
         Command::Demo(args) => demo::run(&args).map(|()| gate::Outcome::Pass),
     };
     match outcome {

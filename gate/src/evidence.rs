@@ -42,8 +42,12 @@
 //! record or a not-run's subject, the concurrency and index of a speed pair, the concurrency of
 //! a noise record); two records of one step are an error, since a rerun replaces its file.
 //!
-//! Readers ignore fields they do not know; a field is never removed or changed in meaning
-//! without raising `schema_version`.
+//! Readers ignore fields they do not know, and read a `not-run` reason they do not know as
+//! `other`; a field is never removed or changed in meaning, and no new outcome `kind` added,
+//! without raising `schema_version`. The runner records provenance as it knows it; the gate
+//! refuses records whose PR commit is not the plan's head, whose base commit is neither its
+//! merge-base nor its base, or whose node, image or recipe differs from another record of the
+//! same model's.
 
 use std::collections::BTreeSet;
 
@@ -184,6 +188,8 @@ pub enum NotRunReason {
     GatedDataset,
     Timeout,
     Crash,
+    /// Any other reason, and any reason a newer runner writes that this gate does not know.
+    #[serde(other)]
     Other,
 }
 
@@ -283,8 +289,10 @@ pub fn validate(records: &[Evidence]) -> Result<(), EvidenceError> {
         match &record.outcome {
             Outcome::SpeedPair { base_tpot_ms, pr_tpot_ms, .. } => {
                 for (name, value) in [("base_tpot_ms", base_tpot_ms), ("pr_tpot_ms", pr_tpot_ms)] {
-                    if !(value.is_finite() && *value > 0.0) {
-                        return fail(format!("{name} = {value} is not a positive number"));
+                    if !(1e-6..=1e9).contains(value) {
+                        return fail(format!(
+                            "{name} = {value} is not a time in milliseconds (1e-6 to 1e9)"
+                        ));
                     }
                 }
             }
@@ -296,11 +304,15 @@ pub fn validate(records: &[Evidence]) -> Result<(), EvidenceError> {
                 }
             }
             Outcome::Accuracy { questions, correct, per_question, .. } => {
-                if correct > questions || *questions == 0 {
+                if correct > questions || *questions == 0 || *questions > 1_000_000_000 {
                     return fail(format!("{correct} correct of {questions} questions"));
                 }
                 if let Some(per_question) = per_question {
                     let right = per_question.iter().filter(|q| q.correct).count() as u64;
+                    let ids: BTreeSet<&str> = per_question.iter().map(|q| q.id.as_str()).collect();
+                    if ids.len() != per_question.len() {
+                        return fail("per_question names a question twice".to_owned());
+                    }
                     if per_question.len() as u64 != *questions || right != *correct {
                         return fail(format!(
                             "per_question has {} answers with {right} right, but the totals say {correct} of {questions}",

@@ -108,19 +108,62 @@ pub fn simulate(
     rows
 }
 
-/// The smallest n for which deciding by the mean against the loss line has error rates alpha
-/// and beta at the zone's edges, with the log-ratio's standard deviation `cv * sqrt(2)`.
+/// The fixed-n t-test design with the sequential test's error rates: the smallest n for which
+/// the t-test of the mean against the loss line (fail when the mean is over it) has error rates
+/// alpha and beta at the zone's edges, with the log-ratio's standard deviation `cv * sqrt(2)`.
 pub fn fixed_sample_size(config: &GateConfig, cv: f64) -> usize {
     let speed = &config.speed;
     let sigma = cv * 2f64.sqrt();
     let line = speed.threshold.get().ln_1p();
     let below = line - speed.low.ln_1p();
     let above = speed.high.ln_1p() - line;
+    let quantile = |p: f64, n: usize| {
+        statrs::distribution::StudentsT::new(0.0, 1.0, (n - 1) as f64)
+            .map_or(f64::INFINITY, |t| t.inverse_cdf(p))
+    };
+    (2..=1000)
+        .find(|&n| {
+            let se = sigma / (n as f64).sqrt();
+            quantile(1.0 - speed.alpha.get(), n) * se <= below
+                && quantile(1.0 - speed.beta.get(), n) * se <= above
+        })
+        .unwrap_or(1000)
+}
+
+/// The family-wise error of `cells` cells judged together with no true change: how often any
+/// of them fails, and the pairs each used on average.
+pub fn family_error(
+    config: &GateConfig,
+    cv: f64,
+    cells: usize,
+    trials: usize,
+    seed: u64,
+    calibrated: bool,
+) -> (f64, f64) {
+    let mut rng = SmallRng::seed_from_u64(seed);
     let standard = Normal::standard();
-    let z_alpha = standard.inverse_cdf(1.0 - speed.alpha.get());
-    let z_beta = standard.inverse_cdf(1.0 - speed.beta.get());
-    let n = ((z_alpha * sigma / below).powi(2)).max((z_beta * sigma / above).powi(2));
-    (n.ceil() as usize).max(2)
+    let known_variance = calibrated.then_some(2.0 * cv * cv);
+    let context = CellContext { cells, gain_required: false, known_variance };
+    let (mut any_failed, mut pairs_used) = (0usize, 0usize);
+    for _ in 0..trials {
+        let mut failed = false;
+        for _ in 0..cells {
+            let mut pairs = Vec::new();
+            let judgement = loop {
+                let mut noise =
+                    || 1.0 + cv * standard.inverse_cdf(rng.random_range(1e-12..1.0 - 1e-12));
+                pairs.push(Pair { base_tpot_ms: 20.0 * noise(), pr_tpot_ms: 20.0 * noise() });
+                let judgement = judge_cell(&pairs, config, &context);
+                if judgement.loss != Answer::Open {
+                    break judgement;
+                }
+            };
+            failed |= matches!(judgement.loss, Answer::Yes { .. });
+            pairs_used += pairs.len();
+        }
+        any_failed += usize::from(failed);
+    }
+    (any_failed as f64 / trials.max(1) as f64, pairs_used as f64 / (trials * cells).max(1) as f64)
 }
 
 /// The table as Markdown.

@@ -10,6 +10,10 @@
 use crate::config::{GateConfig, SequentialConfig};
 use crate::stats::{Sprt, SprtOutcome, SprtState, mean, mean_interval, median};
 
+/// The shown interval of a cell's change is a two-sided 95% one, whatever the test's error
+/// rates: it tells the reader how precise the change is; the decision is the sequential test's.
+pub const INTERVAL_ALPHA: f64 = 0.05;
+
 /// One base run and one PR run, side by side.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Pair {
@@ -47,7 +51,7 @@ pub struct CellJudgement {
     pub pr_median_ms: Option<f64>,
     /// The PR's TPOT relative to base, `exp(mean log-ratio) - 1`: +0.03 is 3% slower.
     pub change: Option<f64>,
-    /// Its two-sided interval at the loss test's confidence.
+    /// Its two-sided 95% interval ([`INTERVAL_ALPHA`]).
     pub change_interval: Option<(f64, f64)>,
     /// Is the loss over the limit?
     pub loss: Answer,
@@ -62,10 +66,10 @@ pub fn judge_cell(pairs: &[Pair], config: &GateConfig, context: &CellContext) ->
     let cells = context.cells.max(1) as f64;
     let floor = 2.0 * config.speed.min_cv.get().powi(2);
     let known_variance = Some(context.known_variance.map_or(floor, |known| known.max(floor)));
-    let loss = answer(sprt(&config.speed, cells).run(&log_ratios, known_variance));
+    let loss = answer(sprt(&config.speed, cells, Direction::Loss).run(&log_ratios, known_variance));
     let gain = context.gain_required.then(|| {
         let gains: Vec<f64> = log_ratios.iter().map(|ratio| -ratio).collect();
-        answer(sprt(&config.gain.test, cells).run(&gains, known_variance))
+        answer(sprt(&config.gain.test, cells, Direction::Gain).run(&gains, known_variance))
     });
     let base: Vec<f64> = pairs.iter().map(|pair| pair.base_tpot_ms).collect();
     let pr: Vec<f64> = pairs.iter().map(|pair| pair.pr_tpot_ms).collect();
@@ -74,7 +78,7 @@ pub fn judge_cell(pairs: &[Pair], config: &GateConfig, context: &CellContext) ->
         base_median_ms: median(&base),
         pr_median_ms: median(&pr),
         change: mean(&log_ratios).map(|m| m.exp() - 1.0),
-        change_interval: mean_interval(&log_ratios, config.speed.alpha.get() / cells)
+        change_interval: mean_interval(&log_ratios, INTERVAL_ALPHA)
             .map(|(low, high)| (low.exp() - 1.0, high.exp() - 1.0)),
         loss,
         gain,
@@ -87,15 +91,28 @@ pub fn needs_another_pair(pairs: &[Pair], config: &GateConfig, context: &CellCon
     judgement.loss == Answer::Open || judgement.gain == Some(Answer::Open)
 }
 
-fn sprt(config: &SequentialConfig, cells: f64) -> Sprt {
+/// Which way a fraction is measured on the log-ratio.
+#[derive(Clone, Copy)]
+enum Direction {
+    /// A loss of `x`: PR TPOT is `1 + x` times base's, so `ln(pr / base) = ln(1 + x)`.
+    Loss,
+    /// A gain of `x`: PR TPOT is `1 - x` times base's, so `ln(base / pr) = -ln(1 - x)`.
+    Gain,
+}
+
+fn sprt(config: &SequentialConfig, cells: f64, direction: Direction) -> Sprt {
+    let log = |fraction: f64| match direction {
+        Direction::Loss => fraction.ln_1p(),
+        Direction::Gain => -(-fraction).ln_1p(),
+    };
     Sprt {
-        h0: config.low.ln_1p(),
-        h1: config.high.ln_1p(),
+        h0: log(config.low),
+        h1: log(config.high),
         alpha: config.alpha.get() / cells,
         beta: config.beta.get(),
         min_samples: config.min_pairs,
         max_samples: config.max_pairs,
-        line: config.threshold.get().ln_1p(),
+        line: log(config.threshold.get()),
     }
 }
 
@@ -158,12 +175,12 @@ mod tests {
             (
                 &[-0.05, -0.03, -0.07, -0.04, -0.06, -0.05, -0.02, -0.08, -0.05, -0.05],
                 true,
-                "loss No { confident: true }, gain Some(Yes { confident: true }), change -5.01%, more false",
+                "loss No { confident: true }, gain Some(Yes { confident: false }), change -5.01%, more false",
             ),
             (
                 &[-0.01, -0.09, -0.01, -0.09, -0.01, -0.09, -0.01, -0.09, -0.01, -0.09],
                 true,
-                "loss No { confident: true }, gain Some(Yes { confident: false }), change -5.08%, more false",
+                "loss No { confident: true }, gain Some(No { confident: false }), change -5.08%, more false",
             ),
         ];
         for (changes, gain, expected) in cases {

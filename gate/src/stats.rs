@@ -54,7 +54,8 @@ pub struct Sprt {
     pub beta: f64,
     pub min_samples: usize,
     pub max_samples: usize,
-    /// At the cap, an undecided test is decided by which side of this line the mean is on.
+    /// At the cap, an undecided test accepts h1 only when the mean is over this line and
+    /// significantly (at `alpha`) above h0; otherwise it accepts h0.
     pub line: f64,
 }
 
@@ -104,7 +105,14 @@ impl Sprt {
         } else if llr <= lower {
             SprtOutcome::AcceptH0 { confident: true }
         } else if n >= self.max_samples {
-            if sum / n as f64 > self.line {
+            // At the cap the mean decides, but h1 only with the test's own error rate: the
+            // mean must be over the line and significantly above h0.
+            let mean = sum / n as f64;
+            let t = StudentsT::new(0.0, 1.0, (n - 1) as f64)
+                .map(|t| t.inverse_cdf(1.0 - self.alpha))
+                .unwrap_or(f64::INFINITY);
+            let lower = mean - t * (variance / n as f64).sqrt();
+            if mean > self.line && lower > self.h0 {
                 SprtOutcome::AcceptH1 { confident: false }
             } else {
                 SprtOutcome::AcceptH0 { confident: false }
@@ -205,7 +213,7 @@ pub fn unpaired_comparison(
     let difference = p2 - p1;
     let low = difference - ((p2 - pr_low).powi(2) + (base_high - p1).powi(2)).sqrt();
     let high = difference + ((pr_high - p2).powi(2) + (p1 - base_low).powi(2)).sqrt();
-    let pooled = (base_correct + pr_correct) as f64 / (n1 + n2);
+    let pooled = (base_correct as f64 + pr_correct as f64) / (n1 + n2);
     let se = (pooled * (1.0 - pooled) * (1.0 / n1 + 1.0 / n2)).sqrt();
     let p_worse = if se > 0.0 { Normal::standard().cdf(difference / se) } else { 0.5 };
     Some(ProportionComparison { difference, interval: (low, high), p_worse })

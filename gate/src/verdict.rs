@@ -13,7 +13,7 @@
 //!     { "name": "e2e-performance", "state": "fail", "items": [
 //!       { "model": "kimi_k31", "check": "speed", "state": "fail",
 //!         "rule": "median-TPOT loss over 2% at a covered concurrency fails",
-//!         "summary": "TPOT +3.1% at c=64 (interval +2.2% to +4.0%, 4 pairs)",
+//!         "summary": "TPOT +3.1% [+2.2%, +4.0%] at c=64, 4 pairs",
 //!         "numbers": { "kind": "speed", "concurrency": 64, "covered": true, "base_ms": 20.1,
 //!                      "pr_ms": 20.7, "change": 0.031, "interval": [0.022, 0.040],
 //!                      "pairs": 4, "confidence": "high" } } ] } ],
@@ -24,7 +24,10 @@
 //! Section names: `rules`, `scope`, `accuracy`, `kernel-microbenchmark`, `e2e-performance`,
 //! `tests`, `doc`. Item and section states: `pass`, `warn`, `author-provided`, `pending`,
 //! `fail`; a section's state is its worst item's. `numbers` is one of `speed`, `accuracy`,
-//! `kernel`, `tests` (see [`Numbers`]) or absent. Readers ignore fields they do not know.
+//! `kernel`, `tests` (see [`Numbers`]) or `null`. A speed item's interval is the two-sided 95%
+//! Student-t interval of the change, for the reader: the decision is the sequential test's.
+//! Readers ignore fields they do not know; a new value of an enumeration raises
+//! `schema_version`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -320,6 +323,40 @@ fn check_against_plan(plan: &Plan, evidence: &[Evidence]) -> Result<(), Evidence
                 plan.head.sha
             ));
         }
+        if let Some(commit) = &record.provenance.base_commit
+            && Some(commit) != plan.merge_base.as_ref()
+            && commit != &plan.base.sha
+        {
+            return fail(format!(
+                "it was measured on base commit {commit}, which is neither the plan's merge-base nor its base"
+            ));
+        }
+    }
+    // Base and PR of one model run side by side: on one node, one image, one recipe.
+    let mut seen: BTreeMap<(Option<&str>, &str), (&str, usize)> = BTreeMap::new();
+    for (index, record) in evidence.iter().enumerate() {
+        let provenance = &record.provenance;
+        for (what, value) in [
+            ("node", provenance.node.as_deref()),
+            ("image", provenance.image_digest.as_deref()),
+            ("recipe", provenance.recipe_hash.as_deref()),
+        ] {
+            let Some(value) = value else { continue };
+            match seen.get(&(record.model.as_deref(), what)) {
+                Some((first, first_index)) if *first != value => {
+                    return Err(EvidenceError {
+                        record: index,
+                        problem: format!(
+                            "its {what} is {value}, but record {first_index} of the same model has {first}: base and PR must run side by side with the same {what}"
+                        ),
+                    });
+                }
+                Some(_) => {}
+                None => {
+                    seen.insert((record.model.as_deref(), what), (value, index));
+                }
+            }
+        }
     }
     Ok(())
 }
@@ -327,7 +364,9 @@ fn check_against_plan(plan: &Plan, evidence: &[Evidence]) -> Result<(), Evidence
 fn rule_text(name: &str) -> String {
     match name {
         "title" => "titles read `[Type] [Hardware] scope: summary`".to_owned(),
-        "codeowners" => "existing CODEOWNERS lines may not change (CODEOWNERS.rules)".to_owned(),
+        "codeowners" => {
+            "the CODEOWNERS policy (the repository's CODEOWNERS.rules, or prgate's)".to_owned()
+        }
         other => other.to_owned(),
     }
 }
@@ -405,39 +444,57 @@ impl<'a> Judge<'a> {
 
     /// Not-run records become author-provided items; returns whether the whole check is one.
     fn not_run(&mut self, model: Option<&str>, check: Check) -> bool {
-        let mut whole = false;
         let records: Vec<&Evidence> = self.records(model, check).to_vec();
+        // The PR's own results are always judged: a not-run record only stands for the check
+        // when the PR side measured nothing.
+        let measured_pr = records.iter().any(|record| {
+            record.side != Side::Base && !matches!(record.outcome, Outcome::NotRun { .. })
+        });
+        let mut whole = false;
         for record in records {
-            if let Outcome::NotRun { reason, detail, subject } = &record.outcome {
-                let what = match subject {
-                    Some(subject) => format!("{} ({subject})", check.describe()),
-                    None => {
-                        whole = true;
-                        check.describe().to_owned()
-                    }
-                };
-                let owner = model.unwrap_or("common");
-                let detail =
-                    if detail.is_empty() { String::new() } else { format!(" — {detail}") };
-                self.author.insert(format!("{owner}: {what}: {}{detail}", reason.describe()));
-                let state = match self.config.not_run {
-                    Severity::Pass => State::Pass,
-                    Severity::Warn => State::AuthorProvided,
-                    Severity::Fail => State::Fail,
-                };
+            let Outcome::NotRun { reason, detail, subject } = &record.outcome else { continue };
+            let what = match subject {
+                Some(subject) => format!("{} ({subject})", check.describe()),
+                None => check.describe().to_owned(),
+            };
+            let detail = if detail.is_empty() { String::new() } else { format!(" — {detail}") };
+            if record.side == Side::Base && measured_pr {
                 self.push(
                     section_of(check),
                     Item {
                         model: model.map(str::to_owned),
                         check: check_name(check),
-                        state,
-                        rule: "a check that cannot run on these nodes is provided by the author"
-                            .to_owned(),
-                        summary: format!("{what} could not run: {}{detail}", reason.describe()),
+                        state: State::Warn,
+                        rule: "base and PR are compared side by side".to_owned(),
+                        summary: format!(
+                            "{what} could not run on the base side: {}{detail}; the PR's results are judged without base",
+                            reason.describe()
+                        ),
                         numbers: None,
                     },
                 );
+                continue;
             }
+            whole |= subject.is_none() && !measured_pr;
+            let owner = model.unwrap_or("common");
+            self.author.insert(format!("{owner}: {what}: {}{detail}", reason.describe()));
+            let state = match self.config.not_run {
+                Severity::Pass => State::Pass,
+                Severity::Warn => State::AuthorProvided,
+                Severity::Fail => State::Fail,
+            };
+            self.push(
+                section_of(check),
+                Item {
+                    model: model.map(str::to_owned),
+                    check: check_name(check),
+                    state,
+                    rule: "a check that cannot run on these nodes is provided by the author"
+                        .to_owned(),
+                    summary: format!("{what} could not run: {}{detail}", reason.describe()),
+                    numbers: None,
+                },
+            );
         }
         whole
     }
@@ -875,9 +932,14 @@ impl<'a> Judge<'a> {
 
     /// The gain rule: one covered cell of a full-tier model must show the required gain.
     fn gain_verdict(&mut self, models: &[&prgate_scope::plan::ModelPlan]) {
+        // The models the PR changed; a PR that changed only shared code shows its gain on any.
         let full: Vec<&prgate_scope::plan::ModelPlan> =
             models.iter().copied().filter(|model| model.tier == Tier::Full).collect();
+        let full = if self.covered_cells(&full) > 0 { full } else { models.to_vec() };
         let cells = self.covered_cells(&full);
+        // Speed evidence still to come could yet show the gain.
+        let missing =
+            full.iter().any(|model| self.records(Some(&model.name), Check::Speed).is_empty());
         let min_gain = self.config.gain.test.threshold.get();
         let rule = format!(
             "a [Perf] or [Feat] PR needs a {:.0}% median-TPOT gain at one covered concurrency",
@@ -914,14 +976,14 @@ impl<'a> Judge<'a> {
         }
         let (state, summary) = match best {
             Some(found) => found,
-            None if open => (
+            None if open || missing => (
                 State::Pending,
-                "no covered concurrency has shown the gain yet; more pairs are needed".to_owned(),
+                "no covered concurrency has shown the gain yet; more pairs or models are to come"
+                    .to_owned(),
             ),
-            None if cells == 0 => (
-                State::Pending,
-                "no covered concurrency of a full-tier model has speed evidence".to_owned(),
-            ),
+            None if cells == 0 => {
+                (State::Pending, "no covered concurrency has speed evidence".to_owned())
+            }
             None => (
                 State::Fail,
                 format!("no covered concurrency shows a {:.0}% gain", min_gain * 100.0),

@@ -1,8 +1,10 @@
 //! Escaping text that came from a pull request (paths, titles, test names, log lines) for the
-//! places prgate shows it: a terminal, and GitHub-flavoured Markdown.
+//! places prgate shows it: a terminal, GitHub-flavoured Markdown, the HTML of a `<summary>`,
+//! and GitHub Actions' workflow commands (`::error::`).
 //!
 //! A path may hold any byte but NUL: terminal escape sequences, newlines, bidirectional
-//! overrides, backticks, pipes, `@` mentions and HTML. None of them may act where shown.
+//! overrides, backticks, pipes, `@` mentions, `$` math and HTML. None of them may act where
+//! shown. Shortening text to a limit is the caller's business; escaping only makes it inert.
 
 use std::fmt::Write as _;
 
@@ -55,7 +57,8 @@ pub fn markdown_text(text: &str, place: MarkdownPlace) -> String {
             '&' => out.push_str("&amp;"),
             '@' => out.push_str("@&#8203;"),
             '|' if place == MarkdownPlace::TableCell => out.push_str("\\|"),
-            '\\' | '`' | '*' | '_' | '[' | ']' | '(' | ')' | '#' | '!' | '~' | '|' | '{' | '}' => {
+            '\\' | '`' | '*' | '_' | '[' | ']' | '(' | ')' | '#' | '!' | '~' | '|' | '{' | '}'
+            | '$' => {
                 out.push('\\');
                 out.push(c);
             }
@@ -63,6 +66,58 @@ pub fn markdown_text(text: &str, place: MarkdownPlace) -> String {
         }
     }
     out
+}
+
+/// Text inside raw HTML that GitHub keeps (a `<summary>`, a `<code>`): entities for what HTML
+/// could act on, and an `@` that cannot mention anyone. Markdown is not parsed there.
+pub fn html_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            '@' => out.push_str("@&#8203;"),
+            _ => push_visible(&mut out, c),
+        }
+    }
+    out
+}
+
+/// The message of a workflow command (`::error::MESSAGE`): GitHub's runner decodes `%25`,
+/// `%0D` and `%0A`, so a message keeps its lines and cannot start a command of its own. Other
+/// control characters become visible escapes, as on a terminal.
+pub fn workflow_command_data(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        push_command_char(&mut out, c);
+    }
+    out
+}
+
+/// A property of a workflow command (`::error title=VALUE::`): as
+/// [`workflow_command_data`], and `:` and `,` are encoded too since they end a property.
+pub fn workflow_command_property(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            ':' => out.push_str("%3A"),
+            ',' => out.push_str("%2C"),
+            _ => push_command_char(&mut out, c),
+        }
+    }
+    out
+}
+
+fn push_command_char(out: &mut String, c: char) {
+    match c {
+        '%' => out.push_str("%25"),
+        '\r' => out.push_str("%0D"),
+        '\n' => out.push_str("%0A"),
+        _ => push_visible(out, c),
+    }
 }
 
 fn push_visible(out: &mut String, c: char) {
@@ -128,9 +183,37 @@ mod tests {
             ("**bold** `code`", MarkdownPlace::Paragraph, "\\*\\*bold\\*\\* \\`code\\`"),
             ("a | b", MarkdownPlace::TableCell, "a \\| b"),
             ("line\nbreak", MarkdownPlace::Paragraph, "line\\u{a}break"),
+            ("$\\color{red}{x}$", MarkdownPlace::Paragraph, "\\$\\\\color\\{red\\}\\{x\\}\\$"),
         ];
         for (input, place, expected) in cases {
             assert_eq!(markdown_text(input, place), expected, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn html_cannot_open_tags_mention_or_end_attributes() {
+        let cases = [
+            ("kimi_k31", "kimi_k31"),
+            ("</summary><img src=x>", "&lt;/summary&gt;&lt;img src=x&gt;"),
+            ("a \"b\" 'c' & @d", "a &quot;b&quot; &#39;c&#39; &amp; @&#8203;d"),
+            ("two\nlines", "two\\u{a}lines"),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(html_text(input), expected, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn workflow_commands_keep_lines_and_cannot_start_another_command() {
+        let cases = [
+            ("100% done", "100%25 done", "100%25 done"),
+            ("a\r\n::error::b", "a%0D%0A::error::b", "a%0D%0A%3A%3Aerror%3A%3Ab"),
+            ("x, y: z", "x, y: z", "x%2C y%3A z"),
+            ("esc\u{1b}[31m", "esc\\u{1b}[31m", "esc\\u{1b}[31m"),
+        ];
+        for (input, data, property) in cases {
+            assert_eq!(workflow_command_data(input), data, "{input:?}");
+            assert_eq!(workflow_command_property(input), property, "{input:?}");
         }
     }
 }

@@ -1,9 +1,23 @@
-//! Report: renders what prgate decided as text for people — the terminal table of a plan, the
-//! Markdown of the PR comment, and (with the gate's verdict, later) the commit status line.
+//! Report: renders what prgate decided as text for people — the terminal table of a plan and
+//! of a verdict, the PR comment and the full report, the commit status line, the job summary
+//! and the annotations of a GitHub Actions run.
 //!
 //! Pure: plain data in, text out. No I/O, no GitHub: the binary posts what this crate writes.
 //! Everything that came from a pull request is escaped by [`escape`] wherever it is shown.
+//!
+//! - [`plan`]: a plan for a terminal and as Markdown;
+//! - [`verdict`]: a verdict for a terminal;
+//! - [`comment`]: the PR comment (tera template `templates/comment.md.tera`) and the full
+//!   report;
+//! - [`status`]: the commit status;
+//! - [`summary`]: the job summary and the annotations.
 
+pub mod comment;
 pub mod escape;
 pub mod plan;
+pub mod status;
+pub mod summary;
 pub mod verdict;
+
+#[cfg(test)]
+mod fixture;

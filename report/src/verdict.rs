@@ -12,7 +12,15 @@ use crate::escape::terminal;
 /// item with its state and what decided it.
 pub fn human(verdict: &Verdict) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "AMD PR test: {}", result_word(verdict.result));
+    let warned = verdict
+        .sections
+        .iter()
+        .any(|section| matches!(section.state, State::Warn | State::AuthorProvided));
+    let result = match verdict.result {
+        State::Pass if warned => "PASS with warnings",
+        other => result_word(other),
+    };
+    let _ = writeln!(out, "AMD PR test: {result}");
     for section in &verdict.sections {
         let _ = writeln!(out, "\n{} [{}]", section.name.title(), state_word(section.state));
         if section.items.is_empty() {
@@ -24,8 +32,13 @@ pub fn human(verdict: &Verdict) -> String {
                 .as_deref()
                 .map(|model| format!("{}: ", terminal(model)))
                 .unwrap_or_default();
-            let _ =
-                writeln!(out, "  [{}] {model}{}", state_word(item.state), terminal(&item.summary));
+            let _ = writeln!(
+                out,
+                "  [{}] {model}{}: {}",
+                state_word(item.state),
+                terminal(&item.check),
+                terminal(&item.summary)
+            );
             if item.state != State::Pass {
                 let _ = writeln!(out, "         rule: {}", item.rule);
             }

@@ -136,7 +136,7 @@ fn a_tpot_regression_fails_with_exit_one_unless_the_base_side_allows_it() {
     write_passing(&work.path().join("evidence"), 0.08);
     let run = gate(&repo, work.path(), &[]);
     assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
-    assert!(run.stdout.contains("[FAIL] alpha: TPOT +8.0%"), "{}", run.stdout);
+    assert!(run.stdout.contains("[FAIL] alpha: speed: TPOT +8.0%"), "{}", run.stdout);
 
     let (repo, work) = planned("\n[gate.speed]\nmax-loss = 0.10\n");
     write_passing(&work.path().join("evidence"), 0.08);
@@ -177,7 +177,11 @@ fn missing_evidence_is_pending_and_not_a_pass() {
     let run = gate(&repo, work.path(), &[]);
     assert_eq!(run.code, 1);
     assert!(run.stdout.starts_with("AMD PR test: PENDING"), "{}", run.stdout);
-    assert!(run.stdout.contains("[pending] alpha: no evidence of accuracy yet"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("[pending] alpha: accuracy: no evidence of accuracy yet"),
+        "{}",
+        run.stdout
+    );
 }
 
 #[test]
@@ -252,7 +256,7 @@ fn the_simulation_prints_its_table() {
     assert!(run.stdout.contains("| CV | true change | sequential P(fail)"), "{}", run.stdout);
     assert_eq!(
         run.stdout.lines().filter(|line| line.starts_with("| ") && line.contains('%')).count(),
-        16,
+        20,
         "{}",
         run.stdout
     );

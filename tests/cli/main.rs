@@ -4,5 +4,6 @@
 mod codeowners;
 mod demo;
 mod gate;
+mod github;
 mod plan;
 mod support;

@@ -111,9 +111,19 @@ pub(crate) struct Run {
 
 /// Runs the real `prgate` binary in `dir` with `args`, feeding `stdin`.
 pub(crate) fn prgate_with_stdin(dir: &Path, args: &[&str], stdin: &str) -> Run {
+    prgate_full(dir, args, stdin, &[])
+}
+
+/// Runs the real `prgate` binary in `dir` with `args` and extra environment variables.
+pub(crate) fn prgate_with_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
+    prgate_full(dir, args, "", env)
+}
+
+fn prgate_full(dir: &Path, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> Run {
     use std::io::Write as _;
     let mut child = Command::new(binary())
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(dir)
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .env("GIT_CONFIG_NOSYSTEM", "1")

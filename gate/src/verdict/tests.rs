@@ -241,7 +241,7 @@ fn every_rule_decides_on_fixture_evidence() {
             "a TPOT regression",
             with(passing(), |e| replace_speed(e, "kimi", &[0.06, 0.061, 0.059])),
             None,
-            "result fail\nE2E performance fail kimi: TPOT +6.0% [+5.4%, +6.6%] at c=64, 3 pairs",
+            "result fail\nE2E performance fail kimi: TPOT +6.0% [+5.8%, +6.2%] at c=64, 3 pairs",
         ),
         (
             "a perf PR without a gain",
@@ -366,6 +366,34 @@ fn every_rule_decides_on_fixture_evidence() {
             passing(),
             Some("[Fix] ds: faster"),
             "result pass\nRules warn -: the scope 'ds' names no model this PR touches (touched: kimi, glm) and is not one of common, ci, docs, test, maintainer, all",
+        ),
+        (
+            "a base that could not run hides no PR failure",
+            with(passing(), |e| {
+                e.retain(|r| !(r.model.as_deref() == Some("kimi") && r.check == Check::UnitTests));
+                e.push(record(
+                    Some("kimi"),
+                    Check::UnitTests,
+                    Side::Base,
+                    Outcome::NotRun {
+                        reason: NotRunReason::Timeout,
+                        detail: String::new(),
+                        subject: None,
+                    },
+                ));
+                e.push(tests("kimi", Check::UnitTests, Side::Pr, &["test_new"]));
+            }),
+            None,
+            "result fail\nTests warn kimi: unit tests could not run on the base side: timed out; the PR's results are judged without base\nTests fail kimi: 5 passed, 1 failed, 0 errors, 0 skipped; failing on the PR: test_new; base was not run, so no failure could be found pre-existing",
+        ),
+        (
+            "records of one model from two images",
+            with(passing(), |e| {
+                e[0].provenance.image_digest = Some("sha256:aaa".into());
+                e[1].provenance.image_digest = Some("sha256:bbb".into());
+            }),
+            None,
+            "error in record 1: its image is sha256:bbb, but record 0 of the same model has sha256:aaa: base and PR must run side by side with the same image",
         ),
         (
             "evidence of a model the plan does not have",

@@ -1,0 +1,933 @@
+//! The PR comment: the one place where the author and the reviewers read a PR test. A hidden
+//! marker finds it again; a header names the pinned PR commit, the base commit, the nodes, the
+//! image and the run; while a run goes, a progress table; the checklist in the guideline's
+//! order; what the author must provide; per model, collapsible tables of base against PR and a
+//! Mermaid chart of median TPOT against concurrency; and the plan's scope.
+//!
+//! The layout is the tera template `templates/comment.md.tera`, embedded in the crate. The
+//! engine escapes every string the template prints as Markdown prose
+//! ([`crate::escape::markdown_text`]); the fields named `*_md` (and `summary_html`) are text
+//! this module built from escaped parts, printed as they are. So a field added later is
+//! escaped unless someone decides otherwise.
+//!
+//! GitHub refuses a comment over [`COMMENT_LIMIT`] characters: [`render_comment`] first drops
+//! the per-model details and the scope, then shortens the lists, then keeps only each
+//! section's state, and says so with a pointer to the full report. [`render_full_report`]
+//! keeps everything. Posting, finding the comment again and uploading the full report are the
+//! binary's business.
+
+use std::fmt::Write as _;
+
+use prgate_gate::verdict::{Confidence, Item, Numbers, State, Verdict};
+use prgate_scope::plan::{Plan, Tier};
+use serde::Serialize;
+
+use crate::escape::{MarkdownPlace, html_text, markdown_code, markdown_text};
+
+/// The hidden first line that identifies prgate's comment on a PR (with the bot's login: a
+/// comment by someone else that carries it is not ours).
+pub const MARKER: &str = "<!-- prgate:amd-pr-test -->";
+
+/// The most characters GitHub takes in a comment's body.
+pub const COMMENT_LIMIT: usize = 65_536;
+
+/// What a comment shows: the verdict so far (`None` before any check has finished), the plan,
+/// the facts of the run and, while it goes, its progress.
+#[derive(Debug, Clone, Copy)]
+pub struct CommentInput<'a> {
+    pub verdict: Option<&'a Verdict>,
+    pub plan: &'a Plan,
+    pub header: &'a Header,
+    pub progress: Option<&'a Progress>,
+    /// Where the full report is, for a comment that had to leave details out.
+    pub full_report: Option<&'a ReportLink>,
+}
+
+/// The facts of a run that the comment's header shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Header {
+    pub pr_number: u64,
+    /// The PR's title, as its author wrote it.
+    pub title: Option<String>,
+    /// The head commit the run pinned: every result is for this commit.
+    pub pr_sha: String,
+    pub base_sha: String,
+    /// The GPU nodes the run used.
+    pub nodes: Vec<String>,
+    /// The container image (a digest or a tag).
+    pub image: Option<String>,
+    /// The workflow run's page.
+    pub run_url: Option<String>,
+}
+
+/// Where a run is: every planned step and its state. The runner fills it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Progress {
+    pub steps: Vec<StepProgress>,
+}
+
+/// One step of a run: a check of a model (or of the common checks, `model: None`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepProgress {
+    pub model: Option<String>,
+    /// The check in words (`unit tests`, `E2E speed`, ...).
+    pub check: String,
+    pub state: StepState,
+}
+
+/// Whether a step has finished, is running or waits for its turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StepState {
+    Done,
+    Running,
+    Waiting,
+}
+
+/// The full report as the workflow uploads it: the file's name and, when known, its URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportLink {
+    pub name: String,
+    pub url: Option<String>,
+}
+
+/// The template could not be rendered: a bug in the template or in the data this crate gives
+/// it, since both are built in.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot render the template {template}")]
+pub struct RenderError {
+    template: &'static str,
+    #[source]
+    source: tera::Error,
+}
+
+/// The comment, at most [`COMMENT_LIMIT`] characters, starting with [`MARKER`].
+pub fn render_comment(input: &CommentInput<'_>) -> Result<String, RenderError> {
+    render_within(
+        input,
+        &Target {
+            marker: true,
+            limit: Limit::Chars(COMMENT_LIMIT),
+            limit_words: "GitHub's limit of 65,536 characters for a comment",
+        },
+    )
+}
+
+/// Everything, with no limit and no marker: the file the workflow uploads as the full report.
+pub fn render_full_report(input: &CommentInput<'_>) -> Result<String, RenderError> {
+    render(input, Detail::Full, &Target { marker: false, limit: Limit::None, limit_words: "" })
+}
+
+/// Whether a comment's body is one prgate wrote: it starts with [`MARKER`]. The binary also
+/// checks the comment's author.
+pub fn is_prgate_comment(body: &str) -> bool {
+    body.trim_start().starts_with(MARKER)
+}
+
+/// Where a rendering goes: with the marker or not, and how much it may hold.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Target {
+    pub(crate) marker: bool,
+    pub(crate) limit: Limit,
+    /// The limit in words, for the note that says what was left out.
+    pub(crate) limit_words: &'static str,
+}
+
+/// How much a rendering may hold.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Limit {
+    None,
+    Chars(usize),
+    Bytes(usize),
+}
+
+impl Limit {
+    fn fits(self, text: &str) -> bool {
+        match self {
+            Limit::None => true,
+            Limit::Chars(max) => text.chars().count() <= max,
+            Limit::Bytes(max) => text.len() <= max,
+        }
+    }
+
+    /// The text cut to fit, with a last line that says so. Only reached when even the
+    /// shortest rendering is too long, which the caps on every field should prevent.
+    fn cut(self, text: &str) -> String {
+        const CUT_NOTE: &str = "\n\n… cut here to fit the limit.\n";
+        let keep = match self {
+            Limit::None => return text.to_owned(),
+            Limit::Chars(max) => max.saturating_sub(CUT_NOTE.chars().count()),
+            Limit::Bytes(max) => max.saturating_sub(CUT_NOTE.len()),
+        };
+        let mut out = String::new();
+        for (count, c) in text.chars().enumerate() {
+            let fits = match self {
+                Limit::Bytes(_) => out.len() + c.len_utf8() <= keep,
+                _ => count < keep,
+            };
+            if !fits {
+                break;
+            }
+            out.push(c);
+        }
+        out.push_str(CUT_NOTE);
+        out
+    }
+}
+
+/// The fullest rendering that fits the target.
+pub(crate) fn render_within(
+    input: &CommentInput<'_>,
+    target: &Target,
+) -> Result<String, RenderError> {
+    let mut text = String::new();
+    for detail in SHRINK_STEPS {
+        text = render(input, detail, target)?;
+        if target.limit.fits(&text) {
+            return Ok(text);
+        }
+    }
+    Ok(target.limit.cut(&text))
+}
+
+/// How much of the report a rendering keeps, from everything to the least that still says what
+/// matters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Detail {
+    /// Everything.
+    Full,
+    /// No per-model details and no scope.
+    NoDetails,
+    /// As `NoDetails`, and at most `items` entries of a list and `text` characters of a text
+    /// from the PR or the verdict.
+    Capped { items: usize, text: usize },
+    /// Each section's state, and counts.
+    Minimal,
+}
+
+/// The renderings tried, fullest first.
+const SHRINK_STEPS: [Detail; 7] = [
+    Detail::Full,
+    Detail::NoDetails,
+    Detail::Capped { items: 50, text: 1_000 },
+    Detail::Capped { items: 30, text: 500 },
+    Detail::Capped { items: 20, text: 300 },
+    Detail::Capped { items: 5, text: 120 },
+    Detail::Minimal,
+];
+
+/// How long a text may be and how many entries a list may have in a minimal rendering.
+const MINIMAL_TEXT: usize = 120;
+const MINIMAL_ITEMS: usize = 3;
+
+impl Detail {
+    fn text_cap(self) -> Option<usize> {
+        match self {
+            Detail::Full | Detail::NoDetails => None,
+            Detail::Capped { text, .. } => Some(text),
+            Detail::Minimal => Some(MINIMAL_TEXT),
+        }
+    }
+
+    fn item_cap(self) -> Option<usize> {
+        match self {
+            Detail::Full | Detail::NoDetails => None,
+            Detail::Capped { items, .. } => Some(items),
+            Detail::Minimal => Some(MINIMAL_ITEMS),
+        }
+    }
+
+    /// Text from the PR or the verdict, shortened to this rendering's cap.
+    fn text(self, text: &str) -> String {
+        match self.text_cap() {
+            Some(cap) => shorten(text, cap),
+            None => text.to_owned(),
+        }
+    }
+}
+
+const TEMPLATE_NAME: &str = "comment.md";
+const TEMPLATE: &str = include_str!("../templates/comment.md.tera");
+
+fn render(
+    input: &CommentInput<'_>,
+    detail: Detail,
+    target: &Target,
+) -> Result<String, RenderError> {
+    let error = |source| RenderError { template: TEMPLATE_NAME, source };
+    let mut tera = tera::Tera::new();
+    tera.add_raw_template(TEMPLATE_NAME, TEMPLATE).map_err(error)?;
+    tera.autoescape_on([".md"]);
+    tera.set_escape_fn(escape_for_template);
+    let context = tera::Context::from_serialize(&view(input, detail, target)).map_err(error)?;
+    let text = tera.render(TEMPLATE_NAME, &context).map_err(error)?;
+    Ok(single_blank_lines(&text))
+}
+
+/// The text with runs of blank lines made one, so that the template can be generous with
+/// them: Markdown needs a blank line between blocks and never more. No block prgate renders
+/// holds two blank lines in a row.
+fn single_blank_lines(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        if line.trim().is_empty() && (out.is_empty() || out.ends_with("\n\n")) {
+            continue;
+        }
+        out.push_str(line);
+    }
+    out
+}
+
+/// The engine's escaping: Markdown prose that is safe in a table cell too.
+fn escape_for_template(text: &str, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    out.write_all(markdown_text(text, MarkdownPlace::TableCell).as_bytes())
+}
+
+/// What the template shows. Strings are escaped by the engine, except the `*_md` and
+/// `*_html` fields, which are built here from escaped parts.
+#[derive(Debug, Serialize)]
+struct View {
+    marker_md: Option<&'static str>,
+    result_md: String,
+    counts_md: String,
+    pr_number: u64,
+    title: Option<String>,
+    header: Vec<HeaderRow>,
+    note_md: Option<String>,
+    progress_md: Option<String>,
+    progress: Vec<ProgressRow>,
+    sections: Vec<SectionView>,
+    author: Vec<String>,
+    author_more: usize,
+    models: Vec<ModelView>,
+    scope_md: Option<String>,
+    footer_md: String,
+}
+
+#[derive(Debug, Serialize)]
+struct HeaderRow {
+    label_md: &'static str,
+    value_md: String,
+}
+
+#[derive(Debug, Serialize)]
+struct ProgressRow {
+    who_md: String,
+    done: String,
+    running: String,
+    waiting: String,
+}
+
+#[derive(Debug, Serialize)]
+struct SectionView {
+    number: usize,
+    title_md: &'static str,
+    state_md: &'static str,
+    /// Whether the items are listed (not in a minimal rendering).
+    items_shown: bool,
+    items: Vec<ItemView>,
+    /// Items not shown.
+    more: usize,
+    /// How many items, in words: `(3 items)`.
+    count_md: String,
+}
+
+#[derive(Debug, Serialize)]
+struct ItemView {
+    state_md: &'static str,
+    who_md: String,
+    check: String,
+    summary: String,
+    rule: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct ModelView {
+    summary_html: String,
+    speed: Vec<SpeedRow>,
+    chart: Option<Chart>,
+    accuracy: Vec<AccuracyRow>,
+    kernels: Vec<KernelRow>,
+    tests: Vec<TestsRow>,
+    empty: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct SpeedRow {
+    concurrency: u32,
+    covered: &'static str,
+    base: String,
+    pr: String,
+    change: String,
+    interval: String,
+    pairs: usize,
+    confidence: &'static str,
+    state_md: &'static str,
+}
+
+/// A Mermaid `xychart-beta` of median TPOT against concurrency: bars for base, a line for the
+/// PR. Every field holds only digits, dots, commas, spaces and the sanitized model name.
+#[derive(Debug, Serialize)]
+struct Chart {
+    title_md: String,
+    x_md: String,
+    base_md: String,
+    pr_md: String,
+}
+
+#[derive(Debug, Serialize)]
+struct AccuracyRow {
+    benchmark: String,
+    base: String,
+    pr: String,
+    difference: String,
+    interval: String,
+    questions: u64,
+    paired: &'static str,
+    p_value: String,
+    tolerance: String,
+    state_md: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+struct KernelRow {
+    kernel: String,
+    base: String,
+    pr: String,
+    change: String,
+    state_md: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+struct TestsRow {
+    suite: String,
+    passed: usize,
+    failed: usize,
+    errors: usize,
+    skipped: usize,
+    pre_existing: usize,
+    state_md: &'static str,
+}
+
+fn view(input: &CommentInput<'_>, detail: Detail, target: &Target) -> View {
+    let verdict = input.verdict;
+    let full = detail == Detail::Full;
+    let (author, author_more) = match verdict {
+        Some(verdict) => {
+            let shown = capped(&verdict.author_must_provide, detail.item_cap());
+            let lines = if detail == Detail::Minimal {
+                Vec::new()
+            } else {
+                shown.iter().map(|line| detail.text(line)).collect()
+            };
+            let more = verdict.author_must_provide.len() - lines.len();
+            (lines, more)
+        }
+        None => (Vec::new(), 0),
+    };
+    View {
+        marker_md: target.marker.then_some(MARKER),
+        result_md: result_md(verdict, input.progress),
+        counts_md: counts_md(verdict),
+        pr_number: input.header.pr_number,
+        title: input.header.title.as_deref().map(|title| detail.text(title)),
+        header: header_rows(input.header, detail),
+        note_md: note_md(detail, target, input.full_report),
+        progress_md: input.progress.map(progress_totals),
+        progress: match (input.progress, detail) {
+            (Some(progress), detail) if detail != Detail::Minimal => {
+                progress_rows(progress, detail)
+            }
+            _ => Vec::new(),
+        },
+        sections: verdict.map(|verdict| sections(verdict, detail)).unwrap_or_default(),
+        author,
+        author_more,
+        models: match verdict {
+            Some(verdict) if full => models(verdict, input.plan),
+            _ => Vec::new(),
+        },
+        scope_md: full.then(|| crate::plan::markdown(input.plan)),
+        footer_md: footer_md(input.header, input.full_report),
+    }
+}
+
+fn result_md(verdict: Option<&Verdict>, progress: Option<&Progress>) -> String {
+    let Some(verdict) = verdict else {
+        return "⏳ AMD PR test: running".to_owned();
+    };
+    let worst = verdict.sections.iter().map(|section| section.state).max();
+    let word = match verdict.result {
+        State::Fail => "❌ AMD PR test: fail",
+        State::Pending if progress.is_some() => "⏳ AMD PR test: running",
+        State::Pending => "⏳ AMD PR test: pending",
+        _ if worst.is_some_and(|state| state > State::Pass) => {
+            "✅ AMD PR test: pass, with warnings"
+        }
+        _ => "✅ AMD PR test: pass",
+    };
+    word.to_owned()
+}
+
+/// How many checklist items are in each state, worst first.
+fn counts_md(verdict: Option<&Verdict>) -> String {
+    let Some(verdict) = verdict else {
+        return "No check has finished yet.".to_owned();
+    };
+    let states = [State::Fail, State::Pending, State::AuthorProvided, State::Warn, State::Pass];
+    let parts: Vec<String> = states
+        .iter()
+        .filter_map(|state| {
+            let count = verdict
+                .sections
+                .iter()
+                .flat_map(|section| &section.items)
+                .filter(|item| item.state == *state)
+                .count();
+            (count > 0).then(|| format!("{count} {}", state_md(*state)))
+        })
+        .collect();
+    if parts.is_empty() { "No checklist items.".to_owned() } else { parts.join(" · ") }
+}
+
+/// A state in words, with an emoji that repeats it: meaning never rests on colour alone.
+fn state_md(state: State) -> &'static str {
+    match state {
+        State::Pass => "✅ pass",
+        State::Warn => "⚠️ warn",
+        State::AuthorProvided => "📝 author-provided",
+        State::Pending => "⏳ pending",
+        State::Fail => "❌ **fail**",
+    }
+}
+
+fn header_rows(header: &Header, detail: Detail) -> Vec<HeaderRow> {
+    let code = |text: &str| markdown_code(&detail.text(text), MarkdownPlace::TableCell);
+    let nodes = capped(&header.nodes, detail.item_cap());
+    let mut nodes_md: Vec<String> = nodes.iter().map(|node| code(node)).collect();
+    if nodes.len() < header.nodes.len() {
+        nodes_md.push(format!("and {} more", header.nodes.len() - nodes.len()));
+    }
+    let dash = || "—".to_owned();
+    vec![
+        HeaderRow { label_md: "PR commit (pinned)", value_md: sha_md(&header.pr_sha, CELL_TEXT) },
+        HeaderRow { label_md: "Base commit", value_md: sha_md(&header.base_sha, CELL_TEXT) },
+        HeaderRow {
+            label_md: "Node(s)",
+            value_md: if nodes_md.is_empty() { dash() } else { nodes_md.join(", ") },
+        },
+        HeaderRow { label_md: "Image", value_md: header.image.as_deref().map_or_else(dash, code) },
+        HeaderRow {
+            label_md: "Run",
+            value_md: header
+                .run_url
+                .as_deref()
+                .and_then(link_target)
+                .map_or_else(dash, |url| format!("[workflow run]({url})")),
+        },
+    ]
+}
+
+/// How long a commit that is not a hash may be when shown, and where it stands.
+const CELL_TEXT: (usize, MarkdownPlace) = (100, MarkdownPlace::TableCell);
+const PARAGRAPH_TEXT: (usize, MarkdownPlace) = (100, MarkdownPlace::Paragraph);
+
+/// A commit: bare when it is a hash (GitHub links it), else as code.
+fn sha_md(sha: &str, (cap, place): (usize, MarkdownPlace)) -> String {
+    let is_sha = (7..=64).contains(&sha.len()) && sha.bytes().all(|b| b.is_ascii_hexdigit());
+    if is_sha {
+        sha.to_owned()
+    } else if sha.is_empty() {
+        "—".to_owned()
+    } else {
+        markdown_code(&shorten(sha, cap), place)
+    }
+}
+
+/// A URL fit for a Markdown link: `http(s)` only, and every character that could end the
+/// link, the table cell or the line percent-encoded.
+fn link_target(url: &str) -> Option<String> {
+    if !(url.starts_with("https://") || url.starts_with("http://")) {
+        return None;
+    }
+    let mut out = String::with_capacity(url.len());
+    for c in url.chars() {
+        if c.is_ascii_alphanumeric() || "-._~:/?#@!$&*+,;=%".contains(c) {
+            out.push(c);
+        } else {
+            let mut buffer = [0; 4];
+            for byte in c.encode_utf8(&mut buffer).bytes() {
+                let _ = write!(out, "%{byte:02X}");
+            }
+        }
+    }
+    Some(out)
+}
+
+fn report_link_md(link: &ReportLink) -> String {
+    let name = markdown_code(&shorten(&link.name, 200), MarkdownPlace::Paragraph);
+    match link.url.as_deref().and_then(link_target) {
+        Some(url) => format!("[{name}]({url})"),
+        None => format!("{name}, uploaded with the run"),
+    }
+}
+
+fn note_md(detail: Detail, target: &Target, link: Option<&ReportLink>) -> Option<String> {
+    let what = match detail {
+        Detail::Full => return None,
+        Detail::NoDetails => "the per-model details and the scope are left out".to_owned(),
+        Detail::Capped { items, .. } => format!(
+            "the per-model details and the scope are left out, lists show at most {items} entries and long texts are shortened"
+        ),
+        Detail::Minimal => "only each section's state is shown".to_owned(),
+    };
+    let mut note = format!("> [!NOTE]\n> To stay within {}, {what}.", target.limit_words);
+    match link {
+        Some(link) => {
+            let _ = write!(note, " The full report: {}.", report_link_md(link));
+        }
+        None => note.push_str(" The full report has everything."),
+    }
+    Some(note)
+}
+
+fn footer_md(header: &Header, link: Option<&ReportLink>) -> String {
+    let mut footer = format!(
+        "<sub>Results are for the pinned commit {}: a later push needs a new run.",
+        sha_md(&header.pr_sha, PARAGRAPH_TEXT)
+    );
+    if let Some(link) = link {
+        let _ = write!(footer, " Full report: {}.", report_link_md(link));
+    }
+    footer.push_str("</sub>");
+    footer
+}
+
+fn progress_totals(progress: &Progress) -> String {
+    let count = |state: StepState| progress.steps.iter().filter(|step| step.state == state).count();
+    format!(
+        "{} of {} steps done, {} running, {} waiting.",
+        count(StepState::Done),
+        progress.steps.len(),
+        count(StepState::Running),
+        count(StepState::Waiting)
+    )
+}
+
+/// One row per model (and the common checks), in the order the steps first name them.
+fn progress_rows(progress: &Progress, detail: Detail) -> Vec<ProgressRow> {
+    let mut owners: Vec<Option<&str>> = Vec::new();
+    for step in &progress.steps {
+        if !owners.contains(&step.model.as_deref()) {
+            owners.push(step.model.as_deref());
+        }
+    }
+    let shown = capped(&owners, detail.item_cap());
+    shown
+        .iter()
+        .map(|owner| {
+            let cell = |state: StepState| {
+                let checks: Vec<&str> = progress
+                    .steps
+                    .iter()
+                    .filter(|step| step.model.as_deref() == *owner && step.state == state)
+                    .map(|step| step.check.as_str())
+                    .collect();
+                if checks.is_empty() {
+                    return "—".to_owned();
+                }
+                let names = capped(&checks, detail.item_cap());
+                let mut text =
+                    names.iter().map(|check| detail.text(check)).collect::<Vec<_>>().join(", ");
+                if names.len() < checks.len() {
+                    let _ = write!(text, " and {} more", checks.len() - names.len());
+                }
+                text
+            };
+            ProgressRow {
+                who_md: owner.map_or_else(
+                    || "common checks".to_owned(),
+                    |model| markdown_code(&detail.text(model), MarkdownPlace::TableCell),
+                ),
+                done: cell(StepState::Done),
+                running: cell(StepState::Running),
+                waiting: cell(StepState::Waiting),
+            }
+        })
+        .collect()
+}
+
+fn sections(verdict: &Verdict, detail: Detail) -> Vec<SectionView> {
+    verdict
+        .sections
+        .iter()
+        .enumerate()
+        .map(|(index, section)| {
+            let items: Vec<ItemView> = if detail == Detail::Minimal {
+                Vec::new()
+            } else {
+                worst_first(&section.items, detail.item_cap())
+                    .into_iter()
+                    .map(|item| item_view(item, detail))
+                    .collect()
+            };
+            SectionView {
+                number: index + 1,
+                title_md: section.name.title(),
+                state_md: state_md(section.state),
+                items_shown: detail != Detail::Minimal,
+                more: section.items.len() - items.len(),
+                count_md: match section.items.len() {
+                    1 => "(1 item)".to_owned(),
+                    count => format!("({count} items)"),
+                },
+                items,
+            }
+        })
+        .collect()
+}
+
+/// At most `cap` items, the worst kept first when some must go; shown in their own order.
+fn worst_first(items: &[Item], cap: Option<usize>) -> Vec<&Item> {
+    let Some(cap) = cap.filter(|cap| *cap < items.len()) else {
+        return items.iter().collect();
+    };
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by_key(|index| std::cmp::Reverse(items[*index].state));
+    let mut kept: Vec<usize> = order.into_iter().take(cap).collect();
+    kept.sort_unstable();
+    kept.into_iter().map(|index| &items[index]).collect()
+}
+
+fn item_view(item: &Item, detail: Detail) -> ItemView {
+    ItemView {
+        state_md: state_md(item.state),
+        who_md: item
+            .model
+            .as_deref()
+            .map(|model| {
+                format!("{} ", markdown_code(&detail.text(model), MarkdownPlace::Paragraph))
+            })
+            .unwrap_or_default(),
+        check: detail.text(&item.check),
+        summary: detail.text(&item.summary),
+        rule: (item.state != State::Pass).then(|| detail.text(&item.rule)),
+    }
+}
+
+/// The models with items in the verdict: the plan's order, then any the plan does not list.
+fn models(verdict: &Verdict, plan: &Plan) -> Vec<ModelView> {
+    let items: Vec<&Item> = verdict.sections.iter().flat_map(|section| &section.items).collect();
+    let mut names: Vec<&str> = plan
+        .models
+        .iter()
+        .map(|model| model.name.as_str())
+        .filter(|name| items.iter().any(|item| item.model.as_deref() == Some(*name)))
+        .collect();
+    for item in &items {
+        if let Some(model) = item.model.as_deref()
+            && !names.contains(&model)
+        {
+            names.push(model);
+        }
+    }
+    names
+        .into_iter()
+        .map(|name| {
+            let own: Vec<&Item> =
+                items.iter().copied().filter(|item| item.model.as_deref() == Some(name)).collect();
+            let tier = plan.models.iter().find(|model| model.name == name).map(|model| model.tier);
+            model_view(name, tier, &own)
+        })
+        .collect()
+}
+
+fn model_view(name: &str, tier: Option<Tier>, items: &[&Item]) -> ModelView {
+    let state = items.iter().map(|item| item.state).max().unwrap_or(State::Pass);
+    let tier = tier.map(|tier| format!(" · {} tier", tier.as_str())).unwrap_or_default();
+    let mut view = ModelView {
+        summary_html: format!("<code>{}</code>{tier} · {}", html_text(name), state_html(state)),
+        speed: Vec::new(),
+        chart: None,
+        accuracy: Vec::new(),
+        kernels: Vec::new(),
+        tests: Vec::new(),
+        empty: false,
+    };
+    for item in items {
+        let state_md = state_md(item.state);
+        match &item.numbers {
+            Some(Numbers::Speed {
+                concurrency,
+                covered,
+                base_ms,
+                pr_ms,
+                change,
+                interval,
+                pairs,
+                confidence,
+            }) => view.speed.push(SpeedRow {
+                concurrency: *concurrency,
+                covered: if *covered { "yes" } else { "no: not judged" },
+                base: milliseconds(*base_ms),
+                pr: milliseconds(*pr_ms),
+                change: change.map_or_else(unknown, percent),
+                interval: interval.map_or_else(unknown, |(low, high)| {
+                    format!("{} to {}", percent(low), percent(high))
+                }),
+                pairs: *pairs,
+                confidence: match confidence {
+                    Confidence::High => "high",
+                    Confidence::Low => "low: at the pair cap",
+                    Confidence::Open => "open",
+                },
+                state_md,
+            }),
+            Some(Numbers::Accuracy {
+                benchmark,
+                base,
+                pr,
+                difference,
+                interval,
+                questions,
+                paired,
+                p_value,
+                tolerance,
+            }) => view.accuracy.push(AccuracyRow {
+                benchmark: benchmark.clone(),
+                base: format!("{:.1}%", base * 100.0),
+                pr: format!("{:.1}%", pr * 100.0),
+                difference: points(*difference),
+                interval: format!("{} to {}", points(interval.0), points(interval.1)),
+                questions: *questions,
+                paired: if *paired { "yes" } else { "no" },
+                p_value: if *p_value < 0.001 {
+                    "< 0.001".to_owned()
+                } else {
+                    format!("{p_value:.3}")
+                },
+                tolerance: format!("{:.1} points", tolerance * 100.0),
+                state_md,
+            }),
+            Some(Numbers::Kernel { kernel, base_us, pr_us, change }) => {
+                view.kernels.push(KernelRow {
+                    kernel: kernel.clone(),
+                    base: format!("{base_us:.1}"),
+                    pr: format!("{pr_us:.1}"),
+                    change: percent(*change),
+                    state_md,
+                })
+            }
+            Some(Numbers::Tests { passed, failed, skipped, errors, pre_existing }) => {
+                view.tests.push(TestsRow {
+                    suite: item.check.clone(),
+                    passed: *passed,
+                    failed: *failed,
+                    errors: *errors,
+                    skipped: *skipped,
+                    pre_existing: *pre_existing,
+                    state_md,
+                })
+            }
+            None => {}
+        }
+    }
+    view.chart = chart(name, items);
+    view.empty = view.speed.is_empty()
+        && view.accuracy.is_empty()
+        && view.kernels.is_empty()
+        && view.tests.is_empty();
+    view
+}
+
+/// The state for the HTML of a `<summary>`, where Markdown is not parsed.
+fn state_html(state: State) -> &'static str {
+    match state {
+        State::Fail => "❌ <b>fail</b>",
+        other => state_md(other),
+    }
+}
+
+/// The chart of median TPOT against concurrency, when at least two concurrencies have both
+/// medians.
+fn chart(name: &str, items: &[&Item]) -> Option<Chart> {
+    let points: Vec<(u32, f64, f64)> =
+        items
+            .iter()
+            .filter_map(|item| match item.numbers {
+                Some(Numbers::Speed {
+                    concurrency, base_ms: Some(base), pr_ms: Some(pr), ..
+                }) if base.is_finite() && pr.is_finite() => Some((concurrency, base, pr)),
+                _ => None,
+            })
+            .collect();
+    if points.len() < 2 {
+        return None;
+    }
+    let join = |values: Vec<String>| values.join(", ");
+    Some(Chart {
+        title_md: format!("{} median TPOT", chart_label(name)),
+        x_md: join(points.iter().map(|(c, _, _)| format!("\"{c}\"")).collect()),
+        base_md: join(points.iter().map(|(_, base, _)| format!("{base:.2}")).collect()),
+        pr_md: join(points.iter().map(|(_, _, pr)| format!("{pr:.2}")).collect()),
+    })
+}
+
+/// A label Mermaid cannot read as syntax: letters, digits, `_`, `-`, `.` and spaces only,
+/// at most 40 characters.
+fn chart_label(text: &str) -> String {
+    text.chars()
+        .take(40)
+        .map(
+            |c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ' ') {
+                    c
+                } else {
+                    '_'
+                }
+            },
+        )
+        .collect()
+}
+
+fn milliseconds(value: Option<f64>) -> String {
+    value.map_or_else(unknown, |ms| format!("{ms:.2}"))
+}
+
+fn percent(fraction: f64) -> String {
+    format!("{}%", signed_tenths(fraction * 100.0))
+}
+
+fn points(fraction: f64) -> String {
+    signed_tenths(fraction * 100.0)
+}
+
+/// A number with its sign and one decimal; what rounds to zero is `+0.0`, never `-0.0`.
+fn signed_tenths(value: f64) -> String {
+    let value = if value.abs() < 0.05 { 0.0 } else { value };
+    format!("{value:+.1}")
+}
+
+fn unknown() -> String {
+    "—".to_owned()
+}
+
+/// The first `cap` entries of a list (all without a cap).
+fn capped<T>(list: &[T], cap: Option<usize>) -> &[T] {
+    match cap {
+        Some(cap) if cap < list.len() => &list[..cap],
+        _ => list,
+    }
+}
+
+/// At most `cap` characters, the last an ellipsis when the text was longer.
+pub(crate) fn shorten(text: &str, cap: usize) -> String {
+    if text.chars().count() <= cap {
+        return text.to_owned();
+    }
+    let mut short: String = text.chars().take(cap.saturating_sub(1)).collect();
+    short.push('…');
+    short
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,449 @@
+//! The comment on representative verdicts from the real gate (snapshots), its size limit, and
+//! text from a hostile PR. Every rendering is checked for what GitHub would act on: raw HTML,
+//! a second marker or its end, mentions, math, and tables whose rows lost or gained a cell.
+
+use prgate_gate::evidence::{Check, Evidence, NotRunReason, Outcome, Side};
+use prgate_gate::verdict::Verdict;
+use prgate_scope::codeowners::{CodeownersFacts, CodeownersLineChange, LineChangeKind};
+use prgate_scope::plan::{Plan, Tier};
+
+use super::*;
+use crate::fixture::{
+    accuracy, header, judged, model, not_run, passing, plan, record, replace_speed, standard_plan,
+    tests,
+};
+
+fn link() -> ReportLink {
+    ReportLink {
+        name: "prgate-report.md".into(),
+        url: Some("https://github.com/org/models/actions/runs/123456/artifacts/789".into()),
+    }
+}
+
+/// The comment for a verdict (or none yet), checked for inert text and the limit.
+fn check(
+    plan: &Plan,
+    verdict: Option<&Verdict>,
+    header: &Header,
+    progress: Option<&Progress>,
+) -> String {
+    let link = link();
+    let input = CommentInput { verdict, plan, header, progress, full_report: Some(&link) };
+    let comment = render_comment(&input).expect("the comment renders");
+    assert!(comment.chars().count() <= COMMENT_LIMIT, "{} characters", comment.chars().count());
+    assert_inert(&comment);
+    comment
+}
+
+fn with(mut evidence: Vec<Evidence>, change: impl FnOnce(&mut Vec<Evidence>)) -> Vec<Evidence> {
+    change(&mut evidence);
+    evidence
+}
+
+fn codeowners_edit() -> CodeownersFacts {
+    CodeownersFacts {
+        path: ".github/CODEOWNERS".into(),
+        in_base: true,
+        in_head: true,
+        head_path: Some(".github/CODEOWNERS".into()),
+        file_changes: vec![],
+        line_changes: vec![CodeownersLineChange {
+            kind: LineChangeKind::Modified,
+            base_line: Some(3),
+            head_line: Some(3),
+            base_text: Some("/models/kimi_k31/ @org/kimi-team".into()),
+            head_text: Some("/models/kimi_k31/ @mallory".into()),
+            owner_changes: vec![],
+            owner_changes_total: 0,
+            new_models_only: vec![],
+        }],
+        invalid_lines: vec![],
+    }
+}
+
+#[test]
+fn representative_verdicts() {
+    let standard = standard_plan();
+    let mut codeowners = standard_plan();
+    codeowners.codeowners = codeowners_edit();
+    let no_readme = plan(
+        vec![model("kimi_k31", Tier::Full, Some(false)), model("glm5", Tier::Smoke, None)],
+        true,
+    );
+    let cases: Vec<(&str, &Plan, Vec<Evidence>, &str)> = vec![
+        ("all_pass", &standard, passing(), "[Fix] [MI355X] kimi_k31: a fix"),
+        (
+            "tpot_failure",
+            &standard,
+            with(passing(), |e| replace_speed(e, "kimi_k31", 64, 20.1, &[0.06, 0.061, 0.059])),
+            "[Fix] [MI355X] kimi_k31: a fix",
+        ),
+        ("perf_without_gain", &standard, passing(), "[Perf] [MI355X] kimi_k31: faster decode"),
+        ("codeowners_failure", &codeowners, passing(), "[Fix] [MI355X] kimi_k31: a fix"),
+        (
+            "coverage_gaps",
+            &no_readme,
+            with(passing(), |e| {
+                e.push(not_run(
+                    Some("kimi_k31"),
+                    Check::Accuracy,
+                    NotRunReason::GatedDataset,
+                    "",
+                    Some("gpqa-diamond"),
+                ));
+                e.retain(|r| {
+                    !(r.model.as_deref() == Some("glm5") && r.check == Check::ServingTests)
+                });
+                e.push(not_run(
+                    Some("glm5"),
+                    Check::ServingTests,
+                    NotRunReason::HardwareAbsent,
+                    "needs 8 GPUs, the node has 4",
+                    None,
+                ));
+            }),
+            "[Fix] [MI355X] kimi_k31: a fix without every benchmark",
+        ),
+    ];
+    for (name, plan, evidence, title) in cases {
+        let verdict = judged(plan, &evidence, Some(title));
+        insta::assert_snapshot!(name, check(plan, Some(&verdict), &header(title), None));
+    }
+}
+
+fn step(model: Option<&str>, check: &str, state: StepState) -> StepProgress {
+    StepProgress { model: model.map(str::to_owned), check: check.into(), state }
+}
+
+#[test]
+fn a_run_in_progress_shows_what_is_done_running_and_waiting() {
+    let plan = standard_plan();
+    let title = "[Fix] [MI355X] kimi_k31: a fix";
+    let mut steps = Vec::new();
+    for model in ["kimi_k31", "glm5"] {
+        for check in ["unit tests", "kernel tests", "serving tests", "monokernel routing"] {
+            steps.push(step(Some(model), check, StepState::Done));
+        }
+    }
+    steps.push(step(Some("glm5"), "E2E speed", StepState::Done));
+    steps.push(step(Some("kimi_k31"), "E2E speed", StepState::Running));
+    steps.push(step(Some("kimi_k31"), "accuracy", StepState::Waiting));
+    steps.push(step(Some("kimi_k31"), "kernel timing", StepState::Waiting));
+    steps.push(step(None, "common tests", StepState::Done));
+    let progress = Progress { steps };
+    let evidence = with(passing(), |e| {
+        e.retain(|r| {
+            !(r.model.as_deref() == Some("kimi_k31")
+                && matches!(r.check, Check::Speed | Check::Accuracy | Check::KernelTiming))
+        })
+    });
+    let verdict = judged(&plan, &evidence, Some(title));
+    insta::assert_snapshot!(
+        "in_progress",
+        check(&plan, Some(&verdict), &header(title), Some(&progress))
+    );
+
+    let waiting = Progress {
+        steps: progress
+            .steps
+            .iter()
+            .map(|s| StepProgress { state: StepState::Waiting, ..s.clone() })
+            .collect(),
+    };
+    insta::assert_snapshot!("nothing_finished", check(&plan, None, &header(title), Some(&waiting)));
+}
+
+/// Many full-tier models, each with failing tests of long names and several speed cells.
+fn huge_verdict() -> (Plan, Verdict) {
+    let names: Vec<String> = (0..120).map(|n| format!("model_{n:03}")).collect();
+    let plan = plan(names.iter().map(|name| model(name, Tier::Full, Some(true))).collect(), true);
+    let mut evidence = vec![
+        tests(None, Check::CommonTests, Side::Base, &[]),
+        tests(None, Check::CommonTests, Side::Pr, &[]),
+    ];
+    let long_names: Vec<String> =
+        (0..12).map(|n| format!("test_{n}_{}", "very_long_parametrized_case_".repeat(6))).collect();
+    let failing: Vec<&str> = long_names.iter().map(String::as_str).collect();
+    for name in &names {
+        for check in [Check::UnitTests, Check::KernelTests, Check::ServingTests] {
+            evidence.push(tests(Some(name), check, Side::Base, &[]));
+            evidence.push(tests(Some(name), check, Side::Pr, &failing));
+        }
+        evidence.push(record(
+            Some(name),
+            Check::Routing,
+            Side::Pr,
+            Outcome::Routing { routed: true, line: Some("monokernel: routed".into()) },
+        ));
+        let answers: Vec<bool> = (0..100).map(|i| i % 4 != 0).collect();
+        evidence.push(accuracy(name, Side::Base, "gsm8k", &answers));
+        evidence.push(accuracy(name, Side::Pr, "gsm8k", &answers));
+        evidence.push(crate::fixture::kernels(name, Side::Base, "moe_ring", 100.0));
+        evidence.push(crate::fixture::kernels(name, Side::Pr, "moe_ring", 100.0));
+        for concurrency in [1, 4, 16, 64, 128] {
+            evidence.extend(crate::fixture::speed(
+                name,
+                concurrency,
+                true,
+                10.0 + f64::from(concurrency) / 10.0,
+                &[0.001, -0.002, 0.0],
+            ));
+        }
+    }
+    let verdict = judged(&plan, &evidence, Some("[Fix] [MI355X] common: a shared fix"));
+    (plan, verdict)
+}
+
+#[test]
+fn a_huge_verdict_shrinks_to_the_limit_and_keeps_the_marker_and_the_checklist() {
+    let (plan, verdict) = huge_verdict();
+    let header = header("[Fix] [MI355X] common: a shared fix");
+    let link = link();
+    let input = CommentInput {
+        verdict: Some(&verdict),
+        plan: &plan,
+        header: &header,
+        progress: None,
+        full_report: Some(&link),
+    };
+    let full = render_full_report(&input).expect("the full report renders");
+    assert!(full.chars().count() > COMMENT_LIMIT, "the fixture must be over the limit");
+    assert!(!full.contains(MARKER));
+
+    let comment = check(&plan, Some(&verdict), &header, None);
+    assert!(comment.starts_with(MARKER));
+    assert!(is_prgate_comment(&comment));
+    for section in
+        ["Rules", "Scope", "Accuracy", "Kernel microbenchmark", "E2E performance", "Tests", "Doc"]
+    {
+        assert!(comment.contains(&format!(". {section}**: ")), "section {section} is missing");
+    }
+    assert!(comment.contains("> [!NOTE]\n> To stay within GitHub's limit of 65,536 characters"));
+    assert!(comment.contains(
+        "[`prgate-report.md`](https://github.com/org/models/actions/runs/123456/artifacts/789)"
+    ));
+    assert!(!comment.contains("<details><summary><code>model_"), "per-model details go first");
+    assert!(comment.contains("❌ **fail** · `model_000` unit-tests"), "failures are kept");
+
+    // The last resort, for a limit that even the shortest rendering passes: a cut that says so.
+    let size = |limit: Limit, text: &str| match limit {
+        Limit::Bytes(_) => text.len(),
+        _ => text.chars().count(),
+    };
+    for limit in [Limit::Chars(500), Limit::Bytes(500)] {
+        let target = Target { marker: true, limit, limit_words: "a tiny limit" };
+        let cut = render_within(&input, &target).expect("renders");
+        assert!(cut.starts_with(MARKER) && cut.ends_with("… cut here to fit the limit.\n"));
+        assert!((490..=500).contains(&size(limit, &cut)), "{limit:?}: {}", size(limit, &cut));
+    }
+}
+
+#[test]
+fn no_text_is_long_enough_to_pass_the_limit() {
+    let plan = standard_plan();
+    let title = format!("[Fix] {}", "@everyone <b>x</b> ".repeat(20_000));
+    let evidence = with(passing(), |e| {
+        e.retain(|r| {
+            !(r.model.as_deref() == Some("glm5")
+                && r.check == Check::UnitTests
+                && r.side == Side::Pr)
+        });
+        let name = "x".repeat(200_000);
+        e.push(tests(Some("glm5"), Check::UnitTests, Side::Pr, &[name.as_str()]));
+    });
+    let verdict = judged(&plan, &evidence, Some(&title));
+    let mut header = header(&title);
+    header.nodes = (0..10_000).map(|n| format!("node-{n}")).collect();
+    let comment = check(&plan, Some(&verdict), &header, None);
+    assert!(comment.contains("**1. Rules**"), "{comment}");
+}
+
+#[test]
+fn text_from_a_hostile_pr_is_inert() {
+    let hostile = "x\"] --> y <img src=x onerror=alert(1)> @admin </details> | `a` ``` $\\color{red}{X}$ <!-- \n| x |";
+    let title = format!("[Fix] [MI355X] kimi_k31: {hostile}");
+    let plan = standard_plan();
+    let evidence = with(passing(), |e| {
+        e.retain(|r| {
+            !(r.model.as_deref() == Some("kimi_k31")
+                && r.check == Check::UnitTests
+                && r.side == Side::Pr)
+        });
+        e.push(tests(
+            Some("kimi_k31"),
+            Check::UnitTests,
+            Side::Pr,
+            &[
+                "test_<script>alert(1)</script>",
+                "test_@octocat[-->]",
+                "test_`|`\n| injected | row |",
+            ],
+        ));
+        e.retain(|r| r.check != Check::KernelTiming);
+        e.push(crate::fixture::kernels("kimi_k31", Side::Base, hostile, 100.0));
+        e.push(crate::fixture::kernels("kimi_k31", Side::Pr, hostile, 120.0));
+    });
+    let verdict = judged(&plan, &evidence, Some(&title));
+    let mut header = header(&title);
+    header.nodes = vec![format!("node {hostile}")];
+    header.image = Some(hostile.to_owned());
+    header.run_url = Some("https://example.com/run?q=a b)(<x>|".into());
+    header.pr_sha = hostile.to_owned();
+    let comment = check(&plan, Some(&verdict), &header, None);
+    // Code spans show text literally: GitHub neither parses HTML nor mentions anyone there.
+    let prose = outside_code(&comment).join("\n");
+    for raw in ["@admin", "@octocat", "<img", "<script", "</details> \\|", "$\\color"] {
+        assert!(!prose.contains(raw), "{raw} is raw outside code");
+    }
+    assert!(prose.contains("@&#8203;admin &lt;/details&gt; \\| \\`a\\`"));
+    assert!(comment.contains("(https://example.com/run?q=a%20b%29%28%3Cx%3E%7C)"));
+    insta::assert_snapshot!("hostile", comment);
+
+    // A model's name reaches a Mermaid chart: only letters, digits, `_`, `-`, `.` and spaces
+    // are left of it there.
+    assert_eq!(chart_label("kimi\"]\n%%{init: {}}%%"), "kimi______init_ _____");
+}
+
+#[test]
+fn the_full_report_keeps_everything_and_has_no_marker() {
+    let plan = standard_plan();
+    let title = "[Fix] [MI355X] kimi_k31: a fix";
+    let verdict = judged(&plan, &passing(), Some(title));
+    let header = header(title);
+    let input = CommentInput {
+        verdict: Some(&verdict),
+        plan: &plan,
+        header: &header,
+        progress: None,
+        full_report: None,
+    };
+    let full = render_full_report(&input).expect("renders");
+    let comment = render_comment(&input).expect("renders");
+    assert_eq!(comment, format!("{MARKER}\n{full}"));
+    assert!(!is_prgate_comment(&full));
+    assert!(is_prgate_comment(&format!("\n{comment}")));
+}
+
+/// What GitHub parses as Markdown and HTML: the text without fenced code blocks and code
+/// spans (whose content is shown literally).
+fn outside_code(markdown: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut in_fence = false;
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            in_fence = !in_fence;
+            continue;
+        }
+        if !in_fence {
+            lines.push(without_code_spans(line));
+        }
+    }
+    assert!(!in_fence, "a fenced block is not closed");
+    lines
+}
+
+/// A line with its code spans replaced by `CODE`, following CommonMark: a backslash escapes
+/// the next punctuation, a run of backticks opens a span that the next run of the same
+/// length closes.
+fn without_code_spans(line: &str) -> String {
+    let chars: Vec<char> = line.chars().collect();
+    let run_at = |at: usize| chars[at..].iter().take_while(|c| **c == '`').count();
+    let mut out = String::new();
+    let mut at = 0;
+    while at < chars.len() {
+        match chars[at] {
+            '\\' if chars.get(at + 1).is_some_and(char::is_ascii_punctuation) => {
+                out.push('\\');
+                out.push(chars[at + 1]);
+                at += 2;
+            }
+            '`' => {
+                let run = run_at(at);
+                let mut close = None;
+                let mut next = at + run;
+                while next < chars.len() {
+                    if chars[next] == '`' {
+                        let other = run_at(next);
+                        if other == run {
+                            close = Some(next);
+                            break;
+                        }
+                        next += other;
+                    } else {
+                        next += 1;
+                    }
+                }
+                match close {
+                    Some(close) => {
+                        out.push_str("CODE");
+                        at = close + run;
+                    }
+                    None => {
+                        out.push_str(&"`".repeat(run));
+                        at += run;
+                    }
+                }
+            }
+            c => {
+                out.push(c);
+                at += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The comment starts with the marker, which nothing else opens or closes; outside code there
+/// is no HTML but prgate's own tags, no mention and no math; every table row has its table's
+/// cells.
+fn assert_inert(comment: &str) {
+    assert!(comment.starts_with(&format!("{MARKER}\n")), "the marker comes first");
+    let lines = outside_code(comment);
+    let prose = lines.join("\n");
+    assert_eq!(prose.matches("<!--").count(), 1, "only the marker opens a comment");
+    assert_eq!(prose.find("-->"), Some(MARKER.len() - 3), "only the marker closes one");
+    assert_eq!(prose.matches("-->").count(), 1, "only the marker closes a comment");
+    const TAGS: [&str; 12] = [
+        MARKER,
+        "<details>",
+        "</details>",
+        "<summary>",
+        "</summary>",
+        "<code>",
+        "</code>",
+        "<b>",
+        "</b>",
+        "<sub>",
+        "</sub>",
+        "<br>",
+    ];
+    for (at, _) in prose.match_indices('<') {
+        let rest: String = prose[at..].chars().take(40).collect();
+        assert!(TAGS.iter().any(|tag| rest.starts_with(tag)), "raw HTML: {rest}");
+    }
+    for (at, _) in prose.match_indices('@') {
+        let next = prose[at + 1..].chars().next();
+        assert!(
+            !next.is_some_and(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+            "a mention: {}",
+            &prose[at..]
+        );
+    }
+    for (at, _) in prose.match_indices('$') {
+        assert!(prose[..at].ends_with('\\'), "math: {}", &prose[at..]);
+    }
+    let cells = |line: &str| {
+        let chars: Vec<char> = line.chars().collect();
+        (0..chars.len()).filter(|i| chars[*i] == '|' && (*i == 0 || chars[i - 1] != '\\')).count()
+    };
+    let mut table: Option<usize> = None;
+    for line in &lines {
+        if line.starts_with('|') {
+            let count = cells(line);
+            let expected = *table.get_or_insert(count);
+            assert_eq!(count, expected, "a row with other cells than its table: {line}");
+        } else {
+            table = None;
+        }
+    }
+}

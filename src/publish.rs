@@ -1,0 +1,233 @@
+//! `prgate report` renders a verdict for people; `prgate publish` puts it on the PR: the one
+//! comment (found again by its marker and our login, edited in place) and the commit status on
+//! the pinned SHA, plus the job summary and annotations when running in GitHub Actions.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use clap::{Args, ValueEnum};
+use prgate_gate::Verdict;
+use prgate_report::comment::{
+    CommentInput, Header, MARKER, ReportLink, render_comment, render_full_report,
+};
+use prgate_report::status::{DEFAULT_CONTEXT, StatusSettings, commit_status};
+use prgate_scope::Plan;
+
+use crate::github::{GitHub, RetryPolicy};
+
+/// What every rendering needs: the plan, the verdict so far, and the run's facts.
+#[derive(Debug, Args)]
+pub(crate) struct RunFacts {
+    /// The plan (`prgate plan --format json`).
+    #[arg(long, value_name = "FILE")]
+    plan: PathBuf,
+    /// The verdict (`prgate gate --format json`); without it the run is shown as starting.
+    #[arg(long, value_name = "FILE")]
+    verdict: Option<PathBuf>,
+    /// The PR's number.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pr: u64,
+    /// The PR's title, shown escaped.
+    #[arg(long, value_name = "TEXT")]
+    title: Option<String>,
+    /// The GPU nodes the run used, comma-separated.
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    nodes: Vec<String>,
+    /// The container image.
+    #[arg(long, value_name = "IMAGE")]
+    image: Option<String>,
+    /// The workflow run's page.
+    #[arg(long, value_name = "URL")]
+    run_url: Option<String>,
+    /// The full report's file name, as the workflow uploads it.
+    #[arg(long, value_name = "NAME", default_value = "prgate-report.md")]
+    report_name: String,
+    /// The full report's URL, when the workflow knows it.
+    #[arg(long, value_name = "URL")]
+    report_url: Option<String>,
+}
+
+/// Render a verdict: the PR comment (markdown), the verdict (json) or the commit status line.
+#[derive(Debug, Args)]
+pub(crate) struct ReportArgs {
+    #[command(flatten)]
+    facts: RunFacts,
+    /// What to print.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Markdown)]
+    format: ReportFormat,
+}
+
+/// The output formats of `prgate report`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ReportFormat {
+    /// The PR comment.
+    Markdown,
+    /// The verdict as JSON.
+    Json,
+    /// The commit status: state, then description.
+    Status,
+}
+
+/// Post the comment and the commit status of a PR test on the pinned SHA.
+///
+/// The token is read from GITHUB_TOKEN, the API from GITHUB_API_URL.
+#[derive(Debug, Args)]
+pub(crate) struct PublishArgs {
+    #[command(flatten)]
+    facts: RunFacts,
+    /// The repository, owner/name.
+    #[arg(long, value_name = "OWNER/NAME", env = "GITHUB_REPOSITORY")]
+    repository: String,
+    /// The pinned head SHA the run tested: the status goes on it.
+    #[arg(long, value_name = "SHA")]
+    sha: String,
+    /// The status's context.
+    #[arg(long, default_value = DEFAULT_CONTEXT)]
+    context: String,
+    /// The login our comments are written by [default: the token's user, or github-actions[bot]].
+    #[arg(long, value_name = "LOGIN", env = "PRGATE_BOT_LOGIN")]
+    bot_login: Option<String>,
+    /// Also write the full report here.
+    #[arg(long, value_name = "FILE")]
+    report_out: Option<PathBuf>,
+}
+
+struct Loaded {
+    plan: Plan,
+    verdict: Option<Verdict>,
+    header: Header,
+    link: ReportLink,
+}
+
+fn load(facts: &RunFacts) -> anyhow::Result<Loaded> {
+    let plan: Plan = read_json(&facts.plan, "plan")?;
+    let verdict: Option<Verdict> =
+        facts.verdict.as_deref().map(|path| read_json(path, "verdict")).transpose()?;
+    let header = Header {
+        pr_number: facts.pr,
+        title: facts.title.clone(),
+        pr_sha: plan.head.sha.clone(),
+        base_sha: plan.merge_base.clone().unwrap_or_else(|| plan.base.sha.clone()),
+        nodes: facts.nodes.clone(),
+        image: facts.image.clone(),
+        run_url: facts.run_url.clone(),
+    };
+    let link = ReportLink { name: facts.report_name.clone(), url: facts.report_url.clone() };
+    Ok(Loaded { plan, verdict, header, link })
+}
+
+impl Loaded {
+    fn input(&self) -> CommentInput<'_> {
+        CommentInput {
+            verdict: self.verdict.as_ref(),
+            plan: &self.plan,
+            header: &self.header,
+            progress: None,
+            full_report: Some(&self.link),
+        }
+    }
+}
+
+pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
+    let loaded = load(&args.facts)?;
+    let text = match args.format {
+        ReportFormat::Markdown => render_comment(&loaded.input())?,
+        ReportFormat::Json => {
+            let verdict = loaded.verdict.as_ref().context("--format json needs --verdict")?;
+            serde_json::to_string_pretty(verdict)? + "\n"
+        }
+        ReportFormat::Status => {
+            let status = commit_status(
+                loaded.verdict.as_ref(),
+                &loaded.plan,
+                None,
+                &StatusSettings::default(),
+            );
+            format!("{}: {}\n", status.state.as_str(), status.description)
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .context("writing to standard output")?;
+    Ok(())
+}
+
+pub(crate) fn publish(args: &PublishArgs) -> anyhow::Result<()> {
+    let loaded = load(&args.facts)?;
+    anyhow::ensure!(args.facts.pr > 0, "--pr is needed to publish");
+    anyhow::ensure!(
+        args.sha == loaded.plan.head.sha,
+        "--sha {} is not the head the plan was made for ({}); a run only reports on its pinned SHA",
+        args.sha,
+        loaded.plan.head.sha
+    );
+    let body = render_comment(&loaded.input())?;
+    if let Some(path) = &args.report_out {
+        let full = render_full_report(&loaded.input())?;
+        std::fs::write(path, full)
+            .with_context(|| format!("writing the full report {}", path.display()))?;
+    }
+    let settings =
+        StatusSettings { context: args.context.clone(), target_url: args.facts.run_url.clone() };
+    let status = commit_status(loaded.verdict.as_ref(), &loaded.plan, None, &settings);
+
+    let token = std::env::var("GITHUB_TOKEN").context("GITHUB_TOKEN is not set")?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let _inside = runtime.enter();
+    let github = GitHub::new(&args.repository, &token, RetryPolicy::from_env())?;
+    runtime.block_on(async {
+        let login = match &args.bot_login {
+            Some(login) => login.clone(),
+            None => github.login().await.unwrap_or_else(|_| "github-actions[bot]".to_owned()),
+        };
+        let outcome = github.upsert_comment(args.facts.pr, MARKER, &login, &body).await?;
+        eprintln!("prgate: comment {outcome:?}");
+        github
+            .set_status(
+                &args.sha,
+                status.state.as_str(),
+                &status.description,
+                &status.context,
+                status.target_url.as_deref(),
+            )
+            .await?;
+        anyhow::Ok(())
+    })?;
+
+    if std::env::var("GITHUB_ACTIONS").is_ok_and(|value| value == "true") {
+        if let Ok(path) = std::env::var("GITHUB_STEP_SUMMARY") {
+            let summary = prgate_report::summary::job_summary(&loaded.input())?;
+            append(Path::new(&path), &summary)?;
+        }
+        if let Some(verdict) = &loaded.verdict {
+            let mut stdout = std::io::stdout().lock();
+            for annotation in prgate_report::summary::annotations(verdict) {
+                writeln!(stdout, "{}", annotation.command())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn append(path: &Path, text: &str) -> anyhow::Result<()> {
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("opening the job summary {}", path.display()))?;
+    file.write_all(text.as_bytes())
+        .with_context(|| format!("writing the job summary {}", path.display()))
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> anyhow::Result<T> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the {what} {}", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("the {what} {} is not valid", path.display()))
+}

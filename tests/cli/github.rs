@@ -1,0 +1,577 @@
+//! prgate against a real HTTP server standing in for GitHub's API (wiremock), with payloads
+//! shaped like GitHub's documented responses: the trigger's checks, pagination, retries.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+use wiremock::matchers::{method, path, query_param};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+use crate::support::{Run, prgate_with_env};
+
+const SHA: &str = "1111111111111111111111111111111111111111";
+const MOVED: &str = "2222222222222222222222222222222222222222";
+const BASE_SHA: &str = "3333333333333333333333333333333333333333";
+
+fn pull_request(head: &str, changed_files: usize) -> Value {
+    json!({
+        "number": 7, "state": "open", "title": "[Perf] [MI355X] kimi_k31: faster",
+        "user": { "login": "author" },
+        "head": { "ref": "topic", "sha": head, "repo": { "full_name": "fork/repo" } },
+        "base": { "ref": "main", "sha": BASE_SHA, "repo": { "full_name": "amd/mono" } },
+        "changed_files": changed_files,
+    })
+}
+
+fn labeled_event(sender: &str, label: &str) -> Value {
+    json!({
+        "action": "labeled",
+        "label": { "name": label },
+        "sender": { "login": sender },
+        "pull_request": { "number": 7, "head": { "sha": SHA, "ref": "topic" } },
+        "repository": { "full_name": "amd/mono" },
+    })
+}
+
+fn permission(role: &str) -> Value {
+    let permission = match role {
+        "admin" => "admin",
+        "maintain" | "write" => "write",
+        _ => "read",
+    };
+    json!({ "permission": permission, "role_name": role, "user": { "login": "someone" } })
+}
+
+async fn mount_get(server: &MockServer, route: &str, body: Value) {
+    Mock::given(method("GET"))
+        .and(path(route))
+        .respond_with(ResponseTemplate::new(200).set_body_json(body))
+        .mount(server)
+        .await;
+}
+
+async fn mount_files(server: &MockServer, files: Vec<Value>) {
+    Mock::given(method("GET"))
+        .and(path("/repos/amd/mono/pulls/7/files"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(Value::Array(files)))
+        .mount(server)
+        .await;
+}
+
+async fn mount_label_removal(server: &MockServer) {
+    Mock::given(method("DELETE"))
+        .and(path("/repos/amd/mono/issues/7/labels/run-ci"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!([])))
+        .expect(1)
+        .mount(server)
+        .await;
+}
+
+/// Runs `prgate trigger` on `event` against `server`, writing into a temporary folder.
+async fn trigger(server: &MockServer, event: &Value) -> (Run, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let event_path = dir.path().join("event.json");
+    std::fs::write(&event_path, event.to_string()).expect("write the event");
+    let uri = server.uri();
+    let out: PathBuf = dir.path().join("out");
+    let run = tokio::task::spawn_blocking(move || {
+        let out = out.to_str().expect("UTF-8").to_owned();
+        prgate_with_env(
+            Path::new("."),
+            &[
+                "trigger",
+                "--event",
+                event_path.to_str().expect("UTF-8"),
+                "--repository",
+                "amd/mono",
+                "--out",
+                &out,
+            ],
+            &[
+                ("GITHUB_API_URL", uri.as_str()),
+                ("GITHUB_TOKEN", "test-token"),
+                ("PRGATE_RETRY_BACKOFF_MS", "10"),
+            ],
+        )
+    })
+    .await
+    .expect("prgate ran");
+    (run, dir)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_maintainer_label_starts_a_run_pinned_to_the_labelled_sha() {
+    let server = MockServer::start().await;
+    mount_get(&server, "/repos/amd/mono/collaborators/lead/permission", permission("maintain"))
+        .await;
+    mount_get(&server, "/repos/amd/mono/pulls/7", pull_request(SHA, 2)).await;
+    mount_files(&server, vec![
+        json!({ "filename": "sgl_amd_mono/models/kimi_k31/layer.py", "status": "modified" }),
+        json!({ "filename": "sgl_amd_mono/models/kimi_k31/new.py", "status": "renamed", "previous_filename": "sgl_amd_mono/models/kimi_k3/old.py" }),
+    ]).await;
+    mount_label_removal(&server).await;
+
+    let (run, dir) = trigger(&server, &labeled_event("lead", "run-ci")).await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let pinned: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out/trigger.json")).expect("trigger.json"),
+    )
+    .expect("JSON");
+    assert_eq!(pinned["sha"], SHA);
+    assert_eq!(pinned["base_sha"], BASE_SHA);
+    assert_eq!(pinned["triggered_by"], "lead");
+    assert_eq!(pinned["files_truncated"], false);
+    let files = std::fs::read_to_string(dir.path().join("out/files.txt")).expect("files.txt");
+    assert_eq!(
+        files,
+        "sgl_amd_mono/models/kimi_k31/layer.py\nsgl_amd_mono/models/kimi_k31/new.py\nsgl_amd_mono/models/kimi_k3/old.py\n"
+    );
+    let requests = server.received_requests().await.expect("requests are recorded");
+    assert!(requests.iter().all(|request| {
+        request
+            .headers
+            .get("authorization")
+            .is_some_and(|auth| auth.to_str().unwrap_or_default().contains("test-token"))
+    }));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_labeller_with_triage_only_is_refused_and_the_label_removed() {
+    let server = MockServer::start().await;
+    mount_get(&server, "/repos/amd/mono/collaborators/helper/permission", permission("triage"))
+        .await;
+    mount_label_removal(&server).await;
+    let (run, _dir) = trigger(&server, &labeled_event("helper", "run-ci")).await;
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr
+            .contains("helper has the triage role; starting a run needs write, maintain or admin"),
+        "{}",
+        run.stderr
+    );
+    let requests = server.received_requests().await.expect("requests are recorded");
+    assert!(
+        !requests.iter().any(|request| request.url.path() == "/repos/amd/mono/pulls/7"),
+        "the PR is not read"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_head_that_moved_after_the_label_stops_the_run() {
+    let server = MockServer::start().await;
+    mount_get(&server, "/repos/amd/mono/collaborators/lead/permission", permission("admin")).await;
+    mount_get(&server, "/repos/amd/mono/pulls/7", pull_request(MOVED, 1)).await;
+    mount_label_removal(&server).await;
+    let (run, dir) = trigger(&server, &labeled_event("lead", "run-ci")).await;
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains(&format!("the head of #7 moved from {SHA} to {MOVED}")),
+        "{}",
+        run.stderr
+    );
+    assert!(!dir.path().join("out/trigger.json").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn other_labels_and_events_start_nothing() {
+    let server = MockServer::start().await;
+    let (run, _dir) = trigger(&server, &labeled_event("lead", "documentation")).await;
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stderr.contains("the label added is 'documentation', not 'run-ci'"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        server.received_requests().await.expect("recorded").is_empty(),
+        "nothing asked of GitHub"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn more_files_than_the_api_lists_are_marked_truncated() {
+    let server = MockServer::start().await;
+    mount_get(&server, "/repos/amd/mono/collaborators/lead/permission", permission("write")).await;
+    mount_get(&server, "/repos/amd/mono/pulls/7", pull_request(SHA, 3500)).await;
+    // Every page is full: the API stops at 30 pages of 100.
+    let page: Vec<Value> = (0..100)
+        .map(|n| json!({ "filename": format!("f/{n}.py"), "status": "modified" }))
+        .collect();
+    Mock::given(method("GET"))
+        .and(path("/repos/amd/mono/pulls/7/files"))
+        .and(query_param("per_page", "100"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(Value::Array(page)))
+        .expect(30)
+        .mount(&server)
+        .await;
+    mount_label_removal(&server).await;
+    let (run, dir) = trigger(&server, &labeled_event("lead", "run-ci")).await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("plan with --files-truncated"), "{}", run.stdout);
+    let pinned: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out/trigger.json")).expect("trigger.json"),
+    )
+    .expect("JSON");
+    assert_eq!(pinned["files_truncated"], true);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_secondary_rate_limit_is_waited_out_as_retry_after_says() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/repos/amd/mono/collaborators/lead/permission"))
+        .respond_with(
+            ResponseTemplate::new(403)
+                .insert_header("retry-after", "1")
+                .set_body_json(json!({ "message": "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.", "documentation_url": "https://docs.github.com/rest" })),
+        )
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    mount_get(&server, "/repos/amd/mono/collaborators/lead/permission", permission("write")).await;
+    mount_get(&server, "/repos/amd/mono/pulls/7", pull_request(SHA, 1)).await;
+    mount_files(&server, vec![json!({ "filename": "a.py", "status": "added" })]).await;
+    mount_label_removal(&server).await;
+    let started = std::time::Instant::now();
+    let (run, _dir) = trigger(&server, &labeled_event("lead", "run-ci")).await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(started.elapsed() >= std::time::Duration::from_secs(1), "retry-after was honoured");
+    assert!(run.stderr.contains("GitHub answered 403 Forbidden to GET"), "{}", run.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dispatch_names_the_pr_and_the_expected_sha() {
+    let server = MockServer::start().await;
+    mount_get(&server, "/repos/amd/mono/collaborators/lead/permission", permission("admin")).await;
+    mount_get(&server, "/repos/amd/mono/pulls/7", pull_request(SHA, 1)).await;
+    mount_files(&server, vec![json!({ "filename": "a.py", "status": "added" })]).await;
+    let event = json!({ "inputs": { "pr": "7", "sha": SHA }, "sender": { "login": "lead" } });
+    let (run, dir) = trigger(&server, &event).await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(dir.path().join("out/trigger.json").exists());
+    let requests = server.received_requests().await.expect("recorded");
+    assert!(
+        !requests.iter().any(|request| request.method.as_str() == "DELETE"),
+        "no label to remove"
+    );
+
+    let bad = json!({ "inputs": { "pr": "7", "sha": "abc" }, "sender": { "login": "lead" } });
+    let (run, _dir) = trigger(&server, &bad).await;
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("the expected head SHA (40 hex digits)"), "{}", run.stderr);
+}
+
+/// A plan and a verdict of a real repository, written as files, for `prgate publish`.
+struct Published {
+    _repo: crate::support::Repo,
+    dir: tempfile::TempDir,
+    head: String,
+}
+
+fn plan_and_verdict() -> Published {
+    let repo = crate::support::Repo::standard();
+    repo.branch("pr", "main").write("pkg/models/alpha/layer.py", "# faster\n");
+    let head = repo.commit("pr");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let plan = crate::support::prgate(
+        repo.path(),
+        &["plan", "--base", "main", "--head", "pr", "--format", "json"],
+    );
+    assert_eq!(plan.code, 0, "{}", plan.stderr);
+    std::fs::write(dir.path().join("plan.json"), plan.stdout).expect("write the plan");
+    std::fs::create_dir(dir.path().join("evidence")).expect("an evidence folder");
+    let plan_path = dir.path().join("plan.json");
+    let evidence = dir.path().join("evidence");
+    let verdict = crate::support::prgate(
+        repo.path(),
+        &[
+            "gate",
+            "--plan",
+            plan_path.to_str().expect("UTF-8"),
+            "--evidence",
+            evidence.to_str().expect("UTF-8"),
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(verdict.code, 1, "pending: {}", verdict.stderr);
+    std::fs::write(dir.path().join("verdict.json"), verdict.stdout).expect("write the verdict");
+    Published { _repo: repo, dir, head }
+}
+
+fn publish_args(published: &Published) -> Vec<String> {
+    let dir = published.dir.path();
+    [
+        "publish",
+        "--repository",
+        "amd/mono",
+        "--pr",
+        "7",
+        "--sha",
+        &published.head,
+        "--bot-login",
+        "prgate-bot",
+        "--plan",
+        dir.join("plan.json").to_str().expect("UTF-8"),
+        "--verdict",
+        dir.join("verdict.json").to_str().expect("UTF-8"),
+        "--title",
+        "[Perf] alpha: faster",
+    ]
+    .iter()
+    .map(|arg| (*arg).to_owned())
+    .collect()
+}
+
+async fn publish(server: &MockServer, args: Vec<String>) -> Run {
+    let uri = server.uri();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        prgate_with_env(
+            Path::new("."),
+            &args,
+            &[
+                ("GITHUB_API_URL", uri.as_str()),
+                ("GITHUB_TOKEN", "test-token"),
+                ("PRGATE_RETRY_BACKOFF_MS", "10"),
+            ],
+        )
+    })
+    .await
+    .expect("prgate ran")
+}
+
+fn comment(id: u64, login: &str, body: &str) -> Value {
+    json!({ "id": id, "body": body, "user": { "login": login, "type": "Bot" }, "created_at": "2026-11-29T10:00:00Z" })
+}
+
+async fn mount_comments_page(server: &MockServer, page: &str, comments: Vec<Value>) {
+    Mock::given(method("GET"))
+        .and(path("/repos/amd/mono/issues/7/comments"))
+        .and(query_param("page", page))
+        .respond_with(ResponseTemplate::new(200).set_body_json(Value::Array(comments)))
+        .mount(server)
+        .await;
+}
+
+async fn mount_status(server: &MockServer, sha: &str) {
+    Mock::given(method("POST"))
+        .and(path(format!("/repos/amd/mono/statuses/{sha}")))
+        .respond_with(
+            ResponseTemplate::new(201).set_body_json(json!({ "id": 1, "state": "pending" })),
+        )
+        .expect(1)
+        .mount(server)
+        .await;
+}
+
+async fn requests(server: &MockServer, verb: &str, route: &str) -> Vec<wiremock::Request> {
+    server
+        .received_requests()
+        .await
+        .expect("recorded")
+        .into_iter()
+        .filter(|request| request.method.as_str() == verb && request.url.path() == route)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_first_comment_is_created_and_the_status_posted_on_the_pinned_sha() {
+    let published = plan_and_verdict();
+    let server = MockServer::start().await;
+    mount_comments_page(&server, "1", vec![]).await;
+    Mock::given(method("POST"))
+        .and(path("/repos/amd/mono/issues/7/comments"))
+        .respond_with(ResponseTemplate::new(201).set_body_json(comment(
+            99,
+            "prgate-bot",
+            "created",
+        )))
+        .expect(1)
+        .mount(&server)
+        .await;
+    mount_status(&server, &published.head).await;
+    let run = publish(&server, publish_args(&published)).await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let posted = requests(&server, "POST", "/repos/amd/mono/issues/7/comments").await;
+    let body: Value = serde_json::from_slice(&posted[0].body).expect("JSON");
+    let text = body["body"].as_str().expect("a body");
+    assert!(text.starts_with(prgate_marker()), "{text}");
+    assert!(text.chars().count() <= 65_536);
+    let status =
+        requests(&server, "POST", &format!("/repos/amd/mono/statuses/{}", published.head)).await;
+    let status: Value = serde_json::from_slice(&status[0].body).expect("JSON");
+    assert_eq!(status["state"], "pending");
+    assert_eq!(status["context"], "AMD PR test");
+    assert!(status["description"].as_str().expect("a description").chars().count() <= 140);
+}
+
+fn prgate_marker() -> &'static str {
+    "<!-- prgate:amd-pr-test -->"
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn our_comment_on_page_three_is_edited_and_someone_elses_copy_left_alone() {
+    let published = plan_and_verdict();
+    let server = MockServer::start().await;
+    let others = |start: u64| -> Vec<Value> {
+        (start..start + 100).map(|id| comment(id, "reviewer", "LGTM")).collect()
+    };
+    let mut page_one = others(1);
+    // Someone else's comment carrying our marker: never ours to edit.
+    page_one[3] = comment(4, "mallory", &format!("{} fake", prgate_marker()));
+    mount_comments_page(&server, "1", page_one).await;
+    mount_comments_page(&server, "2", others(101)).await;
+    mount_comments_page(
+        &server,
+        "3",
+        vec![comment(777, "prgate-bot", &format!("{}\nold run", prgate_marker()))],
+    )
+    .await;
+    Mock::given(method("PATCH"))
+        .and(path("/repos/amd/mono/issues/comments/777"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(comment(777, "prgate-bot", "new")))
+        .expect(1)
+        .mount(&server)
+        .await;
+    mount_status(&server, &published.head).await;
+    let run = publish(&server, publish_args(&published)).await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        requests(&server, "POST", "/repos/amd/mono/issues/7/comments").await.is_empty(),
+        "no new comment"
+    );
+    assert!(
+        requests(&server, "PATCH", "/repos/amd/mono/issues/comments/4").await.is_empty(),
+        "mallory's is left alone"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_comment_that_only_someone_else_marked_gets_ours_beside_it() {
+    let published = plan_and_verdict();
+    let server = MockServer::start().await;
+    mount_comments_page(&server, "1", vec![comment(4, "mallory", prgate_marker())]).await;
+    Mock::given(method("POST"))
+        .and(path("/repos/amd/mono/issues/7/comments"))
+        .respond_with(ResponseTemplate::new(201).set_body_json(comment(5, "prgate-bot", "ours")))
+        .expect(1)
+        .mount(&server)
+        .await;
+    mount_status(&server, &published.head).await;
+    let run = publish(&server, publish_args(&published)).await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_502_on_creation_never_yields_two_comments() {
+    // The 502 hid a success: GitHub created the comment. prgate looks again and edits it.
+    let published = plan_and_verdict();
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/repos/amd/mono/issues/7/comments"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!([])))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    mount_comments_page(
+        &server,
+        "1",
+        vec![comment(31, "prgate-bot", &format!("{}\nhalf", prgate_marker()))],
+    )
+    .await;
+    Mock::given(method("POST"))
+        .and(path("/repos/amd/mono/issues/7/comments"))
+        .respond_with(ResponseTemplate::new(502).set_body_string("Bad Gateway"))
+        .mount(&server)
+        .await;
+    Mock::given(method("PATCH"))
+        .and(path("/repos/amd/mono/issues/comments/31"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(comment(31, "prgate-bot", "new")))
+        .expect(1)
+        .mount(&server)
+        .await;
+    mount_status(&server, &published.head).await;
+    let run = publish(&server, publish_args(&published)).await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(
+        requests(&server, "POST", "/repos/amd/mono/issues/7/comments").await.len(),
+        1,
+        "one creation only"
+    );
+
+    // The 502 was real: nothing was created, so prgate creates it, once.
+    let server = MockServer::start().await;
+    mount_comments_page(&server, "1", vec![]).await;
+    Mock::given(method("POST"))
+        .and(path("/repos/amd/mono/issues/7/comments"))
+        .respond_with(ResponseTemplate::new(502).set_body_string("Bad Gateway"))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/repos/amd/mono/issues/7/comments"))
+        .respond_with(ResponseTemplate::new(201).set_body_json(comment(32, "prgate-bot", "ours")))
+        .mount(&server)
+        .await;
+    mount_status(&server, &published.head).await;
+    let run = publish(&server, publish_args(&published)).await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(requests(&server, "POST", "/repos/amd/mono/issues/7/comments").await.len(), 2);
+    assert_eq!(
+        requests(&server, "GET", "/repos/amd/mono/issues/7/comments").await.len(),
+        2,
+        "it looked again in between"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unchanged_comment_is_not_sent_again() {
+    let published = plan_and_verdict();
+    let dir = published.dir.path();
+    let rendered = crate::support::prgate(
+        Path::new("."),
+        &[
+            "report",
+            "--pr",
+            "7",
+            "--title",
+            "[Perf] alpha: faster",
+            "--plan",
+            dir.join("plan.json").to_str().expect("UTF-8"),
+            "--verdict",
+            dir.join("verdict.json").to_str().expect("UTF-8"),
+        ],
+    );
+    assert_eq!(rendered.code, 0, "{}", rendered.stderr);
+    let server = MockServer::start().await;
+    mount_comments_page(&server, "1", vec![comment(8, "prgate-bot", &rendered.stdout)]).await;
+    mount_status(&server, &published.head).await;
+    let run = publish(&server, publish_args(&published)).await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("Unchanged(8)"), "{}", run.stderr);
+    let edits = server
+        .received_requests()
+        .await
+        .expect("recorded")
+        .into_iter()
+        .filter(|r| r.method.as_str() == "PATCH")
+        .count();
+    assert_eq!(edits, 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn publishing_for_another_sha_than_the_plan_is_refused() {
+    let published = plan_and_verdict();
+    let server = MockServer::start().await;
+    let mut args = publish_args(&published);
+    let at = args.iter().position(|arg| arg == "--sha").expect("--sha") + 1;
+    args[at] = SHA.to_owned();
+    let run = publish(&server, args).await;
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("is not the head the plan was made for"), "{}", run.stderr);
+    assert!(server.received_requests().await.expect("recorded").is_empty());
+}
