@@ -575,3 +575,52 @@ async fn publishing_for_another_sha_than_the_plan_is_refused() {
     assert!(run.stderr.contains("is not the head the plan was made for"), "{}", run.stderr);
     assert!(server.received_requests().await.expect("recorded").is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn in_actions_the_job_summary_and_annotations_are_written() {
+    let published = plan_and_verdict();
+    let server = MockServer::start().await;
+    mount_comments_page(&server, "1", vec![]).await;
+    Mock::given(method("POST"))
+        .and(path("/repos/amd/mono/issues/7/comments"))
+        .respond_with(ResponseTemplate::new(201).set_body_json(comment(1, "prgate-bot", "x")))
+        .mount(&server)
+        .await;
+    mount_status(&server, &published.head).await;
+    let summary = published.dir.path().join("summary.md");
+    std::fs::write(&summary, "earlier step\n").expect("write");
+    let report = published.dir.path().join("full-report.md");
+    let mut args = publish_args(&published);
+    args.extend(["--report-out".to_owned(), report.to_str().expect("UTF-8").to_owned()]);
+    let uri = server.uri();
+    let summary_path = summary.to_str().expect("UTF-8").to_owned();
+    let run = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        prgate_with_env(
+            Path::new("."),
+            &args,
+            &[
+                ("GITHUB_API_URL", uri.as_str()),
+                ("GITHUB_TOKEN", "test-token"),
+                ("GITHUB_ACTIONS", "true"),
+                ("GITHUB_STEP_SUMMARY", summary_path.as_str()),
+            ],
+        )
+    })
+    .await
+    .expect("prgate ran");
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let written = std::fs::read_to_string(&summary).expect("the summary");
+    assert!(
+        written.starts_with("earlier step\n") && written.len() > "earlier step\n".len(),
+        "appended: {written}"
+    );
+    assert!(std::fs::read_to_string(&report).expect("the full report").contains("alpha"));
+    assert!(
+        run.stdout.lines().any(|line| line.starts_with("::warning")
+            || line.starts_with("::error")
+            || line.starts_with("::notice")),
+        "{}",
+        run.stdout
+    );
+}
