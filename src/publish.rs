@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use prgate_gate::Verdict;
 use prgate_report::comment::{
-    CommentInput, Header, MARKER, ReportLink, render_comment, render_full_report,
+    CommentInput, Header, MARKER, Progress, ReportLink, render_comment, render_full_report,
 };
 use prgate_report::status::{DEFAULT_CONTEXT, StatusSettings, commit_status};
 use prgate_scope::Plan;
@@ -25,6 +25,9 @@ pub(crate) struct RunFacts {
     /// The verdict (`prgate gate --format json`); without it the run is shown as starting.
     #[arg(long, value_name = "FILE")]
     verdict: Option<PathBuf>,
+    /// Where the run is (JSON: steps done, running and waiting), for the comment while it goes.
+    #[arg(long, value_name = "FILE")]
+    progress: Option<PathBuf>,
     /// The PR's number.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pr: u64,
@@ -96,6 +99,7 @@ pub(crate) struct PublishArgs {
 struct Loaded {
     plan: Plan,
     verdict: Option<Verdict>,
+    progress: Option<Progress>,
     header: Header,
     link: ReportLink,
 }
@@ -104,6 +108,8 @@ fn load(facts: &RunFacts) -> anyhow::Result<Loaded> {
     let plan: Plan = read_json(&facts.plan, "plan")?;
     let verdict: Option<Verdict> =
         facts.verdict.as_deref().map(|path| read_json(path, "verdict")).transpose()?;
+    let progress: Option<Progress> =
+        facts.progress.as_deref().map(|path| read_json(path, "progress")).transpose()?;
     let header = Header {
         pr_number: facts.pr,
         title: facts.title.clone(),
@@ -114,7 +120,7 @@ fn load(facts: &RunFacts) -> anyhow::Result<Loaded> {
         run_url: facts.run_url.clone(),
     };
     let link = ReportLink { name: facts.report_name.clone(), url: facts.report_url.clone() };
-    Ok(Loaded { plan, verdict, header, link })
+    Ok(Loaded { plan, verdict, progress, header, link })
 }
 
 impl Loaded {
@@ -123,7 +129,7 @@ impl Loaded {
             verdict: self.verdict.as_ref(),
             plan: &self.plan,
             header: &self.header,
-            progress: None,
+            progress: self.progress.as_ref(),
             full_report: Some(&self.link),
         }
     }
@@ -172,7 +178,8 @@ pub(crate) fn publish(args: &PublishArgs) -> anyhow::Result<()> {
     }
     let settings =
         StatusSettings { context: args.context.clone(), target_url: args.facts.run_url.clone() };
-    let status = commit_status(loaded.verdict.as_ref(), &loaded.plan, None, &settings);
+    let status =
+        commit_status(loaded.verdict.as_ref(), &loaded.plan, loaded.progress.as_ref(), &settings);
 
     let token = std::env::var("GITHUB_TOKEN").context("GITHUB_TOKEN is not set")?;
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -31,7 +31,9 @@
 //!   kernel, on one side;
 //! - `speed-pair`: one base run and one PR run at a `concurrency`, the `index` of the pair in
 //!   the order run, whether the monokernels `covered` that concurrency, each run's median TPOT
-//!   (`base_tpot_ms`, `pr_tpot_ms`) and which side ran `first`;
+//!   (`base_tpot_ms`, `pr_tpot_ms`), which side ran `first`, and `family`: how many covered
+//!   cells the run judges together, fixed before it starts (the gate divides alpha over them;
+//!   without it, over the covered cells the evidence holds, which may grow as evidence comes);
 //! - `speed-noise`: the known variance of the log-ratio of two base runs at a `concurrency`
 //!   (`log_ratio_variance`), from a calibration;
 //! - `not-run`: the check could not run: `reason` (`no-checkpoint`, `hardware-absent`,
@@ -132,6 +134,10 @@ pub enum Outcome {
         base_tpot_ms: f64,
         pr_tpot_ms: f64,
         first: Side,
+        /// How many covered cells (all models' covered concurrencies) the run judges together,
+        /// fixed before it starts: the error rate is divided over them.
+        #[serde(default)]
+        family: Option<u32>,
     },
     SpeedNoise {
         concurrency: u32,

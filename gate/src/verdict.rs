@@ -247,7 +247,16 @@ pub fn judge(
 
     let models: Vec<_> =
         plan.models.iter().filter(|model| model.tier != Tier::None && !model.removed).collect();
-    let covered_cells = judge.covered_cells(&models);
+    // The family the run declared, else the covered cells seen so far.
+    let declared = evidence
+        .iter()
+        .filter_map(|record| match record.outcome {
+            Outcome::SpeedPair { family, .. } => family,
+            _ => None,
+        })
+        .max();
+    let covered_cells =
+        declared.map_or_else(|| judge.covered_cells(&models), |family| family as usize);
     for model in &models {
         for &check in planned_checks(model.tier) {
             judge.check(&model.name, check, covered_cells);
@@ -783,6 +792,15 @@ impl<'a> Judge<'a> {
                 .collect()
         };
         let (base, pr) = (samples(Side::Base), samples(Side::Pr));
+        let base_reported = self
+            .records(Some(model), Check::KernelTiming)
+            .iter()
+            .any(|record| record.side == Side::Base);
+        if !base_reported {
+            // Without base's timings no kernel can be compared yet.
+            self.pending(Some(model), Check::KernelTiming);
+            return;
+        }
         let limit = self.config.kernel_max_regression.get();
         for (kernel, pr_us) in &pr {
             let (state, summary, numbers) = match base.get(kernel) {

@@ -60,14 +60,16 @@ pub struct Header {
     pub run_url: Option<String>,
 }
 
-/// Where a run is: every planned step and its state. The runner fills it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Where a run is: every planned step and its state. The runner fills it; as JSON (for
+/// `prgate report --progress`), `{"steps": [{"model": "kimi_k31", "check": "unit tests",
+/// "state": "done"}]}` with states `done`, `running` and `waiting`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Progress {
     pub steps: Vec<StepProgress>,
 }
 
 /// One step of a run: a check of a model (or of the common checks, `model: None`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StepProgress {
     pub model: Option<String>,
     /// The check in words (`unit tests`, `E2E speed`, ...).
@@ -76,7 +78,10 @@ pub struct StepProgress {
 }
 
 /// Whether a step has finished, is running or waits for its turn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
 pub enum StepState {
     Done,
     Running,

@@ -172,6 +172,7 @@ pub(crate) fn speed(
                     base_tpot_ms: base_ms,
                     pr_tpot_ms: base_ms * (1.0 + change),
                     first: Side::Base,
+                    family: None,
                 },
             )
         })

@@ -624,3 +624,38 @@ async fn in_actions_the_job_summary_and_annotations_are_written() {
         run.stdout
     );
 }
+
+#[test]
+fn while_a_run_goes_the_comment_shows_its_progress() {
+    let published = plan_and_verdict();
+    let dir = published.dir.path();
+    let progress = dir.join("progress.json");
+    std::fs::write(
+        &progress,
+        r#"{"steps": [
+            {"model": "alpha", "check": "unit tests", "state": "done"},
+            {"model": "alpha", "check": "E2E speed", "state": "running"},
+            {"model": "beta", "check": "unit tests", "state": "waiting"}
+        ]}"#,
+    )
+    .expect("write the progress");
+    let plan = dir.join("plan.json");
+    let args = [
+        "report",
+        "--pr",
+        "7",
+        "--plan",
+        plan.to_str().expect("UTF-8"),
+        "--progress",
+        progress.to_str().expect("UTF-8"),
+    ];
+    let comment = crate::support::prgate(Path::new("."), &args);
+    assert_eq!(comment.code, 0, "{}", comment.stderr);
+    assert!(comment.stdout.starts_with(prgate_marker()), "{}", comment.stdout);
+    let lower = comment.stdout.to_lowercase();
+    assert!(lower.contains("running") && lower.contains("waiting"), "{}", comment.stdout);
+    let mut status_args = args.to_vec();
+    status_args.extend(["--format", "status"]);
+    let status = crate::support::prgate(Path::new("."), &status_args);
+    assert!(status.stdout.starts_with("pending: "), "{}", status.stdout);
+}

@@ -129,6 +129,7 @@ fn speed(model: &str, concurrency: u32, covered: bool, changes: &[f64]) -> Vec<E
                     base_tpot_ms: 20.0,
                     pr_tpot_ms: 20.0 * (1.0 + change),
                     first: Side::Base,
+                    family: None,
                 },
             )
         })
@@ -387,6 +388,14 @@ fn every_rule_decides_on_fixture_evidence() {
             "result fail\nTests warn kimi: unit tests could not run on the base side: timed out; the PR's results are judged without base\nTests fail kimi: 5 passed, 1 failed, 0 errors, 0 skipped; failing on the PR: test_new; base was not run, so no failure could be found pre-existing",
         ),
         (
+            "kernel timings with no base yet",
+            with(passing(), |e| {
+                e.retain(|r| !(r.check == Check::KernelTiming && r.side == Side::Base))
+            }),
+            None,
+            "result pending\nKernel microbenchmark pending kimi: no evidence of kernel timing yet",
+        ),
+        (
             "records of one model from two images",
             with(passing(), |e| {
                 e[0].provenance.image_digest = Some("sha256:aaa".into());
@@ -420,6 +429,34 @@ fn every_rule_decides_on_fixture_evidence() {
     for (name, evidence, title, expected) in cases {
         assert_eq!(check(&plan, &evidence, title), expected, "case: {name}");
     }
+}
+
+#[test]
+fn a_declared_family_keeps_a_decided_cell_decided_as_other_cells_arrive() {
+    let plan = standard_plan();
+    let config = GateConfig::defaults();
+    let declare = |evidence: &mut Vec<Evidence>| {
+        for record in evidence.iter_mut() {
+            if let Outcome::SpeedPair { family, .. } = &mut record.outcome {
+                *family = Some(3);
+            }
+        }
+    };
+    let loss_state = |evidence: &[Evidence]| {
+        let verdict = judge(&plan, evidence, vec![], false, &config).expect("valid evidence");
+        verdict.sections.iter().find(|s| s.name == SectionName::E2ePerformance).map(|s| s.state)
+    };
+    let mut early = with(passing(), |e| {
+        e.retain(|r| !(r.model.as_deref() == Some("glm") && r.check == Check::Speed));
+        replace_speed(e, "kimi", &[0.05, 0.055, 0.06]);
+    });
+    declare(&mut early);
+    let mut later = early.clone();
+    later.extend(speed("glm", 64, true, &[0.001, -0.001, 0.0]));
+    later.extend(speed("glm", 8, true, &[0.001, -0.001, 0.0]));
+    declare(&mut later);
+    assert_eq!(loss_state(&early), Some(State::Fail));
+    assert_eq!(loss_state(&later), Some(State::Fail), "more cells arriving change nothing");
 }
 
 #[test]
