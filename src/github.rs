@@ -16,6 +16,9 @@ use serde::de::DeserializeOwned;
 const DEFAULT_API_URL: &str = "https://api.github.com";
 /// GitHub lists at most this many items a page.
 const PER_PAGE: usize = 100;
+/// The most pages of comments read: 10,000 comments, and no endless loop on a server that
+/// ignores `page`.
+const MAX_PAGES: usize = 100;
 /// GitHub's API lists at most this many files of a pull request.
 pub(crate) const MAX_LISTED_FILES: usize = 3000;
 
@@ -26,19 +29,22 @@ pub(crate) struct RetryPolicy {
     pub(crate) attempts: u32,
     /// The first backoff; it doubles each time.
     pub(crate) backoff: Duration,
-    /// The longest single wait, whatever the server asks for.
+    /// The longest single wait: a server asking for more is an error.
     pub(crate) max_wait: Duration,
+    /// The least wait after a rate limit that does not say how long.
+    pub(crate) rate_limit_floor: Duration,
 }
 
 impl RetryPolicy {
-    /// The policy: 5 tries, backoff from 1 s, no single wait over 10 minutes.
-    /// `PRGATE_RETRY_BACKOFF_MS` shortens the backoff (the tests use it).
+    /// The policy: 5 tries, backoff from 1 s, a minute after an unexplained rate limit, no
+    /// single wait over 10 minutes. `PRGATE_RETRY_BACKOFF_MS` sets the backoff and the
+    /// rate-limit floor both (the tests use it).
     pub(crate) fn from_env() -> RetryPolicy {
-        let backoff = std::env::var("PRGATE_RETRY_BACKOFF_MS")
-            .ok()
-            .and_then(|ms| ms.parse().ok())
-            .map_or(Duration::from_secs(1), Duration::from_millis);
-        RetryPolicy { attempts: 5, backoff, max_wait: Duration::from_secs(600) }
+        let override_ms: Option<u64> =
+            std::env::var("PRGATE_RETRY_BACKOFF_MS").ok().and_then(|ms| ms.parse().ok());
+        let backoff = override_ms.map_or(Duration::from_secs(1), Duration::from_millis);
+        let rate_limit_floor = override_ms.map_or(Duration::from_secs(60), Duration::from_millis);
+        RetryPolicy { attempts: 5, backoff, max_wait: Duration::from_secs(600), rate_limit_floor }
     }
 }
 
@@ -237,7 +243,7 @@ impl GitHub {
         bot_login: &str,
     ) -> anyhow::Result<Option<(u64, String)>> {
         let mut found = None;
-        for page in 1.. {
+        for page in 1..=MAX_PAGES {
             let comments: Vec<Comment> = self
                 .json(
                     Method::Get,
@@ -250,8 +256,8 @@ impl GitHub {
             for comment in comments {
                 let ours = comment.user.as_ref().is_some_and(|user| user.login == bot_login);
                 let body = comment.body.unwrap_or_default();
-                if ours && body.contains(marker) {
-                    // The last one wins, should there ever be two.
+                // Ours starts with the marker; the oldest wins, should there ever be two.
+                if ours && body.trim_start().starts_with(marker) && found.is_none() {
                     found = Some((comment.id, body));
                 }
             }
@@ -273,6 +279,7 @@ impl GitHub {
         body: &str,
     ) -> anyhow::Result<CommentOutcome> {
         let payload = serde_json::json!({ "body": body });
+        let mut backoff = self.retry.backoff;
         for _ in 0..self.retry.attempts {
             if let Some((id, existing)) = self.find_comment(number, marker, bot_login).await? {
                 if existing == body {
@@ -298,17 +305,30 @@ impl GitHub {
                     bail!("creating the comment on #{number}: {status}: {}", short(&text));
                 }
                 // A 5xx, a rate limit or a network error: the comment may or may not exist now.
-                // Look again before anything else.
-                Ok(_) | Err(_) => tokio::time::sleep(self.retry.backoff).await,
+                // Wait as the server asks (or back off), then look again before anything else.
+                Ok((status, headers, text)) => {
+                    let wait = self.wait_for(status, &headers, &text, backoff)?;
+                    tokio::time::sleep(wait).await;
+                }
+                Err(_) => tokio::time::sleep(backoff).await,
             }
+            backoff = (backoff * 2).min(self.retry.max_wait);
         }
         bail!("creating the comment on #{number}: gave up after {} tries", self.retry.attempts)
     }
 
-    /// The login of the token's user, for finding our own comments.
-    pub(crate) async fn login(&self) -> anyhow::Result<String> {
-        let user: User = self.json(Method::Get, "/user", None).await?;
-        Ok(user.login)
+    /// The login of the token's user, for finding our own comments. `Ok(None)` when the token
+    /// is an app's (GitHub answers 403 "Resource not accessible by integration").
+    pub(crate) async fn login(&self) -> anyhow::Result<Option<String>> {
+        let (status, _, text) = self.call(Method::Get, "/user", None).await?;
+        if status == StatusCode::FORBIDDEN && text.contains("not accessible by integration") {
+            return Ok(None);
+        }
+        if !status.is_success() {
+            bail!("GitHub answered {status} to GET /user: {}", short(&text));
+        }
+        let user: User = serde_json::from_str(&text).context("reading GitHub's answer to /user")?;
+        Ok(Some(user.login))
     }
 
     /// A call whose JSON answer is read into `T`; errors name the call and GitHub's message.
@@ -369,7 +389,7 @@ impl GitHub {
             if last || !retryable(status, &text) {
                 return Ok((status, headers, text));
             }
-            let wait = server_wait(&headers).unwrap_or(backoff).min(self.retry.max_wait);
+            let wait = self.wait_for(status, &headers, &text, backoff)?;
             eprintln!(
                 "prgate: GitHub answered {status} to {} {path}; retrying in {} ms",
                 method_name(method),
@@ -379,6 +399,36 @@ impl GitHub {
             backoff = (backoff * 2).min(self.retry.max_wait);
         }
         bail!("{} {path}: no tries left", method_name(method))
+    }
+}
+
+impl GitHub {
+    /// How long to wait before trying again: what the server asks, or — for a rate limit that
+    /// does not say — at least a minute (GitHub's advice for secondary limits), else the
+    /// backoff. A wait longer than the policy's longest is an error, not a hang.
+    fn wait_for(
+        &self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        body: &str,
+        backoff: Duration,
+    ) -> anyhow::Result<Duration> {
+        let rate_limited =
+            status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::FORBIDDEN;
+        let wait = match server_wait(headers) {
+            Some(wait) => wait,
+            None if rate_limited => backoff.max(self.retry.rate_limit_floor),
+            None => backoff,
+        };
+        if wait > self.retry.max_wait {
+            bail!(
+                "GitHub asks to wait {} s ({status}: {}), longer than prgate waits ({} s)",
+                wait.as_secs(),
+                short(body),
+                self.retry.max_wait.as_secs()
+            );
+        }
+        Ok(wait)
     }
 }
 

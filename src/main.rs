@@ -1,12 +1,12 @@
 //! `prgate`: proves a pull request to a GPU-kernel repository before a reviewer approves it.
 //!
 //! The binary is the shell around the crates: it parses the command line, reads and writes
-//! files, and (later) talks to GitHub. Deciding is scope's and the gate's work, rendering the
-//! report's, running the runner's.
+//! files, and talks to GitHub (`github`, `trigger`, `publish`). Deciding is scope's and the
+//! gate's work, rendering the report's, running the runner's.
 //!
 //! Exit codes, for every subcommand:
-//! - 0: success (for the gate: the PR passed);
-//! - 1: the gate failed the PR;
+//! - 0: success (for the gate: the PR passed; for the trigger: a run starts);
+//! - 1: the gate failed the PR, or checks are pending; the trigger started no run;
 //! - 2: an error: bad input, an unknown ref, an unreadable file. The message on stderr names it.
 
 mod demo;

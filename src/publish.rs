@@ -11,7 +11,7 @@ use prgate_gate::Verdict;
 use prgate_report::comment::{
     CommentInput, Header, MARKER, Progress, ReportLink, render_comment, render_full_report,
 };
-use prgate_report::status::{DEFAULT_CONTEXT, StatusSettings, commit_status};
+use prgate_report::status::{DEFAULT_CONTEXT, StatusSettings, commit_status, error_status};
 use prgate_scope::Plan;
 
 use crate::github::{GitHub, RetryPolicy};
@@ -94,6 +94,12 @@ pub(crate) struct PublishArgs {
     /// Also write the full report here.
     #[arg(long, value_name = "FILE")]
     report_out: Option<PathBuf>,
+    /// The trigger's pin (`prgate trigger`'s trigger.json): its PR and SHA must be these.
+    #[arg(long, value_name = "FILE")]
+    trigger: Option<PathBuf>,
+    /// prgate could not finish: post the `error` state with this reason instead of a verdict's.
+    #[arg(long, value_name = "TEXT")]
+    error: Option<String>,
 }
 
 struct Loaded {
@@ -164,22 +170,40 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
 pub(crate) fn publish(args: &PublishArgs) -> anyhow::Result<()> {
     let loaded = load(&args.facts)?;
     anyhow::ensure!(args.facts.pr > 0, "--pr is needed to publish");
-    anyhow::ensure!(
-        args.sha == loaded.plan.head.sha,
-        "--sha {} is not the head the plan was made for ({}); a run only reports on its pinned SHA",
-        args.sha,
-        loaded.plan.head.sha
-    );
+    check_pinned(args, &loaded)?;
+    let settings =
+        StatusSettings { context: args.context.clone(), target_url: args.facts.run_url.clone() };
+    // `--error`: prgate itself could not finish; the status says so rather than stay pending.
+    let status = match &args.error {
+        Some(problem) => error_status(problem, &settings),
+        None => commit_status(
+            loaded.verdict.as_ref(),
+            &loaded.plan,
+            loaded.progress.as_ref(),
+            &settings,
+        ),
+    };
     let body = render_comment(&loaded.input())?;
     if let Some(path) = &args.report_out {
         let full = render_full_report(&loaded.input())?;
         std::fs::write(path, full)
             .with_context(|| format!("writing the full report {}", path.display()))?;
     }
-    let settings =
-        StatusSettings { context: args.context.clone(), target_url: args.facts.run_url.clone() };
-    let status =
-        commit_status(loaded.verdict.as_ref(), &loaded.plan, loaded.progress.as_ref(), &settings);
+    // The job summary and annotations first: they need no network.
+    if std::env::var("GITHUB_ACTIONS").is_ok_and(|value| value == "true") {
+        if let Ok(path) = std::env::var("GITHUB_STEP_SUMMARY") {
+            write_job_summary(
+                Path::new(&path),
+                &prgate_report::summary::job_summary(&loaded.input())?,
+            )?;
+        }
+        if let Some(verdict) = &loaded.verdict {
+            let mut stdout = std::io::stdout().lock();
+            for annotation in prgate_report::summary::annotations(verdict) {
+                writeln!(stdout, "{}", annotation.command())?;
+            }
+        }
+    }
 
     let token = std::env::var("GITHUB_TOKEN").context("GITHUB_TOKEN is not set")?;
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -189,12 +213,7 @@ pub(crate) fn publish(args: &PublishArgs) -> anyhow::Result<()> {
     let _inside = runtime.enter();
     let github = GitHub::new(&args.repository, &token, RetryPolicy::from_env())?;
     runtime.block_on(async {
-        let login = match &args.bot_login {
-            Some(login) => login.clone(),
-            None => github.login().await.unwrap_or_else(|_| "github-actions[bot]".to_owned()),
-        };
-        let outcome = github.upsert_comment(args.facts.pr, MARKER, &login, &body).await?;
-        eprintln!("prgate: comment {outcome:?}");
+        // The status first: a required check must never stay stale because a comment failed.
         github
             .set_status(
                 &args.sha,
@@ -204,22 +223,66 @@ pub(crate) fn publish(args: &PublishArgs) -> anyhow::Result<()> {
                 status.target_url.as_deref(),
             )
             .await?;
+        let login = match &args.bot_login {
+            Some(login) => login.clone(),
+            None => match github.login().await? {
+                Some(login) => login,
+                // An app's token cannot read /user; in Actions its comments are the bot's.
+                None if std::env::var("GITHUB_ACTIONS").is_ok_and(|value| value == "true") => {
+                    "github-actions[bot]".to_owned()
+                }
+                None => anyhow::bail!(
+                    "this token cannot tell its own login; name it with --bot-login (or PRGATE_BOT_LOGIN)"
+                ),
+            },
+        };
+        let outcome = github.upsert_comment(args.facts.pr, MARKER, &login, &body).await?;
+        eprintln!("prgate: comment {outcome:?}");
         anyhow::Ok(())
     })?;
+    Ok(())
+}
 
-    if std::env::var("GITHUB_ACTIONS").is_ok_and(|value| value == "true") {
-        if let Ok(path) = std::env::var("GITHUB_STEP_SUMMARY") {
-            let summary = prgate_report::summary::job_summary(&loaded.input())?;
-            append(Path::new(&path), &summary)?;
-        }
-        if let Some(verdict) = &loaded.verdict {
-            let mut stdout = std::io::stdout().lock();
-            for annotation in prgate_report::summary::annotations(verdict) {
-                writeln!(stdout, "{}", annotation.command())?;
-            }
-        }
+/// The run reports only on its pinned SHA: `--sha` must be a full SHA, the plan's head, the
+/// verdict's PR commit and the trigger's pin, and `--pr` the trigger's PR.
+fn check_pinned(args: &PublishArgs, loaded: &Loaded) -> anyhow::Result<()> {
+    let sha = &args.sha;
+    anyhow::ensure!(
+        sha.len() == 40 && sha.bytes().all(|byte| byte.is_ascii_hexdigit()),
+        "--sha '{sha}' is not a full commit SHA (40 hex digits)"
+    );
+    anyhow::ensure!(
+        *sha == loaded.plan.head.sha,
+        "--sha {sha} is not the head the plan was made for ({}); a run only reports on its pinned SHA",
+        loaded.plan.head.sha
+    );
+    if let Some(verdict_sha) = loaded.verdict.as_ref().and_then(|verdict| verdict.pr_sha.as_ref()) {
+        anyhow::ensure!(verdict_sha == sha, "the verdict is for {verdict_sha}, not --sha {sha}");
+    }
+    if let Some(path) = &args.trigger {
+        let pinned: crate::trigger::Pinned = read_json(path, "trigger")?;
+        anyhow::ensure!(
+            pinned.sha == *sha && pinned.number == args.facts.pr,
+            "the trigger pinned #{} at {}, not #{} at {sha}",
+            pinned.number,
+            pinned.sha,
+            args.facts.pr
+        );
     }
     Ok(())
+}
+
+/// Appends to the job summary, within GitHub's 1 MiB for the whole file.
+fn write_job_summary(path: &Path, summary: &str) -> anyhow::Result<()> {
+    let existing = std::fs::metadata(path).map(|meta| meta.len() as usize).unwrap_or(0);
+    let limit = prgate_report::summary::JOB_SUMMARY_LIMIT;
+    if existing + summary.len() > limit {
+        eprintln!(
+            "prgate: the job summary would pass GitHub's {limit} bytes ({existing} already there); the full report has it all"
+        );
+        return Ok(());
+    }
+    append(path, summary)
 }
 
 fn append(path: &Path, text: &str) -> anyhow::Result<()> {

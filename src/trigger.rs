@@ -75,7 +75,7 @@ struct DispatchInputs {
 }
 
 /// What a started run is pinned to: written as `trigger.json`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct Pinned {
     pub(crate) number: u64,
     pub(crate) sha: String,
@@ -196,6 +196,15 @@ async fn decide(github: &GitHub, event: &Event, label: &str) -> anyhow::Result<D
         )));
     }
     let files = github.pull_request_files(&pr).await?;
+    // The files are the head's at the time they were listed: make sure it is still the pinned
+    // one, or the plan could come from another commit than the one tested.
+    let again = github.pull_request(number).await?;
+    if again.head.sha != expected_sha {
+        return Ok(Decision::Refuse(format!(
+            "the head of #{number} moved from {expected_sha} to {} while its files were read; a maintainer must start the run again",
+            again.head.sha
+        )));
+    }
     let pinned = Pinned {
         number,
         sha: expected_sha,

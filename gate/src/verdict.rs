@@ -7,6 +7,7 @@
 //! ```json
 //! {
 //!   "schema_version": 1,
+//!   "pr_sha": "<40 hex>",                   // the plan's head: the commit judged
 //!   "result": "fail",                       // pass, fail or pending (warnings do not block)
 //!   "rules": [ { "name": "title", "verdict": "pass", "findings": [] } ],
 //!   "sections": [
@@ -47,6 +48,9 @@ pub const SCHEMA_VERSION: u32 = 1;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
     pub schema_version: u32,
+    /// The PR commit judged: the plan's head.
+    #[serde(default)]
+    pub pr_sha: Option<String>,
     pub result: State,
     pub rules: Vec<RuleOutcome>,
     pub sections: Vec<Section>,
@@ -307,6 +311,7 @@ pub fn judge(
     };
     Ok(Verdict {
         schema_version: SCHEMA_VERSION,
+        pr_sha: Some(plan.head.sha.clone()),
         result,
         rules,
         sections,

@@ -50,17 +50,33 @@ pub fn markdown_code(text: &str, place: MarkdownPlace) -> String {
 /// and an `@` cannot mention anyone.
 pub fn markdown_text(text: &str, place: MarkdownPlace) -> String {
     let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
+    let chars: Vec<char> = text.chars().collect();
+    for (index, &c) in chars.iter().enumerate() {
         match c {
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '&' => out.push_str("&amp;"),
             '@' => out.push_str("@&#8203;"),
+            // `#12` and `owner/repo#12` link (and notify) another issue, whatever the
+            // backslash: a zero-width space after the `#` keeps it text.
+            '#' => out.push_str("\\#&#8203;"),
             '|' if place == MarkdownPlace::TableCell => out.push_str("\\|"),
-            '\\' | '`' | '*' | '_' | '[' | ']' | '(' | ')' | '#' | '!' | '~' | '|' | '{' | '}'
-            | '$' => {
+            '\\' | '`' | '*' | '_' | '[' | ']' | '(' | ')' | '!' | '~' | '|' | '{' | '}' | '$' => {
                 out.push('\\');
                 out.push(c);
+            }
+            // Bare links (`https://…`, `www.…`) become clickable in the bot's comment: break
+            // them with a zero-width space.
+            ':' if chars.get(index + 1) == Some(&'/') && chars.get(index + 2) == Some(&'/') => {
+                out.push_str(":&#8203;");
+            }
+            '.' if index >= 3
+                && chars[index - 3..index]
+                    .iter()
+                    .collect::<String>()
+                    .eq_ignore_ascii_case("www") =>
+            {
+                out.push_str("&#8203;.");
             }
             _ => push_visible(&mut out, c),
         }
@@ -179,7 +195,13 @@ mod tests {
                 "&lt;img src=x onerror=alert\\(1\\)&gt;",
             ),
             ("-->", MarkdownPlace::Paragraph, "--&gt;"),
-            ("[click](http://x)", MarkdownPlace::Paragraph, "\\[click\\]\\(http://x\\)"),
+            ("[click](http://x)", MarkdownPlace::Paragraph, "\\[click\\]\\(http:&#8203;//x\\)"),
+            (
+                "see org/repo#12 and #3",
+                MarkdownPlace::Paragraph,
+                "see org/repo\\#&#8203;12 and \\#&#8203;3",
+            ),
+            ("www.evil.example", MarkdownPlace::Paragraph, "www&#8203;.evil.example"),
             ("**bold** `code`", MarkdownPlace::Paragraph, "\\*\\*bold\\*\\* \\`code\\`"),
             ("a | b", MarkdownPlace::TableCell, "a \\| b"),
             ("line\nbreak", MarkdownPlace::Paragraph, "line\\u{a}break"),

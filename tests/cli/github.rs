@@ -659,3 +659,128 @@ fn while_a_run_goes_the_comment_shows_its_progress() {
     let status = crate::support::prgate(Path::new("."), &status_args);
     assert!(status.stdout.starts_with("pending: "), "{}", status.stdout);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_head_that_moves_while_the_files_are_read_stops_the_run() {
+    let server = MockServer::start().await;
+    mount_get(&server, "/repos/amd/mono/collaborators/lead/permission", permission("write")).await;
+    Mock::given(method("GET"))
+        .and(path("/repos/amd/mono/pulls/7"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(pull_request(SHA, 1)))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    mount_get(&server, "/repos/amd/mono/pulls/7", pull_request(MOVED, 1)).await;
+    mount_files(&server, vec![json!({ "filename": "docs/a.md", "status": "modified" })]).await;
+    mount_label_removal(&server).await;
+    let (run, dir) = trigger(&server, &labeled_event("lead", "run-ci")).await;
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("while its files were read"), "{}", run.stderr);
+    assert!(!dir.path().join("out/trigger.json").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rate_limited_creation_waits_as_told_and_still_makes_one_comment() {
+    let published = plan_and_verdict();
+    let server = MockServer::start().await;
+    mount_comments_page(&server, "1", vec![]).await;
+    Mock::given(method("POST"))
+        .and(path("/repos/amd/mono/issues/7/comments"))
+        .respond_with(
+            ResponseTemplate::new(403)
+                .insert_header("retry-after", "1")
+                .set_body_json(json!({ "message": "You have exceeded a secondary rate limit." })),
+        )
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/repos/amd/mono/issues/7/comments"))
+        .respond_with(ResponseTemplate::new(201).set_body_json(comment(40, "prgate-bot", "ours")))
+        .mount(&server)
+        .await;
+    mount_status(&server, &published.head).await;
+    let started = std::time::Instant::now();
+    let run = publish(&server, publish_args(&published)).await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(started.elapsed() >= std::time::Duration::from_secs(1), "retry-after was honoured");
+    assert_eq!(requests(&server, "POST", "/repos/amd/mono/issues/7/comments").await.len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_error_is_posted_as_the_error_state_and_pins_are_checked() {
+    let published = plan_and_verdict();
+    let server = MockServer::start().await;
+    mount_comments_page(&server, "1", vec![]).await;
+    Mock::given(method("POST"))
+        .and(path("/repos/amd/mono/issues/7/comments"))
+        .respond_with(ResponseTemplate::new(201).set_body_json(comment(41, "prgate-bot", "ours")))
+        .mount(&server)
+        .await;
+    mount_status(&server, &published.head).await;
+    let mut args = publish_args(&published);
+    args.extend(["--error".to_owned(), "the runner was cancelled".to_owned()]);
+    let run = publish(&server, args).await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let status =
+        requests(&server, "POST", &format!("/repos/amd/mono/statuses/{}", published.head)).await;
+    let status: Value = serde_json::from_slice(&status[0].body).expect("JSON");
+    assert_eq!(status["state"], "error");
+    assert!(
+        status["description"].as_str().expect("text").contains("the runner was cancelled"),
+        "{status}"
+    );
+
+    // A trigger that pinned another commit, or a SHA that is not one, is refused before any call.
+    let trigger_file = published.dir.path().join("trigger.json");
+    std::fs::write(
+        &trigger_file,
+        json!({
+            "number": 7, "sha": SHA, "title": "t", "base_ref": "main", "base_sha": BASE_SHA,
+            "triggered_by": "lead", "files_truncated": false,
+        })
+        .to_string(),
+    )
+    .expect("write");
+    let quiet = MockServer::start().await;
+    let mut args = publish_args(&published);
+    args.extend(["--trigger".to_owned(), trigger_file.to_str().expect("UTF-8").to_owned()]);
+    let run = publish(&quiet, args).await;
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains(&format!("the trigger pinned #7 at {SHA}")), "{}", run.stderr);
+    let mut args = publish_args(&published);
+    let at = args.iter().position(|arg| arg == "--sha").expect("--sha") + 1;
+    args[at] = "HEAD".to_owned();
+    let run = publish(&quiet, args).await;
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("is not a full commit SHA"), "{}", run.stderr);
+    assert!(quiet.received_requests().await.expect("recorded").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_app_token_outside_actions_must_name_its_login() {
+    let published = plan_and_verdict();
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/user"))
+        .respond_with(
+            ResponseTemplate::new(403)
+                .set_body_json(json!({ "message": "Resource not accessible by integration" })),
+        )
+        .mount(&server)
+        .await;
+    mount_status(&server, &published.head).await;
+    let args: Vec<String> = publish_args(&published)
+        .into_iter()
+        .filter(|arg| arg != "--bot-login" && arg != "prgate-bot")
+        .collect();
+    let run = publish(&server, args).await;
+    assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("name it with --bot-login"), "{}", run.stderr);
+    assert!(
+        requests(&server, "POST", "/repos/amd/mono/issues/7/comments").await.is_empty(),
+        "no comment under a guessed login"
+    );
+}
