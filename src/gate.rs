@@ -11,6 +11,8 @@ use prgate_gate::evidence::Evidence;
 use prgate_gate::{GateConfig, State};
 use prgate_scope::Plan;
 
+use crate::files::{print, read_json};
+
 /// Judge a plan and the evidence of its run: the checklist, and exit 0 (pass), 1 (fail or
 /// pending) or 2 (error).
 ///
@@ -111,11 +113,7 @@ pub(crate) fn run(args: &GateArgs) -> anyhow::Result<Outcome> {
             json
         }
     };
-    let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-        .context("writing to standard output")?;
+    print(&text)?;
     Ok(if verdict.result == State::Pass { Outcome::Pass } else { Outcome::NotPass })
 }
 
@@ -144,13 +142,6 @@ impl BaseSide {
 
 /// Where a repository keeps its own CODEOWNERS policy.
 const POLICY_PATH: &str = "CODEOWNERS.rules";
-
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> anyhow::Result<T> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading the {what} {}", path.display()))?;
-    serde_json::from_str(&text)
-        .with_context(|| format!("the {what} {} is not valid", path.display()))
-}
 
 /// Every `*.json` file below `dir`, sorted by path, and its evidence record.
 fn read_evidence(dir: &Path) -> anyhow::Result<(Vec<PathBuf>, Vec<Evidence>)> {

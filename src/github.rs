@@ -125,6 +125,22 @@ enum Method {
     Delete,
 }
 
+/// A client for `owner/name` with the token of `GITHUB_TOKEN` and the policy from the
+/// environment, and the runtime to drive it (its service stack spawns on the runtime it is
+/// built in).
+pub(crate) fn connect(repository: &str) -> anyhow::Result<(tokio::runtime::Runtime, GitHub)> {
+    let token = std::env::var("GITHUB_TOKEN").context("GITHUB_TOKEN is not set")?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let github = {
+        let _inside = runtime.enter();
+        GitHub::new(repository, &token, RetryPolicy::from_env())?
+    };
+    Ok((runtime, github))
+}
+
 impl GitHub {
     /// A client for `owner/name` with `token`, against `GITHUB_API_URL` or api.github.com.
     pub(crate) fn new(repository: &str, token: &str, retry: RetryPolicy) -> anyhow::Result<GitHub> {

@@ -10,6 +10,7 @@
 //! - 2: an error: bad input, an unknown ref, an unreadable file. The message on stderr names it.
 
 mod demo;
+mod files;
 mod gate;
 mod github;
 mod plan;

@@ -1,6 +1,6 @@
 //! `prgate plan`: what CI would run on a branch, and why.
 
-use std::io::{Read as _, Write as _};
+use std::io::Read as _;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
@@ -99,12 +99,7 @@ pub(crate) fn run(args: &PlanArgs) -> anyhow::Result<()> {
             json
         }
     };
-    let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-        .context("writing to standard output")?;
-    Ok(())
+    crate::files::print(&text)
 }
 
 fn read_file_list(source: &str) -> anyhow::Result<Vec<prgate_scope::Change>> {

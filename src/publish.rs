@@ -14,7 +14,7 @@ use prgate_report::comment::{
 use prgate_report::status::{DEFAULT_CONTEXT, StatusSettings, commit_status, error_status};
 use prgate_scope::Plan;
 
-use crate::github::{GitHub, RetryPolicy};
+use crate::files::read_json;
 
 /// What every rendering needs: the plan, the verdict so far, and the run's facts.
 #[derive(Debug, Args)]
@@ -159,12 +159,7 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
             format!("{}: {}\n", status.state.as_str(), status.description)
         }
     };
-    let mut stdout = std::io::stdout().lock();
-    stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-        .context("writing to standard output")?;
-    Ok(())
+    crate::files::print(&text)
 }
 
 pub(crate) fn publish(args: &PublishArgs) -> anyhow::Result<()> {
@@ -205,13 +200,7 @@ pub(crate) fn publish(args: &PublishArgs) -> anyhow::Result<()> {
         }
     }
 
-    let token = std::env::var("GITHUB_TOKEN").context("GITHUB_TOKEN is not set")?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let _inside = runtime.enter();
-    let github = GitHub::new(&args.repository, &token, RetryPolicy::from_env())?;
+    let (runtime, github) = crate::github::connect(&args.repository)?;
     runtime.block_on(async {
         // The status first: a required check must never stay stale because a comment failed.
         github
@@ -293,11 +282,4 @@ fn append(path: &Path, text: &str) -> anyhow::Result<()> {
         .with_context(|| format!("opening the job summary {}", path.display()))?;
     file.write_all(text.as_bytes())
         .with_context(|| format!("writing the job summary {}", path.display()))
-}
-
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path, what: &str) -> anyhow::Result<T> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading the {what} {}", path.display()))?;
-    serde_json::from_str(&text)
-        .with_context(|| format!("the {what} {} is not valid", path.display()))
 }

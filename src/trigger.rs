@@ -14,7 +14,7 @@ use anyhow::{Context as _, bail};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
-use crate::github::{GitHub, RetryPolicy};
+use crate::github::GitHub;
 
 /// Decide from a GitHub event whether a run starts, pin the PR's head SHA, and write the PR's
 /// files (`files.txt`, for `prgate plan --files`) and the pinned facts (`trigger.json`).
@@ -93,18 +93,8 @@ pub(crate) enum Decision {
 }
 
 pub(crate) fn run(args: &TriggerArgs) -> anyhow::Result<bool> {
-    let text = std::fs::read_to_string(&args.event)
-        .with_context(|| format!("reading the event {}", args.event.display()))?;
-    let event: Event = serde_json::from_str(&text)
-        .with_context(|| format!("the event {} is not valid", args.event.display()))?;
-    let token = std::env::var("GITHUB_TOKEN").context("GITHUB_TOKEN is not set")?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    // The client's service stack spawns on the runtime it is built in.
-    let _inside = runtime.enter();
-    let github = GitHub::new(&args.repository, &token, RetryPolicy::from_env())?;
+    let event: Event = crate::files::read_json(&args.event, "event")?;
+    let (runtime, github) = crate::github::connect(&args.repository)?;
     match runtime.block_on(decide(&github, &event, &args.label))? {
         Decision::Refuse(reason) => {
             eprintln!("prgate: no run: {reason}");

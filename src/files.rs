@@ -1,0 +1,27 @@
+//! The binary's small file and terminal helpers: reading a JSON input that names itself in
+//! errors, and writing a command's output to standard output.
+
+use std::io::Write as _;
+use std::path::Path;
+
+use anyhow::Context as _;
+
+/// Reads and parses a JSON file; errors say which `what` (plan, verdict, ...) and which file.
+pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    what: &str,
+) -> anyhow::Result<T> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the {what} {}", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("the {what} {} is not valid", path.display()))
+}
+
+/// Writes a command's output to standard output, all of it, and flushes.
+pub(crate) fn print(text: &str) -> anyhow::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .context("writing to standard output")
+}
