@@ -16,6 +16,7 @@ mod github;
 mod plan;
 mod publish;
 mod sample;
+mod sim;
 mod trigger;
 
 use std::process::ExitCode;
@@ -45,6 +46,8 @@ enum Command {
     Trigger(trigger::TriggerArgs),
     Report(publish::ReportArgs),
     Publish(publish::PublishArgs),
+    SimServer(sim::SimServerArgs),
+    Bench(sim::BenchArgs),
     Demo(demo::DemoArgs),
 }
 
@@ -60,6 +63,8 @@ fn main() -> ExitCode {
             .map(|started| if started { gate::Outcome::Pass } else { gate::Outcome::NotPass }),
         Command::Report(args) => publish::report(&args).map(|()| gate::Outcome::Pass),
         Command::Publish(args) => publish::publish(&args).map(|()| gate::Outcome::Pass),
+        Command::SimServer(args) => sim::run(&args).map(|()| gate::Outcome::Pass),
+        Command::Bench(args) => sim::bench(&args).map(|()| gate::Outcome::Pass),
         Command::Demo(args) => demo::run(&args).map(|()| gate::Outcome::Pass),
     };
     match outcome {

@@ -6,4 +6,5 @@ mod demo;
 mod gate;
 mod github;
 mod plan;
+mod sim;
 mod support;

@@ -1,0 +1,223 @@
+//! The built-in speed client (`prgate bench`) and the parsers of external speed results.
+//!
+//! [`run`] drives an OpenAI-compatible server with fixed-length streamed requests at a fixed
+//! concurrency and reports TTFT, TPOT, ITL, end-to-end latency and throughput with the
+//! definitions of sglang's `bench_serving` (`calculate_metrics` in
+//! `python/sglang/bench_serving.py`); [`summarize`] is that computation on plain data.
+//! [`parse_bench_serving_jsonl`] and [`parse_inferencex_json`] read the results of the external
+//! benchmarks a recipe may name into [`SpeedRecord`]s.
+//!
+//! It measures and parses; whether a difference in speed matters is the gate's question, and
+//! pairing base and PR runs is the runner's. The reference is `docs/bench.md`.
+//!
+//! # How a prompt of N tokens is made
+//!
+//! A prompt of `input_len` tokens is `input_len` words separated by single spaces, drawn from a
+//! fixed list of common lowercase English words that the usual BPE tokenizers (Llama, Qwen,
+//! DeepSeek, GPT) encode as one token each with their leading space. The words are chosen by a
+//! deterministic pseudo-random sequence seeded by the request's index, so the same run sends the
+//! same prompts, and no two requests share a prefix a server could cache. The count is an
+//! approximation: a chat template adds its own tokens, and a tokenizer may split a word. When the
+//! server reports `usage.prompt_tokens`, that count is used for the input throughput.
+
+mod client;
+mod metrics;
+mod parse;
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+pub use client::run;
+pub use metrics::summarize;
+pub use parse::{
+    Location, ParseError, SpeedRecord, parse_bench_serving_jsonl, parse_inferencex_json,
+};
+
+/// Which OpenAI-compatible API the client calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Endpoint {
+    /// `POST /v1/completions` with a `prompt`; each chunk's `choices[0].text` is a token.
+    Completions,
+    /// `POST /v1/chat/completions` with one user message; each chunk's
+    /// `choices[0].delta.content` is a token.
+    Chat,
+}
+
+impl Endpoint {
+    /// The path appended to the base URL.
+    pub fn path(self) -> &'static str {
+        match self {
+            Endpoint::Completions => "/v1/completions",
+            Endpoint::Chat => "/v1/chat/completions",
+        }
+    }
+}
+
+/// What one benchmark run sends, and how.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BenchConfig {
+    /// The server's base URL, e.g. `http://127.0.0.1:30000` (a trailing `/` is ignored).
+    pub base_url: String,
+    /// The `model` field of every request.
+    pub model: String,
+    /// The API called.
+    pub endpoint: Endpoint,
+    /// Prompt length in tokens (approximately: see the module documentation).
+    pub input_len: u32,
+    /// `max_tokens` of every request; `ignore_eos` is set, so the server generates all of them.
+    pub output_len: u32,
+    /// How many requests are in flight at once (one worker thread each); at least 1.
+    pub concurrency: u32,
+    /// How many measured requests are sent.
+    pub requests: u32,
+    /// How many requests are sent, at the same concurrency, before the measured ones; they are
+    /// not counted. If every one of them fails, the run stops with [`BenchError::WarmupFailed`].
+    pub warmup: u32,
+    /// The longest one request may take, from sending it to the end of its stream.
+    pub timeout: Duration,
+}
+
+/// One successful request, as the client measured it. Times are in seconds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RequestRecord {
+    /// From sending the request to the first chunk with content.
+    pub ttft: f64,
+    /// The gaps between successive chunks with content (one fewer than such chunks).
+    pub itl: Vec<f64>,
+    /// From sending the request to the last line of the stream (`data: [DONE]` when sent).
+    pub latency: f64,
+    /// `usage.completion_tokens` when the server reports it, else the chunks with content.
+    pub output_tokens: u64,
+    /// `usage.prompt_tokens` when the server reports it, else the configured `input_len`.
+    pub input_tokens: u64,
+}
+
+/// How one request ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RequestOutcome {
+    /// The stream ended normally with at least one content token.
+    Completed(RequestRecord),
+    /// An HTTP error status, a transport error or timeout, a malformed or error chunk, or a
+    /// stream without content: counted in `failed`, never averaged in.
+    Failed {
+        /// What went wrong, naming the URL.
+        error: String,
+    },
+}
+
+/// The result of a run: `bench_serving`'s metrics under `bench_serving`'s JSON names.
+///
+/// A statistic over an empty set (no successful request, no request with two tokens or
+/// more) is `null`, where `bench_serving` writes 0 or NaN.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BenchResult {
+    /// The model requested.
+    pub model: String,
+    /// `completions` or `chat`.
+    pub endpoint: Endpoint,
+    /// The configured concurrency (`--max-concurrency` in `bench_serving`).
+    pub max_concurrency: u32,
+    /// The configured prompt length in tokens.
+    pub input_len: u32,
+    /// The configured output length in tokens.
+    pub output_len: u32,
+    /// The measured requests sent.
+    pub num_prompts: u32,
+    /// The warm-up requests sent first and not counted.
+    pub warmup_requests: u32,
+    /// Seconds from the first measured request to the end of the last.
+    pub duration: f64,
+    /// Successful requests.
+    pub completed: u64,
+    /// Failed requests.
+    pub failed: u64,
+    /// Input tokens of the successful requests.
+    pub total_input_tokens: u64,
+    /// Output tokens of the successful requests.
+    pub total_output_tokens: u64,
+    /// `completed / duration`.
+    pub request_throughput: f64,
+    /// `total_input_tokens / duration`.
+    pub input_throughput: f64,
+    /// `total_output_tokens / duration`.
+    pub output_throughput: f64,
+    /// `(total_input_tokens + total_output_tokens) / duration`.
+    pub total_throughput: f64,
+    /// The measured concurrency: the sum of the successful requests' latencies over `duration`.
+    pub concurrency: f64,
+    /// Time to first token: mean over successful requests, in milliseconds.
+    pub mean_ttft_ms: Option<f64>,
+    /// Time to first token: median.
+    pub median_ttft_ms: Option<f64>,
+    /// Time to first token: population standard deviation.
+    pub std_ttft_ms: Option<f64>,
+    /// Time to first token: 90th percentile (linear interpolation, as numpy).
+    pub p90_ttft_ms: Option<f64>,
+    /// Time to first token: 99th percentile.
+    pub p99_ttft_ms: Option<f64>,
+    /// Time per output token, `(latency - ttft) / (output_tokens - 1)` per request with two
+    /// tokens or more: mean.
+    pub mean_tpot_ms: Option<f64>,
+    /// Time per output token: median.
+    pub median_tpot_ms: Option<f64>,
+    /// Time per output token: population standard deviation.
+    pub std_tpot_ms: Option<f64>,
+    /// Time per output token: 90th percentile.
+    pub p90_tpot_ms: Option<f64>,
+    /// Time per output token: 99th percentile.
+    pub p99_tpot_ms: Option<f64>,
+    /// Inter-token latency, over all gaps of all successful requests: mean.
+    pub mean_itl_ms: Option<f64>,
+    /// Inter-token latency: median.
+    pub median_itl_ms: Option<f64>,
+    /// Inter-token latency: population standard deviation.
+    pub std_itl_ms: Option<f64>,
+    /// Inter-token latency: 90th percentile.
+    pub p90_itl_ms: Option<f64>,
+    /// Inter-token latency: 95th percentile.
+    pub p95_itl_ms: Option<f64>,
+    /// Inter-token latency: 99th percentile.
+    pub p99_itl_ms: Option<f64>,
+    /// Inter-token latency: the largest gap.
+    pub max_itl_ms: Option<f64>,
+    /// End-to-end latency of successful requests: mean.
+    pub mean_e2e_latency_ms: Option<f64>,
+    /// End-to-end latency: median.
+    pub median_e2e_latency_ms: Option<f64>,
+    /// End-to-end latency: population standard deviation.
+    pub std_e2e_latency_ms: Option<f64>,
+    /// End-to-end latency: 90th percentile.
+    pub p90_e2e_latency_ms: Option<f64>,
+    /// End-to-end latency: 99th percentile.
+    pub p99_e2e_latency_ms: Option<f64>,
+    /// The distinct errors of the failed requests, in the order first seen, at most
+    /// [`MAX_ERRORS_KEPT`].
+    pub errors: Vec<String>,
+}
+
+/// How many distinct error messages a [`BenchResult`] keeps.
+pub const MAX_ERRORS_KEPT: usize = 10;
+
+/// Why a run could not produce a result. Failed requests are not errors: they are counted.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// The configuration cannot be run.
+    #[error("invalid benchmark configuration: {reason}")]
+    InvalidConfig {
+        /// What is wrong.
+        reason: String,
+    },
+    /// Every warm-up request failed: the server is not serving.
+    #[error("every warm-up request to {url} failed; the first: {first_error}")]
+    WarmupFailed {
+        /// The URL requested.
+        url: String,
+        /// The first warm-up request's error.
+        first_error: String,
+    },
+    /// A worker thread could not be started.
+    #[error("cannot start a benchmark worker thread")]
+    Thread(#[source] std::io::Error),
+}

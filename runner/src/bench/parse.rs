@@ -1,0 +1,387 @@
+//! Parsers of external speed results into [`SpeedRecord`]s, by the real field names of the
+//! programs that write them. No I/O: text in, records out.
+//!
+//! - sglang `bench_serving` appends one JSON object per run to its `--output-file` (JSONL):
+//!   `max_concurrency`, `random_input_len`, `random_output_len`, `completed`,
+//!   `request_throughput`, `output_throughput`, `median_tpot_ms`, `mean_ttft_ms`, ... Python's
+//!   `json.dumps` writes `Infinity` (the default `request_rate`) and `NaN` (a statistic of no
+//!   request), which are not JSON; they are read as `null`.
+//! - InferenceX writes, per run, the result JSON of its `utils/bench_serving/benchmark_serving.py
+//!   --save-result` (`max_concurrency`, `median_tpot_ms`, `median_e2el_ms`, ...); its
+//!   `utils/process_result.py` turns that into `agg_*.json` (`conc`, `isl`, `osl`, and every
+//!   `*_ms` field renamed without `_ms` and converted to seconds, e.g. `median_tpot`), and
+//!   `utils/collect_results.py` gathers those into one JSON array. All three shapes are read.
+
+use serde_json::{Map, Value};
+
+/// One speed measurement at one concurrency, whichever program measured it. Times are in
+/// milliseconds; a field the source does not report is `None`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SpeedRecord {
+    /// The configured concurrency (`max_concurrency`, InferenceX `conc`).
+    pub concurrency: u32,
+    /// Median time per output token, the number the gate compares.
+    pub median_tpot_ms: f64,
+    /// Mean time per output token.
+    pub mean_tpot_ms: Option<f64>,
+    /// 99th percentile of time per output token.
+    pub p99_tpot_ms: Option<f64>,
+    /// Median time to first token.
+    pub median_ttft_ms: Option<f64>,
+    /// Mean time to first token.
+    pub mean_ttft_ms: Option<f64>,
+    /// 99th percentile of time to first token.
+    pub p99_ttft_ms: Option<f64>,
+    /// Median inter-token latency.
+    pub median_itl_ms: Option<f64>,
+    /// Mean inter-token latency.
+    pub mean_itl_ms: Option<f64>,
+    /// Median end-to-end latency.
+    pub median_e2e_latency_ms: Option<f64>,
+    /// Successful requests per second.
+    pub request_throughput: Option<f64>,
+    /// Output tokens per second.
+    pub output_throughput: Option<f64>,
+    /// Successful requests.
+    pub completed: Option<u64>,
+    /// The configured input length in tokens.
+    pub input_len: Option<u64>,
+    /// The configured output length in tokens.
+    pub output_len: Option<u64>,
+}
+
+/// Where in the parsed text a problem is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Location {
+    /// A line of a JSONL file, counted from 1.
+    Line(usize),
+    /// An element of a JSON array, counted from 1.
+    Record(usize),
+    /// The single object of a JSON file.
+    Document,
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::Line(line) => write!(f, "line {line}"),
+            Location::Record(record) => write!(f, "record {record}"),
+            Location::Document => f.write_str("the result"),
+        }
+    }
+}
+
+/// Why a speed result cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    /// The text is not JSON.
+    #[error("{at}: invalid JSON: {source}")]
+    Json {
+        /// Where.
+        at: Location,
+        /// The JSON error, with its column.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A record is not a JSON object.
+    #[error("{at}: expected a JSON object, found {found}")]
+    NotAnObject {
+        /// Where.
+        at: Location,
+        /// What was found instead.
+        found: &'static str,
+    },
+    /// A required field is absent or null.
+    #[error("{at}: missing field '{field}'{hint}")]
+    Missing {
+        /// Where.
+        at: Location,
+        /// The field's name in the source format.
+        field: &'static str,
+        /// Extra guidance, starting with a newline, or empty.
+        hint: &'static str,
+    },
+    /// A field holds the wrong kind of value.
+    #[error("{at}: field '{field}' must be {expected}, found {found}")]
+    Type {
+        /// Where.
+        at: Location,
+        /// The field's name in the source format.
+        field: &'static str,
+        /// What it must be.
+        expected: &'static str,
+        /// The value found.
+        found: String,
+    },
+    /// The run completed no request, so its statistics are meaningless.
+    #[error("{at}: field 'completed' is 0: every request of this run failed")]
+    NothingCompleted {
+        /// Where.
+        at: Location,
+    },
+    /// An InferenceX object of neither known shape.
+    #[error(
+        "{at}: not an InferenceX result: it has neither 'median_tpot_ms' (benchmark_serving.py) nor 'conc' and 'median_tpot' (process_result.py)"
+    )]
+    UnknownShape {
+        /// Where.
+        at: Location,
+    },
+    /// The text holds no record at all.
+    #[error("no speed record in the input")]
+    Empty,
+}
+
+/// Parses sglang `bench_serving` JSONL output: one record per non-blank line.
+///
+/// Required per line: `max_concurrency` (a positive integer; run `bench_serving` with
+/// `--max-concurrency`) and `median_tpot_ms`. The lengths come from `random_input_len` and
+/// `random_output_len`, else `input_len` and `output_len`.
+pub fn parse_bench_serving_jsonl(text: &str) -> Result<Vec<SpeedRecord>, ParseError> {
+    let mut records = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = Location::Line(index + 1);
+        let value: Value = serde_json::from_str(&python_json_to_json(line))
+            .map_err(|source| ParseError::Json { at, source })?;
+        let object = as_object(&value, at)?;
+        let fields = Fields { object, at };
+        records.push(SpeedRecord {
+            concurrency: fields.concurrency("max_concurrency")?,
+            median_tpot_ms: fields.required_number("median_tpot_ms")?,
+            mean_tpot_ms: fields.number("mean_tpot_ms")?,
+            p99_tpot_ms: fields.number("p99_tpot_ms")?,
+            median_ttft_ms: fields.number("median_ttft_ms")?,
+            mean_ttft_ms: fields.number("mean_ttft_ms")?,
+            p99_ttft_ms: fields.number("p99_ttft_ms")?,
+            median_itl_ms: fields.number("median_itl_ms")?,
+            mean_itl_ms: fields.number("mean_itl_ms")?,
+            median_e2e_latency_ms: fields.number("median_e2e_latency_ms")?,
+            request_throughput: fields.number("request_throughput")?,
+            output_throughput: fields.number("output_throughput")?,
+            completed: fields.completed()?,
+            input_len: first_some(fields.count("random_input_len")?, || fields.count("input_len"))?,
+            output_len: first_some(fields.count("random_output_len")?, || {
+                fields.count("output_len")
+            })?,
+        });
+    }
+    if records.is_empty() {
+        return Err(ParseError::Empty);
+    }
+    Ok(records)
+}
+
+/// Parses an InferenceX result: the raw `benchmark_serving.py --save-result` JSON, one
+/// `agg_*.json` of `process_result.py`, or the JSON array `collect_results.py` writes.
+pub fn parse_inferencex_json(text: &str) -> Result<Vec<SpeedRecord>, ParseError> {
+    let value: Value = serde_json::from_str(&python_json_to_json(text))
+        .map_err(|source| ParseError::Json { at: Location::Document, source })?;
+    let records = match &value {
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .map(|(index, item)| inferencex_record(item, Location::Record(index + 1)))
+            .collect::<Result<Vec<_>, _>>()?,
+        _ => vec![inferencex_record(&value, Location::Document)?],
+    };
+    if records.is_empty() {
+        return Err(ParseError::Empty);
+    }
+    Ok(records)
+}
+
+fn inferencex_record(value: &Value, at: Location) -> Result<SpeedRecord, ParseError> {
+    let object = as_object(value, at)?;
+    let fields = Fields { object, at };
+    if object.contains_key("median_tpot_ms") {
+        // benchmark_serving.py --save-result: milliseconds, vLLM's names.
+        Ok(SpeedRecord {
+            concurrency: fields.concurrency("max_concurrency")?,
+            median_tpot_ms: fields.required_number("median_tpot_ms")?,
+            mean_tpot_ms: fields.number("mean_tpot_ms")?,
+            p99_tpot_ms: fields.number("p99_tpot_ms")?,
+            median_ttft_ms: fields.number("median_ttft_ms")?,
+            mean_ttft_ms: fields.number("mean_ttft_ms")?,
+            p99_ttft_ms: fields.number("p99_ttft_ms")?,
+            median_itl_ms: fields.number("median_itl_ms")?,
+            mean_itl_ms: fields.number("mean_itl_ms")?,
+            median_e2e_latency_ms: fields.number("median_e2el_ms")?,
+            request_throughput: fields.number("request_throughput")?,
+            output_throughput: fields.number("output_throughput")?,
+            completed: fields.completed()?,
+            input_len: None,
+            output_len: None,
+        })
+    } else if object.contains_key("conc") && object.contains_key("median_tpot") {
+        // process_result.py: seconds, `_ms` dropped from the names; throughputs per GPU only.
+        let ms = |field| fields.number(field).map(|value| value.map(|s| s * 1000.0));
+        Ok(SpeedRecord {
+            concurrency: fields.concurrency("conc")?,
+            median_tpot_ms: fields.required_number("median_tpot")? * 1000.0,
+            mean_tpot_ms: ms("mean_tpot")?,
+            p99_tpot_ms: ms("p99_tpot")?,
+            median_ttft_ms: ms("median_ttft")?,
+            mean_ttft_ms: ms("mean_ttft")?,
+            p99_ttft_ms: ms("p99_ttft")?,
+            median_itl_ms: ms("median_itl")?,
+            mean_itl_ms: ms("mean_itl")?,
+            median_e2e_latency_ms: ms("median_e2el")?,
+            request_throughput: None,
+            output_throughput: None,
+            completed: None,
+            input_len: fields.count("isl")?,
+            output_len: fields.count("osl")?,
+        })
+    } else {
+        Err(ParseError::UnknownShape { at })
+    }
+}
+
+fn first_some(
+    first: Option<u64>,
+    second: impl FnOnce() -> Result<Option<u64>, ParseError>,
+) -> Result<Option<u64>, ParseError> {
+    match first {
+        Some(value) => Ok(Some(value)),
+        None => second(),
+    }
+}
+
+fn as_object(value: &Value, at: Location) -> Result<&Map<String, Value>, ParseError> {
+    value.as_object().ok_or(ParseError::NotAnObject { at, found: kind(value) })
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The fields of one record, read by name with errors that name the field.
+struct Fields<'a> {
+    object: &'a Map<String, Value>,
+    at: Location,
+}
+
+impl Fields<'_> {
+    /// The value of `field`, `None` when absent or null.
+    fn get(&self, field: &str) -> Option<&Value> {
+        self.object.get(field).filter(|value| !value.is_null())
+    }
+
+    fn type_error(&self, field: &'static str, expected: &'static str, value: &Value) -> ParseError {
+        ParseError::Type { at: self.at, field, expected, found: value.to_string() }
+    }
+
+    fn number(&self, field: &'static str) -> Result<Option<f64>, ParseError> {
+        self.get(field)
+            .map(|value| {
+                // A metadata field of InferenceX may be a string such as "12.5".
+                let number = match value {
+                    Value::String(text) => text.trim().parse::<f64>().ok(),
+                    other => other.as_f64(),
+                };
+                number.ok_or_else(|| self.type_error(field, "a number", value))
+            })
+            .transpose()
+    }
+
+    fn required_number(&self, field: &'static str) -> Result<f64, ParseError> {
+        self.number(field)?.ok_or(ParseError::Missing { at: self.at, field, hint: "" })
+    }
+
+    fn count(&self, field: &'static str) -> Result<Option<u64>, ParseError> {
+        self.get(field)
+            .map(|value| {
+                let count = match value {
+                    Value::String(text) => text.trim().parse::<u64>().ok(),
+                    other => other.as_u64(),
+                };
+                count.ok_or_else(|| self.type_error(field, "a non-negative integer", value))
+            })
+            .transpose()
+    }
+
+    fn concurrency(&self, field: &'static str) -> Result<u32, ParseError> {
+        let value = self.get(field).ok_or(ParseError::Missing {
+            at: self.at,
+            field,
+            hint: "\nhint: run the benchmark with --max-concurrency",
+        })?;
+        let count = match value {
+            Value::String(text) => text.trim().parse::<u32>().ok(),
+            other => other.as_u64().and_then(|count| u32::try_from(count).ok()),
+        };
+        count
+            .filter(|&count| count > 0)
+            .ok_or_else(|| self.type_error(field, "a positive integer", value))
+    }
+
+    fn completed(&self) -> Result<Option<u64>, ParseError> {
+        let completed = self.count("completed")?;
+        if completed == Some(0) {
+            return Err(ParseError::NothingCompleted { at: self.at });
+        }
+        Ok(completed)
+    }
+}
+
+/// Replaces Python's non-JSON number literals (`NaN`, `Infinity`, `-Infinity`) outside
+/// strings with `null`.
+fn python_json_to_json(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    let mut in_string = false;
+    while let Some(c) = rest.chars().next() {
+        if in_string {
+            match c {
+                '\\' => {
+                    let escaped: String = rest.chars().take(2).collect();
+                    out.push_str(&escaped);
+                    rest = &rest[escaped.len()..];
+                    continue;
+                }
+                '"' => in_string = false,
+                _ => {}
+            }
+        } else if c == '"' {
+            in_string = true;
+        } else if let Some(literal) =
+            ["NaN", "Infinity", "-Infinity"].into_iter().find(|literal| rest.starts_with(literal))
+        {
+            out.push_str("null");
+            rest = &rest[literal.len()..];
+            continue;
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_literals_become_null_outside_strings_only() {
+        for (input, expect) in [
+            (
+                r#"{"a": NaN, "b": Infinity, "c": -Infinity}"#,
+                r#"{"a": null, "b": null, "c": null}"#,
+            ),
+            (r#"{"s": "NaN \" Infinity", "n": 1}"#, r#"{"s": "NaN \" Infinity", "n": 1}"#),
+            (r#"["é", NaN]"#, r#"["é", null]"#),
+        ] {
+            assert_eq!(python_json_to_json(input), expect);
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! The simulated server's profile: how fast, how noisy, how broken and how right it is.
+//!
+//! A profile file (TOML or JSON, kebab-case keys) goes through the private `ProfileFile` and is
+//! converted into the validated [`Profile`]; a caller that builds a profile from command-line
+//! flags fills [`Profile`] directly, starting from [`Profile::default`]. The defaults are in
+//! `default-profile.toml`, which a test checks against [`Profile::default`]. Serving the profile
+//! is the parent module's work.
+
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::SimServerError;
+
+/// The defaults of every profile key, commented: the reference for profile files.
+pub const DEFAULT_PROFILE: &str = include_str!("default-profile.toml");
+
+/// How a simulated server behaves. `docs/sim-server.md` describes every field by its file key.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(try_from = "ProfileFile")]
+pub struct Profile {
+    /// The model name the server reports (`model`).
+    pub model: String,
+    /// From a generation request's start to its first token (`ttft-ms`).
+    pub time_to_first_token: Duration,
+    /// The spacing of output tokens after the first (`tpot-ms`).
+    pub time_per_output_token: Duration,
+    /// Per-request noise on both times (`noise-cv`).
+    pub noise: CoefficientOfVariation,
+    /// The seed of every random draw (`seed`).
+    pub seed: u64,
+    /// How long the health checks answer 503 after start (`startup-delay-ms`).
+    pub startup_delay: Duration,
+    /// Whether the server never becomes healthy (`never-healthy`).
+    pub never_healthy: bool,
+    /// How many generation requests the server answers before the next one kills it
+    /// (`die-after-requests`); `None` never dies.
+    pub die_after_requests: Option<u64>,
+    /// The fraction of generation requests answered with a 500 (`error-rate`).
+    pub error_rate: Probability,
+    /// The probability that an answer with an `expected:` line is right (`accuracy`).
+    pub accuracy: Probability,
+    /// Whether the server logs monokernel routing lines (`monokernel`).
+    pub monokernel: bool,
+    /// Where the log goes (`log-file`); `None` is standard error.
+    pub log_file: Option<PathBuf>,
+    /// How many generation requests run at once (`max-concurrency`); `None` is no limit.
+    pub max_concurrency: Option<NonZeroUsize>,
+}
+
+/// A probability: a number from 0 to 1.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+pub struct Probability(f64);
+
+/// A coefficient of variation: a finite number, zero or more.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+pub struct CoefficientOfVariation(f64);
+
+/// A profile value of the right type that is out of its range.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum InvalidNumber {
+    /// A probability outside 0 to 1.
+    #[error("{0} is not a probability from 0 to 1")]
+    NotAProbability(f64),
+    /// A negative, infinite or NaN number where zero or more is needed.
+    #[error("{0} is not a finite number, zero or more")]
+    NotNonNegative(f64),
+}
+
+/// A profile key whose value is out of its range.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("'{key}': {problem}")]
+pub struct ProfileError {
+    key: &'static str,
+    problem: InvalidNumber,
+}
+
+impl Probability {
+    /// Never (0).
+    pub const NEVER: Probability = Probability(0.0);
+    /// Always (1).
+    pub const ALWAYS: Probability = Probability(1.0);
+
+    /// The probability as a number from 0 to 1.
+    pub fn value(self) -> f64 {
+        self.0
+    }
+}
+
+impl TryFrom<f64> for Probability {
+    type Error = InvalidNumber;
+
+    fn try_from(value: f64) -> Result<Probability, InvalidNumber> {
+        if (0.0..=1.0).contains(&value) {
+            Ok(Probability(value))
+        } else {
+            Err(InvalidNumber::NotAProbability(value))
+        }
+    }
+}
+
+impl CoefficientOfVariation {
+    /// No noise.
+    pub const NONE: CoefficientOfVariation = CoefficientOfVariation(0.0);
+
+    /// The coefficient as a fraction (0.02 is 2%).
+    pub fn value(self) -> f64 {
+        self.0
+    }
+}
+
+impl TryFrom<f64> for CoefficientOfVariation {
+    type Error = InvalidNumber;
+
+    fn try_from(value: f64) -> Result<CoefficientOfVariation, InvalidNumber> {
+        if value.is_finite() && value >= 0.0 {
+            Ok(CoefficientOfVariation(value))
+        } else {
+            Err(InvalidNumber::NotNonNegative(value))
+        }
+    }
+}
+
+impl ProfileError {
+    /// The profile key, as written in a profile file.
+    pub fn key(&self) -> &str {
+        self.key
+    }
+
+    /// What is wrong with its value.
+    pub fn problem(&self) -> &InvalidNumber {
+        &self.problem
+    }
+}
+
+impl Default for Profile {
+    fn default() -> Profile {
+        Profile::try_from(ProfileFile::default())
+            .expect("the built-in profile defaults are in range")
+    }
+}
+
+impl Profile {
+    /// Reads a profile file: JSON when its name ends in `.json`, TOML otherwise.
+    pub fn load(path: &Path) -> Result<Profile, SimServerError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| SimServerError::ReadProfile { path: path.to_owned(), source })?;
+        let is_json = path.extension().is_some_and(|extension| extension == "json");
+        let parsed =
+            if is_json { Profile::from_json_str(&text) } else { Profile::from_toml_str(&text) };
+        parsed.map_err(|message| SimServerError::ParseProfile { path: path.to_owned(), message })
+    }
+
+    /// Parses a profile from TOML text; the error is a message for the user.
+    pub fn from_toml_str(text: &str) -> Result<Profile, String> {
+        toml::from_str(text).map_err(|error| error.to_string().trim_end().to_owned())
+    }
+
+    /// Parses a profile from JSON text; the error is a message for the user.
+    pub fn from_json_str(text: &str) -> Result<Profile, String> {
+        serde_json::from_str(text).map_err(|error| error.to_string())
+    }
+}
+
+/// A profile file as written: kebab-case keys, times in milliseconds.
+#[derive(Debug, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+struct ProfileFile {
+    model: String,
+    ttft_ms: f64,
+    tpot_ms: f64,
+    noise_cv: f64,
+    seed: u64,
+    startup_delay_ms: f64,
+    never_healthy: bool,
+    die_after_requests: Option<u64>,
+    error_rate: f64,
+    accuracy: f64,
+    monokernel: bool,
+    log_file: Option<PathBuf>,
+    max_concurrency: Option<NonZeroUsize>,
+}
+
+impl Default for ProfileFile {
+    /// The defaults, as `default-profile.toml` documents them.
+    fn default() -> ProfileFile {
+        ProfileFile {
+            model: "sim-model".to_owned(),
+            ttft_ms: 50.0,
+            tpot_ms: 10.0,
+            noise_cv: 0.0,
+            seed: 0,
+            startup_delay_ms: 0.0,
+            never_healthy: false,
+            die_after_requests: None,
+            error_rate: 0.0,
+            accuracy: 1.0,
+            monokernel: false,
+            log_file: None,
+            max_concurrency: None,
+        }
+    }
+}
+
+impl TryFrom<ProfileFile> for Profile {
+    type Error = ProfileError;
+
+    fn try_from(file: ProfileFile) -> Result<Profile, ProfileError> {
+        Ok(Profile {
+            model: file.model,
+            time_to_first_token: milliseconds("ttft-ms", file.ttft_ms)?,
+            time_per_output_token: milliseconds("tpot-ms", file.tpot_ms)?,
+            noise: CoefficientOfVariation::try_from(file.noise_cv)
+                .map_err(|problem| ProfileError { key: "noise-cv", problem })?,
+            seed: file.seed,
+            startup_delay: milliseconds("startup-delay-ms", file.startup_delay_ms)?,
+            never_healthy: file.never_healthy,
+            die_after_requests: file.die_after_requests,
+            error_rate: probability("error-rate", file.error_rate)?,
+            accuracy: probability("accuracy", file.accuracy)?,
+            monokernel: file.monokernel,
+            log_file: file.log_file,
+            max_concurrency: file.max_concurrency,
+        })
+    }
+}
+
+fn milliseconds(key: &'static str, value: f64) -> Result<Duration, ProfileError> {
+    Duration::try_from_secs_f64(value / 1000.0)
+        .map_err(|_| ProfileError { key, problem: InvalidNumber::NotNonNegative(value) })
+}
+
+fn probability(key: &'static str, value: f64) -> Result<Probability, ProfileError> {
+    Probability::try_from(value).map_err(|problem| ProfileError { key, problem })
+}

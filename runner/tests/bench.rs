@@ -1,0 +1,510 @@
+//! Tests of `prgate_runner::bench`: the built-in client against a real streaming HTTP server of
+//! the test's own (tiny_http on 127.0.0.1, known per-token delay), and the parsers on samples
+//! written with the real field names of sglang `bench_serving` and InferenceX.
+//!
+//! The timing assertions leave a generous window (10%) so that they hold on two loaded cores;
+//! the 2% accuracy claim belongs to a benchmark. Each timing test prints what it measured.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use prgate_runner::bench::{
+    self, BenchConfig, BenchError, BenchResult, Endpoint, SpeedRecord, parse_bench_serving_jsonl,
+    parse_inferencex_json,
+};
+use serde_json::Value;
+
+/// How the test server answers.
+#[derive(Debug, Clone)]
+struct Behaviour {
+    /// Content chunks per streamed response.
+    tokens: usize,
+    /// The pause before the first chunk.
+    first_delay: Duration,
+    /// The pause between two chunks.
+    delay: Duration,
+    /// The pause between two chunks for the first `slow_requests` requests.
+    slow_delay: Duration,
+    slow_requests: usize,
+    /// Request numbers (from 0) divisible by this are answered with HTTP 500.
+    fail_every: Option<usize>,
+    /// Whether a final chunk carries `usage`.
+    usage: bool,
+}
+
+impl Default for Behaviour {
+    fn default() -> Self {
+        Behaviour {
+            tokens: 11,
+            first_delay: Duration::from_millis(5),
+            delay: Duration::from_millis(40),
+            slow_delay: Duration::from_millis(40),
+            slow_requests: 0,
+            fail_every: None,
+            usage: true,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    requests: AtomicUsize,
+    in_flight: AtomicUsize,
+    max_in_flight: AtomicUsize,
+    bodies: Mutex<Vec<(String, Value)>>,
+}
+
+struct TestServer {
+    url: String,
+    server: Arc<tiny_http::Server>,
+    counters: Arc<Counters>,
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.server.unblock();
+    }
+}
+
+fn start(behaviour: Behaviour) -> TestServer {
+    let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("bind 127.0.0.1"));
+    let port = server.server_addr().to_ip().expect("an IP address").port();
+    let counters = Arc::new(Counters::default());
+    let (accepting, accepting_counters) = (Arc::clone(&server), Arc::clone(&counters));
+    thread::spawn(move || {
+        while let Ok(request) = accepting.recv() {
+            let (behaviour, counters) = (behaviour.clone(), Arc::clone(&accepting_counters));
+            thread::spawn(move || answer(request, &behaviour, &counters));
+        }
+    });
+    TestServer { url: format!("http://127.0.0.1:{port}"), server, counters }
+}
+
+fn answer(mut request: tiny_http::Request, behaviour: &Behaviour, counters: &Counters) {
+    let number = counters.requests.fetch_add(1, Ordering::SeqCst);
+    let mut body = String::new();
+    let _ = request.as_reader().read_to_string(&mut body);
+    let path = request.url().to_owned();
+    let json = serde_json::from_str(&body).unwrap_or(Value::Null);
+    counters.bodies.lock().expect("bodies").push((path.clone(), json));
+    if behaviour.fail_every.is_some_and(|every| number.is_multiple_of(every)) {
+        // `Connection: close`: tiny_http sets no TCP_NODELAY, and on a reused connection Nagle's
+        // algorithm with delayed ACKs would hold the next response's first chunk back.
+        let close = tiny_http::Header::from_bytes("Connection", "close").expect("a header");
+        let response =
+            tiny_http::Response::from_string("boom").with_status_code(500).with_header(close);
+        let _ = request.respond(response);
+        return;
+    }
+    let now = counters.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+    counters.max_in_flight.fetch_max(now, Ordering::SeqCst);
+    let delay =
+        if number < behaviour.slow_requests { behaviour.slow_delay } else { behaviour.delay };
+    let chat = path.contains("chat");
+    let mut writer = request.into_writer();
+    // The headers go out with the first chunk: tiny_http sets no TCP_NODELAY, and Nagle's
+    // algorithm with the client's delayed ACK would hold a chunk written behind them.
+    let mut pending = String::from(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
+    );
+    let mut chunk = |writer: &mut Box<dyn Write + Send>, data: &str| {
+        let event = format!("data: {data}\n\n");
+        pending.push_str(&format!("{:x}\r\n{event}\r\n", event.len()));
+        let _ = writer.write_all(pending.as_bytes());
+        let _ = writer.flush();
+        pending.clear();
+    };
+    thread::sleep(behaviour.first_delay);
+    for i in 0..behaviour.tokens {
+        if i > 0 {
+            thread::sleep(delay);
+        }
+        if chat {
+            chunk(&mut writer, r#"{"choices":[{"index":0,"delta":{"content":"tok"}}]}"#);
+        } else {
+            chunk(&mut writer, r#"{"choices":[{"index":0,"text":"tok"}]}"#);
+        }
+    }
+    if behaviour.usage {
+        let usage = format!(
+            r#"{{"choices":[],"usage":{{"prompt_tokens":9,"completion_tokens":{}}}}}"#,
+            behaviour.tokens
+        );
+        chunk(&mut writer, &usage);
+    }
+    chunk(&mut writer, "[DONE]");
+    counters.in_flight.fetch_sub(1, Ordering::SeqCst);
+    let _ = write!(writer, "0\r\n\r\n");
+    let _ = writer.flush();
+}
+
+fn config(url: &str) -> BenchConfig {
+    BenchConfig {
+        base_url: format!("{url}/"),
+        model: "test-model".into(),
+        endpoint: Endpoint::Completions,
+        input_len: 8,
+        output_len: 11,
+        concurrency: 2,
+        requests: 6,
+        warmup: 0,
+        timeout: Duration::from_secs(30),
+    }
+}
+
+fn run(config: &BenchConfig) -> BenchResult {
+    match bench::run(config) {
+        Ok(result) => result,
+        Err(error) => panic!("the benchmark failed: {error}"),
+    }
+}
+
+fn assert_within(name: &str, measured: Option<f64>, expected: f64, tolerance: f64) {
+    let measured = measured.unwrap_or(f64::NAN);
+    eprintln!("{name}: measured {measured:.3} ms, expected {expected:.3} ms");
+    assert!(
+        (measured - expected).abs() <= expected * tolerance,
+        "{name}: {measured} ms is not within {}% of {expected} ms",
+        tolerance * 100.0
+    );
+}
+
+#[test]
+fn tpot_and_itl_match_the_known_per_token_delay() {
+    for (endpoint, usage) in
+        [(Endpoint::Completions, true), (Endpoint::Completions, false), (Endpoint::Chat, true)]
+    {
+        let server = start(Behaviour { usage, ..Behaviour::default() });
+        let result = run(&BenchConfig { endpoint, ..config(&server.url) });
+        eprintln!("{endpoint:?}, usage {usage}:");
+        assert_eq!((result.completed, result.failed), (6, 0), "{:?}", result.errors);
+        assert_eq!(result.total_output_tokens, 66);
+        assert_within("median TPOT", result.median_tpot_ms, 40.0, 0.10);
+        assert_within("mean TPOT", result.mean_tpot_ms, 40.0, 0.10);
+        assert_within("median ITL", result.median_itl_ms, 40.0, 0.10);
+        assert!(
+            result.median_ttft_ms.is_some_and(|ttft| ttft < 40.0),
+            "{:?}",
+            result.median_ttft_ms
+        );
+        let expected_input = if usage { 6 * 9 } else { 6 * 8 };
+        assert_eq!(result.total_input_tokens, expected_input);
+    }
+}
+
+#[test]
+fn requests_are_fixed_length_streamed_and_ignore_eos() {
+    let server = start(Behaviour { tokens: 2, delay: Duration::ZERO, ..Behaviour::default() });
+    for endpoint in [Endpoint::Completions, Endpoint::Chat] {
+        let config = BenchConfig { endpoint, requests: 1, input_len: 32, ..config(&server.url) };
+        let _ = run(&config);
+    }
+    let bodies = server.counters.bodies.lock().expect("bodies").clone();
+    let [(completions_path, completions), (chat_path, chat)] = &bodies[..] else {
+        panic!("expected two requests, got {bodies:?}");
+    };
+    assert_eq!(completions_path, "/v1/completions");
+    assert_eq!(chat_path, "/v1/chat/completions");
+    for body in [completions, chat] {
+        assert_eq!(body["model"], "test-model");
+        assert_eq!(body["max_tokens"], 11);
+        assert_eq!(body["ignore_eos"], true);
+        assert_eq!(body["stream"], true);
+    }
+    let words = |text: &Value| text.as_str().map(|t| t.split(' ').count());
+    assert_eq!(words(&completions["prompt"]), Some(32));
+    assert_eq!(words(&chat["messages"][0]["content"]), Some(32));
+    assert_eq!(chat["messages"][0]["role"], "user");
+}
+
+#[test]
+fn concurrency_is_respected_and_kept_full() {
+    let behaviour =
+        Behaviour { tokens: 4, delay: Duration::from_millis(20), ..Behaviour::default() };
+    let server = start(behaviour);
+    let result = run(&BenchConfig { concurrency: 4, requests: 12, ..config(&server.url) });
+    assert_eq!(result.completed, 12);
+    assert_eq!(server.counters.max_in_flight.load(Ordering::SeqCst), 4);
+    eprintln!("measured concurrency {:.2} for 4 configured", result.concurrency);
+    assert_eq!(result.max_concurrency, 4);
+    assert!(result.concurrency > 2.0 && result.concurrency <= 4.0 + 1e-9, "{}", result.concurrency);
+}
+
+#[test]
+fn warmup_requests_are_sent_first_and_not_counted() {
+    // The three warm-up requests are slow; the measured ones are not.
+    let server = start(Behaviour {
+        slow_requests: 3,
+        slow_delay: Duration::from_millis(120),
+        ..Behaviour::default()
+    });
+    let result =
+        run(&BenchConfig { concurrency: 1, warmup: 3, requests: 4, ..config(&server.url) });
+    assert_eq!(server.counters.requests.load(Ordering::SeqCst), 7);
+    assert_eq!((result.completed, result.failed, result.num_prompts), (4, 0, 4));
+    assert_eq!(result.warmup_requests, 3);
+    assert_eq!(result.total_output_tokens, 44);
+    assert_within("median TPOT after warm-up", result.median_tpot_ms, 40.0, 0.10);
+    assert_within("max ITL after warm-up", result.max_itl_ms, 40.0, 0.25);
+}
+
+#[test]
+fn failed_requests_are_counted_not_averaged() {
+    let server = start(Behaviour { fail_every: Some(3), ..Behaviour::default() });
+    let result = run(&BenchConfig { requests: 9, ..config(&server.url) });
+    assert_eq!((result.completed, result.failed), (6, 3));
+    assert_eq!(result.total_output_tokens, 66);
+    assert_within("median TPOT with failures", result.median_tpot_ms, 40.0, 0.10);
+    let expected = format!("{}/v1/completions: http status 500: boom", server.url);
+    assert_eq!(result.errors, [expected]);
+}
+
+#[test]
+fn a_server_that_fails_every_warmup_request_stops_the_run() {
+    let server = start(Behaviour { fail_every: Some(1), ..Behaviour::default() });
+    let error = bench::run(&BenchConfig { warmup: 2, ..config(&server.url) });
+    let message = error.as_ref().map_err(ToString::to_string).err().unwrap_or_default();
+    assert!(matches!(error, Err(BenchError::WarmupFailed { .. })), "{message}");
+    let url = format!("{}/v1/completions", server.url);
+    assert_eq!(
+        message,
+        format!("every warm-up request to {url} failed; the first: {url}: http status 500: boom")
+    );
+    assert_eq!(server.counters.requests.load(Ordering::SeqCst), 2);
+}
+
+#[test]
+fn an_unreachable_server_fails_every_request_with_its_url() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    drop(listener);
+    let result = run(&config(&format!("http://127.0.0.1:{port}")));
+    assert_eq!((result.completed, result.failed), (0, 6));
+    assert_eq!(result.median_tpot_ms, None);
+    assert_eq!(result.errors.len(), 1);
+    assert!(result.errors[0].starts_with(&format!("http://127.0.0.1:{port}/v1/completions: ")));
+}
+
+#[test]
+fn a_run_without_concurrency_is_refused() {
+    let error = bench::run(&BenchConfig { concurrency: 0, ..config("http://127.0.0.1:1") });
+    assert!(matches!(error, Err(BenchError::InvalidConfig { .. })));
+}
+
+#[test]
+fn the_result_is_bench_serving_json_and_parses_back() {
+    let server =
+        start(Behaviour { tokens: 3, delay: Duration::from_millis(5), ..Behaviour::default() });
+    let result = run(&BenchConfig { requests: 2, output_len: 3, ..config(&server.url) });
+    let json = serde_json::to_string(&result).expect("serialize");
+    let value: Value = serde_json::from_str(&json).expect("JSON");
+    for field in [
+        "max_concurrency",
+        "completed",
+        "failed",
+        "duration",
+        "request_throughput",
+        "output_throughput",
+        "median_ttft_ms",
+        "median_tpot_ms",
+        "mean_tpot_ms",
+        "p99_tpot_ms",
+        "median_itl_ms",
+        "median_e2e_latency_ms",
+        "concurrency",
+    ] {
+        assert!(value.get(field).is_some(), "no field {field} in {json}");
+    }
+    assert_eq!(value["endpoint"], "completions");
+    let records = parse_bench_serving_jsonl(&json).expect("our JSON is bench_serving JSONL");
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].concurrency, 2);
+    assert_eq!(Some(records[0].median_tpot_ms), result.median_tpot_ms);
+    assert_eq!((records[0].input_len, records[0].output_len), (Some(8), Some(3)));
+}
+
+// The parsers.
+
+/// A line as sglang `bench_serving` appends it (`request_rate` is Python's `inf`).
+const SGLANG_LINE: &str = r#"{"backend": "sglang-oai", "dataset_name": "random", "request_rate": Infinity, "max_concurrency": 64, "sharegpt_output_len": null, "random_input_len": 1024, "random_output_len": 1024, "random_range_ratio": 1.0, "duration": 151.2, "completed": 640, "total_input_tokens": 655360, "total_output_tokens": 655360, "total_output_tokens_retokenized": 654998, "request_throughput": 4.23, "input_throughput": 4334.2, "output_throughput": 4334.2, "mean_e2e_latency_ms": 15110.4, "median_e2e_latency_ms": 15102.9, "std_e2e_latency_ms": 88.1, "p99_e2e_latency_ms": 15390.7, "mean_ttft_ms": 412.5, "median_ttft_ms": 380.1, "std_ttft_ms": 120.4, "p99_ttft_ms": 905.3, "mean_tpot_ms": 14.37, "median_tpot_ms": 14.35, "std_tpot_ms": 0.21, "p99_tpot_ms": 14.9, "mean_itl_ms": 14.37, "median_itl_ms": 13.9, "std_itl_ms": 6.2, "p95_itl_ms": 15.1, "p99_itl_ms": 40.2, "concurrency": 63.9, "accept_length": null}"#;
+
+fn sglang_record() -> SpeedRecord {
+    SpeedRecord {
+        concurrency: 64,
+        median_tpot_ms: 14.35,
+        mean_tpot_ms: Some(14.37),
+        p99_tpot_ms: Some(14.9),
+        median_ttft_ms: Some(380.1),
+        mean_ttft_ms: Some(412.5),
+        p99_ttft_ms: Some(905.3),
+        median_itl_ms: Some(13.9),
+        mean_itl_ms: Some(14.37),
+        median_e2e_latency_ms: Some(15102.9),
+        request_throughput: Some(4.23),
+        output_throughput: Some(4334.2),
+        completed: Some(640),
+        input_len: Some(1024),
+        output_len: Some(1024),
+    }
+}
+
+fn check(
+    parse: fn(&str) -> Result<Vec<SpeedRecord>, bench::ParseError>,
+    input: &str,
+    expect: Result<Vec<SpeedRecord>, &str>,
+) {
+    match (parse(input), expect) {
+        (Ok(got), Ok(expect)) => assert_eq!(got, expect, "{input}"),
+        (Err(got), Err(expect)) => assert_eq!(got.to_string(), expect, "{input}"),
+        (got, expect) => panic!("{input}\ngot {got:?}\nexpected {expect:?}"),
+    }
+}
+
+#[test]
+fn bench_serving_jsonl_is_read_by_its_field_names() {
+    let parse = parse_bench_serving_jsonl;
+    check(parse, SGLANG_LINE, Ok(vec![sglang_record()]));
+    // Appended runs, a blank line between, and a run at another concurrency.
+    let second = SGLANG_LINE.replace(r#""max_concurrency": 64"#, r#""max_concurrency": 8"#);
+    let two = format!("{SGLANG_LINE}\n\n{second}\n");
+    let at_8 = SpeedRecord { concurrency: 8, ..sglang_record() };
+    check(parse, &two, Ok(vec![sglang_record(), at_8]));
+    // The older `input_len`/`output_len` names; a minimal line.
+    check(
+        parse,
+        r#"{"max_concurrency": 4, "input_len": 128, "output_len": 32, "median_tpot_ms": 9.5, "median_itl_ms": NaN}"#,
+        Ok(vec![SpeedRecord {
+            concurrency: 4,
+            median_tpot_ms: 9.5,
+            mean_tpot_ms: None,
+            p99_tpot_ms: None,
+            median_ttft_ms: None,
+            mean_ttft_ms: None,
+            p99_ttft_ms: None,
+            median_itl_ms: None,
+            mean_itl_ms: None,
+            median_e2e_latency_ms: None,
+            request_throughput: None,
+            output_throughput: None,
+            completed: None,
+            input_len: Some(128),
+            output_len: Some(32),
+        }]),
+    );
+}
+
+#[test]
+fn bench_serving_errors_name_the_line_and_the_field() {
+    let parse = parse_bench_serving_jsonl;
+    let no_concurrency =
+        SGLANG_LINE.replace(r#""max_concurrency": 64"#, r#""max_concurrency": null"#);
+    check(
+        parse,
+        &format!("{SGLANG_LINE}\n{no_concurrency}"),
+        Err(
+            "line 2: missing field 'max_concurrency'\nhint: run the benchmark with --max-concurrency",
+        ),
+    );
+    let text_tpot =
+        SGLANG_LINE.replace(r#""median_tpot_ms": 14.35"#, r#""median_tpot_ms": "fast""#);
+    check(
+        parse,
+        &text_tpot,
+        Err(r#"line 1: field 'median_tpot_ms' must be a number, found "fast""#),
+    );
+    let no_tpot = SGLANG_LINE.replace(r#""median_tpot_ms": 14.35, "#, "");
+    check(parse, &no_tpot, Err("line 1: missing field 'median_tpot_ms'"));
+    let all_failed = SGLANG_LINE.replace(r#""completed": 640"#, r#""completed": 0"#);
+    check(
+        parse,
+        &all_failed,
+        Err("line 1: field 'completed' is 0: every request of this run failed"),
+    );
+    check(
+        parse,
+        r#"{"max_concurrency": 0.5, "median_tpot_ms": 1}"#,
+        Err("line 1: field 'max_concurrency' must be a positive integer, found 0.5"),
+    );
+    check(parse, "[1, 2]", Err("line 1: expected a JSON object, found an array"));
+    check(parse, "\n  \n", Err("no speed record in the input"));
+    let error = parse("{\"max_concurrency\": 4,").map_err(|e| e.to_string());
+    assert!(error.as_ref().is_err_and(|e| e.starts_with("line 1: invalid JSON: ")), "{error:?}");
+}
+
+/// The result JSON of InferenceX's `utils/bench_serving/benchmark_serving.py --save-result`.
+const INFERENCEX_RAW: &str = r#"{"date": "20250914-031522", "backend": "openai", "model_id": "deepseek-ai/DeepSeek-R1-0528", "tokenizer_id": "deepseek-ai/DeepSeek-R1-0528", "best_of": 1, "num_prompts": 640, "request_rate": "inf", "burstiness": 1.0, "max_concurrency": 64, "duration": 420.7, "completed": 640, "total_input_tokens": 589312, "total_output_tokens": 590021, "request_throughput": 1.52, "request_goodput:": null, "output_throughput": 1402.5, "total_token_throughput": 2803.3, "mean_ttft_ms": 1210.4, "median_ttft_ms": 1105.2, "std_ttft_ms": 402.1, "p90_ttft_ms": 1750.3, "p99_ttft_ms": 2410.9, "p99.9_ttft_ms": 2600.1, "mean_tpot_ms": 43.1, "median_tpot_ms": 42.8, "std_tpot_ms": 1.9, "p90_tpot_ms": 45.0, "p99_tpot_ms": 48.2, "p99.9_tpot_ms": 49.0, "mean_itl_ms": 43.0, "median_itl_ms": 40.1, "std_itl_ms": 12.3, "p90_itl_ms": 52.0, "p99_itl_ms": 95.4, "p99.9_itl_ms": 180.2, "mean_e2el_ms": 40210.5, "median_e2el_ms": 40102.0, "std_e2el_ms": 900.2, "p90_e2el_ms": 41300.0, "p99_e2el_ms": 42800.7, "p99.9_e2el_ms": 43000.0}"#;
+
+/// One `agg_*.json` of InferenceX's `utils/process_result.py` (times in seconds).
+const INFERENCEX_AGG: &str = r#"{"hw": "mi355x", "conc": 64, "image": "rocm/sgl-dev:latest", "model": "deepseek-ai/DeepSeek-R1-0528", "infmax_model_prefix": "dsr1", "framework": "sglang", "precision": "fp8", "spec_decoding": "none", "disagg": false, "isl": 1024, "osl": 1024, "is_multinode": false, "tp": 8, "ep": 1, "dp_attention": "false", "tput_per_gpu": 350.4, "output_tput_per_gpu": 175.3, "input_tput_per_gpu": 175.1, "mean_ttft": 1.2104, "median_ttft": 1.1052, "std_ttft": 0.4021, "p99_ttft": 2.4109, "mean_tpot": 0.0431, "mean_intvty": 23.20, "median_tpot": 0.0428, "median_intvty": 23.36, "p99_tpot": 0.0482, "p99_intvty": 20.74, "mean_itl": 0.043, "median_itl": 0.0401, "mean_e2el": 40.2105, "median_e2el": 40.102}"#;
+
+fn inferencex_raw_record() -> SpeedRecord {
+    SpeedRecord {
+        concurrency: 64,
+        median_tpot_ms: 42.8,
+        mean_tpot_ms: Some(43.1),
+        p99_tpot_ms: Some(48.2),
+        median_ttft_ms: Some(1105.2),
+        mean_ttft_ms: Some(1210.4),
+        p99_ttft_ms: Some(2410.9),
+        median_itl_ms: Some(40.1),
+        mean_itl_ms: Some(43.0),
+        median_e2e_latency_ms: Some(40102.0),
+        request_throughput: Some(1.52),
+        output_throughput: Some(1402.5),
+        completed: Some(640),
+        input_len: None,
+        output_len: None,
+    }
+}
+
+#[test]
+fn inferencex_results_are_read_in_all_three_shapes() {
+    let parse = parse_inferencex_json;
+    check(parse, INFERENCEX_RAW, Ok(vec![inferencex_raw_record()]));
+    let agg = parse(INFERENCEX_AGG).expect("an agg_*.json");
+    let [record] = &agg[..] else { panic!("one record expected, got {agg:?}") };
+    assert_eq!(
+        (record.concurrency, record.input_len, record.output_len),
+        (64, Some(1024), Some(1024))
+    );
+    let near = |got: Option<f64>, expect: f64| got.is_some_and(|got| (got - expect).abs() < 1e-9);
+    assert!(near(Some(record.median_tpot_ms), 42.8), "{record:?}");
+    assert!(near(record.median_ttft_ms, 1105.2) && near(record.median_e2e_latency_ms, 40102.0));
+    assert_eq!((record.request_throughput, record.completed), (None, None));
+    // collect_results.py gathers agg objects into one array.
+    let collected =
+        format!("[{INFERENCEX_AGG}, {}]", INFERENCEX_AGG.replace(r#""conc": 64"#, r#""conc": 4"#));
+    let records = parse(&collected).expect("a collected array");
+    assert_eq!(records.iter().map(|r| r.concurrency).collect::<Vec<_>>(), [64, 4]);
+}
+
+#[test]
+fn inferencex_errors_name_the_record_and_the_field() {
+    let parse = parse_inferencex_json;
+    let no_conc = INFERENCEX_AGG.replace(r#""conc": 64, "#, "");
+    check(
+        parse,
+        &format!("[{INFERENCEX_AGG}, {no_conc}]"),
+        Err(
+            "record 2: not an InferenceX result: it has neither 'median_tpot_ms' (benchmark_serving.py) nor 'conc' and 'median_tpot' (process_result.py)",
+        ),
+    );
+    let bad_conc = INFERENCEX_AGG.replace(r#""conc": 64"#, r#""conc": "many""#);
+    check(
+        parse,
+        &bad_conc,
+        Err(r#"the result: field 'conc' must be a positive integer, found "many""#),
+    );
+    let no_max = INFERENCEX_RAW.replace(r#""max_concurrency": 64"#, r#""max_concurrency": null"#);
+    check(
+        parse,
+        &no_max,
+        Err(
+            "the result: missing field 'max_concurrency'\nhint: run the benchmark with --max-concurrency",
+        ),
+    );
+    check(parse, "[]", Err("no speed record in the input"));
+}

@@ -1,0 +1,158 @@
+//! `prgate sim-server`: the simulated OpenAI-compatible server, for tests, the demo and trying
+//! the runner without a GPU. The server itself is the runner's (`sim_server`); this is its CLI.
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Args;
+use prgate_runner::sim_server::{self, Profile};
+
+/// Serve a simulated OpenAI-compatible model server (completions, chat, streaming, /health,
+/// /v1/models) whose speed, noise, failures and accuracy come from a profile file and flags.
+///
+/// Prints the address it listens on, then serves until stopped. The profile format:
+/// docs/sim-server.md.
+#[derive(Debug, Args)]
+pub(crate) struct SimServerArgs {
+    /// A profile file (TOML, or JSON when it ends in .json); flags override its keys.
+    #[arg(long, value_name = "FILE")]
+    profile: Option<PathBuf>,
+    /// The address to listen on; port 0 picks a free one.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// The model name to report.
+    #[arg(long)]
+    model: Option<String>,
+    /// Time to first token, in milliseconds.
+    #[arg(long, value_name = "MS")]
+    ttft_ms: Option<f64>,
+    /// Time per output token after the first, in milliseconds.
+    #[arg(long, value_name = "MS")]
+    tpot_ms: Option<f64>,
+    /// Run-to-run noise, as a coefficient of variation (0.02 is 2%).
+    #[arg(long, value_name = "CV")]
+    noise_cv: Option<f64>,
+    /// The seed of every random draw.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// The probability that an answer with an `expected:` line is right.
+    #[arg(long, value_name = "P")]
+    accuracy: Option<f64>,
+    /// Log monokernel routing lines, as a server started with monokernels on does.
+    #[arg(long = "enable-amd-monokernel")]
+    monokernel: bool,
+    /// Where the log goes [default: standard error].
+    #[arg(long, value_name = "FILE")]
+    log_file: Option<PathBuf>,
+    /// Write the address listened on to this file too (for scripts and the runner).
+    #[arg(long, value_name = "FILE")]
+    address_file: Option<PathBuf>,
+}
+
+pub(crate) fn run(args: &SimServerArgs) -> anyhow::Result<()> {
+    let mut profile = match &args.profile {
+        Some(path) => Profile::load(path)?,
+        None => Profile::default(),
+    };
+    if let Some(model) = &args.model {
+        profile.model.clone_from(model);
+    }
+    let millis = |value: f64, flag: &str| -> anyhow::Result<Duration> {
+        anyhow::ensure!(
+            value.is_finite() && value >= 0.0,
+            "{flag} {value}: not a time in milliseconds"
+        );
+        Ok(Duration::from_secs_f64(value / 1000.0))
+    };
+    if let Some(ms) = args.ttft_ms {
+        profile.time_to_first_token = millis(ms, "--ttft-ms")?;
+    }
+    if let Some(ms) = args.tpot_ms {
+        profile.time_per_output_token = millis(ms, "--tpot-ms")?;
+    }
+    if let Some(cv) = args.noise_cv {
+        profile.noise =
+            cv.try_into().map_err(|error| anyhow::anyhow!("--noise-cv {cv}: {error}"))?;
+    }
+    if let Some(seed) = args.seed {
+        profile.seed = seed;
+    }
+    if let Some(accuracy) = args.accuracy {
+        profile.accuracy = accuracy
+            .try_into()
+            .map_err(|error| anyhow::anyhow!("--accuracy {accuracy}: {error}"))?;
+    }
+    profile.monokernel |= args.monokernel;
+    if let Some(log) = &args.log_file {
+        profile.log_file = Some(log.clone());
+    }
+    let server = sim_server::serve(profile, args.listen)?;
+    let url = server.url();
+    if let Some(path) = &args.address_file {
+        std::fs::write(path, format!("{url}\n"))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "listening on {url}")
+        .and_then(|()| stdout.flush())
+        .context("writing to standard output")?;
+    drop(stdout);
+    server.wait()?;
+    Ok(())
+}
+
+/// Benchmark an OpenAI-compatible server at fixed input and output lengths and one
+/// concurrency, streaming, and print TTFT, TPOT, ITL and throughput as JSON, with
+/// sglang bench_serving's definitions (docs/bench.md).
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    /// The server, e.g. http://127.0.0.1:30000.
+    #[arg(long, value_name = "URL")]
+    url: String,
+    /// The model name sent with every request.
+    #[arg(long, default_value = "default")]
+    model: String,
+    /// Use the chat completions API instead of completions.
+    #[arg(long)]
+    chat: bool,
+    /// Prompt length, in tokens.
+    #[arg(long, default_value_t = 1024)]
+    input_len: u32,
+    /// Output length, in tokens (max_tokens, with ignore_eos).
+    #[arg(long, default_value_t = 1024)]
+    output_len: u32,
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = 1)]
+    concurrency: u32,
+    /// Measured requests.
+    #[arg(long, default_value_t = 16)]
+    requests: u32,
+    /// Requests sent first and not counted.
+    #[arg(long, default_value_t = 2)]
+    warmup: u32,
+    /// The longest one request may take, in seconds.
+    #[arg(long, default_value_t = 600)]
+    timeout_s: u64,
+}
+
+pub(crate) fn bench(args: &BenchArgs) -> anyhow::Result<()> {
+    use prgate_runner::bench::{BenchConfig, Endpoint};
+    let config = BenchConfig {
+        base_url: args.url.clone(),
+        model: args.model.clone(),
+        endpoint: if args.chat { Endpoint::Chat } else { Endpoint::Completions },
+        input_len: args.input_len,
+        output_len: args.output_len,
+        concurrency: args.concurrency,
+        requests: args.requests,
+        warmup: args.warmup,
+        timeout: Duration::from_secs(args.timeout_s),
+    };
+    let result = prgate_runner::bench::run(&config)?;
+    crate::files::print(
+        &(serde_json::to_string_pretty(&result).context("writing the result")? + "\n"),
+    )
+}
