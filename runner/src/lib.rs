@@ -1,11 +1,32 @@
 //! The runner: turns a plan into evidence on a GPU node.
 //!
 //! It owns every process, socket, container and cluster job prgate starts: installing base
-//! and PR, the servers, tests, accuracy evals and speed benchmarks.
+//! and PR, the servers, tests, accuracy evals and speed benchmarks. What works so far are its
+//! parts; `prgate run`, which puts them together, is still to come (issue 5).
 //!
 //! - [`sim_server`]: a real OpenAI-compatible HTTP server whose speed, noise, failures and
 //!   accuracy are configured, so the runner and the demo can be exercised without a GPU;
-//! - [`bench`]: the built-in speed client (`prgate bench`), with `bench_serving`'s definitions.
+//! - [`export`]: a commit's tree as a clean directory (no `.git`), for installing and testing;
+//! - [`bench`]: the built-in speed client (`prgate bench`), with `bench_serving`'s definitions;
+//! - [`junit`]: the pytest command line for a selection, and its JUnit XML read into per-test
+//!   results;
+//! - [`accuracy`]: the built-in exact-match evaluator over a JSONL dataset, and sgl-eval's
+//!   `metrics.json` read into accuracy evidence;
+//! - [`process`]: children in their own process groups, stopped as a whole (on timeout, drop,
+//!   Ctrl-C or SIGTERM), their logs' tails, port leases and the health gate;
+//! - [`results`]: the results directory: one evidence file per finished step, written
+//!   atomically so a rerun resumes, per-step logs, and the JSON-lines event stream;
+//! - [`recipe`]: a model's recipe from the PR's tree (`test/e2e/<model>.toml`): its server
+//!   command, tests, timing scripts, accuracy benchmarks and speed sweep, checked;
+//! - [`node`]: the node profile, trusted and local to the node: its hardware, GPUs, image,
+//!   checkpoints, secrets and directories.
 
+pub mod accuracy;
 pub mod bench;
+pub mod export;
+pub mod junit;
+pub mod node;
+pub mod process;
+pub mod recipe;
+pub mod results;
 pub mod sim_server;

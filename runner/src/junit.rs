@@ -1,0 +1,224 @@
+//! pytest under JUnit XML: the command line that runs a selection of tests, and the reader that
+//! turns the XML file pytest writes (`pytest --junitxml=FILE`) into the gate's per-test results.
+//!
+//! The XML is read by the `junit-parser` crate; this module maps its test cases onto
+//! [`TestResult`]s:
+//!
+//! - `id` is `classname::name` exactly as pytest writes them: the classname is the test's module
+//!   as a dotted path with its classes (`tests.test_moe.TestRouting`), the name carries the
+//!   parameters (`test_topk[8-bf16]`). This is not pytest's node id (`tests/test_moe.py::...`),
+//!   which the XML does not hold; it is as stable, so base and PR results pair by it. A test case
+//!   without a classname (pytest writes one for a module that fails to import) is its name alone.
+//! - `outcome`: no child element is `passed`; `<failure>` is `failed`; `<error>` (an error in a
+//!   fixture's setup or teardown, or a collection error) is `error`; `<skipped>` (a skip or an
+//!   expected failure) is `skipped`. A test that failed and then errored in teardown has both
+//!   elements; the parser keeps the last one.
+//! - `message`: the element's `message` attribute (pytest: the exception's first lines, or the
+//!   skip reason), or the first non-empty line of its text when that is empty, cut to
+//!   [`MAX_MESSAGE_CHARS`] characters. Passed tests have none.
+//!
+//! Running pytest (in the container, with a timeout, in its own process group) is the caller's
+//! work: this module builds its argv and reads its output, nothing more.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use prgate_gate::evidence::{TestOutcome, TestResult};
+
+/// The longest message kept for one test, in characters; a longer one is cut and ends in `…`.
+pub const MAX_MESSAGE_CHARS: usize = 1000;
+
+/// How to run pytest on a selection of tests; [`pytest_argv`] turns it into an argv.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PytestCommand {
+    /// The Python interpreter (`python3`): pytest runs as `python -m pytest`, so the tests see
+    /// the interpreter's installed packages.
+    pub python: PathBuf,
+    /// The selection: paths (`tests/unit`), files, or node ids (`tests/test_x.py::test_y[a-b]`),
+    /// passed to pytest as they are, after a `--`. None may start with `-`.
+    pub selection: Vec<String>,
+    /// Where pytest writes its JUnit XML.
+    pub junit_xml: PathBuf,
+    /// More options, placed before the selection (`-x`, `-k expr`, `--timeout=600`).
+    pub extra_args: Vec<String>,
+}
+
+/// Why a selection cannot be turned into a pytest command.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectionError {
+    /// An empty selection would make pytest collect every test it can find.
+    #[error("the pytest selection is empty\nhint: name the test paths or node ids to run")]
+    Empty,
+    /// An entry that is empty, holds a NUL byte (which no argv can carry), or starts with `-`:
+    /// pytest reads some options (`-p`, `--version`) even after `--`, so such an entry could
+    /// load a plugin or skip the run.
+    #[error("the pytest selection entry '{entry}' {problem}")]
+    InvalidEntry { entry: String, problem: &'static str },
+}
+
+/// Why a JUnit XML file cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum JunitError {
+    /// The file cannot be read (pytest did not write it: it crashed, or never ran).
+    #[error("error reading the JUnit XML file {}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not JUnit XML, or is cut short.
+    #[error("error parsing the JUnit XML file {}: {message}", path.display())]
+    Parse { path: PathBuf, message: String },
+}
+
+/// The argv that runs `command`'s selection under pytest with JUnit XML:
+/// `<python> -m pytest -p no:cacheprovider --junitxml=<file> <extra args...> -- <selection...>`.
+///
+/// `-p no:cacheprovider` keeps pytest from writing `.pytest_cache` into the tree under test.
+/// No shell is involved: every element is one argument.
+pub fn pytest_argv(command: &PytestCommand) -> Result<Vec<OsString>, SelectionError> {
+    if command.selection.is_empty() {
+        return Err(SelectionError::Empty);
+    }
+    for entry in &command.selection {
+        let problem = if entry.is_empty() {
+            "is empty"
+        } else if entry.contains('\0') {
+            "holds a NUL byte"
+        } else if entry.starts_with('-') {
+            "starts with '-', like an option\nhint: write a path that starts with '-' as './-...'"
+        } else {
+            continue;
+        };
+        return Err(SelectionError::InvalidEntry { entry: entry.replace('\0', "\\0"), problem });
+    }
+    let mut junit = OsString::from("--junitxml=");
+    junit.push(command.junit_xml.as_os_str());
+    let mut argv: Vec<OsString> = vec![
+        command.python.clone().into_os_string(),
+        "-m".into(),
+        "pytest".into(),
+        "-p".into(),
+        "no:cacheprovider".into(),
+        junit,
+    ];
+    argv.extend(command.extra_args.iter().map(OsString::from));
+    argv.push("--".into());
+    argv.extend(command.selection.iter().map(OsString::from));
+    Ok(argv)
+}
+
+/// Reads the JUnit XML file at `path` into one result per test case, in the file's order.
+pub fn read_junit_file(path: &Path) -> Result<Vec<TestResult>, JunitError> {
+    let bytes =
+        std::fs::read(path).map_err(|source| JunitError::Read { path: path.to_owned(), source })?;
+    parse_junit(&bytes).map_err(|message| JunitError::Parse { path: path.to_owned(), message })
+}
+
+/// Parses JUnit XML into one result per test case, in the document's order; the error is why
+/// it is not JUnit XML. A document without a `<testsuite>` or `<testsuites>` element (an empty
+/// or truncated file) is an error: pytest writes one even when no test ran.
+pub fn parse_junit(xml: &[u8]) -> Result<Vec<TestResult>, String> {
+    let text = String::from_utf8_lossy(xml);
+    if !text.contains("<testsuite") {
+        return Err("no <testsuite> or <testsuites> element".to_owned());
+    }
+    let suites = junit_parser::from_reader(xml).map_err(|error| error_chain(&error))?;
+    let mut results = Vec::new();
+    for suite in &suites.suites {
+        collect(suite, &mut results);
+    }
+    Ok(results)
+}
+
+fn collect(suite: &junit_parser::TestSuite, results: &mut Vec<TestResult>) {
+    for case in &suite.cases {
+        results.push(test_result(case));
+    }
+    for nested in &suite.suites {
+        collect(nested, results);
+    }
+}
+
+fn test_result(case: &junit_parser::TestCase) -> TestResult {
+    let id = match case.classname.as_deref() {
+        Some(classname) if !classname.is_empty() => format!("{classname}::{}", case.original_name),
+        _ => case.original_name.clone(),
+    };
+    let (outcome, message) = match &case.status {
+        junit_parser::TestStatus::Success => (TestOutcome::Passed, None),
+        junit_parser::TestStatus::Failure(failure) => {
+            (TestOutcome::Failed, message(&failure.message, &failure.text))
+        }
+        junit_parser::TestStatus::Error(error) => {
+            (TestOutcome::Error, message(&error.message, &error.text))
+        }
+        junit_parser::TestStatus::Skipped(skipped) => {
+            (TestOutcome::Skipped, message(&skipped.message, &skipped.text))
+        }
+    };
+    TestResult { id, outcome, message }
+}
+
+/// The `message` attribute, or else the first non-empty line of the element's text, cut.
+fn message(attribute: &str, text: &str) -> Option<String> {
+    let chosen = if attribute.trim().is_empty() {
+        text.lines().map(str::trim).find(|line| !line.is_empty())?
+    } else {
+        attribute.trim()
+    };
+    Some(truncate(chosen, MAX_MESSAGE_CHARS))
+}
+
+/// `text` cut to `max` characters, ending in `…` when cut.
+fn truncate(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_owned(),
+        Some((cut, _)) => {
+            let kept = text[..cut].trim_end();
+            format!("{kept}…")
+        }
+    }
+}
+
+/// An error and its sources, joined by `: ` (the parser's own messages say little alone).
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncates_on_a_character_boundary() {
+        let cases: [(&str, usize, &str); 4] = [
+            ("short", 10, "short"),
+            ("exactly", 7, "exactly"),
+            ("ünïcödé", 3, "ünï…"),
+            ("cut here  now", 9, "cut here…"),
+        ];
+        for (text, max, expect) in cases {
+            assert_eq!(truncate(text, max), expect, "{text} to {max}");
+        }
+    }
+
+    #[test]
+    fn message_falls_back_to_the_first_line_of_the_text() {
+        let cases = [
+            ("boom", "ignored", Some("boom")),
+            ("", "\n  first line\nsecond", Some("first line")),
+            ("  ", "", None),
+        ];
+        for (attribute, text, expect) in cases {
+            assert_eq!(message(attribute, text).as_deref(), expect, "{attribute:?} {text:?}");
+        }
+    }
+}

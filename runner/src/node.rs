@@ -1,0 +1,393 @@
+//! The node profile: what one GPU node has, written by its administrator and trusted.
+//!
+//! The profile is local to the node (`prgate run --node FILE`), never read from a pull request.
+//! It is parsed through private serde types that reject unknown keys, then checked into a
+//! [`NodeProfile`]; every error names the file, the key and the bad value. Whether the GPUs,
+//! the image and the checkpoints really are there is the preflight's question, not this
+//! module's; it reads text and checks its shape. The rest of this page is
+//! `docs/node-profile.md`.
+//!
+#![doc = include_str!("../../docs/node-profile.md")]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::RangeInclusive;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+#[cfg(test)]
+mod tests;
+
+/// A realistic profile of an MI355X node, with a comment on every key.
+pub const EXAMPLE: &str = include_str!("node/example.toml");
+
+/// Secret `NAME`'s value is read at run time from the environment variable of this prefix
+/// followed by the name (`PRGATE_SECRET_HF_TOKEN`); the profile lists names only.
+pub const SECRET_ENV_PREFIX: &str = "PRGATE_SECRET_";
+
+/// A checked node profile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeProfile {
+    name: String,
+    hardware: String,
+    gpus: Vec<Gpu>,
+    image: Image,
+    checkpoint_store: PathBuf,
+    checkpoints: BTreeMap<String, String>,
+    secrets: BTreeSet<String>,
+    cache_dir: PathBuf,
+    work_dir: PathBuf,
+    ports: Option<RangeInclusive<u16>>,
+}
+
+/// One GPU the runner may hand out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gpu {
+    /// Its id as `amd-smi` and `HIP_VISIBLE_DEVICES` count it.
+    pub id: u32,
+    /// Its render node, e.g. `/dev/dri/renderD128`: the device a container is given.
+    pub render_device: PathBuf,
+}
+
+/// The container image every PR-controlled command runs in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Image {
+    /// The image's name with its tag, e.g. `lmsysorg/sglang:v0.5.5-rocm700-mi35x`.
+    pub name: String,
+    /// `sha256:` and 64 hex digits, when the profile pins the image.
+    pub digest: Option<String>,
+}
+
+/// Why a node profile was refused. Every variant names the file it came from.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NodeError {
+    /// The file is not valid TOML or does not have the expected shape (unknown key, wrong type).
+    #[error("{file}: {message}")]
+    Syntax { file: String, message: String },
+    /// A value has the right type but is not acceptable.
+    #[error("{file}: {key} = {value}: {problem}")]
+    Value { file: String, key: String, value: String, problem: String },
+    /// A key is wrong as a whole (an empty list, two lists that do not match).
+    #[error("{file}: {key}: {problem}")]
+    Key { file: String, key: String, problem: String },
+}
+
+impl NodeProfile {
+    /// Parses and checks the text of a node profile. `file` names it in errors.
+    pub fn parse(text: &str, file: &str) -> Result<NodeProfile, NodeError> {
+        let raw: RawNode = toml::from_str(text).map_err(|error| NodeError::Syntax {
+            file: file.to_owned(),
+            message: error.to_string().trim_end().to_owned(),
+        })?;
+        let value_error =
+            |key: &str, value: &dyn std::fmt::Debug, problem: String| NodeError::Value {
+                file: file.to_owned(),
+                key: key.to_owned(),
+                value: format!("{value:?}"),
+                problem,
+            };
+        let key_error = |key: &str, problem: &str| NodeError::Key {
+            file: file.to_owned(),
+            key: key.to_owned(),
+            problem: problem.to_owned(),
+        };
+
+        check_name(&raw.name).map_err(|problem| value_error("name", &raw.name, problem))?;
+        check_hardware(&raw.hardware)
+            .map_err(|problem| value_error("hardware", &raw.hardware, problem))?;
+
+        if raw.gpus.ids.is_empty() {
+            return Err(key_error("gpus.ids", "is empty: list the GPUs prgate may use"));
+        }
+        if raw.gpus.ids.len() != raw.gpus.render_devices.len() {
+            return Err(key_error(
+                "gpus.render-devices",
+                &format!(
+                    "its length differs from gpus.ids' ({} and {}): list one render device per \
+                     id, in the same order",
+                    raw.gpus.render_devices.len(),
+                    raw.gpus.ids.len()
+                ),
+            ));
+        }
+        let mut gpus: Vec<Gpu> = Vec::with_capacity(raw.gpus.ids.len());
+        for (index, (id, device)) in raw.gpus.ids.iter().zip(&raw.gpus.render_devices).enumerate() {
+            if gpus.iter().any(|gpu| gpu.id == *id) {
+                return Err(value_error(
+                    &format!("gpus.ids[{index}]"),
+                    id,
+                    "is listed twice".to_owned(),
+                ));
+            }
+            let key = format!("gpus.render-devices[{index}]");
+            check_render_device(device).map_err(|problem| value_error(&key, device, problem))?;
+            if gpus.iter().any(|gpu| gpu.render_device == Path::new(device)) {
+                return Err(value_error(&key, device, "is listed twice".to_owned()));
+            }
+            gpus.push(Gpu { id: *id, render_device: PathBuf::from(device) });
+        }
+
+        let image = raw.image;
+        if image.name.is_empty()
+            || image.name.contains(char::is_whitespace)
+            || image.name.contains('@')
+        {
+            return Err(value_error(
+                "image.name",
+                &image.name,
+                "must be an image name with its tag, such as \"lmsysorg/sglang:v0.5.5-rocm700-mi35x\"\n\
+                 hint: write a digest in image.digest, not after an @"
+                    .to_owned(),
+            ));
+        }
+        if let Some(digest) = &image.digest {
+            let hex = digest.strip_prefix("sha256:").unwrap_or_default();
+            if hex.len() != 64 || !hex.chars().all(|char| matches!(char, '0'..='9' | 'a'..='f')) {
+                return Err(value_error(
+                    "image.digest",
+                    digest,
+                    "must be \"sha256:\" and 64 lowercase hex digits".to_owned(),
+                ));
+            }
+        }
+
+        let checkpoint_store = absolute(&raw.checkpoint_store)
+            .map_err(|problem| value_error("checkpoint-store", &raw.checkpoint_store, problem))?;
+        let cache_dir = absolute(&raw.cache_dir)
+            .map_err(|problem| value_error("cache-dir", &raw.cache_dir, problem))?;
+        let work_dir = absolute(&raw.work_dir)
+            .map_err(|problem| value_error("work-dir", &raw.work_dir, problem))?;
+
+        for (name, path) in &raw.checkpoints {
+            check_name(name).map_err(|problem| {
+                key_error(&format!("checkpoints.{name:?}"), &format!("the name {problem}"))
+            })?;
+            check_relative_path(path)
+                .map_err(|problem| value_error(&format!("checkpoints.{name}"), path, problem))?;
+        }
+
+        let mut secrets = BTreeSet::new();
+        for (index, secret) in raw.secrets.iter().enumerate() {
+            let key = format!("secrets[{index}]");
+            check_secret_name(secret).map_err(|problem| value_error(&key, secret, problem))?;
+            if !secrets.insert(secret.clone()) {
+                return Err(value_error(&key, secret, "is listed twice".to_owned()));
+            }
+        }
+
+        let ports = match raw.ports {
+            Some(ports) => {
+                if ports.first < 1024 {
+                    return Err(value_error(
+                        "ports.first",
+                        &ports.first,
+                        "must be 1024 or more: prgate does not bind privileged ports".to_owned(),
+                    ));
+                }
+                if ports.last < ports.first {
+                    return Err(value_error(
+                        "ports.last",
+                        &ports.last,
+                        format!("is below ports.first ({})", ports.first),
+                    ));
+                }
+                Some(ports.first..=ports.last)
+            }
+            None => None,
+        };
+
+        Ok(NodeProfile {
+            name: raw.name,
+            hardware: raw.hardware,
+            gpus,
+            image: Image { name: image.name, digest: image.digest },
+            checkpoint_store,
+            checkpoints: raw.checkpoints,
+            secrets,
+            cache_dir,
+            work_dir,
+            ports,
+        })
+    }
+
+    /// The node's name, as evidence records it.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The node's hardware, lowercase, e.g. `mi355x`.
+    pub fn hardware(&self) -> &str {
+        &self.hardware
+    }
+
+    /// The GPUs prgate may use, in the order it hands them out.
+    pub fn gpus(&self) -> &[Gpu] {
+        &self.gpus
+    }
+
+    /// How many GPUs prgate may use.
+    pub fn gpu_count(&self) -> usize {
+        self.gpus.len()
+    }
+
+    /// The container image.
+    pub fn image(&self) -> &Image {
+        &self.image
+    }
+
+    /// The directory the checkpoints are in (mounted read-only into containers).
+    pub fn checkpoint_store(&self) -> &Path {
+        &self.checkpoint_store
+    }
+
+    /// The checkpoints this node has: name → path relative to the store.
+    pub fn checkpoints(&self) -> &BTreeMap<String, String> {
+        &self.checkpoints
+    }
+
+    /// Where checkpoint `name` is on this node, when the node has it.
+    pub fn checkpoint_path(&self, name: &str) -> Option<PathBuf> {
+        self.checkpoints.get(name).map(|relative| self.checkpoint_store.join(relative))
+    }
+
+    /// The names of the secrets this node has; their values are in the environment.
+    pub fn secrets(&self) -> &BTreeSet<String> {
+        &self.secrets
+    }
+
+    /// Whether the node has secret `name`.
+    pub fn has_secret(&self, name: &str) -> bool {
+        self.secrets.contains(name)
+    }
+
+    /// The directory for caches that outlive a run (base results, exported trees).
+    pub fn cache_dir(&self) -> &Path {
+        &self.cache_dir
+    }
+
+    /// The directory runs work in.
+    pub fn work_dir(&self) -> &Path {
+        &self.work_dir
+    }
+
+    /// The ports servers may listen on, when the profile restricts them; otherwise any free
+    /// port the system gives.
+    pub fn ports(&self) -> Option<&RangeInclusive<u16>> {
+        self.ports.as_ref()
+    }
+}
+
+/// The environment variable that holds secret `name`'s value at run time.
+pub fn secret_env_var(name: &str) -> String {
+    format!("{SECRET_ENV_PREFIX}{name}")
+}
+
+/// A secret's name: an uppercase environment variable suffix such as `HF_TOKEN`.
+pub(crate) fn check_secret_name(name: &str) -> Result<(), String> {
+    let fits = name.starts_with(|char: char| char.is_ascii_uppercase())
+        && name
+            .chars()
+            .all(|char| char.is_ascii_uppercase() || char.is_ascii_digit() || char == '_');
+    if fits {
+        Ok(())
+    } else {
+        Err("must be a secret's name in capitals, digits and _, such as \"HF_TOKEN\"".to_owned())
+    }
+}
+
+/// A hardware name: lowercase letters, digits, `-` and `_`, such as `mi355x`.
+pub(crate) fn check_hardware(name: &str) -> Result<(), String> {
+    let fits = !name.is_empty()
+        && name.chars().all(|char| {
+            char.is_ascii_lowercase() || char.is_ascii_digit() || char == '-' || char == '_'
+        });
+    if fits {
+        Ok(())
+    } else {
+        Err("must be a hardware name in lowercase letters, digits, - and _, such as \"mi355x\""
+            .to_owned())
+    }
+}
+
+/// A plain name (a node, a checkpoint, a benchmark): ASCII letters, digits, `.`, `_` and `-`,
+/// not `.` or `..`.
+pub(crate) fn check_name(name: &str) -> Result<(), String> {
+    let fits = !name.is_empty()
+        && name != "."
+        && name != ".."
+        && name.chars().all(|char| char.is_ascii_alphanumeric() || matches!(char, '.' | '_' | '-'));
+    if fits {
+        Ok(())
+    } else {
+        Err("must be a plain name: ASCII letters, digits, '.', '_' and '-'".to_owned())
+    }
+}
+
+/// A relative `/`-separated path with no empty, `.` or `..` segment.
+pub(crate) fn check_relative_path(path: &str) -> Result<(), String> {
+    if path.is_empty() {
+        return Err("is empty".to_owned());
+    }
+    if path.starts_with('/') {
+        return Err("must be relative (no leading /)".to_owned());
+    }
+    if path.split('/').any(|segment| segment.is_empty() || segment == "." || segment == "..") {
+        return Err("must be a plain path: no empty, . or .. segments".to_owned());
+    }
+    Ok(())
+}
+
+fn absolute(path: &str) -> Result<PathBuf, String> {
+    match path.strip_prefix('/') {
+        Some("") => Err("must not be the root directory".to_owned()),
+        Some(rest) if check_relative_path(rest).is_ok() => Ok(PathBuf::from(path)),
+        _ => Err("must be an absolute path with no empty, . or .. segments".to_owned()),
+    }
+}
+
+fn check_render_device(device: &str) -> Result<(), String> {
+    let number = device.strip_prefix("/dev/dri/renderD").unwrap_or_default();
+    if !number.is_empty() && number.chars().all(|char| char.is_ascii_digit()) {
+        Ok(())
+    } else {
+        Err("must be a render node such as \"/dev/dri/renderD128\"".to_owned())
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawNode {
+    name: String,
+    hardware: String,
+    gpus: RawGpus,
+    image: RawImage,
+    checkpoint_store: String,
+    #[serde(default)]
+    checkpoints: BTreeMap<String, String>,
+    #[serde(default)]
+    secrets: Vec<String>,
+    cache_dir: String,
+    work_dir: String,
+    ports: Option<RawPorts>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawGpus {
+    ids: Vec<u32>,
+    render_devices: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawImage {
+    name: String,
+    digest: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawPorts {
+    first: u16,
+    last: u16,
+}

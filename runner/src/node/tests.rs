@@ -1,0 +1,144 @@
+//! Tests of the node profile: the example, the defaults, and every kind of error.
+
+use super::*;
+
+/// The smallest valid profile; cases below replace or add lines.
+const MINIMAL: &str = r#"name = "n1"
+hardware = "mi355x"
+checkpoint-store = "/data/models"
+cache-dir = "/var/cache/prgate"
+work-dir = "/var/lib/prgate"
+[gpus]
+ids = [0]
+render-devices = ["/dev/dri/renderD128"]
+[image]
+name = "sglang:rocm"
+"#;
+
+/// Parses `text` and renders the profile, or the error as users see it.
+fn check(text: &str) -> String {
+    match NodeProfile::parse(text, "node.toml") {
+        Ok(node) => {
+            let gpus: Vec<String> = node
+                .gpus()
+                .iter()
+                .map(|gpu| format!("{}={}", gpu.id, gpu.render_device.display()))
+                .collect();
+            let checkpoints: Vec<String> = node
+                .checkpoints()
+                .keys()
+                .map(|name| {
+                    let path = node.checkpoint_path(name).unwrap_or_default();
+                    format!("{name} -> {}", path.display())
+                })
+                .collect();
+            format!(
+                "ok\nname: {}\nhardware: {}\ngpus ({}): {}\nimage: {} {:?}\nstore: {}\n\
+                 checkpoints: {}\nsecrets: {:?}\ncache: {}\nwork: {}\nports: {:?}",
+                node.name(),
+                node.hardware(),
+                node.gpu_count(),
+                gpus.join(", "),
+                node.image().name,
+                node.image().digest,
+                node.checkpoint_store().display(),
+                checkpoints.join(", "),
+                node.secrets(),
+                node.cache_dir().display(),
+                node.work_dir().display(),
+                node.ports(),
+            )
+        }
+        Err(error) => format!("error: {error}"),
+    }
+}
+
+/// `MINIMAL` with the first line starting with `key =` replaced by `line`, or `line` added at the top
+/// (before any table) when no line starts so.
+fn with(key: &str, line: &str) -> String {
+    let prefix = format!("{key} =");
+    if MINIMAL.lines().any(|existing| existing.starts_with(&prefix)) {
+        let mut replaced = false;
+        let lines: Vec<&str> = MINIMAL
+            .lines()
+            .map(|existing| {
+                if !replaced && existing.starts_with(&prefix) {
+                    replaced = true;
+                    line
+                } else {
+                    existing
+                }
+            })
+            .collect();
+        lines.join("\n") + "\n"
+    } else {
+        format!("{line}\n{MINIMAL}")
+    }
+}
+
+#[test]
+fn the_example_parses() {
+    insta::assert_snapshot!(check(EXAMPLE));
+}
+
+#[test]
+fn optional_keys_take_their_defaults() {
+    insta::assert_snapshot!(check(MINIMAL), @r#"
+    ok
+    name: n1
+    hardware: mi355x
+    gpus (1): 0=/dev/dri/renderD128
+    image: sglang:rocm None
+    store: /data/models
+    checkpoints: 
+    secrets: {}
+    cache: /var/cache/prgate
+    work: /var/lib/prgate
+    ports: None
+    "#);
+}
+
+#[test]
+fn secrets_come_from_prefixed_environment_variables() {
+    assert_eq!(secret_env_var("HF_TOKEN"), "PRGATE_SECRET_HF_TOKEN");
+}
+
+#[test]
+fn every_kind_of_error_names_the_file_the_key_and_the_value() {
+    let cases: Vec<(&str, String)> = vec![
+        ("not toml", "name = \n".to_owned()),
+        ("empty file", String::new()),
+        ("unknown key", with("gpu-count", "gpu-count = 8")),
+        ("wrong type", with("name", "name = 3")),
+        ("missing image", MINIMAL.replace("[image]\nname = \"sglang:rocm\"\n", "")),
+        ("bad name", with("name", "name = \"node 1\"")),
+        ("bad hardware", with("hardware", "hardware = \"MI355X\"")),
+        ("no gpus", with("ids", "ids = []")),
+        ("negative gpu id", with("ids", "ids = [-1]")),
+        ("devices do not match ids", with("ids", "ids = [0, 1]")),
+        (
+            "gpu listed twice",
+            with("ids", "ids = [0, 0]").replace(
+                "[\"/dev/dri/renderD128\"]",
+                "[\"/dev/dri/renderD128\", \"/dev/dri/renderD136\"]",
+            ),
+        ),
+        ("bad render device", with("render-devices", "render-devices = [\"/dev/dri/card0\"]")),
+        ("image with digest in name", MINIMAL.replace("sglang:rocm", "sglang@sha256:00")),
+        ("bad digest", format!("{MINIMAL}digest = \"sha256:XYZ\"\n")),
+        ("relative store", with("checkpoint-store", "checkpoint-store = \"models\"")),
+        ("root cache", with("cache-dir", "cache-dir = \"/\"")),
+        ("dotdot work dir", with("work-dir", "work-dir = \"/var/../tmp\"")),
+        ("bad checkpoint name", format!("{MINIMAL}[checkpoints]\n\"a b\" = \"x\"\n")),
+        ("escaping checkpoint path", format!("{MINIMAL}[checkpoints]\nm = \"../x\"\n")),
+        ("absolute checkpoint path", format!("{MINIMAL}[checkpoints]\nm = \"/x\"\n")),
+        ("bad secret name", with("secrets", "secrets = [\"hf-token\"]")),
+        ("secret listed twice", with("secrets", "secrets = [\"HF_TOKEN\", \"HF_TOKEN\"]")),
+        ("privileged port", format!("{MINIMAL}[ports]\nfirst = 80\nlast = 90\n")),
+        ("empty port range", format!("{MINIMAL}[ports]\nfirst = 31000\nlast = 30000\n")),
+        ("port out of range", format!("{MINIMAL}[ports]\nfirst = 30000\nlast = 70000\n")),
+    ];
+    let rendered: Vec<String> =
+        cases.iter().map(|(name, text)| format!("## {name}\n{}", check(text))).collect();
+    insta::assert_snapshot!(rendered.join("\n\n"));
+}

@@ -1,0 +1,368 @@
+//! Children that cannot outlive the runner: every command prgate starts on a node goes
+//! through [`ChildGroup`].
+//!
+//! A [`ChildGroup`] starts a command from its argument list (no shell) as the leader of a new
+//! process group, with standard input closed, standard output and error appended to one log
+//! file, an environment given in full ([`Environment`]: nothing of the runner's own environment
+//! reaches the child unless it is listed, so a node's secrets stay with the runner) and a
+//! working directory. Stopping it stops the whole group, the children's children included:
+//! `SIGTERM` to the group, then `SIGKILL` to what is left after a grace period. It is stopped
+//! when its leader exits (whatever it left running in the background goes too), when a wait
+//! times out, when [`ChildGroup::stop`] is called and when it is dropped, so an error path or a
+//! panic leaves nothing running or listening.
+//!
+//! Every live group is also in a registry of this process; [`stop_all_on_signal`] starts a
+//! thread that, on `SIGINT`, `SIGTERM` or `SIGHUP` to the runner, stops them all and then lets
+//! the runner die of that signal. It matters because the children are in their own groups: a
+//! Ctrl-C on the terminal reaches the runner's group, not theirs.
+//!
+//! Around the children: [`tail`] reads the last lines of a log (the evidence of a crash),
+//! [`PortLease`] hands out a TCP port no other prgate on the node holds, and [`wait_healthy`]
+//! polls a server's health endpoint and fails fast when the server exits.
+//!
+//! What it leaves to others: what to run and when (the runner's steps), what a log means (the
+//! routing check), containers (a container's command is started here like any other).
+//!
+//! It is Unix-only in spirit: process groups and signals. The membership of a group is read
+//! from `/proc` where there is one (Linux, the GPU nodes), so that zombies, which cannot be
+//! signalled away, do not count as alive; elsewhere a group with an unreaped zombie counts as
+//! alive until its grace period ends.
+
+mod group;
+mod health;
+mod port;
+mod registry;
+mod tail;
+
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+pub use group::group_members;
+pub use health::{HEALTH_TAIL_LINES, HealthError, Healthy, wait_healthy};
+pub use port::{PortError, PortLease, PortRange};
+pub use registry::{live_groups, stop_all_on_signal};
+pub use tail::{MAX_TAIL_BYTES, tail};
+
+/// How long a group has between `SIGTERM` and `SIGKILL` unless its spec says otherwise.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
+
+/// The variables of the runner's environment that [`Environment::minimal`] passes on: what a
+/// program needs to find its tools and speak a language, and nothing that holds a secret.
+pub const BASE_VARIABLES: &[&str] =
+    &["PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR"];
+
+/// What to start: the command, its environment, where it runs and where its output goes.
+#[derive(Debug, Clone)]
+pub struct ProcessSpec {
+    /// The program and its arguments; the program is looked up in the spec's `PATH` when it
+    /// has no slash.
+    pub argv: Vec<OsString>,
+    /// The child's whole environment.
+    pub env: Environment,
+    /// The working directory.
+    pub cwd: PathBuf,
+    /// The log file: standard output and error are appended to it; its folder is created.
+    pub log: PathBuf,
+    /// How long the group has between `SIGTERM` and `SIGKILL` when it is stopped.
+    pub grace: Duration,
+}
+
+impl ProcessSpec {
+    /// A spec with the [minimal environment](Environment::minimal) and the
+    /// [default grace period](DEFAULT_GRACE).
+    pub fn new<I, S>(argv: I, cwd: impl Into<PathBuf>, log: impl Into<PathBuf>) -> ProcessSpec
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        ProcessSpec {
+            argv: argv.into_iter().map(Into::into).collect(),
+            env: Environment::minimal(),
+            cwd: cwd.into(),
+            log: log.into(),
+            grace: DEFAULT_GRACE,
+        }
+    }
+}
+
+/// A child's whole environment, given explicitly.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Environment {
+    vars: BTreeMap<OsString, OsString>,
+}
+
+impl Environment {
+    /// No variables at all.
+    pub fn empty() -> Environment {
+        Environment::default()
+    }
+
+    /// The runner's [`BASE_VARIABLES`] that are set, and nothing else.
+    pub fn minimal() -> Environment {
+        BASE_VARIABLES.iter().fold(Environment::empty(), |env, name| env.inherit(name))
+    }
+
+    /// Sets `name` to `value`.
+    pub fn set(mut self, name: impl Into<OsString>, value: impl Into<OsString>) -> Environment {
+        self.vars.insert(name.into(), value.into());
+        self
+    }
+
+    /// Passes the runner's own `name` on, when the runner has it: the way to hand a child a
+    /// secret it is meant to have (a dataset token), by name.
+    pub fn inherit(mut self, name: &str) -> Environment {
+        if let Some(value) = std::env::var_os(name) {
+            self.vars.insert(name.into(), value);
+        }
+        self
+    }
+
+    /// The value of `name`, when it is set.
+    pub fn get(&self, name: &str) -> Option<&OsStr> {
+        self.vars.get(OsStr::new(name)).map(OsString::as_os_str)
+    }
+
+    /// Every variable, sorted by name.
+    pub fn vars(&self) -> impl Iterator<Item = (&OsStr, &OsStr)> {
+        self.vars.iter().map(|(name, value)| (name.as_os_str(), value.as_os_str()))
+    }
+}
+
+/// A running command, leader of its own process group, and everything it started.
+///
+/// Dropping it stops the group (see [`ChildGroup::stop`]); dropping blocks for up to the grace
+/// period when the group does not stop on `SIGTERM`.
+#[derive(Debug)]
+pub struct ChildGroup {
+    child: Child,
+    /// The group's id: the leader's pid.
+    pgid: i32,
+    program: String,
+    log: PathBuf,
+    grace: Duration,
+    /// The leader's exit status, once it has been reaped.
+    exit: Option<ExitStatus>,
+    /// How the group ended, once nothing of it is left.
+    stopped: Option<Stopped>,
+}
+
+/// How a stopped group ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stopped {
+    /// The leader's exit status.
+    pub status: ExitStatus,
+    /// Whether `SIGKILL` was needed: something in the group outlived the grace period.
+    pub killed: bool,
+}
+
+/// How a [`ChildGroup::wait_with_timeout`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finished {
+    /// The leader exited by itself with this status (what it left running was stopped).
+    Exited(ExitStatus),
+    /// The time ran out and the group was stopped.
+    TimedOut(Stopped),
+}
+
+/// Why a child could not be started, waited for or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    #[error("no command to start: the argument list is empty")]
+    EmptyCommand,
+    #[error("cannot open the log file {path}: {source}")]
+    Log { path: PathBuf, source: io::Error },
+    #[error("cannot start {program} in {cwd}: {source}")]
+    Spawn { program: String, cwd: PathBuf, source: io::Error },
+    #[error("cannot wait for {program} (pid {pid}): {source}")]
+    Wait { program: String, pid: i32, source: io::Error },
+    #[error("cannot signal the process group {pgid} of {program}: {source}")]
+    Signal { program: String, pgid: i32, source: io::Error },
+    #[error(
+        "the process group {pgid} of {program} still has processes {members:?} after SIGKILL\nhint: they may be stuck in the kernel (state D); see /proc/PID/stack"
+    )]
+    Survived { program: String, pgid: i32, members: Vec<u32> },
+}
+
+impl ChildGroup {
+    /// Starts `spec` as the leader of a new process group.
+    pub fn spawn(spec: &ProcessSpec) -> Result<ChildGroup, ProcessError> {
+        let (program, args) = spec.argv.split_first().ok_or(ProcessError::EmptyCommand)?;
+        let display = program.to_string_lossy().into_owned();
+        let log = open_log(&spec.log)?;
+        let log_too = log
+            .try_clone()
+            .map_err(|source| ProcessError::Log { path: spec.log.clone(), source })?;
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            .env_clear()
+            .envs(spec.env.vars())
+            .current_dir(&spec.cwd)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_too)
+            .process_group(0);
+        let child = registry::spawn_registered(&mut command, spec.grace).map_err(|source| {
+            ProcessError::Spawn { program: display.clone(), cwd: spec.cwd.clone(), source }
+        })?;
+        let pgid = i32::try_from(child.id()).unwrap_or(i32::MAX);
+        Ok(ChildGroup {
+            child,
+            pgid,
+            program: display,
+            log: spec.log.clone(),
+            grace: spec.grace,
+            exit: None,
+            stopped: None,
+        })
+    }
+
+    /// The leader's pid, which is also the group's id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The log file.
+    pub fn log(&self) -> &Path {
+        &self.log
+    }
+
+    /// The leader's exit status if it has exited, without waiting. The rest of the group may
+    /// still be running.
+    pub fn try_wait(&mut self) -> Result<Option<ExitStatus>, ProcessError> {
+        self.reap()?;
+        Ok(self.exit)
+    }
+
+    /// Waits for the leader to exit, then stops what it left running; when `timeout` passes
+    /// first, stops the group.
+    pub fn wait_with_timeout(&mut self, timeout: Duration) -> Result<Finished, ProcessError> {
+        let deadline = Instant::now() + timeout;
+        let mut pause = FIRST_PAUSE;
+        loop {
+            if let Some(status) = self.try_wait()? {
+                self.stop()?;
+                return Ok(Finished::Exited(status));
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return self.stop().map(Finished::TimedOut);
+            }
+            thread::sleep(pause.min(deadline - now));
+            pause = (pause * 2).min(MAX_PAUSE);
+        }
+    }
+
+    /// Stops the group: `SIGTERM` to every process in it, then, when anything is left after
+    /// the grace period, `SIGKILL`. Returns once the leader is reaped and no process of the
+    /// group is left (zombies that another parent has yet to reap aside); a second call
+    /// returns the first one's answer.
+    pub fn stop(&mut self) -> Result<Stopped, ProcessError> {
+        if let Some(stopped) = self.stopped {
+            return Ok(stopped);
+        }
+        let stopped = self.stop_group()?;
+        self.stopped = Some(stopped);
+        registry::forget(self.pgid);
+        Ok(stopped)
+    }
+
+    fn stop_group(&mut self) -> Result<Stopped, ProcessError> {
+        if let Some(stopped) = self.ended(false)? {
+            return Ok(stopped);
+        }
+        self.signal(group::Signal::Term)?;
+        let deadline = Instant::now() + self.grace;
+        let mut pause = FIRST_PAUSE;
+        loop {
+            if let Some(stopped) = self.ended(false)? {
+                return Ok(stopped);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            thread::sleep(pause.min(deadline - now));
+            pause = (pause * 2).min(MAX_PAUSE);
+        }
+        self.signal(group::Signal::Kill)?;
+        if self.exit.is_none() {
+            let status = self.child.wait().map_err(|source| self.wait_error(source))?;
+            self.exit = Some(status);
+        }
+        let settle = Instant::now() + KILL_SETTLE;
+        loop {
+            if let Some(stopped) = self.ended(true)? {
+                return Ok(stopped);
+            }
+            if Instant::now() >= settle {
+                return Err(ProcessError::Survived {
+                    program: self.program.clone(),
+                    pgid: self.pgid,
+                    members: group_members(self.pgid),
+                });
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// How the group ended, when the leader has exited and nothing else of it is left.
+    fn ended(&mut self, killed: bool) -> Result<Option<Stopped>, ProcessError> {
+        self.reap()?;
+        Ok(match self.exit {
+            Some(status) if !group::alive(self.pgid) => Some(Stopped { status, killed }),
+            _ => None,
+        })
+    }
+
+    fn reap(&mut self) -> Result<(), ProcessError> {
+        if self.exit.is_none() {
+            self.exit = self.child.try_wait().map_err(|source| self.wait_error(source))?;
+        }
+        Ok(())
+    }
+
+    fn signal(&self, signal: group::Signal) -> Result<(), ProcessError> {
+        group::signal(self.pgid, signal).map_err(|source| ProcessError::Signal {
+            program: self.program.clone(),
+            pgid: self.pgid,
+            source,
+        })
+    }
+
+    fn wait_error(&self, source: io::Error) -> ProcessError {
+        ProcessError::Wait { program: self.program.clone(), pid: self.pgid, source }
+    }
+}
+
+impl Drop for ChildGroup {
+    fn drop(&mut self) {
+        if self.stopped.is_none() {
+            // Nobody is left to tell; the registry forgets the group either way, so a stale
+            // id is never signalled later.
+            let _ = self.stop();
+            registry::forget(self.pgid);
+        }
+    }
+}
+
+/// The first pause between two looks at a child; pauses double up to [`MAX_PAUSE`].
+const FIRST_PAUSE: Duration = Duration::from_millis(5);
+const MAX_PAUSE: Duration = Duration::from_millis(100);
+/// How long processes have to disappear after `SIGKILL`.
+const KILL_SETTLE: Duration = Duration::from_secs(5);
+
+fn open_log(path: &Path) -> Result<File, ProcessError> {
+    let error = |source| ProcessError::Log { path: path.to_path_buf(), source };
+    if let Some(parent) = path.parent().filter(|parent| !parent.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(error)?;
+    }
+    OpenOptions::new().create(true).append(true).open(path).map_err(error)
+}

@@ -1,0 +1,67 @@
+//! The last lines of a log: what a crash report shows.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::Path;
+
+/// At most this many bytes from the end of a log are read, however long its lines.
+pub const MAX_TAIL_BYTES: u64 = 64 * 1024;
+
+/// The last `lines` lines of `log`, joined by newlines, without the final newline; bytes that
+/// are not UTF-8 are replaced. Only the last [`MAX_TAIL_BYTES`] are read, so a log of any size
+/// is cheap, and a line cut by that limit is dropped unless it is the only one. The text is
+/// the child's: show it escaped.
+pub fn tail(log: &Path, lines: usize) -> io::Result<String> {
+    let mut file = File::open(log)?;
+    let length = file.metadata()?.len();
+    let start = length.saturating_sub(MAX_TAIL_BYTES);
+    file.seek(SeekFrom::Start(start))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_TAIL_BYTES).read_to_end(&mut bytes)?;
+    let text = String::from_utf8_lossy(&bytes);
+    let text = text.strip_suffix('\n').unwrap_or(&text);
+    if text.is_empty() || lines == 0 {
+        return Ok(String::new());
+    }
+    let mut all: Vec<&str> = text.split('\n').map(|line| line.trim_end_matches('\r')).collect();
+    if start > 0 && all.len() > 1 {
+        all.remove(0);
+    }
+    Ok(all[all.len().saturating_sub(lines)..].join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(content: &[u8], lines: usize, expect: &str) {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("log");
+        std::fs::write(&path, content).expect("the log is written");
+        assert_eq!(tail(&path, lines).expect("the log is read"), expect);
+    }
+
+    #[test]
+    fn last_lines() {
+        check(b"", 3, "");
+        check(b"one\ntwo\nthree\n", 2, "two\nthree");
+        check(b"one\ntwo\nthree", 2, "two\nthree");
+        check(b"one\r\ntwo\r\n", 5, "one\ntwo");
+        check(b"one\n\nthree\n", 2, "\nthree");
+        check(b"one\ntwo\n", 0, "");
+        check(b"bad \xff byte\n", 1, "bad \u{fffd} byte");
+    }
+
+    #[test]
+    fn a_huge_log_is_read_from_its_end() {
+        let mut content = "x".repeat(200_000).into_bytes();
+        content.extend_from_slice(b"\nlast words\n");
+        check(&content, 2, "last words");
+        check(&"y".repeat(100_000).into_bytes(), 1, &"y".repeat(MAX_TAIL_BYTES as usize));
+    }
+
+    #[test]
+    fn a_missing_log_is_an_error() {
+        assert!(tail(Path::new("/nonexistent/prgate/log"), 3).is_err());
+    }
+}

@@ -1,0 +1,306 @@
+//! Tests of the recipe: the example, the defaults, every kind of error, the server's argv on
+//! both sides, and whether a recipe runs on a node.
+
+use super::*;
+use crate::node;
+
+/// The smallest valid recipe; cases below replace or add lines.
+const MINIMAL: &str = r#"hardware = ["mi355x"]
+checkpoint = "m"
+tp = 1
+[server]
+command = "serve --port {port}"
+monokernel-flag = "--mono"
+routing-pattern = "routed"
+"#;
+
+/// Renders a parsed recipe, or the error as users see it.
+fn check(text: &str) -> String {
+    match Recipe::parse(text, "test/e2e/m.toml") {
+        Ok(recipe) => render(&recipe),
+        Err(error) => format!("error: {error}"),
+    }
+}
+
+fn render(recipe: &Recipe) -> String {
+    let server = recipe.server();
+    let mut lines = vec![
+        format!("hardware: {:?}", recipe.hardware()),
+        format!("checkpoint: {}, tp: {}", recipe.checkpoint(), recipe.tp()),
+        format!("server.command: {:?}", recipe.server_command(MONO, 30000, "/ckpt")),
+        format!("server.monokernel-flag: {:?}", server.monokernel_flag()),
+        format!("server.health-path: {}", server.health_path),
+        format!("server.startup-timeout: {:?}", server.startup_timeout),
+        format!("server.routing-pattern: {}", server.routing_pattern),
+        format!("tests: {:?}", recipe.tests()),
+    ];
+    for script in recipe.kernel_timing() {
+        lines.push(format!("kernel-timing {}: {:?}", script.name, script.command("/out/t.json")));
+    }
+    for benchmark in recipe.accuracy() {
+        let evaluator = match &benchmark.evaluator {
+            Evaluator::External(external) => format!(
+                "external {:?}, metrics {}",
+                external.command(30000, "/ckpt", "/results"),
+                external.metrics
+            ),
+            Evaluator::Builtin(builtin) => format!("{builtin:?}"),
+        };
+        lines.push(format!(
+            "accuracy {} (token {:?}): {evaluator}",
+            benchmark.name, benchmark.token
+        ));
+    }
+    lines.push(format!("speed: {:?}", recipe.speed()));
+    lines.push(format!("timeouts: {:?}", recipe.timeouts()));
+    lines.join("\n")
+}
+
+const MONO: ServerSide = ServerSide { monokernel: true };
+const OWN_PATH: ServerSide = ServerSide { monokernel: false };
+
+/// `MINIMAL` with the line starting with `key =` replaced by `line`.
+fn with(key: &str, line: &str) -> String {
+    let prefix = format!("{key} =");
+    assert!(MINIMAL.lines().any(|existing| existing.starts_with(&prefix)), "no line {key}");
+    MINIMAL
+        .lines()
+        .map(|existing| if existing.starts_with(&prefix) { line } else { existing })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+#[test]
+fn the_example_parses() {
+    insta::assert_snapshot!(check(EXAMPLE));
+}
+
+#[test]
+fn optional_keys_take_their_defaults() {
+    insta::assert_snapshot!(check(MINIMAL), @r#"
+    hardware: ["mi355x"]
+    checkpoint: m, tp: 1
+    server.command: ["serve", "--port", "30000", "--mono"]
+    server.monokernel-flag: ["--mono"]
+    server.health-path: /health
+    server.startup-timeout: 1200s
+    server.routing-pattern: routed
+    tests: TestSelections { unit: [], kernel: [], serving: [] }
+    speed: None
+    timeouts: StepTimeouts { install: None, unit_tests: None, kernel_tests: None, serving_tests: None, kernel_timing: None, accuracy: None, speed_run: None }
+    "#);
+}
+
+/// The example sets every defaulted key to its default, so that it documents them.
+#[test]
+fn the_example_states_the_defaults() {
+    let example = Recipe::parse(EXAMPLE, "example").map_err(|error| error.to_string());
+    let example = example.as_ref().map(|recipe| {
+        let speed = recipe
+            .speed()
+            .map(|speed| (speed.requests_per_concurrency, speed.warmup_per_concurrency));
+        (recipe.server().health_path.as_str(), recipe.server().startup_timeout, speed)
+    });
+    assert_eq!(
+        example,
+        Ok((
+            DEFAULT_HEALTH_PATH,
+            DEFAULT_STARTUP_TIMEOUT,
+            Some((DEFAULT_REQUESTS_PER_CONCURRENCY, DEFAULT_WARMUP_PER_CONCURRENCY))
+        ))
+    );
+}
+
+#[test]
+fn the_monokernel_flag_is_added_on_the_monokernel_side_only() {
+    let cases = [
+        ("at the end", "serve --port {port} --tp {tp}", "--enable-amd-monokernel"),
+        ("at {extra_args}", "serve --port {port} {extra_args} --last", "--enable-amd-monokernel"),
+        ("two words", "serve --port={port}", "--mono-kernel 'on please'"),
+    ];
+    let mut rendered = Vec::new();
+    for (name, command, flag) in cases {
+        let text = with("command", &format!("command = {command:?}"))
+            .replace("\"--mono\"", &format!("{flag:?}"));
+        let recipe = Recipe::parse(&text, "m.toml").map_err(|error| error.to_string());
+        let argv =
+            |side| recipe.as_ref().map(|recipe| recipe.server_command(side, 31000, "/models/A B"));
+        rendered.push(format!(
+            "## {name}\nmonokernel: {:?}\nown path:   {:?}",
+            argv(MONO),
+            argv(OWN_PATH)
+        ));
+    }
+    insta::assert_snapshot!(rendered.join("\n\n"));
+}
+
+#[test]
+fn every_kind_of_error_names_the_file_the_key_and_the_value() {
+    let speed = "[speed]\nconcurrencies = [1, 4]\ncovered = [1]\ninput-len = 8\noutput-len = 8\n";
+    let builtin = "[[accuracy]]\nname = \"g\"\nevaluator = \"builtin\"\ndataset = \"d.jsonl\"\n";
+    let external = "[[accuracy]]\nname = \"e\"\nevaluator = \"external\"\n\
+                    command = \"eval --port {port} --out {results}\"\nmetrics = \"m.json\"\n";
+    let cases: Vec<(&str, String)> = vec![
+        ("not toml", "hardware = [\n".to_owned()),
+        ("empty file", String::new()),
+        ("unknown key", format!("{MINIMAL}health = \"/h\"\n")),
+        ("unknown top-level key", format!("model = \"m\"\n{MINIMAL}")),
+        ("wrong type", with("tp", "tp = \"8\"")),
+        ("missing server", MINIMAL.split("[server]").next().unwrap_or_default().to_owned()),
+        ("missing routing pattern", with("routing-pattern", "")),
+        ("empty hardware", with("hardware", "hardware = []")),
+        ("uppercase hardware", with("hardware", "hardware = [\"MI355X\"]")),
+        ("hardware twice", with("hardware", "hardware = [\"mi355x\", \"mi355x\"]")),
+        ("bad checkpoint", with("checkpoint", "checkpoint = \"../m\"")),
+        ("zero tp", with("tp", "tp = 0")),
+        ("unknown placeholder", with("command", "command = \"serve --port {port} {model}\"")),
+        ("no port", with("command", "command = \"serve --tp {tp}\"")),
+        ("pipe in command", with("command", "command = \"serve --port {port} | tee log\"")),
+        ("unclosed quote", with("command", "command = \"serve --port {port} 'x\"")),
+        ("extra_args in a word", with("command", "command = \"serve --port={port}{extra_args}\"")),
+        ("placeholder in flag", with("monokernel-flag", "monokernel-flag = \"--mono={tp}\"")),
+        ("empty flag", with("monokernel-flag", "monokernel-flag = \"\"")),
+        ("blank routing pattern", with("routing-pattern", "routing-pattern = \" \"")),
+        (
+            "routing pattern that is not a regex",
+            with("routing-pattern", "routing-pattern = \"routed (\""),
+        ),
+        ("bad health path", format!("{MINIMAL}health-path = \"health\"\n")),
+        ("bad startup timeout", format!("{MINIMAL}startup-timeout = \"20 minutes\"\n")),
+        ("zero startup timeout", format!("{MINIMAL}startup-timeout = \"0s\"\n")),
+        ("units out of order", format!("{MINIMAL}startup-timeout = \"30m1h\"\n")),
+        ("option as a test", format!("{MINIMAL}[tests]\nunit = [\"--co\"]\n")),
+        ("absolute test path", format!("{MINIMAL}[tests]\nkernel = [\"/tmp/t.py\"]\n")),
+        ("escaping test path", format!("{MINIMAL}[tests]\nserving = [\"../t.py::test_x\"]\n")),
+        ("unknown suite", format!("{MINIMAL}[tests]\ne2e = [\"t.py\"]\n")),
+        (
+            "timing without output",
+            format!("{MINIMAL}[[kernel-timing]]\nname = \"t\"\ncommand = \"python t.py\"\n"),
+        ),
+        (
+            "timing name twice",
+            format!(
+                "{MINIMAL}[[kernel-timing]]\nname = \"t\"\ncommand = \"t {{output}}\"\n\
+                 [[kernel-timing]]\nname = \"t\"\ncommand = \"u {{output}}\"\n"
+            ),
+        ),
+        ("unknown evaluator", format!("{MINIMAL}{}", builtin.replace("builtin", "sgl-eval"))),
+        ("builtin without dataset", format!("{MINIMAL}{}", builtin.replace("dataset", "# "))),
+        ("builtin with command", format!("{MINIMAL}{builtin}command = \"x {{port}}\"\n")),
+        ("builtin with zero limit", format!("{MINIMAL}{builtin}limit = 0\n")),
+        ("absolute dataset", format!("{MINIMAL}{}", builtin.replace("d.jsonl", "/d.jsonl"))),
+        ("external without metrics", format!("{MINIMAL}{}", external.replace("metrics", "# "))),
+        ("external without command", format!("{MINIMAL}{}", external.replace("command", "# "))),
+        ("external with dataset", format!("{MINIMAL}{external}dataset = \"d.jsonl\"\n")),
+        (
+            "external without results",
+            format!("{MINIMAL}{}", external.replace(" --out {results}", "")),
+        ),
+        ("bad token name", format!("{MINIMAL}{builtin}token = \"hf token\"\n")),
+        ("benchmark name twice", format!("{MINIMAL}{builtin}{builtin}")),
+        ("no concurrencies", format!("{MINIMAL}{}", speed.replace("[1, 4]", "[]"))),
+        ("descending concurrencies", format!("{MINIMAL}{}", speed.replace("[1, 4]", "[4, 1]"))),
+        ("zero concurrency", format!("{MINIMAL}{}", speed.replace("[1, 4]", "[0, 4]"))),
+        ("covered not swept", format!("{MINIMAL}{}", speed.replace("[1]\n", "[2]\n"))),
+        ("missing covered", format!("{MINIMAL}{}", speed.replace("covered = [1]\n", ""))),
+        (
+            "zero input length",
+            format!("{MINIMAL}{}", speed.replace("input-len = 8", "input-len = 0")),
+        ),
+        ("zero requests", format!("{MINIMAL}{speed}requests-per-concurrency = 0\n")),
+        ("bad step timeout", format!("{MINIMAL}[timeouts]\naccuracy = \"2 hours\"\n")),
+        ("unknown step", format!("{MINIMAL}[timeouts]\nlint = \"1m\"\n")),
+    ];
+    let rendered: Vec<String> =
+        cases.iter().map(|(name, text)| format!("## {name}\n{}", check(text))).collect();
+    insta::assert_snapshot!(rendered.join("\n\n"));
+}
+
+#[test]
+fn durations() {
+    let cases = ["90s", "20m", "1h30m", "2h", "1h1m1s", "", "m", "10", "1d", "5m5m", "0m", "1.5h"];
+    let rendered: Vec<String> =
+        cases.iter().map(|text| format!("{text:?} => {:?}", parse_duration(text))).collect();
+    insta::assert_snapshot!(rendered.join("\n"));
+}
+
+/// A node profile: `hardware`, `gpus` of them, the checkpoints and secrets listed.
+fn node(hardware: &str, gpus: u32, checkpoints: &[&str], secrets: &[&str]) -> NodeProfile {
+    let ids: Vec<String> = (0..gpus).map(|id| id.to_string()).collect();
+    let devices: Vec<String> =
+        (0..gpus).map(|id| format!("\"/dev/dri/renderD{}\"", 128 + 8 * id)).collect();
+    let checkpoints: Vec<String> =
+        checkpoints.iter().map(|name| format!("\"{name}\" = \"org/{name}\"")).collect();
+    let secrets: Vec<String> = secrets.iter().map(|name| format!("\"{name}\"")).collect();
+    let text = format!(
+        "name = \"n1\"\nhardware = \"{hardware}\"\ncheckpoint-store = \"/models\"\n\
+         cache-dir = \"/cache\"\nwork-dir = \"/work\"\nsecrets = [{}]\n\
+         [gpus]\nids = [{}]\nrender-devices = [{}]\n[image]\nname = \"sglang:rocm\"\n\
+         [checkpoints]\n{}\n",
+        secrets.join(", "),
+        ids.join(", "),
+        devices.join(", "),
+        checkpoints.join("\n"),
+    );
+    NodeProfile::parse(&text, "node.toml")
+        .unwrap_or_else(|error| panic!("the test's node profile is valid: {error}"))
+}
+
+#[test]
+fn whether_the_example_runs_on_a_node() {
+    let recipe = Recipe::parse(EXAMPLE, "example")
+        .unwrap_or_else(|error| panic!("the example is valid: {error}"));
+    let checkpoint = "deepseek-v4.1-flash";
+    let cases = [
+        ("everything there", node("mi355x", 8, &[checkpoint], &["HF_TOKEN"])),
+        ("the other supported hardware", node("mi350x", 8, &[checkpoint], &["HF_TOKEN"])),
+        ("unsupported hardware", node("mi300x", 8, &[checkpoint], &["HF_TOKEN"])),
+        ("too few GPUs", node("mi355x", 4, &[checkpoint], &["HF_TOKEN"])),
+        ("no checkpoint", node("mi355x", 8, &["kimi-k3"], &["HF_TOKEN"])),
+        ("no token for the gated dataset", node("mi355x", 8, &[checkpoint], &[])),
+        ("nothing there", node("mi300x", 1, &[], &[])),
+    ];
+    let checks = [
+        (Check::UnitTests, None),
+        (Check::KernelTests, None),
+        (Check::KernelTiming, None),
+        (Check::Routing, None),
+        (Check::ServingTests, None),
+        (Check::Speed, None),
+        (Check::Accuracy, Some("gsm8k")),
+        (Check::Accuracy, Some("gpqa-diamond")),
+    ];
+    let mut rendered = Vec::new();
+    for (name, node) in cases {
+        let outcome = match recipe.check_runs_on(&node) {
+            Ok(()) => "runs".to_owned(),
+            Err(not_runnable) => {
+                let mut lines = vec![format!("not runnable: {not_runnable}")];
+                for (check, part) in checks {
+                    let blocked = not_runnable.blocker_for(check, part).map_or_else(
+                        || "runs".to_owned(),
+                        |blocker| {
+                            format!("{:?} {:?}", blocker.reason(), blocker.subject().unwrap_or(""))
+                        },
+                    );
+                    let part = part.map(|part| format!(" {part}")).unwrap_or_default();
+                    lines.push(format!("  {check:?}{part}: {blocked}"));
+                }
+                lines.join("\n")
+            }
+        };
+        rendered.push(format!("## {name}\n{outcome}"));
+    }
+    insta::assert_snapshot!(rendered.join("\n\n"));
+}
+
+#[test]
+fn the_example_node_runs_the_example_recipe() {
+    let node = NodeProfile::parse(node::EXAMPLE, "example node").map_err(|e| e.to_string());
+    let recipe = Recipe::parse(EXAMPLE, "example recipe").map_err(|e| e.to_string());
+    let runs = node.and_then(|node| {
+        recipe.map(|recipe| recipe.check_runs_on(&node).map_err(|error| error.to_string()))
+    });
+    assert_eq!(runs, Ok(Ok(())));
+}

@@ -1,0 +1,429 @@
+//! The results directory of a run: the evidence, one file per finished step, the steps' logs,
+//! and the event stream that shows a run's progress as it goes.
+//!
+//! # Layout
+//!
+//! ```text
+//! DIR/evidence/<step>.json   one evidence record (prgate_gate::evidence) per finished step
+//! DIR/logs/<step>/           the logs of that step (server output, pytest, benchmarks)
+//! ```
+//!
+//! `<step>` is the [`StepId`]'s [file stem](StepId::file_stem): model, check, side and part,
+//! so a rerun of a step replaces its file. A record is written to a temporary file in the same
+//! folder (a name that starts with a dot and does not end in `.json`), flushed to disk and
+//! renamed over the step's file, and the folder is flushed too: a run killed at any moment
+//! leaves each step's file whole or absent, never half-written, and what the temporary files
+//! of a killed write hold is ignored. [`ResultsDir::completed_steps`] tells a resumed run what
+//! is done. Give the gate `DIR/evidence` ([`ResultsDir::evidence_dir`]): the logs may hold
+//! JSON files of their own.
+//!
+//! # The event stream (`--events FILE`, `schema_version` 1)
+//!
+//! [`EventWriter`] appends one JSON object per line and hands each line to the kernel at once,
+//! so a reader (the report's live progress) sees every event as it happens:
+//!
+//! ```json
+//! {"schema_version":1,"event":"step-started","model":"kimi_k31","check":"accuracy","side":"pr","part":"gsm8k","time_ms":1764430000000}
+//! {"schema_version":1,"event":"step-finished","model":"kimi_k31","check":"accuracy","side":"pr","part":"gsm8k","time_ms":1764430061250,"started_ms":1764430000000,"outcome":"accuracy"}
+//! {"schema_version":1,"event":"step-skipped","model":null,"check":"common-tests","side":"base","part":null,"time_ms":1764430061300}
+//! ```
+//!
+//! `event` is `step-started`, `step-finished` or `step-skipped` (done by an earlier run);
+//! `model` is null for the common checks; `check` and `side` are the evidence's names; `part`
+//! is the [`StepId`]'s part; times are milliseconds since the Unix epoch (UTC). A finished
+//! step also has `started_ms` and its record's `outcome` kind, and `reason` when it is
+//! `not-run`. Readers ignore fields they do not know; a field is never removed or changed in
+//! meaning without raising `schema_version`.
+//!
+//! What it leaves to others: running the steps (the runner), judging the records (the gate).
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use prgate_gate::evidence::{self, Check, Evidence, NotRunReason, Outcome, Side};
+use serde::{Deserialize, Serialize};
+
+/// The version of the event stream's format.
+pub const EVENTS_SCHEMA_VERSION: u32 = 1;
+
+/// The identity of a step: its model (none for the common checks), check, side and part (what
+/// tells apart several records of one check on one side).
+///
+/// The part of a record ([`StepId::of`]) is an accuracy benchmark's name, a not-run record's
+/// subject (so "benchmark gsm8k could not run" and its later result are one step), or
+/// `concurrency-C-pair-I` and `concurrency-C-noise` for speed; parts are lowercase.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StepId {
+    model: Option<String>,
+    check: Check,
+    side: Side,
+    part: Option<String>,
+}
+
+impl StepId {
+    /// A step; the part is lowercased, and an empty part is no part.
+    pub fn new(model: Option<&str>, check: Check, side: Side, part: Option<&str>) -> StepId {
+        let part = part.filter(|part| !part.is_empty()).map(str::to_lowercase);
+        StepId { model: model.map(str::to_owned), check, side, part }
+    }
+
+    /// The step a record is the evidence of.
+    pub fn of(record: &Evidence) -> StepId {
+        let part = match &record.outcome {
+            Outcome::Accuracy { benchmark, .. } => Some(benchmark.clone()),
+            Outcome::NotRun { subject, .. } => subject.clone(),
+            Outcome::SpeedPair { concurrency, index, .. } => {
+                Some(format!("concurrency-{concurrency}-pair-{index}"))
+            }
+            Outcome::SpeedNoise { concurrency, .. } => {
+                Some(format!("concurrency-{concurrency}-noise"))
+            }
+            Outcome::Tests { .. } | Outcome::Routing { .. } | Outcome::KernelTiming { .. } => None,
+        };
+        StepId::new(record.model.as_deref(), record.check, record.side, part.as_deref())
+    }
+
+    pub fn model(&self) -> Option<&str> {
+        self.model.as_deref()
+    }
+
+    pub fn check(&self) -> Check {
+        self.check
+    }
+
+    pub fn side(&self) -> Side {
+        self.side
+    }
+
+    pub fn part(&self) -> Option<&str> {
+        self.part.as_deref()
+    }
+
+    /// The name of the step's files: `MODEL.CHECK.SIDE[.PART]`, with `~common` for the common
+    /// checks, and every byte of the model and the part other than ASCII letters, digits, `_`
+    /// and `-` written as `%XX`; so two steps never share a name, and a name never starts with
+    /// a dot.
+    pub fn file_stem(&self) -> String {
+        let model = self.model.as_deref().map_or_else(|| "~common".to_owned(), escape);
+        let mut stem = format!("{model}.{}.{}", wire_name(&self.check), wire_name(&self.side));
+        if let Some(part) = &self.part {
+            stem.push('.');
+            stem.push_str(&escape(part));
+        }
+        stem
+    }
+}
+
+impl fmt::Display for StepId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let model = self.model.as_deref().unwrap_or("the common checks");
+        write!(f, "{} of {model} on the {} side", self.check.describe(), wire_name(&self.side))?;
+        match &self.part {
+            Some(part) => write!(f, " ({part})"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Why the results directory or the event stream could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum ResultsError {
+    #[error("cannot create {path}: {source}")]
+    Create { path: PathBuf, source: io::Error },
+    #[error("cannot write {path}: {source}")]
+    Write { path: PathBuf, source: io::Error },
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: io::Error },
+    #[error("{path} is not an evidence record: {source}")]
+    Parse { path: PathBuf, source: serde_json::Error },
+    #[error(
+        "{path} holds the {step}, whose file is {expected}\nhint: move it there, or remove it to run the step again"
+    )]
+    Misplaced { path: PathBuf, step: String, expected: String },
+    #[error("refusing to write evidence the gate would refuse, for the {step}: {problem}")]
+    Invalid { step: String, problem: String },
+}
+
+/// A run's results directory.
+#[derive(Debug, Clone)]
+pub struct ResultsDir {
+    root: PathBuf,
+    evidence: PathBuf,
+    logs: PathBuf,
+}
+
+impl ResultsDir {
+    /// Opens the results directory at `root`, creating it and its folders when missing. What
+    /// an earlier run wrote there stays: that is how a run resumes.
+    pub fn open(root: &Path) -> Result<ResultsDir, ResultsError> {
+        let dir = ResultsDir {
+            root: root.to_path_buf(),
+            evidence: root.join("evidence"),
+            logs: root.join("logs"),
+        };
+        for path in [&dir.evidence, &dir.logs] {
+            std::fs::create_dir_all(path)
+                .map_err(|source| ResultsError::Create { path: path.clone(), source })?;
+        }
+        Ok(dir)
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The folder of the evidence records: what the gate reads.
+    pub fn evidence_dir(&self) -> &Path {
+        &self.evidence
+    }
+
+    /// Where the record of `step` is (or will be).
+    pub fn evidence_path(&self, step: &StepId) -> PathBuf {
+        self.evidence.join(format!("{}.json", step.file_stem()))
+    }
+
+    /// Writes `record` atomically as its step's file, replacing what an earlier run wrote for
+    /// that step, and returns the file's path. A record the gate would refuse on its own (an
+    /// outcome that does not fit its check, numbers out of range) is not written.
+    pub fn write(&self, record: &Evidence) -> Result<PathBuf, ResultsError> {
+        let step = StepId::of(record);
+        evidence::validate(std::slice::from_ref(record)).map_err(|error| {
+            ResultsError::Invalid { step: step.to_string(), problem: error.problem }
+        })?;
+        let path = self.evidence_path(&step);
+        let mut json = serde_json::to_vec_pretty(record)
+            .map_err(|error| ResultsError::Write { path: path.clone(), source: error.into() })?;
+        json.push(b'\n');
+        write_atomically(&path, &json)
+            .map_err(|source| ResultsError::Write { path: path.clone(), source })?;
+        Ok(path)
+    }
+
+    /// Every record in the directory, with its step, sorted by file name.
+    pub fn records(&self) -> Result<Vec<(StepId, Evidence)>, ResultsError> {
+        let read_error = |source| ResultsError::Read { path: self.evidence.clone(), source };
+        let mut paths = Vec::new();
+        for entry in std::fs::read_dir(&self.evidence).map_err(read_error)? {
+            let path = entry.map_err(read_error)?.path();
+            let name = path.file_name().and_then(|name| name.to_str()).unwrap_or_default();
+            if name.ends_with(".json") && !name.starts_with('.') && path.is_file() {
+                paths.push(path);
+            }
+        }
+        paths.sort();
+        paths
+            .into_iter()
+            .map(|path| {
+                let text = std::fs::read(&path)
+                    .map_err(|source| ResultsError::Read { path: path.clone(), source })?;
+                let record: Evidence = serde_json::from_slice(&text)
+                    .map_err(|source| ResultsError::Parse { path: path.clone(), source })?;
+                let step = StepId::of(&record);
+                let expected = self.evidence_path(&step);
+                if expected != path {
+                    return Err(ResultsError::Misplaced {
+                        path,
+                        step: step.to_string(),
+                        expected: expected.display().to_string(),
+                    });
+                }
+                Ok((step, record))
+            })
+            .collect()
+    }
+
+    /// The steps that have a record: what a resumed run skips.
+    pub fn completed_steps(&self) -> Result<BTreeSet<StepId>, ResultsError> {
+        Ok(self.records()?.into_iter().map(|(step, _)| step).collect())
+    }
+
+    /// The log folder of `step`, created when missing.
+    pub fn step_log_dir(&self, step: &StepId) -> Result<PathBuf, ResultsError> {
+        let path = self.logs.join(step.file_stem());
+        std::fs::create_dir_all(&path)
+            .map_err(|source| ResultsError::Create { path: path.clone(), source })?;
+        Ok(path)
+    }
+}
+
+/// One line of the event stream; see the [module documentation](self) for the format.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    pub schema_version: u32,
+    pub event: EventKind,
+    pub model: Option<String>,
+    pub check: Check,
+    pub side: Side,
+    pub part: Option<String>,
+    /// When it happened, in milliseconds since the Unix epoch.
+    pub time_ms: u64,
+    /// When a finished step started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_ms: Option<u64>,
+    /// The `kind` of a finished step's outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    /// Why a finished step could not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<NotRunReason>,
+}
+
+/// What happened to a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EventKind {
+    StepStarted,
+    StepFinished,
+    /// The step was done by an earlier run.
+    StepSkipped,
+}
+
+/// The writer of the event stream; it can be shared between threads.
+#[derive(Debug)]
+pub struct EventWriter {
+    path: PathBuf,
+    file: Mutex<File>,
+}
+
+/// When a step started, for its finished event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepStarted {
+    time_ms: u64,
+}
+
+impl EventWriter {
+    /// Opens `path` to append events (a resumed run goes on with the same file), creating it.
+    pub fn create(path: &Path) -> Result<EventWriter, ResultsError> {
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|source| ResultsError::Create { path: path.to_path_buf(), source })?;
+        Ok(EventWriter { path: path.to_path_buf(), file: Mutex::new(file) })
+    }
+
+    /// Records that `step` started.
+    pub fn step_started(&self, step: &StepId) -> Result<StepStarted, ResultsError> {
+        let time_ms = now_ms();
+        self.emit(&Event::new(EventKind::StepStarted, step, time_ms))?;
+        Ok(StepStarted { time_ms })
+    }
+
+    /// Records that `step`, started at `started`, finished with `record`.
+    pub fn step_finished(
+        &self,
+        step: &StepId,
+        started: StepStarted,
+        record: &Evidence,
+    ) -> Result<(), ResultsError> {
+        let mut event = Event::new(EventKind::StepFinished, step, now_ms());
+        event.started_ms = Some(started.time_ms);
+        event.outcome = Some(outcome_kind(&record.outcome));
+        if let Outcome::NotRun { reason, .. } = record.outcome {
+            event.reason = Some(reason);
+        }
+        self.emit(&event)
+    }
+
+    /// Records that `step` was done by an earlier run.
+    pub fn step_skipped(&self, step: &StepId) -> Result<(), ResultsError> {
+        self.emit(&Event::new(EventKind::StepSkipped, step, now_ms()))
+    }
+
+    fn emit(&self, event: &Event) -> Result<(), ResultsError> {
+        let write_error = |source| ResultsError::Write { path: self.path.clone(), source };
+        let mut line = serde_json::to_vec(event).map_err(|error| write_error(error.into()))?;
+        line.push(b'\n');
+        let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        file.write_all(&line).and_then(|()| file.flush()).map_err(write_error)
+    }
+}
+
+impl Event {
+    fn new(event: EventKind, step: &StepId, time_ms: u64) -> Event {
+        Event {
+            schema_version: EVENTS_SCHEMA_VERSION,
+            event,
+            model: step.model.clone(),
+            check: step.check,
+            side: step.side,
+            part: step.part.clone(),
+            time_ms,
+            started_ms: None,
+            outcome: None,
+            reason: None,
+        }
+    }
+}
+
+/// Writes `bytes` to `path` so that `path` is either its old content or all of `bytes`: a
+/// temporary file in the same folder, flushed to disk, renamed over `path`, then the folder
+/// flushed so the rename survives a crash of the machine.
+fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let folder = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().and_then(|name| name.to_str()).unwrap_or("record");
+    let temporary = folder.join(format!(
+        ".{name}.tmp-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let written = (|| {
+        let mut file = OpenOptions::new().write(true).create_new(true).open(&temporary)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        drop(file);
+        std::fs::rename(&temporary, path)?;
+        File::open(folder)?.sync_all()
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    written
+}
+
+/// `%XX` for every byte but ASCII letters, digits, `_` and `-`.
+fn escape(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-' {
+            escaped.push(char::from(byte));
+        } else {
+            escaped.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    escaped
+}
+
+/// The name of a check, side or outcome in the evidence format.
+fn wire_name<T: Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(name)) => name,
+        _ => "unknown".to_owned(),
+    }
+}
+
+fn outcome_kind(outcome: &Outcome) -> String {
+    match serde_json::to_value(outcome) {
+        Ok(serde_json::Value::Object(fields)) => match fields.get("kind") {
+            Some(serde_json::Value::String(kind)) => kind.clone(),
+            _ => "unknown".to_owned(),
+        },
+        _ => "unknown".to_owned(),
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))
+}

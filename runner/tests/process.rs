@@ -1,0 +1,346 @@
+//! Real processes, process groups, signals and sockets through `prgate_runner::process`.
+//!
+//! Whether a process is left is read from `/proc/PID/stat` (a zombie waiting for its parent
+//! counts as gone: it runs nothing and holds no socket).
+
+use std::net::{Ipv4Addr, TcpListener};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use prgate_runner::process::{
+    ChildGroup, Environment, Finished, HealthError, PortError, PortLease, PortRange, ProcessError,
+    ProcessSpec, group_members, live_groups, stop_all_on_signal, wait_healthy,
+};
+
+const SIGINT: i32 = 2;
+const SIGKILL: i32 = 9;
+const SIGTERM: i32 = 15;
+
+fn spec(dir: &Path, argv: &[&str]) -> ProcessSpec {
+    let mut spec = ProcessSpec::new(argv, dir, dir.join("logs").join("child.log"));
+    spec.grace = Duration::from_millis(400);
+    spec
+}
+
+fn shell(dir: &Path, script: &str) -> ProcessSpec {
+    spec(dir, &["sh", "-c", script])
+}
+
+/// Whether `pid` is a process that still runs (not gone, not a zombie).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_ascii_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X")
+    })
+}
+
+fn wait_for_log(log: &Path, needle: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if text.contains(needle) {
+            return text;
+        }
+        assert!(Instant::now() < deadline, "{needle:?} never appeared in the log: {text:?}");
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The members of a group once it has at least `count` of them.
+fn members_when(pgid: u32, count: usize) -> Vec<u32> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let members = group_members(i32::try_from(pgid).expect("a pid"));
+        if members.len() >= count {
+            return members;
+        }
+        assert!(Instant::now() < deadline, "group {pgid} has only {members:?}");
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn assert_all_gone(pids: &[u32]) {
+    let left: Vec<u32> = pids.iter().copied().filter(|pid| running(*pid)).collect();
+    assert!(left.is_empty(), "still running: {left:?}");
+}
+
+#[test]
+fn a_plain_child_stops_on_term() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let mut child = ChildGroup::spawn(&spec(dir.path(), &["sleep", "100"])).expect("it starts");
+    let pid = child.id();
+    assert!(live_groups().contains(&pid));
+    let stopped = child.stop().expect("it stops");
+    assert!(!stopped.killed);
+    assert_eq!(stopped.status.signal(), Some(SIGTERM));
+    assert!(!running(pid));
+    assert!(!live_groups().contains(&pid));
+    assert_eq!(child.stop().expect("a second stop answers the same"), stopped);
+}
+
+#[test]
+fn a_child_that_ignores_term_is_killed_after_the_grace_period() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let spec = shell(dir.path(), "trap '' TERM; echo ready; sleep 100; echo survived");
+    let mut child = ChildGroup::spawn(&spec).expect("it starts");
+    wait_for_log(&spec.log, "ready");
+    let members = members_when(child.id(), 2);
+    let started = Instant::now();
+    let stopped = child.stop().expect("it stops");
+    assert!(stopped.killed, "SIGKILL was needed");
+    assert_eq!(stopped.status.signal(), Some(SIGKILL));
+    assert!(started.elapsed() >= spec.grace, "it had its grace period first");
+    assert!(started.elapsed() < spec.grace + Duration::from_secs(5));
+    assert_all_gone(&members);
+    assert!(!std::fs::read_to_string(&spec.log).expect("the log").contains("survived"));
+}
+
+#[test]
+fn grandchildren_are_stopped_with_the_group() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let spec = shell(dir.path(), "sleep 100 & sleep 100 & echo started; wait");
+    let mut child = ChildGroup::spawn(&spec).expect("it starts");
+    wait_for_log(&spec.log, "started");
+    let members = members_when(child.id(), 3);
+    assert!(members.contains(&child.id()));
+    let stopped = child.stop().expect("it stops");
+    assert!(!stopped.killed);
+    assert_all_gone(&members);
+    assert!(group_members(i32::try_from(child.id()).expect("a pid")).is_empty());
+}
+
+#[test]
+fn a_timeout_stops_the_group() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let spec = shell(dir.path(), "sleep 100 & sleep 100");
+    let mut child = ChildGroup::spawn(&spec).expect("it starts");
+    let members = members_when(child.id(), 2);
+    let started = Instant::now();
+    let finished = child.wait_with_timeout(Duration::from_millis(300)).expect("it is waited for");
+    let Finished::TimedOut(stopped) = finished else { panic!("no timeout: {finished:?}") };
+    assert!(stopped.status.signal().is_some());
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_all_gone(&members);
+}
+
+#[test]
+fn an_exit_is_reported_and_what_it_left_behind_is_stopped() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let spec = shell(dir.path(), "sleep 100 & echo \"left $!\"; exit 3");
+    let mut child = ChildGroup::spawn(&spec).expect("it starts");
+    let finished = child.wait_with_timeout(Duration::from_secs(20)).expect("it is waited for");
+    let Finished::Exited(status) = finished else { panic!("no exit: {finished:?}") };
+    assert_eq!(status.code(), Some(3));
+    let log = wait_for_log(&spec.log, "left ");
+    let left: u32 = log
+        .trim()
+        .strip_prefix("left ")
+        .and_then(|pid| pid.parse().ok())
+        .expect("the background pid is logged");
+    assert!(!running(left), "the background sleep {left} was stopped");
+}
+
+#[test]
+fn dropping_a_child_stops_its_group() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let child = ChildGroup::spawn(&shell(dir.path(), "sleep 100 & sleep 100")).expect("it starts");
+    let pid = child.id();
+    let members = members_when(pid, 2);
+    drop(child);
+    assert_all_gone(&members);
+    assert!(!live_groups().contains(&pid));
+}
+
+#[test]
+fn the_environment_is_only_what_is_given() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let script = "echo \"$GREETING|${HOME-unset}|$(pwd)\"";
+    let mut spec = spec(dir.path(), &["/bin/sh", "-c", script]);
+    spec.env = Environment::empty().set("GREETING", "hi");
+    let mut child = ChildGroup::spawn(&spec).expect("it starts");
+    assert!(matches!(child.wait_with_timeout(Duration::from_secs(20)), Ok(Finished::Exited(_))));
+    let cwd = dir.path().canonicalize().expect("the directory exists");
+    let expect = format!("hi|unset|{}\n", cwd.display());
+    assert_eq!(std::fs::read_to_string(&spec.log).expect("the log"), expect);
+
+    // A variable of the runner's reaches the child only when it is listed; the log is
+    // appended to.
+    spec.env = Environment::empty().inherit("HOME");
+    let mut child = ChildGroup::spawn(&spec).expect("it starts");
+    assert!(matches!(child.wait_with_timeout(Duration::from_secs(20)), Ok(Finished::Exited(_))));
+    let home = std::env::var("HOME").unwrap_or_else(|_| "unset".to_owned());
+    let expect = format!("{expect}|{home}|{}\n", cwd.display());
+    assert_eq!(std::fs::read_to_string(&spec.log).expect("the log"), expect);
+}
+
+#[test]
+fn what_cannot_start_says_so() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let empty: &[&str] = &[];
+    let error = ChildGroup::spawn(&spec(dir.path(), empty)).expect_err("nothing to start");
+    assert!(matches!(error, ProcessError::EmptyCommand));
+    let error = ChildGroup::spawn(&spec(dir.path(), &["/nonexistent/prgate-server"]))
+        .expect_err("no such program");
+    assert!(error.to_string().contains("/nonexistent/prgate-server"), "{error}");
+}
+
+fn lock_dir(dir: &Path) -> PathBuf {
+    dir.join("port-locks")
+}
+
+#[test]
+fn a_server_passes_the_health_gate_and_its_port_is_free_after_stop() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let lease = PortLease::acquire(&lock_dir(dir.path()), PortRange::DEFAULT).expect("a port");
+    let port = lease.port().to_string();
+    let mut spec =
+        spec(dir.path(), &["python3", "-u", "-m", "http.server", &port, "--bind", "127.0.0.1"]);
+    spec.grace = Duration::from_secs(5);
+    let mut server = ChildGroup::spawn(&spec).expect("the server starts");
+    let url = format!("http://127.0.0.1:{port}/");
+    let healthy = wait_healthy(&url, Duration::from_secs(60), &mut server)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert!(healthy.attempts >= 1);
+    let members = members_when(server.id(), 1);
+    let stopped = server.stop().expect("the server stops");
+    assert!(!stopped.killed);
+    assert_all_gone(&members);
+    TcpListener::bind((Ipv4Addr::LOCALHOST, lease.port())).expect("nothing listens on the port");
+}
+
+#[test]
+fn a_server_that_exits_fails_the_health_gate_at_once_with_its_status_and_log() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let lease = PortLease::acquire(&lock_dir(dir.path()), PortRange::DEFAULT).expect("a port");
+    let script = "echo loading weights; echo 'RuntimeError: no GPU found' >&2; exit 7";
+    let mut server = ChildGroup::spawn(&shell(dir.path(), script)).expect("it starts");
+    let started = Instant::now();
+    let url = format!("http://127.0.0.1:{}/health", lease.port());
+    let error = wait_healthy(&url, Duration::from_secs(120), &mut server)
+        .expect_err("a dead server is not healthy");
+    assert!(started.elapsed() < Duration::from_secs(10), "it failed fast");
+    let HealthError::Exited { status, tail, .. } = &error else { panic!("{error}") };
+    assert_eq!(status.code(), Some(7));
+    assert_eq!(tail, "loading weights\nRuntimeError: no GPU found");
+    assert!(error.to_string().contains("exit status: 7"), "{error}");
+}
+
+#[test]
+fn a_server_that_never_answers_times_out_with_its_log() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let lease = PortLease::acquire(&lock_dir(dir.path()), PortRange::DEFAULT).expect("a port");
+    let spec = shell(dir.path(), "echo still loading; sleep 100");
+    let mut server = ChildGroup::spawn(&spec).expect("it starts");
+    let pid = server.id();
+    wait_for_log(&spec.log, "still loading");
+    let url = format!("http://127.0.0.1:{}/health", lease.port());
+    let error =
+        wait_healthy(&url, Duration::from_millis(800), &mut server).expect_err("nothing answers");
+    let HealthError::TimedOut { tail, last, .. } = &error else { panic!("{error}") };
+    assert_eq!(tail, "still loading");
+    assert!(!last.is_empty());
+    assert!(running(pid), "the health gate leaves the decision to stop to the caller");
+    drop(server);
+    assert!(!running(pid));
+}
+
+#[test]
+fn leases_never_share_a_port_and_skip_ports_in_use() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let locks = lock_dir(dir.path());
+    // Two neighbouring ports that are free now.
+    let first = (24_000..25_000)
+        .find(|port: &u16| {
+            TcpListener::bind((Ipv4Addr::UNSPECIFIED, *port)).is_ok()
+                && TcpListener::bind((Ipv4Addr::UNSPECIFIED, *port + 1)).is_ok()
+        })
+        .expect("two free ports");
+    let range = PortRange::new(first, first + 1).expect("a range");
+    let _in_use = TcpListener::bind((Ipv4Addr::LOCALHOST, first)).expect("the port is taken");
+    let lease = PortLease::acquire(&locks, range).expect("the other port");
+    assert_eq!(lease.port(), first + 1);
+    let error = PortLease::acquire(&locks, range).expect_err("both ports are taken");
+    assert!(matches!(error, PortError::Exhausted { .. }), "{error}");
+    drop(lease);
+    let again = PortLease::acquire(&locks, range).expect("a released port is free again");
+    assert_eq!(again.port(), first + 1);
+
+    let leases: Vec<PortLease> =
+        (0..20).map(|_| PortLease::acquire(&locks, PortRange::DEFAULT).expect("a port")).collect();
+    let mut ports: Vec<u16> = leases.iter().map(PortLease::port).collect();
+    ports.sort_unstable();
+    ports.dedup();
+    assert_eq!(ports.len(), leases.len());
+    assert!(matches!(PortRange::new(10, 9), Err(PortError::EmptyRange { .. })));
+}
+
+/// Set in the copy of this test binary that plays the runner getting Ctrl-C.
+const SIGNALLED_RUNNER: &str = "PRGATE_TEST_SIGNALLED_RUNNER";
+
+#[test]
+fn ctrl_c_stops_every_live_group_then_the_runner() {
+    if let Some(dir) = std::env::var_os(SIGNALLED_RUNNER) {
+        play_the_signalled_runner(Path::new(&dir));
+    }
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let mut runner = Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["ctrl_c_stops_every_live_group_then_the_runner", "--exact", "--nocapture"])
+        .env(SIGNALLED_RUNNER, dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the runner starts");
+    let ready = dir.path().join("groups");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ready.exists() {
+        if Instant::now() > deadline || runner.try_wait().ok().flatten().is_some() {
+            let _ = runner.kill();
+            panic!("the runner never started its children");
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    let groups = std::fs::read_to_string(&ready).expect("the groups");
+    let members: Vec<u32> = groups
+        .split_ascii_whitespace()
+        .flat_map(|pgid| group_members(pgid.parse().expect("a group id")))
+        .collect();
+    assert!(members.len() >= 4, "two groups of two: {members:?}");
+
+    let sent = Command::new("kill").args(["-INT", &runner.id().to_string()]).status();
+    assert!(sent.is_ok_and(|status| status.success()));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = runner.try_wait().expect("the runner is waited for") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = runner.kill();
+            panic!("the runner did not stop on SIGINT");
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.signal(), Some(SIGINT), "the runner died of the signal: {status}");
+    assert_all_gone(&members);
+}
+
+/// The runner's side: two groups, one of which ignores SIGTERM, then wait for the signal.
+fn play_the_signalled_runner(dir: &Path) -> ! {
+    stop_all_on_signal().expect("the watcher starts");
+    let plain = ChildGroup::spawn(&shell(dir, "sleep 100 & sleep 100")).expect("it starts");
+    let stubborn_spec = shell(dir, "trap '' TERM; sleep 100 & sleep 100");
+    let stubborn = ChildGroup::spawn(&stubborn_spec).expect("it starts");
+    members_when(plain.id(), 2);
+    members_when(stubborn.id(), 2);
+    let groups = dir.join("groups");
+    let temporary = dir.join("groups.tmp");
+    std::fs::write(&temporary, format!("{} {}", plain.id(), stubborn.id())).expect("written");
+    std::fs::rename(&temporary, &groups).expect("renamed");
+    thread::sleep(Duration::from_secs(60));
+    panic!("the signal never came");
+}
