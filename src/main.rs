@@ -15,6 +15,7 @@ mod gate;
 mod github;
 mod plan;
 mod publish;
+mod run;
 mod sample;
 mod sim;
 mod trigger;
@@ -49,6 +50,7 @@ enum Command {
     SimServer(sim::SimServerArgs),
     Bench(sim::BenchArgs),
     Demo(demo::DemoArgs),
+    Run(run::RunArgs),
 }
 
 fn main() -> ExitCode {
@@ -66,6 +68,7 @@ fn main() -> ExitCode {
         Command::SimServer(args) => sim::run(&args).map(|()| gate::Outcome::Pass),
         Command::Bench(args) => sim::bench(&args).map(|()| gate::Outcome::Pass),
         Command::Demo(args) => demo::run(&args).map(|()| gate::Outcome::Pass),
+        Command::Run(args) => run::run(&args).map(|()| gate::Outcome::Pass),
     };
     match outcome {
         Ok(gate::Outcome::Pass) => ExitCode::from(EXIT_OK),

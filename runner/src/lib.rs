@@ -1,8 +1,7 @@
 //! The runner: turns a plan into evidence on a GPU node.
 //!
 //! It owns every process, socket, container and cluster job prgate starts: installing base
-//! and PR, the servers, tests, accuracy evals and speed benchmarks. What works so far are its
-//! parts; `prgate run`, which puts them together, is still to come (issue 5).
+//! and PR, the servers, tests, accuracy evals and speed benchmarks.
 //!
 //! - [`sim_server`]: a real OpenAI-compatible HTTP server whose speed, noise, failures and
 //!   accuracy are configured, so the runner and the demo can be exercised without a GPU;
@@ -18,6 +17,8 @@
 //!   atomically so a rerun resumes, per-step logs, and the JSON-lines event stream;
 //! - [`recipe`]: a model's recipe from the PR's tree (`test/e2e/<model>.toml`): its server
 //!   command, tests, timing scripts, accuracy benchmarks and speed sweep, checked;
+//! - [`run`]: the step loop (`prgate run`) that puts the parts together: a plan into evidence
+//!   on this node, with the local executor only for now (containers are issue 6);
 //! - [`node`]: the node profile, trusted and local to the node: its hardware, GPUs, image,
 //!   checkpoints, secrets and directories.
 
@@ -29,4 +30,5 @@ pub mod node;
 pub mod process;
 pub mod recipe;
 pub mod results;
+pub mod run;
 pub mod sim_server;

@@ -6,5 +6,6 @@ mod demo;
 mod gate;
 mod github;
 mod plan;
+mod run;
 mod sim;
 mod support;

@@ -1,0 +1,336 @@
+//! The step loop (`prgate run`): a plan, the recipes from the PR's tree and this node's profile
+//! turned into evidence, one record per finished step.
+//!
+//! This is the first working version, with the **local executor only**: every command (pytest,
+//! the servers, the timing scripts) runs on the host, in an exported tree, under
+//! [`ChildGroup`]. Running PR code and the commands a recipe names inside the node's container
+//! is issue 6; until then `prgate run` is for trusted trees and the simulated server
+//! (`prgate sim-server`), not for PR code on a shared node.
+//!
+//! # What a run does
+//!
+//! The base side is the plan's merge-base (else its base); the PR side is its head. Both are
+//! exported once per run into `<work-dir>/trees/<commit>`. Then, for every model of tier full or
+//! smoke that the PR does not remove, in the plan's order:
+//!
+//! 1. its recipe is read from the PR tree (`test/e2e/<model>.toml` unless the request says
+//!    otherwise). Without one, every check is recorded `not-run` (`no-recipe`); a recipe that does
+//!    not parse is `not-run` (`other`) with the error. [`Recipe::check_runs_on`] gives the checks
+//!    this node cannot run, recorded `not-run` with the recipe's reasons;
+//! 2. tests: each suite (unit, kernel, serving) on each side under pytest with JUnit XML, in
+//!    the side's tree, with the recipe's timeout; a suite the recipe selects nothing for is
+//!    `not-run` (`other`). Serving tests run while the side's server is up and find it in
+//!    `PRGATE_SERVER_URL`;
+//! 3. kernel timing (full tier): every script on each side; their kernels are recorded together
+//!    per side as `<script>/<kernel>`;
+//! 4. servers, when a step still needs one: base, then PR, each on a leased port with the
+//!    node's checkpoint, both up at once. The base server has the monokernels on, except for a
+//!    model new in the PR, whose baseline is SGLang's own path: the PR tree with the monokernel
+//!    flag off. A server that is not healthy makes every step that needed it `not-run`
+//!    (`crash` or `timeout`, the log's tail in `detail`);
+//! 5. accuracy (full tier): each built-in benchmark against each server (external evaluators
+//!    are recorded `not-run` for now);
+//! 6. speed: for each concurrency of the sweep (the covered ones on the smoke tier), pairs of
+//!    runs of the built-in client, the side that goes first alternating, until the gate's
+//!    [`needs_another_pair`] says the cell is decided; every pair's `family` is the number of
+//!    covered cells of the whole run, counted before the first model starts;
+//! 7. routing: each server's log against the recipe's routing pattern; then both servers are
+//!    stopped.
+//!
+//! A model new in the PR has no base tree: its base-side tests and kernel timing are not run
+//! (nothing is recorded for them), and its base server is the PR tree with monokernels off.
+//!
+//! Every step whose record the results directory already holds is skipped
+//! ([`ResultsDir::completed_steps`]), so a run killed at any moment resumes where it stopped;
+//! a speed cell goes on from the pairs it has. The common checks (`plan.common.selected`) are not
+//! run yet: the recipe layout has no common test selection, so nothing is recorded for them.
+//!
+//! # Provenance
+//!
+//! Every record names the node, the image (its digest when the profile pins one, else its
+//! name), the base and PR commits, and the recipe's hash: `fnv1a64:` and the 16 hex digits of
+//! the 64-bit FNV-1a hash of the recipe file's bytes (none when there is no recipe).
+//!
+//! What it leaves to others: the containers (issue 6), the cache of base accuracy, external
+//! benchmarks and evaluators, progress on a terminal.
+
+mod server;
+mod steps;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use prgate_gate::GateConfig;
+use prgate_gate::evidence::{
+    Check, Evidence, NotRunReason, Outcome, Provenance, SCHEMA_VERSION, Side,
+};
+use prgate_scope::plan::{ModelPlan, Plan, Tier};
+
+use crate::export::{ExportError, export_tree};
+use crate::node::NodeProfile;
+use crate::process::ProcessError;
+use crate::recipe::Recipe;
+use crate::results::{EventWriter, ResultsDir, ResultsError, StepId};
+
+/// Where a model's recipe is in the PR's tree unless the request says otherwise.
+pub const DEFAULT_RECIPE_PATH: &str = "test/e2e/{model}.toml";
+
+/// What to run, where, and where the evidence goes.
+#[derive(Debug, Clone, Copy)]
+pub struct RunRequest<'a> {
+    pub plan: &'a Plan,
+    /// The git repository that holds both commits.
+    pub repo: &'a Path,
+    pub node: &'a NodeProfile,
+    /// The results directory ([`ResultsDir`]).
+    pub results: &'a Path,
+    /// The JSON-lines event stream, when wanted.
+    pub events: Option<&'a Path>,
+    /// Where a model's recipe is in the PR tree; `{model}` is the model's name.
+    pub recipe_path: &'a str,
+    /// The gate's settings: when a speed cell is decided.
+    pub gate: &'a GateConfig,
+    /// Whether the PR must show a speed gain (its title type): a cell stays open until that
+    /// question is decided too.
+    pub gain_required: bool,
+    /// The Python interpreter that runs pytest (`python3`).
+    pub python: &'a Path,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunSummary {
+    /// Steps run and recorded by this run.
+    pub recorded: usize,
+    /// Steps skipped because an earlier run recorded them.
+    pub skipped: usize,
+    /// What the run could not do and did not record, for the user.
+    pub notes: Vec<String>,
+}
+
+/// Why a run stopped before its end. A step that fails is evidence, not an error: these are
+/// the problems that leave no step to record.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Results(#[from] ResultsError),
+    #[error("exporting {commit}: {source}")]
+    Export { commit: String, source: ExportError },
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Process(#[from] ProcessError),
+    #[error("cannot watch for signals: {0}")]
+    Signals(std::io::Error),
+}
+
+/// Runs `request.plan` on this node; returns once every step is recorded or skipped.
+pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
+    crate::process::stop_all_on_signal().map_err(RunError::Signals)?;
+    let results = ResultsDir::open(request.results)?;
+    let events = request.events.map(EventWriter::create).transpose()?;
+    let plan = request.plan;
+    let base_commit = plan.merge_base.clone().unwrap_or_else(|| plan.base.sha.clone());
+    let pr_commit = plan.head.sha.clone();
+
+    let models: Vec<&ModelPlan> = plan
+        .models
+        .iter()
+        .filter(|model| matches!(model.tier, Tier::Full | Tier::Smoke) && !model.removed)
+        .collect();
+    let mut summary = RunSummary::default();
+    if plan.common.selected {
+        summary.notes.push(
+            "the common checks are selected, but the recipe layout has no common test selection: nothing was run for them".to_owned(),
+        );
+    }
+    if models.is_empty() {
+        return Ok(summary);
+    }
+
+    let trees = request.node.work_dir().join("trees");
+    let base_tree = export(request.repo, &base_commit, &trees)?;
+    let pr_tree = if pr_commit == base_commit {
+        base_tree.clone()
+    } else {
+        export(request.repo, &pr_commit, &trees)?
+    };
+
+    let recipes: Vec<RecipeSource> = models
+        .iter()
+        .map(|model| RecipeSource::read(&pr_tree, request.recipe_path, &model.name, &pr_commit))
+        .collect();
+    let family = covered_cells(&models, &recipes, request.node);
+
+    let mut runner = steps::Runner {
+        request,
+        results: &results,
+        events: events.as_ref(),
+        completed: results.completed_steps()?,
+        summary: &mut summary,
+        family,
+    };
+    for (model, recipe) in models.iter().zip(&recipes) {
+        let base_side_tree = if model.new { None } else { Some(base_tree.as_path()) };
+        let job = steps::ModelJob {
+            model,
+            recipe,
+            base_tree: base_side_tree,
+            pr_tree: &pr_tree,
+            provenance: Provenance {
+                node: Some(request.node.name().to_owned()),
+                image_digest: Some(
+                    request
+                        .node
+                        .image()
+                        .digest
+                        .clone()
+                        .unwrap_or_else(|| request.node.image().name.clone()),
+                ),
+                base_commit: Some(base_commit.clone()),
+                pr_commit: Some(pr_commit.clone()),
+                recipe_hash: match recipe {
+                    RecipeSource::Parsed { hash, .. } | RecipeSource::Invalid { hash, .. } => {
+                        Some(hash.clone())
+                    }
+                    RecipeSource::Missing { .. } => None,
+                },
+            },
+        };
+        runner.model(&job)?;
+    }
+    Ok(summary)
+}
+
+/// A model's recipe as the PR tree has it.
+#[derive(Debug)]
+enum RecipeSource {
+    Parsed { recipe: Box<Recipe>, hash: String },
+    Missing { path: String },
+    Invalid { error: String, hash: String },
+}
+
+impl RecipeSource {
+    fn read(pr_tree: &Path, recipe_path: &str, model: &str, pr_commit: &str) -> RecipeSource {
+        let relative = recipe_path.replace("{model}", model);
+        let Ok(bytes) = std::fs::read(pr_tree.join(&relative)) else {
+            return RecipeSource::Missing { path: relative };
+        };
+        let hash = recipe_hash(&bytes);
+        let short = pr_commit.get(..7).unwrap_or(pr_commit);
+        let text = String::from_utf8_lossy(&bytes);
+        match Recipe::parse(&text, &format!("{relative} at {short}")) {
+            Ok(recipe) => RecipeSource::Parsed { recipe: Box::new(recipe), hash },
+            Err(error) => RecipeSource::Invalid { error: error.to_string(), hash },
+        }
+    }
+}
+
+/// `fnv1a64:` and the 64-bit FNV-1a hash of `bytes` in 16 hex digits: stable across runs,
+/// machines and Rust versions (std's hashers are not).
+pub fn recipe_hash(bytes: &[u8]) -> String {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let hash =
+        bytes.iter().fold(OFFSET, |hash, byte| (hash ^ u64::from(*byte)).wrapping_mul(PRIME));
+    format!("fnv1a64:{hash:016x}")
+}
+
+/// How many covered speed cells the run judges: every model's covered concurrencies whose
+/// speed check this node can run.
+fn covered_cells(models: &[&ModelPlan], recipes: &[RecipeSource], node: &NodeProfile) -> u32 {
+    let mut cells = 0;
+    for (_model, recipe) in models.iter().zip(recipes) {
+        let RecipeSource::Parsed { recipe, .. } = recipe else { continue };
+        let blocked = recipe
+            .check_runs_on(node)
+            .err()
+            .is_some_and(|blockers| blockers.blocker_for(Check::Speed, None).is_some());
+        if let (Some(sweep), false) = (recipe.speed(), blocked) {
+            cells += u32::try_from(sweep.covered.len()).unwrap_or(u32::MAX);
+        }
+    }
+    cells
+}
+
+/// Exports `commit` afresh into `<trees>/<commit>`: a tree left by an earlier run (perhaps cut
+/// short, perhaps written into by its tests) is replaced.
+fn export(repo: &Path, commit: &str, trees: &Path) -> Result<PathBuf, RunError> {
+    let dest = trees.join(commit);
+    if dest.exists() {
+        std::fs::remove_dir_all(&dest)
+            .map_err(|source| RunError::Io { path: dest.clone(), source })?;
+    }
+    std::fs::create_dir_all(trees)
+        .map_err(|source| RunError::Io { path: trees.to_path_buf(), source })?;
+    export_tree(repo, commit, &dest)
+        .map_err(|source| RunError::Export { commit: commit.to_owned(), source })?;
+    Ok(dest)
+}
+
+/// A record of `outcome` for one step.
+fn evidence(
+    model: &str,
+    check: Check,
+    side: Side,
+    provenance: &Provenance,
+    outcome: Outcome,
+) -> Evidence {
+    Evidence {
+        schema_version: SCHEMA_VERSION,
+        model: Some(model.to_owned()),
+        check,
+        side,
+        provenance: provenance.clone(),
+        outcome,
+    }
+}
+
+/// A `not-run` outcome.
+fn not_run(reason: NotRunReason, detail: impl Into<String>, subject: Option<&str>) -> Outcome {
+    Outcome::NotRun { reason, detail: detail.into(), subject: subject.map(str::to_owned) }
+}
+
+/// The steps of a cell already recorded, by concurrency: the pairs a resumed cell goes on from.
+fn recorded_pairs(
+    results: &ResultsDir,
+    model: &str,
+) -> Result<BTreeMap<u32, Vec<(u32, prgate_gate::speed::Pair)>>, RunError> {
+    let mut cells: BTreeMap<u32, Vec<(u32, prgate_gate::speed::Pair)>> = BTreeMap::new();
+    for (_step, record) in results.records()? {
+        if record.model.as_deref() != Some(model) {
+            continue;
+        }
+        if let Outcome::SpeedPair { concurrency, index, base_tpot_ms, pr_tpot_ms, .. } =
+            record.outcome
+        {
+            cells
+                .entry(concurrency)
+                .or_default()
+                .push((index, prgate_gate::speed::Pair { base_tpot_ms, pr_tpot_ms }));
+        }
+    }
+    for pairs in cells.values_mut() {
+        pairs.sort_by_key(|(index, _)| *index);
+    }
+    Ok(cells)
+}
+
+/// Whether any of `steps` has no record yet.
+fn any_missing(completed: &BTreeSet<StepId>, steps: &[StepId]) -> bool {
+    steps.iter().any(|step| !completed.contains(step))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::recipe_hash;
+
+    #[test]
+    fn the_recipe_hash_is_fnv1a_64() {
+        // The published FNV-1a test vectors.
+        let cases = [("", "fnv1a64:cbf29ce484222325"), ("a", "fnv1a64:af63dc4c8601ec8c")];
+        for (text, expect) in cases {
+            assert_eq!(recipe_hash(text.as_bytes()), expect, "{text:?}");
+        }
+    }
+}
