@@ -1,24 +1,38 @@
 //! `prgate demo`: the whole job on a built-in sample, with no GPU and no network.
 //!
-//! Today it builds the sample repository and prints the plan of each of its pull requests;
-//! the gate, the runner on simulated servers and the report join as they land.
+//! It builds the sample repository, then for every sample PR: the plan, the run on this
+//! machine (the runner's local executor) with every model served by prgate's simulated server,
+//! and the gate's verdict; and at the end a table of which PR passed and which failed, and why.
+//! The comment, the status and the full report join as they land (issue 7).
 
+use std::fmt::Write as _;
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use anyhow::Context as _;
 use clap::Args;
+use prgate_gate::State;
+use prgate_gate::verdict::Verdict;
+use prgate_runner::node::NodeProfile;
+use prgate_runner::results::ResultsDir;
+use prgate_runner::run::{DEFAULT_RECIPE_PATH, RunRequest};
 use prgate_scope::PlanRequest;
+use prgate_scope::plan::{Plan, Tier};
 
-use crate::sample;
+use crate::sample::{self, SamplePr};
 
 /// Run prgate on a built-in sample repository and its pull requests (no GPU, no network).
 ///
-/// Builds the sample in a temporary directory (or in --out, kept for you to explore) and
-/// prints, for every sample PR, what CI would run and why.
+/// Builds the sample in a temporary directory (or in --out, kept for you to explore) and, for
+/// every sample PR, plans what CI would run, runs it on this machine against simulated servers
+/// (prgate sim-server) and prints the gate's verdict; then which PR passed, which failed and why.
+///
+/// Runs pytest: `python3` with pytest must be on the PATH.
 #[derive(Debug, Args)]
 pub(crate) struct DemoArgs {
-    /// Build the sample repository here and keep it (the directory must be empty or absent).
+    /// Keep everything here: the sample repository (DIR/repository), the node profile, each
+    /// PR's plan, evidence, logs and verdict (DIR/results/pr-N). Must be empty or absent.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
 }
@@ -30,6 +44,7 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
             let occupied =
                 dir.read_dir().map(|mut entries| entries.next().is_some()).unwrap_or(false);
             anyhow::ensure!(!occupied, "--out {}: the directory is not empty", dir.display());
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
             dir.clone()
         }
         None => {
@@ -37,35 +52,238 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
             temporary.path().to_path_buf()
         }
     };
-    let prs = sample::build(&dir)?;
+    // The node profile wants absolute paths.
+    let dir = dir.canonicalize().with_context(|| format!("resolving {}", dir.display()))?;
+    let prgate = std::env::current_exe().context("finding the prgate binary")?;
+    let repo = dir.join("repository");
+    let prs = sample::build(&repo, &prgate)?;
+    let node = write_node_profile(&dir)?;
+
+    let started = Instant::now();
     let mut stdout = std::io::stdout().lock();
+    let mut outcomes = Vec::new();
     for pr in &prs {
-        let request = PlanRequest {
-            repo: dir.clone(),
-            base: Some("main".to_owned()),
-            head: Some(pr.branch.to_owned()),
-            ..PlanRequest::default()
-        };
-        let plan = prgate_scope::plan(&request)
-            .with_context(|| format!("planning sample PR #{}", pr.number))?;
-        let base = crate::gate::BaseSide::read(&dir, &plan)?;
-        let rules =
-            prgate_gate::rules::judge_rules(&plan, Some(pr.title), &base.config, &base.policy);
-        writeln!(stdout, "=== PR #{}: {}", pr.number, prgate_report::escape::terminal(pr.title))?;
-        writeln!(stdout, "    branch {}\n", pr.branch)?;
-        write!(stdout, "{}", prgate_report::plan::human(&plan))?;
-        write!(stdout, "{}", prgate_report::verdict::rules_human(&rules))?;
-        writeln!(stdout)?;
+        let outcome = run_pr(&repo, &dir, &node, pr, &mut stdout)
+            .with_context(|| format!("sample PR #{}", pr.number))?;
+        outcomes.push((pr, outcome));
     }
-    if let Some(dir) = &args.out {
+
+    writeln!(stdout, "=== Summary ({:.0}s)\n", started.elapsed().as_secs_f64())?;
+    let width = outcomes.iter().map(|(_, outcome)| outcome.result.len()).max().unwrap_or(0);
+    for (pr, outcome) in &outcomes {
         writeln!(
             stdout,
-            "The sample repository is in {}; try: prgate plan --repo {} --head {}",
-            dir.display(),
-            dir.display(),
-            prs[0].branch
+            "#{:<4} {:<width$}  {}",
+            pr.number,
+            outcome.result,
+            prgate_report::escape::terminal(pr.title)
         )?;
+        for reason in &outcome.why {
+            writeln!(stdout, "      {:<width$}  - {reason}", "")?;
+        }
+    }
+    writeln!(stdout)?;
+    match &args.out {
+        Some(out) => writeln!(
+            stdout,
+            "Everything is in {}: the sample repository (repository/), the node profile \
+             (node.toml), each PR's plan, evidence, logs and verdict (results/pr-N/).\n\
+             Try: prgate plan --repo {} --head {}",
+            out.display(),
+            repo.display(),
+            prs[0].branch
+        )?,
+        None => writeln!(
+            stdout,
+            "To keep the sample repository and the results: prgate demo --out DIR"
+        )?,
     }
     stdout.flush()?;
     Ok(())
+}
+
+/// What the summary table says about one PR.
+struct PrOutcome {
+    /// The verdict in words (`PASS`, `FAIL`, ...).
+    result: String,
+    /// Why it did not simply pass: the failed (else pending, else warned) items.
+    why: Vec<String>,
+}
+
+/// Plan, run and gate one sample PR; prints its summary and verdict.
+fn run_pr(
+    repo: &Path,
+    dir: &Path,
+    node: &NodeProfile,
+    pr: &SamplePr,
+    out: &mut impl std::io::Write,
+) -> anyhow::Result<PrOutcome> {
+    writeln!(out, "=== PR #{}: {}", pr.number, prgate_report::escape::terminal(pr.title))?;
+    writeln!(out, "    branch {}", pr.branch)?;
+    out.flush()?;
+    let request = PlanRequest {
+        repo: repo.to_path_buf(),
+        base: Some("main".to_owned()),
+        head: Some(pr.branch.to_owned()),
+        ..PlanRequest::default()
+    };
+    let plan = prgate_scope::plan(&request).context("planning")?;
+    let results = dir.join("results").join(format!("pr-{}", pr.number));
+    std::fs::create_dir_all(&results).with_context(|| format!("creating {}", results.display()))?;
+    write_json(&results.join("plan.json"), &plan)?;
+    writeln!(out, "    {}", scope_line(&plan))?;
+
+    let base = crate::gate::BaseSide::read(repo, &plan)?;
+    let title = Some(pr.title);
+    let rules = prgate_gate::rules::judge_rules(&plan, title, &base.config, &base.policy);
+    let gain_required = prgate_gate::title::requires_gain(title, &base.config.gain.types);
+    let python = PathBuf::from("python3");
+    let run = RunRequest {
+        plan: &plan,
+        repo,
+        node,
+        results: &results,
+        events: Some(&results.join("events.jsonl")),
+        recipe_path: DEFAULT_RECIPE_PATH,
+        gate: &base.config,
+        gain_required,
+        python: &python,
+    };
+    let started = Instant::now();
+    let summary = prgate_runner::run::run(&run).context("running the plan")?;
+    writeln!(
+        out,
+        "    ran {} steps in {:.1}s on simulated servers",
+        summary.recorded,
+        started.elapsed().as_secs_f64()
+    )?;
+    for note in &summary.notes {
+        writeln!(out, "    note: {note}")?;
+    }
+
+    let records = ResultsDir::open(&results)?.records()?;
+    let evidence: Vec<_> = records.into_iter().map(|(_step, record)| record).collect();
+    let verdict = prgate_gate::judge(&plan, &evidence, rules, gain_required, &base.config)
+        .map_err(|error| anyhow::anyhow!("judging the evidence: {}", error.problem))?;
+    write_json(&results.join("verdict.json"), &verdict)?;
+    writeln!(out)?;
+    for line in prgate_report::verdict::human(&verdict).lines() {
+        writeln!(out, "    {line}")?;
+    }
+    writeln!(out)?;
+    out.flush()?;
+    Ok(PrOutcome { result: result_word(&verdict).to_owned(), why: why(&verdict) })
+}
+
+/// The models that run and their tiers, on one line.
+fn scope_line(plan: &Plan) -> String {
+    let mut line = String::from("scope: ");
+    let running: Vec<String> = plan
+        .models
+        .iter()
+        .filter(|model| model.tier != Tier::None)
+        .map(|model| {
+            let tier = if model.tier == Tier::Full { "full" } else { "smoke" };
+            let new = if model.new { ", new" } else { "" };
+            format!("{} ({tier}{new})", prgate_report::escape::terminal(&model.name))
+        })
+        .collect();
+    if running.is_empty() {
+        line.push_str("no model to run");
+    } else {
+        line.push_str(&running.join(", "));
+    }
+    let _ = write!(
+        line,
+        "; common checks {}",
+        if plan.common.selected { "selected" } else { "skipped" }
+    );
+    line
+}
+
+fn result_word(verdict: &Verdict) -> &'static str {
+    let warned = verdict
+        .sections
+        .iter()
+        .any(|section| matches!(section.state, State::Warn | State::AuthorProvided));
+    match verdict.result {
+        State::Pass if warned => "PASS (warnings)",
+        State::Pass => "PASS",
+        State::Warn => "PASS (warnings)",
+        State::AuthorProvided => "PASS (author-provided)",
+        State::Pending => "PENDING",
+        State::Fail => "FAIL",
+    }
+}
+
+/// The items that decided the verdict: the failed ones, else the pending ones, else the
+/// warnings; at most four, then how many more.
+fn why(verdict: &Verdict) -> Vec<String> {
+    const SHOWN: usize = 4;
+    let items: Vec<_> = verdict.sections.iter().flat_map(|section| &section.items).collect();
+    let worst = [State::Fail, State::Pending, State::AuthorProvided, State::Warn]
+        .into_iter()
+        .find(|state| items.iter().any(|item| item.state == *state));
+    let Some(worst) = worst else { return Vec::new() };
+    let chosen: Vec<_> = items.iter().filter(|item| item.state == worst).collect();
+    let mut lines: Vec<String> = chosen
+        .iter()
+        .take(SHOWN)
+        .map(|item| {
+            let model = item.model.as_deref().map(|model| format!("{model}: ")).unwrap_or_default();
+            prgate_report::escape::terminal(&format!("{model}{}: {}", item.check, item.summary))
+        })
+        .collect();
+    if chosen.len() > SHOWN {
+        lines.push(format!("and {} more", chosen.len() - SHOWN));
+    }
+    lines
+}
+
+/// The demo's node: hardware as the sample's recipes ask, every sample model's checkpoint (an
+/// empty folder: the simulated server reads none), work and cache inside `dir`.
+fn write_node_profile(dir: &Path) -> anyhow::Result<NodeProfile> {
+    let checkpoints = dir.join("checkpoints");
+    let mut table = String::new();
+    for model in sample::ALL_MODELS {
+        let path = checkpoints.join(model);
+        std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
+        let _ = writeln!(table, "{model} = \"{model}\"");
+    }
+    let text = format!(
+        r#"# The demo's node: this machine, serving every model with prgate's simulated server.
+name = "demo-node"
+hardware = "mi355x"
+checkpoint-store = {}
+cache-dir = {}
+work-dir = {}
+
+[gpus]
+ids = [0]
+render-devices = ["/dev/dri/renderD128"]
+
+[image]
+name = "local:none"
+
+[checkpoints]
+{table}"#,
+        toml_string(&checkpoints)?,
+        toml_string(&dir.join("cache"))?,
+        toml_string(&dir.join("work"))?,
+    );
+    let path = dir.join("node.toml");
+    std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
+    Ok(NodeProfile::parse(&text, &path.display().to_string())?)
+}
+
+/// `path` as a TOML string (a JSON string is a TOML basic string).
+fn toml_string(path: &Path) -> anyhow::Result<String> {
+    let text = path.to_str().with_context(|| format!("{} is not UTF-8", path.display()))?;
+    Ok(serde_json::to_string(text)?)
+}
+
+fn write_json(path: &Path, value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let mut json = serde_json::to_string_pretty(value)?;
+    json.push('\n');
+    std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))
 }

@@ -1,7 +1,13 @@
 //! The built-in sample: a small repository shaped like a per-model monokernel repository for
 //! SGLang, with a handful of pull-request branches that show every kind of scope.
 //!
-//! Commits have fixed authors and dates, so the same build gives the same SHAs everywhere.
+//! Every model serves through prgate's own simulated server (`prgate sim-server`): its recipe
+//! (`test/e2e/<model>.toml`) starts the running prgate binary with the model's simulated profile
+//! (`sgl_amd_mono/models/<model>/sim-profile.toml`, whose `tpot-ms` stands for the speed of the
+//! model's monokernels), so a PR that "speeds up a kernel" lowers it in its tree.
+//!
+//! Commits have fixed authors and dates, so the same build by the same binary (its path is in
+//! the recipes) gives the same SHAs.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -31,16 +37,27 @@ readme = "sgl_amd_mono/models/{model}/README.md"
 const MODELS: &[&str] =
     &["deepseek_v41", "glm53_flash", "kimi_k3", "kimi_k31", "qwen38_flash_next"];
 
+/// Every model of the sample, with those its PRs add: the checkpoints the demo's node has.
+pub(crate) const ALL_MODELS: &[&str] =
+    &["deepseek_v41", "glm53_flash", "kimi_k3", "kimi_k31", "qwen38_flash_next", "muse_spark"];
+
 /// Builds the sample repository in `dir` (which must be empty or absent): `main`, and a branch
 /// for every PR. Leaves `main` checked out.
-pub(crate) fn build(dir: &Path) -> anyhow::Result<Vec<SamplePr>> {
+/// `prgate` is the binary the recipes' servers run (`prgate sim-server`).
+pub(crate) fn build(dir: &Path, prgate: &Path) -> anyhow::Result<Vec<SamplePr>> {
+    let prgate = prgate.to_str().filter(|path| !path.contains('\'')).with_context(|| {
+        format!(
+            "the sample's recipes cannot name prgate's path {}: it is not UTF-8 or has a quote",
+            prgate.display()
+        )
+    })?;
     let mut options = RepositoryInitOptions::new();
     options.initial_head("main");
     let repo = Repository::init_opts(dir, &options)
         .with_context(|| format!("creating the sample repository in {}", dir.display()))?;
     let mut builder = Builder { repo: &repo, clock: 1_790_000_000 };
 
-    let base_files = base_files();
+    let base_files = base_files(prgate);
     let main =
         builder.commit("refs/heads/main", None, &base_files, "Sample monokernel repository")?;
 
@@ -63,12 +80,13 @@ pub(crate) fn build(dir: &Path) -> anyhow::Result<Vec<SamplePr>> {
                 "sgl_amd_mono/models/deepseek_v41/kernels.py",
                 "\ndef fused_step_glue(x):\n    return x\n",
             );
+            set_tpot(files, "deepseek_v41", PERF_TPOT_MS);
         },
     )?;
     pr(
         101,
         "pr/101-common-residency",
-        "[Feat] common: check each compiled kernel's residency and scratch",
+        "[Fix] common: check each compiled kernel's residency and scratch",
         &|files| {
             append(
                 files,
@@ -89,14 +107,35 @@ pub(crate) fn build(dir: &Path) -> anyhow::Result<Vec<SamplePr>> {
                 "test/kernels/test_kimi_k31_k1_ring.py",
                 "\ndef test_eight_rows():\n    assert True\n",
             );
+            set_tpot(files, "kimi_k31", PERF_TPOT_MS);
         },
     )?;
     pr(110, "pr/110-new-model", "[Feat] [MI355X] muse_spark: first monokernel", &|files| {
-        add_model(files, "muse_spark");
+        add_model(files, "muse_spark", prgate);
         append(files, ".github/CODEOWNERS", "/sgl_amd_mono/models/muse_spark/ @muse-team\n");
     })?;
     pr(112, "pr/112-docs", "[Doc] docs: explain the tiers", &|files| {
         append(files, "docs/index.md", "\n## Tiers\n\nFull, smoke and none.\n");
+    })?;
+    pr(
+        114,
+        "pr/114-glm-slower",
+        "[Fix] [MI355X] glm53_flash: bounds-check every row of the decode step",
+        &|files| {
+            append(
+                files,
+                "sgl_amd_mono/models/glm53_flash/kernels.py",
+                "\ndef check_rows(x):\n    return all(row is not None for row in x)\n",
+            );
+            set_tpot(files, "glm53_flash", SLOW_TPOT_MS);
+        },
+    )?;
+    pr(116, "pr/116-codeowners", "[Chore] maintainer: hand kimi_k3 to a new team", &|files| {
+        let codeowners = files.entry(".github/CODEOWNERS".to_owned()).or_default();
+        *codeowners = codeowners.replace(
+            "/sgl_amd_mono/models/kimi_k3/ @kimi-k3-team",
+            "/sgl_amd_mono/models/kimi_k3/ @someone-else",
+        );
     })?;
 
     let mut checkout = git2::build::CheckoutBuilder::new();
@@ -108,7 +147,14 @@ pub(crate) fn build(dir: &Path) -> anyhow::Result<Vec<SamplePr>> {
 
 type Files = BTreeMap<String, String>;
 
-fn base_files() -> Files {
+/// The simulated decode speed of every model on `main`, in milliseconds per output token.
+const BASE_TPOT_MS: &str = "4.0";
+/// A PR that speeds a model up: 25% less time per token.
+const PERF_TPOT_MS: &str = "3.0";
+/// A PR that slows a model down: 25% more time per token.
+const SLOW_TPOT_MS: &str = "5.0";
+
+fn base_files(prgate: &str) -> Files {
     let mut files = Files::new();
     let mut put = |path: &str, text: &str| {
         files.insert(path.to_owned(), text.to_owned());
@@ -126,10 +172,13 @@ fn base_files() -> Files {
     );
     put("test/common/test_guard.py", "def test_guard():\n    assert True\n");
     put("test/common/test_guard_dispatch_kernels.py", "def test_dispatch():\n    assert True\n");
+    put("test/kernels/time_kernels.py", TIMING_SCRIPT);
+    put("test/e2e/test_serving.py", SERVING_TEST);
+    put("test/e2e/data/tiny-math.jsonl", TINY_MATH);
     let mut codeowners =
         String::from("# Owners of each model's package.\n* @sgl-amd-mono/maintainers\n");
     for model in MODELS {
-        add_model(&mut files, model);
+        add_model(&mut files, model, prgate);
         codeowners.push_str(&format!(
             "/sgl_amd_mono/models/{model}/ @{}-team\n",
             model.replace('_', "-")
@@ -139,7 +188,7 @@ fn base_files() -> Files {
     files
 }
 
-fn add_model(files: &mut Files, model: &str) {
+fn add_model(files: &mut Files, model: &str, prgate: &str) {
     let mut put = |path: String, text: String| {
         files.insert(path, text);
     };
@@ -163,9 +212,119 @@ fn add_model(files: &mut Files, model: &str) {
         "def test_k1():\n    assert True\n".to_owned(),
     );
     put(
-        format!("test/e2e/{model}.toml"),
-        format!("# Serving recipe of {model}.\n[server]\ncheckpoint = \"{model}\"\n"),
+        format!("sgl_amd_mono/models/{model}/sim-profile.toml"),
+        format!(
+            "# How fast prgate's simulated server serves {model}: the monokernels' speed.\n\
+             model = \"{model}\"\nttft-ms = 5.0\ntpot-ms = {BASE_TPOT_MS}\nnoise-cv = 0.01\n"
+        ),
     );
+    put(format!("test/e2e/{model}.toml"), recipe(model, kernel_test, prgate));
+}
+
+/// The serving recipe of `model`: the simulated server, a tiny sweep.
+fn recipe(model: &str, kernel_test: &str, prgate: &str) -> String {
+    let command = format!(
+        "'{prgate}' sim-server --listen 127.0.0.1:{{port}} \
+         --profile sgl_amd_mono/models/{model}/sim-profile.toml {{extra_args}}"
+    );
+    // A JSON string is a TOML basic string.
+    let command = serde_json::to_string(&command).unwrap_or_default();
+    format!(
+        r#"# Serving recipe of {model} (docs/recipe.md in prgate's repository). The server is
+# prgate's simulated server, from the directory of the tree under test.
+hardware = ["mi355x"]
+checkpoint = "{model}"
+tp = 1
+
+[server]
+command = {command}
+monokernel-flag = "--enable-amd-monokernel"
+startup-timeout = "30s"
+routing-pattern = '\[monokernel\] routed \S+ decode'
+
+[tests]
+unit = ["test/unit/{model}"]
+kernel = ["test/kernels/test_{model}_{kernel_test}.py"]
+serving = ["test/e2e/test_serving.py"]
+
+[[kernel-timing]]
+name = "decode"
+command = "python3 test/kernels/time_kernels.py sgl_amd_mono/models/{model}/sim-profile.toml {{output}}"
+
+[[accuracy]]
+name = "tiny-math"
+evaluator = "builtin"
+dataset = "test/e2e/data/tiny-math.jsonl"
+limit = 1
+
+[speed]
+concurrencies = [1, 4]
+covered = [1]
+input-len = 16
+output-len = 16
+requests-per-concurrency = 2
+warmup-per-concurrency = 1
+
+[timeouts]
+unit-tests = "2m"
+kernel-tests = "2m"
+serving-tests = "2m"
+kernel-timing = "1m"
+accuracy = "2m"
+speed-run = "1m"
+"#
+    )
+}
+
+/// The kernel timing script: the decode step's time from the tree's simulated profile.
+const TIMING_SCRIPT: &str = r#"# Times the decode kernel: here, reads its time from the simulated profile (argv[1]), and
+# writes the timing JSON (docs/recipe.md in prgate's repository) to argv[2].
+import json
+import sys
+import tomllib
+
+with open(sys.argv[1], "rb") as f:
+    tpot_us = tomllib.load(f)["tpot-ms"] * 1000.0
+timings = {"kernels": [{"name": "decode_step",
+                        "samples_us": [tpot_us * f for f in (0.99, 1.0, 1.01, 1.0, 0.995)]}]}
+with open(sys.argv[2], "w") as f:
+    json.dump(timings, f)
+print(json.dumps(timings))
+"#;
+
+/// The serving test: the model's server answers.
+const SERVING_TEST: &str = r#"import json
+import os
+import urllib.request
+
+
+def test_the_server_answers():
+    url = os.environ["PRGATE_SERVER_URL"]
+    assert urllib.request.urlopen(url + "/health", timeout=10).status == 200
+    request = urllib.request.Request(
+        url + "/v1/completions",
+        data=json.dumps({"model": "default", "prompt": "Hello", "max_tokens": 4}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    body = json.load(urllib.request.urlopen(request, timeout=10))
+    assert body["choices"][0]["text"]
+"#;
+
+/// The accuracy benchmark: each question carries the line `expected: <answer>` that the
+/// simulated server answers (at its profile's accuracy).
+const TINY_MATH: &str = r#"{"id": "q1", "question": "What is 6 x 7?\nexpected: 42", "answer": "42"}
+{"id": "q2", "question": "What is 12 + 30?\nexpected: 42", "answer": "42"}
+{"id": "q3", "question": "What is 9 x 9?\nexpected: 81", "answer": "81"}
+{"id": "q4", "question": "What is 100 - 1?\nexpected: 99", "answer": "99"}
+{"id": "q5", "question": "What is 2 ^ 10?\nexpected: 1024", "answer": "1024"}
+"#;
+
+/// Sets `model`'s simulated time per output token.
+fn set_tpot(files: &mut Files, model: &str, tpot_ms: &str) {
+    let path = format!("sgl_amd_mono/models/{model}/sim-profile.toml");
+    let profile = files.entry(path).or_default();
+    *profile =
+        profile.replace(&format!("tpot-ms = {BASE_TPOT_MS}"), &format!("tpot-ms = {tpot_ms}"));
 }
 
 fn append(files: &mut Files, path: &str, text: &str) {

@@ -41,6 +41,18 @@ pub(crate) struct SimServerArgs {
     /// The probability that an answer with an `expected:` line is right.
     #[arg(long, value_name = "P")]
     accuracy: Option<f64>,
+    /// How long after start the server is not ready (503 everywhere), in milliseconds.
+    #[arg(long, value_name = "MS")]
+    startup_delay_ms: Option<f64>,
+    /// Never become ready: 503 for ever.
+    #[arg(long)]
+    never_healthy: bool,
+    /// Answer this many generation requests; the next one kills the server.
+    #[arg(long, value_name = "N")]
+    die_after_requests: Option<u64>,
+    /// The fraction of generation requests answered with a 500.
+    #[arg(long, value_name = "P")]
+    error_rate: Option<f64>,
     /// Log monokernel routing lines, as a server started with monokernels on does.
     #[arg(long = "enable-amd-monokernel")]
     monokernel: bool,
@@ -84,6 +96,17 @@ pub(crate) fn run(args: &SimServerArgs) -> anyhow::Result<()> {
         profile.accuracy = accuracy
             .try_into()
             .map_err(|error| anyhow::anyhow!("--accuracy {accuracy}: {error}"))?;
+    }
+    if let Some(ms) = args.startup_delay_ms {
+        profile.startup_delay = millis(ms, "--startup-delay-ms")?;
+    }
+    profile.never_healthy |= args.never_healthy;
+    if let Some(count) = args.die_after_requests {
+        profile.die_after_requests = Some(count);
+    }
+    if let Some(rate) = args.error_rate {
+        profile.error_rate =
+            rate.try_into().map_err(|error| anyhow::anyhow!("--error-rate {rate}: {error}"))?;
     }
     profile.monokernel |= args.monokernel;
     if let Some(log) = &args.log_file {

@@ -42,7 +42,10 @@
 //!
 //! Every step whose record the results directory already holds is skipped
 //! ([`ResultsDir::completed_steps`]), so a run killed at any moment resumes where it stopped;
-//! a speed cell goes on from the pairs it has. The common checks (`plan.common.selected`) are not
+//! a speed cell goes on from the pairs it has. Every child's process group is written down in
+//! `<results>/processes` while it runs, and a run first stops the groups an earlier run in the
+//! same results directory left running (a runner killed with `SIGKILL` cannot stop its
+//! children, which run in groups of their own). The common checks (`plan.common.selected`) are not
 //! run yet: the recipe layout has no common test selection, so nothing is recorded for them.
 //!
 //! # Provenance
@@ -54,6 +57,7 @@
 //! What it leaves to others: the containers (issue 6), the cache of base accuracy, external
 //! benchmarks and evaluators, progress on a terminal.
 
+mod leftovers;
 mod server;
 mod steps;
 
@@ -129,6 +133,8 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
     crate::process::stop_all_on_signal().map_err(RunError::Signals)?;
     let results = ResultsDir::open(request.results)?;
     let events = request.events.map(EventWriter::create).transpose()?;
+    let processes = leftovers::folder(results.root());
+    let stopped_leftovers = leftovers::stop_leftovers(&processes);
     let plan = request.plan;
     let base_commit = plan.merge_base.clone().unwrap_or_else(|| plan.base.sha.clone());
     let pr_commit = plan.head.sha.clone();
@@ -138,7 +144,7 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
         .iter()
         .filter(|model| matches!(model.tier, Tier::Full | Tier::Smoke) && !model.removed)
         .collect();
-    let mut summary = RunSummary::default();
+    let mut summary = RunSummary { notes: stopped_leftovers, ..RunSummary::default() };
     if plan.common.selected {
         summary.notes.push(
             "the common checks are selected, but the recipe layout has no common test selection: nothing was run for them".to_owned(),
@@ -169,6 +175,7 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
         completed: results.completed_steps()?,
         summary: &mut summary,
         family,
+        processes: &processes,
     };
     for (model, recipe) in models.iter().zip(&recipes) {
         let base_side_tree = if model.new { None } else { Some(base_tree.as_path()) };

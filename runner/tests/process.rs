@@ -253,8 +253,9 @@ fn a_server_that_never_answers_times_out_with_its_log() {
 fn leases_never_share_a_port_and_skip_ports_in_use() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let locks = lock_dir(dir.path());
-    // Two neighbouring ports that are free now.
-    let first = (24_000..25_000)
+    // Two neighbouring ports that are free now, outside the default range the other tests of
+    // this binary lease from at the same time (and below the kernel's ephemeral ports).
+    let first = (30_000..31_000)
         .find(|port: &u16| {
             TcpListener::bind((Ipv4Addr::UNSPECIFIED, *port)).is_ok()
                 && TcpListener::bind((Ipv4Addr::UNSPECIFIED, *port + 1)).is_ok()

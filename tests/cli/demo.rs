@@ -1,22 +1,57 @@
-//! `prgate demo`: the built-in sample, start to end.
+//! `prgate demo`: the built-in sample, start to end — plan, run on simulated servers, gate.
+//!
+//! One test, as the demo runs every sample PR (about 40 seconds on 2 cores).
 
 use crate::support::{plan_json, prgate, tiers};
 
 #[test]
-fn the_demo_plans_every_sample_pr() {
-    let run = prgate(std::path::Path::new("."), &["demo"]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    insta::assert_snapshot!("demo", run.stdout);
-}
-
-#[test]
-fn the_demo_can_keep_its_sample_repository() {
+fn the_demo_runs_and_judges_every_sample_pr_and_keeps_its_results() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let out = dir.path().join("sample");
     let run = prgate(dir.path(), &["demo", "--out", out.to_str().expect("UTF-8")]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(run.stdout.contains("The sample repository is in"), "{}", run.stdout);
-    let plan = plan_json(&out, &["--head", "pr/101-common-residency"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let stdout = &run.stdout;
+
+    // A verdict for every PR.
+    let prs = [95, 101, 103, 110, 112, 114, 116];
+    for pr in prs {
+        assert!(stdout.contains(&format!("=== PR #{pr}: ")), "no PR #{pr} in\n{stdout}");
+        let verdict = out.join(format!("results/pr-{pr}/verdict.json"));
+        assert!(verdict.is_file(), "no {}", verdict.display());
+    }
+    assert_eq!(stdout.matches("AMD PR test: ").count(), prs.len(), "{stdout}");
+
+    // The summary table, without its measured numbers: which PR passed, which failed.
+    let summary = stdout.split("=== Summary").nth(1).expect("a summary");
+    let table: Vec<&str> = summary.lines().filter(|line| line.starts_with('#')).collect();
+    insta::assert_snapshot!("demo-summary", table.join("\n"));
+
+    // The perf PR passes on a real gain; the slowed PR fails on its TPOT; the CODEOWNERS edit
+    // fails the rules.
+    let section = |pr: u32| {
+        let start = stdout.find(&format!("=== PR #{pr}: ")).expect("the PR's section");
+        let rest = &stdout[start + 4..];
+        &rest[..rest.find("=== ").unwrap_or(rest.len())]
+    };
+    let perf = section(95);
+    assert!(perf.contains("AMD PR test: PASS"), "{perf}");
+    assert!(perf.contains("[pass] gain: deepseek_v41 c=1: TPOT -"), "{perf}");
+    assert!(perf.contains("[pass] deepseek_v41: routing"), "{perf}");
+    let slowed = section(114);
+    assert!(slowed.contains("AMD PR test: FAIL"), "{slowed}");
+    assert!(slowed.contains("[FAIL] glm53_flash: speed: TPOT +"), "{slowed}");
+    let codeowners = section(116);
+    assert!(codeowners.contains("AMD PR test: FAIL"), "{codeowners}");
+    assert!(codeowners.contains("[FAIL] codeowners:"), "{codeowners}");
+
+    // --out keeps the repository, the node profile and the evidence.
+    assert!(stdout.contains("Everything is in"), "{stdout}");
+    assert!(out.join("node.toml").is_file());
+    assert!(
+        out.join("results/pr-95/evidence/deepseek_v41.speed.both.concurrency-1-pair-0.json")
+            .is_file()
+    );
+    let plan = plan_json(&out.join("repository"), &["--head", "pr/101-common-residency"]);
     assert_eq!(
         tiers(&plan),
         "deepseek_v41 smoke\nglm53_flash smoke\nkimi_k3 smoke\nkimi_k31 smoke\nqwen38_flash_next smoke"

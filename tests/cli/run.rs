@@ -1,18 +1,26 @@
 //! `prgate run` end to end: a real repository, real pytest, the real simulated server started
 //! by the runner from the recipe, then `prgate gate` on the evidence, and a second run that
-//! resumes.
+//! resumes; then the failures a node sees: a server that never becomes healthy, one that dies
+//! mid-benchmark, missing routing lines, a test failing on both sides, a node without the
+//! checkpoint, a run killed with `SIGKILL` and resumed, and a Ctrl-C.
 
-use std::collections::BTreeMap;
-use std::path::Path;
-use std::time::SystemTime;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant, SystemTime};
 
-use crate::support::{Repo, prgate};
+use tempfile::TempDir;
+
+use crate::support::{Repo, Run, prgate};
 
 const MANIFEST: &str = r#"[scope]
 models = ["pkg/models/{model}/**", "test/unit/{model}/**", "test/kernels/*_{model}_*.py",
           "test/kernels/{model}_*.py", "test/e2e/{model}.toml", "test/e2e/test_{model}_*.py"]
 shared = ["pkg/__init__.py"]
 "#;
+
+/// Two pairs per speed cell: a run's set of steps does not depend on timing noise.
+const TWO_PAIRS: &str = "\n[gate.speed]\nmin-pairs = 2\nmax-pairs = 2\n";
 
 const TIMING_SCRIPT: &str = r#"import json, sys
 json.dump({"kernels": [{"name": "k1", "samples_us": [10.0, 10.5, 9.8]}]}, open(sys.argv[1], "w"))
@@ -25,8 +33,41 @@ def test_the_server_is_healthy():
     assert urllib.request.urlopen(url, timeout=10).status == 200
 "#;
 
+const PASSING_UNIT_TEST: &str = "def test_passes():\n    assert True\n";
+const ROUTING_PATTERN: &str = r"\[monokernel\] routed";
+
+/// What a test changes in the sample repository, its recipe and the node.
+struct Sample {
+    /// Flags added to every `prgate sim-server` the recipe starts.
+    server_flags: &'static str,
+    startup_timeout: &'static str,
+    routing_pattern: &'static str,
+    /// The output length of the speed sweep.
+    output_len: u32,
+    /// The unit tests of the base commit (the PR keeps them).
+    unit_test: &'static str,
+    /// Whether the node has the recipe's checkpoint.
+    checkpoint: bool,
+    /// Appended to the manifest (the gate's settings).
+    gate: &'static str,
+}
+
+impl Default for Sample {
+    fn default() -> Sample {
+        Sample {
+            server_flags: "",
+            startup_timeout: "60s",
+            routing_pattern: ROUTING_PATTERN,
+            output_len: 8,
+            unit_test: PASSING_UNIT_TEST,
+            checkpoint: true,
+            gate: "",
+        }
+    }
+}
+
 /// A recipe whose server is the real `prgate sim-server`.
-fn recipe() -> String {
+fn recipe(sample: &Sample) -> String {
     let prgate = env!("CARGO_BIN_EXE_prgate");
     format!(
         r#"hardware = ["cpu-sim"]
@@ -34,10 +75,10 @@ checkpoint = "alpha-ckpt"
 tp = 1
 
 [server]
-command = "{prgate} sim-server --listen 127.0.0.1:{{port}} --tpot-ms 2 {{extra_args}}"
+command = "{prgate} sim-server --listen 127.0.0.1:{{port}} --tpot-ms 2 {flags} {{extra_args}}"
 monokernel-flag = "--enable-amd-monokernel"
-startup-timeout = "60s"
-routing-pattern = '\[monokernel\] routed'
+startup-timeout = "{startup}"
+routing-pattern = '{pattern}'
 
 [tests]
 unit = ["test/unit/alpha"]
@@ -57,20 +98,25 @@ dataset = "test/e2e/data/alpha.jsonl"
 concurrencies = [1, 2]
 covered = [1]
 input-len = 8
-output-len = 8
+output-len = {output_len}
 requests-per-concurrency = 2
 warmup-per-concurrency = 1
 
 [timeouts]
 unit-tests = "2m"
 speed-run = "1m"
-"#
+"#,
+        flags = sample.server_flags,
+        startup = sample.startup_timeout,
+        pattern = sample.routing_pattern,
+        output_len = sample.output_len,
     )
 }
 
-fn node_profile(work: &Path) -> String {
+fn node_profile(work: &Path, checkpoint: bool) -> String {
     let checkpoints = work.join("checkpoints");
     std::fs::create_dir_all(checkpoints.join("alpha")).expect("a checkpoint folder");
+    let listed = if checkpoint { "\"alpha-ckpt\" = \"alpha\"\n" } else { "" };
     format!(
         r#"name = "ci-node"
 hardware = "cpu-sim"
@@ -86,12 +132,170 @@ render-devices = ["/dev/dri/renderD128"]
 name = "local:none"
 
 [checkpoints]
-"alpha-ckpt" = "alpha"
-"#,
+{listed}"#,
         checkpoints.display(),
         work.join("cache").display(),
         work.join("work").display(),
     )
+}
+
+/// The sample repository (base `main`, PR `pr` changing the model's code), its plan and a node
+/// profile in a work folder: everything `prgate run` needs.
+struct Fixture {
+    repo: Repo,
+    work: TempDir,
+    plan: PathBuf,
+    node: PathBuf,
+}
+
+impl Fixture {
+    fn new(sample: &Sample) -> Fixture {
+        let repo = Repo::new();
+        repo.write("prgate.toml", &format!("{MANIFEST}{}", sample.gate))
+            .write("pkg/__init__.py", "")
+            .write("pkg/models/alpha/layer.py", "# alpha\n")
+            .write("test/unit/alpha/test_layer.py", sample.unit_test)
+            .write("test/kernels/test_alpha_k1.py", "def test_k1():\n    assert 1 + 1 == 2\n")
+            .write("test/kernels/alpha_timing.py", TIMING_SCRIPT)
+            .write("test/e2e/test_alpha_serving.py", SERVING_TEST)
+            .write(
+                "test/e2e/data/alpha.jsonl",
+                "{\"id\": \"q1\", \"question\": \"6 x 7?\", \"answer\": \"42\"}\n",
+            )
+            .write("test/e2e/alpha.toml", &recipe(sample));
+        repo.commit("base");
+        repo.branch("pr", "main");
+        repo.write("pkg/models/alpha/layer.py", "# alpha, faster\n");
+        repo.commit("pr");
+
+        let work = tempfile::tempdir().expect("a temporary directory");
+        let plan =
+            prgate(repo.path(), &["plan", "--base", "main", "--head", "pr", "--format", "json"]);
+        assert_eq!(plan.code, 0, "{}", plan.stderr);
+        let plan_path = work.path().join("plan.json");
+        std::fs::write(&plan_path, &plan.stdout).expect("write the plan");
+        let node = work.path().join("node.toml");
+        std::fs::write(&node, node_profile(work.path(), sample.checkpoint))
+            .expect("write the node profile");
+        Fixture { repo, work, plan: plan_path, node }
+    }
+
+    /// The results folder `name` in the work folder.
+    fn results(&self, name: &str) -> PathBuf {
+        self.work.path().join(name)
+    }
+
+    fn evidence(&self, results: &str) -> PathBuf {
+        self.results(results).join("evidence")
+    }
+
+    fn events(&self, results: &str) -> PathBuf {
+        self.work.path().join(format!("{results}.events.jsonl"))
+    }
+
+    fn run_args(&self, results: &str) -> Vec<String> {
+        let path = |path: &Path| path.to_str().expect("UTF-8").to_owned();
+        vec![
+            "run".to_owned(),
+            "--plan".to_owned(),
+            path(&self.plan),
+            "--node".to_owned(),
+            path(&self.node),
+            "--results".to_owned(),
+            path(&self.results(results)),
+            "--events".to_owned(),
+            path(&self.events(results)),
+        ]
+    }
+
+    /// `prgate run` into the results folder `results`, to its end.
+    fn run(&self, results: &str) -> Run {
+        let args = self.run_args(results);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        prgate(self.repo.path(), &args)
+    }
+
+    /// `prgate run` into `results`, started and left running.
+    fn spawn_run(&self, results: &str) -> Child {
+        Command::new(env!("CARGO_BIN_EXE_prgate"))
+            .args(self.run_args(results))
+            .current_dir(self.repo.path())
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prgate starts")
+    }
+
+    /// `prgate gate` on the evidence of `results`.
+    fn gate(&self, results: &str) -> Run {
+        let plan = self.plan.to_str().expect("UTF-8");
+        let evidence = self.evidence(results);
+        prgate(
+            self.repo.path(),
+            &["gate", "--plan", plan, "--evidence", evidence.to_str().expect("UTF-8")],
+        )
+    }
+
+    /// One evidence record of `results`, by its file stem.
+    fn record(&self, results: &str, stem: &str) -> serde_json::Value {
+        read_json(&self.evidence(results).join(format!("{stem}.json")))
+    }
+
+    /// Waits until the event stream of `results` has a line with all of `needles`.
+    fn wait_for_event(&self, results: &str, needles: &[&str], child: &mut Child) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let events = std::fs::read_to_string(self.events(results)).unwrap_or_default();
+            if events.lines().any(|line| needles.iter().all(|needle| line.contains(needle))) {
+                return;
+            }
+            let exited = child.try_wait().expect("try_wait");
+            assert!(exited.is_none(), "the run ended ({exited:?}) before {needles:?}:\n{events}");
+            assert!(Instant::now() < deadline, "no event with {needles:?}:\n{events}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The processes whose working folder is in the work folder: the runner's children (they
+    /// run in the exported trees), never the runner itself (it runs in the repository).
+    fn children_alive(&self) -> Vec<String> {
+        processes_under(self.work.path())
+    }
+}
+
+impl Drop for Fixture {
+    /// Whatever a failed test left running goes.
+    fn drop(&mut self) {
+        for pid in processes_under(self.work.path()) {
+            let pid = pid.split(' ').next().unwrap_or_default().to_owned();
+            let _ = Command::new("kill").args(["-KILL", &pid]).status();
+        }
+    }
+}
+
+/// The live processes (not zombies) whose working folder is under `dir`, as `pid cmdline`.
+fn processes_under(dir: &Path) -> Vec<String> {
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").filter_map(Result::ok) {
+        let Some(pid) = entry.file_name().to_str().and_then(|name| name.parse::<u32>().ok()) else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat.rfind(')').and_then(|end| stat[end + 1..].trim_start().chars().next());
+        if matches!(state, None | Some('Z' | 'X')) {
+            continue;
+        }
+        let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_default();
+        if cwd.starts_with(&dir) {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            found.push(format!("{pid} {cmdline}"));
+        }
+    }
+    found
 }
 
 /// Every evidence file with its modification time.
@@ -106,54 +310,67 @@ fn evidence_files(dir: &Path) -> BTreeMap<String, SystemTime> {
         .collect()
 }
 
+fn evidence_names(dir: &Path) -> BTreeSet<String> {
+    evidence_files(dir).into_keys().collect()
+}
+
 fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).expect("read")).expect("JSON")
 }
 
+/// Sends `signal` (a `kill` name: `INT`, `KILL`) to `child`.
+fn signal(child: &Child, signal: &str) {
+    let status = Command::new("kill")
+        .args([format!("-{signal}"), child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill -{signal} failed");
+}
+
+/// Waits for `child` to exit, for at most `limit`.
+fn wait_at_most(child: &mut Child, limit: Duration) -> ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            panic!("the run did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits for the processes under the work folder to go (a stopped group's last members may
+/// take a moment to be reaped), for at most a few seconds; returns those left.
+fn settle(fixture: &Fixture) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let alive = fixture.children_alive();
+        if alive.is_empty() || Instant::now() >= deadline {
+            return alive;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The records of the checks that need a server, on the side(s) they are written on.
+const SERVED: [&str; 6] = [
+    "alpha.serving-tests.base",
+    "alpha.serving-tests.pr",
+    "alpha.accuracy.base.tiny",
+    "alpha.accuracy.pr.tiny",
+    "alpha.routing.base",
+    "alpha.routing.pr",
+];
+
 #[test]
 fn a_run_records_every_check_on_both_sides_and_a_second_run_resumes() {
-    let repo = Repo::new();
-    repo.write("prgate.toml", MANIFEST)
-        .write("pkg/__init__.py", "")
-        .write("pkg/models/alpha/layer.py", "# alpha\n")
-        .write("test/unit/alpha/test_layer.py", "def test_passes():\n    assert True\n")
-        .write("test/kernels/test_alpha_k1.py", "def test_k1():\n    assert 1 + 1 == 2\n")
-        .write("test/kernels/alpha_timing.py", TIMING_SCRIPT)
-        .write("test/e2e/test_alpha_serving.py", SERVING_TEST)
-        .write(
-            "test/e2e/data/alpha.jsonl",
-            "{\"id\": \"q1\", \"question\": \"6 x 7?\", \"answer\": \"42\"}\n",
-        )
-        .write("test/e2e/alpha.toml", &recipe());
-    repo.commit("base");
-    repo.branch("pr", "main");
-    repo.write("pkg/models/alpha/layer.py", "# alpha, faster\n");
-    repo.commit("pr");
-
-    let work = tempfile::tempdir().expect("a temporary directory");
-    let plan = prgate(repo.path(), &["plan", "--base", "main", "--head", "pr", "--format", "json"]);
-    assert_eq!(plan.code, 0, "{}", plan.stderr);
-    let plan_path = work.path().join("plan.json");
-    std::fs::write(&plan_path, &plan.stdout).expect("write the plan");
-    let node_path = work.path().join("node.toml");
-    std::fs::write(&node_path, node_profile(work.path())).expect("write the node profile");
-    let results = work.path().join("results");
-    let events = work.path().join("events.jsonl");
-    let run_args = [
-        "run",
-        "--plan",
-        plan_path.to_str().expect("UTF-8"),
-        "--node",
-        node_path.to_str().expect("UTF-8"),
-        "--results",
-        results.to_str().expect("UTF-8"),
-        "--events",
-        events.to_str().expect("UTF-8"),
-    ];
-
-    let first = prgate(repo.path(), &run_args);
+    let fixture = Fixture::new(&Sample::default());
+    let first = fixture.run("results");
     assert_eq!(first.code, 0, "{}", first.stderr);
-    let evidence = results.join("evidence");
+    let evidence = fixture.evidence("results");
     let files = evidence_files(&evidence);
     for expected in [
         "alpha.unit-tests.base.json",
@@ -174,42 +391,34 @@ fn a_run_records_every_check_on_both_sides_and_a_second_run_resumes() {
         assert!(files.contains_key(expected), "no {expected} in {files:#?}\n{}", first.stderr);
     }
     for side in ["base", "pr"] {
-        let tests = read_json(&evidence.join(format!("alpha.unit-tests.{side}.json")));
+        let tests = fixture.record("results", &format!("alpha.unit-tests.{side}"));
         assert_eq!(tests["outcome"]["kind"], "tests", "{tests}");
         assert_eq!(tests["outcome"]["results"][0]["outcome"], "passed", "{tests}");
-        let serving = read_json(&evidence.join(format!("alpha.serving-tests.{side}.json")));
+        let serving = fixture.record("results", &format!("alpha.serving-tests.{side}"));
         assert_eq!(serving["outcome"]["results"][0]["outcome"], "passed", "{serving}");
-        let routing = read_json(&evidence.join(format!("alpha.routing.{side}.json")));
+        let routing = fixture.record("results", &format!("alpha.routing.{side}"));
         assert_eq!(routing["outcome"]["routed"], true, "{routing}");
         assert_eq!(routing["provenance"]["node"], "ci-node");
         assert!(
             routing["provenance"]["recipe_hash"].as_str().expect("a hash").starts_with("fnv1a64:")
         );
     }
-    let pair = read_json(&evidence.join("alpha.speed.both.concurrency-1-pair-0.json"));
+    let pair = fixture.record("results", "alpha.speed.both.concurrency-1-pair-0");
     assert_eq!(pair["outcome"]["kind"], "speed-pair", "{pair}");
     assert_eq!(pair["outcome"]["covered"], true);
     assert_eq!(pair["outcome"]["family"], 1, "one covered cell in the whole run");
 
-    let gate = prgate(
-        repo.path(),
-        &[
-            "gate",
-            "--plan",
-            plan_path.to_str().expect("UTF-8"),
-            "--evidence",
-            evidence.to_str().expect("UTF-8"),
-        ],
-    );
+    let gate = fixture.gate("results");
     assert!(gate.code == 0 || gate.code == 1, "the gate failed: {}{}", gate.stdout, gate.stderr);
 
+    let events = fixture.events("results");
     let started_before = std::fs::read_to_string(&events)
         .expect("the events")
         .lines()
         .filter(|line| line.contains("\"step-started\""))
         .count();
     assert!(started_before >= files.len());
-    let second = prgate(repo.path(), &run_args);
+    let second = fixture.run("results");
     assert_eq!(second.code, 0, "{}", second.stderr);
     assert!(second.stderr.contains("0 steps recorded"), "{}", second.stderr);
     assert_eq!(evidence_files(&evidence), files, "a resumed run rewrote evidence");
@@ -218,4 +427,155 @@ fn a_run_records_every_check_on_both_sides_and_a_second_run_resumes() {
         events_text.lines().filter(|line| line.contains("\"step-started\"")).count();
     assert_eq!(started_after, started_before, "a resumed run started steps");
     assert!(events_text.contains("\"step-skipped\""));
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+#[test]
+fn a_server_that_never_becomes_healthy_is_a_timeout_with_its_log() {
+    let fixture = Fixture::new(&Sample {
+        server_flags: "--never-healthy",
+        startup_timeout: "1s",
+        ..Sample::default()
+    });
+    let started = Instant::now();
+    let run = fixture.run("results");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(started.elapsed() < Duration::from_secs(60), "took {:?}", started.elapsed());
+    for stem in SERVED.into_iter().chain(["alpha.speed.both"]) {
+        let record = fixture.record("results", stem);
+        assert_eq!(record["outcome"]["kind"], "not-run", "{stem}: {record}");
+        assert_eq!(record["outcome"]["reason"], "timeout", "{stem}: {record}");
+        let detail = record["outcome"]["detail"].as_str().expect("a detail");
+        assert!(detail.contains("did not answer healthy within"), "{stem}: {detail}");
+        assert!(detail.contains("[sim-server] listening on"), "no log tail in {stem}: {detail}");
+    }
+    // What needs no server ran.
+    let tests = fixture.record("results", "alpha.unit-tests.pr");
+    assert_eq!(tests["outcome"]["kind"], "tests", "{tests}");
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+#[test]
+fn a_server_that_dies_mid_benchmark_is_evidence_with_the_reason() {
+    // One accuracy question, one warm-up request, one measured request: the next one kills it.
+    let fixture =
+        Fixture::new(&Sample { server_flags: "--die-after-requests 3", ..Sample::default() });
+    let started = Instant::now();
+    let run = fixture.run("results");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(started.elapsed() < Duration::from_secs(90), "took {:?}", started.elapsed());
+    let names = evidence_names(&fixture.evidence("results"));
+    assert!(
+        !names.iter().any(|name| name.contains("-pair-")),
+        "a pair of a dying server: {names:#?}"
+    );
+    for concurrency in [1, 2] {
+        let stem = format!("alpha.speed.both.concurrency-{concurrency}");
+        let record = fixture.record("results", &stem);
+        assert_eq!(record["outcome"]["kind"], "not-run", "{stem}: {record}");
+        assert_eq!(record["outcome"]["reason"], "crash", "{stem}: {record}");
+        let detail = record["outcome"]["detail"].as_str().expect("a detail");
+        assert!(detail.contains("dying after 3 generation requests"), "{stem}: {detail}");
+    }
+    let accuracy = fixture.record("results", "alpha.accuracy.pr.tiny");
+    assert_eq!(accuracy["outcome"]["kind"], "accuracy", "{accuracy}");
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+#[test]
+fn missing_routing_lines_are_not_routed_and_fail_the_gate() {
+    let fixture = Fixture::new(&Sample {
+        routing_pattern: r"\[monokernel\] dispatched",
+        gate: TWO_PAIRS,
+        ..Sample::default()
+    });
+    let run = fixture.run("results");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for side in ["base", "pr"] {
+        let routing = fixture.record("results", &format!("alpha.routing.{side}"));
+        assert_eq!(routing["outcome"]["kind"], "routing", "{routing}");
+        assert_eq!(routing["outcome"]["routed"], false, "{routing}");
+    }
+    let gate = fixture.gate("results");
+    assert_eq!(gate.code, 1, "{}{}", gate.stdout, gate.stderr);
+    assert!(gate.stdout.to_lowercase().contains("routing"), "{}", gate.stdout);
+}
+
+#[test]
+fn a_test_failing_on_base_too_is_pre_existing() {
+    let fixture = Fixture::new(&Sample {
+        unit_test: "def test_broken():\n    assert 1 == 2\n",
+        gate: TWO_PAIRS,
+        ..Sample::default()
+    });
+    let run = fixture.run("results");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for side in ["base", "pr"] {
+        let tests = fixture.record("results", &format!("alpha.unit-tests.{side}"));
+        assert_eq!(tests["outcome"]["kind"], "tests", "{tests}");
+        assert_eq!(tests["outcome"]["results"][0]["outcome"], "failed", "{side}: {tests}");
+    }
+    let gate = fixture.gate("results");
+    assert!(gate.code == 0 || gate.code == 1, "{}{}", gate.stdout, gate.stderr);
+    assert!(
+        gate.stdout.contains("also failing on base (pre-existing)"),
+        "{}{}",
+        gate.stdout,
+        gate.stderr
+    );
+    assert!(!gate.stdout.contains("failing on the PR:"), "{}", gate.stdout);
+}
+
+#[test]
+fn a_node_without_the_checkpoint_records_no_checkpoint() {
+    let fixture = Fixture::new(&Sample { checkpoint: false, ..Sample::default() });
+    let run = fixture.run("results");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for stem in
+        ["alpha.serving-tests.pr", "alpha.routing.pr", "alpha.speed.both", "alpha.accuracy.pr"]
+    {
+        let record = fixture.record("results", stem);
+        assert_eq!(record["outcome"]["kind"], "not-run", "{stem}: {record}");
+        assert_eq!(record["outcome"]["reason"], "no-checkpoint", "{stem}: {record}");
+    }
+    let tests = fixture.record("results", "alpha.unit-tests.base");
+    assert_eq!(tests["outcome"]["kind"], "tests", "{tests}");
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+#[test]
+fn a_run_killed_with_sigkill_resumes_to_the_same_steps_and_leaves_no_process() {
+    let fixture = Fixture::new(&Sample { output_len: 32, gate: TWO_PAIRS, ..Sample::default() });
+    let whole = fixture.run("uninterrupted");
+    assert_eq!(whole.code, 0, "{}", whole.stderr);
+    let expected = evidence_names(&fixture.evidence("uninterrupted"));
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+
+    let mut child = fixture.spawn_run("killed");
+    fixture.wait_for_event("killed", &["\"step-started\"", "\"speed\""], &mut child);
+    signal(&child, "KILL");
+    let status = wait_at_most(&mut child, Duration::from_secs(10));
+    assert!(status.code().is_none(), "the run was not killed: {status:?}");
+    let partial = evidence_names(&fixture.evidence("killed"));
+    assert!(partial.len() < expected.len(), "the run was not cut short: {partial:#?}");
+    // Its servers run in their own groups: a SIGKILL of the runner does not reach them.
+    assert!(!fixture.children_alive().is_empty(), "the killed run's servers are gone already");
+
+    let resumed = fixture.run("killed");
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    assert!(resumed.stderr.contains("left running by an earlier run"), "{}", resumed.stderr);
+    assert_eq!(evidence_names(&fixture.evidence("killed")), expected);
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the resumed run");
+}
+
+#[test]
+fn ctrl_c_stops_the_run_and_every_child() {
+    let fixture = Fixture::new(&Sample { output_len: 64, ..Sample::default() });
+    let mut child = fixture.spawn_run("results");
+    fixture.wait_for_event("results", &["\"step-started\"", "\"speed\""], &mut child);
+    assert!(!fixture.children_alive().is_empty(), "no server is running");
+    signal(&child, "INT");
+    let status = wait_at_most(&mut child, Duration::from_secs(30));
+    assert!(!status.success(), "{status:?}");
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after Ctrl-C");
 }

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use prgate_gate::evidence::{NotRunReason, Outcome};
 
+use super::leftovers::Entry;
 use crate::node::NodeProfile;
 use crate::process::{
     ChildGroup, HealthError, PortLease, PortRange, ProcessSpec, tail, wait_healthy,
@@ -18,6 +19,8 @@ pub(super) const TAIL_LINES: usize = 40;
 #[derive(Debug)]
 pub(super) struct Server {
     group: ChildGroup,
+    /// Crossed out once the group is stopped: declared after it, so dropped after it.
+    _entry: Entry,
     _lease: PortLease,
     /// `http://127.0.0.1:<port>`.
     pub url: String,
@@ -39,6 +42,7 @@ impl Server {
         tree: &Path,
         monokernel: bool,
         log: PathBuf,
+        processes: &Path,
     ) -> Result<Server, ServerFailure> {
         let other = |detail: String| ServerFailure { reason: NotRunReason::Other, detail };
         let range = match node.ports() {
@@ -59,11 +63,14 @@ impl Server {
             reason: NotRunReason::Crash,
             detail: error.to_string(),
         })?;
+        let entry = Entry::write(processes, group.id());
         let url = format!("http://127.0.0.1:{port}");
         let health = format!("{url}{}", recipe.server().health_path);
         match wait_healthy(&health, recipe.server().startup_timeout, &mut group) {
-            Ok(_healthy) => Ok(Server { group, _lease: lease, url }),
+            Ok(_healthy) => Ok(Server { group, _entry: entry, _lease: lease, url }),
             Err(error) => {
+                drop(group);
+                drop(entry);
                 let reason = match error {
                     HealthError::Exited { .. } => NotRunReason::Crash,
                     HealthError::TimedOut { .. } => NotRunReason::Timeout,

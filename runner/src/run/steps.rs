@@ -10,6 +10,7 @@ use prgate_gate::evidence::{Check, KernelSamples, NotRunReason, Outcome, Provena
 use prgate_gate::speed::{CellContext, Pair, needs_another_pair};
 use prgate_scope::plan::{ModelPlan, Tier};
 
+use super::leftovers::Entry;
 use super::server::{Server, ServerFailure, TAIL_LINES};
 use super::{
     RecipeSource, RunError, RunRequest, RunSummary, any_missing, evidence, not_run, recorded_pairs,
@@ -35,6 +36,8 @@ pub(super) struct Runner<'r> {
     pub completed: BTreeSet<StepId>,
     pub summary: &'r mut RunSummary,
     pub family: u32,
+    /// Where the live process groups are written down.
+    pub processes: &'r Path,
 }
 
 /// One model's job.
@@ -191,8 +194,9 @@ impl Runner<'_> {
             for (side, tree) in job.tree_sides() {
                 let python = self.request.python;
                 let timeout = timeout.unwrap_or(DEFAULT_STEP_TIMEOUT);
+                let processes = self.processes;
                 self.step(job, check, side, None, |log| {
-                    pytest(python, selection, tree, log, timeout, None)
+                    pytest(python, selection, tree, log, timeout, None, processes)
                 })?;
             }
         }
@@ -215,9 +219,10 @@ impl Runner<'_> {
             return self.record(job, Check::KernelTiming, Side::Pr, None, outcome);
         }
         let timeout = recipe.timeouts().kernel_timing.unwrap_or(DEFAULT_STEP_TIMEOUT);
+        let processes = self.processes;
         for (side, tree) in job.tree_sides() {
             self.step(job, Check::KernelTiming, side, None, |log| {
-                timing(recipe, tree, log, timeout)
+                timing(recipe, tree, log, timeout, processes)
             })?;
         }
         Ok(())
@@ -311,10 +316,18 @@ impl Runner<'_> {
         let base_tree = job.base_tree.unwrap_or(job.pr_tree);
         let base_log =
             self.results.step_log_dir(&id(Check::Routing, Side::Base, None))?.join("server.log");
-        let base = Server::start(recipe, self.request.node, base_tree, !job.model.new, base_log);
+        let base = Server::start(
+            recipe,
+            self.request.node,
+            base_tree,
+            !job.model.new,
+            base_log,
+            self.processes,
+        );
         let pr_log =
             self.results.step_log_dir(&id(Check::Routing, Side::Pr, None))?.join("server.log");
-        let pr = Server::start(recipe, self.request.node, job.pr_tree, true, pr_log);
+        let pr =
+            Server::start(recipe, self.request.node, job.pr_tree, true, pr_log, self.processes);
         let servers = [(Side::Base, base_tree, &base), (Side::Pr, job.pr_tree, &pr)];
 
         for (side, tree, server) in servers {
@@ -322,8 +335,11 @@ impl Runner<'_> {
             if !selection.is_empty() {
                 let python = self.request.python;
                 let timeout = recipe.timeouts().serving_tests.unwrap_or(DEFAULT_STEP_TIMEOUT);
+                let processes = self.processes;
                 self.step(job, Check::ServingTests, side, None, |log| match server {
-                    Ok(server) => pytest(python, selection, tree, log, timeout, Some(&server.url)),
+                    Ok(server) => {
+                        pytest(python, selection, tree, log, timeout, Some(&server.url), processes)
+                    }
                     Err(failure) => failed(failure),
                 })?;
             }
@@ -442,10 +458,17 @@ impl Runner<'_> {
                 let mut failure = None;
                 let mut tpot = |server: &Server| -> Option<f64> {
                     match bench::run(&config(&server.url)) {
-                        Ok(result) if result.median_tpot_ms.is_some() => result.median_tpot_ms,
+                        Ok(result) if result.failed == 0 && result.median_tpot_ms.is_some() => {
+                            result.median_tpot_ms
+                        }
                         Ok(result) => {
+                            // A run some of whose requests failed measured a server in
+                            // trouble (it died, it errs): no pair of it is evidence of speed.
                             failure = Some(format!(
-                                "no request of the run at concurrency {concurrency} completed: {}\nlast lines of the server's log:\n{}",
+                                "{} of {} requests of the run at concurrency {concurrency} on {} failed: {}\nlast lines of the server's log:\n{}",
+                                result.failed,
+                                result.failed + result.completed,
+                                server.url,
                                 result.errors.join("; "),
                                 server.log_tail()
                             ));
@@ -509,13 +532,18 @@ fn run_command(
     env: Environment,
     log: PathBuf,
     timeout: Duration,
+    processes: &Path,
 ) -> Result<(), Outcome> {
     let mut spec = ProcessSpec::new(argv, cwd, log.clone());
     spec.env = env;
     let tail_of = |log: &Path| tail(log, TAIL_LINES).unwrap_or_default();
     let mut group = ChildGroup::spawn(&spec)
         .map_err(|error| not_run(NotRunReason::Crash, error.to_string(), None))?;
-    match group.wait_with_timeout(timeout) {
+    let _entry = Entry::write(processes, group.id());
+    let finished = group.wait_with_timeout(timeout);
+    // Stopped before it is crossed out, whatever the wait gave.
+    drop(group);
+    match finished {
         Ok(Finished::Exited(_status)) => Ok(()),
         Ok(Finished::TimedOut(_stopped)) => Err(not_run(
             NotRunReason::Timeout,
@@ -544,6 +572,7 @@ fn pytest(
     log_dir: &Path,
     timeout: Duration,
     server: Option<&str>,
+    processes: &Path,
 ) -> Outcome {
     let junit_xml = log_dir.join("junit.xml");
     let _absent = std::fs::remove_file(&junit_xml);
@@ -562,7 +591,7 @@ fn pytest(
         env = env.set("PRGATE_SERVER_URL", url);
     }
     let log = log_dir.join("pytest.log");
-    if let Err(outcome) = run_command(argv, tree, env, log.clone(), timeout) {
+    if let Err(outcome) = run_command(argv, tree, env, log.clone(), timeout, processes) {
         return outcome;
     }
     match junit::read_junit_file(&junit_xml) {
@@ -580,7 +609,13 @@ fn pytest(
 }
 
 /// Runs every timing script of `recipe` in `tree`; their kernels are named `<script>/<kernel>`.
-fn timing(recipe: &Recipe, tree: &Path, log_dir: &Path, timeout: Duration) -> Outcome {
+fn timing(
+    recipe: &Recipe,
+    tree: &Path,
+    log_dir: &Path,
+    timeout: Duration,
+    processes: &Path,
+) -> Outcome {
     let mut kernels: Vec<KernelSamples> = Vec::new();
     for script in recipe.kernel_timing() {
         let output = log_dir.join(format!("{}.json", script.name));
@@ -588,7 +623,9 @@ fn timing(recipe: &Recipe, tree: &Path, log_dir: &Path, timeout: Duration) -> Ou
         let argv: Vec<OsString> =
             script.command(&output.display().to_string()).into_iter().map(OsString::from).collect();
         let log = log_dir.join(format!("{}.log", script.name));
-        if let Err(outcome) = run_command(argv, tree, tree_environment(), log.clone(), timeout) {
+        if let Err(outcome) =
+            run_command(argv, tree, tree_environment(), log.clone(), timeout, processes)
+        {
             return outcome;
         }
         let parsed = std::fs::read_to_string(&output)
