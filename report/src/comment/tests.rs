@@ -224,6 +224,8 @@ fn a_huge_verdict_shrinks_to_the_limit_and_keeps_the_marker_and_the_checklist() 
     ));
     assert!(!comment.contains("<details><summary><code>model_"), "per-model details go first");
     assert!(comment.contains("❌ **fail** · `model_000` unit-tests"), "failures are kept");
+    assert!(comment.chars().count() <= COMMENT_LIMIT);
+    insta::assert_snapshot!("huge", comment);
 
     // The last resort, for a limit that even the shortest rendering passes: a cut that says so.
     let size = |limit: Limit, text: &str| match limit {
