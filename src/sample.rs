@@ -255,7 +255,7 @@ command = "python3 test/kernels/time_kernels.py sgl_amd_mono/models/{model}/sim-
 name = "tiny-math"
 evaluator = "builtin"
 dataset = "test/e2e/data/tiny-math.jsonl"
-limit = 1
+limit = 5
 
 [speed]
 concurrencies = [1, 4]

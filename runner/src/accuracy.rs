@@ -267,8 +267,10 @@ pub fn evaluate(config: &EvalConfig, questions: &[Question]) -> Result<Evaluatio
         ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(config.request_timeout))
-            .max_idle_connections(workers)
-            .max_idle_connections_per_host(workers)
+            // A connection per question: a server that closes after each answer (the simulated
+            // one does) can otherwise get the next question on a socket it no longer answers.
+            .max_idle_connections(0)
+            .max_idle_connections_per_host(0)
             .build(),
     );
     let next = AtomicUsize::new(0);

@@ -354,3 +354,18 @@ fn prediction_errors_name_the_line_and_field() {
         message.ends_with("0 sgl-eval run directories (sgl_eval_*/metrics.json); expected one")
     );
 }
+
+#[test]
+fn questions_asked_at_once_all_come_back_from_a_server_that_closes_each_connection() {
+    // Regression: with pooled connections, a worker's second question went out on a socket the
+    // simulated server had closed after its first answer, and hung until the timeout.
+    for seed in 0..3 {
+        let profile = Profile { seed, ..Profile::default() };
+        let server = sim_server::serve(profile, "127.0.0.1:0".parse().expect("an address"))
+            .expect("a server");
+        let mut config = EvalConfig::new(&server.url(), "default");
+        config.request_timeout = std::time::Duration::from_secs(10);
+        let evaluation = evaluate(&config, &dataset(5)).expect("every question answered");
+        assert_eq!(evaluation.questions(), 5);
+    }
+}
