@@ -349,32 +349,31 @@ impl RawConfig {
             ));
         }
         let min_cv = fraction("speed.min-cv", speed.min_cv)?;
-        let max_loss = fraction("speed.max-loss", speed.max_loss)?;
-        let (low, high) = zone("speed.zone", max_loss, speed.zone)?;
-        let speed_test = SequentialConfig {
-            threshold: max_loss,
-            low,
-            high,
-            alpha: error_rate("speed.alpha", speed.alpha)?,
-            beta: error_rate("speed.beta", speed.beta)?,
-            min_pairs,
-            max_pairs,
-            min_cv,
+        // The loss test and the gain test differ only in their threshold and their section.
+        let sequential = |section: &str,
+                          threshold_key: &str,
+                          threshold: f64,
+                          zone_width: f64,
+                          alpha: f64,
+                          beta: f64| {
+            let threshold = fraction(&format!("{section}.{threshold_key}"), threshold)?;
+            let (low, high) = zone(&format!("{section}.zone"), threshold, zone_width)?;
+            Ok::<_, (String, String)>(SequentialConfig {
+                threshold,
+                low,
+                high,
+                alpha: error_rate(&format!("{section}.alpha"), alpha)?,
+                beta: error_rate(&format!("{section}.beta"), beta)?,
+                min_pairs,
+                max_pairs,
+                min_cv,
+            })
         };
-
+        let speed_test =
+            sequential("speed", "max-loss", speed.max_loss, speed.zone, speed.alpha, speed.beta)?;
         let gain = self.gain;
-        let min_gain = fraction("gain.min-gain", gain.min_gain)?;
-        let (low, high) = zone("gain.zone", min_gain, gain.zone)?;
-        let gain_test = SequentialConfig {
-            threshold: min_gain,
-            low,
-            high,
-            alpha: error_rate("gain.alpha", gain.alpha)?,
-            beta: error_rate("gain.beta", gain.beta)?,
-            min_pairs,
-            max_pairs,
-            min_cv,
-        };
+        let gain_test =
+            sequential("gain", "min-gain", gain.min_gain, gain.zone, gain.alpha, gain.beta)?;
 
         let mut accuracy_tolerance = BTreeMap::new();
         for (benchmark, tolerance) in self.accuracy.tolerance {

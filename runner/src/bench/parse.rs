@@ -282,16 +282,7 @@ impl Fields<'_> {
     }
 
     fn number(&self, field: &'static str) -> Result<Option<f64>, ParseError> {
-        self.get(field)
-            .map(|value| {
-                // A metadata field of InferenceX may be a string such as "12.5".
-                let number = match value {
-                    Value::String(text) => text.trim().parse::<f64>().ok(),
-                    other => other.as_f64(),
-                };
-                number.ok_or_else(|| self.type_error(field, "a number", value))
-            })
-            .transpose()
+        self.read(field, "a number", Value::as_f64)
     }
 
     fn required_number(&self, field: &'static str) -> Result<f64, ParseError> {
@@ -299,13 +290,24 @@ impl Fields<'_> {
     }
 
     fn count(&self, field: &'static str) -> Result<Option<u64>, ParseError> {
+        self.read(field, "a non-negative integer", Value::as_u64)
+    }
+
+    /// A field as JSON gives it, or as a string of it: a metadata field of InferenceX may be a
+    /// string such as "12.5".
+    fn read<T: std::str::FromStr>(
+        &self,
+        field: &'static str,
+        expected: &'static str,
+        from_json: fn(&Value) -> Option<T>,
+    ) -> Result<Option<T>, ParseError> {
         self.get(field)
             .map(|value| {
-                let count = match value {
-                    Value::String(text) => text.trim().parse::<u64>().ok(),
-                    other => other.as_u64(),
+                let parsed = match value {
+                    Value::String(text) => text.trim().parse::<T>().ok(),
+                    other => from_json(other),
                 };
-                count.ok_or_else(|| self.type_error(field, "a non-negative integer", value))
+                parsed.ok_or_else(|| self.type_error(field, expected, value))
             })
             .transpose()
     }
