@@ -16,7 +16,7 @@ use prgate_gate::State;
 use prgate_gate::verdict::Verdict;
 use prgate_runner::node::NodeProfile;
 use prgate_runner::results::ResultsDir;
-use prgate_runner::run::{DEFAULT_RECIPE_PATH, RunRequest};
+use prgate_runner::run::{DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, RunRequest};
 use prgate_scope::PlanRequest;
 use prgate_scope::plan::{Plan, Tier};
 
@@ -148,6 +148,9 @@ fn run_pr(
         gate: &base.config,
         gain_required,
         python: &python,
+        common_recipe_path: DEFAULT_COMMON_RECIPE_PATH,
+        time_limit: None,
+        progress: false,
     };
     let started = Instant::now();
     let summary = prgate_runner::run::run(&run).context("running the plan")?;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use clap::Args;
 use prgate_runner::node::NodeProfile;
-use prgate_runner::run::{DEFAULT_RECIPE_PATH, RunRequest};
+use prgate_runner::run::{DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, RunRequest};
 use prgate_scope::Plan;
 
 use crate::files::read_json;
@@ -41,6 +41,17 @@ pub(crate) struct RunArgs {
     /// The Python interpreter that runs pytest.
     #[arg(long, value_name = "PROGRAM", default_value = "python3")]
     python: PathBuf,
+    /// The whole run's time limit (90s, 20m, 1h30m): once it has passed, every step still to
+    /// run is recorded as a timeout without running.
+    #[arg(long, value_name = "DURATION", value_parser = parse_time_limit)]
+    time_limit: Option<std::time::Duration>,
+    /// Where the common checks' recipe is in the PR's tree.
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_COMMON_RECIPE_PATH)]
+    common_recipe: String,
+}
+
+fn parse_time_limit(text: &str) -> Result<std::time::Duration, String> {
+    prgate_runner::recipe::parse_duration(text)
 }
 
 pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
@@ -66,6 +77,9 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
         gate: &base.config,
         gain_required,
         python: &args.python,
+        common_recipe_path: &args.common_recipe,
+        time_limit: args.time_limit,
+        progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
     };
     let summary = prgate_runner::run::run(&request).context("running the plan")?;
     for note in &summary.notes {

@@ -172,6 +172,10 @@ fn base_files(prgate: &str) -> Files {
     );
     put("test/common/test_guard.py", "def test_guard():\n    assert True\n");
     put("test/common/test_guard_dispatch_kernels.py", "def test_dispatch():\n    assert True\n");
+    put(
+        "test/e2e/common.toml",
+        "# The common checks: shared unit tests and the guard/dispatch kernel tests.\n[tests]\nunit = [\"test/common/test_guard.py\"]\nkernel = [\"test/common/test_guard_dispatch_kernels.py\"]\n",
+    );
     put("test/kernels/time_kernels.py", TIMING_SCRIPT);
     put("test/e2e/test_serving.py", SERVING_TEST);
     put("test/e2e/data/tiny-math.jsonl", TINY_MATH);

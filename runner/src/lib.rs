@@ -6,7 +6,7 @@
 //! - [`sim_server`]: a real OpenAI-compatible HTTP server whose speed, noise, failures and
 //!   accuracy are configured, so the runner and the demo can be exercised without a GPU;
 //! - [`export`]: a commit's tree as a clean directory (no `.git`), for installing and testing;
-//! - [`bench`]: the built-in speed client (`prgate bench`), with `bench_serving`'s definitions;
+//! - [`bench`](mod@bench): the built-in speed client (`prgate bench`), with `bench_serving`'s definitions;
 //! - [`junit`]: the pytest command line for a selection, and its JUnit XML read into per-test
 //!   results;
 //! - [`accuracy`]: the built-in exact-match evaluator over a JSONL dataset, and sgl-eval's
@@ -18,12 +18,16 @@
 //! - [`recipe`]: a model's recipe from the PR's tree (`test/e2e/<model>.toml`): its server
 //!   command, tests, timing scripts, accuracy benchmarks and speed sweep, checked;
 //! - [`run`]: the step loop (`prgate run`) that puts the parts together: a plan into evidence
-//!   on this node, with the local executor only for now (containers are issue 6);
+//!   on this node: installs, servers on disjoint GPUs or in turns, common checks, a whole-run
+//!   time limit and progress on a terminal;
+//! - [`cache`]: what outlives a run on a node: cached base accuracy and the base-vs-base speed
+//!   noise the gate calibrates with;
 //! - [`node`]: the node profile, trusted and local to the node: its hardware, GPUs, image,
 //!   checkpoints, secrets and directories.
 
 pub mod accuracy;
 pub mod bench;
+pub mod cache;
 pub mod export;
 pub mod junit;
 pub mod node;

@@ -10,6 +10,7 @@
 //!
 #![doc = include_str!("../../docs/recipe.md")]
 
+pub mod common;
 pub mod template;
 pub mod timing;
 
@@ -53,6 +54,25 @@ pub struct Recipe {
     accuracy: Vec<AccuracyBenchmark>,
     speed: Option<SpeedSweep>,
     timeouts: StepTimeouts,
+    install: Option<Install>,
+}
+
+/// How a side's tree is installed before anything runs in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Install {
+    command: Template,
+}
+
+impl Install {
+    /// The install command's argv, for `exec`.
+    pub fn command(&self) -> Vec<String> {
+        self.command.expand(|_none| String::new(), &[])
+    }
+
+    /// The command as the recipe wrote it.
+    pub fn command_text(&self) -> &str {
+        self.command.text()
+    }
 }
 
 /// How the model's server starts and proves itself.
@@ -147,6 +167,75 @@ pub struct SpeedSweep {
     pub requests_per_concurrency: u32,
     /// Warm-up requests per run, not measured: this times the concurrency.
     pub warmup_per_concurrency: u32,
+    /// Who measures a run.
+    pub benchmark: SpeedBenchmark,
+}
+
+/// Who measures a speed run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SpeedBenchmark {
+    /// prgate's own client (`prgate bench`).
+    Builtin,
+    /// A command that writes a result file of a known format.
+    External(ExternalSpeed),
+}
+
+/// An external speed benchmark: its command and what it writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExternalSpeed {
+    command: Template,
+    /// The format of its result file.
+    pub format: SpeedFormat,
+    /// The result file, relative to the command's `{results}` directory.
+    pub result: String,
+}
+
+/// The result formats an external speed benchmark may write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpeedFormat {
+    /// sglang `bench_serving`'s `--output-file` JSONL.
+    BenchServing,
+    /// InferenceX's result JSON (raw, `agg_*.json`, or the collected array).
+    Inferencex,
+}
+
+/// The values of one external speed run's placeholders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpeedRun<'a> {
+    pub port: u16,
+    pub checkpoint_path: &'a str,
+    pub results: &'a str,
+    pub concurrency: u32,
+    pub input_len: u32,
+    pub output_len: u32,
+    pub requests: u32,
+    pub warmup: u32,
+}
+
+impl ExternalSpeed {
+    /// The command's argv for one run.
+    pub fn command(&self, run: &SpeedRun<'_>) -> Vec<String> {
+        self.command.expand(
+            |placeholder| match placeholder {
+                Placeholder::Port => run.port.to_string(),
+                Placeholder::Checkpoint => run.checkpoint_path.to_owned(),
+                Placeholder::Results => run.results.to_owned(),
+                Placeholder::Concurrency => run.concurrency.to_string(),
+                Placeholder::InputLen => run.input_len.to_string(),
+                Placeholder::OutputLen => run.output_len.to_string(),
+                Placeholder::Requests => run.requests.to_string(),
+                Placeholder::Warmup => run.warmup.to_string(),
+                // The speed command allows no other placeholder.
+                _ => String::new(),
+            },
+            &[],
+        )
+    }
+
+    /// The command as the recipe wrote it.
+    pub fn command_text(&self) -> &str {
+        self.command.text()
+    }
 }
 
 /// Per-step time limits; `None` leaves the runner's own.
@@ -248,6 +337,10 @@ impl Recipe {
     }
 
     /// The per-step time limits.
+    pub fn install(&self) -> Option<&Install> {
+        self.install.as_ref()
+    }
+
     pub fn timeouts(&self) -> &StepTimeouts {
         &self.timeouts
     }
@@ -269,9 +362,7 @@ impl Recipe {
                 Placeholder::Port => port.to_string(),
                 Placeholder::Tp => self.tp.to_string(),
                 // The server command allows no other placeholder.
-                Placeholder::ExtraArgs | Placeholder::Output | Placeholder::Results => {
-                    String::new()
-                }
+                _ => String::new(),
             },
             extra,
         )
@@ -352,7 +443,7 @@ impl ExternalEvaluator {
                 Placeholder::Checkpoint => checkpoint_path.to_owned(),
                 Placeholder::Results => results.to_owned(),
                 // The accuracy command allows no other placeholder.
-                Placeholder::Tp | Placeholder::ExtraArgs | Placeholder::Output => String::new(),
+                _ => String::new(),
             },
             &[],
         )
@@ -465,6 +556,16 @@ const SERVER_PLACEHOLDERS: [Placeholder; 4] =
 const TIMING_PLACEHOLDERS: [Placeholder; 1] = [Placeholder::Output];
 const ACCURACY_PLACEHOLDERS: [Placeholder; 3] =
     [Placeholder::Port, Placeholder::Checkpoint, Placeholder::Results];
+const SPEED_PLACEHOLDERS: [Placeholder; 8] = [
+    Placeholder::Port,
+    Placeholder::Checkpoint,
+    Placeholder::Results,
+    Placeholder::Concurrency,
+    Placeholder::InputLen,
+    Placeholder::OutputLen,
+    Placeholder::Requests,
+    Placeholder::Warmup,
+];
 
 /// Turns raw values into checked ones, naming the file in every error.
 struct Checker<'a> {
@@ -537,6 +638,13 @@ impl Checker<'_> {
             accuracy: self.accuracy(raw.accuracy)?,
             speed: raw.speed.map(|speed| self.speed(speed)).transpose()?,
             timeouts: self.timeouts(raw.timeouts)?,
+            install: raw
+                .install
+                .map(|install| {
+                    self.template("install.command", &install.command, &[], &[])
+                        .map(|command| Install { command })
+                })
+                .transpose()?,
         })
     }
 
@@ -726,7 +834,9 @@ impl Checker<'_> {
                 "must be 1 or more",
             ));
         }
+        let benchmark = self.speed_benchmark(&raw)?;
         Ok(SpeedSweep {
+            benchmark,
             concurrencies: raw.concurrencies,
             covered: raw.covered,
             input_len: raw.input_len,
@@ -736,6 +846,45 @@ impl Checker<'_> {
                 .warmup_per_concurrency
                 .unwrap_or(DEFAULT_WARMUP_PER_CONCURRENCY),
         })
+    }
+
+    fn speed_benchmark(&self, raw: &RawSpeed) -> Result<SpeedBenchmark, RecipeError> {
+        let misplaced =
+            |field: &str| self.key(&format!("speed.{field}"), "only an external benchmark has it");
+        let missing = |field: &str| {
+            self.key(&format!("speed.{field}"), "is missing: an external benchmark needs it")
+        };
+        match raw.benchmark.unwrap_or(RawBenchmark::Builtin) {
+            RawBenchmark::Builtin => {
+                for (field, set) in [
+                    ("command", raw.command.is_some()),
+                    ("format", raw.format.is_some()),
+                    ("result", raw.result.is_some()),
+                ] {
+                    if set {
+                        return Err(misplaced(field));
+                    }
+                }
+                Ok(SpeedBenchmark::Builtin)
+            }
+            RawBenchmark::External => {
+                let command = raw.command.as_ref().ok_or_else(|| missing("command"))?;
+                let command = self.template(
+                    "speed.command",
+                    command,
+                    &SPEED_PLACEHOLDERS,
+                    &[Placeholder::Port, Placeholder::Results, Placeholder::Concurrency],
+                )?;
+                let format = match raw.format.ok_or_else(|| missing("format"))? {
+                    RawSpeedFormat::BenchServing => SpeedFormat::BenchServing,
+                    RawSpeedFormat::Inferencex => SpeedFormat::Inferencex,
+                };
+                let result = raw.result.clone().ok_or_else(|| missing("result"))?;
+                check_relative_path(&result)
+                    .map_err(|problem| self.value("speed.result", &result, problem))?;
+                Ok(SpeedBenchmark::External(ExternalSpeed { command, format, result }))
+            }
+        }
     }
 
     fn timeouts(&self, raw: Option<RawTimeouts>) -> Result<StepTimeouts, RecipeError> {
@@ -770,7 +919,7 @@ fn check_selection(selection: &str) -> Result<(), String> {
 }
 
 /// Reads a duration written as numbers with units, largest first: `90s`, `20m`, `1h30m`.
-fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let problem = || "must be a duration such as \"90s\", \"20m\" or \"1h30m\"".to_owned();
     let mut seconds: u64 = 0;
     let mut number = String::new();
@@ -820,6 +969,13 @@ struct RawRecipe {
     accuracy: Vec<RawAccuracy>,
     speed: Option<RawSpeed>,
     timeouts: Option<RawTimeouts>,
+    install: Option<RawInstall>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub(crate) struct RawInstall {
+    pub(crate) command: String,
 }
 
 #[derive(Deserialize)]
@@ -878,6 +1034,24 @@ struct RawSpeed {
     output_len: u32,
     requests_per_concurrency: Option<u32>,
     warmup_per_concurrency: Option<u32>,
+    benchmark: Option<RawBenchmark>,
+    command: Option<String>,
+    format: Option<RawSpeedFormat>,
+    result: Option<String>,
+}
+
+#[derive(Clone, Copy, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum RawBenchmark {
+    Builtin,
+    External,
+}
+
+#[derive(Clone, Copy, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum RawSpeedFormat {
+    BenchServing,
+    Inferencex,
 }
 
 #[derive(Default, Deserialize)]

@@ -174,6 +174,16 @@ impl ResultsDir {
             std::fs::create_dir_all(path)
                 .map_err(|source| ResultsError::Create { path: path.clone(), source })?;
         }
+        // A run killed in the middle of a write leaves its temporary file: never a record.
+        if let Ok(entries) = std::fs::read_dir(&dir.evidence) {
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let name = name.to_string_lossy();
+                if name.starts_with('.') && name.contains(".json.tmp-") {
+                    let _gone = std::fs::remove_file(entry.path());
+                }
+            }
+        }
         Ok(dir)
     }
 

@@ -3,7 +3,7 @@
 //!
 //! This is the first working version, with the **local executor only**: every command (pytest,
 //! the servers, the timing scripts) runs on the host, in an exported tree, under
-//! [`ChildGroup`]. Running PR code and the commands a recipe names inside the node's container
+//! [`ChildGroup`](crate::process::ChildGroup). Running PR code and the commands a recipe names inside the node's container
 //! is issue 6; until then `prgate run` is for trusted trees and the simulated server
 //! (`prgate sim-server`), not for PR code on a shared node.
 //!
@@ -23,17 +23,19 @@
 //!    `PRGATE_SERVER_URL`;
 //! 3. kernel timing (full tier): every script on each side; their kernels are recorded together
 //!    per side as `<script>/<kernel>`;
-//! 4. servers, when a step still needs one: base, then PR, each on a leased port with the
-//!    node's checkpoint, both up at once. The base server has the monokernels on, except for a
-//!    model new in the PR, whose baseline is SGLang's own path: the PR tree with the monokernel
-//!    flag off. A server that is not healthy makes every step that needed it `not-run`
-//!    (`crash` or `timeout`, the log's tail in `detail`);
-//! 5. accuracy (full tier): each built-in benchmark against each server (external evaluators
-//!    are recorded `not-run` for now);
+//! 4. servers, when a step still needs one, each on a leased port with the node's checkpoint:
+//!    both up at once on disjoint GPUs when the node has twice the recipe's `tp`, else one at
+//!    a time (docs/recipe.md, "How the runner uses a recipe"). The base server has the
+//!    monokernels on, except for a model new in the PR, whose baseline is SGLang's own path:
+//!    the PR tree with the monokernel flag off. A server that is not healthy makes every step
+//!    that needed it `not-run` (`crash` or `timeout`, the log's tail in `detail`);
+//! 5. accuracy (full tier): each benchmark against each server, built-in or external; a base
+//!    result may come from the node's cache ([`crate::cache`]);
 //! 6. speed: for each concurrency of the sweep (the covered ones on the smoke tier), pairs of
-//!    runs of the built-in client, the side that goes first alternating, until the gate's
-//!    [`needs_another_pair`] says the cell is decided; every pair's `family` is the number of
-//!    covered cells of the whole run, counted before the first model starts;
+//!    runs of the built-in client or the recipe's external benchmark until the gate's
+//!    [`needs_another_pair`](prgate_gate::speed::needs_another_pair) says the cell is decided; every pair's `family` is the number of
+//!    covered cells of the whole run, counted before the first model starts; a cell starts with
+//!    the node's calibrated `speed-noise` when the cache has one;
 //! 7. routing: each server's log against the recipe's routing pattern; then both servers are
 //!    stopped.
 //!
@@ -45,8 +47,12 @@
 //! a speed cell goes on from the pairs it has. Every child's process group is written down in
 //! `<results>/processes` while it runs, and a run first stops the groups an earlier run in the
 //! same results directory left running (a runner killed with `SIGKILL` cannot stop its
-//! children, which run in groups of their own). The common checks (`plan.common.selected`) are not
-//! run yet: the recipe layout has no common test selection, so nothing is recorded for them.
+//! children, which run in groups of their own). When the plan selects the common checks, the
+//! common recipe (`test/e2e/common.toml`) runs first, on both sides. Before a side's first step
+//! its tree is installed with the recipe's `install.command`, once per run.
+//!
+//! A whole-run time limit (`RunRequest::time_limit`) cuts every command to the time left; once
+//! it has passed, the steps still to run are recorded `timeout` without running.
 //!
 //! # Provenance
 //!
@@ -54,15 +60,16 @@
 //! name), the base and PR commits, and the recipe's hash: `fnv1a64:` and the 16 hex digits of
 //! the 64-bit FNV-1a hash of the recipe file's bytes (none when there is no recipe).
 //!
-//! What it leaves to others: the containers (issue 6), the cache of base accuracy, external
-//! benchmarks and evaluators, progress on a terminal.
+//! What it leaves to others: the containers (issue 6).
 
 mod leftovers;
+mod progress;
 mod server;
 mod steps;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use prgate_gate::GateConfig;
 use prgate_gate::evidence::{
@@ -70,14 +77,18 @@ use prgate_gate::evidence::{
 };
 use prgate_scope::plan::{ModelPlan, Plan, Tier};
 
+use crate::cache::Cache;
 use crate::export::{ExportError, export_tree};
 use crate::node::NodeProfile;
 use crate::process::ProcessError;
 use crate::recipe::Recipe;
+use crate::recipe::common::CommonRecipe;
 use crate::results::{EventWriter, ResultsDir, ResultsError, StepId};
 
 /// Where a model's recipe is in the PR's tree unless the request says otherwise.
 pub const DEFAULT_RECIPE_PATH: &str = "test/e2e/{model}.toml";
+/// Where the common checks' recipe is in the PR's tree unless the request says otherwise.
+pub const DEFAULT_COMMON_RECIPE_PATH: &str = "test/e2e/common.toml";
 
 /// What to run, where, and where the evidence goes.
 #[derive(Debug, Clone, Copy)]
@@ -99,6 +110,13 @@ pub struct RunRequest<'a> {
     pub gain_required: bool,
     /// The Python interpreter that runs pytest (`python3`).
     pub python: &'a Path,
+    /// Where the common checks' recipe is in the PR tree.
+    pub common_recipe_path: &'a str,
+    /// The whole run's time limit: once it has passed, every step still to run is recorded
+    /// `timeout` without running, and running commands are given no more than the time left.
+    pub time_limit: Option<Duration>,
+    /// Show progress on standard error (a terminal).
+    pub progress: bool,
 }
 
 /// What a run did.
@@ -145,12 +163,7 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
         .filter(|model| matches!(model.tier, Tier::Full | Tier::Smoke) && !model.removed)
         .collect();
     let mut summary = RunSummary { notes: stopped_leftovers, ..RunSummary::default() };
-    if plan.common.selected {
-        summary.notes.push(
-            "the common checks are selected, but the recipe layout has no common test selection: nothing was run for them".to_owned(),
-        );
-    }
-    if models.is_empty() {
+    if models.is_empty() && !plan.common.selected {
         return Ok(summary);
     }
 
@@ -167,6 +180,16 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
         .map(|model| RecipeSource::read(&pr_tree, request.recipe_path, &model.name, &pr_commit))
         .collect();
     let family = covered_cells(&models, &recipes, request.node);
+    let node = request.node;
+    let provenance = |recipe_hash: Option<String>| Provenance {
+        node: Some(node.name().to_owned()),
+        image_digest: Some(
+            node.image().digest.clone().unwrap_or_else(|| node.image().name.clone()),
+        ),
+        base_commit: Some(base_commit.clone()),
+        pr_commit: Some(pr_commit.clone()),
+        recipe_hash,
+    };
 
     let mut runner = steps::Runner {
         request,
@@ -176,37 +199,104 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
         summary: &mut summary,
         family,
         processes: &processes,
+        cache: Cache::new(node.cache_dir()),
+        deadline: request.time_limit.map(|limit| Instant::now() + limit),
+        progress: progress::Progress::new(
+            request.progress,
+            expected_steps(&models, &recipes, plan.common.selected),
+        ),
+        installed: BTreeMap::new(),
     };
+    if plan.common.selected {
+        let common = CommonSource::read(&pr_tree, request.common_recipe_path, &pr_commit);
+        let hash = match &common {
+            CommonSource::Parsed(recipe) => Some(recipe.hash.clone()),
+            CommonSource::Invalid { hash, .. } => Some(hash.clone()),
+            CommonSource::Missing { .. } => None,
+        };
+        let subject = steps::Subject { model: None, provenance: provenance(hash) };
+        runner.common(&subject, &common, &[(Side::Base, &base_tree), (Side::Pr, &pr_tree)])?;
+    }
     for (model, recipe) in models.iter().zip(&recipes) {
         let base_side_tree = if model.new { None } else { Some(base_tree.as_path()) };
+        let hash = match recipe {
+            RecipeSource::Parsed { hash, .. } | RecipeSource::Invalid { hash, .. } => {
+                Some(hash.clone())
+            }
+            RecipeSource::Missing { .. } => None,
+        };
         let job = steps::ModelJob {
             model,
             recipe,
             base_tree: base_side_tree,
             pr_tree: &pr_tree,
-            provenance: Provenance {
-                node: Some(request.node.name().to_owned()),
-                image_digest: Some(
-                    request
-                        .node
-                        .image()
-                        .digest
-                        .clone()
-                        .unwrap_or_else(|| request.node.image().name.clone()),
-                ),
-                base_commit: Some(base_commit.clone()),
-                pr_commit: Some(pr_commit.clone()),
-                recipe_hash: match recipe {
-                    RecipeSource::Parsed { hash, .. } | RecipeSource::Invalid { hash, .. } => {
-                        Some(hash.clone())
-                    }
-                    RecipeSource::Missing { .. } => None,
-                },
+            subject: steps::Subject {
+                model: Some(model.name.clone()),
+                provenance: provenance(hash),
             },
         };
         runner.model(&job)?;
     }
+    runner.progress.close();
     Ok(summary)
+}
+
+/// About how many steps a run takes, for the progress line's estimate.
+fn expected_steps(models: &[&ModelPlan], recipes: &[RecipeSource], common: bool) -> usize {
+    let mut steps = if common { 2 } else { 0 };
+    for (model, recipe) in models.iter().zip(recipes) {
+        let RecipeSource::Parsed { recipe, .. } = recipe else {
+            steps += 6;
+            continue;
+        };
+        let full = model.tier == Tier::Full;
+        // Unit, kernel and serving tests and routing on two sides.
+        steps += 8;
+        if full {
+            steps += 2 + 2 * recipe.accuracy().len();
+        }
+        if let Some(sweep) = recipe.speed() {
+            steps += sweep.concurrencies_for(!full).len() * progress::EXPECTED_PAIRS;
+        }
+    }
+    steps
+}
+
+/// The common checks' recipe as the PR tree has it.
+#[derive(Debug)]
+enum CommonSource {
+    Parsed(Box<ParsedCommon>),
+    Missing { path: String },
+    Invalid { error: String, hash: String },
+}
+
+/// A parsed common recipe and its hash.
+#[derive(Debug)]
+struct ParsedCommon {
+    recipe: CommonRecipe,
+    hash: String,
+}
+
+impl std::ops::Deref for ParsedCommon {
+    type Target = CommonRecipe;
+
+    fn deref(&self) -> &CommonRecipe {
+        &self.recipe
+    }
+}
+
+impl CommonSource {
+    fn read(pr_tree: &Path, path: &str, pr_commit: &str) -> CommonSource {
+        let Ok(bytes) = std::fs::read(pr_tree.join(path)) else {
+            return CommonSource::Missing { path: path.to_owned() };
+        };
+        let hash = recipe_hash(&bytes);
+        let short = pr_commit.get(..7).unwrap_or(pr_commit);
+        match CommonRecipe::parse(&String::from_utf8_lossy(&bytes), &format!("{path} at {short}")) {
+            Ok(recipe) => CommonSource::Parsed(Box::new(ParsedCommon { recipe, hash })),
+            Err(error) => CommonSource::Invalid { error: error.to_string(), hash },
+        }
+    }
 }
 
 /// A model's recipe as the PR tree has it.
@@ -277,7 +367,7 @@ fn export(repo: &Path, commit: &str, trees: &Path) -> Result<PathBuf, RunError> 
 
 /// A record of `outcome` for one step.
 fn evidence(
-    model: &str,
+    model: Option<&str>,
     check: Check,
     side: Side,
     provenance: &Provenance,
@@ -285,7 +375,7 @@ fn evidence(
 ) -> Evidence {
     Evidence {
         schema_version: SCHEMA_VERSION,
-        model: Some(model.to_owned()),
+        model: model.map(str::to_owned),
         check,
         side,
         provenance: provenance.clone(),
@@ -298,27 +388,41 @@ fn not_run(reason: NotRunReason, detail: impl Into<String>, subject: Option<&str
     Outcome::NotRun { reason, detail: detail.into(), subject: subject.map(str::to_owned) }
 }
 
-/// The steps of a cell already recorded, by concurrency: the pairs a resumed cell goes on from.
+/// What a cell's records hold so far.
+#[derive(Debug, Default)]
+struct RecordedCell {
+    /// Its pairs by index, in order.
+    pairs: Vec<(u32, prgate_gate::speed::Pair)>,
+    /// Its calibrated noise.
+    noise: Option<f64>,
+}
+
+/// The speed records of a model, by concurrency: the pairs a resumed cell goes on from.
 fn recorded_pairs(
     results: &ResultsDir,
     model: &str,
-) -> Result<BTreeMap<u32, Vec<(u32, prgate_gate::speed::Pair)>>, RunError> {
-    let mut cells: BTreeMap<u32, Vec<(u32, prgate_gate::speed::Pair)>> = BTreeMap::new();
+) -> Result<BTreeMap<u32, RecordedCell>, RunError> {
+    let mut cells: BTreeMap<u32, RecordedCell> = BTreeMap::new();
     for (_step, record) in results.records()? {
         if record.model.as_deref() != Some(model) {
             continue;
         }
-        if let Outcome::SpeedPair { concurrency, index, base_tpot_ms, pr_tpot_ms, .. } =
-            record.outcome
-        {
-            cells
-                .entry(concurrency)
-                .or_default()
-                .push((index, prgate_gate::speed::Pair { base_tpot_ms, pr_tpot_ms }));
+        match record.outcome {
+            Outcome::SpeedPair { concurrency, index, base_tpot_ms, pr_tpot_ms, .. } => {
+                cells
+                    .entry(concurrency)
+                    .or_default()
+                    .pairs
+                    .push((index, prgate_gate::speed::Pair { base_tpot_ms, pr_tpot_ms }));
+            }
+            Outcome::SpeedNoise { concurrency, log_ratio_variance } => {
+                cells.entry(concurrency).or_default().noise = Some(log_ratio_variance);
+            }
+            _ => {}
         }
     }
-    for pairs in cells.values_mut() {
-        pairs.sort_by_key(|(index, _)| *index);
+    for cell in cells.values_mut() {
+        cell.pairs.sort_by_key(|(index, _)| *index);
     }
     Ok(cells)
 }

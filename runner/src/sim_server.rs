@@ -43,8 +43,11 @@ pub fn serve(profile: Profile, addr: SocketAddr) -> Result<RunningServer, SimSer
     let server = tiny_http::Server::from_listener(listener, None)
         .map_err(|error| SimServerError::Server { message: error.to_string() })?;
     let shared = Arc::new(Shared::new(profile, log));
-    shared
-        .log(&format!("[sim-server] listening on http://{local}, model {}", shared.profile.model));
+    shared.log(&format!(
+        "[sim-server] listening on http://{local}, model {}, HIP_VISIBLE_DEVICES={}",
+        shared.profile.model,
+        std::env::var("HIP_VISIBLE_DEVICES").unwrap_or_default()
+    ));
     if shared.profile.never_healthy {
         shared.log("[sim-server] never healthy, as the profile asks");
     }

@@ -50,6 +50,23 @@ struct Sample {
     checkpoint: bool,
     /// Appended to the manifest (the gate's settings).
     gate: &'static str,
+    /// The node's GPUs: two hold both servers at once (the recipe's tp is 1).
+    gpus: u32,
+    /// Appended to the recipe.
+    recipe_extra: &'static str,
+    /// Replaces the recipe's `[speed]` table, when set.
+    speed: Option<&'static str>,
+    /// What the PR changes (on top of the base commit), then commits.
+    pr: fn(&Repo),
+    /// Whether the base commit has the stand-ins of sgl-eval and bench_serving.
+    base_scripts: bool,
+}
+
+impl Sample {
+    /// The default sample whose base commit has the stand-ins of the external programs too.
+    fn with_scripts() -> Sample {
+        Sample { base_scripts: true, ..Sample::default() }
+    }
 }
 
 impl Default for Sample {
@@ -62,6 +79,13 @@ impl Default for Sample {
             unit_test: PASSING_UNIT_TEST,
             checkpoint: true,
             gate: "",
+            gpus: 2,
+            recipe_extra: "",
+            speed: None,
+            pr: |repo| {
+                repo.write("pkg/models/alpha/layer.py", "# alpha, faster\n");
+            },
+            base_scripts: false,
         }
     }
 }
@@ -94,29 +118,38 @@ name = "tiny"
 evaluator = "builtin"
 dataset = "test/e2e/data/alpha.jsonl"
 
-[speed]
-concurrencies = [1, 2]
-covered = [1]
-input-len = 8
-output-len = {output_len}
-requests-per-concurrency = 2
-warmup-per-concurrency = 1
-
+{speed}
 [timeouts]
 unit-tests = "2m"
 speed-run = "1m"
-"#,
+{extra}"#,
         flags = sample.server_flags,
         startup = sample.startup_timeout,
         pattern = sample.routing_pattern,
-        output_len = sample.output_len,
+        speed = sample.speed.map_or_else(
+            || {
+                format!(
+                    "[speed]\nconcurrencies = [1, 2]\ncovered = [1]\ninput-len = 8\noutput-len = {}\nrequests-per-concurrency = 2\nwarmup-per-concurrency = 1\n",
+                    sample.output_len
+                )
+            },
+            str::to_owned
+        ),
+        extra = sample.recipe_extra,
     )
 }
 
-fn node_profile(work: &Path, checkpoint: bool) -> String {
+/// The node's image digest: pinned, so base accuracy is cached.
+const IMAGE_DIGEST: &str =
+    "sha256:4f1c2a9e0b7d3c5a8e6f1b2d4c9a7e3f5b8d1c6a2e9f4b7d3c5a8e1f6b2d9c4a";
+
+fn node_profile(work: &Path, checkpoint: bool, gpus: u32) -> String {
     let checkpoints = work.join("checkpoints");
     std::fs::create_dir_all(checkpoints.join("alpha")).expect("a checkpoint folder");
     let listed = if checkpoint { "\"alpha-ckpt\" = \"alpha\"\n" } else { "" };
+    let ids: Vec<String> = (0..gpus).map(|id| id.to_string()).collect();
+    let devices: Vec<String> =
+        (0..gpus).map(|id| format!("\"/dev/dri/renderD{}\"", 128 + 8 * id)).collect();
     format!(
         r#"name = "ci-node"
 hardware = "cpu-sim"
@@ -125,17 +158,20 @@ cache-dir = "{}"
 work-dir = "{}"
 
 [gpus]
-ids = [0]
-render-devices = ["/dev/dri/renderD128"]
+ids = [{ids}]
+render-devices = [{devices}]
 
 [image]
 name = "local:none"
+digest = "{IMAGE_DIGEST}"
 
 [checkpoints]
 {listed}"#,
         checkpoints.display(),
         work.join("cache").display(),
         work.join("work").display(),
+        ids = ids.join(", "),
+        devices = devices.join(", "),
     )
 }
 
@@ -163,9 +199,13 @@ impl Fixture {
                 "{\"id\": \"q1\", \"question\": \"6 x 7?\", \"answer\": \"42\"}\n",
             )
             .write("test/e2e/alpha.toml", &recipe(sample));
+        if sample.base_scripts {
+            repo.write("test/e2e/fake_sgl_eval.py", FAKE_SGL_EVAL)
+                .write("test/e2e/fake_bench_serving.py", FAKE_BENCH_SERVING);
+        }
         repo.commit("base");
         repo.branch("pr", "main");
-        repo.write("pkg/models/alpha/layer.py", "# alpha, faster\n");
+        (sample.pr)(&repo);
         repo.commit("pr");
 
         let work = tempfile::tempdir().expect("a temporary directory");
@@ -175,7 +215,7 @@ impl Fixture {
         let plan_path = work.path().join("plan.json");
         std::fs::write(&plan_path, &plan.stdout).expect("write the plan");
         let node = work.path().join("node.toml");
-        std::fs::write(&node, node_profile(work.path(), sample.checkpoint))
+        std::fs::write(&node, node_profile(work.path(), sample.checkpoint, sample.gpus))
             .expect("write the node profile");
         Fixture { repo, work, plan: plan_path, node }
     }
@@ -420,7 +460,12 @@ fn a_run_records_every_check_on_both_sides_and_a_second_run_resumes() {
     assert!(started_before >= files.len());
     let second = fixture.run("results");
     assert_eq!(second.code, 0, "{}", second.stderr);
-    assert!(second.stderr.contains("0 steps recorded"), "{}", second.stderr);
+    assert!(
+        second.stderr.contains("0 steps recorded"),
+        "{}\nbefore: {files:#?}\nafter: {:#?}",
+        second.stderr,
+        evidence_files(&evidence)
+    );
     assert_eq!(evidence_files(&evidence), files, "a resumed run rewrote evidence");
     let events_text = std::fs::read_to_string(&events).expect("the events");
     let started_after =
@@ -578,4 +623,240 @@ fn ctrl_c_stops_the_run_and_every_child() {
     let status = wait_at_most(&mut child, Duration::from_secs(30));
     assert!(!status.success(), "{status:?}");
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after Ctrl-C");
+}
+
+/// A stand-in for sgl-eval: asks the server for its models (so `{port}` must be right), then
+/// writes a run directory the way sgl-eval does.
+const FAKE_SGL_EVAL: &str = r#"import json, os, sys, urllib.request
+port, out = sys.argv[1], sys.argv[2]
+urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=10).read()
+run = os.path.join(out, "sgl_eval_ext_20261129_120000")
+os.makedirs(run)
+json.dump({"name": "ext", "num_examples": 4, "n_repeats": 1, "aggregate": {"score": 0.75}},
+          open(os.path.join(run, "metrics.json"), "w"))
+with open(os.path.join(run, "output-rs0.jsonl"), "w") as f:
+    for i, right in enumerate([True, True, False, True]):
+        f.write(json.dumps({"id": f"q{i}", "symbolic_correct": right}) + "\n")
+"#;
+
+/// A stand-in for sglang's bench_serving: times one streamed completion against the server
+/// and appends a result line with bench_serving's field names.
+const FAKE_BENCH_SERVING: &str = r#"import json, sys, time, urllib.request
+port, concurrency, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+body = json.dumps({"model": "default", "prompt": "hi", "max_tokens": 8, "stream": True}).encode()
+request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=body,
+                                 headers={"Content-Type": "application/json"})
+start = time.monotonic()
+chunks = [line for line in urllib.request.urlopen(request, timeout=30) if line.startswith(b"data:")]
+elapsed_ms = (time.monotonic() - start) * 1000
+with open(out, "a") as f:
+    f.write(json.dumps({"max_concurrency": concurrency, "random_input_len": 8,
+                        "random_output_len": 8, "completed": 1,
+                        "median_tpot_ms": elapsed_ms / max(len(chunks) - 1, 1),
+                        "request_rate": float("inf")}) + "\n")
+"#;
+
+const EXTERNAL_ACCURACY: &str = r#"
+[[accuracy]]
+name = "ext"
+evaluator = "external"
+command = "python3 test/e2e/fake_sgl_eval.py {port} {results}"
+metrics = "metrics.json"
+"#;
+
+const EXTERNAL_SPEED: &str = r#"[speed]
+concurrencies = [1]
+covered = [1]
+input-len = 8
+output-len = 8
+benchmark = "external"
+command = "python3 test/e2e/fake_bench_serving.py {port} {concurrency} {results}/result.jsonl"
+format = "bench-serving"
+result = "result.jsonl"
+"#;
+
+#[test]
+fn external_evaluators_and_benchmarks_run_against_the_server_and_are_read() {
+    let fixture = Fixture::new(&Sample {
+        recipe_extra: EXTERNAL_ACCURACY,
+        speed: Some(EXTERNAL_SPEED),
+        gate: TWO_PAIRS,
+        pr: |repo| {
+            repo.write("pkg/models/alpha/layer.py", "# alpha, faster\n")
+                .write("test/e2e/fake_sgl_eval.py", FAKE_SGL_EVAL)
+                .write("test/e2e/fake_bench_serving.py", FAKE_BENCH_SERVING);
+        },
+        ..Sample::default()
+    });
+    let run = fixture.run("results");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for side in ["base", "pr"] {
+        let accuracy = fixture.record("results", &format!("alpha.accuracy.{side}.ext"));
+        // The base tree has no stand-in script: the command fails there, and says so.
+        if side == "pr" {
+            assert_eq!(accuracy["outcome"]["kind"], "accuracy", "{accuracy}");
+            assert_eq!(accuracy["outcome"]["questions"], 4, "{accuracy}");
+            assert_eq!(accuracy["outcome"]["correct"], 3, "{accuracy}");
+            assert_eq!(accuracy["outcome"]["per_question"][2]["correct"], false, "{accuracy}");
+        } else {
+            assert_eq!(accuracy["outcome"]["kind"], "not-run", "{accuracy}");
+            let detail = accuracy["outcome"]["detail"].as_str().expect("a detail");
+            assert!(detail.contains("fake_sgl_eval.py"), "{detail}");
+        }
+    }
+    // The speed benchmark runs in each side's own tree: the base tree lacks it too.
+    let speed = fixture.record("results", "alpha.speed.both.concurrency-1");
+    assert_eq!(speed["outcome"]["kind"], "not-run", "{speed}");
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+#[test]
+fn an_external_speed_benchmark_gives_the_pairs() {
+    let fixture = Fixture::new(&Sample {
+        speed: Some(EXTERNAL_SPEED),
+        gate: TWO_PAIRS,
+        pr: |repo| {
+            repo.write("pkg/models/alpha/layer.py", "# alpha, faster\n");
+        },
+        ..Sample::with_scripts()
+    });
+    let run = fixture.run("results");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for index in 0..2 {
+        let pair =
+            fixture.record("results", &format!("alpha.speed.both.concurrency-1-pair-{index}"));
+        assert_eq!(pair["outcome"]["kind"], "speed-pair", "{pair}");
+        let tpot = pair["outcome"]["pr_tpot_ms"].as_f64().expect("a TPOT");
+        // The simulated server streams a token every 2 ms.
+        assert!((1.0..50.0).contains(&tpot), "{pair}");
+    }
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+#[test]
+fn a_second_run_takes_the_base_accuracy_from_the_cache() {
+    let fixture = Fixture::new(&Sample { gate: TWO_PAIRS, ..Sample::default() });
+    let first = fixture.run("first");
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let measured = fixture.record("first", "alpha.accuracy.base.tiny");
+    assert_eq!(measured["outcome"]["cached"], false, "{measured}");
+    let second = fixture.run("second");
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    let cached = fixture.record("second", "alpha.accuracy.base.tiny");
+    assert_eq!(cached["outcome"]["cached"], true, "{cached}");
+    assert_eq!(cached["outcome"]["correct"], measured["outcome"]["correct"]);
+    // Only the base side is ever cached.
+    let pr = fixture.record("second", "alpha.accuracy.pr.tiny");
+    assert_eq!(pr["outcome"]["cached"], false, "{pr}");
+    let gate = fixture.gate("second");
+    assert!(gate.code == 0 || gate.code == 1, "{}{}", gate.stdout, gate.stderr);
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+#[test]
+fn a_new_model_is_compared_with_sglangs_own_path() {
+    let fixture = Fixture::new(&Sample {
+        gate: TWO_PAIRS,
+        pr: |repo| {
+            let recipe = std::fs::read_to_string(repo.path().join("test/e2e/alpha.toml"))
+                .expect("the alpha recipe");
+            repo.write("pkg/models/beta/layer.py", "# beta\n").write("test/e2e/beta.toml", &recipe);
+        },
+        ..Sample::default()
+    });
+    let run = fixture.run("results");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let names = evidence_names(&fixture.evidence("results"));
+    // No base tree for a new model: its tests ran on the PR only.
+    assert!(names.contains("beta.unit-tests.pr.json"), "{names:#?}");
+    assert!(!names.contains("beta.unit-tests.base.json"), "{names:#?}");
+    // Its baseline is the PR tree with the monokernels off: no routing lines there.
+    let base = fixture.record("results", "beta.routing.base");
+    assert_eq!(base["outcome"]["routed"], false, "{base}");
+    let pr = fixture.record("results", "beta.routing.pr");
+    assert_eq!(pr["outcome"]["routed"], true, "{pr}");
+    let accuracy = fixture.record("results", "beta.accuracy.base.tiny");
+    assert_eq!(accuracy["outcome"]["kind"], "accuracy", "{accuracy}");
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+#[test]
+fn the_servers_get_disjoint_gpus_or_take_turns_with_base_runs_bracketing() {
+    // Two GPUs, tp 1: both servers up at once, one GPU each.
+    let fixture = Fixture::new(&Sample { gate: TWO_PAIRS, ..Sample::default() });
+    let run = fixture.run("results");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let log = |side: &str| {
+        std::fs::read_to_string(
+            fixture.results("results").join(format!("logs/alpha.routing.{side}/server.log")),
+        )
+        .expect("the server's log")
+    };
+    assert!(log("base").contains("HIP_VISIBLE_DEVICES=0\n"), "{}", log("base"));
+    assert!(log("pr").contains("HIP_VISIBLE_DEVICES=1\n"), "{}", log("pr"));
+    let second = fixture.record("results", "alpha.speed.both.concurrency-1-pair-1");
+    assert_eq!(second["outcome"]["first"], "pr", "together, the first side alternates");
+
+    // One GPU: one server at a time on GPU 0, restarted in turns; every PR run is bracketed by
+    // base runs.
+    let fixture = Fixture::new(&Sample { gate: TWO_PAIRS, gpus: 1, ..Sample::default() });
+    let run = fixture.run("results");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for side in ["base", "pr"] {
+        let text = std::fs::read_to_string(
+            fixture.results("results").join(format!("logs/alpha.routing.{side}/server.log")),
+        )
+        .expect("the server's log");
+        let starts = text.matches("HIP_VISIBLE_DEVICES=0\n").count();
+        assert!(starts >= 2, "{side}'s server was not restarted in turns:\n{text}");
+    }
+    for index in 0..2 {
+        let pair =
+            fixture.record("results", &format!("alpha.speed.both.concurrency-1-pair-{index}"));
+        assert_eq!(pair["outcome"]["first"], "base", "{pair}");
+    }
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+#[test]
+fn the_common_checks_run_the_common_recipe_on_both_sides() {
+    let fixture = Fixture::new(&Sample {
+        gate: TWO_PAIRS,
+        pr: |repo| {
+            repo.write("pkg/__init__.py", "# shared\n").write(
+                "test/e2e/common.toml",
+                "[tests]\nunit = [\"test/unit/alpha\"]\nkernel = [\"test/kernels/test_alpha_k1.py\"]\n",
+            );
+        },
+        ..Sample::default()
+    });
+    let run = fixture.run("results");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for side in ["base", "pr"] {
+        let common = fixture.record("results", &format!("~common.common-tests.{side}"));
+        assert_eq!(common["outcome"]["kind"], "tests", "{common}");
+        assert_eq!(common["outcome"]["results"].as_array().map(Vec::len), Some(2), "{common}");
+        assert_eq!(common["model"], serde_json::Value::Null, "{common}");
+    }
+    let gate = fixture.gate("results");
+    assert!(gate.stdout.contains("common"), "{}", gate.stdout);
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+#[test]
+fn the_runs_time_limit_records_what_is_left_as_timeouts() {
+    let fixture = Fixture::new(&Sample::default());
+    let mut args = fixture.run_args("results");
+    args.extend(["--time-limit".to_owned(), "1s".to_owned()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let started = Instant::now();
+    let run = prgate(fixture.repo.path(), &args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(started.elapsed() < Duration::from_secs(60), "took {:?}", started.elapsed());
+    let routing = fixture.record("results", "alpha.routing.pr");
+    assert_eq!(routing["outcome"]["kind"], "not-run", "{routing}");
+    assert_eq!(routing["outcome"]["reason"], "timeout", "{routing}");
+    let detail = routing["outcome"]["detail"].as_str().expect("a detail");
+    assert!(detail.contains("time limit"), "{detail}");
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
 }

@@ -34,18 +34,33 @@ pub enum Placeholder {
     ExtraArgs,
     /// `{output}`: the file a kernel timing script writes its JSON to.
     Output,
-    /// `{results}`: the directory an external accuracy command writes its results in.
+    /// `{results}`: the directory an external accuracy or speed command writes its results in.
     Results,
+    /// `{concurrency}`: the concurrency of an external speed run.
+    Concurrency,
+    /// `{input_len}`: input tokens per request of an external speed run.
+    InputLen,
+    /// `{output_len}`: output tokens per request of an external speed run.
+    OutputLen,
+    /// `{requests}`: measured requests of an external speed run.
+    Requests,
+    /// `{warmup}`: warm-up requests of an external speed run.
+    Warmup,
 }
 
 impl Placeholder {
-    const ALL: [Placeholder; 6] = [
+    const ALL: [Placeholder; 11] = [
         Placeholder::Checkpoint,
         Placeholder::Port,
         Placeholder::Tp,
         Placeholder::ExtraArgs,
         Placeholder::Output,
         Placeholder::Results,
+        Placeholder::Concurrency,
+        Placeholder::InputLen,
+        Placeholder::OutputLen,
+        Placeholder::Requests,
+        Placeholder::Warmup,
     ];
 
     /// The name written between the braces.
@@ -57,6 +72,11 @@ impl Placeholder {
             Placeholder::ExtraArgs => "extra_args",
             Placeholder::Output => "output",
             Placeholder::Results => "results",
+            Placeholder::Concurrency => "concurrency",
+            Placeholder::InputLen => "input_len",
+            Placeholder::OutputLen => "output_len",
+            Placeholder::Requests => "requests",
+            Placeholder::Warmup => "warmup",
         }
     }
 

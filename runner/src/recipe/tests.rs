@@ -145,6 +145,38 @@ fn every_kind_of_error_names_the_file_the_key_and_the_value() {
         ("not toml", "hardware = [\n".to_owned()),
         ("empty file", String::new()),
         ("unknown key", format!("{MINIMAL}health = \"/h\"\n")),
+        (
+            "external speed without a command",
+            format!(
+                "{MINIMAL}{speed}benchmark = \"external\"\nformat = \"bench-serving\"\nresult = \"r.jsonl\"\n"
+            ),
+        ),
+        (
+            "external speed without the concurrency",
+            format!(
+                "{MINIMAL}{speed}benchmark = \"external\"\ncommand = \"bench --port {{port}} --out {{results}}\"\nformat = \"inferencex\"\nresult = \"r.json\"\n"
+            ),
+        ),
+        (
+            "external speed with an unknown format",
+            format!(
+                "{MINIMAL}{speed}benchmark = \"external\"\ncommand = \"bench {{port}} {{results}} {{concurrency}}\"\nformat = \"vllm\"\nresult = \"r.json\"\n"
+            ),
+        ),
+        (
+            "a command on the built-in benchmark",
+            format!("{MINIMAL}{speed}command = \"bench {{port}}\"\n"),
+        ),
+        (
+            "a result path that climbs out",
+            format!(
+                "{MINIMAL}{speed}benchmark = \"external\"\ncommand = \"bench {{port}} {{results}} {{concurrency}}\"\nformat = \"bench-serving\"\nresult = \"../r.jsonl\"\n"
+            ),
+        ),
+        (
+            "shell syntax in the install",
+            format!("{MINIMAL}[install]\ncommand = \"pip install . && rm x\"\n"),
+        ),
         ("unknown top-level key", format!("model = \"m\"\n{MINIMAL}")),
         ("wrong type", with("tp", "tp = \"8\"")),
         ("missing server", MINIMAL.split("[server]").next().unwrap_or_default().to_owned()),

@@ -2,13 +2,14 @@
 //! health gate, and read for routing lines. Stopping it is dropping it.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use prgate_gate::evidence::{NotRunReason, Outcome};
 
 use super::leftovers::Entry;
 use crate::node::NodeProfile;
 use crate::process::{
-    ChildGroup, HealthError, PortLease, PortRange, ProcessSpec, tail, wait_healthy,
+    ChildGroup, Environment, HealthError, PortLease, PortRange, ProcessSpec, tail, wait_healthy,
 };
 use crate::recipe::{Recipe, ServerSide};
 
@@ -24,6 +25,27 @@ pub(super) struct Server {
     _lease: PortLease,
     /// `http://127.0.0.1:<port>`.
     pub url: String,
+    pub port: u16,
+}
+
+/// How one side's server is started.
+#[derive(Debug, Clone)]
+pub(super) struct Launch<'a> {
+    /// The tree it runs in (installed).
+    pub tree: &'a Path,
+    /// Monokernels on (the flag appended) or off (SGLang's own path).
+    pub monokernel: bool,
+    /// The GPUs it may use, as `HIP_VISIBLE_DEVICES` counts them.
+    pub gpus: &'a [u32],
+    /// The side's environment (without the GPUs).
+    pub env: Environment,
+    /// Its log; a restarted server appends to it.
+    pub log: PathBuf,
+}
+
+/// `HIP_VISIBLE_DEVICES`' value for `gpus`: `0,1,2`.
+fn gpu_list(gpus: &[u32]) -> String {
+    gpus.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
 }
 
 /// Why a server is not serving: what the steps that needed it record.
@@ -34,14 +56,13 @@ pub(super) struct ServerFailure {
 }
 
 impl Server {
-    /// Starts the recipe's server in `tree` with the monokernels on or off, its output in `log`,
-    /// and waits until it is healthy.
+    /// Starts the recipe's server as `launch` says and waits until it is healthy, for at most
+    /// `startup_limit` (the recipe's startup timeout, or less when the run's time runs out).
     pub(super) fn start(
         recipe: &Recipe,
         node: &NodeProfile,
-        tree: &Path,
-        monokernel: bool,
-        log: PathBuf,
+        launch: &Launch<'_>,
+        startup_limit: Duration,
         processes: &Path,
     ) -> Result<Server, ServerFailure> {
         let other = |detail: String| ServerFailure { reason: NotRunReason::Other, detail };
@@ -57,8 +78,10 @@ impl Server {
             .checkpoint_path(recipe.checkpoint())
             .map(|path| path.display().to_string())
             .unwrap_or_default();
-        let argv = recipe.server_command(ServerSide { monokernel }, port, &checkpoint);
-        let spec = ProcessSpec::new(argv, tree, log);
+        let argv =
+            recipe.server_command(ServerSide { monokernel: launch.monokernel }, port, &checkpoint);
+        let mut spec = ProcessSpec::new(argv, launch.tree, launch.log.clone());
+        spec.env = launch.env.clone().set("HIP_VISIBLE_DEVICES", gpu_list(launch.gpus));
         let mut group = ChildGroup::spawn(&spec).map_err(|error| ServerFailure {
             reason: NotRunReason::Crash,
             detail: error.to_string(),
@@ -66,8 +89,8 @@ impl Server {
         let entry = Entry::write(processes, group.id());
         let url = format!("http://127.0.0.1:{port}");
         let health = format!("{url}{}", recipe.server().health_path);
-        match wait_healthy(&health, recipe.server().startup_timeout, &mut group) {
-            Ok(_healthy) => Ok(Server { group, _entry: entry, _lease: lease, url }),
+        match wait_healthy(&health, startup_limit, &mut group) {
+            Ok(_healthy) => Ok(Server { group, _entry: entry, _lease: lease, url, port }),
             Err(error) => {
                 drop(group);
                 drop(entry);
@@ -86,16 +109,22 @@ impl Server {
         self.group.log()
     }
 
+    /// Whether the server's process has exited.
+    pub(super) fn exited(&mut self) -> bool {
+        !matches!(self.group.try_wait(), Ok(None))
+    }
+
     /// The last lines of its log, or why they cannot be read.
     pub(super) fn log_tail(&self) -> String {
         tail(self.log(), TAIL_LINES)
             .unwrap_or_else(|error| format!("(the log cannot be read: {error})"))
     }
+}
 
-    /// Whether its log has a line that matches the routing `pattern` (checked by the recipe).
-    pub(super) fn routing(&self, pattern: &str) -> Outcome {
-        routing_in(self.log(), pattern)
-    }
+/// Whether the server log `log` has a line that matches the routing `pattern` (checked by the
+/// recipe). A side's log holds every start of its server.
+pub(super) fn routing(log: &Path, pattern: &str) -> Outcome {
+    routing_in(log, pattern)
 }
 
 /// The first line of `log` that matches `pattern`, as a routing outcome.

@@ -1,32 +1,41 @@
-//! The steps of one model's job, each recorded (or skipped, when an earlier run recorded it)
-//! through [`Runner::step`].
+//! The steps of one model's job and of the common checks, each recorded (or skipped, when an
+//! earlier run recorded it) through [`Runner::step`].
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use prgate_gate::evidence::{Check, KernelSamples, NotRunReason, Outcome, Provenance, Side};
 use prgate_gate::speed::{CellContext, Pair, needs_another_pair};
 use prgate_scope::plan::{ModelPlan, Tier};
 
 use super::leftovers::Entry;
-use super::server::{Server, ServerFailure, TAIL_LINES};
+use super::progress::Progress;
+use super::server::{Launch, Server, ServerFailure, TAIL_LINES, routing};
 use super::{
-    RecipeSource, RunError, RunRequest, RunSummary, any_missing, evidence, not_run, recorded_pairs,
+    CommonSource, RecipeSource, RunError, RunRequest, RunSummary, any_missing, evidence, not_run,
+    recipe_hash, recorded_pairs,
 };
-use crate::accuracy::{self, EvalConfig};
+use crate::accuracy::{self, EvalConfig, sgl_eval};
 use crate::bench::{self, BenchConfig, Endpoint};
+use crate::cache::{AccuracyKey, Cache, NoiseKey};
 use crate::junit::{self, PytestCommand};
+use crate::node::secret_env_var;
 use crate::process::{ChildGroup, Environment, Finished, ProcessSpec, tail};
 use crate::recipe::timing::parse_timing_output;
-use crate::recipe::{Evaluator, NotRunnable, Recipe};
+use crate::recipe::{
+    AccuracyBenchmark, Evaluator, ExternalSpeed, Install, NotRunnable, Recipe, SpeedBenchmark,
+    SpeedFormat, SpeedRun, SpeedSweep,
+};
 use crate::results::{EventWriter, ResultsDir, StepId};
 
 /// A step's time limit when the recipe gives none.
 const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 /// The `model` sent to a server: SGLang serves any name it is given as its one model.
 const SERVED_MODEL: &str = "default";
+/// Where a side's `pip install --user` goes, inside its tree.
+const USER_BASE: &str = ".prgate-user";
 
 /// The run's state across models.
 pub(super) struct Runner<'r> {
@@ -38,6 +47,18 @@ pub(super) struct Runner<'r> {
     pub family: u32,
     /// Where the live process groups are written down.
     pub processes: &'r Path,
+    pub cache: Cache,
+    /// When the run's time is up.
+    pub deadline: Option<Instant>,
+    pub progress: Progress,
+    /// The installs this run did, by tree and command: `Err` with why one failed.
+    pub installed: BTreeMap<(PathBuf, Vec<String>), Result<(), String>>,
+}
+
+/// Whose steps these are: a model's, or the common checks' (`model` is `None`).
+pub(super) struct Subject {
+    pub model: Option<String>,
+    pub provenance: Provenance,
 }
 
 /// One model's job.
@@ -47,7 +68,7 @@ pub(super) struct ModelJob<'j> {
     /// The base tree; `None` for a model new in the PR.
     pub base_tree: Option<&'j Path>,
     pub pr_tree: &'j Path,
-    pub provenance: Provenance,
+    pub subject: Subject,
 }
 
 impl ModelJob<'_> {
@@ -69,6 +90,14 @@ impl ModelJob<'_> {
         sides
     }
 
+    /// The tree each side's server runs in: a new model's baseline is the PR tree.
+    fn server_tree(&self, side: Side) -> &Path {
+        match side {
+            Side::Base => self.base_tree.unwrap_or(self.pr_tree),
+            Side::Pr | Side::Both => self.pr_tree,
+        }
+    }
+
     /// The checks of its tier.
     fn checks(&self) -> Vec<Check> {
         let mut checks =
@@ -86,39 +115,53 @@ fn not_run_side(check: Check) -> Side {
     if check == Check::Speed { Side::Both } else { Side::Pr }
 }
 
+/// The index of a server side.
+fn slot(side: Side) -> usize {
+    usize::from(side != Side::Base)
+}
+
 impl Runner<'_> {
     /// Records one step: skips it when an earlier run did, else runs `work` in its log folder
-    /// and writes its outcome. Returns the outcome when the step ran.
+    /// and writes its outcome. Once the run's time is up, a step is recorded `timeout`
+    /// without running. Returns the outcome when the step ran.
     fn step(
         &mut self,
-        job: &ModelJob<'_>,
+        subject: &Subject,
         check: Check,
         side: Side,
         part: Option<&str>,
         work: impl FnOnce(&Path) -> Outcome,
     ) -> Result<Option<Outcome>, RunError> {
-        let id = StepId::new(Some(job.name()), check, side, part);
+        let model = subject.model.as_deref();
+        let id = StepId::new(model, check, side, part);
         if self.completed.contains(&id) {
             if let Some(events) = self.events {
                 events.step_skipped(&id)?;
             }
             self.summary.skipped += 1;
+            self.progress.finished(None);
             return Ok(None);
         }
         let log_dir = self.results.step_log_dir(&id)?;
         let started = self.events.map(|events| events.step_started(&id)).transpose()?;
-        let mut outcome = work(&log_dir);
+        self.progress.started(&id);
+        let clock = Instant::now();
+        let mut outcome = match self.out_of_time() {
+            Some(detail) => not_run(NotRunReason::Timeout, detail, None),
+            None => work(&log_dir),
+        };
         // A not-run record of a step with a part names it, so that it is the same step.
         if let Outcome::NotRun { subject, .. } = &mut outcome
             && subject.is_none()
         {
             *subject = part.map(str::to_owned);
         }
-        let record = evidence(job.name(), check, side, &job.provenance, outcome.clone());
+        let record = evidence(model, check, side, &subject.provenance, outcome.clone());
         self.results.write(&record)?;
         if let (Some(events), Some(started)) = (self.events, started) {
             events.step_finished(&id, started, &record)?;
         }
+        self.progress.finished(Some(clock.elapsed()));
         self.summary.recorded += 1;
         self.completed.insert(id);
         Ok(Some(outcome))
@@ -126,17 +169,128 @@ impl Runner<'_> {
 
     fn record(
         &mut self,
-        job: &ModelJob<'_>,
+        subject: &Subject,
         check: Check,
         side: Side,
         part: Option<&str>,
         outcome: Outcome,
     ) -> Result<(), RunError> {
-        self.step(job, check, side, part, |_log| outcome).map(drop)
+        self.step(subject, check, side, part, |_log| outcome).map(drop)
     }
 
-    fn done(&self, job: &ModelJob<'_>, check: Check, side: Side, part: Option<&str>) -> bool {
-        self.completed.contains(&StepId::new(Some(job.name()), check, side, part))
+    fn done(&self, subject: &Subject, check: Check, side: Side, part: Option<&str>) -> bool {
+        self.completed.contains(&StepId::new(subject.model.as_deref(), check, side, part))
+    }
+
+    /// Skips a step an earlier run recorded (saying so) and returns whether it did: for steps
+    /// whose preparation (an install) should not happen when they are done.
+    fn skip_if_done(
+        &mut self,
+        subject: &Subject,
+        check: Check,
+        side: Side,
+        part: Option<&str>,
+    ) -> Result<bool, RunError> {
+        if !self.done(subject, check, side, part) {
+            return Ok(false);
+        }
+        let id = StepId::new(subject.model.as_deref(), check, side, part);
+        if let Some(events) = self.events {
+            events.step_skipped(&id)?;
+        }
+        self.summary.skipped += 1;
+        self.progress.finished(None);
+        Ok(true)
+    }
+
+    /// Why nothing more may start: the run's time limit has passed.
+    fn out_of_time(&self) -> Option<String> {
+        let deadline = self.deadline?;
+        (Instant::now() >= deadline).then(|| {
+            let limit = self.request.time_limit.unwrap_or_default();
+            format!("the run's time limit ({}s) passed before this step could run", limit.as_secs())
+        })
+    }
+
+    /// `limit`, cut to the time the run has left.
+    fn limit(&self, limit: Duration) -> Duration {
+        match self.deadline {
+            Some(deadline) => limit.min(deadline.saturating_duration_since(Instant::now())),
+            None => limit,
+        }
+    }
+
+    /// Installs `tree` with `install` once per run; the outcome is remembered.
+    fn install(
+        &mut self,
+        install: Option<&Install>,
+        timeout: Option<Duration>,
+        side: Side,
+        tree: &Path,
+    ) -> Result<(), String> {
+        let Some(install) = install else { return Ok(()) };
+        let argv = install.command();
+        let key = (tree.to_path_buf(), argv.clone());
+        if let Some(done) = self.installed.get(&key) {
+            return done.clone();
+        }
+        let stem = recipe_hash(argv.join("\0").as_bytes());
+        let side_name = if side == Side::Base { "base" } else { "pr" };
+        let log = self
+            .results
+            .root()
+            .join("logs")
+            .join("install")
+            .join(format!("{side_name}-{}.log", stem.trim_start_matches("fnv1a64:")));
+        let timeout = self.limit(timeout.unwrap_or(DEFAULT_STEP_TIMEOUT));
+        let argv = argv.into_iter().map(OsString::from).collect();
+        let outcome =
+            run_command(argv, tree, side_environment(tree), log.clone(), timeout, self.processes)
+                .map_err(|outcome| match outcome {
+                    Outcome::NotRun { detail, .. } => {
+                        format!("installing the {side_name} tree failed: {detail}")
+                    }
+                    _ => format!("installing the {side_name} tree failed"),
+                });
+        self.installed.insert(key, outcome.clone());
+        outcome
+    }
+
+    /// The common checks: one pytest session per side over the common recipe's selections.
+    pub(super) fn common(
+        &mut self,
+        subject: &Subject,
+        recipe: &CommonSource,
+        sides: &[(Side, &Path)],
+    ) -> Result<(), RunError> {
+        let recipe = match recipe {
+            CommonSource::Parsed(recipe) => recipe,
+            CommonSource::Missing { path } => {
+                let detail = format!("the PR's tree has no common recipe at {path}");
+                let outcome = not_run(NotRunReason::NoRecipe, detail, None);
+                return self.record(subject, Check::CommonTests, Side::Pr, None, outcome);
+            }
+            CommonSource::Invalid { error, .. } => {
+                let detail = format!("the common recipe is not valid: {error}");
+                let outcome = not_run(NotRunReason::Other, detail, None);
+                return self.record(subject, Check::CommonTests, Side::Pr, None, outcome);
+            }
+        };
+        for &(side, tree) in sides {
+            if self.skip_if_done(subject, Check::CommonTests, side, None)? {
+                continue;
+            }
+            let installed =
+                self.install(recipe.install.as_ref(), recipe.install_timeout, side, tree);
+            let python = self.request.python;
+            let timeout = self.limit(recipe.tests_timeout.unwrap_or(DEFAULT_STEP_TIMEOUT));
+            let processes = self.processes;
+            self.step(subject, Check::CommonTests, side, None, |log| match installed {
+                Ok(()) => pytest(python, &recipe.selections, tree, log, timeout, None, processes),
+                Err(detail) => not_run(NotRunReason::Crash, detail, None),
+            })?;
+        }
+        Ok(())
     }
 
     /// Runs every step of one model.
@@ -167,9 +321,15 @@ impl Runner<'_> {
         detail: &str,
     ) -> Result<(), RunError> {
         for check in job.checks() {
-            self.record(job, check, not_run_side(check), None, not_run(reason, detail, None))?;
+            let outcome = not_run(reason, detail, None);
+            self.record(&job.subject, check, not_run_side(check), None, outcome)?;
         }
         Ok(())
+    }
+
+    /// Installs a side's tree for `recipe`.
+    fn install_side(&mut self, recipe: &Recipe, side: Side, tree: &Path) -> Result<(), String> {
+        self.install(recipe.install(), recipe.timeouts().install, side, tree)
     }
 
     /// Unit and kernel tests on each side (serving tests need the servers: see `served`).
@@ -182,21 +342,21 @@ impl Runner<'_> {
         ] {
             if selection.is_empty() {
                 let detail = format!("the recipe selects no {}", check.describe());
-                self.record(
-                    job,
-                    check,
-                    Side::Pr,
-                    None,
-                    not_run(NotRunReason::Other, detail, None),
-                )?;
+                let outcome = not_run(NotRunReason::Other, detail, None);
+                self.record(&job.subject, check, Side::Pr, None, outcome)?;
                 continue;
             }
             for (side, tree) in job.tree_sides() {
+                if self.skip_if_done(&job.subject, check, side, None)? {
+                    continue;
+                }
+                let installed = self.install_side(recipe, side, tree);
                 let python = self.request.python;
-                let timeout = timeout.unwrap_or(DEFAULT_STEP_TIMEOUT);
+                let timeout = self.limit(timeout.unwrap_or(DEFAULT_STEP_TIMEOUT));
                 let processes = self.processes;
-                self.step(job, check, side, None, |log| {
-                    pytest(python, selection, tree, log, timeout, None, processes)
+                self.step(&job.subject, check, side, None, |log| match installed {
+                    Ok(()) => pytest(python, selection, tree, log, timeout, None, processes),
+                    Err(detail) => not_run(NotRunReason::Crash, detail, None),
                 })?;
             }
         }
@@ -211,18 +371,24 @@ impl Runner<'_> {
     ) -> Result<(), RunError> {
         if let Some(blocker) = blockers.and_then(|b| b.blocker_for(Check::KernelTiming, None)) {
             let outcome = not_run(blocker.reason(), blocker.to_string(), None);
-            return self.record(job, Check::KernelTiming, Side::Pr, None, outcome);
+            return self.record(&job.subject, Check::KernelTiming, Side::Pr, None, outcome);
         }
         if recipe.kernel_timing().is_empty() {
             let outcome =
                 not_run(NotRunReason::Other, "the recipe has no kernel timing scripts", None);
-            return self.record(job, Check::KernelTiming, Side::Pr, None, outcome);
+            return self.record(&job.subject, Check::KernelTiming, Side::Pr, None, outcome);
         }
-        let timeout = recipe.timeouts().kernel_timing.unwrap_or(DEFAULT_STEP_TIMEOUT);
-        let processes = self.processes;
         for (side, tree) in job.tree_sides() {
-            self.step(job, Check::KernelTiming, side, None, |log| {
-                timing(recipe, tree, log, timeout, processes)
+            if self.skip_if_done(&job.subject, Check::KernelTiming, side, None)? {
+                continue;
+            }
+            let installed = self.install_side(recipe, side, tree);
+            let timeout =
+                self.limit(recipe.timeouts().kernel_timing.unwrap_or(DEFAULT_STEP_TIMEOUT));
+            let processes = self.processes;
+            self.step(&job.subject, Check::KernelTiming, side, None, |log| match installed {
+                Ok(()) => timing(recipe, tree, log, timeout, processes),
+                Err(detail) => not_run(NotRunReason::Crash, detail, None),
             })?;
         }
         Ok(())
@@ -235,13 +401,14 @@ impl Runner<'_> {
         recipe: &Recipe,
         blockers: Option<&NotRunnable>,
     ) -> Result<(), RunError> {
+        let subject = &job.subject;
         if let Some(blocker) = blockers.and_then(|b| b.blocker_for(Check::Routing, None)) {
             for check in [Check::ServingTests, Check::Routing, Check::Accuracy, Check::Speed] {
                 if check == Check::Accuracy && !job.full() {
                     continue;
                 }
                 let outcome = not_run(blocker.reason(), blocker.to_string(), None);
-                self.record(job, check, not_run_side(check), None, outcome)?;
+                self.record(subject, check, not_run_side(check), None, outcome)?;
             }
             return Ok(());
         }
@@ -251,52 +418,31 @@ impl Runner<'_> {
         let id = |check, side, part: Option<&str>| StepId::new(Some(&name), check, side, part);
         if recipe.tests().serving.is_empty() {
             let detail = "the recipe selects no serving tests";
-            self.record(
-                job,
-                Check::ServingTests,
-                Side::Pr,
-                None,
-                not_run(NotRunReason::Other, detail, None),
-            )?;
+            let outcome = not_run(NotRunReason::Other, detail, None);
+            self.record(subject, Check::ServingTests, Side::Pr, None, outcome)?;
         } else {
             needed.extend(sides.map(|side| id(Check::ServingTests, side, None)));
         }
-        let mut benchmarks = Vec::new();
+        let mut benchmarks: Vec<&AccuracyBenchmark> = Vec::new();
         if job.full() {
             if recipe.accuracy().is_empty() {
                 let detail = "the recipe has no accuracy benchmarks";
-                self.record(
-                    job,
-                    Check::Accuracy,
-                    Side::Pr,
-                    None,
-                    not_run(NotRunReason::Other, detail, None),
-                )?;
+                let outcome = not_run(NotRunReason::Other, detail, None);
+                self.record(subject, Check::Accuracy, Side::Pr, None, outcome)?;
             }
             for benchmark in recipe.accuracy() {
                 let part = Some(benchmark.name.as_str());
                 if let Some(blocker) = blockers.and_then(|b| b.blocker_for(Check::Accuracy, part)) {
                     let outcome = not_run(blocker.reason(), blocker.to_string(), part);
-                    self.record(job, Check::Accuracy, Side::Pr, part, outcome)?;
+                    self.record(subject, Check::Accuracy, Side::Pr, part, outcome)?;
                     continue;
                 }
-                match &benchmark.evaluator {
-                    Evaluator::External(_) => {
-                        let detail =
-                            "external evaluators are not run yet: only the built-in one is";
-                        self.record(
-                            job,
-                            Check::Accuracy,
-                            Side::Pr,
-                            part,
-                            not_run(NotRunReason::Other, detail, part),
-                        )?;
-                    }
-                    Evaluator::Builtin(builtin) => {
-                        needed.extend(sides.map(|side| id(Check::Accuracy, side, part)));
-                        benchmarks.push((benchmark.name.clone(), builtin.clone()));
-                    }
+                // A cached base result needs no server.
+                if let Some(cached) = self.cached_accuracy(job, recipe, benchmark) {
+                    self.record(subject, Check::Accuracy, Side::Base, part, cached)?;
                 }
+                needed.extend(sides.map(|side| id(Check::Accuracy, side, part)));
+                benchmarks.push(benchmark);
             }
         }
         needed.extend(sides.map(|side| id(Check::Routing, side, None)));
@@ -308,105 +454,332 @@ impl Runner<'_> {
                     events.step_skipped(&step)?;
                 }
                 self.summary.skipped += 1;
+                self.progress.finished(None);
             }
             return Ok(());
         }
 
-        // The servers: base first (SGLang's own path for a new model), then PR.
-        let base_tree = job.base_tree.unwrap_or(job.pr_tree);
-        let base_log =
-            self.results.step_log_dir(&id(Check::Routing, Side::Base, None))?.join("server.log");
-        let base = Server::start(
+        // The servers: both up at once on disjoint GPUs when the node has room, else one at a
+        // time on the same GPUs. A side whose install failed has no server.
+        let node = self.request.node;
+        let gpus: Vec<u32> = node.gpus().iter().map(|gpu| gpu.id).collect();
+        let tp = (recipe.tp() as usize).min(gpus.len());
+        let together = gpus.len() >= 2 * tp;
+        let gpu_sets =
+            if together { [&gpus[..tp], &gpus[tp..2 * tp]] } else { [&gpus[..tp], &gpus[..tp]] };
+        let mut launches = Vec::new();
+        let mut slots = [Slot::Idle, Slot::Idle];
+        for side in sides {
+            let tree = job.server_tree(side);
+            if let Err(detail) = self.install_side(recipe, side, tree) {
+                slots[slot(side)] =
+                    Slot::Failed(ServerFailure { reason: NotRunReason::Crash, detail });
+            }
+            let log =
+                self.results.step_log_dir(&id(Check::Routing, side, None))?.join("server.log");
+            launches.push(Launch {
+                tree,
+                // The baseline of a model new in the PR is SGLang's own path.
+                monokernel: side == Side::Pr || !job.model.new,
+                gpus: gpu_sets[slot(side)],
+                env: side_environment(tree),
+                log,
+            });
+        }
+        let mut servers = Servers {
             recipe,
-            self.request.node,
-            base_tree,
-            !job.model.new,
-            base_log,
-            self.processes,
-        );
-        let pr_log =
-            self.results.step_log_dir(&id(Check::Routing, Side::Pr, None))?.join("server.log");
-        let pr =
-            Server::start(recipe, self.request.node, job.pr_tree, true, pr_log, self.processes);
-        let servers = [(Side::Base, base_tree, &base), (Side::Pr, job.pr_tree, &pr)];
+            node,
+            launches,
+            slots,
+            together,
+            processes: self.processes,
+            up_once: [false, false],
+        };
 
-        for (side, tree, server) in servers {
+        for side in sides {
+            let tree = job.server_tree(side);
             let selection = &recipe.tests().serving;
-            if !selection.is_empty() {
+            if !selection.is_empty()
+                && !self.skip_if_done(subject, Check::ServingTests, side, None)?
+            {
+                let server = self.server(&mut servers, side).map(|server| server.url);
                 let python = self.request.python;
-                let timeout = recipe.timeouts().serving_tests.unwrap_or(DEFAULT_STEP_TIMEOUT);
+                let timeout =
+                    self.limit(recipe.timeouts().serving_tests.unwrap_or(DEFAULT_STEP_TIMEOUT));
                 let processes = self.processes;
-                self.step(job, Check::ServingTests, side, None, |log| match server {
-                    Ok(server) => {
-                        pytest(python, selection, tree, log, timeout, Some(&server.url), processes)
-                    }
-                    Err(failure) => failed(failure),
+                self.step(subject, Check::ServingTests, side, None, |log| match server {
+                    Ok(url) => pytest(python, selection, tree, log, timeout, Some(&url), processes),
+                    Err(failure) => failed(&failure),
                 })?;
             }
-            for (benchmark, builtin) in &benchmarks {
-                let part = Some(benchmark.as_str());
-                self.step(job, Check::Accuracy, side, part, |_log| match server {
-                    Ok(server) => evaluate(server, tree, benchmark, builtin),
-                    Err(failure) => failed(failure),
-                })?;
+            for benchmark in &benchmarks {
+                let part = Some(benchmark.name.as_str());
+                if self.skip_if_done(subject, Check::Accuracy, side, part)? {
+                    continue;
+                }
+                let outcome = match self.server(&mut servers, side) {
+                    Ok(serving) => {
+                        self.evaluate(recipe, benchmark, &serving, &servers.launches[slot(side)])
+                    }
+                    Err(failure) => failed(&failure),
+                };
+                if side == Side::Base && !job.model.new {
+                    self.store_accuracy(job, recipe, benchmark, &outcome);
+                }
+                self.record(subject, Check::Accuracy, side, part, outcome)?;
             }
         }
         if !cells.is_empty() {
-            match (&base, &pr) {
-                (Ok(base), Ok(pr)) => self.speed(job, recipe, cells, base, pr)?,
-                (Err(failure), _) | (_, Err(failure)) => {
-                    self.record(job, Check::Speed, Side::Both, None, failed(failure))?;
-                }
-            }
+            self.speed(job, recipe, cells, &mut servers)?;
         }
         let pattern = &recipe.server().routing_pattern;
-        for (side, _tree, server) in servers {
-            self.step(job, Check::Routing, side, None, |_log| match server {
-                Ok(server) => server.routing(pattern),
-                Err(failure) => failed(failure),
-            })?;
+        for side in sides {
+            if self.skip_if_done(subject, Check::Routing, side, None)? {
+                continue;
+            }
+            // A side whose server never came up is started now, so that its log is read; one
+            // that served and later failed is judged by what it logged.
+            let outcome = match self.server(&mut servers, side) {
+                Ok(_server) => routing(&servers.launches[slot(side)].log, pattern),
+                Err(_failure) if servers.up_once[slot(side)] => {
+                    routing(&servers.launches[slot(side)].log, pattern)
+                }
+                Err(failure) => failed(&failure),
+            };
+            self.record(subject, Check::Routing, side, None, outcome)?;
         }
         // Dropping the servers stops them.
-        drop((base, pr));
+        drop(servers);
         Ok(())
     }
 
-    /// The speed cells still open: `(concurrency, covered, pairs so far)`.
-    fn open_cells(
+    /// `side`'s server, started when it is not up (and, one at a time, the other side's
+    /// stopped first).
+    fn server(&self, servers: &mut Servers<'_>, side: Side) -> Result<Serving, ServerFailure> {
+        let startup = self.limit(servers.recipe.server().startup_timeout);
+        servers.get(side, startup)
+    }
+
+    /// The key of a base-side accuracy result; `None` when it may not be cached (no pinned
+    /// image digest, a new model, or a dataset that cannot be read).
+    fn accuracy_key(
+        &self,
+        job: &ModelJob<'_>,
+        recipe: &Recipe,
+        benchmark: &AccuracyBenchmark,
+    ) -> Option<AccuracyKey> {
+        let image_digest = self.request.node.image().digest.clone()?;
+        let base_tree = job.base_tree?;
+        let evaluator = match &benchmark.evaluator {
+            Evaluator::Builtin(builtin) => {
+                let dataset = std::fs::read(base_tree.join(&builtin.dataset)).ok()?;
+                format!(
+                    "builtin dataset={:?} {} limit={:?}",
+                    builtin.dataset,
+                    recipe_hash(&dataset),
+                    builtin.limit
+                )
+            }
+            Evaluator::External(external) => format!(
+                "external command={:?} metrics={:?}",
+                external.command_text(),
+                external.metrics
+            ),
+        };
+        let server = recipe.server();
+        let recipe_parts = format!(
+            "checkpoint={:?} tp={} server={:?} monokernel-flag={:?} {evaluator}",
+            recipe.checkpoint(),
+            recipe.tp(),
+            server.command_text(),
+            server.monokernel_flag(),
+        );
+        Some(AccuracyKey {
+            image_digest,
+            base_commit: job.subject.provenance.base_commit.clone()?,
+            model: job.name().to_owned(),
+            benchmark: benchmark.name.clone(),
+            recipe_parts,
+        })
+    }
+
+    /// The cached base result of `benchmark`, marked as cached, when the base step is still to
+    /// run.
+    fn cached_accuracy(
+        &self,
+        job: &ModelJob<'_>,
+        recipe: &Recipe,
+        benchmark: &AccuracyBenchmark,
+    ) -> Option<Outcome> {
+        let part = Some(benchmark.name.as_str());
+        if job.model.new || self.done(&job.subject, Check::Accuracy, Side::Base, part) {
+            return None;
+        }
+        let key = self.accuracy_key(job, recipe, benchmark)?;
+        let mut outcome = self.cache.accuracy(&key)?;
+        if let Outcome::Accuracy { cached, .. } = &mut outcome {
+            *cached = true;
+        }
+        Some(outcome)
+    }
+
+    /// Caches a base-side result measured by this run.
+    fn store_accuracy(
         &mut self,
         job: &ModelJob<'_>,
         recipe: &Recipe,
-    ) -> Result<Vec<(u32, bool, Vec<Pair>)>, RunError> {
+        benchmark: &AccuracyBenchmark,
+        outcome: &Outcome,
+    ) {
+        let Some(key) = self.accuracy_key(job, recipe, benchmark) else { return };
+        if let Err(error) = self.cache.store_accuracy(&key, outcome) {
+            self.summary.notes.push(format!(
+                "the base accuracy of {} could not be cached: {error}",
+                benchmark.name
+            ));
+        }
+    }
+
+    /// One benchmark against one side's server.
+    fn evaluate(
+        &self,
+        recipe: &Recipe,
+        benchmark: &AccuracyBenchmark,
+        serving: &Serving,
+        launch: &Launch<'_>,
+    ) -> Outcome {
+        let name = benchmark.name.as_str();
+        let server_tail = || {
+            tail(&launch.log, TAIL_LINES)
+                .unwrap_or_else(|error| format!("(the log cannot be read: {error})"))
+        };
+        match &benchmark.evaluator {
+            Evaluator::Builtin(builtin) => {
+                let questions = match accuracy::read_dataset(&launch.tree.join(&builtin.dataset)) {
+                    Ok(questions) => questions,
+                    Err(error) => {
+                        return not_run(NotRunReason::Other, error.to_string(), Some(name));
+                    }
+                };
+                let mut config = EvalConfig::new(&serving.url, SERVED_MODEL);
+                config.limit = builtin.limit.map(|limit| limit as usize);
+                match accuracy::evaluate(&config, &questions) {
+                    Ok(evaluation) if evaluation.questions() > 0 => evaluation.outcome(name),
+                    Ok(_empty) => {
+                        not_run(NotRunReason::Other, "the dataset has no questions", Some(name))
+                    }
+                    Err(error) => not_run(
+                        NotRunReason::Crash,
+                        format!("{error}\nlast lines of the server's log:\n{}", server_tail()),
+                        Some(name),
+                    ),
+                }
+            }
+            Evaluator::External(external) => {
+                let results = launch.log.with_file_name(format!("accuracy-{name}"));
+                let _stale = std::fs::remove_dir_all(&results);
+                if let Err(error) = std::fs::create_dir_all(&results) {
+                    let detail = format!("{}: {error}", results.display());
+                    return not_run(NotRunReason::Other, detail, Some(name));
+                }
+                let checkpoint = checkpoint_path(self.request.node, recipe);
+                let argv = external
+                    .command(serving.port, &checkpoint, &results.display().to_string())
+                    .into_iter()
+                    .map(OsString::from)
+                    .collect();
+                let mut env = launch.env.clone();
+                if let Some(token) = &benchmark.token {
+                    env = env.inherit(&secret_env_var(token));
+                }
+                let timeout =
+                    self.limit(recipe.timeouts().accuracy.unwrap_or(DEFAULT_STEP_TIMEOUT));
+                let log = results.join("command.log");
+                if let Err(outcome) =
+                    run_command(argv, launch.tree, env, log.clone(), timeout, self.processes)
+                {
+                    return outcome;
+                }
+                // The recipe's metrics file, else sgl-eval's one run directory under it.
+                let metrics = results.join(&external.metrics);
+                let run_dir = if metrics.file_name() == Some(sgl_eval::METRICS_FILE.as_ref())
+                    && metrics.is_file()
+                {
+                    Ok(metrics.parent().unwrap_or(&results).to_path_buf())
+                } else {
+                    sgl_eval::find_run_dir(&results)
+                };
+                match run_dir.and_then(|run_dir| sgl_eval::read_run(&run_dir, name)) {
+                    Ok(outcome) => outcome,
+                    Err(error) => not_run(
+                        NotRunReason::Crash,
+                        format!(
+                            "{error}\nlast lines of {}:\n{}",
+                            log.display(),
+                            tail(&log, TAIL_LINES).unwrap_or_default()
+                        ),
+                        Some(name),
+                    ),
+                }
+            }
+        }
+    }
+
+    /// The speed cells still open, each with the pairs it has and its calibrated noise (a
+    /// `speed-noise` record is written when the cache has one and the cell has none yet).
+    fn open_cells(&mut self, job: &ModelJob<'_>, recipe: &Recipe) -> Result<Vec<Cell>, RunError> {
+        let subject = &job.subject;
         let Some(sweep) = recipe.speed() else {
             let detail = "the recipe has no speed sweep";
-            self.record(
-                job,
-                Check::Speed,
-                Side::Both,
-                None,
-                not_run(NotRunReason::Other, detail, None),
-            )?;
+            let outcome = not_run(NotRunReason::Other, detail, None);
+            self.record(subject, Check::Speed, Side::Both, None, outcome)?;
             return Ok(Vec::new());
         };
-        if self.done(job, Check::Speed, Side::Both, None) {
+        if self.done(subject, Check::Speed, Side::Both, None) {
             return Ok(Vec::new());
         }
         let recorded = recorded_pairs(self.results, job.name())?;
         let mut cells = Vec::new();
         for &concurrency in sweep.concurrencies_for(job.model.tier == Tier::Smoke) {
-            if self.done(job, Check::Speed, Side::Both, Some(&format!("concurrency-{concurrency}")))
-            {
+            if self.done(
+                subject,
+                Check::Speed,
+                Side::Both,
+                Some(&format!("concurrency-{concurrency}")),
+            ) {
                 continue;
             }
+            let recorded = recorded.get(&concurrency);
+            // The calibration is fixed before a cell's first pair, never added to a cell
+            // judged already.
+            let noise_part = format!("concurrency-{concurrency}-noise");
+            let noise_key = self.noise_key(job, recipe, sweep, concurrency);
+            let mut noise = recorded.and_then(|cell| cell.noise);
+            if recorded.is_none_or(|cell| cell.pairs.is_empty())
+                && noise.is_none()
+                && let Some(variance) = self.cache.noise(&noise_key)
+            {
+                let outcome = Outcome::SpeedNoise { concurrency, log_ratio_variance: variance };
+                self.record(subject, Check::Speed, Side::Both, Some(&noise_part), outcome)?;
+                noise = Some(variance);
+            }
             let pairs: Vec<Pair> = recorded
-                .get(&concurrency)
-                .map(|pairs| pairs.iter().map(|(_, pair)| *pair).collect())
+                .map(|cell| cell.pairs.iter().map(|(_, pair)| *pair).collect())
                 .unwrap_or_default();
             let covered = sweep.is_covered(concurrency);
-            if self.cell_open(&pairs, covered) {
-                cells.push((concurrency, covered, pairs));
+            let cell = Cell {
+                concurrency,
+                covered,
+                pairs,
+                noise,
+                noise_key,
+                base_runs: Vec::new(),
+                closed: false,
+            };
+            if self.cell_open(&cell) {
+                cells.push(cell);
             } else if let Some(events) = self.events {
-                for index in 0..pairs.len() {
+                for index in 0..cell.pairs.len() {
                     events.step_skipped(&StepId::new(
                         Some(job.name()),
                         Check::Speed,
@@ -419,105 +792,463 @@ impl Runner<'_> {
         Ok(cells)
     }
 
-    fn cell_open(&self, pairs: &[Pair], covered: bool) -> bool {
-        let context = CellContext {
-            cells: usize::try_from(self.family.max(1)).unwrap_or(usize::MAX),
-            gain_required: self.request.gain_required && covered,
-            known_variance: None,
+    /// What makes base runs of a cell comparable across runs.
+    fn noise_key(
+        &self,
+        job: &ModelJob<'_>,
+        recipe: &Recipe,
+        sweep: &SpeedSweep,
+        concurrency: u32,
+    ) -> NoiseKey {
+        let node = self.request.node;
+        let benchmark = match &sweep.benchmark {
+            SpeedBenchmark::Builtin => "builtin".to_owned(),
+            SpeedBenchmark::External(external) => format!("external {:?}", external.command_text()),
         };
-        pairs.len() < self.request.gate.speed.max_pairs
-            && needs_another_pair(pairs, self.request.gate, &context)
+        NoiseKey {
+            node: node.name().to_owned(),
+            image: node.image().digest.clone().unwrap_or_else(|| node.image().name.clone()),
+            model: job.name().to_owned(),
+            concurrency,
+            recipe_parts: format!(
+                "checkpoint={:?} tp={} server={:?} monokernel={} in={} out={} requests={} warmup={} {benchmark}",
+                recipe.checkpoint(),
+                recipe.tp(),
+                recipe.server().command_text(),
+                !job.model.new,
+                sweep.input_len,
+                sweep.output_len,
+                sweep.requests_per_concurrency,
+                sweep.warmup_per_concurrency,
+            ),
+        }
     }
 
+    fn cell_open(&self, cell: &Cell) -> bool {
+        let context = CellContext {
+            cells: usize::try_from(self.family.max(1)).unwrap_or(usize::MAX),
+            gain_required: self.request.gain_required && cell.covered,
+            known_variance: cell.noise,
+        };
+        cell.pairs.len() < self.request.gate.speed.max_pairs
+            && needs_another_pair(&cell.pairs, self.request.gate, &context)
+    }
+
+    /// Runs pairs in every open cell until the gate has decided each: with both servers up,
+    /// the side that goes first alternating; one at a time, in rounds where every PR run is
+    /// bracketed by base runs before and after it (the pair's base is their geometric mean).
     fn speed(
         &mut self,
         job: &ModelJob<'_>,
         recipe: &Recipe,
-        cells: Vec<(u32, bool, Vec<Pair>)>,
-        base: &Server,
-        pr: &Server,
+        mut cells: Vec<Cell>,
+        servers: &mut Servers<'_>,
     ) -> Result<(), RunError> {
         let Some(sweep) = recipe.speed() else { return Ok(()) };
-        let timeout = recipe.timeouts().speed_run.unwrap_or(DEFAULT_STEP_TIMEOUT);
-        let family = self.family;
-        for (concurrency, covered, mut pairs) in cells {
-            let config = |url: &str| BenchConfig {
-                base_url: url.to_owned(),
-                model: SERVED_MODEL.to_owned(),
-                endpoint: Endpoint::Completions,
-                input_len: sweep.input_len,
-                output_len: sweep.output_len,
-                concurrency,
-                requests: sweep.requests_per_concurrency.saturating_mul(concurrency),
-                warmup: sweep.warmup_per_concurrency.saturating_mul(concurrency),
-                timeout,
-            };
-            while self.cell_open(&pairs, covered) {
-                let index = u32::try_from(pairs.len()).unwrap_or(u32::MAX);
-                let first = if index % 2 == 0 { Side::Base } else { Side::Pr };
-                let mut failure = None;
-                let mut tpot = |server: &Server| -> Option<f64> {
-                    match bench::run(&config(&server.url)) {
-                        Ok(result) if result.failed == 0 && result.median_tpot_ms.is_some() => {
-                            result.median_tpot_ms
+        // A side whose server never came up measures nothing: one record for the whole check.
+        for side in [Side::Base, Side::Pr] {
+            if let Slot::Failed(failure) = &servers.slots[slot(side)]
+                && !servers.up_once[slot(side)]
+            {
+                let outcome = failed(failure);
+                return self.record(&job.subject, Check::Speed, Side::Both, None, outcome);
+            }
+        }
+        if servers.together {
+            for cell in &mut cells {
+                while self.cell_open(cell) {
+                    let first = if cell.pairs.len() % 2 == 0 { Side::Base } else { Side::Pr };
+                    let second = if first == Side::Base { Side::Pr } else { Side::Base };
+                    let measured = self.measure(job, sweep, servers, first, cell).and_then(|one| {
+                        let other = self.measure(job, sweep, servers, second, cell)?;
+                        Ok(if first == Side::Base { (one, other) } else { (other, one) })
+                    });
+                    match measured {
+                        Ok((base, pr)) => {
+                            cell.base_runs.push(base);
+                            self.record_pair(job, cell, base, pr, first)?;
                         }
-                        Ok(result) => {
-                            // A run some of whose requests failed measured a server in
-                            // trouble (it died, it errs): no pair of it is evidence of speed.
-                            failure = Some(format!(
-                                "{} of {} requests of the run at concurrency {concurrency} on {} failed: {}\nlast lines of the server's log:\n{}",
-                                result.failed,
-                                result.failed + result.completed,
-                                server.url,
-                                result.errors.join("; "),
-                                server.log_tail()
-                            ));
-                            None
-                        }
-                        Err(error) => {
-                            failure = Some(format!(
-                                "{error}\nlast lines of the server's log:\n{}",
-                                server.log_tail()
-                            ));
-                            None
+                        Err(failure) => {
+                            self.cell_failed(job, cell, failure)?;
+                            break;
                         }
                     }
-                };
-                let (base_tpot, pr_tpot) = if first == Side::Base {
-                    let base_tpot = tpot(base);
-                    (base_tpot, base_tpot.and_then(|_| tpot(pr)))
-                } else {
-                    let pr_tpot = tpot(pr);
-                    (pr_tpot.and_then(|_| tpot(base)), pr_tpot)
-                };
-                let (Some(base_tpot_ms), Some(pr_tpot_ms)) = (base_tpot, pr_tpot) else {
-                    let part = format!("concurrency-{concurrency}");
-                    let detail = failure.unwrap_or_default();
-                    self.record(
-                        job,
-                        Check::Speed,
-                        Side::Both,
-                        Some(&part),
-                        not_run(NotRunReason::Crash, detail, None),
-                    )?;
-                    break;
-                };
-                let part = format!("concurrency-{concurrency}-pair-{index}");
-                let outcome = Outcome::SpeedPair {
-                    concurrency,
-                    index,
-                    covered,
-                    base_tpot_ms,
-                    pr_tpot_ms,
-                    first,
-                    family: Some(family),
-                };
-                self.record(job, Check::Speed, Side::Both, Some(&part), outcome)?;
-                pairs.push(Pair { base_tpot_ms, pr_tpot_ms });
+                }
+                self.calibrate(cell);
             }
+            return Ok(());
+        }
+        // One server at a time, in rounds: a base run for each cell that has none to open
+        // with, a PR run for each, then a base run for each that closes the pair and opens
+        // the next one.
+        let mut opening: BTreeMap<u32, f64> = BTreeMap::new();
+        loop {
+            let open: Vec<usize> = (0..cells.len())
+                .filter(|&at| !cells[at].closed && self.cell_open(&cells[at]))
+                .collect();
+            if open.is_empty() {
+                break;
+            }
+            for &at in &open {
+                let concurrency = cells[at].concurrency;
+                if opening.contains_key(&concurrency) {
+                    continue;
+                }
+                match self.measure(job, sweep, servers, Side::Base, &cells[at]) {
+                    Ok(tpot) => {
+                        cells[at].base_runs.push(tpot);
+                        opening.insert(concurrency, tpot);
+                    }
+                    Err(failure) => self.cell_failed(job, &mut cells[at], failure)?,
+                }
+            }
+            let mut pr_runs: BTreeMap<u32, f64> = BTreeMap::new();
+            for &at in &open {
+                if cells[at].closed {
+                    continue;
+                }
+                match self.measure(job, sweep, servers, Side::Pr, &cells[at]) {
+                    Ok(tpot) => {
+                        pr_runs.insert(cells[at].concurrency, tpot);
+                    }
+                    Err(failure) => self.cell_failed(job, &mut cells[at], failure)?,
+                }
+            }
+            for &at in &open {
+                let concurrency = cells[at].concurrency;
+                let (Some(&pr), Some(&before)) =
+                    (pr_runs.get(&concurrency), opening.get(&concurrency))
+                else {
+                    continue;
+                };
+                match self.measure(job, sweep, servers, Side::Base, &cells[at]) {
+                    Ok(after) => {
+                        cells[at].base_runs.push(after);
+                        opening.insert(concurrency, after);
+                        let base = (before * after).sqrt();
+                        self.record_pair(job, &mut cells[at], base, pr, Side::Base)?;
+                    }
+                    Err(failure) => self.cell_failed(job, &mut cells[at], failure)?,
+                }
+            }
+        }
+        for cell in &cells {
+            self.calibrate(cell);
         }
         Ok(())
     }
+
+    fn record_pair(
+        &mut self,
+        job: &ModelJob<'_>,
+        cell: &mut Cell,
+        base_tpot_ms: f64,
+        pr_tpot_ms: f64,
+        first: Side,
+    ) -> Result<(), RunError> {
+        let index = u32::try_from(cell.pairs.len()).unwrap_or(u32::MAX);
+        let part = format!("concurrency-{}-pair-{index}", cell.concurrency);
+        let outcome = Outcome::SpeedPair {
+            concurrency: cell.concurrency,
+            index,
+            covered: cell.covered,
+            base_tpot_ms,
+            pr_tpot_ms,
+            first,
+            family: Some(self.family),
+        };
+        self.record(&job.subject, Check::Speed, Side::Both, Some(&part), outcome)?;
+        cell.pairs.push(Pair { base_tpot_ms, pr_tpot_ms });
+        Ok(())
+    }
+
+    fn cell_failed(
+        &mut self,
+        job: &ModelJob<'_>,
+        cell: &mut Cell,
+        failure: ServerFailure,
+    ) -> Result<(), RunError> {
+        cell.closed = true;
+        let part = format!("concurrency-{}", cell.concurrency);
+        let outcome = not_run(failure.reason, failure.detail, None);
+        self.record(&job.subject, Check::Speed, Side::Both, Some(&part), outcome)
+    }
+
+    /// Adds a cell's base runs of this run to the node's noise calibration.
+    fn calibrate(&mut self, cell: &Cell) {
+        if let Err(error) = self.cache.add_noise(&cell.noise_key, &cell.base_runs) {
+            self.summary.notes.push(format!(
+                "the speed noise at concurrency {} could not be saved: {error}",
+                cell.concurrency
+            ));
+        }
+    }
+
+    /// One speed run on `side`: its median TPOT, or why there is none.
+    fn measure(
+        &self,
+        job: &ModelJob<'_>,
+        sweep: &SpeedSweep,
+        servers: &mut Servers<'_>,
+        side: Side,
+        cell: &Cell,
+    ) -> Result<f64, ServerFailure> {
+        let concurrency = cell.concurrency;
+        if let Some(detail) = self.out_of_time() {
+            return Err(ServerFailure { reason: NotRunReason::Timeout, detail });
+        }
+        let serving = self.server(servers, side)?;
+        let timeout =
+            self.limit(servers.recipe.timeouts().speed_run.unwrap_or(DEFAULT_STEP_TIMEOUT));
+        let requests = sweep.requests_per_concurrency.saturating_mul(concurrency);
+        let warmup = sweep.warmup_per_concurrency.saturating_mul(concurrency);
+        let launch = &servers.launches[slot(side)];
+        let log = launch.log.clone();
+        let server_tail = || {
+            tail(&log, TAIL_LINES)
+                .unwrap_or_else(|error| format!("(the log cannot be read: {error})"))
+        };
+        let crash = |detail: String| ServerFailure { reason: NotRunReason::Crash, detail };
+        let measured = match &sweep.benchmark {
+            SpeedBenchmark::Builtin => {
+                let config = BenchConfig {
+                    base_url: serving.url.clone(),
+                    model: SERVED_MODEL.to_owned(),
+                    endpoint: Endpoint::Completions,
+                    input_len: sweep.input_len,
+                    output_len: sweep.output_len,
+                    concurrency,
+                    requests,
+                    warmup,
+                    timeout,
+                };
+                match bench::run(&config) {
+                    Ok(result) if result.failed == 0 && result.median_tpot_ms.is_some() => {
+                        result.median_tpot_ms.ok_or_else(String::new)
+                    }
+                    // A run some of whose requests failed measured a server in trouble (it
+                    // died, it errs): no pair of it is evidence of speed.
+                    Ok(result) => Err(format!(
+                        "{} of {} requests of the run at concurrency {concurrency} on {} failed: {}",
+                        result.failed,
+                        result.failed + result.completed,
+                        serving.url,
+                        result.errors.join("; "),
+                    )),
+                    Err(error) => Err(error.to_string()),
+                }
+            }
+            SpeedBenchmark::External(external) => {
+                let step = StepId::new(
+                    Some(job.name()),
+                    Check::Speed,
+                    Side::Both,
+                    Some(&format!("concurrency-{concurrency}-pair-{}", cell.pairs.len())),
+                );
+                let side_name = if side == Side::Base { "base" } else { "pr" };
+                let results = self
+                    .results
+                    .step_log_dir(&step)
+                    .map(|dir| fresh_folder(&dir, side_name))
+                    .map_err(|error| crash(error.to_string()))?;
+                let run = SpeedRun {
+                    port: serving.port,
+                    checkpoint_path: &checkpoint_path(self.request.node, servers.recipe),
+                    results: &results.display().to_string(),
+                    concurrency,
+                    input_len: sweep.input_len,
+                    output_len: sweep.output_len,
+                    requests,
+                    warmup,
+                };
+                self.external_speed(external, &run, launch, &results, timeout)
+            }
+        };
+        measured.map_err(|detail| {
+            let detail = format!("{detail}\nlast lines of the server's log:\n{}", server_tail());
+            servers.failure(side, detail)
+        })
+    }
+
+    /// One run of an external speed benchmark: its median TPOT at `run.concurrency`.
+    fn external_speed(
+        &self,
+        external: &ExternalSpeed,
+        run: &SpeedRun<'_>,
+        launch: &Launch<'_>,
+        results: &Path,
+        timeout: Duration,
+    ) -> Result<f64, String> {
+        let _stale = std::fs::remove_dir_all(results);
+        std::fs::create_dir_all(results)
+            .map_err(|error| format!("{}: {error}", results.display()))?;
+        let argv = external.command(run).into_iter().map(OsString::from).collect();
+        let log = results.join("command.log");
+        run_command(argv, launch.tree, launch.env.clone(), log.clone(), timeout, self.processes)
+            .map_err(|outcome| match outcome {
+                Outcome::NotRun { detail, .. } => detail,
+                _ => String::new(),
+            })?;
+        let path = results.join(&external.result);
+        let text = std::fs::read_to_string(&path).map_err(|error| {
+            format!(
+                "{}: {error}\nlast lines of {}:\n{}",
+                path.display(),
+                log.display(),
+                tail(&log, TAIL_LINES).unwrap_or_default()
+            )
+        })?;
+        let records = match external.format {
+            SpeedFormat::BenchServing => bench::parse_bench_serving_jsonl(&text),
+            SpeedFormat::Inferencex => bench::parse_inferencex_json(&text),
+        }
+        .map_err(|error| format!("{}: {error}", path.display()))?;
+        records
+            .iter()
+            .rev()
+            .find(|record| record.concurrency == run.concurrency)
+            .map(|record| record.median_tpot_ms)
+            .ok_or_else(|| {
+                format!("{}: no result at concurrency {}", path.display(), run.concurrency)
+            })
+    }
+}
+
+/// A server's address, as the steps that use it need it.
+#[derive(Debug, Clone)]
+pub(super) struct Serving {
+    /// `http://127.0.0.1:<port>`.
+    pub url: String,
+    pub port: u16,
+}
+
+/// A side's server: not started (or stopped to make room), up, or failed for good.
+#[derive(Debug)]
+enum Slot {
+    Idle,
+    Up(Server),
+    Failed(ServerFailure),
+}
+
+/// Both sides' servers of one model.
+pub(super) struct Servers<'a> {
+    recipe: &'a Recipe,
+    node: &'a crate::node::NodeProfile,
+    /// How each side's server starts: base, PR.
+    launches: Vec<Launch<'a>>,
+    slots: [Slot; 2],
+    /// Both up at once (on disjoint GPUs), else one at a time.
+    together: bool,
+    processes: &'a Path,
+    /// Whether each side's server has ever been healthy in this run.
+    up_once: [bool; 2],
+}
+
+impl Servers<'_> {
+    /// `side`'s server, started when it is idle (one at a time: the other side's is stopped
+    /// first). A server whose process has exited, or that once failed to start, is failed for
+    /// good.
+    fn get(&mut self, side: Side, startup: Duration) -> Result<Serving, ServerFailure> {
+        let at = slot(side);
+        if let Slot::Up(server) = &mut self.slots[at]
+            && server.exited()
+        {
+            let detail = format!(
+                "the server exited while it was in use\nlast lines of its log:\n{}",
+                server.log_tail()
+            );
+            self.slots[at] = Slot::Failed(ServerFailure { reason: NotRunReason::Crash, detail });
+        }
+        if matches!(self.slots[at], Slot::Idle) {
+            if !self.together {
+                let other = 1 - at;
+                if matches!(self.slots[other], Slot::Up(_)) {
+                    // Dropping it stops it and lets its GPUs go.
+                    self.slots[other] = Slot::Idle;
+                }
+            }
+            self.slots[at] = match Server::start(
+                self.recipe,
+                self.node,
+                &self.launches[at],
+                startup,
+                self.processes,
+            ) {
+                Ok(server) => {
+                    self.up_once[at] = true;
+                    Slot::Up(server)
+                }
+                Err(failure) => Slot::Failed(failure),
+            };
+        }
+        match &self.slots[at] {
+            Slot::Up(server) => Ok(Serving { url: server.url.clone(), port: server.port }),
+            Slot::Failed(failure) => Err(failure.clone()),
+            Slot::Idle => Err(ServerFailure {
+                reason: NotRunReason::Other,
+                detail: "the server was not started".to_owned(),
+            }),
+        }
+    }
+
+    /// The failure of a run on `side`'s server; when its process has exited, the server is
+    /// failed for good.
+    fn failure(&mut self, side: Side, detail: String) -> ServerFailure {
+        let at = slot(side);
+        let failure = ServerFailure { reason: NotRunReason::Crash, detail };
+        if let Slot::Up(server) = &mut self.slots[at]
+            && server.exited()
+        {
+            self.slots[at] = Slot::Failed(failure.clone());
+        }
+        failure
+    }
+}
+
+/// A speed cell of a model: one concurrency.
+pub(super) struct Cell {
+    concurrency: u32,
+    covered: bool,
+    /// Its pairs so far, earlier runs' included, in order.
+    pairs: Vec<Pair>,
+    /// The calibrated variance of a pair's log ratio, when a `speed-noise` record has it.
+    noise: Option<f64>,
+    noise_key: NoiseKey,
+    /// The base runs of this run, in order: the noise calibration's input.
+    base_runs: Vec<f64>,
+    /// Failed: no more pairs.
+    closed: bool,
+}
+
+/// The first `<dir>/<stem>-<n>` that does not exist yet, `n` from 1.
+fn fresh_folder(dir: &Path, stem: &str) -> PathBuf {
+    (1..)
+        .map(|n| dir.join(format!("{stem}-{n}")))
+        .find(|path| !path.exists())
+        .unwrap_or_else(|| dir.join(stem))
+}
+
+/// The checkpoint's path for `recipe` on `node` (empty when the node has none).
+fn checkpoint_path(node: &crate::node::NodeProfile, recipe: &Recipe) -> String {
+    node.checkpoint_path(recipe.checkpoint())
+        .map(|path| path.display().to_string())
+        .unwrap_or_default()
+}
+
+/// The environment of every command run in a side's tree: the minimal one, no bytecode written
+/// into the tree, and Python's user site inside the tree, so that an install with
+/// `pip install --user` belongs to this side alone; its `bin` comes first on `PATH`.
+fn side_environment(tree: &Path) -> Environment {
+    let user_base = tree.join(USER_BASE);
+    let mut path = OsString::from(user_base.join("bin"));
+    if let Some(inherited) = Environment::minimal().get("PATH") {
+        path.push(":");
+        path.push(inherited);
+    }
+    Environment::minimal()
+        .set("PYTHONDONTWRITEBYTECODE", "1")
+        .set("PYTHONUSERBASE", user_base)
+        .set("PATH", path)
 }
 
 /// The not-run outcome of a step whose server did not come up.
@@ -558,12 +1289,6 @@ fn run_command(
     }
 }
 
-/// The environment of a command run in a tree: the minimal one, no bytecode written into the
-/// tree.
-fn tree_environment() -> Environment {
-    Environment::minimal().set("PYTHONDONTWRITEBYTECODE", "1")
-}
-
 /// Runs a pytest selection in `tree`; with `server`, the tests find it in `PRGATE_SERVER_URL`.
 fn pytest(
     python: &Path,
@@ -586,7 +1311,7 @@ fn pytest(
         Ok(argv) => argv,
         Err(error) => return not_run(NotRunReason::Other, error.to_string(), None),
     };
-    let mut env = tree_environment();
+    let mut env = side_environment(tree);
     if let Some(url) = server {
         env = env.set("PRGATE_SERVER_URL", url);
     }
@@ -624,7 +1349,7 @@ fn timing(
             script.command(&output.display().to_string()).into_iter().map(OsString::from).collect();
         let log = log_dir.join(format!("{}.log", script.name));
         if let Err(outcome) =
-            run_command(argv, tree, tree_environment(), log.clone(), timeout, processes)
+            run_command(argv, tree, side_environment(tree), log.clone(), timeout, processes)
         {
             return outcome;
         }
@@ -652,28 +1377,4 @@ fn timing(
         }
     }
     Outcome::KernelTiming { kernels }
-}
-
-/// The built-in evaluator against `server`, with the dataset from `tree`.
-fn evaluate(
-    server: &Server,
-    tree: &Path,
-    benchmark: &str,
-    builtin: &crate::recipe::BuiltinEvaluator,
-) -> Outcome {
-    let questions = match accuracy::read_dataset(&tree.join(&builtin.dataset)) {
-        Ok(questions) => questions,
-        Err(error) => return not_run(NotRunReason::Other, error.to_string(), Some(benchmark)),
-    };
-    let mut config = EvalConfig::new(&server.url, SERVED_MODEL);
-    config.limit = builtin.limit.map(|limit| limit as usize);
-    match accuracy::evaluate(&config, &questions) {
-        Ok(evaluation) if evaluation.questions() > 0 => evaluation.outcome(benchmark),
-        Ok(_empty) => not_run(NotRunReason::Other, "the dataset has no questions", Some(benchmark)),
-        Err(error) => not_run(
-            NotRunReason::Crash,
-            format!("{error}\nlast lines of the server's log:\n{}", server.log_tail()),
-            Some(benchmark),
-        ),
-    }
 }

@@ -1,0 +1,247 @@
+//! What outlives a run on a node, under the profile's `cache-dir`: the cache of base-side
+//! accuracy results, and the base-vs-base speed noise the gate calibrates with.
+//!
+//! Both are written only from base-side measurements, by prgate itself (never by a command
+//! from the PR), so a PR cannot plant a result that a later run would trust. Each entry is one
+//! JSON file, written to a temporary name and renamed, named by the 64-bit FNV-1a hash of its
+//! key; the key itself is stored in the file and compared on every read, so that a collision
+//! or a hand-edited file is a miss, never a wrong hit. A file that cannot be read or parsed is
+//! a miss too: the cache only ever saves time.
+//!
+//! # Accuracy (`<cache-dir>/accuracy/<hash>.json`)
+//!
+//! `{"key": AccuracyKey, "outcome": Outcome}`. The key is everything that produced the
+//! number: the image digest, the base commit, the model, the benchmark, and the recipe parts
+//! that matter (checkpoint, tensor parallelism, the server command and monokernel flag, the
+//! evaluator's settings, and the hash of the dataset's bytes for the built-in evaluator). A
+//! node profile without a pinned image digest caches nothing: a tag can move.
+//!
+//! # Speed noise (`<cache-dir>/speed-noise/<hash>.json`)
+//!
+//! `{"key": NoiseKey, "log_differences": [f64]}`: the differences of the logarithms of two
+//! consecutive base-side runs of one cell (same node, image, model, server and load), the last
+//! [`NOISE_KEPT`] of them. Under "no change" a pair's log ratio has the variance of such a
+//! difference, so their mean square, once there are [`NOISE_MIN_SAMPLES`], is the calibrated
+//! `speed-noise` the gate takes as a lower bound of the variance.
+
+use std::path::{Path, PathBuf};
+
+use prgate_gate::evidence::Outcome;
+use serde::{Deserialize, Serialize};
+
+use crate::run::recipe_hash;
+
+/// How many base-vs-base differences a noise entry keeps (the newest).
+pub const NOISE_KEPT: usize = 64;
+/// How many differences a noise entry needs before it is used.
+pub const NOISE_MIN_SAMPLES: usize = 8;
+
+/// Everything that produced a base-side accuracy result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccuracyKey {
+    pub image_digest: String,
+    pub base_commit: String,
+    pub model: String,
+    pub benchmark: String,
+    /// The recipe's parts that matter, as one canonical text.
+    pub recipe_parts: String,
+}
+
+/// Everything that makes two base runs of a cell comparable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NoiseKey {
+    pub node: String,
+    pub image: String,
+    pub model: String,
+    pub concurrency: u32,
+    /// The recipe's parts that matter (server, load), as one canonical text.
+    pub recipe_parts: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct AccuracyEntry {
+    key: AccuracyKey,
+    outcome: Outcome,
+}
+
+#[derive(Serialize, Deserialize)]
+struct NoiseEntry {
+    key: NoiseKey,
+    log_differences: Vec<f64>,
+}
+
+/// A node's cache directory.
+#[derive(Debug, Clone)]
+pub struct Cache {
+    root: PathBuf,
+}
+
+impl Cache {
+    pub fn new(root: &Path) -> Cache {
+        Cache { root: root.to_path_buf() }
+    }
+
+    /// The cached base result for `key`, if any.
+    pub fn accuracy(&self, key: &AccuracyKey) -> Option<Outcome> {
+        let entry: AccuracyEntry = read(&self.accuracy_path(key))?;
+        (entry.key == *key).then_some(entry.outcome)
+    }
+
+    /// Stores a base-side result; only an `accuracy` outcome is stored.
+    pub fn store_accuracy(&self, key: &AccuracyKey, outcome: &Outcome) -> std::io::Result<()> {
+        if !matches!(outcome, Outcome::Accuracy { .. }) {
+            return Ok(());
+        }
+        let entry = AccuracyEntry { key: key.clone(), outcome: outcome.clone() };
+        write(&self.accuracy_path(key), &entry)
+    }
+
+    /// The calibrated variance of a pair's log ratio for `key`, once there are enough samples.
+    pub fn noise(&self, key: &NoiseKey) -> Option<f64> {
+        let entry: NoiseEntry = read(&self.noise_path(key))?;
+        if entry.key != *key || entry.log_differences.len() < NOISE_MIN_SAMPLES {
+            return None;
+        }
+        let n = entry.log_differences.len() as f64;
+        let mean_square = entry.log_differences.iter().map(|d| d * d).sum::<f64>() / n;
+        mean_square.is_finite().then_some(mean_square)
+    }
+
+    /// Adds the differences of consecutive base runs' log TPOT (`base_tpot_ms` in run order).
+    pub fn add_noise(&self, key: &NoiseKey, base_tpot_ms: &[f64]) -> std::io::Result<()> {
+        let differences: Vec<f64> = base_tpot_ms
+            .windows(2)
+            .filter(|runs| runs[0] > 0.0 && runs[1] > 0.0)
+            .map(|runs| runs[1].ln() - runs[0].ln())
+            .filter(|difference| difference.is_finite())
+            .collect();
+        if differences.is_empty() {
+            return Ok(());
+        }
+        let path = self.noise_path(key);
+        let mut entry = read::<NoiseEntry>(&path)
+            .filter(|entry| entry.key == *key)
+            .unwrap_or(NoiseEntry { key: key.clone(), log_differences: Vec::new() });
+        entry.log_differences.extend(differences);
+        let excess = entry.log_differences.len().saturating_sub(NOISE_KEPT);
+        entry.log_differences.drain(..excess);
+        write(&path, &entry)
+    }
+
+    fn accuracy_path(&self, key: &AccuracyKey) -> PathBuf {
+        self.root.join("accuracy").join(file_name(key))
+    }
+
+    fn noise_path(&self, key: &NoiseKey) -> PathBuf {
+        self.root.join("speed-noise").join(file_name(key))
+    }
+}
+
+fn file_name(key: &impl Serialize) -> String {
+    let text = serde_json::to_vec(key).unwrap_or_default();
+    let hash = recipe_hash(&text);
+    format!("{}.json", hash.trim_start_matches("fnv1a64:"))
+}
+
+fn read<T: for<'de> Deserialize<'de>>(path: &Path) -> Option<T> {
+    let bytes = std::fs::read(path).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+fn write(path: &Path, value: &impl Serialize) -> std::io::Result<()> {
+    let folder = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(folder)?;
+    let temporary = folder.join(format!(
+        ".{}.{}.tmp",
+        path.file_name().and_then(|name| name.to_str()).unwrap_or("entry"),
+        std::process::id()
+    ));
+    let bytes = serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?;
+    std::fs::write(&temporary, bytes)?;
+    std::fs::rename(&temporary, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accuracy_key() -> AccuracyKey {
+        AccuracyKey {
+            image_digest: "sha256:ab".to_owned(),
+            base_commit: "c0ffee".to_owned(),
+            model: "kimi_k3".to_owned(),
+            benchmark: "gsm8k".to_owned(),
+            recipe_parts: "builtin".to_owned(),
+        }
+    }
+
+    fn outcome() -> Outcome {
+        Outcome::Accuracy {
+            benchmark: "gsm8k".to_owned(),
+            questions: 10,
+            correct: 9,
+            per_question: None,
+            cached: false,
+        }
+    }
+
+    #[test]
+    fn an_accuracy_entry_is_found_only_under_its_whole_key() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let cache = Cache::new(dir.path());
+        let key = accuracy_key();
+        assert_eq!(cache.accuracy(&key), None);
+        cache.store_accuracy(&key, &outcome()).expect("the entry is written");
+        assert_eq!(cache.accuracy(&key), Some(outcome()));
+        for other in [
+            AccuracyKey { base_commit: "beef".to_owned(), ..key.clone() },
+            AccuracyKey { image_digest: "sha256:cd".to_owned(), ..key.clone() },
+            AccuracyKey { recipe_parts: "limit 5".to_owned(), ..key.clone() },
+        ] {
+            assert_eq!(cache.accuracy(&other), None, "{other:?}");
+        }
+    }
+
+    #[test]
+    fn a_not_run_outcome_is_never_cached_and_a_broken_file_is_a_miss() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let cache = Cache::new(dir.path());
+        let key = accuracy_key();
+        let not_run = Outcome::NotRun {
+            reason: prgate_gate::evidence::NotRunReason::Crash,
+            detail: "x".to_owned(),
+            subject: None,
+        };
+        cache.store_accuracy(&key, &not_run).expect("the entry is written");
+        assert_eq!(cache.accuracy(&key), None);
+        std::fs::create_dir_all(dir.path().join("accuracy")).expect("the folder is made");
+        std::fs::write(cache.accuracy_path(&key), "{not json").expect("the file is written");
+        assert_eq!(cache.accuracy(&key), None);
+    }
+
+    #[test]
+    fn noise_needs_enough_differences_and_keeps_the_newest() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let cache = Cache::new(dir.path());
+        let key = NoiseKey {
+            node: "n".to_owned(),
+            image: "i".to_owned(),
+            model: "m".to_owned(),
+            concurrency: 4,
+            recipe_parts: "r".to_owned(),
+        };
+        // Runs alternating 100 and 102 ms: every difference is ±ln(1.02).
+        let runs: Vec<f64> = (0..5).map(|i| if i % 2 == 0 { 100.0 } else { 102.0 }).collect();
+        cache.add_noise(&key, &runs).expect("the noise is written");
+        assert_eq!(cache.noise(&key), None, "4 differences are not enough");
+        cache.add_noise(&key, &runs).expect("the noise is written");
+        let expect = (1.02f64).ln().powi(2);
+        let variance = cache.noise(&key).expect("enough differences");
+        assert!((variance - expect).abs() < 1e-12, "{variance} vs {expect}");
+        for _ in 0..40 {
+            cache.add_noise(&key, &runs).expect("the noise is written");
+        }
+        let entry: NoiseEntry = read(&cache.noise_path(&key)).expect("the entry reads");
+        assert_eq!(entry.log_differences.len(), NOISE_KEPT);
+    }
+}
