@@ -225,7 +225,10 @@ pub fn judge(
     for record in evidence {
         by_step.entry((record.model.clone(), record.check)).or_default().push(record);
     }
-    let mut judge = Judge { config, by_step, items: BTreeMap::new(), author: BTreeSet::new() };
+    let new_models: BTreeSet<String> =
+        plan.models.iter().filter(|model| model.new).map(|model| model.name.clone()).collect();
+    let mut judge =
+        Judge { config, by_step, items: BTreeMap::new(), author: BTreeSet::new(), new_models };
 
     let rule_items: Vec<Item> = rules
         .iter()
@@ -399,6 +402,8 @@ struct Judge<'a> {
     by_step: BTreeMap<(Option<String>, Check), Vec<&'a Evidence>>,
     items: BTreeMap<SectionName, Vec<Item>>,
     author: BTreeSet<String>,
+    /// Models new in the PR: no base tree, so their kernels have no base timing.
+    new_models: BTreeSet<String>,
 }
 
 fn section_of(check: Check) -> SectionName {
@@ -801,7 +806,7 @@ impl<'a> Judge<'a> {
             .records(Some(model), Check::KernelTiming)
             .iter()
             .any(|record| record.side == Side::Base);
-        if !base_reported {
+        if !base_reported && !self.new_models.contains(model) {
             // Without base's timings no kernel can be compared yet.
             self.pending(Some(model), Check::KernelTiming);
             return;

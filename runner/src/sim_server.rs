@@ -508,7 +508,7 @@ fn generation(mut request: Request, shared: &Shared, endpoint: Endpoint) {
     let timing = Timing {
         start: Instant::now(),
         first_token: profile.time_to_first_token.mul_f64(factor),
-        per_token: profile.time_per_output_token.mul_f64(factor),
+        per_token: profile.effective_time_per_output_token().mul_f64(factor),
     };
     let (_in_flight, batch) = InFlight::enter(&shared.in_flight);
     if profile.monokernel {

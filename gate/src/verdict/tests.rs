@@ -563,3 +563,17 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_new_models_kernels_need_no_base_timing() {
+    let mut plan = standard_plan();
+    plan.models[0].new = true;
+    let evidence = with(passing(), |e| {
+        e.retain(|r| !(r.check == Check::KernelTiming && r.side == Side::Base));
+    });
+    let out = check(&plan, &evidence, None);
+    assert!(!out.contains("Kernel microbenchmark pending"), "{out}");
+    // A model that is not new still waits for base's timings.
+    let out = check(&standard_plan(), &evidence, None);
+    assert!(out.contains("Kernel microbenchmark pending kimi"), "{out}");
+}

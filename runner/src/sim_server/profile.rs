@@ -27,6 +27,9 @@ pub struct Profile {
     pub time_to_first_token: Duration,
     /// The spacing of output tokens after the first (`tpot-ms`).
     pub time_per_output_token: Duration,
+    /// The spacing on SGLang's own path, when the monokernels are off (`sglang-tpot-ms`);
+    /// `None` is the same as with them on.
+    pub sglang_time_per_output_token: Option<Duration>,
     /// Per-request noise on both times (`noise-cv`).
     pub noise: CoefficientOfVariation,
     /// The seed of every random draw (`seed`).
@@ -158,6 +161,15 @@ impl Profile {
         toml::from_str(text).map_err(|error| error.to_string().trim_end().to_owned())
     }
 
+    /// The spacing of output tokens this server uses: SGLang's own when the monokernels are
+    /// off and the profile gives one.
+    pub fn effective_time_per_output_token(&self) -> Duration {
+        match (self.monokernel, self.sglang_time_per_output_token) {
+            (false, Some(sglang)) => sglang,
+            _ => self.time_per_output_token,
+        }
+    }
+
     /// Parses a profile from JSON text; the error is a message for the user.
     pub fn from_json_str(text: &str) -> Result<Profile, String> {
         serde_json::from_str(text).map_err(|error| error.to_string())
@@ -171,6 +183,7 @@ struct ProfileFile {
     model: String,
     ttft_ms: f64,
     tpot_ms: f64,
+    sglang_tpot_ms: Option<f64>,
     noise_cv: f64,
     seed: u64,
     startup_delay_ms: f64,
@@ -190,6 +203,7 @@ impl Default for ProfileFile {
             model: "sim-model".to_owned(),
             ttft_ms: 50.0,
             tpot_ms: 10.0,
+            sglang_tpot_ms: None,
             noise_cv: 0.0,
             seed: 0,
             startup_delay_ms: 0.0,
@@ -212,6 +226,10 @@ impl TryFrom<ProfileFile> for Profile {
             model: file.model,
             time_to_first_token: milliseconds("ttft-ms", file.ttft_ms)?,
             time_per_output_token: milliseconds("tpot-ms", file.tpot_ms)?,
+            sglang_time_per_output_token: file
+                .sglang_tpot_ms
+                .map(|ms| milliseconds("sglang-tpot-ms", ms))
+                .transpose()?,
             noise: CoefficientOfVariation::try_from(file.noise_cv)
                 .map_err(|problem| ProfileError { key: "noise-cv", problem })?,
             seed: file.seed,

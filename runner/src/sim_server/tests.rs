@@ -45,6 +45,7 @@ fn profile_files() {
         model: "qwen".to_owned(),
         time_to_first_token: Duration::from_millis(120),
         time_per_output_token: Duration::from_micros(2500),
+        sglang_time_per_output_token: None,
         noise: CoefficientOfVariation::try_from(0.02).expect("in range"),
         seed: 7,
         startup_delay: Duration::from_secs(3),
