@@ -20,10 +20,14 @@
 //! - [`run`]: the step loop (`prgate run`) that puts the parts together: a plan into evidence
 //!   on this node, with the local executor only for now (containers are issue 6);
 //! - [`node`]: the node profile, trusted and local to the node: its hardware, GPUs, image,
-//!   checkpoints, secrets and directories.
+//!   checkpoints, secrets and directories;
+//! - [`container`]: the container launcher: a command for a run as the engine's `run`, with
+//!   the node's GPUs only, the checkpoints read-only, loopback ports and an explicit
+//!   environment; stopping, cleanup by label and the image's digest (`docs/container.md`).
 
 pub mod accuracy;
 pub mod bench;
+pub mod container;
 pub mod export;
 pub mod junit;
 pub mod node;
