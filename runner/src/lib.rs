@@ -23,11 +23,15 @@
 //! - [`cache`]: what outlives a run on a node: cached base accuracy and the base-vs-base speed
 //!   noise the gate calibrates with;
 //! - [`node`]: the node profile, trusted and local to the node: its hardware, GPUs, image,
-//!   checkpoints, secrets and directories.
+//!   checkpoints, secrets and directories;
+//! - [`container`]: the container launcher: a command for a run as the engine's `run`, with
+//!   the node's GPUs only, the checkpoints read-only, loopback ports and an explicit
+//!   environment; stopping, cleanup by label and the image's digest (`docs/container.md`).
 
 pub mod accuracy;
 pub mod bench;
 pub mod cache;
+pub mod container;
 pub mod export;
 pub mod junit;
 pub mod node;
