@@ -16,7 +16,7 @@ use prgate_gate::State;
 use prgate_gate::verdict::Verdict;
 use prgate_runner::node::NodeProfile;
 use prgate_runner::results::ResultsDir;
-use prgate_runner::run::{DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, RunRequest};
+use prgate_runner::run::{DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, Isolation, RunRequest};
 use prgate_scope::PlanRequest;
 use prgate_scope::plan::{Plan, Tier};
 
@@ -151,6 +151,8 @@ fn run_pr(
         common_recipe_path: DEFAULT_COMMON_RECIPE_PATH,
         time_limit: None,
         progress: false,
+        // The sample's trees are prgate's own: no container needed on a laptop.
+        isolation: &Isolation::Host,
     };
     let started = Instant::now();
     let summary = prgate_runner::run::run(&run).context("running the plan")?;

@@ -5,8 +5,9 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::Args;
+use prgate_runner::container::{Engine, RunId};
 use prgate_runner::node::NodeProfile;
-use prgate_runner::run::{DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, RunRequest};
+use prgate_runner::run::{DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, Isolation, RunRequest};
 use prgate_scope::Plan;
 
 use crate::files::read_json;
@@ -15,8 +16,9 @@ use crate::files::read_json;
 /// DIR/evidence (one file per finished step; a rerun resumes). Exits 0 when the run finished,
 /// whatever the evidence says, and 2 on an error.
 ///
-/// This version runs every command on the host (the local executor): containers are still to
-/// come, so run only trusted trees with it.
+/// Every command from the PR's tree (installs, servers, tests, timing scripts, evaluators,
+/// benchmarks) runs in the node profile's image through docker or podman (docs/container.md);
+/// `--isolation host` runs them on this machine instead, for trees you trust.
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
     /// The plan, as `prgate plan --format json` wrote it.
@@ -48,6 +50,20 @@ pub(crate) struct RunArgs {
     /// Where the common checks' recipe is in the PR's tree.
     #[arg(long, value_name = "PATH", default_value = DEFAULT_COMMON_RECIPE_PATH)]
     common_recipe: String,
+    /// Where commands from the PR run: in the node's container image, or on this machine
+    /// (only for trees you trust: nothing isolates them).
+    #[arg(long, value_enum, default_value_t = IsolationArg::Container)]
+    isolation: IsolationArg,
+    /// The container engine's client (default: docker on the PATH, else podman).
+    #[arg(long, value_name = "PROGRAM")]
+    engine: Option<PathBuf>,
+}
+
+/// `--isolation`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum IsolationArg {
+    Container,
+    Host,
 }
 
 fn parse_time_limit(text: &str) -> Result<std::time::Duration, String> {
@@ -67,6 +83,18 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
     })?;
     let gain_required =
         prgate_gate::title::requires_gain(args.title.as_deref(), &base.config.gain.types);
+    let isolation = match args.isolation {
+        IsolationArg::Host => Isolation::Host,
+        IsolationArg::Container => {
+            let engine = match &args.engine {
+                Some(program) => Engine::at(program),
+                None => Engine::detect(std::env::var_os("PATH").as_deref()).context(
+                    "no container engine; install docker or podman, or run trusted trees with --isolation host",
+                )?,
+            };
+            Isolation::Container { engine, run: run_id(&plan, &args.results)? }
+        }
+    };
     let request = RunRequest {
         plan: &plan,
         repo: &args.repo,
@@ -80,6 +108,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
         common_recipe_path: &args.common_recipe,
         time_limit: args.time_limit,
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        isolation: &isolation,
     };
     let summary = prgate_runner::run::run(&request).context("running the plan")?;
     for note in &summary.notes {
@@ -92,4 +121,16 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
         args.results.join("evidence").display()
     );
     Ok(())
+}
+
+/// The run's id, which names its containers: the PR commit's first 12 digits and a hash of the
+/// results directory, so that a resumed run (same directory) finds a killed attempt's
+/// containers, and two runs of one commit into two directories do not share them.
+fn run_id(plan: &Plan, results: &std::path::Path) -> anyhow::Result<RunId> {
+    let absolute = std::path::absolute(results)
+        .with_context(|| format!("the results directory {}", results.display()))?;
+    let hash = prgate_runner::run::recipe_hash(absolute.as_os_str().as_encoded_bytes());
+    let sha: String = plan.head.sha.chars().take(12).collect();
+    let id = format!("{sha}-{}", &hash["fnv1a64:".len().."fnv1a64:".len() + 8]);
+    Ok(RunId::new(&id)?)
 }

@@ -149,6 +149,10 @@ pub struct ContainerRequest<'a> {
     pub env: &'a ContainerEnv,
     /// Container ports to publish on the host's loopback; the engine picks the host ports.
     pub ports: &'a [u16],
+    /// The name of a running container of this run whose network namespace this one joins
+    /// (`--network container:<name>`): how a client reaches a server on its loopback. Such a
+    /// container publishes no port.
+    pub network_of: Option<&'a str>,
     /// The size of `/dev/shm`, in GiB ([`DEFAULT_SHM_GIB`]), 1 to 1024.
     pub shm_gib: u32,
     /// The command and its arguments, run without a shell. Paths in it are container paths.
@@ -681,6 +685,24 @@ fn run_arguments(
         devices.push(gpu.render_device.clone());
     }
 
+    if let Some(joined) = request.network_of {
+        if !request.ports.is_empty() {
+            return Err(invalid(
+                "the network",
+                joined.to_owned(),
+                "a container that joins another's network publishes no port of its own",
+            ));
+        }
+        if !joined.starts_with("prgate-")
+            || !joined.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+        {
+            return Err(invalid(
+                "the network",
+                joined.to_owned(),
+                "is not a prgate container's name",
+            ));
+        }
+    }
     let mut ports: Vec<u16> = Vec::new();
     for port in request.ports {
         if *port == 0 || ports.contains(port) {
@@ -720,6 +742,10 @@ fn run_arguments(
         ["run", "--rm", "--init", "--pull", "never", "--name", name].map(str::to_owned).to_vec();
     for label in labels {
         arguments.extend(["--label".to_owned(), label]);
+    }
+    if let Some(joined) = request.network_of {
+        // The server's namespace: its loopback is this container's, nothing else is added.
+        arguments.extend(["--network".to_owned(), format!("container:{joined}")]);
     }
     arguments.extend(["--security-opt", "no-new-privileges", "--shm-size"].map(str::to_owned));
     arguments.push(format!("{}g", request.shm_gib));

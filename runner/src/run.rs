@@ -1,11 +1,13 @@
 //! The step loop (`prgate run`): a plan, the recipes from the PR's tree and this node's profile
 //! turned into evidence, one record per finished step.
 //!
-//! This is the first working version, with the **local executor only**: every command (pytest,
-//! the servers, the timing scripts) runs on the host, in an exported tree, under
-//! [`ChildGroup`](crate::process::ChildGroup). Running PR code and the commands a recipe names inside the node's container
-//! is issue 6; until then `prgate run` is for trusted trees and the simulated server
-//! (`prgate sim-server`), not for PR code on a shared node.
+//! Every command from the PR's tree (installs, pytest, the servers, the timing scripts, external
+//! evaluators and benchmarks) runs where [`Isolation`] says: in the node profile's image through
+//! the container engine (`crate::container`; the default of `prgate run`), or, for trusted trees
+//! (the tests, the demo), on the host under [`ChildGroup`](crate::process::ChildGroup). The
+//! run's containers are named by its run id and removed at its start (a killed attempt's) and
+//! its end. Files a command hands back (JUnit XML, timings, metrics, results) are read only when
+//! they are regular files of at most 64 MiB.
 //!
 //! # What a run does
 //!
@@ -60,8 +62,9 @@
 //! name), the base and PR commits, and the recipe's hash: `fnv1a64:` and the 16 hex digits of
 //! the 64-bit FNV-1a hash of the recipe file's bytes (none when there is no recipe).
 //!
-//! What it leaves to others: the containers (issue 6).
+//! The executor is local: this node runs the whole plan.
 
+mod exec;
 mod leftovers;
 mod progress;
 mod server;
@@ -84,6 +87,7 @@ use crate::process::ProcessError;
 use crate::recipe::Recipe;
 use crate::recipe::common::CommonRecipe;
 use crate::results::{EventWriter, ResultsDir, ResultsError, StepId};
+pub use exec::Isolation;
 
 /// Where a model's recipe is in the PR's tree unless the request says otherwise.
 pub const DEFAULT_RECIPE_PATH: &str = "test/e2e/{model}.toml";
@@ -117,6 +121,8 @@ pub struct RunRequest<'a> {
     pub time_limit: Option<Duration>,
     /// Show progress on standard error (a terminal).
     pub progress: bool,
+    /// Where commands run: the node's container, or (trusted trees only) the host.
+    pub isolation: &'a Isolation,
 }
 
 /// What a run did.
@@ -198,7 +204,6 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
         completed: results.completed_steps()?,
         summary: &mut summary,
         family,
-        processes: &processes,
         cache: Cache::new(node.cache_dir()),
         deadline: request.time_limit.map(|limit| Instant::now() + limit),
         progress: progress::Progress::new(
@@ -206,7 +211,15 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
             expected_steps(&models, &recipes, plan.common.selected),
         ),
         installed: BTreeMap::new(),
+        exec: exec::Exec {
+            isolation: request.isolation,
+            node,
+            processes: &processes,
+            python: request.python,
+        },
     };
+    let removed = runner.exec.remove_leftovers();
+    runner.summary.notes.extend(removed);
     if plan.common.selected {
         let common = CommonSource::read(&pr_tree, request.common_recipe_path, &pr_commit);
         let hash = match &common {
@@ -238,6 +251,8 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
         runner.model(&job)?;
     }
     runner.progress.close();
+    let removed = runner.exec.remove_leftovers();
+    runner.summary.notes.extend(removed);
     Ok(summary)
 }
 

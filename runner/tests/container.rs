@@ -413,6 +413,7 @@ fn launch(
         out: &site.out,
         env: &step.env,
         ports: step.ports,
+        network_of: None,
         shm_gib: DEFAULT_SHM_GIB,
         command: &step.command,
         log: &log,

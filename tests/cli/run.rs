@@ -245,6 +245,9 @@ impl Fixture {
             path(&self.results(results)),
             "--events".to_owned(),
             path(&self.events(results)),
+            // The sample trees are the test's own; one test runs them in containers.
+            "--isolation".to_owned(),
+            "host".to_owned(),
         ]
     }
 
@@ -858,5 +861,110 @@ fn the_runs_time_limit_records_what_is_left_as_timeouts() {
     assert_eq!(routing["outcome"]["reason"], "timeout", "{routing}");
     let detail = routing["outcome"]["detail"].as_str().expect("a detail");
     assert!(detail.contains("time limit"), "{detail}");
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+/// A stand-in container engine (runner/tests/fixtures/fake-engine) in `dir`, with the node's
+/// image: a wrapper script that names its state folder, and the state.
+fn fake_engine(dir: &Path) -> PathBuf {
+    let state = dir.join("engine-state");
+    std::fs::create_dir_all(&state).expect("the engine's folder");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("runner/tests/fixtures/fake-engine");
+    let wrapper = dir.join("docker");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nFAKE_ENGINE_DIR='{}' exec '{}' \"$@\"\n",
+            state.display(),
+            fixture.display()
+        ),
+    )
+    .expect("the wrapper");
+    let mut permissions = std::fs::metadata(&wrapper).expect("the wrapper").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&wrapper, permissions).expect("executable");
+    let images = serde_json::json!({
+        "images": [{
+            "id": "sha256:1111111111111111111111111111111111111111111111111111111111111111",
+            "names": ["local:none"],
+            "repo_digests": [format!("local@{IMAGE_DIGEST}")],
+        }],
+        "containers": [],
+    });
+    std::fs::write(state.join("state.json"), images.to_string()).expect("the state");
+    wrapper
+}
+
+#[test]
+fn in_containers_every_command_from_the_pr_goes_through_the_engine() {
+    let fixture = Fixture::new(&Sample { gate: TWO_PAIRS, ..Sample::default() });
+    let host = fixture.run("host");
+    assert_eq!(host.code, 0, "{}", host.stderr);
+
+    let engine = fake_engine(fixture.work.path());
+    let mut args = fixture.run_args("contained");
+    let at = args.iter().position(|arg| arg == "host").expect("--isolation host");
+    args[at] = "container".to_owned();
+    args.extend(["--engine".to_owned(), engine.to_str().expect("UTF-8").to_owned()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = prgate(fixture.repo.path(), &args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // The same steps as on the host.
+    assert_eq!(
+        evidence_names(&fixture.evidence("contained")),
+        evidence_names(&fixture.evidence("host"))
+    );
+    for side in ["base", "pr"] {
+        for stem in [format!("alpha.unit-tests.{side}"), format!("alpha.serving-tests.{side}")] {
+            let record = fixture.record("contained", &stem);
+            assert_eq!(record["outcome"]["results"][0]["outcome"], "passed", "{record}");
+        }
+        let routing = fixture.record("contained", &format!("alpha.routing.{side}"));
+        assert_eq!(routing["outcome"]["routed"], true, "{routing}");
+    }
+
+    let log = std::fs::read_to_string(fixture.work.path().join("engine-state/log.jsonl"))
+        .expect("the engine's log");
+    let runs: Vec<serde_json::Value> = log
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("JSON"))
+        .filter(|entry| entry["argv"][0] == "run")
+        .collect();
+    let commands: Vec<String> = runs
+        .iter()
+        .map(|entry| {
+            let argv: Vec<&str> =
+                entry["argv"].as_array().expect("argv").iter().filter_map(|a| a.as_str()).collect();
+            argv.join(" ")
+        })
+        .collect();
+    let count = |needle: &str| commands.iter().filter(|command| command.contains(needle)).count();
+    // Unit tests, kernel tests and serving tests on both sides, kernel timing on both, and
+    // both servers: all in containers.
+    assert_eq!(count("-m pytest"), 6, "{commands:#?}");
+    assert_eq!(count("alpha_timing.py"), 2, "{commands:#?}");
+    assert_eq!(count("sim-server"), 2, "{commands:#?}");
+    for command in &commands {
+        assert!(command.contains("--rm --init"), "{command}");
+        assert!(command.contains(&format!("local:none@{IMAGE_DIGEST}")), "{command}");
+        assert!(command.contains(",dst=/models,readonly"), "{command}");
+        assert!(!command.contains("--privileged"), "{command}");
+        assert!(!command.contains("docker.sock"), "{command}");
+    }
+    // Serving tests reach their server on its own loopback, inside its network namespace.
+    let serving: Vec<&String> =
+        commands.iter().filter(|command| command.contains("test_alpha_serving")).collect();
+    assert_eq!(serving.len(), 2);
+    for command in serving {
+        assert!(command.contains("--network container:prgate-"), "{command}");
+        assert!(command.contains("/work/out/junit.xml"), "{command}");
+    }
+    // The servers publish on loopback only.
+    for command in commands.iter().filter(|command| command.contains("sim-server")) {
+        assert!(command.contains(" -p 127.0.0.1::"), "{command}");
+    }
+    // Nothing of the run is left.
+    let state: serde_json::Value = read_json(&fixture.work.path().join("engine-state/state.json"));
+    assert_eq!(state["containers"].as_array().map(Vec::len), Some(0), "{state}");
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
 }

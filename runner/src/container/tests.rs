@@ -104,6 +104,7 @@ fn check(dirs: &Dirs, case: Case<'_>) -> String {
         out: &out,
         env: &env,
         ports: case.ports,
+        network_of: None,
         shm_gib: case.shm_gib,
         command: &command,
         log: &log,

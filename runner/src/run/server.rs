@@ -2,30 +2,31 @@
 //! health gate, and read for routing lines. Stopping it is dropping it.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use prgate_gate::evidence::{NotRunReason, Outcome};
 
+use super::exec::{Exec, ServerCommand, ServerProcess};
 use super::leftovers::Entry;
-use crate::node::NodeProfile;
-use crate::process::{
-    ChildGroup, Environment, HealthError, PortLease, PortRange, ProcessSpec, tail, wait_healthy,
-};
+use crate::process::{HealthError, PortLease, PortRange, tail, wait_healthy};
 use crate::recipe::{Recipe, ServerSide};
 
 /// How many lines of a log a `not-run` record's detail carries.
 pub(super) const TAIL_LINES: usize = 40;
 
-/// A healthy server. Dropping it stops its process group and lets its port go.
+/// A healthy server. Dropping it stops it (its process group, or its container) and lets its
+/// port go.
 #[derive(Debug)]
 pub(super) struct Server {
-    group: ChildGroup,
-    /// Crossed out once the group is stopped: declared after it, so dropped after it.
+    process: ServerProcess,
+    /// Crossed out once the process is stopped: declared after it, so dropped after it.
     _entry: Entry,
     _lease: PortLease,
-    /// `http://127.0.0.1:<port>`.
+    /// Where prgate reaches it: `http://127.0.0.1:<port>` (a container's published port).
     pub url: String,
+    /// The port it listens on, as it and the commands that join it see it.
     pub port: u16,
+    log: PathBuf,
 }
 
 /// How one side's server is started.
@@ -37,15 +38,12 @@ pub(super) struct Launch<'a> {
     pub monokernel: bool,
     /// The GPUs it may use, as `HIP_VISIBLE_DEVICES` counts them.
     pub gpus: &'a [u32],
-    /// The side's environment (without the GPUs).
-    pub env: Environment,
-    /// Its log; a restarted server appends to it.
+    /// The side's variables (without the GPUs).
+    pub env: Vec<(String, String)>,
+    /// Its log; a restarted server appends to it. Its folder is the server's output directory.
     pub log: PathBuf,
-}
-
-/// `HIP_VISIBLE_DEVICES`' value for `gpus`: `0,1,2`.
-fn gpu_list(gpus: &[u32]) -> String {
-    gpus.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+    /// What it is, unique in the run while it lives (`kimi_k3-base-server`).
+    pub purpose: String,
 }
 
 /// Why a server is not serving: what the steps that needed it record.
@@ -60,12 +58,13 @@ impl Server {
     /// `startup_limit` (the recipe's startup timeout, or less when the run's time runs out).
     pub(super) fn start(
         recipe: &Recipe,
-        node: &NodeProfile,
+        exec: &Exec<'_>,
         launch: &Launch<'_>,
         startup_limit: Duration,
-        processes: &Path,
     ) -> Result<Server, ServerFailure> {
+        let started = Instant::now();
         let other = |detail: String| ServerFailure { reason: NotRunReason::Other, detail };
+        let node = exec.node;
         let range = match node.ports() {
             Some(ports) => PortRange::new(*ports.start(), *ports.end())
                 .map_err(|error| other(error.to_string()))?,
@@ -74,25 +73,38 @@ impl Server {
         let lease = PortLease::acquire(&node.cache_dir().join("ports"), range)
             .map_err(|error| other(error.to_string()))?;
         let port = lease.port();
-        let checkpoint = node
-            .checkpoint_path(recipe.checkpoint())
-            .map(|path| path.display().to_string())
-            .unwrap_or_default();
+        let checkpoint = exec.checkpoint_view(recipe);
         let argv =
             recipe.server_command(ServerSide { monokernel: launch.monokernel }, port, &checkpoint);
-        let mut spec = ProcessSpec::new(argv, launch.tree, launch.log.clone());
-        spec.env = launch.env.clone().set("HIP_VISIBLE_DEVICES", gpu_list(launch.gpus));
-        let mut group = ChildGroup::spawn(&spec).map_err(|error| ServerFailure {
-            reason: NotRunReason::Crash,
-            detail: error.to_string(),
-        })?;
-        let entry = Entry::write(processes, group.id());
-        let url = format!("http://127.0.0.1:{port}");
+        let out = launch.log.parent().unwrap_or(launch.tree);
+        let command = ServerCommand {
+            argv,
+            tree: launch.tree,
+            out,
+            env: launch.env.clone(),
+            log: launch.log.clone(),
+            gpus: launch.gpus,
+            purpose: launch.purpose.clone(),
+            port,
+            startup: startup_limit,
+        };
+        let (mut process, url) = exec
+            .start_server(&command)
+            .map_err(|(reason, detail)| ServerFailure { reason, detail })?;
+        let entry = Entry::write(exec.processes, process.group().id());
         let health = format!("{url}{}", recipe.server().health_path);
-        match wait_healthy(&health, startup_limit, &mut group) {
-            Ok(_healthy) => Ok(Server { group, _entry: entry, _lease: lease, url, port }),
+        let left = startup_limit.saturating_sub(started.elapsed());
+        match wait_healthy(&health, left, process.group()) {
+            Ok(_healthy) => Ok(Server {
+                process,
+                _entry: entry,
+                _lease: lease,
+                url,
+                port,
+                log: launch.log.clone(),
+            }),
             Err(error) => {
-                drop(group);
+                drop(process);
                 drop(entry);
                 let reason = match error {
                     HealthError::Exited { .. } => NotRunReason::Crash,
@@ -104,19 +116,19 @@ impl Server {
         }
     }
 
-    /// The server's log.
-    pub(super) fn log(&self) -> &Path {
-        self.group.log()
+    /// The container a command joins to reach it (`None` on the host).
+    pub(super) fn container(&self) -> Option<String> {
+        self.process.container().map(str::to_owned)
     }
 
     /// Whether the server's process has exited.
     pub(super) fn exited(&mut self) -> bool {
-        !matches!(self.group.try_wait(), Ok(None))
+        !matches!(self.process.group().try_wait(), Ok(None))
     }
 
     /// The last lines of its log, or why they cannot be read.
     pub(super) fn log_tail(&self) -> String {
-        tail(self.log(), TAIL_LINES)
+        tail(&self.log, TAIL_LINES)
             .unwrap_or_else(|error| format!("(the log cannot be read: {error})"))
     }
 }

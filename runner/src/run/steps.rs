@@ -2,7 +2,6 @@
 //! earlier run recorded it) through [`Runner::step`].
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -10,7 +9,7 @@ use prgate_gate::evidence::{Check, KernelSamples, NotRunReason, Outcome, Provena
 use prgate_gate::speed::{CellContext, Pair, needs_another_pair};
 use prgate_scope::plan::{ModelPlan, Tier};
 
-use super::leftovers::Entry;
+use super::exec::{Command, Exec, untrusted_file};
 use super::progress::Progress;
 use super::server::{Launch, Server, ServerFailure, TAIL_LINES, routing};
 use super::{
@@ -21,8 +20,7 @@ use crate::accuracy::{self, EvalConfig, sgl_eval};
 use crate::bench::{self, BenchConfig, Endpoint};
 use crate::cache::{AccuracyKey, Cache, NoiseKey};
 use crate::junit::{self, PytestCommand};
-use crate::node::secret_env_var;
-use crate::process::{ChildGroup, Environment, Finished, ProcessSpec, tail};
+use crate::process::tail;
 use crate::recipe::timing::parse_timing_output;
 use crate::recipe::{
     AccuracyBenchmark, Evaluator, ExternalSpeed, Install, NotRunnable, Recipe, SpeedBenchmark,
@@ -34,8 +32,6 @@ use crate::results::{EventWriter, ResultsDir, StepId};
 const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 /// The `model` sent to a server: SGLang serves any name it is given as its one model.
 const SERVED_MODEL: &str = "default";
-/// Where a side's `pip install --user` goes, inside its tree.
-const USER_BASE: &str = ".prgate-user";
 
 /// The run's state across models.
 pub(super) struct Runner<'r> {
@@ -45,14 +41,14 @@ pub(super) struct Runner<'r> {
     pub completed: BTreeSet<StepId>,
     pub summary: &'r mut RunSummary,
     pub family: u32,
-    /// Where the live process groups are written down.
-    pub processes: &'r Path,
     pub cache: Cache,
     /// When the run's time is up.
     pub deadline: Option<Instant>,
     pub progress: Progress,
     /// The installs this run did, by tree and command: `Err` with why one failed.
     pub installed: BTreeMap<(PathBuf, Vec<String>), Result<(), String>>,
+    /// Where commands run.
+    pub exec: Exec<'r>,
 }
 
 /// Whose steps these are: a model's, or the common checks' (`model` is `None`).
@@ -242,16 +238,39 @@ impl Runner<'_> {
             .join("logs")
             .join("install")
             .join(format!("{side_name}-{}.log", stem.trim_start_matches("fnv1a64:")));
-        let timeout = self.limit(timeout.unwrap_or(DEFAULT_STEP_TIMEOUT));
-        let argv = argv.into_iter().map(OsString::from).collect();
-        let outcome =
-            run_command(argv, tree, side_environment(tree), log.clone(), timeout, self.processes)
-                .map_err(|outcome| match outcome {
-                    Outcome::NotRun { detail, .. } => {
-                        format!("installing the {side_name} tree failed: {detail}")
-                    }
-                    _ => format!("installing the {side_name} tree failed"),
-                });
+        let out = log.with_extension("out");
+        let command = Command {
+            argv,
+            tree,
+            out: &out,
+            env: self.exec.side_env(tree),
+            secrets: Vec::new(),
+            log: log.clone(),
+            timeout: self.limit(timeout.unwrap_or(DEFAULT_STEP_TIMEOUT)),
+            gpus: &[],
+            purpose: format!("{side_name}-install-{}", &stem["fnv1a64:".len()..]),
+            server: None,
+        };
+        let outcome = std::fs::create_dir_all(&out)
+            .map_err(|error| format!("{}: {error}", out.display()))
+            .and_then(|()| {
+                self.exec.run(&command).map_err(|outcome| match outcome {
+                    Outcome::NotRun { detail, .. } => detail,
+                    _ => String::new(),
+                })
+            })
+            .and_then(|status| {
+                if status.success() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{status}\nlast lines of {}:\n{}",
+                        log.display(),
+                        tail(&log, TAIL_LINES).unwrap_or_default()
+                    ))
+                }
+            })
+            .map_err(|detail| format!("installing the {side_name} tree failed: {detail}"));
         self.installed.insert(key, outcome.clone());
         outcome
     }
@@ -282,11 +301,13 @@ impl Runner<'_> {
             }
             let installed =
                 self.install(recipe.install.as_ref(), recipe.install_timeout, side, tree);
-            let python = self.request.python;
             let timeout = self.limit(recipe.tests_timeout.unwrap_or(DEFAULT_STEP_TIMEOUT));
-            let processes = self.processes;
+            let exec = self.exec;
+            let run =
+                TestRun { selection: &recipe.selections, tree, timeout, server: None, gpus: &[] };
+            let purpose = format!("common-{}-tests", side_name(side));
             self.step(subject, Check::CommonTests, side, None, |log| match installed {
-                Ok(()) => pytest(python, &recipe.selections, tree, log, timeout, None, processes),
+                Ok(()) => pytest(&exec, &run, log, purpose),
                 Err(detail) => not_run(NotRunReason::Crash, detail, None),
             })?;
         }
@@ -351,11 +372,13 @@ impl Runner<'_> {
                     continue;
                 }
                 let installed = self.install_side(recipe, side, tree);
-                let python = self.request.python;
                 let timeout = self.limit(timeout.unwrap_or(DEFAULT_STEP_TIMEOUT));
-                let processes = self.processes;
+                let gpus = recipe_gpus(self.request.node, recipe);
+                let exec = self.exec;
+                let run = TestRun { selection, tree, timeout, server: None, gpus: &gpus };
+                let purpose = format!("{}-{}-{}", job.name(), side_name(side), check_slug(check));
                 self.step(&job.subject, check, side, None, |log| match installed {
-                    Ok(()) => pytest(python, selection, tree, log, timeout, None, processes),
+                    Ok(()) => pytest(&exec, &run, log, purpose),
                     Err(detail) => not_run(NotRunReason::Crash, detail, None),
                 })?;
             }
@@ -385,9 +408,11 @@ impl Runner<'_> {
             let installed = self.install_side(recipe, side, tree);
             let timeout =
                 self.limit(recipe.timeouts().kernel_timing.unwrap_or(DEFAULT_STEP_TIMEOUT));
-            let processes = self.processes;
+            let gpus = recipe_gpus(self.request.node, recipe);
+            let exec = self.exec;
+            let purpose = format!("{}-{}-kernel-timing", job.name(), side_name(side));
             self.step(&job.subject, Check::KernelTiming, side, None, |log| match installed {
-                Ok(()) => timing(recipe, tree, log, timeout, processes),
+                Ok(()) => timing(&exec, recipe, tree, log, timeout, &gpus, &purpose),
                 Err(detail) => not_run(NotRunReason::Crash, detail, None),
             })?;
         }
@@ -482,19 +507,12 @@ impl Runner<'_> {
                 // The baseline of a model new in the PR is SGLang's own path.
                 monokernel: side == Side::Pr || !job.model.new,
                 gpus: gpu_sets[slot(side)],
-                env: side_environment(tree),
+                env: self.exec.side_env(tree),
                 log,
+                purpose: format!("{}-{}-server", job.name(), side_name(side)),
             });
         }
-        let mut servers = Servers {
-            recipe,
-            node,
-            launches,
-            slots,
-            together,
-            processes: self.processes,
-            up_once: [false, false],
-        };
+        let mut servers = Servers { recipe, launches, slots, together, up_once: [false, false] };
 
         for side in sides {
             let tree = job.server_tree(side);
@@ -502,13 +520,17 @@ impl Runner<'_> {
             if !selection.is_empty()
                 && !self.skip_if_done(subject, Check::ServingTests, side, None)?
             {
-                let server = self.server(&mut servers, side).map(|server| server.url);
-                let python = self.request.python;
+                let server = self.server(&mut servers, side);
                 let timeout =
                     self.limit(recipe.timeouts().serving_tests.unwrap_or(DEFAULT_STEP_TIMEOUT));
-                let processes = self.processes;
+                let exec = self.exec;
+                let purpose = format!("{}-{}-serving-tests", job.name(), side_name(side));
                 self.step(subject, Check::ServingTests, side, None, |log| match server {
-                    Ok(url) => pytest(python, selection, tree, log, timeout, Some(&url), processes),
+                    Ok(serving) => {
+                        let run =
+                            TestRun { selection, tree, timeout, server: Some(&serving), gpus: &[] };
+                        pytest(&exec, &run, log, purpose)
+                    }
                     Err(failure) => failed(&failure),
                 })?;
             }
@@ -557,7 +579,7 @@ impl Runner<'_> {
     /// stopped first).
     fn server(&self, servers: &mut Servers<'_>, side: Side) -> Result<Serving, ServerFailure> {
         let startup = self.limit(servers.recipe.server().startup_timeout);
-        servers.get(side, startup)
+        servers.get(&self.exec, side, startup)
     }
 
     /// The key of a base-side accuracy result; `None` when it may not be cached (no pinned
@@ -682,22 +704,23 @@ impl Runner<'_> {
                     let detail = format!("{}: {error}", results.display());
                     return not_run(NotRunReason::Other, detail, Some(name));
                 }
-                let checkpoint = checkpoint_path(self.request.node, recipe);
-                let argv = external
-                    .command(serving.port, &checkpoint, &results.display().to_string())
-                    .into_iter()
-                    .map(OsString::from)
-                    .collect();
-                let mut env = launch.env.clone();
-                if let Some(token) = &benchmark.token {
-                    env = env.inherit(&secret_env_var(token));
-                }
-                let timeout =
-                    self.limit(recipe.timeouts().accuracy.unwrap_or(DEFAULT_STEP_TIMEOUT));
+                let checkpoint = self.exec.checkpoint_view(recipe);
+                let argv =
+                    external.command(serving.port, &checkpoint, &self.exec.out_view(&results, ""));
                 let log = results.join("command.log");
-                if let Err(outcome) =
-                    run_command(argv, launch.tree, env, log.clone(), timeout, self.processes)
-                {
+                let command = Command {
+                    argv,
+                    tree: launch.tree,
+                    out: &results,
+                    env: launch.env.clone(),
+                    secrets: benchmark.token.iter().cloned().collect(),
+                    log: log.clone(),
+                    timeout: self.limit(recipe.timeouts().accuracy.unwrap_or(DEFAULT_STEP_TIMEOUT)),
+                    gpus: &[],
+                    purpose: format!("{}-accuracy-{name}", launch.purpose),
+                    server: serving.container.as_deref(),
+                };
+                if let Err(outcome) = self.exec.run(&command) {
                     return outcome;
                 }
                 // The recipe's metrics file, else sgl-eval's one run directory under it.
@@ -1053,15 +1076,15 @@ impl Runner<'_> {
                     .map_err(|error| crash(error.to_string()))?;
                 let run = SpeedRun {
                     port: serving.port,
-                    checkpoint_path: &checkpoint_path(self.request.node, servers.recipe),
-                    results: &results.display().to_string(),
+                    checkpoint_path: &self.exec.checkpoint_view(servers.recipe),
+                    results: &self.exec.out_view(&results, ""),
                     concurrency,
                     input_len: sweep.input_len,
                     output_len: sweep.output_len,
                     requests,
                     warmup,
                 };
-                self.external_speed(external, &run, launch, &results, timeout)
+                self.external_speed(external, &run, launch, &results, timeout, &serving)
             }
         };
         measured.map_err(|detail| {
@@ -1078,17 +1101,28 @@ impl Runner<'_> {
         launch: &Launch<'_>,
         results: &Path,
         timeout: Duration,
+        serving: &Serving,
     ) -> Result<f64, String> {
         let _stale = std::fs::remove_dir_all(results);
         std::fs::create_dir_all(results)
             .map_err(|error| format!("{}: {error}", results.display()))?;
-        let argv = external.command(run).into_iter().map(OsString::from).collect();
         let log = results.join("command.log");
-        run_command(argv, launch.tree, launch.env.clone(), log.clone(), timeout, self.processes)
-            .map_err(|outcome| match outcome {
-                Outcome::NotRun { detail, .. } => detail,
-                _ => String::new(),
-            })?;
+        let command = Command {
+            argv: external.command(run),
+            tree: launch.tree,
+            out: results,
+            env: launch.env.clone(),
+            secrets: Vec::new(),
+            log: log.clone(),
+            timeout,
+            gpus: &[],
+            purpose: format!("{}-speed-{}", launch.purpose, run.concurrency),
+            server: serving.container.as_deref(),
+        };
+        self.exec.run(&command).map_err(|outcome| match outcome {
+            Outcome::NotRun { detail, .. } => detail,
+            _ => String::new(),
+        })?;
         let path = results.join(&external.result);
         let text = std::fs::read_to_string(&path).map_err(|error| {
             format!(
@@ -1117,9 +1151,12 @@ impl Runner<'_> {
 /// A server's address, as the steps that use it need it.
 #[derive(Debug, Clone)]
 pub(super) struct Serving {
-    /// `http://127.0.0.1:<port>`.
+    /// Where prgate reaches it: `http://127.0.0.1:<port>`.
     pub url: String,
+    /// The port it listens on, as a command that joins it sees it.
     pub port: u16,
+    /// Its container, which such a command joins (`None` on the host).
+    pub container: Option<String>,
 }
 
 /// A side's server: not started (or stopped to make room), up, or failed for good.
@@ -1133,13 +1170,11 @@ enum Slot {
 /// Both sides' servers of one model.
 pub(super) struct Servers<'a> {
     recipe: &'a Recipe,
-    node: &'a crate::node::NodeProfile,
     /// How each side's server starts: base, PR.
     launches: Vec<Launch<'a>>,
     slots: [Slot; 2],
     /// Both up at once (on disjoint GPUs), else one at a time.
     together: bool,
-    processes: &'a Path,
     /// Whether each side's server has ever been healthy in this run.
     up_once: [bool; 2],
 }
@@ -1148,7 +1183,12 @@ impl Servers<'_> {
     /// `side`'s server, started when it is idle (one at a time: the other side's is stopped
     /// first). A server whose process has exited, or that once failed to start, is failed for
     /// good.
-    fn get(&mut self, side: Side, startup: Duration) -> Result<Serving, ServerFailure> {
+    fn get(
+        &mut self,
+        exec: &Exec<'_>,
+        side: Side,
+        startup: Duration,
+    ) -> Result<Serving, ServerFailure> {
         let at = slot(side);
         if let Slot::Up(server) = &mut self.slots[at]
             && server.exited()
@@ -1167,13 +1207,7 @@ impl Servers<'_> {
                     self.slots[other] = Slot::Idle;
                 }
             }
-            self.slots[at] = match Server::start(
-                self.recipe,
-                self.node,
-                &self.launches[at],
-                startup,
-                self.processes,
-            ) {
+            self.slots[at] = match Server::start(self.recipe, exec, &self.launches[at], startup) {
                 Ok(server) => {
                     self.up_once[at] = true;
                     Slot::Up(server)
@@ -1182,7 +1216,11 @@ impl Servers<'_> {
             };
         }
         match &self.slots[at] {
-            Slot::Up(server) => Ok(Serving { url: server.url.clone(), port: server.port }),
+            Slot::Up(server) => Ok(Serving {
+                url: server.url.clone(),
+                port: server.port,
+                container: server.container(),
+            }),
             Slot::Failed(failure) => Err(failure.clone()),
             Slot::Idle => Err(ServerFailure {
                 reason: NotRunReason::Other,
@@ -1228,27 +1266,25 @@ fn fresh_folder(dir: &Path, stem: &str) -> PathBuf {
         .unwrap_or_else(|| dir.join(stem))
 }
 
-/// The checkpoint's path for `recipe` on `node` (empty when the node has none).
-fn checkpoint_path(node: &crate::node::NodeProfile, recipe: &Recipe) -> String {
-    node.checkpoint_path(recipe.checkpoint())
-        .map(|path| path.display().to_string())
-        .unwrap_or_default()
+/// The GPUs the recipe's tests and timing scripts get: the first `tp` of the node's.
+fn recipe_gpus(node: &crate::node::NodeProfile, recipe: &Recipe) -> Vec<u32> {
+    node.gpus().iter().take(recipe.tp() as usize).map(|gpu| gpu.id).collect()
 }
 
-/// The environment of every command run in a side's tree: the minimal one, no bytecode written
-/// into the tree, and Python's user site inside the tree, so that an install with
-/// `pip install --user` belongs to this side alone; its `bin` comes first on `PATH`.
-fn side_environment(tree: &Path) -> Environment {
-    let user_base = tree.join(USER_BASE);
-    let mut path = OsString::from(user_base.join("bin"));
-    if let Some(inherited) = Environment::minimal().get("PATH") {
-        path.push(":");
-        path.push(inherited);
+fn side_name(side: Side) -> &'static str {
+    match side {
+        Side::Base => "base",
+        Side::Pr => "pr",
+        Side::Both => "both",
     }
-    Environment::minimal()
-        .set("PYTHONDONTWRITEBYTECODE", "1")
-        .set("PYTHONUSERBASE", user_base)
-        .set("PATH", path)
+}
+
+fn check_slug(check: Check) -> &'static str {
+    match check {
+        Check::UnitTests => "unit-tests",
+        Check::KernelTests => "kernel-tests",
+        _ => "tests",
+    }
 }
 
 /// The not-run outcome of a step whose server did not come up.
@@ -1256,70 +1292,55 @@ fn failed(failure: &ServerFailure) -> Outcome {
     not_run(failure.reason, format!("the server is not serving: {}", failure.detail), None)
 }
 
-/// What a command's run came to, when it is not a normal exit.
-fn run_command(
-    argv: Vec<OsString>,
-    cwd: &Path,
-    env: Environment,
-    log: PathBuf,
+/// A pytest session to run.
+struct TestRun<'a> {
+    selection: &'a [String],
+    tree: &'a Path,
     timeout: Duration,
-    processes: &Path,
-) -> Result<(), Outcome> {
-    let mut spec = ProcessSpec::new(argv, cwd, log.clone());
-    spec.env = env;
-    let tail_of = |log: &Path| tail(log, TAIL_LINES).unwrap_or_default();
-    let mut group = ChildGroup::spawn(&spec)
-        .map_err(|error| not_run(NotRunReason::Crash, error.to_string(), None))?;
-    let _entry = Entry::write(processes, group.id());
-    let finished = group.wait_with_timeout(timeout);
-    // Stopped before it is crossed out, whatever the wait gave.
-    drop(group);
-    match finished {
-        Ok(Finished::Exited(_status)) => Ok(()),
-        Ok(Finished::TimedOut(_stopped)) => Err(not_run(
-            NotRunReason::Timeout,
-            format!(
-                "stopped after {timeout:?}\nlast lines of {}:\n{}",
-                log.display(),
-                tail_of(&log)
-            ),
-            None,
-        )),
-        Err(error) => Err(not_run(NotRunReason::Other, error.to_string(), None)),
-    }
+    /// The server the tests talk to (`PRGATE_SERVER_URL`).
+    server: Option<&'a Serving>,
+    gpus: &'a [u32],
 }
 
-/// Runs a pytest selection in `tree`; with `server`, the tests find it in `PRGATE_SERVER_URL`.
-fn pytest(
-    python: &Path,
-    selection: &[String],
-    tree: &Path,
-    log_dir: &Path,
-    timeout: Duration,
-    server: Option<&str>,
-    processes: &Path,
-) -> Outcome {
+/// Runs a pytest selection in its tree; with a server, the tests find it in
+/// `PRGATE_SERVER_URL`. The JUnit XML comes back through the step's log folder.
+fn pytest(exec: &Exec<'_>, run: &TestRun<'_>, log_dir: &Path, purpose: String) -> Outcome {
     let junit_xml = log_dir.join("junit.xml");
     let _absent = std::fs::remove_file(&junit_xml);
     let command = PytestCommand {
-        python: python.to_path_buf(),
-        selection: selection.to_vec(),
-        junit_xml: junit_xml.clone(),
+        python: PathBuf::from(exec.python()),
+        selection: run.selection.to_vec(),
+        junit_xml: PathBuf::from(exec.out_view(log_dir, "junit.xml")),
         extra_args: Vec::new(),
     };
     let argv = match junit::pytest_argv(&command) {
-        Ok(argv) => argv,
+        Ok(argv) => argv.into_iter().map(|arg| arg.to_string_lossy().into_owned()).collect(),
         Err(error) => return not_run(NotRunReason::Other, error.to_string(), None),
     };
-    let mut env = side_environment(tree);
-    if let Some(url) = server {
-        env = env.set("PRGATE_SERVER_URL", url);
+    let mut env = exec.side_env(run.tree);
+    if let Some(server) = run.server {
+        env.push(("PRGATE_SERVER_URL".to_owned(), format!("http://127.0.0.1:{}", server.port)));
     }
     let log = log_dir.join("pytest.log");
-    if let Err(outcome) = run_command(argv, tree, env, log.clone(), timeout, processes) {
+    let command = Command {
+        argv,
+        tree: run.tree,
+        out: log_dir,
+        env,
+        secrets: Vec::new(),
+        log: log.clone(),
+        timeout: run.timeout,
+        gpus: run.gpus,
+        purpose,
+        server: run.server.and_then(|server| server.container.as_deref()),
+    };
+    if let Err(outcome) = exec.run(&command) {
         return outcome;
     }
-    match junit::read_junit_file(&junit_xml) {
+    match untrusted_file(&junit_xml)
+        .map_err(|problem| problem.to_string())
+        .and_then(|()| junit::read_junit_file(&junit_xml).map_err(|error| error.to_string()))
+    {
         Ok(results) => Outcome::Tests { results },
         Err(error) => not_run(
             NotRunReason::Crash,
@@ -1335,26 +1356,40 @@ fn pytest(
 
 /// Runs every timing script of `recipe` in `tree`; their kernels are named `<script>/<kernel>`.
 fn timing(
+    exec: &Exec<'_>,
     recipe: &Recipe,
     tree: &Path,
     log_dir: &Path,
     timeout: Duration,
-    processes: &Path,
+    gpus: &[u32],
+    purpose: &str,
 ) -> Outcome {
     let mut kernels: Vec<KernelSamples> = Vec::new();
     for script in recipe.kernel_timing() {
-        let output = log_dir.join(format!("{}.json", script.name));
+        let file = format!("{}.json", script.name);
+        let output = log_dir.join(&file);
         let _absent = std::fs::remove_file(&output);
-        let argv: Vec<OsString> =
-            script.command(&output.display().to_string()).into_iter().map(OsString::from).collect();
         let log = log_dir.join(format!("{}.log", script.name));
-        if let Err(outcome) =
-            run_command(argv, tree, side_environment(tree), log.clone(), timeout, processes)
-        {
+        let command = Command {
+            argv: script.command(&exec.out_view(log_dir, &file)),
+            tree,
+            out: log_dir,
+            env: exec.side_env(tree),
+            secrets: Vec::new(),
+            log: log.clone(),
+            timeout,
+            gpus,
+            purpose: format!("{purpose}-{}", script.name),
+            server: None,
+        };
+        if let Err(outcome) = exec.run(&command) {
             return outcome;
         }
-        let parsed = std::fs::read_to_string(&output)
-            .map_err(|error| format!("{}: {error}", output.display()))
+        let parsed = untrusted_file(&output)
+            .and_then(|()| {
+                std::fs::read_to_string(&output)
+                    .map_err(|error| format!("{}: {error}", output.display()))
+            })
             .and_then(|text| {
                 parse_timing_output(&text, &script.name).map_err(|error| error.to_string())
             });

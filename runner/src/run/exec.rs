@@ -1,0 +1,393 @@
+//! Where a run's commands run: in the node's container (every command from the PR's tree, on
+//! a GPU node), or on the host (trusted trees only: the tests and the demo).
+//!
+//! A command is described once ([`Command`]) with the paths *as it sees them*
+//! ([`Exec::tree_view`], [`Exec::out_view`], [`Exec::checkpoint_view`]): on the host these are
+//! the host paths; in a container the tree is [`TREE_DIR`], the step's output directory
+//! [`OUT_DIR`] and the checkpoints under [`crate::container::MODELS_DIR`]. A server in a
+//! container listens on a container port and is published on the host's loopback, where
+//! prgate's own clients (health, the built-in evaluator and benchmark) reach it; a command
+//! that talks to it (serving tests, an external evaluator or benchmark) runs in a container
+//! that joins the server container's network namespace and reaches it on its own loopback at
+//! the same port.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::ExitStatus;
+use std::time::Duration;
+
+use prgate_gate::evidence::{NotRunReason, Outcome};
+
+use super::leftovers::Entry;
+use super::server::TAIL_LINES;
+use crate::container::{
+    self, Container, ContainerEnv, ContainerRequest, DEFAULT_SHM_GIB, Engine, OUT_DIR, RunId,
+    TREE_DIR,
+};
+use crate::node::{NodeProfile, secret_env_var};
+use crate::process::{
+    ChildGroup, DEFAULT_GRACE, Environment, Finished, ProcessError, ProcessSpec, tail,
+};
+use crate::recipe::Recipe;
+
+/// Where a side's `pip install --user` goes, inside its tree.
+const USER_BASE: &str = ".prgate-user";
+
+/// Where commands run.
+#[derive(Debug, Clone)]
+pub enum Isolation {
+    /// On the host, as the runner's children. Only for trees you trust: nothing isolates them.
+    Host,
+    /// In the node profile's image, through a container engine; `run` names the run's
+    /// containers (it stays the same when a run resumes, so that a killed attempt's containers
+    /// are found and removed).
+    Container { engine: Engine, run: RunId },
+}
+
+/// One command to run.
+pub(super) struct Command<'a> {
+    /// The argv, paths as the command sees them.
+    pub argv: Vec<String>,
+    /// The side's tree (host path): the working directory.
+    pub tree: &'a Path,
+    /// The step's output directory (host path).
+    pub out: &'a Path,
+    /// Variables on top of the side's ([`Exec::side_env`]).
+    pub env: Vec<(String, String)>,
+    /// Secrets the command gets, by name (a gated dataset's token).
+    pub secrets: Vec<String>,
+    /// The log of its output (host path).
+    pub log: PathBuf,
+    pub timeout: Duration,
+    /// The node's GPUs it gets.
+    pub gpus: &'a [u32],
+    /// What it is for, unique among the run's live containers (`kimi_k3-pr-unit-tests`).
+    pub purpose: String,
+    /// The server whose network it joins, when it talks to one.
+    pub server: Option<&'a str>,
+}
+
+/// A server's process: the runner's child, or a container.
+#[derive(Debug)]
+pub(super) enum ServerProcess {
+    Host(ChildGroup),
+    Container(Box<Container>),
+}
+
+impl ServerProcess {
+    /// The process group the health gate watches (the engine client's for a container).
+    pub(super) fn group(&mut self) -> &mut ChildGroup {
+        match self {
+            ServerProcess::Host(group) => group,
+            ServerProcess::Container(container) => container.client(),
+        }
+    }
+
+    /// The container's name, for commands that join its network.
+    pub(super) fn container(&self) -> Option<&str> {
+        match self {
+            ServerProcess::Host(_) => None,
+            ServerProcess::Container(container) => Some(container.name()),
+        }
+    }
+}
+
+/// A server to start.
+pub(super) struct ServerCommand<'a> {
+    pub argv: Vec<String>,
+    pub tree: &'a Path,
+    pub out: &'a Path,
+    pub env: Vec<(String, String)>,
+    pub log: PathBuf,
+    pub gpus: &'a [u32],
+    pub purpose: String,
+    /// The port it listens on, as it sees it.
+    pub port: u16,
+    /// How long it may take to publish its port.
+    pub startup: Duration,
+}
+
+/// Runs commands as the isolation says.
+#[derive(Clone, Copy)]
+pub(super) struct Exec<'a> {
+    pub isolation: &'a Isolation,
+    pub node: &'a NodeProfile,
+    /// Where live process groups are written down.
+    pub processes: &'a Path,
+    /// The Python interpreter on the host (in a container: the image's `python3`).
+    pub python: &'a Path,
+}
+
+impl Exec<'_> {
+    fn contained(&self) -> Option<(&Engine, &RunId)> {
+        match self.isolation {
+            Isolation::Host => None,
+            Isolation::Container { engine, run } => Some((engine, run)),
+        }
+    }
+
+    /// The tree as a command sees it.
+    pub(super) fn tree_view(&self, tree: &Path) -> String {
+        match self.contained() {
+            None => tree.display().to_string(),
+            Some(_) => TREE_DIR.to_owned(),
+        }
+    }
+
+    /// `out/<file>` as a command sees it (`file` may be empty: the directory).
+    pub(super) fn out_view(&self, out: &Path, file: &str) -> String {
+        let path = match self.contained() {
+            None => out.join(file),
+            Some(_) => Path::new(OUT_DIR).join(file),
+        };
+        path.display().to_string().trim_end_matches('/').to_owned()
+    }
+
+    /// The recipe's checkpoint as a command sees it (empty when the node has none).
+    pub(super) fn checkpoint_view(&self, recipe: &Recipe) -> String {
+        match self.contained() {
+            None => self
+                .node
+                .checkpoint_path(recipe.checkpoint())
+                .map(|path| path.display().to_string())
+                .unwrap_or_default(),
+            Some(_) => container::container_checkpoint_path(self.node, recipe.checkpoint())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The Python interpreter a command names.
+    pub(super) fn python(&self) -> String {
+        match self.contained() {
+            None => self.python.display().to_string(),
+            Some(_) => "python3".to_owned(),
+        }
+    }
+
+    /// The variables of every command of a side: no bytecode written into the tree, and
+    /// Python's user site inside the tree, so that an install with `pip install --user` belongs
+    /// to that side alone (on the host, its `bin` first on `PATH`; a container keeps its
+    /// image's `PATH`).
+    pub(super) fn side_env(&self, tree: &Path) -> Vec<(String, String)> {
+        let user_base = Path::new(&self.tree_view(tree)).join(USER_BASE).display().to_string();
+        let mut env = vec![
+            ("PYTHONDONTWRITEBYTECODE".to_owned(), "1".to_owned()),
+            ("PYTHONUSERBASE".to_owned(), user_base.clone()),
+        ];
+        if self.contained().is_none() {
+            let mut path = format!("{user_base}/bin");
+            if let Some(inherited) = Environment::minimal().get("PATH") {
+                path.push(':');
+                path.push_str(&inherited.to_string_lossy());
+            }
+            env.push(("PATH".to_owned(), path));
+        }
+        env
+    }
+
+    /// Runs `command` to its end and returns its exit status; a timeout or a failure to start
+    /// is the not-run outcome.
+    pub(super) fn run(&self, command: &Command<'_>) -> Result<ExitStatus, Outcome> {
+        let failed = |detail: String| not_run(NotRunReason::Crash, detail);
+        let finished = match self.contained() {
+            None => {
+                let mut spec = ProcessSpec::new(
+                    command.argv.iter().map(OsString::from),
+                    command.tree,
+                    command.log.clone(),
+                );
+                spec.env = host_environment(&command.env, &command.secrets);
+                let mut group =
+                    ChildGroup::spawn(&spec).map_err(|error| failed(error.to_string()))?;
+                let _entry = Entry::write(self.processes, group.id());
+                let finished = group.wait_with_timeout(command.timeout);
+                // Stopped before it is crossed out, whatever the wait gave.
+                drop(group);
+                finished.map_err(|error| error.to_string())
+            }
+            Some((engine, run)) => {
+                let env = self.container_env(&command.env, &command.secrets).map_err(failed)?;
+                let request = ContainerRequest {
+                    node: self.node,
+                    run,
+                    purpose: &command.purpose,
+                    labels: &[],
+                    gpus: command.gpus,
+                    tree: command.tree,
+                    out: command.out,
+                    env: &env,
+                    ports: &[],
+                    network_of: command.server,
+                    shm_gib: DEFAULT_SHM_GIB,
+                    command: &command.argv,
+                    log: &command.log,
+                    grace: DEFAULT_GRACE,
+                };
+                let launch = engine.launch(&request).map_err(|error| failed(error.to_string()))?;
+                let mut container =
+                    Container::start(engine, &launch).map_err(|error| failed(error.to_string()))?;
+                let _entry = Entry::write(self.processes, container.client().id());
+                let finished = container.wait_with_timeout(command.timeout);
+                drop(container);
+                finished.map_err(|error| error.to_string())
+            }
+        };
+        match finished {
+            Ok(Finished::Exited(status))
+                if self.contained().is_some() && engine_refused(status) =>
+            {
+                Err(failed(format!(
+                    "the container engine could not run the command ({status})\nlast lines of {}:\n{}",
+                    command.log.display(),
+                    tail(&command.log, TAIL_LINES).unwrap_or_default()
+                )))
+            }
+            Ok(Finished::Exited(status)) => Ok(status),
+            Ok(Finished::TimedOut(_stopped)) => Err(not_run(
+                NotRunReason::Timeout,
+                format!(
+                    "stopped after {:?}\nlast lines of {}:\n{}",
+                    command.timeout,
+                    command.log.display(),
+                    tail(&command.log, TAIL_LINES).unwrap_or_default()
+                ),
+            )),
+            Err(error) => Err(not_run(NotRunReason::Other, error)),
+        }
+    }
+
+    /// Starts a server; returns its process and the address prgate reaches it at.
+    pub(super) fn start_server(
+        &self,
+        command: &ServerCommand<'_>,
+    ) -> Result<(ServerProcess, String), (NotRunReason, String)> {
+        let crash = |detail: String| (NotRunReason::Crash, detail);
+        match self.contained() {
+            None => {
+                let mut spec = ProcessSpec::new(
+                    command.argv.iter().map(OsString::from),
+                    command.tree,
+                    command.log.clone(),
+                );
+                spec.env = host_environment(&command.env, &[])
+                    .set("HIP_VISIBLE_DEVICES", gpu_list(command.gpus));
+                let group = ChildGroup::spawn(&spec).map_err(|error| crash(error.to_string()))?;
+                let url = format!("http://127.0.0.1:{}", command.port);
+                Ok((ServerProcess::Host(group), url))
+            }
+            Some((engine, run)) => {
+                let env = self.container_env(&command.env, &[]).map_err(crash)?;
+                let request = ContainerRequest {
+                    node: self.node,
+                    run,
+                    purpose: &command.purpose,
+                    labels: &[],
+                    gpus: command.gpus,
+                    tree: command.tree,
+                    out: command.out,
+                    env: &env,
+                    ports: &[command.port],
+                    network_of: None,
+                    shm_gib: DEFAULT_SHM_GIB,
+                    command: &command.argv,
+                    log: &command.log,
+                    grace: DEFAULT_GRACE,
+                };
+                let launch = engine.launch(&request).map_err(|error| crash(error.to_string()))?;
+                let mut container =
+                    Container::start(engine, &launch).map_err(|error| crash(error.to_string()))?;
+                let address = container
+                    .wait_host_port(command.port, command.startup)
+                    .map_err(|error| crash(error.to_string()))?;
+                Ok((ServerProcess::Container(Box::new(container)), format!("http://{address}")))
+            }
+        }
+    }
+
+    /// Removes every container of the run (a killed earlier attempt's, or this one's left
+    /// behind); returns a note for each one removed.
+    pub(super) fn remove_leftovers(&self) -> Vec<String> {
+        let Some((engine, run)) = self.contained() else { return Vec::new() };
+        match engine.remove_run(run) {
+            Ok(removed) => removed
+                .into_iter()
+                .map(|id| format!("removed container {id} left by an earlier run of {run}"))
+                .collect(),
+            Err(error) => vec![format!("could not remove the run's containers: {error}")],
+        }
+    }
+
+    fn container_env(
+        &self,
+        env: &[(String, String)],
+        secrets: &[String],
+    ) -> Result<ContainerEnv, String> {
+        let mut container_env = ContainerEnv::new(self.node);
+        for (name, value) in env {
+            container_env = container_env.set(name, value).map_err(|error| error.to_string())?;
+        }
+        for secret in secrets {
+            container_env =
+                container_env.allow_secret(secret).map_err(|error| error.to_string())?;
+        }
+        Ok(container_env)
+    }
+}
+
+/// The largest file a command may hand back (JUnit XML, metrics, timings, results).
+pub(super) const MAX_UNTRUSTED_FILE: u64 = 64 * 1024 * 1024;
+
+/// Whether `path`, written by a command from the PR, may be read: a regular file (not a
+/// symbolic link to somewhere else on the host) of at most [`MAX_UNTRUSTED_FILE`] bytes.
+pub(super) fn untrusted_file(path: &Path) -> Result<(), String> {
+    let metadata =
+        std::fs::symlink_metadata(path).map_err(|error| format!("{}: {error}", path.display()))?;
+    if !metadata.file_type().is_file() {
+        return Err(format!("{}: not a regular file; it is not read", path.display()));
+    }
+    if metadata.len() > MAX_UNTRUSTED_FILE {
+        return Err(format!(
+            "{}: {} bytes, more than the {} a result may have; it is not read",
+            path.display(),
+            metadata.len(),
+            MAX_UNTRUSTED_FILE
+        ));
+    }
+    Ok(())
+}
+
+/// The host environment of a command: the minimal one, `env`, and each secret by its name
+/// from the runner's `PRGATE_SECRET_<NAME>`.
+fn host_environment(env: &[(String, String)], secrets: &[String]) -> Environment {
+    let mut environment = Environment::minimal();
+    for (name, value) in env {
+        environment = environment.set(name, value);
+    }
+    for secret in secrets {
+        if let Some(value) = std::env::var_os(secret_env_var(secret)) {
+            environment = environment.set(secret, value);
+        }
+    }
+    environment
+}
+
+/// Exit statuses with which an engine says it could not run the command at all: 125 (the
+/// engine refused), 126 (not executable), 127 (not found).
+fn engine_refused(status: ExitStatus) -> bool {
+    matches!(status.code(), Some(125..=127))
+}
+
+/// `HIP_VISIBLE_DEVICES`' value for `gpus`: `0,1,2`.
+fn gpu_list(gpus: &[u32]) -> String {
+    gpus.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+}
+
+fn not_run(reason: NotRunReason, detail: String) -> Outcome {
+    Outcome::NotRun { reason, detail, subject: None }
+}
+
+impl From<ProcessError> for super::server::ServerFailure {
+    fn from(error: ProcessError) -> Self {
+        super::server::ServerFailure { reason: NotRunReason::Crash, detail: error.to_string() }
+    }
+}
