@@ -26,7 +26,9 @@
 //!   checkpoints, secrets and directories;
 //! - [`container`]: the container launcher: a command for a run as the engine's `run`, with
 //!   the node's GPUs only, the checkpoints read-only, loopback ports and an explicit
-//!   environment; stopping, cleanup by label and the image's digest (`docs/container.md`).
+//!   environment; stopping, cleanup by label and the image's digest (`docs/container.md`);
+//! - [`lock`]: the host lock: one run on a host at a time, a refusal that names the holder,
+//!   and no stale lock after a killed run.
 
 pub mod accuracy;
 pub mod bench;
@@ -34,6 +36,7 @@ pub mod cache;
 pub mod container;
 pub mod export;
 pub mod junit;
+pub mod lock;
 pub mod node;
 pub mod process;
 pub mod recipe;
