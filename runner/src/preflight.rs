@@ -11,7 +11,8 @@
 //!    [`Thresholds::min_free_work_bytes`] and [`Thresholds::min_free_cache_bytes`];
 //! 3. every checkpoint the plan's recipes need: the profile lists it and its path exists under
 //!    the checkpoint store (a folder, not empty);
-//! 4. the image, through an [`ImageCheck`] when the caller has one (the container engine).
+//! 4. the image, through an [`ImageCheck`] when the caller has one: the container
+//!    [`Engine`] is one (`<engine> image inspect`, and the profile's digest when it pins one).
 //!
 //! A failed preflight is evidence, not a crash: [`PreflightFailure`] lists every
 //! [`Finding`] (`check`, `subject`, `problem`), and [`PreflightFailure::to_not_run`] turns them
@@ -42,6 +43,7 @@ use std::time::Duration;
 
 use prgate_gate::evidence::NotRunReason;
 
+use crate::container::Engine;
 use crate::node::{Image, NodeProfile};
 use crate::process::{ChildGroup, Environment, Finished, ProcessSpec};
 
@@ -122,6 +124,14 @@ pub trait ImageCheck: fmt::Debug {
     /// `Ok` when `image` is present on the node (with the profile's digest, when it pins
     /// one); otherwise the problem in words.
     fn check_image(&self, image: &Image) -> Result<(), String>;
+}
+
+/// The container engine answers the image question with [`Engine::check_image`]: the image is
+/// there and, when the profile pins a digest, has it. Nothing is pulled.
+impl ImageCheck for Engine {
+    fn check_image(&self, image: &Image) -> Result<(), String> {
+        Engine::check_image(self, image).map(|_info| ()).map_err(|error| error.to_string())
+    }
 }
 
 /// A probe command that gave no answer.

@@ -1,17 +1,20 @@
 //! The preflight through real processes: fake `amd-smi` and `rocm-smi` scripts on the `PATH`
 //! of [`SystemCommands`] print the tools' outputs (the fixtures of `runner/src/preflight/`),
-//! fail or hang, over a fake device and sysfs tree.
+//! fail or hang, over a fake device and sysfs tree; the container tests' stand-in engine
+//! answers the image question.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use prgate_gate::evidence::NotRunReason;
+use prgate_runner::container::Engine;
 use prgate_runner::node::NodeProfile;
 use prgate_runner::preflight::{
-    Preflight, PreflightCheck, PreflightFailure, Probes, SystemCommands, Thresholds,
+    ImageCheck, Preflight, PreflightCheck, PreflightFailure, Probes, SystemCommands, Thresholds,
 };
 use prgate_runner::process::Environment;
 
+const AMD_SMI_LIST: &str = include_str!("../src/preflight/fixtures/amd-smi-metric-mem-usage.json");
 const AMD_SMI_GPU_DATA: &str =
     include_str!("../src/preflight/fixtures/amd-smi-metric-mem-usage-gpu-data.out");
 const ROCM_SMI_VRAM: &str =
@@ -25,8 +28,16 @@ struct Machine {
     node: NodeProfile,
 }
 
+/// The node's image in [`Machine::new`]'s profile.
+const IMAGE: &str = "lmsysorg/sglang:v0.5.5-rocm700-mi30x";
+
 impl Machine {
     fn new() -> Machine {
+        Machine::with_image(&format!("name = \"{IMAGE}\""))
+    }
+
+    /// A machine whose profile's `[image]` table is `image`.
+    fn with_image(image: &str) -> Machine {
         let dir = tempfile::tempdir().expect("a temp dir");
         let tmp = dir.path();
         std::fs::create_dir_all(tmp.join("root/dev/dri")).expect("dev/dri");
@@ -46,7 +57,7 @@ work-dir = "{tmp}/work"
 ids = [2, 3]
 render-devices = ["/dev/dri/renderD144", "/dev/dri/renderD152"]
 [image]
-name = "lmsysorg/sglang:v0.5.5-rocm700-mi30x"
+{image}
 [checkpoints]
 llama = "meta/Llama-4"
 "#,
@@ -94,6 +105,14 @@ llama = "meta/Llama-4"
 
     /// The preflight with only the fake tools on `PATH` and commands cut after `timeout`.
     fn run(&self, timeout: Duration) -> Result<(), PreflightFailure> {
+        self.run_with_image(timeout, None)
+    }
+
+    fn run_with_image(
+        &self,
+        timeout: Duration,
+        image_check: Option<&dyn ImageCheck>,
+    ) -> Result<(), PreflightFailure> {
         let commands = SystemCommands {
             env: Environment::empty().set("PATH", self.path("bin")),
             timeout,
@@ -110,7 +129,7 @@ llama = "meta/Llama-4"
                 ..Thresholds::default()
             },
             probes: Probes { commands: &commands, root: &root },
-            image_check: None,
+            image_check,
         }
         .run()
     }
@@ -205,4 +224,72 @@ fn a_missing_checkpoint_stops_only_its_models() {
         detail,
         format!("preflight: llama: {} does not exist", store.join("meta/Llama-4").display())
     );
+}
+
+/// The container tests' stand-in engine (`runner/tests/fixtures/fake-engine`) behind a
+/// `docker` wrapper, holding `images`.
+fn stand_in_engine(machine: &Machine, images: serde_json::Value) -> Engine {
+    let state = machine.path("engine");
+    let bin = machine.path("engine-bin");
+    std::fs::create_dir_all(&state).expect("the engine's state folder");
+    std::fs::create_dir_all(&bin).expect("the engine's bin folder");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-engine");
+    let wrapper = bin.join("docker");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nFAKE_ENGINE_DIR='{}' exec '{}' \"$@\"\n",
+            state.display(),
+            fixture.display()
+        ),
+    )
+    .expect("the wrapper");
+    let mut permissions = std::fs::metadata(&wrapper).expect("the wrapper").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&wrapper, permissions).expect("an executable wrapper");
+    let state_json = serde_json::json!({ "images": images, "containers": [] });
+    std::fs::write(state.join("state.json"), state_json.to_string()).expect("the state");
+    Engine::detect(Some(bin.as_os_str())).expect("the wrapper is found")
+}
+
+#[test]
+fn the_container_engine_answers_the_image_question() {
+    const DIGEST: &str = "sha256:4f1c2a9e0b7d3c5a8e6f1b2d4c9a7e3f5b8d1c6a2e9f4b7d3c5a8e1f6b2d9c4a";
+    const OTHER: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+    let image = serde_json::json!([{
+        "id": "sha256:1111111111111111111111111111111111111111111111111111111111111111",
+        "names": [IMAGE],
+        "repo_digests": [format!("lmsysorg/sglang@{DIGEST}")],
+    }]);
+    let cases = [
+        (format!("name = \"{IMAGE}\""), image.clone(), None),
+        (format!("name = \"{IMAGE}\"\ndigest = \"{DIGEST}\""), image.clone(), None),
+        (
+            format!("name = \"{IMAGE}\"\ndigest = \"{OTHER}\""),
+            image,
+            // The engine is asked for `name@digest`, which it does not have.
+            Some(format!("No such image: {IMAGE}@{OTHER}")),
+        ),
+        (
+            format!("name = \"{IMAGE}\""),
+            serde_json::json!([]),
+            Some(format!("No such image: {IMAGE}")),
+        ),
+    ];
+    for (table, images, expect) in cases {
+        let machine = Machine::with_image(&table);
+        machine.tool_printing("amd-smi", AMD_SMI_ARGS, AMD_SMI_LIST);
+        let engine = stand_in_engine(&machine, images);
+        let result = machine.run_with_image(Duration::from_secs(30), Some(&engine));
+        match expect {
+            None => assert_eq!(result, Ok(()), "{table}"),
+            Some(expect) => {
+                let (check, finding, reason) = only_finding(result);
+                assert_eq!(check, PreflightCheck::Image, "{table}");
+                assert!(finding.starts_with(&format!("{IMAGE}: ")), "{finding}");
+                assert!(finding.contains(&expect), "{table}: {finding}");
+                assert_eq!(reason, NotRunReason::Other);
+            }
+        }
+    }
 }
