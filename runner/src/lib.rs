@@ -26,7 +26,11 @@
 //!   checkpoints, secrets and directories;
 //! - [`container`]: the container launcher: a command for a run as the engine's `run`, with
 //!   the node's GPUs only, the checkpoints read-only, loopback ports and an explicit
-//!   environment; stopping, cleanup by label and the image's digest (`docs/container.md`).
+//!   environment; stopping, cleanup by label and the image's digest (`docs/container.md`);
+//! - [`lock`]: the host lock: one run on a host at a time, a refusal that names the holder,
+//!   and no stale lock after a killed run;
+//! - [`preflight`]: before any install, whether the node has what the run needs: its GPUs
+//!   visible and free, disk space, the checkpoints on disk and the image.
 
 pub mod accuracy;
 pub mod bench;
@@ -34,7 +38,9 @@ pub mod cache;
 pub mod container;
 pub mod export;
 pub mod junit;
+pub mod lock;
 pub mod node;
+pub mod preflight;
 pub mod process;
 pub mod recipe;
 pub mod results;

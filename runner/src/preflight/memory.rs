@@ -1,0 +1,164 @@
+//! A GPU's memory from the three places that know it: `amd-smi`, `rocm-smi` and sysfs.
+//!
+//! The shapes are those the tools print (see `docs/preflight.md`, "Sources"):
+//!
+//! - `amd-smi metric --mem-usage --json`: a list of GPUs (`[{"gpu": 0, "mem_usage": {...}}]`),
+//!   or, in newer releases, that list under `"gpu_data"`. `mem_usage.total_vram` and
+//!   `mem_usage.used_vram` are `{"value": N, "unit": "MB"}` (MiB: amd-smi divides bytes by
+//!   1024²), a bare number of MiB in older releases, or `"N/A"`;
+//! - `rocm-smi --showmeminfo vram --json`: an object keyed `card<N>` whose values hold
+//!   `"VRAM Total Memory (B)"` and `"VRAM Total Used Memory (B)"`, decimal strings of bytes;
+//! - sysfs: `mem_info_vram_total` and `mem_info_vram_used` (bytes) in the device folder of the
+//!   GPU's render node, `/sys/class/drm/renderD<N>/device/`, the same folder as its
+//!   `card<M>/device`.
+//!
+//! Both tools may print warnings before their JSON (Python's `SyntaxWarning`s, on standard
+//! error, which the runner logs with standard output): the JSON starts at the first line that
+//! starts with `{` or `[`, and anything after it is ignored.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::Value;
+
+/// One GPU's memory, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Vram {
+    pub(crate) total: u64,
+    pub(crate) used: u64,
+}
+
+/// The GPUs a tool lists, by id, with their memory when it gave numbers for both the total and
+/// the used memory.
+pub(crate) type Listed = BTreeMap<u32, Option<Vram>>;
+
+const MIB: u64 = 1024 * 1024;
+
+/// The GPUs in the output of `amd-smi metric --mem-usage --json`.
+pub(crate) fn parse_amd_smi(output: &str) -> Result<Listed, String> {
+    let value = first_json(output)?;
+    let entries = match &value {
+        Value::Array(entries) => entries,
+        Value::Object(fields) => match fields.get("gpu_data") {
+            Some(Value::Array(entries)) => entries,
+            _ => return Err("its JSON is an object without a \"gpu_data\" list".to_owned()),
+        },
+        _ => return Err("its JSON is neither a list nor an object".to_owned()),
+    };
+    let mut listed = Listed::new();
+    for entry in entries {
+        let Some(id) = entry.get("gpu").and_then(Value::as_u64) else {
+            // A CPU's or a core's entry, which builds with CPU support print too.
+            if entry.get("cpu").is_some() || entry.get("core").is_some() {
+                continue;
+            }
+            return Err(format!("an entry has no \"gpu\" number: {}", shorten(entry)));
+        };
+        let id = u32::try_from(id).map_err(|_too_big| format!("GPU number {id} is too large"))?;
+        let usage = entry.get("mem_usage");
+        let field = |name: &str| usage.and_then(|usage| usage.get(name)).and_then(amd_smi_bytes);
+        let total = field("total_vram");
+        let used = field("used_vram").or_else(|| {
+            let free = field("free_vram")?;
+            total?.checked_sub(free)
+        });
+        let vram = total.zip(used).map(|(total, used)| Vram { total, used });
+        listed.insert(id, vram);
+    }
+    Ok(listed)
+}
+
+/// The GPUs in the output of `rocm-smi --showmeminfo vram --json`.
+pub(crate) fn parse_rocm_smi(output: &str) -> Result<Listed, String> {
+    let value = first_json(output)?;
+    let Value::Object(cards) = value else {
+        return Err("its JSON is not an object keyed by card".to_owned());
+    };
+    let mut listed = Listed::new();
+    for (key, fields) in &cards {
+        // Other keys ("system") describe the host, not a GPU.
+        let Some(id) = key.strip_prefix("card").and_then(|id| id.parse::<u32>().ok()) else {
+            continue;
+        };
+        let field = |name: &str| fields.get(name).and_then(decimal_bytes);
+        let total = field("VRAM Total Memory (B)");
+        let used = field("VRAM Total Used Memory (B)");
+        listed.insert(id, total.zip(used).map(|(total, used)| Vram { total, used }));
+    }
+    Ok(listed)
+}
+
+/// The memory of the GPU whose render node is `render_device` (`/dev/dri/renderD128`), read
+/// from sysfs under `root`.
+pub(crate) fn read_sysfs(root: &Path, render_device: &Path) -> Result<Vram, String> {
+    let node = render_device.file_name().unwrap_or_default();
+    let folder = root.join("sys/class/drm").join(node).join("device");
+    let read = |name: &str| -> Result<u64, String> {
+        let path = folder.join(name);
+        let text = std::fs::read_to_string(&path)
+            .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
+        text.trim().parse().map_err(|_not_a_number| {
+            format!("{} holds {:?}, not a number of bytes", path.display(), text.trim())
+        })
+    };
+    Ok(Vram { total: read("mem_info_vram_total")?, used: read("mem_info_vram_used")? })
+}
+
+/// The first JSON value in a tool's output, after any lines of warnings.
+fn first_json(output: &str) -> Result<Value, String> {
+    let mut offset = 0;
+    for line in output.split_inclusive('\n') {
+        if line.trim_start().starts_with(['{', '[']) {
+            let mut values = serde_json::Deserializer::from_str(&output[offset..]).into_iter();
+            return match values.next() {
+                Some(Ok(value)) => Ok(value),
+                Some(Err(error)) => Err(format!("its JSON does not parse: {error}")),
+                None => Err("it printed no JSON".to_owned()),
+            };
+        }
+        offset += line.len();
+    }
+    Err(format!("it printed no JSON: {:?}", output.chars().take(200).collect::<String>()))
+}
+
+/// An amd-smi memory figure in bytes: `{"value": N, "unit": "MB"}`, a bare number of MiB
+/// (older releases), or nothing for `"N/A"` and anything else.
+fn amd_smi_bytes(value: &Value) -> Option<u64> {
+    match value {
+        Value::Number(number) => number.as_u64()?.checked_mul(MIB),
+        Value::Object(fields) => {
+            let number = fields.get("value")?.as_u64()?;
+            let unit = match fields.get("unit") {
+                None => MIB,
+                Some(unit) => match unit.as_str()? {
+                    "B" => 1,
+                    "KB" | "KiB" => 1024,
+                    "MB" | "MiB" => MIB,
+                    "GB" | "GiB" => 1024 * MIB,
+                    _ => return None,
+                },
+            };
+            number.checked_mul(unit)
+        }
+        _ => None,
+    }
+}
+
+/// A number of bytes written as a decimal string (rocm-smi) or a number.
+fn decimal_bytes(value: &Value) -> Option<u64> {
+    match value {
+        Value::String(text) => text.trim().parse().ok(),
+        Value::Number(number) => number.as_u64(),
+        _ => None,
+    }
+}
+
+/// A JSON value in at most 120 characters, for an error message.
+fn shorten(value: &Value) -> String {
+    let text = value.to_string();
+    if text.chars().count() <= 120 {
+        text
+    } else {
+        format!("{}…", text.chars().take(120).collect::<String>())
+    }
+}

@@ -1,0 +1,426 @@
+//! Tests of the preflight: the tools' outputs read into memory figures, and whole preflights
+//! over a fake machine (a root folder with device nodes and sysfs, and canned tool answers).
+//! `runner/tests/preflight.rs` runs the same through real processes.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::memory::{Listed, parse_amd_smi, parse_rocm_smi, read_sysfs};
+use super::*;
+
+const AMD_SMI_LIST: &str = include_str!("fixtures/amd-smi-metric-mem-usage.json");
+const AMD_SMI_GPU_DATA: &str = include_str!("fixtures/amd-smi-metric-mem-usage-gpu-data.out");
+const AMD_SMI_PLAIN: &str = include_str!("fixtures/amd-smi-metric-mem-usage-plain.json");
+const ROCM_SMI_VRAM: &str = include_str!("fixtures/rocm-smi-showmeminfo-vram.json");
+
+const MIB: u64 = 1024 * 1024;
+
+/// The GPUs a parser reads, one line each, or its error.
+fn parsed(parse: fn(&str) -> Result<Listed, String>, output: &str) -> String {
+    match parse(output) {
+        Err(problem) => format!("error: {problem}"),
+        Ok(listed) if listed.is_empty() => "no GPU".to_owned(),
+        Ok(listed) => listed
+            .iter()
+            .map(|(id, vram)| match vram {
+                Some(vram) => format!("{id}: {}/{} MiB", vram.used / MIB, vram.total / MIB),
+                None => format!("{id}: no figures"),
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+#[test]
+fn amd_smi_output_is_read_in_every_shape() {
+    let eight_idle = (0..8).map(|id| format!("{id}: 283/196592 MiB")).collect::<Vec<_>>();
+    let mut one_busy = eight_idle.clone();
+    one_busy[3] = "3: 176911/196592 MiB".to_owned();
+    let cases = [
+        // A list of GPUs with {"value", "unit"} figures (ROCm 6.2 to 7.x).
+        (AMD_SMI_LIST, eight_idle.join(", ")),
+        // The list under "gpu_data" (newer releases), after Python's warnings.
+        (AMD_SMI_GPU_DATA, one_busy.join(", ")),
+        // Bare numbers of MiB (older releases), "N/A" beside them.
+        (AMD_SMI_PLAIN, "0: 10/65520 MiB, 1: 10/65520 MiB".to_owned()),
+        (
+            r#"[{"gpu": 0, "mem_usage": {"total_vram": "N/A", "used_vram": "N/A", "free_vram": "N/A"}}]"#,
+            "0: no figures".to_owned(),
+        ),
+        (
+            r#"[{"gpu": 0, "usage": {"gfx_activity": {"value": 0, "unit": "%"}}}]"#,
+            "0: no figures".to_owned(),
+        ),
+        (
+            r#"[{"gpu": 0, "mem_usage": {"total_vram": {"value": 16, "unit": "GB"}, "used_vram": "N/A", "free_vram": {"value": 12, "unit": "GB"}}}]"#,
+            "0: 4096/16384 MiB".to_owned(),
+        ),
+        (
+            r#"[{"gpu": 0, "mem_usage": {"total_vram": {"value": 16, "unit": "furlongs"}, "used_vram": {"value": 1, "unit": "MB"}}}]"#,
+            "0: no figures".to_owned(),
+        ),
+        (
+            r#"[{"cpu": 0, "power": "N/A"}, {"gpu": 5, "mem_usage": {"total_vram": 8, "used_vram": 1}}]"#,
+            "5: 1/8 MiB".to_owned(),
+        ),
+        (r#"{"cpu_data": [], "core_data": [], "gpu_data": []}"#, "no GPU".to_owned()),
+        ("[]\n{\"trailing\": true}", "no GPU".to_owned()),
+        (r#"{"gpus": []}"#, r#"error: its JSON is an object without a "gpu_data" list"#.to_owned()),
+        ("42", "error: it printed no JSON: \"42\"".to_owned()),
+        (
+            r#"[{"name": "MI300X"}]"#,
+            r#"error: an entry has no "gpu" number: {"name":"MI300X"}"#.to_owned(),
+        ),
+        (r#"[{"gpu": 4294967296}]"#, "error: GPU number 4294967296 is too large".to_owned()),
+        (
+            "AMDSMI_STATUS_DRIVER_NOT_LOADED\n",
+            "error: it printed no JSON: \"AMDSMI_STATUS_DRIVER_NOT_LOADED\\n\"".to_owned(),
+        ),
+        (
+            "[{\"gpu\": 0,\n",
+            "error: its JSON does not parse: EOF while parsing a value at line 2 column 0"
+                .to_owned(),
+        ),
+    ];
+    for (output, expect) in cases {
+        assert_eq!(parsed(parse_amd_smi, output), expect, "{output}");
+    }
+}
+
+#[test]
+fn rocm_smi_output_is_read() {
+    let eight = (0..8u64)
+        .map(|id| format!("{id}: {}/196592 MiB", (283 * MIB + 12288 * id) / MIB))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let cases = [
+        (ROCM_SMI_VRAM, eight),
+        (
+            r#"{"card1": {"VRAM Total Memory (B)": "N/A", "VRAM Total Used Memory (B)": "N/A"},
+                "card0": {"VRAM Total Memory (B)": 2097152, "VRAM Total Used Memory (B)": "1048576"},
+                "system": {"Driver version": "6.8.5"}, "cardX": {}}"#,
+            "0: 1/2 MiB, 1: no figures".to_owned(),
+        ),
+        ("WARNING: Unlocked monitor_devices lock\n{}", "no GPU".to_owned()),
+        ("[1]", "error: its JSON is not an object keyed by card".to_owned()),
+    ];
+    for (output, expect) in cases {
+        assert_eq!(parsed(parse_rocm_smi, output), expect, "{output}");
+    }
+}
+
+#[test]
+fn sysfs_is_read_in_the_render_nodes_device_folder() {
+    let root = tempfile::tempdir().expect("a temp dir");
+    let device = root.path().join("sys/class/drm/renderD128/device");
+    std::fs::create_dir_all(&device).expect("the device folder");
+    std::fs::write(device.join("mem_info_vram_total"), "206141652992\n").expect("total");
+    std::fs::write(device.join("mem_info_vram_used"), "296747008\n").expect("used");
+    let vram = read_sysfs(root.path(), Path::new("/dev/dri/renderD128")).expect("figures");
+    assert_eq!((vram.total, vram.used), (206_141_652_992, 296_747_008));
+
+    std::fs::write(device.join("mem_info_vram_used"), "lots\n").expect("used");
+    let problem = read_sysfs(root.path(), Path::new("/dev/dri/renderD128")).expect_err("garbage");
+    assert!(
+        problem.ends_with("mem_info_vram_used holds \"lots\", not a number of bytes"),
+        "{problem}"
+    );
+    let problem = read_sysfs(root.path(), Path::new("/dev/dri/renderD136")).expect_err("missing");
+    assert!(problem.contains("renderD136/device/mem_info_vram_total: No such file"), "{problem}");
+}
+
+/// Canned answers of the probe commands, by program; a program without one cannot start.
+#[derive(Debug, Default)]
+struct FakeCommands {
+    answers: BTreeMap<&'static str, Result<String, String>>,
+}
+
+impl CommandRunner for FakeCommands {
+    fn run(&self, argv: &[&str]) -> Result<String, CommandError> {
+        assert!(argv == AMD_SMI || argv == ROCM_SMI, "unexpected command {argv:?}");
+        let program = argv[0];
+        let problem = match self.answers.get(program) {
+            Some(Ok(output)) => return Ok(output.clone()),
+            Some(Err(problem)) => problem.clone(),
+            None => "cannot start: No such file or directory (os error 2)".to_owned(),
+        };
+        Err(CommandError { program: program.to_owned(), problem })
+    }
+}
+
+#[derive(Debug)]
+struct FakeImage(Result<(), String>);
+
+impl ImageCheck for FakeImage {
+    fn check_image(&self, _image: &Image) -> Result<(), String> {
+        self.0.clone()
+    }
+}
+
+/// A machine to preflight: GPUs 2 and 3 of the node profile, with what the test changes.
+struct Machine {
+    amd_smi: Option<Result<&'static str, &'static str>>,
+    rocm_smi: Option<Result<&'static str, &'static str>>,
+    /// sysfs figures (used MiB, total MiB) per render node; none for no sysfs.
+    sysfs: Vec<(&'static str, u64, u64)>,
+    render_nodes: Vec<&'static str>,
+    kfd: bool,
+    /// Checkpoint folders to create under the store, with a file in them or not.
+    store: Vec<(&'static str, bool)>,
+    needed: Vec<&'static str>,
+    thresholds: Thresholds,
+    image: Option<Result<(), &'static str>>,
+}
+
+impl Default for Machine {
+    fn default() -> Machine {
+        Machine {
+            amd_smi: Some(Ok(AMD_SMI_LIST)),
+            rocm_smi: Some(Ok(ROCM_SMI_VRAM)),
+            sysfs: vec![("renderD144", 283, 196_592), ("renderD152", 283, 196_592)],
+            render_nodes: vec!["renderD144", "renderD152"],
+            kfd: true,
+            store: vec![("meta/Llama-4", true), ("qwen/Qwen3", true)],
+            needed: vec!["llama", "qwen"],
+            thresholds: Thresholds {
+                min_free_work_bytes: 0,
+                min_free_cache_bytes: 0,
+                ..Thresholds::default()
+            },
+            image: Some(Ok(())),
+        }
+    }
+}
+
+/// Builds `machine` in a temp dir, runs the preflight and renders its answer as users see it.
+fn check(machine: Machine) -> String {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let tmp = dir.path();
+    let root = tmp.join("root");
+    for node in &machine.render_nodes {
+        std::fs::create_dir_all(root.join("dev/dri")).expect("dev/dri");
+        std::fs::write(root.join("dev/dri").join(node), "").expect("a render node");
+    }
+    if machine.kfd {
+        std::fs::create_dir_all(root.join("dev")).expect("dev");
+        std::fs::write(root.join("dev/kfd"), "").expect("kfd");
+    }
+    for (node, used, total) in &machine.sysfs {
+        let device = root.join("sys/class/drm").join(node).join("device");
+        std::fs::create_dir_all(&device).expect("the device folder");
+        std::fs::write(device.join("mem_info_vram_total"), format!("{}\n", total * MIB))
+            .expect("total");
+        std::fs::write(device.join("mem_info_vram_used"), format!("{}\n", used * MIB))
+            .expect("used");
+    }
+    for (path, filled) in &machine.store {
+        let folder = tmp.join("models").join(path);
+        std::fs::create_dir_all(&folder).expect("a checkpoint folder");
+        if *filled {
+            std::fs::write(folder.join("config.json"), "{}").expect("config.json");
+        }
+    }
+    let profile = format!(
+        r#"name = "mi300x-1"
+hardware = "mi300x"
+checkpoint-store = "{tmp}/models"
+cache-dir = "{tmp}/cache"
+work-dir = "{tmp}/work"
+[gpus]
+ids = [2, 3]
+render-devices = ["/dev/dri/renderD144", "/dev/dri/renderD152"]
+[image]
+name = "lmsysorg/sglang:v0.5.5-rocm700-mi30x"
+[checkpoints]
+llama = "meta/Llama-4"
+qwen = "qwen/Qwen3"
+deepseek = "deepseek-ai/DeepSeek-V4"
+"#,
+        tmp = tmp.display()
+    );
+    let node = NodeProfile::parse(&profile, "node.toml").expect("the profile");
+    let mut commands = FakeCommands::default();
+    for (program, answer) in [("amd-smi", machine.amd_smi), ("rocm-smi", machine.rocm_smi)] {
+        if let Some(answer) = answer {
+            commands.answers.insert(program, answer.map(str::to_owned).map_err(str::to_owned));
+        }
+    }
+    let image = machine.image.map(|answer| FakeImage(answer.map_err(str::to_owned)));
+    let needed: Vec<String> = machine.needed.iter().map(|name| (*name).to_owned()).collect();
+    let preflight = Preflight {
+        node: &node,
+        checkpoints: &needed,
+        thresholds: machine.thresholds,
+        probes: Probes { commands: &commands, root: &root },
+        image_check: image.as_ref().map(|image| image as &dyn ImageCheck),
+    };
+    let rendered = match preflight.run() {
+        Ok(()) => "ok".to_owned(),
+        Err(failure) => {
+            let (reason, detail) = failure.to_not_run();
+            let mut lines = vec![format!(
+                "not-run {reason:?}; blocks the run: {}",
+                if failure.blocks_run() { "yes" } else { "no" }
+            )];
+            for finding in failure.findings() {
+                let (reason, finding_detail) = finding.to_not_run();
+                assert_eq!(finding_detail, format!("preflight: {finding}"));
+                assert!(detail.contains(&finding.to_string()), "{detail}");
+                lines.push(format!(
+                    "- {} ({reason:?}) {}: {}",
+                    finding.check.describe(),
+                    finding.subject,
+                    finding.problem
+                ));
+            }
+            lines.join("\n")
+        }
+    };
+    let rendered = rendered.replace(&tmp.display().to_string(), "[tmp]");
+    regex::Regex::new(r"\d+\.\d GiB free;")
+        .expect("a regex")
+        .replace_all(&rendered, "[n] GiB free;")
+        .into_owned()
+}
+
+#[test]
+fn preflights_over_fake_machines() {
+    let cases = [
+        ("amd-smi lists both GPUs, free", Machine::default()),
+        (
+            "amd-smi's gpu_data: GPU 3 is busy",
+            Machine { amd_smi: Some(Ok(AMD_SMI_GPU_DATA)), ..Machine::default() },
+        ),
+        (
+            "amd-smi lists GPUs 0 and 1 only",
+            Machine { amd_smi: Some(Ok(AMD_SMI_PLAIN)), ..Machine::default() },
+        ),
+        (
+            "no amd-smi: rocm-smi answers",
+            Machine { amd_smi: None, sysfs: vec![], ..Machine::default() },
+        ),
+        (
+            "amd-smi and rocm-smi fail: sysfs answers, GPU 2 busy",
+            Machine {
+                amd_smi: Some(Ok("AMDSMI_STATUS_DRIVER_NOT_LOADED\n")),
+                rocm_smi: Some(Err("exit status: 1: ERROR: GPU[0] : Unable to get VRAM")),
+                sysfs: vec![("renderD144", 180_000, 196_592), ("renderD152", 283, 196_592)],
+                ..Machine::default()
+            },
+        ),
+        (
+            "no tool and no sysfs",
+            Machine { amd_smi: None, rocm_smi: None, sysfs: vec![], ..Machine::default() },
+        ),
+        (
+            "amd-smi gives N/A: sysfs for GPU 2, none for GPU 3",
+            Machine {
+                amd_smi: Some(Ok(
+                    r#"[{"gpu": 2, "mem_usage": {"total_vram": "N/A", "used_vram": "N/A"}},
+                                     {"gpu": 3, "mem_usage": {"total_vram": "N/A", "used_vram": "N/A"}}]"#,
+                )),
+                sysfs: vec![("renderD144", 283, 196_592)],
+                ..Machine::default()
+            },
+        ),
+        (
+            "a render node and /dev/kfd missing",
+            Machine { render_nodes: vec!["renderD144"], kfd: false, ..Machine::default() },
+        ),
+        (
+            "a GPU with no memory",
+            Machine {
+                amd_smi: Some(Ok(
+                    r#"[{"gpu": 2, "mem_usage": {"total_vram": 0, "used_vram": 0}}, {"gpu": 3, "mem_usage": {"total_vram": 8, "used_vram": 0}}]"#,
+                )),
+                ..Machine::default()
+            },
+        ),
+        (
+            "checkpoints missing, empty, unknown; each named once",
+            Machine {
+                store: vec![("qwen/Qwen3", false)],
+                needed: vec!["llama", "qwen", "gpt-oss", "llama"],
+                ..Machine::default()
+            },
+        ),
+        (
+            "too little disk",
+            Machine {
+                thresholds: Thresholds {
+                    min_free_work_bytes: 1 << 50,
+                    min_free_cache_bytes: 1 << 50,
+                    ..Thresholds::default()
+                },
+                ..Machine::default()
+            },
+        ),
+        (
+            "the image is missing",
+            Machine {
+                image: Some(Err("no such image: lmsysorg/sglang:v0.5.5-rocm700-mi30x")),
+                ..Machine::default()
+            },
+        ),
+        ("no image check (the local executor)", Machine { image: None, ..Machine::default() }),
+        (
+            "all at once",
+            Machine {
+                amd_smi: Some(Ok(AMD_SMI_GPU_DATA)),
+                kfd: false,
+                store: vec![],
+                image: Some(Err("no such image")),
+                ..Machine::default()
+            },
+        ),
+    ];
+    let rendered: Vec<String> =
+        cases.into_iter().map(|(name, machine)| format!("== {name}\n{}", check(machine))).collect();
+    insta::assert_snapshot!(rendered.join("\n\n"));
+}
+
+#[test]
+fn the_gravest_reason_names_a_failed_preflight() {
+    let finding = |check| Finding { check, subject: "s".to_owned(), problem: "p".to_owned() };
+    let cases = [
+        (vec![PreflightCheck::Checkpoint], NotRunReason::NoCheckpoint, false),
+        (vec![PreflightCheck::Checkpoint, PreflightCheck::Disk], NotRunReason::Other, true),
+        (vec![PreflightCheck::Image], NotRunReason::Other, true),
+        (vec![PreflightCheck::GpuMemory], NotRunReason::Other, true),
+        (
+            vec![PreflightCheck::Disk, PreflightCheck::GpuVisible],
+            NotRunReason::HardwareAbsent,
+            true,
+        ),
+    ];
+    for (checks, reason, blocks) in cases {
+        let failure =
+            PreflightFailure { findings: checks.iter().map(|check| finding(*check)).collect() };
+        assert_eq!(failure.to_not_run().0, reason, "{checks:?}");
+        assert_eq!(failure.blocks_run(), blocks, "{checks:?}");
+    }
+    let failure = PreflightFailure {
+        findings: vec![
+            Finding {
+                check: PreflightCheck::Checkpoint,
+                subject: "llama".to_owned(),
+                problem: "gone".to_owned(),
+            },
+            finding(PreflightCheck::Disk),
+        ],
+    };
+    assert_eq!(failure.to_string(), "preflight: llama: gone; s: p");
+    assert_eq!(
+        failure.missing_checkpoint("llama").map(|finding| finding.problem.as_str()),
+        Some("gone")
+    );
+    assert_eq!(failure.missing_checkpoint("s"), None);
+}
+
+#[test]
+fn the_default_thresholds() {
+    let defaults = Thresholds::default();
+    assert_eq!(defaults.min_free_vram_percent, 90);
+    assert_eq!(defaults.min_free_work_bytes, 50 << 30);
+    assert_eq!(defaults.min_free_cache_bytes, 10 << 30);
+}
