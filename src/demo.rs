@@ -16,7 +16,9 @@ use prgate_gate::State;
 use prgate_gate::verdict::Verdict;
 use prgate_runner::node::NodeProfile;
 use prgate_runner::results::ResultsDir;
-use prgate_runner::run::{DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, Isolation, RunRequest};
+use prgate_runner::run::{
+    DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, Isolation, PreflightMode, RunRequest,
+};
 use prgate_scope::PlanRequest;
 use prgate_scope::plan::{Plan, Tier};
 
@@ -153,6 +155,9 @@ fn run_pr(
         progress: false,
         // The sample's trees are prgate's own: no container needed on a laptop.
         isolation: &Isolation::Host,
+        wait_lock: Some(std::time::Duration::from_secs(600)),
+        // A laptop has no GPU to check.
+        preflight: &PreflightMode::Off,
     };
     let started = Instant::now();
     let summary = prgate_runner::run::run(&run).context("running the plan")?;

@@ -7,7 +7,10 @@ use anyhow::Context as _;
 use clap::Args;
 use prgate_runner::container::{Engine, RunId};
 use prgate_runner::node::NodeProfile;
-use prgate_runner::run::{DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, Isolation, RunRequest};
+use prgate_runner::preflight::Thresholds;
+use prgate_runner::run::{
+    DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, Isolation, PreflightMode, RunRequest,
+};
 use prgate_scope::Plan;
 
 use crate::files::read_json;
@@ -57,6 +60,28 @@ pub(crate) struct RunArgs {
     /// The container engine's client (default: docker on the PATH, else podman).
     #[arg(long, value_name = "PROGRAM")]
     engine: Option<PathBuf>,
+    /// When another run holds this host's lock, wait up to this long (90s, 20m, 2h) instead
+    /// of refusing at once.
+    #[arg(long, value_name = "DURATION", value_parser = parse_time_limit)]
+    wait_lock: Option<std::time::Duration>,
+    /// Check the node before any install (docs/preflight.md): GPUs visible and free, disk,
+    /// checkpoints, image. What it finds lacking is recorded as not-run evidence.
+    #[arg(long, value_enum, default_value_t = Switch::On)]
+    preflight: Switch,
+    /// Read device nodes and sysfs under this folder instead of / (for testing the preflight).
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    preflight_root: PathBuf,
+    /// The free disk space the preflight asks of the work and cache directories, in GiB
+    /// (default: 50 for the work directory, 10 for the cache).
+    #[arg(long, value_name = "GIB")]
+    min_free_disk: Option<u64>,
+}
+
+/// On or off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Switch {
+    On,
+    Off,
 }
 
 /// `--isolation`.
@@ -95,6 +120,17 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
             Isolation::Container { engine, run: run_id(&plan, &args.results)? }
         }
     };
+    let preflight = match args.preflight {
+        Switch::Off => PreflightMode::Off,
+        Switch::On => {
+            let mut thresholds = Thresholds::default();
+            if let Some(gib) = args.min_free_disk {
+                thresholds.min_free_work_bytes = gib.saturating_mul(1 << 30);
+                thresholds.min_free_cache_bytes = gib.saturating_mul(1 << 30);
+            }
+            PreflightMode::On { root: args.preflight_root.clone(), thresholds }
+        }
+    };
     let request = RunRequest {
         plan: &plan,
         repo: &args.repo,
@@ -109,6 +145,8 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
         time_limit: args.time_limit,
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
         isolation: &isolation,
+        wait_lock: args.wait_lock,
+        preflight: &preflight,
     };
     let summary = prgate_runner::run::run(&request).context("running the plan")?;
     for note in &summary.notes {

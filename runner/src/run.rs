@@ -62,6 +62,12 @@
 //! name), the base and PR commits, and the recipe's hash: `fnv1a64:` and the 16 hex digits of
 //! the 64-bit FNV-1a hash of the recipe file's bytes (none when there is no recipe).
 //!
+//! A run first takes the host lock ([`crate::lock`]: one run per node; `wait_lock` says how long
+//! to wait for another), then, after the trees are exported and the recipes read, runs the
+//! preflight ([`crate::preflight`]) unless it is off: a finding that stops the whole run records
+//! every planned step `not-run` with it; a checkpoint missing on disk stops only the models that
+//! need it. Those records start with [`PREFLIGHT_PREFIX`] and are run again by a later run.
+//!
 //! The executor is local: this node runs the whole plan.
 
 mod exec;
@@ -82,7 +88,9 @@ use prgate_scope::plan::{ModelPlan, Plan, Tier};
 
 use crate::cache::Cache;
 use crate::export::{ExportError, export_tree};
+use crate::lock::{HostLock, LockError, lock_path};
 use crate::node::NodeProfile;
+use crate::preflight::{ImageCheck, Preflight, Probes, SystemCommands, Thresholds};
 use crate::process::ProcessError;
 use crate::recipe::Recipe;
 use crate::recipe::common::CommonRecipe;
@@ -123,6 +131,19 @@ pub struct RunRequest<'a> {
     pub progress: bool,
     /// Where commands run: the node's container, or (trusted trees only) the host.
     pub isolation: &'a Isolation,
+    /// How long to wait for the host lock when another run holds it (`None`: refuse at once).
+    pub wait_lock: Option<Duration>,
+    /// Whether (and where) the node is checked before any install.
+    pub preflight: &'a PreflightMode,
+}
+
+/// Whether a run checks the node first ([`crate::preflight`]).
+#[derive(Debug, Clone)]
+pub enum PreflightMode {
+    /// No preflight (the tests and the demo, which have no GPU).
+    Off,
+    /// Check, reading device nodes and sysfs under `root` (`/` on a node).
+    On { root: PathBuf, thresholds: Thresholds },
 }
 
 /// What a run did.
@@ -150,11 +171,20 @@ pub enum RunError {
     Process(#[from] ProcessError),
     #[error("cannot watch for signals: {0}")]
     Signals(std::io::Error),
+    #[error(transparent)]
+    Lock(#[from] LockError),
 }
 
 /// Runs `request.plan` on this node; returns once every step is recorded or skipped.
 pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
     crate::process::stop_all_on_signal().map_err(RunError::Signals)?;
+    // One run per host: held until the run returns.
+    let description = format!(
+        "prgate run of {} into {}",
+        request.plan.head.sha.get(..12).unwrap_or(&request.plan.head.sha),
+        request.results.display()
+    );
+    let _lock = HostLock::acquire(&lock_path(request.node), &description, request.wait_lock)?;
     let results = ResultsDir::open(request.results)?;
     let events = request.events.map(EventWriter::create).transpose()?;
     let processes = leftovers::folder(results.root());
@@ -201,7 +231,7 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
         request,
         results: &results,
         events: events.as_ref(),
-        completed: results.completed_steps()?,
+        completed: completed_steps(&results)?,
         summary: &mut summary,
         family,
         cache: Cache::new(node.cache_dir()),
@@ -220,6 +250,54 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
     };
     let removed = runner.exec.remove_leftovers();
     runner.summary.notes.extend(removed);
+
+    // The preflight, before any install: what the node lacks is evidence, not a crash.
+    let preflight = match request.preflight {
+        PreflightMode::Off => Ok(()),
+        PreflightMode::On { root, thresholds } => {
+            let mut checkpoints: Vec<String> = recipes
+                .iter()
+                .filter_map(|recipe| match recipe {
+                    RecipeSource::Parsed { recipe, .. } => Some(recipe.checkpoint().to_owned()),
+                    _ => None,
+                })
+                .filter(|name| node.checkpoint_path(name).is_some())
+                .collect();
+            checkpoints.sort();
+            checkpoints.dedup();
+            let commands = SystemCommands::new(&results.root().join("logs").join("preflight"));
+            let image_check: Option<&dyn ImageCheck> = match request.isolation {
+                Isolation::Container { engine, .. } => Some(engine),
+                Isolation::Host => None,
+            };
+            Preflight {
+                node,
+                checkpoints: &checkpoints,
+                thresholds: *thresholds,
+                probes: Probes { commands: &commands, root },
+                image_check,
+            }
+            .run()
+        }
+    };
+    let failure = preflight.err();
+    if let Some(failure) = &failure {
+        runner.summary.notes.push(format!("the preflight found: {}", failure.to_not_run().1));
+    }
+    if let Some(failure) = failure.as_ref().filter(|failure| failure.blocks_run()) {
+        let (reason, detail) = failure.to_not_run();
+        if plan.common.selected {
+            let subject = steps::Subject { model: None, provenance: provenance(None) };
+            runner.not_run_common(&subject, reason, &detail)?;
+        }
+        for (model, recipe) in models.iter().zip(&recipes) {
+            let job = model_job(model, recipe, &base_tree, &pr_tree, &provenance);
+            runner.not_run_model(&job, reason, &detail)?;
+        }
+        runner.progress.close();
+        return Ok(summary);
+    }
+
     if plan.common.selected {
         let common = CommonSource::read(&pr_tree, request.common_recipe_path, &pr_commit);
         let hash = match &common {
@@ -254,6 +332,45 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
     let removed = runner.exec.remove_leftovers();
     runner.summary.notes.extend(removed);
     Ok(summary)
+}
+
+/// The start of the detail of a step the preflight stopped: such a step is run again by a
+/// later run (the node may have been mended).
+pub const PREFLIGHT_PREFIX: &str = "preflight: ";
+
+/// The steps a run skips: those recorded, except those the preflight stopped.
+fn completed_steps(results: &ResultsDir) -> Result<BTreeSet<StepId>, RunError> {
+    Ok(results
+        .records()?
+        .into_iter()
+        .filter(|(_step, record)| {
+            !matches!(&record.outcome, Outcome::NotRun { detail, .. } if detail.starts_with(PREFLIGHT_PREFIX))
+        })
+        .map(|(step, _record)| step)
+        .collect())
+}
+
+/// A model's job.
+fn model_job<'j>(
+    model: &'j ModelPlan,
+    recipe: &'j RecipeSource,
+    base_tree: &'j Path,
+    pr_tree: &'j Path,
+    provenance: &dyn Fn(Option<String>) -> Provenance,
+) -> steps::ModelJob<'j> {
+    let hash = match recipe {
+        RecipeSource::Parsed { hash, .. } | RecipeSource::Invalid { hash, .. } => {
+            Some(hash.clone())
+        }
+        RecipeSource::Missing { .. } => None,
+    };
+    steps::ModelJob {
+        model,
+        recipe,
+        base_tree: if model.new { None } else { Some(base_tree) },
+        pr_tree,
+        subject: steps::Subject { model: Some(model.name.clone()), provenance: provenance(hash) },
+    }
 }
 
 /// About how many steps a run takes, for the progress line's estimate.

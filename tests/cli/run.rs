@@ -146,6 +146,7 @@ const IMAGE_DIGEST: &str =
 fn node_profile(work: &Path, checkpoint: bool, gpus: u32) -> String {
     let checkpoints = work.join("checkpoints");
     std::fs::create_dir_all(checkpoints.join("alpha")).expect("a checkpoint folder");
+    std::fs::write(checkpoints.join("alpha/config.json"), "{}\n").expect("a checkpoint file");
     let listed = if checkpoint { "\"alpha-ckpt\" = \"alpha\"\n" } else { "" };
     let ids: Vec<String> = (0..gpus).map(|id| id.to_string()).collect();
     let devices: Vec<String> =
@@ -248,6 +249,9 @@ impl Fixture {
             // The sample trees are the test's own; one test runs them in containers.
             "--isolation".to_owned(),
             "host".to_owned(),
+            // No GPU here; the preflight's tests give it a fake machine.
+            "--preflight".to_owned(),
+            "off".to_owned(),
         ]
     }
 
@@ -967,4 +971,83 @@ fn in_containers_every_command_from_the_pr_goes_through_the_engine() {
     let state: serde_json::Value = read_json(&fixture.work.path().join("engine-state/state.json"));
     assert_eq!(state["containers"].as_array().map(Vec::len), Some(0), "{state}");
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+/// `prgate run` with the preflight on, reading the machine under `root`.
+fn run_with_preflight(fixture: &Fixture, results: &str, root: &Path) -> Run {
+    let mut args = fixture.run_args(results);
+    let at = args.iter().position(|arg| arg == "off").expect("--preflight off");
+    args[at] = "on".to_owned();
+    args.extend([
+        "--preflight-root".to_owned(),
+        root.to_str().expect("UTF-8").to_owned(),
+        "--min-free-disk".to_owned(),
+        "0".to_owned(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    prgate(fixture.repo.path(), &args)
+}
+
+#[test]
+fn a_node_that_fails_the_preflight_records_why_and_a_mended_node_runs_again() {
+    let fixture = Fixture::new(&Sample { gate: TWO_PAIRS, ..Sample::default() });
+    // A machine without its GPUs: no render node, no /dev/kfd.
+    let bare = fixture.work.path().join("bare-machine");
+    std::fs::create_dir_all(&bare).expect("the fake root");
+    let run = run_with_preflight(&fixture, "results", &bare);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let names = evidence_names(&fixture.evidence("results"));
+    assert!(!names.is_empty());
+    for name in &names {
+        let record = fixture.record("results", name.trim_end_matches(".json"));
+        assert_eq!(record["outcome"]["kind"], "not-run", "{record}");
+        assert_eq!(record["outcome"]["reason"], "hardware-absent", "{record}");
+        let detail = record["outcome"]["detail"].as_str().expect("a detail");
+        assert!(detail.starts_with("preflight: "), "{detail}");
+        assert!(detail.contains("renderD128"), "{detail}");
+    }
+    assert!(run.stderr.contains("the preflight found"), "{}", run.stderr);
+
+    // The node is mended: its GPU is there, idle. The same results folder runs every step.
+    let mended = fixture.work.path().join("mended-machine");
+    std::fs::create_dir_all(mended.join("dev/dri")).expect("dev/dri");
+    std::fs::write(mended.join("dev/kfd"), "").expect("kfd");
+    for render in ["renderD128", "renderD136"] {
+        let device = mended.join(format!("sys/class/drm/{render}/device"));
+        std::fs::create_dir_all(&device).expect("sysfs");
+        std::fs::write(mended.join("dev/dri").join(render), "").expect("the render node");
+        std::fs::write(device.join("mem_info_vram_total"), "309220868096\n").expect("total");
+        std::fs::write(device.join("mem_info_vram_used"), "296747008\n").expect("used");
+    }
+    let run = run_with_preflight(&fixture, "results", &mended);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let tests = fixture.record("results", "alpha.unit-tests.pr");
+    assert_eq!(tests["outcome"]["kind"], "tests", "{tests}");
+    let routing = fixture.record("results", "alpha.routing.pr");
+    assert_eq!(routing["outcome"]["routed"], true, "{routing}");
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+#[test]
+fn one_run_per_host_and_a_killed_holder_leaves_no_lock() {
+    let fixture = Fixture::new(&Sample { output_len: 64, ..Sample::default() });
+    let mut first = fixture.spawn_run("first");
+    fixture.wait_for_event("first", &["\"step-started\""], &mut first);
+    // A second run on the same node refuses at once, naming the holder.
+    let refused = fixture.run("second");
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(refused.stderr.contains("the host is busy"), "{}", refused.stderr);
+    assert!(refused.stderr.contains("--wait-lock"), "{}", refused.stderr);
+    assert!(!fixture.evidence("second").exists(), "the refused run wrote evidence");
+
+    // The holder dies without a chance to clean up: its lock goes with it.
+    signal(&first, "KILL");
+    let _status = wait_at_most(&mut first, Duration::from_secs(10));
+    let mut args = fixture.run_args("second");
+    args.extend(["--wait-lock".to_owned(), "30s".to_owned()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let second = prgate(fixture.repo.path(), &args);
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    assert!(fixture.evidence("second").join("alpha.routing.pr.json").exists());
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the runs");
 }

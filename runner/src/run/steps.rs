@@ -335,6 +335,26 @@ impl Runner<'_> {
         self.served(job, recipe, blockers.as_ref())
     }
 
+    /// Records every check of the common checks as not run.
+    pub(super) fn not_run_common(
+        &mut self,
+        subject: &Subject,
+        reason: NotRunReason,
+        detail: &str,
+    ) -> Result<(), RunError> {
+        self.record(subject, Check::CommonTests, Side::Pr, None, not_run(reason, detail, None))
+    }
+
+    /// Records every check of a model as not run (the preflight stopped it).
+    pub(super) fn not_run_model(
+        &mut self,
+        job: &ModelJob<'_>,
+        reason: NotRunReason,
+        detail: &str,
+    ) -> Result<(), RunError> {
+        self.not_run_all(job, reason, detail)
+    }
+
     fn not_run_all(
         &mut self,
         job: &ModelJob<'_>,
