@@ -9,6 +9,7 @@
 //! - 1: the gate failed the PR, or checks are pending; the trigger started no run;
 //! - 2: an error: bad input, an unknown ref, an unreadable file. The message on stderr names it.
 
+mod ci;
 mod demo;
 mod files;
 mod gate;
@@ -51,6 +52,7 @@ enum Command {
     Bench(sim::BenchArgs),
     Demo(demo::DemoArgs),
     Run(run::RunArgs),
+    Ci(ci::CiArgs),
 }
 
 fn main() -> ExitCode {
@@ -69,6 +71,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => sim::bench(&args).map(|()| gate::Outcome::Pass),
         Command::Demo(args) => demo::run(&args).map(|()| gate::Outcome::Pass),
         Command::Run(args) => run::run(&args).map(|()| gate::Outcome::Pass),
+        Command::Ci(args) => ci::run(&args),
     };
     match outcome {
         Ok(gate::Outcome::Pass) => ExitCode::from(EXIT_OK),

@@ -137,6 +137,7 @@ impl Loaded {
             header: &self.header,
             progress: self.progress.as_ref(),
             full_report: Some(&self.link),
+            error: None,
         }
     }
 }
@@ -185,50 +186,54 @@ pub(crate) fn publish(args: &PublishArgs) -> anyhow::Result<()> {
             .with_context(|| format!("writing the full report {}", path.display()))?;
     }
     // The job summary and annotations first: they need no network.
-    if std::env::var("GITHUB_ACTIONS").is_ok_and(|value| value == "true") {
-        if let Ok(path) = std::env::var("GITHUB_STEP_SUMMARY") {
-            write_job_summary(
-                Path::new(&path),
-                &prgate_report::summary::job_summary(&loaded.input())?,
-            )?;
-        }
-        if let Some(verdict) = &loaded.verdict {
-            let mut stdout = std::io::stdout().lock();
-            for annotation in prgate_report::summary::annotations(verdict) {
-                writeln!(stdout, "{}", annotation.command())?;
-            }
-        }
-    }
+    actions_outputs(&loaded.input())?;
 
     let (runtime, github) = crate::github::connect(&args.repository)?;
-    runtime.block_on(async {
-        // The status first: a required check must never stay stale because a comment failed.
-        github
-            .set_status(
-                &args.sha,
-                status.state.as_str(),
-                &status.description,
-                &status.context,
-                status.target_url.as_deref(),
-            )
-            .await?;
-        let login = match &args.bot_login {
-            Some(login) => login.clone(),
-            None => match github.login().await? {
-                Some(login) => login,
-                // An app's token cannot read /user; in Actions its comments are the bot's.
-                None if std::env::var("GITHUB_ACTIONS").is_ok_and(|value| value == "true") => {
-                    "github-actions[bot]".to_owned()
-                }
-                None => anyhow::bail!(
-                    "this token cannot tell its own login; name it with --bot-login (or PRGATE_BOT_LOGIN)"
-                ),
-            },
-        };
-        let outcome = github.upsert_comment(args.facts.pr, MARKER, &login, &body).await?;
-        eprintln!("prgate: comment {outcome:?}");
-        anyhow::Ok(())
-    })?;
+    runtime.block_on(post(
+        &github,
+        &args.sha,
+        &status,
+        args.facts.pr,
+        args.bot_login.as_deref(),
+        &body,
+    ))?;
+    Ok(())
+}
+
+/// Posts the status on `sha`, then the comment on PR `pr` (edited in place when ours is
+/// there): the status first, so a required check never stays stale because a comment failed.
+pub(crate) async fn post(
+    github: &crate::github::GitHub,
+    sha: &str,
+    status: &prgate_report::status::Status,
+    pr: u64,
+    bot_login: Option<&str>,
+    body: &str,
+) -> anyhow::Result<()> {
+    github
+        .set_status(
+            sha,
+            status.state.as_str(),
+            &status.description,
+            &status.context,
+            status.target_url.as_deref(),
+        )
+        .await?;
+    let login = match bot_login {
+        Some(login) => login.to_owned(),
+        None => match github.login().await? {
+            Some(login) => login,
+            // An app's token cannot read /user; in Actions its comments are the bot's.
+            None if std::env::var("GITHUB_ACTIONS").is_ok_and(|value| value == "true") => {
+                "github-actions[bot]".to_owned()
+            }
+            None => anyhow::bail!(
+                "this token cannot tell its own login; name it with --bot-login (or PRGATE_BOT_LOGIN)"
+            ),
+        },
+    };
+    let outcome = github.upsert_comment(pr, MARKER, &login, body).await?;
+    eprintln!("prgate: comment {outcome:?}");
     Ok(())
 }
 
@@ -257,6 +262,23 @@ fn check_pinned(args: &PublishArgs, loaded: &Loaded) -> anyhow::Result<()> {
             pinned.sha,
             args.facts.pr
         );
+    }
+    Ok(())
+}
+
+/// In GitHub Actions: the job summary and the annotations of a verdict.
+pub(crate) fn actions_outputs(input: &CommentInput<'_>) -> anyhow::Result<()> {
+    if !std::env::var("GITHUB_ACTIONS").is_ok_and(|value| value == "true") {
+        return Ok(());
+    }
+    if let Ok(path) = std::env::var("GITHUB_STEP_SUMMARY") {
+        write_job_summary(Path::new(&path), &prgate_report::summary::job_summary(input)?)?;
+    }
+    if let Some(verdict) = input.verdict {
+        let mut stdout = std::io::stdout().lock();
+        for annotation in prgate_report::summary::annotations(verdict) {
+            writeln!(stdout, "{}", annotation.command())?;
+        }
     }
     Ok(())
 }

@@ -91,7 +91,7 @@ pub(crate) enum IsolationArg {
     Host,
 }
 
-fn parse_time_limit(text: &str) -> Result<std::time::Duration, String> {
+pub(crate) fn parse_time_limit(text: &str) -> Result<std::time::Duration, String> {
     prgate_runner::recipe::parse_duration(text)
 }
 
@@ -108,29 +108,8 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
     })?;
     let gain_required =
         prgate_gate::title::requires_gain(args.title.as_deref(), &base.config.gain.types);
-    let isolation = match args.isolation {
-        IsolationArg::Host => Isolation::Host,
-        IsolationArg::Container => {
-            let engine = match &args.engine {
-                Some(program) => Engine::at(program),
-                None => Engine::detect(std::env::var_os("PATH").as_deref()).context(
-                    "no container engine; install docker or podman, or run trusted trees with --isolation host",
-                )?,
-            };
-            Isolation::Container { engine, run: run_id(&plan, &args.results)? }
-        }
-    };
-    let preflight = match args.preflight {
-        Switch::Off => PreflightMode::Off,
-        Switch::On => {
-            let mut thresholds = Thresholds::default();
-            if let Some(gib) = args.min_free_disk {
-                thresholds.min_free_work_bytes = gib.saturating_mul(1 << 30);
-                thresholds.min_free_cache_bytes = gib.saturating_mul(1 << 30);
-            }
-            PreflightMode::On { root: args.preflight_root.clone(), thresholds }
-        }
-    };
+    let isolation = isolation(args.isolation, args.engine.as_deref(), &plan, &args.results)?;
+    let preflight = preflight_mode(args.preflight, &args.preflight_root, args.min_free_disk);
     let request = RunRequest {
         plan: &plan,
         repo: &args.repo,
@@ -159,6 +138,46 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
         args.results.join("evidence").display()
     );
     Ok(())
+}
+
+/// Where a run's commands run, from the command line.
+pub(crate) fn isolation(
+    choice: IsolationArg,
+    engine: Option<&std::path::Path>,
+    plan: &Plan,
+    results: &std::path::Path,
+) -> anyhow::Result<Isolation> {
+    Ok(match choice {
+        IsolationArg::Host => Isolation::Host,
+        IsolationArg::Container => {
+            let engine = match engine {
+                Some(program) => Engine::at(program),
+                None => Engine::detect(std::env::var_os("PATH").as_deref()).context(
+                    "no container engine; install docker or podman, or run trusted trees with --isolation host",
+                )?,
+            };
+            Isolation::Container { engine, run: run_id(plan, results)? }
+        }
+    })
+}
+
+/// The preflight, from the command line.
+pub(crate) fn preflight_mode(
+    switch: Switch,
+    root: &std::path::Path,
+    min_free_disk: Option<u64>,
+) -> PreflightMode {
+    match switch {
+        Switch::Off => PreflightMode::Off,
+        Switch::On => {
+            let mut thresholds = Thresholds::default();
+            if let Some(gib) = min_free_disk {
+                thresholds.min_free_work_bytes = gib.saturating_mul(1 << 30);
+                thresholds.min_free_cache_bytes = gib.saturating_mul(1 << 30);
+            }
+            PreflightMode::On { root: root.to_path_buf(), thresholds }
+        }
+    }
 }
 
 /// The run's id, which names its containers: the PR commit's first 12 digits and a hash of the

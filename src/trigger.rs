@@ -39,12 +39,28 @@ pub(crate) struct TriggerArgs {
 
 /// The parts of an event payload prgate reads.
 #[derive(Debug, Deserialize)]
-struct Event {
+pub(crate) struct Event {
     action: Option<String>,
     label: Option<Named>,
     sender: Option<Login>,
     pull_request: Option<EventPullRequest>,
     inputs: Option<DispatchInputs>,
+}
+
+impl Event {
+    /// A `workflow_dispatch` of PR `pr` at the expected head `sha`, by `actor`.
+    pub(crate) fn dispatch(pr: u64, sha: &str, actor: &str) -> Event {
+        Event {
+            action: None,
+            label: None,
+            sender: Some(Login { login: actor.to_owned() }),
+            pull_request: None,
+            inputs: Some(DispatchInputs {
+                pr: Some(serde_json::Value::from(pr)),
+                sha: Some(sha.to_owned()),
+            }),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -126,7 +142,11 @@ pub(crate) fn run(args: &TriggerArgs) -> anyhow::Result<bool> {
     }
 }
 
-async fn decide(github: &GitHub, event: &Event, label: &str) -> anyhow::Result<Decision> {
+pub(crate) async fn decide(
+    github: &GitHub,
+    event: &Event,
+    label: &str,
+) -> anyhow::Result<Decision> {
     let sender = event.sender.as_ref().map(|sender| sender.login.clone()).unwrap_or_default();
     let (number, expected_sha, labeled) = match (&event.pull_request, &event.inputs) {
         (Some(pr), _) => {

@@ -41,6 +41,9 @@ pub struct CommentInput<'a> {
     pub progress: Option<&'a Progress>,
     /// Where the full report is, for a comment that had to leave details out.
     pub full_report: Option<&'a ReportLink>,
+    /// prgate could not finish, and why (a crash, a timeout, a cancelled job): the comment
+    /// says so above what was done and what was not.
+    pub error: Option<&'a str>,
 }
 
 /// The facts of a run that the comment's header shows.
@@ -298,6 +301,7 @@ struct View {
     title: Option<String>,
     header: Vec<HeaderRow>,
     note_md: Option<String>,
+    error_md: Option<String>,
     progress_md: Option<String>,
     progress: Vec<ProgressRow>,
     sections: Vec<SectionView>,
@@ -431,7 +435,20 @@ fn view(input: &CommentInput<'_>, detail: Detail, target: &Target) -> View {
     };
     View {
         marker_md: target.marker.then_some(MARKER),
-        result_md: result_md(verdict, input.progress),
+        result_md: match input.error {
+            Some(_) => "⚠️ AMD PR test: error".to_owned(),
+            None => result_md(verdict, input.progress),
+        },
+        error_md: input.error.map(|problem| {
+            format!(
+                "> [!CAUTION]\n> prgate could not finish: {}. The checks shown as done ran; the others did not, and the status is `error`. A maintainer can start the run again.",
+                crate::escape::markdown_text(
+                    &detail.text(problem),
+                    crate::escape::MarkdownPlace::Paragraph
+                )
+                .replace('\n', " ")
+            )
+        }),
         counts_md: counts_md(verdict),
         pr_number: input.header.pr_number,
         title: input.header.title.as_deref().map(|title| detail.text(title)),

@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 pub use group::group_members;
 pub use health::{HEALTH_TAIL_LINES, HealthError, Healthy, wait_healthy};
 pub use port::{PortError, PortLease, PortRange};
-pub use registry::{live_groups, stop_all_on_signal};
+pub use registry::{before_dying_of_signal, live_groups, stop_all_on_signal};
 pub use tail::{MAX_TAIL_BYTES, tail};
 
 /// How long a group has between `SIGTERM` and `SIGKILL` unless its spec says otherwise.

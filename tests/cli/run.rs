@@ -20,7 +20,7 @@ shared = ["pkg/__init__.py"]
 "#;
 
 /// Two pairs per speed cell: a run's set of steps does not depend on timing noise.
-const TWO_PAIRS: &str = "\n[gate.speed]\nmin-pairs = 2\nmax-pairs = 2\n";
+pub(crate) const TWO_PAIRS: &str = "\n[gate.speed]\nmin-pairs = 2\nmax-pairs = 2\n";
 
 const TIMING_SCRIPT: &str = r#"import json, sys
 json.dump({"kernels": [{"name": "k1", "samples_us": [10.0, 10.5, 9.8]}]}, open(sys.argv[1], "w"))
@@ -37,29 +37,29 @@ const PASSING_UNIT_TEST: &str = "def test_passes():\n    assert True\n";
 const ROUTING_PATTERN: &str = r"\[monokernel\] routed";
 
 /// What a test changes in the sample repository, its recipe and the node.
-struct Sample {
+pub(crate) struct Sample {
     /// Flags added to every `prgate sim-server` the recipe starts.
-    server_flags: &'static str,
-    startup_timeout: &'static str,
-    routing_pattern: &'static str,
+    pub(crate) server_flags: &'static str,
+    pub(crate) startup_timeout: &'static str,
+    pub(crate) routing_pattern: &'static str,
     /// The output length of the speed sweep.
-    output_len: u32,
+    pub(crate) output_len: u32,
     /// The unit tests of the base commit (the PR keeps them).
-    unit_test: &'static str,
+    pub(crate) unit_test: &'static str,
     /// Whether the node has the recipe's checkpoint.
-    checkpoint: bool,
+    pub(crate) checkpoint: bool,
     /// Appended to the manifest (the gate's settings).
-    gate: &'static str,
+    pub(crate) gate: &'static str,
     /// The node's GPUs: two hold both servers at once (the recipe's tp is 1).
-    gpus: u32,
+    pub(crate) gpus: u32,
     /// Appended to the recipe.
-    recipe_extra: &'static str,
+    pub(crate) recipe_extra: &'static str,
     /// Replaces the recipe's `[speed]` table, when set.
-    speed: Option<&'static str>,
+    pub(crate) speed: Option<&'static str>,
     /// What the PR changes (on top of the base commit), then commits.
-    pr: fn(&Repo),
+    pub(crate) pr: fn(&Repo),
     /// Whether the base commit has the stand-ins of sgl-eval and bench_serving.
-    base_scripts: bool,
+    pub(crate) base_scripts: bool,
 }
 
 impl Sample {
@@ -178,15 +178,15 @@ digest = "{IMAGE_DIGEST}"
 
 /// The sample repository (base `main`, PR `pr` changing the model's code), its plan and a node
 /// profile in a work folder: everything `prgate run` needs.
-struct Fixture {
-    repo: Repo,
-    work: TempDir,
-    plan: PathBuf,
-    node: PathBuf,
+pub(crate) struct Fixture {
+    pub(crate) repo: Repo,
+    pub(crate) work: TempDir,
+    pub(crate) plan: PathBuf,
+    pub(crate) node: PathBuf,
 }
 
 impl Fixture {
-    fn new(sample: &Sample) -> Fixture {
+    pub(crate) fn new(sample: &Sample) -> Fixture {
         let repo = Repo::new();
         repo.write("prgate.toml", &format!("{MANIFEST}{}", sample.gate))
             .write("pkg/__init__.py", "")
@@ -222,19 +222,19 @@ impl Fixture {
     }
 
     /// The results folder `name` in the work folder.
-    fn results(&self, name: &str) -> PathBuf {
+    pub(crate) fn results(&self, name: &str) -> PathBuf {
         self.work.path().join(name)
     }
 
-    fn evidence(&self, results: &str) -> PathBuf {
+    pub(crate) fn evidence(&self, results: &str) -> PathBuf {
         self.results(results).join("evidence")
     }
 
-    fn events(&self, results: &str) -> PathBuf {
+    pub(crate) fn events(&self, results: &str) -> PathBuf {
         self.work.path().join(format!("{results}.events.jsonl"))
     }
 
-    fn run_args(&self, results: &str) -> Vec<String> {
+    pub(crate) fn run_args(&self, results: &str) -> Vec<String> {
         let path = |path: &Path| path.to_str().expect("UTF-8").to_owned();
         vec![
             "run".to_owned(),
@@ -256,14 +256,14 @@ impl Fixture {
     }
 
     /// `prgate run` into the results folder `results`, to its end.
-    fn run(&self, results: &str) -> Run {
+    pub(crate) fn run(&self, results: &str) -> Run {
         let args = self.run_args(results);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         prgate(self.repo.path(), &args)
     }
 
     /// `prgate run` into `results`, started and left running.
-    fn spawn_run(&self, results: &str) -> Child {
+    pub(crate) fn spawn_run(&self, results: &str) -> Child {
         Command::new(env!("CARGO_BIN_EXE_prgate"))
             .args(self.run_args(results))
             .current_dir(self.repo.path())
@@ -276,7 +276,7 @@ impl Fixture {
     }
 
     /// `prgate gate` on the evidence of `results`.
-    fn gate(&self, results: &str) -> Run {
+    pub(crate) fn gate(&self, results: &str) -> Run {
         let plan = self.plan.to_str().expect("UTF-8");
         let evidence = self.evidence(results);
         prgate(
@@ -286,12 +286,12 @@ impl Fixture {
     }
 
     /// One evidence record of `results`, by its file stem.
-    fn record(&self, results: &str, stem: &str) -> serde_json::Value {
+    pub(crate) fn record(&self, results: &str, stem: &str) -> serde_json::Value {
         read_json(&self.evidence(results).join(format!("{stem}.json")))
     }
 
     /// Waits until the event stream of `results` has a line with all of `needles`.
-    fn wait_for_event(&self, results: &str, needles: &[&str], child: &mut Child) {
+    pub(crate) fn wait_for_event(&self, results: &str, needles: &[&str], child: &mut Child) {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let events = std::fs::read_to_string(self.events(results)).unwrap_or_default();
@@ -307,7 +307,7 @@ impl Fixture {
 
     /// The processes whose working folder is in the work folder: the runner's children (they
     /// run in the exported trees), never the runner itself (it runs in the repository).
-    fn children_alive(&self) -> Vec<String> {
+    pub(crate) fn children_alive(&self) -> Vec<String> {
         processes_under(self.work.path())
     }
 }
@@ -323,7 +323,7 @@ impl Drop for Fixture {
 }
 
 /// The live processes (not zombies) whose working folder is under `dir`, as `pid cmdline`.
-fn processes_under(dir: &Path) -> Vec<String> {
+pub(crate) fn processes_under(dir: &Path) -> Vec<String> {
     let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").expect("/proc").filter_map(Result::ok) {
@@ -357,16 +357,16 @@ fn evidence_files(dir: &Path) -> BTreeMap<String, SystemTime> {
         .collect()
 }
 
-fn evidence_names(dir: &Path) -> BTreeSet<String> {
+pub(crate) fn evidence_names(dir: &Path) -> BTreeSet<String> {
     evidence_files(dir).into_keys().collect()
 }
 
-fn read_json(path: &Path) -> serde_json::Value {
+pub(crate) fn read_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).expect("read")).expect("JSON")
 }
 
 /// Sends `signal` (a `kill` name: `INT`, `KILL`) to `child`.
-fn signal(child: &Child, signal: &str) {
+pub(crate) fn signal(child: &Child, signal: &str) {
     let status = Command::new("kill")
         .args([format!("-{signal}"), child.id().to_string()])
         .status()
@@ -375,7 +375,7 @@ fn signal(child: &Child, signal: &str) {
 }
 
 /// Waits for `child` to exit, for at most `limit`.
-fn wait_at_most(child: &mut Child, limit: Duration) -> ExitStatus {
+pub(crate) fn wait_at_most(child: &mut Child, limit: Duration) -> ExitStatus {
     let deadline = Instant::now() + limit;
     loop {
         if let Some(status) = child.try_wait().expect("try_wait") {
@@ -391,7 +391,7 @@ fn wait_at_most(child: &mut Child, limit: Duration) -> ExitStatus {
 
 /// Waits for the processes under the work folder to go (a stopped group's last members may
 /// take a moment to be reaped), for at most a few seconds; returns those left.
-fn settle(fixture: &Fixture) -> Vec<String> {
+pub(crate) fn settle(fixture: &Fixture) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let alive = fixture.children_alive();

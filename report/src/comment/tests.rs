@@ -28,7 +28,8 @@ fn check(
     progress: Option<&Progress>,
 ) -> String {
     let link = link();
-    let input = CommentInput { verdict, plan, header, progress, full_report: Some(&link) };
+    let input =
+        CommentInput { verdict, plan, header, progress, full_report: Some(&link), error: None };
     let comment = render_comment(&input).expect("the comment renders");
     assert!(comment.chars().count() <= COMMENT_LIMIT, "{} characters", comment.chars().count());
     assert_inert(&comment);
@@ -205,6 +206,7 @@ fn a_huge_verdict_shrinks_to_the_limit_and_keeps_the_marker_and_the_checklist() 
         header: &header,
         progress: None,
         full_report: Some(&link),
+        error: None,
     };
     let full = render_full_report(&input).expect("the full report renders");
     assert!(full.chars().count() > COMMENT_LIMIT, "the fixture must be over the limit");
@@ -318,6 +320,7 @@ fn the_full_report_keeps_everything_and_has_no_marker() {
         header: &header,
         progress: None,
         full_report: None,
+        error: None,
     };
     let full = render_full_report(&input).expect("renders");
     let comment = render_comment(&input).expect("renders");

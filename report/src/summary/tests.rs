@@ -36,6 +36,7 @@ fn a_failing_run_annotates_every_item_that_did_not_pass() {
         header: &header,
         progress: None,
         full_report: None,
+        error: None,
     };
     let summary = job_summary(&input).expect("renders");
     assert_eq!(summary, render_full_report(&input).expect("renders"));

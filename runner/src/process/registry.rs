@@ -33,6 +33,20 @@ pub fn stop_all_on_signal() -> io::Result<()> {
         .map_err(|message| io::Error::other(format!("cannot watch for signals: {message}")))
 }
 
+/// What to do, once every child is stopped, before the runner dies of a signal: a caller
+/// that must leave word (`prgate ci` sets the PR's status to `error`). It gets the signal's
+/// name; it should finish within a few seconds. Setting it again replaces it.
+pub fn before_dying_of_signal(hook: Box<dyn Fn(&str) + Send + Sync>) {
+    *last_words().lock().unwrap_or_else(PoisonError::into_inner) = Some(hook);
+}
+
+type LastWords = Mutex<Option<Box<dyn Fn(&str) + Send + Sync>>>;
+
+fn last_words() -> &'static LastWords {
+    static HOOK: OnceLock<LastWords> = OnceLock::new();
+    HOOK.get_or_init(|| Mutex::new(None))
+}
+
 /// The ids of the process groups started and not yet stopped, sorted.
 pub fn live_groups() -> Vec<u32> {
     live().keys().filter_map(|pgid| u32::try_from(*pgid).ok()).collect()
@@ -98,6 +112,9 @@ fn stop_all_and_die(signal: i32, signals: &mut Signals) {
         if group::alive(*pgid) {
             let _ = group::signal(*pgid, Signal::Kill);
         }
+    }
+    if let Some(hook) = last_words().lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
+        hook(name);
     }
     let _ = signal_hook::low_level::emulate_default_handler(signal);
     // Only reached if the default action of the signal does not end the process.

@@ -1,0 +1,292 @@
+//! `prgate ci` end to end: a real repository, the runner on simulated servers, and a stand-in
+//! for GitHub's API (wiremock) that keeps the PR's comments and statuses as GitHub would, so
+//! the test reads their history: pending, progress, final; and a run killed midway ends as
+//! `error`, not pending.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use wiremock::matchers::{method, path, path_regex};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+use crate::run::{Fixture, Sample, TWO_PAIRS, settle, signal, wait_at_most};
+
+/// What the stand-in GitHub holds: the PR's comments and every status and comment change.
+#[derive(Debug, Default)]
+struct Repository {
+    comments: Vec<(u64, String)>,
+    /// `created` or `edited`, and the body.
+    comment_history: Vec<(&'static str, String)>,
+    /// The states posted, in order, with their descriptions.
+    statuses: Vec<(String, String)>,
+}
+
+#[derive(Clone, Default)]
+struct GitHub(Arc<Mutex<Repository>>);
+
+impl GitHub {
+    fn with<T>(&self, f: impl FnOnce(&mut Repository) -> T) -> T {
+        f(&mut self.0.lock().expect("the stand-in's state"))
+    }
+}
+
+struct ListComments(GitHub);
+impl Respond for ListComments {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let first_page =
+            request.url.query_pairs().any(|(key, value)| key == "page" && value == "1");
+        let comments: Vec<Value> = if first_page {
+            self.0.with(|repo| {
+                repo.comments
+                    .iter()
+                    .map(|(id, body)| json!({ "id": id, "body": body, "user": { "login": "prgate-bot" } }))
+                    .collect()
+            })
+        } else {
+            Vec::new()
+        };
+        ResponseTemplate::new(200).set_body_json(Value::Array(comments))
+    }
+}
+
+struct CreateComment(GitHub);
+impl Respond for CreateComment {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).expect("JSON");
+        let text = body["body"].as_str().expect("a body").to_owned();
+        let id = self.0.with(|repo| {
+            let id = 1000 + repo.comments.len() as u64;
+            repo.comments.push((id, text.clone()));
+            repo.comment_history.push(("created", text.clone()));
+            id
+        });
+        ResponseTemplate::new(201)
+            .set_body_json(json!({ "id": id, "body": text, "user": { "login": "prgate-bot" } }))
+    }
+}
+
+struct EditComment(GitHub);
+impl Respond for EditComment {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let id: u64 =
+            request.url.path().rsplit('/').next().and_then(|id| id.parse().ok()).expect("an id");
+        let body: Value = serde_json::from_slice(&request.body).expect("JSON");
+        let text = body["body"].as_str().expect("a body").to_owned();
+        self.0.with(|repo| {
+            if let Some(comment) = repo.comments.iter_mut().find(|(known, _)| *known == id) {
+                comment.1 = text.clone();
+            }
+            repo.comment_history.push(("edited", text.clone()));
+        });
+        ResponseTemplate::new(200)
+            .set_body_json(json!({ "id": id, "body": text, "user": { "login": "prgate-bot" } }))
+    }
+}
+
+struct SetStatus(GitHub);
+impl Respond for SetStatus {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).expect("JSON");
+        let state = body["state"].as_str().expect("a state").to_owned();
+        let description = body["description"].as_str().unwrap_or_default().to_owned();
+        self.0.with(|repo| repo.statuses.push((state, description)));
+        ResponseTemplate::new(201).set_body_json(body)
+    }
+}
+
+/// The stand-in for PR #7 of amd/mono, whose head is the fixture's PR commit.
+async fn stand_in(fixture: &Fixture) -> (MockServer, GitHub, String) {
+    let server = MockServer::start().await;
+    let github = GitHub::default();
+    let head = fixture.repo.git(&["rev-parse", "pr"]).trim().to_owned();
+    let base = fixture.repo.git(&["rev-parse", "main"]).trim().to_owned();
+    let get = |route: &str, body: Value| {
+        Mock::given(method("GET"))
+            .and(path(route.to_owned()))
+            .respond_with(ResponseTemplate::new(200).set_body_json(body))
+    };
+    get(
+        "/repos/amd/mono/collaborators/lead/permission",
+        json!({ "permission": "write", "role_name": "maintain" }),
+    )
+    .mount(&server)
+    .await;
+    get(
+        "/repos/amd/mono/pulls/7",
+        json!({
+            "number": 7, "title": "[Fix] alpha: bounds-check every row",
+            "head": { "ref": "pr", "sha": head }, "base": { "ref": "main", "sha": base },
+            "changed_files": 1,
+        }),
+    )
+    .mount(&server)
+    .await;
+    get(
+        "/repos/amd/mono/pulls/7/files",
+        json!([{ "filename": "pkg/models/alpha/layer.py", "status": "modified" }]),
+    )
+    .mount(&server)
+    .await;
+    get("/user", json!({ "login": "prgate-bot" })).mount(&server).await;
+    Mock::given(method("DELETE"))
+        .and(path("/repos/amd/mono/issues/7/labels/run-ci"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!([])))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/repos/amd/mono/issues/7/comments"))
+        .respond_with(ListComments(github.clone()))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/repos/amd/mono/issues/7/comments"))
+        .respond_with(CreateComment(github.clone()))
+        .mount(&server)
+        .await;
+    Mock::given(method("PATCH"))
+        .and(path_regex(r"^/repos/amd/mono/issues/comments/[0-9]+$"))
+        .respond_with(EditComment(github.clone()))
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(format!("/repos/amd/mono/statuses/{head}")))
+        .respond_with(SetStatus(github.clone()))
+        .mount(&server)
+        .await;
+    (server, github, head)
+}
+
+/// `prgate ci` on the labelled event, started and left running.
+fn spawn_ci(fixture: &Fixture, server: &MockServer, head: &str) -> Child {
+    let work = fixture.work.path();
+    let event = json!({
+        "action": "labeled", "label": { "name": "run-ci" }, "sender": { "login": "lead" },
+        "pull_request": { "number": 7, "head": { "sha": head } },
+    });
+    let event_path = work.join("event.json");
+    std::fs::write(&event_path, event.to_string()).expect("the event");
+    let path = |path: &Path| path.to_str().expect("UTF-8").to_owned();
+    Command::new(env!("CARGO_BIN_EXE_prgate"))
+        .args([
+            "ci",
+            "--event",
+            &path(&event_path),
+            "--repository",
+            "amd/mono",
+            "--repo",
+            &path(fixture.repo.path()),
+            "--node",
+            &path(&fixture.node),
+            "--work",
+            &path(&work.join("ci")),
+            "--isolation",
+            "host",
+            "--preflight",
+            "off",
+            "--update-every",
+            "1s",
+            "--run-url",
+            "https://github.com/amd/mono/actions/runs/1",
+        ])
+        .env("GITHUB_API_URL", server.uri())
+        .env("GITHUB_TOKEN", "test-token")
+        .env("PRGATE_RETRY_BACKOFF_MS", "10")
+        .env_remove("GITHUB_ACTIONS")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("prgate ci starts")
+}
+
+fn output(child: Child) -> (i32, String) {
+    let output = child.wait_with_output().expect("prgate ci ends");
+    (output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ci_posts_pending_then_progress_then_the_verdict_on_one_comment() {
+    // Slow enough tokens that the comment is edited while the run goes.
+    let fixture = Fixture::new(&Sample { output_len: 64, gate: TWO_PAIRS, ..Sample::default() });
+    let (server, github, head) = stand_in(&fixture).await;
+    let child = spawn_ci(&fixture, &server, &head);
+    let (code, stderr) = tokio::task::spawn_blocking(move || output(child)).await.expect("joined");
+    assert_eq!(code, 0, "{stderr}");
+
+    github.with(|repo| {
+        // The status: pending at once, then the verdict; never anything after it.
+        let states: Vec<&str> = repo.statuses.iter().map(|(state, _)| state.as_str()).collect();
+        assert_eq!(states.first(), Some(&"pending"), "{states:?}");
+        assert_eq!(states.last(), Some(&"success"), "{:?}", repo.statuses);
+        assert!(states[..states.len() - 1].iter().all(|state| *state == "pending"), "{states:?}");
+        // One comment, created once with everything waiting, edited as checks finished.
+        assert_eq!(repo.comments.len(), 1);
+        let history = &repo.comment_history;
+        assert_eq!(history[0].0, "created");
+        assert!(history[0].1.contains("AMD PR test: running"), "{}", history[0].1);
+        assert!(
+            history[0].1.contains("0 of 7 steps done, 0 running, 7 waiting."),
+            "{}",
+            history[0].1
+        );
+        assert!(history.len() >= 3, "no progress between the first and the last: {history:#?}");
+        let middle = &history[1..history.len() - 1];
+        assert!(
+            middle.iter().any(|(kind, body)| *kind == "edited"
+                && body.contains("AMD PR test: running")
+                && !body.contains("0 of 7 steps done")),
+            "no comment showed finished checks: {middle:#?}"
+        );
+        let last = &history.last().expect("a final comment").1;
+        assert!(last.contains("✅ AMD PR test: pass"), "{last}");
+        assert!(!last.contains("### Progress"), "{last}");
+        assert_eq!(repo.comments[0].1, *last);
+    });
+    let work = fixture.work.path().join("ci");
+    for file in ["state/trigger.json", "state/plan.json", "verdict.json", "prgate-report.md"] {
+        assert!(work.join(file).is_file(), "no {file}");
+    }
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_ci_run_killed_midway_ends_as_error_not_pending() {
+    let fixture = Fixture::new(&Sample { output_len: 256, ..Sample::default() });
+    let (server, github, head) = stand_in(&fixture).await;
+    let mut child = spawn_ci(&fixture, &server, &head);
+    // Wait until the run is measuring speed, then cancel it as Actions does (SIGTERM).
+    let events = fixture.work.path().join("ci/events.jsonl");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let text = std::fs::read_to_string(&events).unwrap_or_default();
+        if text.contains("\"step-started\"") && text.contains("\"speed\"") {
+            break;
+        }
+        assert!(child.try_wait().expect("try_wait").is_none(), "prgate ci ended early");
+        assert!(Instant::now() < deadline, "the run never reached speed:\n{text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    signal(&child, "TERM");
+    let status = tokio::task::spawn_blocking(move || {
+        let status = wait_at_most(&mut child, Duration::from_secs(60));
+        (status, child)
+    })
+    .await
+    .expect("joined");
+    assert!(!status.0.success(), "{:?}", status.0);
+
+    github.with(|repo| {
+        let (state, description) = repo.statuses.last().expect("a status");
+        assert_eq!(state, "error", "{:?}", repo.statuses);
+        assert!(description.contains("SIGTERM"), "{description}");
+        let last = &repo.comment_history.last().expect("a comment").1;
+        assert!(last.contains("AMD PR test: error"), "{last}");
+        assert!(last.contains("prgate could not finish"), "{last}");
+        // What was done and what was not.
+        assert!(last.contains("### Progress"), "{last}");
+    });
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
