@@ -2,8 +2,8 @@
 //!
 //! It builds the sample repository, then for every sample PR: the plan, the run on this
 //! machine (the runner's local executor) with every model served by prgate's simulated server,
-//! and the gate's verdict; and at the end a table of which PR passed and which failed, and why.
-//! The comment, the status and the full report join as they land (issue 7).
+//! and the gate's verdict; each PR's final comment, status line and full report are written as
+//! files; and at the end a table of which PR passed and which failed, and why.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -14,6 +14,10 @@ use anyhow::Context as _;
 use clap::Args;
 use prgate_gate::State;
 use prgate_gate::verdict::Verdict;
+use prgate_report::comment::{
+    CommentInput, Header, ReportLink, render_comment, render_full_report,
+};
+use prgate_report::status::{StatusSettings, commit_status};
 use prgate_runner::node::NodeProfile;
 use prgate_runner::results::ResultsDir;
 use prgate_runner::run::{
@@ -26,34 +30,39 @@ use crate::sample::{self, SamplePr};
 
 /// Run prgate on a built-in sample repository and its pull requests (no GPU, no network).
 ///
-/// Builds the sample in a temporary directory (or in --out, kept for you to explore) and, for
-/// every sample PR, plans what CI would run, runs it on this machine against simulated servers
-/// (prgate sim-server) and prints the gate's verdict; then which PR passed, which failed and why.
+/// Builds the sample in --out and, for every sample PR, plans what CI would run, runs it on this
+/// machine against simulated servers (prgate sim-server), judges it and writes what the PR would
+/// get: the comment (comment.md), the status line (status.txt) and the full report (report.md)
+/// in DIR/results/pr-N/; then prints which PR passed, which failed and why.
 ///
 /// Runs pytest: `python3` with pytest must be on the PATH.
 #[derive(Debug, Args)]
 pub(crate) struct DemoArgs {
-    /// Keep everything here: the sample repository (DIR/repository), the node profile, each
-    /// PR's plan, evidence, logs and verdict (DIR/results/pr-N). Must be empty or absent.
-    #[arg(long, value_name = "DIR")]
-    out: Option<PathBuf>,
+    /// Where everything goes: the sample repository (DIR/repository), the node profile, and
+    /// for each PR its plan, evidence, logs, verdict, comment, status and full report
+    /// (DIR/results/pr-N). Must be empty, absent, or an earlier demo's (which is replaced).
+    #[arg(long, value_name = "DIR", default_value = "prgate-demo")]
+    out: PathBuf,
 }
 
+/// The file that marks a folder as a demo's, so that a later demo may replace it.
+const DEMO_MARKER: &str = ".prgate-demo";
+
 pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
-    let temporary;
-    let dir = match &args.out {
-        Some(dir) => {
-            let occupied =
-                dir.read_dir().map(|mut entries| entries.next().is_some()).unwrap_or(false);
-            anyhow::ensure!(!occupied, "--out {}: the directory is not empty", dir.display());
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-            dir.clone()
-        }
-        None => {
-            temporary = tempfile::tempdir().context("creating a temporary directory")?;
-            temporary.path().to_path_buf()
-        }
-    };
+    let dir = &args.out;
+    let occupied = dir.read_dir().map(|mut entries| entries.next().is_some()).unwrap_or(false);
+    if occupied {
+        anyhow::ensure!(
+            dir.join(DEMO_MARKER).is_file(),
+            "--out {}: the directory is not empty and not an earlier demo's; name another with --out",
+            dir.display()
+        );
+        std::fs::remove_dir_all(dir)
+            .with_context(|| format!("removing the earlier demo in {}", dir.display()))?;
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::write(dir.join(DEMO_MARKER), "prgate demo output: `prgate demo` may replace it\n")
+        .with_context(|| format!("marking {}", dir.display()))?;
     // The node profile wants absolute paths.
     let dir = dir.canonicalize().with_context(|| format!("resolving {}", dir.display()))?;
     let prgate = std::env::current_exe().context("finding the prgate binary")?;
@@ -85,21 +94,16 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
         }
     }
     writeln!(stdout)?;
-    match &args.out {
-        Some(out) => writeln!(
-            stdout,
-            "Everything is in {}: the sample repository (repository/), the node profile \
-             (node.toml), each PR's plan, evidence, logs and verdict (results/pr-N/).\n\
-             Try: prgate plan --repo {} --head {}",
-            out.display(),
-            repo.display(),
-            prs[0].branch
-        )?,
-        None => writeln!(
-            stdout,
-            "To keep the sample repository and the results: prgate demo --out DIR"
-        )?,
-    }
+    writeln!(
+        stdout,
+        "Everything is in {}: the sample repository (repository/), the node profile \
+         (node.toml), and each PR's comment, status, full report, plan, evidence, logs and \
+         verdict (results/pr-N/).\n\
+         Try: prgate plan --repo {} --head {}",
+        args.out.display(),
+        repo.display(),
+        prs[0].branch
+    )?;
     stdout.flush()?;
     Ok(())
 }
@@ -176,6 +180,7 @@ fn run_pr(
     let verdict = prgate_gate::judge(&plan, &evidence, rules, gain_required, &base.config)
         .map_err(|error| anyhow::anyhow!("judging the evidence: {}", error.problem))?;
     write_json(&results.join("verdict.json"), &verdict)?;
+    write_pr_files(&results, &plan, &verdict, pr, node)?;
     writeln!(out)?;
     for line in prgate_report::verdict::human(&verdict).lines() {
         writeln!(out, "    {line}")?;
@@ -183,6 +188,47 @@ fn run_pr(
     writeln!(out)?;
     out.flush()?;
     Ok(PrOutcome { result: result_word(&verdict).to_owned(), why: why(&verdict) })
+}
+
+/// What the PR would get on GitHub: the comment, the status line and the full report.
+fn write_pr_files(
+    results: &Path,
+    plan: &Plan,
+    verdict: &Verdict,
+    pr: &SamplePr,
+    node: &NodeProfile,
+) -> anyhow::Result<()> {
+    let header = Header {
+        pr_number: u64::from(pr.number),
+        title: Some(pr.title.to_owned()),
+        pr_sha: plan.head.sha.clone(),
+        base_sha: plan.merge_base.clone().unwrap_or_else(|| plan.base.sha.clone()),
+        nodes: vec![node.name().to_owned()],
+        image: Some(node.image().name.clone()),
+        run_url: None,
+    };
+    let link = ReportLink { name: "report.md".to_owned(), url: None };
+    let input = CommentInput {
+        verdict: Some(verdict),
+        plan,
+        header: &header,
+        progress: None,
+        full_report: Some(&link),
+        error: None,
+    };
+    let status = commit_status(Some(verdict), plan, None, &StatusSettings::default());
+    for (name, text) in [
+        ("comment.md", render_comment(&input)?),
+        ("report.md", render_full_report(&input)?),
+        (
+            "status.txt",
+            format!("{} {}: {}\n", status.context, status.state.as_str(), status.description),
+        ),
+    ] {
+        let path = results.join(name);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// The models that run and their tiers, on one line.

@@ -1,6 +1,6 @@
 //! `prgate demo`: the built-in sample, start to end — plan, run on simulated servers, gate.
 //!
-//! One test, as the demo runs every sample PR (about 40 seconds on 2 cores).
+//! One test, as the demo runs every sample PR (about a minute on 2 cores).
 
 use crate::support::{plan_json, prgate, tiers};
 
@@ -13,12 +13,26 @@ fn the_demo_runs_and_judges_every_sample_pr_and_keeps_its_results() {
     let stdout = &run.stdout;
 
     // A verdict for every PR.
-    let prs = [95, 101, 103, 110, 112, 114, 116];
+    let prs = [95, 101, 103, 110, 112, 114, 116, 118, 120];
     for pr in prs {
         assert!(stdout.contains(&format!("=== PR #{pr}: ")), "no PR #{pr} in\n{stdout}");
-        let verdict = out.join(format!("results/pr-{pr}/verdict.json"));
-        assert!(verdict.is_file(), "no {}", verdict.display());
+        // What the PR would get on GitHub, as files.
+        for file in ["verdict.json", "comment.md", "status.txt", "report.md"] {
+            let path = out.join(format!("results/pr-{pr}/{file}"));
+            assert!(path.is_file(), "no {}", path.display());
+        }
+        let comment = std::fs::read_to_string(out.join(format!("results/pr-{pr}/comment.md")))
+            .expect("the comment");
+        assert!(comment.starts_with("<!-- prgate:amd-pr-test -->"), "{comment}");
+        let status = std::fs::read_to_string(out.join(format!("results/pr-{pr}/status.txt")))
+            .expect("the status");
+        assert!(status.starts_with("AMD PR test "), "{status}");
     }
+    let status = |pr: u32| {
+        std::fs::read_to_string(out.join(format!("results/pr-{pr}/status.txt"))).expect("status")
+    };
+    assert!(status(95).starts_with("AMD PR test success: "), "{}", status(95));
+    assert!(status(114).starts_with("AMD PR test failure: "), "{}", status(114));
     assert_eq!(stdout.matches("AMD PR test: ").count(), prs.len(), "{stdout}");
 
     // The summary table, without its measured numbers: which PR passed, which failed.
@@ -43,6 +57,13 @@ fn the_demo_runs_and_judges_every_sample_pr_and_keeps_its_results() {
     let codeowners = section(116);
     assert!(codeowners.contains("AMD PR test: FAIL"), "{codeowners}");
     assert!(codeowners.contains("[FAIL] codeowners:"), "{codeowners}");
+    // A [Perf] PR without a gain fails the gain rule; an accuracy drop fails accuracy.
+    let no_gain = section(118);
+    assert!(no_gain.contains("AMD PR test: FAIL"), "{no_gain}");
+    assert!(no_gain.contains("[FAIL] gain:"), "{no_gain}");
+    let accuracy = section(120);
+    assert!(accuracy.contains("AMD PR test: FAIL"), "{accuracy}");
+    assert!(accuracy.contains("[FAIL] deepseek_v41: accuracy"), "{accuracy}");
 
     // --out keeps the repository, the node profile and the evidence.
     assert!(stdout.contains("Everything is in"), "{stdout}");
@@ -56,7 +77,12 @@ fn the_demo_runs_and_judges_every_sample_pr_and_keeps_its_results() {
         tiers(&plan),
         "deepseek_v41 smoke\nglm53_flash smoke\nkimi_k3 smoke\nkimi_k31 smoke\nqwen38_flash_next smoke"
     );
-    let again = prgate(dir.path(), &["demo", "--out", out.to_str().expect("UTF-8")]);
-    assert_eq!(again.code, 2);
-    assert!(again.stderr.contains("the directory is not empty"), "{}", again.stderr);
+    // A folder that is not an earlier demo's is never replaced.
+    let other = dir.path().join("other");
+    std::fs::create_dir_all(&other).expect("a folder");
+    std::fs::write(other.join("notes.txt"), "mine").expect("a file");
+    let refused = prgate(dir.path(), &["demo", "--out", other.to_str().expect("UTF-8")]);
+    assert_eq!(refused.code, 2);
+    assert!(refused.stderr.contains("not an earlier demo's"), "{}", refused.stderr);
+    assert!(other.join("notes.txt").is_file());
 }
