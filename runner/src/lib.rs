@@ -30,7 +30,10 @@
 //! - [`lock`]: the host lock: one run on a host at a time, a refusal that names the holder,
 //!   and no stale lock after a killed run;
 //! - [`preflight`]: before any install, whether the node has what the run needs: its GPUs
-//!   visible and free, disk space, the checkpoints on disk and the image.
+//!   visible and free, disk space, the checkpoints on disk and the image;
+//! - [`schedule`]: each model's GPU time, from its recipe or past runs' event streams, and
+//!   the models placed onto nodes (LPT, a local search and a bounded exact search), with a
+//!   lower bound on the makespan; pure.
 
 pub mod accuracy;
 pub mod bench;
@@ -45,4 +48,5 @@ pub mod process;
 pub mod recipe;
 pub mod results;
 pub mod run;
+pub mod schedule;
 pub mod sim_server;

@@ -1,0 +1,177 @@
+//! Past runs, read from the runner's event stream (`prgate run --events FILE`,
+//! [`crate::results`]): how long each step of each model took.
+//!
+//! Only `step-finished` events count; a step's duration is `time_ms - started_ms`. The events
+//! of all the files given are put in the order they finished. A model's **runs** are told apart
+//! by repetition: a new run starts when a step finishes that already finished in the current
+//! run. A resumed run (a rerun into the same results directory) finishes only the steps its
+//! predecessor did not, so it continues the same run; a fresh run finishes every step again.
+//!
+//! A part of an estimate ([`super::Part`]) takes its duration from the most recent run that
+//! has it: a smoke run after a full one leaves the full run's accuracy benchmarks in use. A
+//! speed cell is the sum of its pairs (and its noise calibration) in that run.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use prgate_gate::evidence::{Check, Side};
+
+use crate::results::{EVENTS_SCHEMA_VERSION, Event, EventKind};
+
+/// The finished steps of past runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct History {
+    steps: Vec<FinishedStep>,
+}
+
+/// Why an event stream could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HistoryError {
+    /// A line is not an event.
+    #[error("{file}:{line}: not an event of prgate run's event stream: {message}")]
+    Line { file: String, line: usize, message: String },
+    /// A line is of a later version of the format than this prgate reads.
+    #[error(
+        "{file}:{line}: schema_version {version} is newer than this prgate reads ({EVENTS_SCHEMA_VERSION})\nhint: use the prgate that wrote it"
+    )]
+    Version { file: String, line: usize, version: u32 },
+}
+
+/// A step of the event stream: a part's key in [`History`].
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(super) struct StepKey {
+    pub(super) check: Check,
+    pub(super) side: Side,
+    /// The step's part, with a speed cell's pairs and noise as one: `concurrency-C`.
+    pub(super) part: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FinishedStep {
+    model: Option<String>,
+    check: Check,
+    side: Side,
+    part: Option<String>,
+    finished_ms: u64,
+    duration: Duration,
+}
+
+impl History {
+    /// Reads one event stream; `file` names it in errors. Blank lines are skipped, and so is a
+    /// last line without its newline that is not an event (a write cut short by a kill).
+    pub fn parse(text: &str, file: &str) -> Result<History, HistoryError> {
+        let mut steps = Vec::new();
+        let complete = text.ends_with('\n');
+        let lines: Vec<&str> = text.lines().collect();
+        for (index, line) in lines.iter().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let number = index + 1;
+            let event: Event = match serde_json::from_str(line) {
+                Ok(event) => event,
+                Err(_) if !complete && number == lines.len() => continue,
+                Err(error) => {
+                    return Err(HistoryError::Line {
+                        file: file.to_owned(),
+                        line: number,
+                        message: error.to_string(),
+                    });
+                }
+            };
+            if event.schema_version > EVENTS_SCHEMA_VERSION {
+                return Err(HistoryError::Version {
+                    file: file.to_owned(),
+                    line: number,
+                    version: event.schema_version,
+                });
+            }
+            if event.event != EventKind::StepFinished {
+                continue;
+            }
+            let Some(started_ms) = event.started_ms else { continue };
+            steps.push(FinishedStep {
+                model: event.model,
+                check: event.check,
+                side: event.side,
+                part: event.part,
+                finished_ms: event.time_ms,
+                duration: Duration::from_millis(event.time_ms.saturating_sub(started_ms)),
+            });
+        }
+        Ok(History { steps })
+    }
+
+    /// The histories of several files as one.
+    pub fn merge(histories: impl IntoIterator<Item = History>) -> History {
+        History { steps: histories.into_iter().flat_map(|history| history.steps).collect() }
+    }
+
+    /// Whether it holds no finished step.
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+
+    /// The models (`None`: the common checks) it has finished steps of.
+    pub fn models(&self) -> Vec<Option<&str>> {
+        let mut models: Vec<Option<&str>> =
+            self.steps.iter().map(|step| step.model.as_deref()).collect();
+        models.sort_unstable();
+        models.dedup();
+        models
+    }
+
+    /// Each step's duration in the most recent run of `model` that has it.
+    pub(super) fn model_steps(&self, model: Option<&str>) -> BTreeMap<StepKey, Duration> {
+        let mut mine: Vec<&FinishedStep> =
+            self.steps.iter().filter(|step| step.model.as_deref() == model).collect();
+        // Stable: steps that finished in the same millisecond keep the files' order.
+        mine.sort_by_key(|step| step.finished_ms);
+
+        // Split into runs: a step finished twice starts a new run.
+        let mut runs: Vec<Vec<&FinishedStep>> = vec![Vec::new()];
+        let mut finished_in_run: BTreeSet<(Check, Side, Option<&str>)> = BTreeSet::new();
+        for step in mine {
+            if !finished_in_run.insert((step.check, step.side, step.part.as_deref())) {
+                runs.push(Vec::new());
+                finished_in_run.clear();
+                finished_in_run.insert((step.check, step.side, step.part.as_deref()));
+            }
+            if let Some(run) = runs.last_mut() {
+                run.push(step);
+            }
+        }
+
+        let mut durations: BTreeMap<StepKey, Duration> = BTreeMap::new();
+        for run in runs.iter().rev() {
+            let mut this_run: BTreeMap<StepKey, Duration> = BTreeMap::new();
+            for step in run {
+                let key = StepKey { check: step.check, side: step.side, part: group(step) };
+                let total = this_run.entry(key).or_default();
+                *total = total.saturating_add(step.duration);
+            }
+            for (key, duration) in this_run {
+                durations.entry(key).or_insert(duration);
+            }
+        }
+        durations
+    }
+}
+
+/// The part name of a speed cell: what its pairs' and noise's parts start with.
+pub(super) fn speed_cell(concurrency: u32) -> String {
+    format!("concurrency-{concurrency}")
+}
+
+/// A step's part as a [`StepKey`] has it: a speed step's part without its pair or noise.
+fn group(step: &FinishedStep) -> Option<String> {
+    let part = step.part.as_deref()?;
+    if step.check == Check::Speed
+        && let Some(rest) = part.strip_prefix("concurrency-")
+        && let Some((concurrency, _pair)) = rest.split_once('-')
+        && let Ok(concurrency) = concurrency.parse::<u32>()
+    {
+        return Some(speed_cell(concurrency));
+    }
+    Some(part.to_owned())
+}
