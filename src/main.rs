@@ -11,6 +11,7 @@
 
 mod ci;
 mod demo;
+mod estimate;
 mod files;
 mod gate;
 mod github;

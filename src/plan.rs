@@ -13,6 +13,9 @@ use prgate_scope::{FileList, PlanRequest};
 /// (prgate.toml) is read from the base side, so a PR cannot change what selects its checks.
 /// Its format is documented in docs/manifest.md; the JSON output in docs/plan.md.
 ///
+/// With --estimate, it also estimates each model's GPU time and schedules the models onto
+/// nodes (docs/schedule.md).
+///
 /// Exit status: 0 when the plan was made, 2 on any error.
 #[derive(Debug, Args)]
 #[command(after_help = "The manifest reference: docs/manifest.md. The plan's JSON: docs/plan.md.")]
@@ -43,6 +46,8 @@ pub(crate) struct PlanArgs {
     /// How to print the plan.
     #[arg(long, value_enum, default_value_t = PlanFormat::Human)]
     format: PlanFormat,
+    #[command(flatten)]
+    estimate: crate::estimate::EstimateArgs,
 }
 
 /// The output formats of `prgate plan`.
@@ -63,6 +68,9 @@ struct PlanOutput<'a> {
     #[serde(flatten)]
     plan: &'a prgate_scope::Plan,
     rules: &'a [prgate_gate::rules::RuleOutcome],
+    /// With `--estimate` only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    estimate: Option<&'a crate::estimate::EstimateOutput>,
 }
 
 pub(crate) fn run(args: &PlanArgs) -> anyhow::Result<()> {
@@ -84,15 +92,20 @@ pub(crate) fn run(args: &PlanArgs) -> anyhow::Result<()> {
     let base = crate::gate::BaseSide::read(&args.repo, &plan)?;
     let rules =
         prgate_gate::rules::judge_rules(&plan, args.title.as_deref(), &base.config, &base.policy);
+    let estimate = crate::estimate::estimate(&args.estimate, &args.repo, &plan)?;
     let text = match args.format {
         PlanFormat::Human => {
-            prgate_report::plan::human(&plan) + &prgate_report::verdict::rules_human(&rules)
+            prgate_report::plan::human(&plan)
+                + &prgate_report::verdict::rules_human(&rules)
+                + &estimate.as_ref().map(|estimate| estimate.human()).unwrap_or_default()
         }
         PlanFormat::Markdown => {
-            prgate_report::plan::markdown(&plan) + &prgate_report::verdict::rules_markdown(&rules)
+            prgate_report::plan::markdown(&plan)
+                + &prgate_report::verdict::rules_markdown(&rules)
+                + &estimate.as_ref().map(|estimate| estimate.markdown()).unwrap_or_default()
         }
         PlanFormat::Json => {
-            let output = PlanOutput { plan: &plan, rules: &rules };
+            let output = PlanOutput { plan: &plan, rules: &rules, estimate: estimate.as_ref() };
             let mut json =
                 serde_json::to_string_pretty(&output).context("writing the plan as JSON")?;
             json.push('\n');

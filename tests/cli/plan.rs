@@ -1,6 +1,8 @@
 //! `prgate plan` on real repositories: every kind of change, every source of changed files,
 //! untrusted diffs, and every kind of error.
 
+mod estimate;
+
 use crate::support::{
     MANIFEST, Repo, changed, git_in, plan_json, prgate, prgate_with_stdin, text, tiers,
 };

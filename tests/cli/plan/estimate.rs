@@ -1,0 +1,231 @@
+//! `prgate plan --estimate`: recipes read from head's tree, nodes from `--nodes` or profiles,
+//! past durations from event streams, and the errors.
+
+use std::path::Path;
+
+use prgate_runner::node::EXAMPLE as NODE;
+use prgate_runner::recipe::EXAMPLE as RECIPE;
+
+use crate::support::{Repo, plan_json, prgate, text};
+
+const COMMON: &str = "[tests]\nunit = [\"pkg/common\"]\n";
+
+/// The standard repository with real recipes on main: alpha (MI355X or MI350X), beta (MI350X
+/// only), beta_x's stays invalid; a common recipe. The `pr` branch changes alpha's recipe
+/// (three concurrencies, not five) and a shared path: alpha full, beta and beta_x smoke.
+fn repo_with_recipes() -> Repo {
+    let repo = Repo::standard();
+    repo.write("test/e2e/alpha.toml", RECIPE)
+        .write("test/e2e/beta.toml", &RECIPE.replace("[\"mi355x\", \"mi350x\"]", "[\"mi350x\"]"))
+        .write("test/e2e/common.toml", COMMON);
+    repo.commit("recipes");
+    repo.branch("pr", "main");
+    repo.write(
+        "test/e2e/alpha.toml",
+        &RECIPE.replace("concurrencies = [1, 4, 16, 64, 128]", "concurrencies = [1, 4, 16]"),
+    )
+    .write("pkg/common/guard.py", "# shared\n");
+    repo.commit("pr");
+    repo
+}
+
+/// Every job as `model tier seconds source node-or-why`, one a line.
+fn jobs(plan: &serde_json::Value) -> String {
+    plan["estimate"]["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .map(|job| {
+            let place = match job["node"].as_str() {
+                Some(node) => node.to_owned(),
+                None => format!("unschedulable: {}", text(&job["unschedulable"])),
+            };
+            format!(
+                "{} {} {} {} {place}",
+                job["model"].as_str().unwrap_or("(common)"),
+                job["tier"].as_str().unwrap_or("-"),
+                job["seconds"],
+                text(&job["source"]),
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn identical_nodes_take_the_models_their_recipes_in_head_allow() {
+    let repo = repo_with_recipes();
+    let args = ["--base", "main", "--head", "pr", "--estimate", "--nodes", "2"];
+    let plan = plan_json(repo.path(), &args);
+    // alpha full from head's recipe: 2h20m of tests, timing, accuracy and startups, and three
+    // speed cells of 2552.8s. beta is smoke on MI350X only; beta_x's recipe is not valid.
+    assert_eq!(
+        jobs(&plan),
+        "(common) - 600 recipe node-2
+alpha full 16059 recipe node-1
+beta smoke 10659 recipe unschedulable: no node has hardware the recipe supports (mi350x); the nodes are 2 mi355x
+beta_x smoke 0 no-recipe node-2"
+    );
+    let estimate = &plan["estimate"];
+    assert_eq!(estimate["makespan_seconds"], 16059);
+    assert_eq!(estimate["lower_bound_seconds"], 16059);
+    assert_eq!(estimate["lower_bound_basis"], "the longest job (alpha)");
+    assert_eq!(estimate["optimal"], true);
+    assert_eq!(estimate["nodes"][1]["jobs"], serde_json::json!([null, "beta_x"]));
+    assert!(
+        text(&plan["estimate"]["jobs"][3]["note"]).starts_with("the recipe is not valid"),
+        "{}",
+        plan["estimate"]["jobs"][3]
+    );
+
+    let human = prgate(
+        repo.path(),
+        &["plan", "--base", "main", "--head", "pr", "--estimate", "--nodes", "2"],
+    );
+    assert_eq!(human.code, 0, "{}", human.stderr);
+    let estimate_part = &human.stdout[human.stdout.find("estimate on").expect("an estimate")..];
+    insta::assert_snapshot!("plan_estimate_human", estimate_part);
+
+    let markdown = prgate(
+        repo.path(),
+        &[
+            "plan",
+            "--base",
+            "main",
+            "--head",
+            "pr",
+            "--estimate",
+            "--nodes",
+            "2",
+            "--format",
+            "markdown",
+        ],
+    );
+    assert_eq!(markdown.code, 0, "{}", markdown.stderr);
+    assert!(
+        markdown.stdout.contains("| `alpha` | full | 4h28m | recipe | `node-1` |"),
+        "{}",
+        markdown.stdout
+    );
+    assert!(
+        markdown.stdout.contains("| `node-2` | `mi355x` | 10m | common checks, `beta_x` |"),
+        "{}",
+        markdown.stdout
+    );
+
+    // More nodes of the hardware beta needs: it is placed.
+    let plan = plan_json(
+        repo.path(),
+        &["--base", "main", "--head", "pr", "--estimate", "--nodes", "3", "--hardware", "MI350X"],
+    );
+    assert_eq!(plan["estimate"]["nodes"][0]["hardware"], "mi350x");
+    assert_eq!(plan["estimate"]["jobs"][2]["node"], "node-2");
+}
+
+/// A `step-finished` line of the event stream for `model`.
+fn finished(
+    model: &str,
+    check: &str,
+    side: &str,
+    part: Option<&str>,
+    from_s: u64,
+    to_s: u64,
+) -> String {
+    let part = part.map_or_else(|| "null".to_owned(), |part| format!("\"{part}\""));
+    format!(
+        "{{\"schema_version\":1,\"event\":\"step-finished\",\"model\":\"{model}\",\"check\":\"{check}\",\"side\":\"{side}\",\"part\":{part},\"time_ms\":{},\"started_ms\":{},\"outcome\":\"tests\"}}\n",
+        to_s * 1000,
+        from_s * 1000
+    )
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write a file");
+    path.display().to_string()
+}
+
+#[test]
+fn node_profiles_and_history_shape_the_schedule() {
+    let repo = repo_with_recipes();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let mi355x = write(dir.path(), "mi355x.toml", NODE);
+    let mi350x = write(
+        dir.path(),
+        "mi350x.toml",
+        &NODE
+            .replace("name = \"mi355x-1\"", "name = \"mi350x-1\"")
+            .replace("hardware = \"mi355x\"", "hardware = \"mi350x\""),
+    );
+    // alpha's tests took a minute a side, and its first cell 10 minutes, in a past run.
+    let mut events = String::new();
+    let mut at = 1_000;
+    for check in ["unit-tests", "kernel-tests", "serving-tests"] {
+        for side in ["base", "pr"] {
+            events.push_str(&finished("alpha", check, side, None, at, at + 60));
+            at += 60;
+        }
+    }
+    events.push_str(&finished(
+        "alpha",
+        "speed",
+        "both",
+        Some("concurrency-1-pair-1"),
+        at,
+        at + 600,
+    ));
+    let history = write(dir.path(), "events.jsonl", &events);
+    let args = [
+        "--base",
+        "main",
+        "--head",
+        "pr",
+        "--estimate",
+        "--node",
+        &mi355x,
+        "--node",
+        &mi350x,
+        "--history",
+        &history,
+    ];
+    let plan = plan_json(repo.path(), &args);
+    // alpha: 16059s, less 6 tests of 5m at 1m each and the startups (in the history's serving
+    // tests), and its first cell at 10m instead of 2553s.
+    assert_eq!(
+        jobs(&plan),
+        "(common) - 600 recipe mi350x-1
+alpha full 11466 history+recipe mi355x-1
+beta smoke 10659 recipe mi350x-1
+beta_x smoke 0 no-recipe mi350x-1"
+    );
+    assert_eq!(plan["estimate"]["history_files"], 1);
+    let human = prgate(repo.path(), &[&["plan"][..], &args].concat());
+    assert!(human.stdout.contains("history+recipe (8 parts)"), "{}", human.stdout);
+}
+
+#[test]
+fn estimate_errors_name_what_is_wrong() {
+    let repo = repo_with_recipes();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let bad = write(dir.path(), "events.jsonl", "{\"not\": \"an event\"}\n");
+    let base = ["plan", "--base", "main", "--head", "pr"];
+    let cases: [(&[&str], &str); 5] = [
+        (&["--estimate"], "--nodes <N>|--node <FILE>"),
+        (&["--nodes", "2"], "--estimate"),
+        (&["--estimate", "--nodes", "0"], "0 is not in 1..=1000"),
+        (&["--estimate", "--nodes", "2", "--node", "x.toml"], "cannot be used with"),
+        (
+            &["--estimate", "--nodes", "2", "--history", &bad],
+            "events.jsonl:1: not an event of prgate run's event stream: missing field `schema_version`",
+        ),
+    ];
+    for (args, expect) in cases {
+        let run = prgate(repo.path(), &[&base[..], args].concat());
+        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains(expect), "{args:?}: {}", run.stderr);
+    }
+    let missing =
+        prgate(repo.path(), &[&base[..], &["--estimate", "--node", "nowhere.toml"]].concat());
+    assert_eq!(missing.code, 2);
+    assert!(missing.stderr.contains("reading the node profile nowhere.toml"), "{}", missing.stderr);
+}
