@@ -47,6 +47,7 @@ use std::time::{Duration, Instant};
 pub use group::group_members;
 pub use health::{HEALTH_TAIL_LINES, HealthError, Healthy, wait_healthy};
 pub use port::{PortError, PortLease, PortRange};
+pub(crate) use registry::block_while_stopping;
 pub use registry::{before_dying_of_signal, live_groups, stop_all_on_signal};
 pub use tail::{MAX_TAIL_BYTES, tail};
 

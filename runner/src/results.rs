@@ -15,7 +15,8 @@
 //! leaves each step's file whole or absent, never half-written, and what the temporary files
 //! of a killed write hold is ignored. [`ResultsDir::completed_steps`] tells a resumed run what
 //! is done. Give the gate `DIR/evidence` ([`ResultsDir::evidence_dir`]): the logs may hold
-//! JSON files of their own.
+//! JSON files of their own. Nothing is written once a signal is stopping the runner: a step
+//! that failed because the stop killed its server is not a crash.
 //!
 //! # The event stream (`--events FILE`, `schema_version` 1)
 //!
@@ -204,7 +205,12 @@ impl ResultsDir {
     /// Writes `record` atomically as its step's file, replacing what an earlier run wrote for
     /// that step, and returns the file's path. A record the gate would refuse on its own (an
     /// outcome that does not fit its check, numbers out of range) is not written.
+    ///
+    /// Once a signal is stopping the runner ([`crate::process::stop_all_on_signal`]), it
+    /// writes nothing and does not return: the process dies of the signal. What failed while
+    /// the runner stopped its children failed because of the stop, and is no evidence.
     pub fn write(&self, record: &Evidence) -> Result<PathBuf, ResultsError> {
+        crate::process::block_while_stopping();
         let step = StepId::of(record);
         evidence::validate(std::slice::from_ref(record)).map_err(|error| {
             ResultsError::Invalid { step: step.to_string(), problem: error.problem }

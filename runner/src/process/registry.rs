@@ -8,7 +8,8 @@
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::process::{Child, Command};
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -47,6 +48,22 @@ fn last_words() -> &'static LastWords {
     HOOK.get_or_init(|| Mutex::new(None))
 }
 
+/// Returns at once, unless a signal is stopping the runner ([`stop_all_on_signal`]): then it
+/// never returns, since the process dies of that signal. The evidence writer calls it before
+/// each record, so that a step whose children the stop killed (a server gone mid-benchmark)
+/// is not recorded as a crash: once stopped, a run records nothing more, and a rerun runs the
+/// step again.
+pub(crate) fn block_while_stopping() {
+    // The flag is set by the signal handler itself, before the watcher thread wakes: a child
+    // that died of the same signal (SLURM signals every process of a job) counts too.
+    if STOPPING.load(Ordering::SeqCst) {
+        loop {
+            thread::sleep(Duration::from_secs(1));
+        }
+    }
+    drop(live());
+}
+
 /// The ids of the process groups started and not yet stopped, sorted.
 pub fn live_groups() -> Vec<u32> {
     live().keys().filter_map(|pgid| u32::try_from(*pgid).ok()).collect()
@@ -67,6 +84,9 @@ pub(super) fn forget(pgid: i32) {
     live().remove(&pgid);
 }
 
+/// Set when one of the signals [`stop_all_on_signal`] watches for has come.
+static STOPPING: LazyLock<Arc<AtomicBool>> = LazyLock::new(|| Arc::new(AtomicBool::new(false)));
+
 /// Every live group and its grace period.
 static LIVE: Mutex<BTreeMap<i32, Duration>> = Mutex::new(BTreeMap::new());
 
@@ -75,6 +95,9 @@ fn live() -> MutexGuard<'static, BTreeMap<i32, Duration>> {
 }
 
 fn watch() -> io::Result<()> {
+    for signal in [SIGINT, SIGTERM, SIGHUP] {
+        signal_hook::flag::register(signal, Arc::clone(&STOPPING))?;
+    }
     let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP])?;
     thread::Builder::new().name("prgate-signals".to_owned()).spawn(move || {
         let signal = signals.forever().next();
