@@ -247,6 +247,7 @@ fn pipeline(
         isolation: &isolation,
         wait_lock: args.wait_lock,
         preflight: &preflight,
+        only_models: None,
     };
     let done = AtomicBool::new(false);
     let summary = std::thread::scope(|scope| {

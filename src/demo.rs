@@ -162,6 +162,7 @@ fn run_pr(
         wait_lock: Some(std::time::Duration::from_secs(600)),
         // A laptop has no GPU to check.
         preflight: &PreflightMode::Off,
+        only_models: None,
     };
     let started = Instant::now();
     let summary = prgate_runner::run::run(&run).context("running the plan")?;

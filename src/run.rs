@@ -1,19 +1,32 @@
-//! `prgate run`: runs a plan on this node and writes the evidence, one file per finished step.
-//! The step loop is the runner's (`prgate_runner::run`); this is its CLI.
+//! `prgate run`: runs a plan on this node, or as SLURM jobs, and writes the evidence, one file
+//! per finished step. The step loop is the runner's (`prgate_runner::run`), and so is the SLURM
+//! executor (`prgate_runner::slurm`); this is their CLI, and the command line of a SLURM job:
+//! `prgate run --executor local --only-model M` with the run's own files and flags.
 
-use std::path::PathBuf;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::Args;
+use clap::{Args, ValueEnum};
 use prgate_runner::container::{Engine, RunId};
 use prgate_runner::node::NodeProfile;
 use prgate_runner::preflight::Thresholds;
 use prgate_runner::run::{
-    DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, Isolation, PreflightMode, RunRequest,
+    COMMON_CHECKS, DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, Isolation, PreflightMode,
+    RunRequest,
 };
+use prgate_runner::slurm::{JobTarget, SlurmRequest, SlurmSettings};
 use prgate_scope::Plan;
 
 use crate::files::read_json;
+
+/// How much longer than the run's `--time-limit` a SLURM job may take by default: the step
+/// loop stops at its limit by itself, then stops its children and exits.
+const JOB_TIME_SLACK: Duration = Duration::from_secs(5 * 60);
+/// How long a SLURM job waits for the host lock when neither `--wait-lock` nor a job time
+/// limit says: until SLURM's own limit ends it.
+const JOB_WAIT_LOCK: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Run a plan's checks on this node, base and PR side by side, and write the evidence into
 /// DIR/evidence (one file per finished step; a rerun resumes). Exits 0 when the run finished,
@@ -22,7 +35,14 @@ use crate::files::read_json;
 /// Every command from the PR's tree (installs, servers, tests, timing scripts, evaluators,
 /// benchmarks) runs in the node profile's image through docker or podman (docs/container.md);
 /// `--isolation host` runs them on this machine instead, for trees you trust.
+///
+/// With --executor slurm, each model (and the common checks) is one SLURM job that runs `prgate
+/// run --executor local --only-model MODEL` into DIR/slurm/MODEL, with this run's other flags;
+/// the jobs' evidence is gathered into DIR/evidence, and a job that times out, fails or is
+/// cancelled is recorded as not-run for every step it did not record (docs/slurm.md). DIR, the
+/// plan, the node profile and the repository must be at the same paths on the compute nodes.
 #[derive(Debug, Args)]
+#[command(after_help = "The SLURM executor: docs/slurm.md.")]
 pub(crate) struct RunArgs {
     /// The plan, as `prgate plan --format json` wrote it.
     #[arg(long, value_name = "FILE")]
@@ -75,6 +95,34 @@ pub(crate) struct RunArgs {
     /// (default: 50 for the work directory, 10 for the cache).
     #[arg(long, value_name = "GIB")]
     min_free_disk: Option<u64>,
+    /// Where the steps run: on this node, or as SLURM jobs, one per model.
+    #[arg(long, value_enum, default_value_t = Executor::Local)]
+    executor: Executor,
+    /// Run only this model of the plan (repeat for more); ~common names the common checks.
+    /// Without it, every model and the common checks run. Local executor only.
+    #[arg(long = "only-model", value_name = "NAME")]
+    only_models: Vec<String>,
+    /// The folder of SLURM's programs (sbatch, squeue, scontrol, scancel) [default: found in
+    /// the PATH].
+    #[arg(long, value_name = "DIR")]
+    slurm_bin: Option<PathBuf>,
+    /// Each SLURM job's time limit (20m, 2h), rounded up to whole minutes [default:
+    /// --time-limit plus 5 minutes, else the partition's].
+    #[arg(long, value_name = "DURATION", value_parser = parse_time_limit)]
+    job_time_limit: Option<Duration>,
+    /// An sbatch option for every job, such as --sbatch-arg=--partition=gpu or
+    /// --sbatch-arg=--exclusive (repeat for more).
+    #[arg(long = "sbatch-arg", value_name = "OPTION", allow_hyphen_values = true)]
+    sbatch_args: Vec<String>,
+}
+
+/// Where `prgate run` runs the steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Executor {
+    /// On this node, one step after another.
+    Local,
+    /// As SLURM batch jobs, one per model and one for the common checks, all at once.
+    Slurm,
 }
 
 /// On or off.
@@ -106,6 +154,19 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
             args.repo.display()
         )
     })?;
+    if args.executor == Executor::Slurm {
+        return run_slurm(args, &plan, &node);
+    }
+    if args.slurm_bin.is_some() || args.job_time_limit.is_some() || !args.sbatch_args.is_empty() {
+        anyhow::bail!("--slurm-bin, --job-time-limit and --sbatch-arg are for --executor slurm");
+    }
+    for name in &args.only_models {
+        if name != COMMON_CHECKS && !plan.models.iter().any(|model| &model.name == name) {
+            anyhow::bail!(
+                "--only-model {name}: the plan has no such model\nhint: {COMMON_CHECKS} names the common checks"
+            );
+        }
+    }
     let gain_required =
         prgate_gate::title::requires_gain(args.title.as_deref(), &base.config.gain.types);
     let isolation = isolation(args.isolation, args.engine.as_deref(), &plan, &args.results)?;
@@ -126,6 +187,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
         isolation: &isolation,
         wait_lock: args.wait_lock,
         preflight: &preflight,
+        only_models: (!args.only_models.is_empty()).then_some(args.only_models.as_slice()),
     };
     let summary = prgate_runner::run::run(&request).context("running the plan")?;
     for note in &summary.notes {
@@ -190,4 +252,123 @@ fn run_id(plan: &Plan, results: &std::path::Path) -> anyhow::Result<RunId> {
     let sha: String = plan.head.sha.chars().take(12).collect();
     let id = format!("{sha}-{}", &hash["fnv1a64:".len().."fnv1a64:".len() + 8]);
     Ok(RunId::new(&id)?)
+}
+
+/// `prgate run --executor slurm`: a job per model, each running this program's local executor
+/// on its model alone, then their evidence gathered.
+fn run_slurm(args: &RunArgs, plan: &Plan, node: &NodeProfile) -> anyhow::Result<()> {
+    if !args.only_models.is_empty() {
+        anyhow::bail!(
+            "--only-model is for --executor local: the SLURM executor runs a job per model"
+        );
+    }
+    let program = std::env::current_exe().context("finding this program, for the jobs to run")?;
+    let absolute = |path: &Path| {
+        std::path::absolute(path).with_context(|| format!("resolving {}", path.display()))
+    };
+    let plan_path = absolute(&args.plan)?;
+    let node_path = absolute(&args.node)?;
+    let repo = absolute(&args.repo)?;
+    // A bare program name is looked up in the job's PATH; a path must work from anywhere.
+    let python = if args.python.components().count() > 1 {
+        absolute(&args.python)?
+    } else {
+        args.python.clone()
+    };
+    let preflight_root = absolute(&args.preflight_root)?;
+    let engine = match &args.engine {
+        Some(engine) if engine.components().count() > 1 => Some(absolute(engine)?),
+        other => other.clone(),
+    };
+    let time_limit = args.job_time_limit.or(args.time_limit.map(|limit| limit + JOB_TIME_SLACK));
+    // Jobs on one node take its host lock in turn; SLURM's time limit bounds the wait.
+    let wait_lock = args.wait_lock.or(time_limit).unwrap_or(JOB_WAIT_LOCK);
+    let command = |target: &JobTarget<'_>| -> Vec<OsString> {
+        let mut argv: Vec<OsString> =
+            vec![program.clone().into(), "run".into(), "--executor".into(), "local".into()];
+        let mut options: Vec<(&str, OsString)> = vec![
+            ("--plan", plan_path.clone().into()),
+            ("--node", node_path.clone().into()),
+            ("--repo", repo.clone().into()),
+            ("--results", target.results.into()),
+            ("--events", target.events.into()),
+            ("--only-model", target.name.into()),
+            ("--python", python.clone().into()),
+            ("--common-recipe", args.common_recipe.clone().into()),
+            ("--isolation", value_name(args.isolation).into()),
+            ("--wait-lock", seconds(wait_lock).into()),
+            ("--preflight", value_name(args.preflight).into()),
+            ("--preflight-root", preflight_root.clone().into()),
+        ];
+        if let Some(engine) = &engine {
+            options.push(("--engine", engine.clone().into()));
+        }
+        if let Some(gib) = args.min_free_disk {
+            options.push(("--min-free-disk", gib.to_string().into()));
+        }
+        if let Some(title) = &args.title {
+            options.push(("--title", title.into()));
+        }
+        if let Some(limit) = args.time_limit {
+            options.push(("--time-limit", seconds(limit).into()));
+        }
+        for (name, value) in options {
+            argv.push(name.into());
+            argv.push(value);
+        }
+        argv
+    };
+    let settings = SlurmSettings {
+        bin_dir: args.slurm_bin.clone(),
+        time_limit,
+        sbatch_args: args.sbatch_args.clone(),
+    };
+    let request = SlurmRequest {
+        plan,
+        repo: &repo,
+        node,
+        results: &args.results,
+        events: args.events.as_deref(),
+        recipe_path: DEFAULT_RECIPE_PATH,
+        common_recipe_path: &args.common_recipe,
+        command: &command,
+        settings: &settings,
+        progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+    };
+    let summary = prgate_runner::slurm::run(&request).context("running the plan on SLURM")?;
+    for note in &summary.notes {
+        eprintln!("note: {note}");
+    }
+    let unfinished: Vec<String> = summary
+        .jobs
+        .iter()
+        .filter(|job| job.state.not_run_reason().is_some())
+        .map(|job| format!("{} (job {}) {}", job.target, job.id, job.state))
+        .collect();
+    if !unfinished.is_empty() {
+        eprintln!(
+            "{} job(s) did not complete: {}; {} of their steps are recorded not-run",
+            unfinished.len(),
+            unfinished.join(", "),
+            summary.not_run
+        );
+    }
+    eprintln!(
+        "{} records gathered from {} SLURM job(s) named {}; evidence in {}",
+        summary.copied,
+        summary.jobs.len(),
+        summary.job_name,
+        args.results.join("evidence").display()
+    );
+    Ok(())
+}
+
+/// A value of a `--flag` as its command line names it.
+fn value_name(value: impl ValueEnum) -> String {
+    value.to_possible_value().map(|value| value.get_name().to_owned()).unwrap_or_default()
+}
+
+/// A duration as `prgate run` reads it: `90s`.
+fn seconds(duration: Duration) -> String {
+    format!("{}s", duration.as_secs().max(1))
 }

@@ -33,7 +33,10 @@
 //!   visible and free, disk space, the checkpoints on disk and the image;
 //! - [`schedule`]: each model's GPU time, from its recipe or past runs' event streams, and
 //!   the models placed onto nodes (LPT, a local search and a bounded exact search), with a
-//!   lower bound on the makespan; pure.
+//!   lower bound on the makespan; pure;
+//! - [`slurm`]: the SLURM executor: a run as one batch job per model, their states read with
+//!   `squeue` and `scontrol`, cancelled by name, gathered into one results directory, and a
+//!   job that did not complete recorded as `not-run` evidence (`docs/slurm.md`).
 
 pub mod accuracy;
 pub mod bench;
@@ -50,3 +53,4 @@ pub mod results;
 pub mod run;
 pub mod schedule;
 pub mod sim_server;
+pub mod slurm;

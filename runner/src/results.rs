@@ -355,6 +355,12 @@ impl EventWriter {
         self.emit(&Event::new(EventKind::StepSkipped, step, now_ms()))
     }
 
+    /// Appends an event another writer recorded, as it is: a SLURM job's events, passed on
+    /// to the run's stream.
+    pub fn append(&self, event: &Event) -> Result<(), ResultsError> {
+        self.emit(event)
+    }
+
     fn emit(&self, event: &Event) -> Result<(), ResultsError> {
         let write_error = |source| ResultsError::Write { path: self.path.clone(), source };
         let mut line = serde_json::to_vec(event).map_err(|error| write_error(error.into()))?;
@@ -408,7 +414,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
 }
 
 /// `%XX` for every byte but ASCII letters, digits, `_` and `-`.
-fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut escaped = String::with_capacity(text.len());
     for byte in text.bytes() {
         if byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-' {

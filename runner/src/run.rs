@@ -68,7 +68,9 @@
 //! every planned step `not-run` with it; a checkpoint missing on disk stops only the models that
 //! need it. Those records start with [`PREFLIGHT_PREFIX`] and are run again by a later run.
 //!
-//! The executor is local: this node runs the whole plan.
+//! The executor is local: this node runs the whole plan, or the part
+//! [`RunRequest::only_models`] names: the SLURM executor ([`crate::slurm`]) runs this loop
+//! once per model, each in a job of its own.
 
 mod exec;
 mod leftovers;
@@ -101,6 +103,9 @@ pub use exec::Isolation;
 pub const DEFAULT_RECIPE_PATH: &str = "test/e2e/{model}.toml";
 /// Where the common checks' recipe is in the PR's tree unless the request says otherwise.
 pub const DEFAULT_COMMON_RECIPE_PATH: &str = "test/e2e/common.toml";
+/// The name of the common checks in [`RunRequest::only_models`] (and in the results' file
+/// names): no model is named so.
+pub const COMMON_CHECKS: &str = "~common";
 
 /// What to run, where, and where the evidence goes.
 #[derive(Debug, Clone, Copy)]
@@ -135,6 +140,11 @@ pub struct RunRequest<'a> {
     pub wait_lock: Option<Duration>,
     /// Whether (and where) the node is checked before any install.
     pub preflight: &'a PreflightMode,
+    /// Run only these models of the plan, and the common checks only when it holds
+    /// [`COMMON_CHECKS`]; `None` runs them all. A speed pair's `family` still counts the
+    /// covered cells of every model, so a run split by model (a SLURM job per model) records
+    /// what one whole run would.
+    pub only_models: Option<&'a [String]>,
 }
 
 /// Whether a run checks the node first ([`crate::preflight`]).
@@ -199,7 +209,9 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
         .filter(|model| matches!(model.tier, Tier::Full | Tier::Smoke) && !model.removed)
         .collect();
     let mut summary = RunSummary { notes: stopped_leftovers, ..RunSummary::default() };
-    if models.is_empty() && !plan.common.selected {
+    let chosen = |name: &str| request.only_models.is_none_or(|only| only.iter().any(|m| m == name));
+    let common = plan.common.selected && chosen(COMMON_CHECKS);
+    if !models.iter().any(|model| chosen(&model.name)) && !common {
         return Ok(summary);
     }
 
@@ -216,6 +228,8 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
         .map(|model| RecipeSource::read(&pr_tree, request.recipe_path, &model.name, &pr_commit))
         .collect();
     let family = covered_cells(&models, &recipes, request.node);
+    let (models, recipes): (Vec<&ModelPlan>, Vec<RecipeSource>) =
+        models.into_iter().zip(recipes).filter(|(model, _)| chosen(&model.name)).unzip();
     let node = request.node;
     let provenance = |recipe_hash: Option<String>| Provenance {
         node: Some(node.name().to_owned()),
@@ -238,7 +252,7 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
         deadline: request.time_limit.map(|limit| Instant::now() + limit),
         progress: progress::Progress::new(
             request.progress,
-            expected_steps(&models, &recipes, plan.common.selected),
+            expected_steps(&models, &recipes, common),
         ),
         installed: BTreeMap::new(),
         exec: exec::Exec {
@@ -286,7 +300,7 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
     }
     if let Some(failure) = failure.as_ref().filter(|failure| failure.blocks_run()) {
         let (reason, detail) = failure.to_not_run();
-        if plan.common.selected {
+        if common {
             let subject = steps::Subject { model: None, provenance: provenance(None) };
             runner.not_run_common(&subject, reason, &detail)?;
         }
@@ -298,7 +312,7 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
         return Ok(summary);
     }
 
-    if plan.common.selected {
+    if common {
         let common = CommonSource::read(&pr_tree, request.common_recipe_path, &pr_commit);
         let hash = match &common {
             CommonSource::Parsed(recipe) => Some(recipe.hash.clone()),

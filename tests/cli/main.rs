@@ -9,4 +9,5 @@ mod github;
 mod plan;
 mod run;
 mod sim;
+mod slurm;
 mod support;

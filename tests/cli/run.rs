@@ -2,7 +2,8 @@
 //! by the runner from the recipe, then `prgate gate` on the evidence, and a second run that
 //! resumes; then the failures a node sees: a server that never becomes healthy, one that dies
 //! mid-benchmark, missing routing lines, a test failing on both sides, a node without the
-//! checkpoint, a run killed with `SIGKILL` and resumed, and a Ctrl-C.
+//! checkpoint, a run killed with `SIGKILL` and resumed, and a Ctrl-C. Its fixture is shared
+//! with the SLURM executor's tests (`slurm.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -403,7 +404,7 @@ pub(crate) fn settle(fixture: &Fixture) -> Vec<String> {
 }
 
 /// The records of the checks that need a server, on the side(s) they are written on.
-const SERVED: [&str; 6] = [
+pub(crate) const SERVED: [&str; 6] = [
     "alpha.serving-tests.base",
     "alpha.serving-tests.pr",
     "alpha.accuracy.base.tiny",
