@@ -107,7 +107,8 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "DIR")]
     slurm_bin: Option<PathBuf>,
     /// Each SLURM job's time limit (20m, 2h), rounded up to whole minutes [default:
-    /// --time-limit plus 5 minutes, else the partition's].
+    /// --time-limit plus 5 minutes, else twice the job's estimate from its recipe plus 15
+    /// minutes].
     #[arg(long, value_name = "DURATION", value_parser = parse_time_limit)]
     job_time_limit: Option<Duration>,
     /// An sbatch option for every job, such as --sbatch-arg=--partition=gpu or

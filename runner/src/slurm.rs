@@ -47,7 +47,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use prgate_gate::evidence::{Evidence, NotRunReason, Provenance};
-use prgate_scope::plan::{Plan, Tier};
+use prgate_scope::plan::{ModelPlan, Plan, Tier};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -58,8 +58,10 @@ use self::gather::{Expected, not_run_record, steps_of, unrecorded};
 use self::progress::{Display, JobLine};
 use crate::node::NodeProfile;
 use crate::recipe::Recipe;
+use crate::recipe::common::CommonRecipe;
 use crate::results::{Event, EventWriter, ResultsDir, ResultsError};
 use crate::run::{COMMON_CHECKS, recipe_hash};
+use crate::schedule::{History, estimate_common, estimate_model};
 
 /// How often the jobs' states are read.
 const POLL: Duration = Duration::from_millis(500);
@@ -69,6 +71,12 @@ const QUEUE_PATIENCE: Duration = Duration::from_secs(120);
 const CANCEL_WAIT: Duration = Duration::from_secs(60);
 /// How many lines of a job's output a `not-run` record ends with.
 const OUTPUT_TAIL_LINES: usize = 20;
+/// A job's time limit when none is given is its estimated time ([`crate::schedule`], from
+/// the recipe's shape) times this, plus [`ESTIMATE_SLACK`]: an estimate is not a promise.
+const ESTIMATE_FACTOR: u32 = 2;
+/// See [`ESTIMATE_FACTOR`]; also the whole limit of a job without a recipe, which records its
+/// `not-run` records at once.
+const ESTIMATE_SLACK: Duration = Duration::from_secs(15 * 60);
 
 /// What to run on the cluster, and where the evidence goes.
 pub struct SlurmRequest<'a> {
@@ -110,7 +118,9 @@ impl fmt::Debug for SlurmRequest<'_> {
 pub struct SlurmSettings {
     /// The folder of SLURM's programs; `None` finds them in the `PATH`.
     pub bin_dir: Option<PathBuf>,
-    /// Each job's time limit (`--time`, rounded up to minutes); `None` leaves the partition's.
+    /// Each job's time limit (`--time`, rounded up to minutes); `None` gives each job twice
+    /// its estimated time ([`crate::schedule::estimate_model`], from its recipe) plus 15
+    /// minutes.
     pub time_limit: Option<Duration>,
     /// More `sbatch` options for every job: `--partition=gpu`, `--exclusive`, `--gres=gpu:8`.
     pub sbatch_args: Vec<String>,
@@ -383,7 +393,10 @@ impl Orchestra<'_> {
             job_name: &self.job_name,
             output: &dir.join("slurm-%j.out"),
             chdir: &dir,
-            time_limit: self.request.settings.time_limit,
+            time_limit: Some(match self.request.settings.time_limit {
+                Some(limit) => limit,
+                None => self.estimated_limit(target.as_deref())?,
+            }),
             command: &command,
         }
         .render()?;
@@ -505,27 +518,59 @@ impl Orchestra<'_> {
     /// hash, from the PR's tree.
     fn expected(&self, model: Option<&str>) -> Result<(Expected, Option<String>), SlurmError> {
         let request = self.request;
-        let read = |path: &str| {
-            prgate_scope::base_side::read_text_at(request.repo, &request.plan.head.sha, path)
-                .ok()
-                .flatten()
-        };
         let Some(model) = model else {
-            let hash = read(request.common_recipe_path).map(|text| recipe_hash(text.as_bytes()));
+            let hash = self
+                .read_pr_file(request.common_recipe_path)
+                .map(|text| recipe_hash(text.as_bytes()));
             return Ok((Expected::Common, hash));
         };
-        let plan = request
+        let plan = self.model_plan(model)?;
+        let path = request.recipe_path.replace("{model}", model);
+        let text = self.read_pr_file(&path);
+        let hash = text.as_deref().map(|text| recipe_hash(text.as_bytes()));
+        let recipe = text.and_then(|text| Recipe::parse(&text, &path).ok()).map(Box::new);
+        Ok((Expected::Model { plan, recipe }, hash))
+    }
+
+    /// The time limit of the job of `model` (`None`: the common checks) when none is given:
+    /// its estimate from its recipe, times [`ESTIMATE_FACTOR`], plus [`ESTIMATE_SLACK`].
+    fn estimated_limit(&self, model: Option<&str>) -> Result<Duration, SlurmError> {
+        let history = History::default();
+        let estimate = match model {
+            Some(model) => {
+                let plan = self.model_plan(model)?;
+                let path = self.request.recipe_path.replace("{model}", model);
+                let recipe =
+                    self.read_pr_file(&path).and_then(|text| Recipe::parse(&text, &path).ok());
+                estimate_model(&plan, recipe.as_ref(), &history)
+            }
+            None => {
+                let path = self.request.common_recipe_path;
+                let recipe =
+                    self.read_pr_file(path).and_then(|text| CommonRecipe::parse(&text, path).ok());
+                estimate_common(recipe.as_ref(), &history)
+            }
+        };
+        Ok(limit_from_estimate(estimate.duration()))
+    }
+
+    /// The plan of `model`.
+    fn model_plan(&self, model: &str) -> Result<ModelPlan, SlurmError> {
+        self.request
             .plan
             .models
             .iter()
             .find(|plan| plan.name == model)
             .cloned()
-            .ok_or_else(|| SlurmError::UnknownModel { model: model.to_owned() })?;
-        let path = request.recipe_path.replace("{model}", model);
-        let text = read(&path);
-        let hash = text.as_deref().map(|text| recipe_hash(text.as_bytes()));
-        let recipe = text.and_then(|text| Recipe::parse(&text, &path).ok()).map(Box::new);
-        Ok((Expected::Model { plan, recipe }, hash))
+            .ok_or_else(|| SlurmError::UnknownModel { model: model.to_owned() })
+    }
+
+    /// The text of `path` in the PR's tree, when it has the file as text.
+    fn read_pr_file(&self, path: &str) -> Option<String> {
+        let request = self.request;
+        prgate_scope::base_side::read_text_at(request.repo, &request.plan.head.sha, path)
+            .ok()
+            .flatten()
     }
 
     /// The provenance the step loop gives a model's records.
@@ -622,6 +667,11 @@ fn ended(client: &Slurm, id: u64, entry: &QueueEntry) -> Result<Ended, SlurmErro
     Ok(Ended { state, reason, exit_code, lost: false })
 }
 
+/// A job's time limit from its estimated time.
+fn limit_from_estimate(estimate: Duration) -> Duration {
+    estimate.saturating_mul(ESTIMATE_FACTOR).saturating_add(ESTIMATE_SLACK)
+}
+
 /// `STATE`, `STATE (reason)` or `STATE (reason, exit code E:S)`.
 fn with_reason(state: &JobState, reason: &str, exit_code: Option<&String>) -> String {
     let mut parts = Vec::new();
@@ -693,5 +743,19 @@ impl Forward {
             }
         }
         self.offset += end as u64 + 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_jobs_default_limit_is_twice_its_estimate_and_a_quarter_hour() {
+        let minutes = |minutes: u64| Duration::from_secs(minutes * 60);
+        let cases = [(0, 15), (10, 35), (90, 195)];
+        for (estimate, limit) in cases {
+            assert_eq!(limit_from_estimate(minutes(estimate)), minutes(limit), "{estimate} min");
+        }
     }
 }

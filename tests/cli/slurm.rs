@@ -175,6 +175,8 @@ fn the_slurm_executor_records_what_the_local_executor_records() {
     let script = read(&fixture.results("slurm").join("slurm/alpha/job.sh"));
     assert!(script.contains("\nexec "), "{script}");
     assert!(script.contains("--only-model alpha"), "{script}");
+    // No limit given: twice the estimate from the recipe, plus a quarter of an hour.
+    assert!(script.contains("#SBATCH --time="), "{script}");
 
     // A second run resubmits; each job resumes from its own directory and records nothing.
     let again = prgate(fixture.repo.path(), &args);
