@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::Args;
-use prgate_gate::evidence::Evidence;
+use std::collections::{BTreeMap, BTreeSet};
+
+use prgate_gate::evidence::{Check, Evidence, NotRunReason, Outcome as Recorded, Provenance, Side};
 use prgate_gate::{State, Verdict};
 use prgate_report::comment::{
     CommentInput, Header, Progress, ReportLink, StepProgress, StepState, render_comment,
@@ -32,8 +34,11 @@ use prgate_report::comment::{
 use prgate_report::status::{StatusSettings, commit_status, error_status};
 use prgate_runner::node::NodeProfile;
 use prgate_runner::results::{Event as RunEvent, EventKind};
+use prgate_runner::run::COMMON_CHECKS;
 use prgate_runner::run::{DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, RunRequest};
+use prgate_runner::schedule::{History, Node as ScheduleNode};
 use prgate_scope::{FileList, Plan, PlanRequest};
+use serde::{Deserialize, Serialize};
 
 use crate::gate::Outcome;
 use crate::github::GitHub;
@@ -51,7 +56,7 @@ use crate::trigger::{Decision, Event, Pinned};
 pub(crate) struct CiArgs {
     /// The event payload (GITHUB_EVENT_PATH): a `pull_request_target` labeled with --label, or a
     /// `workflow_dispatch` with inputs `pr` and `sha`.
-    #[arg(long, value_name = "FILE", required_unless_present = "pr")]
+    #[arg(long, value_name = "FILE")]
     event: Option<PathBuf>,
     /// A dispatch from the command line: the PR's number (with --sha).
     #[arg(long, value_name = "N", requires = "sha", conflicts_with = "event")]
@@ -110,10 +115,55 @@ pub(crate) struct CiArgs {
     /// The Python interpreter that runs pytest on the host (`--isolation host`).
     #[arg(long, value_name = "PROGRAM", default_value = "python3")]
     python: PathBuf,
+    /// Which part of the test to run: `all` (one job on one node), or the two-node workflow's
+    /// `start` (trigger, plan, schedule, pending status), `run` (this node's share, no GitHub)
+    /// and `finish` (gather, gate, post) (docs/workflow.md).
+    #[arg(long, value_enum, default_value_t = Stage::All)]
+    stage: Stage,
+    /// The state folder the start stage writes and the others read [default: WORK/state].
+    #[arg(long, value_name = "DIR")]
+    state: Option<PathBuf>,
+    /// start: the nodes to schedule on (`[[node]]` tables of `name` and `hardware`, optionally
+    /// `gpus` and `checkpoints`) [default: this node's profile].
+    #[arg(long, value_name = "FILE")]
+    nodes: Option<PathBuf>,
+    /// finish: a node job's results folder (its `evidence/`); once per node.
+    #[arg(long = "evidence", value_name = "DIR")]
+    evidence: Vec<PathBuf>,
+    /// finish: how the node jobs ended (success, failure, cancelled, skipped): anything but
+    /// success or skipped posts `error`.
+    #[arg(long, value_name = "RESULT")]
+    jobs: Option<String>,
+}
+
+/// The parts of `prgate ci`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Stage {
+    All,
+    Start,
+    Run,
+    Finish,
 }
 
 pub(crate) fn run(args: &CiArgs) -> anyhow::Result<Outcome> {
-    let state = args.work.join("state");
+    match args.stage {
+        Stage::All => all(args),
+        Stage::Start => start(args),
+        Stage::Run => node_run(args),
+        Stage::Finish => finish(args),
+    }
+}
+
+/// The state folder.
+fn state_dir(args: &CiArgs) -> PathBuf {
+    args.state.clone().unwrap_or_else(|| args.work.join("state"))
+}
+
+/// The trigger: `None` when no run starts (the reason is on stderr). On a start, the pin is
+/// written to the state folder and the reporter that will never let the status stay pending is
+/// returned, with the PR's files.
+fn pin(args: &CiArgs) -> anyhow::Result<Option<(Arc<Reporter>, Vec<String>)>> {
+    let state = state_dir(args);
     std::fs::create_dir_all(&state).with_context(|| format!("creating {}", state.display()))?;
     let event = match (&args.event, args.pr, &args.sha) {
         (Some(path), _, _) => crate::files::read_json(path, "event")?,
@@ -128,7 +178,7 @@ pub(crate) fn run(args: &CiArgs) -> anyhow::Result<Outcome> {
         match runtime.block_on(crate::trigger::decide(&github, &event, &args.label))? {
             Decision::Refuse(reason) => {
                 eprintln!("prgate: no run: {reason}");
-                return Ok(Outcome::NotPass);
+                return Ok(None);
             }
             Decision::Start(pinned, files) => (pinned, files),
         };
@@ -138,30 +188,21 @@ pub(crate) fn run(args: &CiArgs) -> anyhow::Result<Outcome> {
         "prgate: run #{} at {} (started by {})",
         pinned.number, pinned.sha, pinned.triggered_by
     );
+    Ok(Some((Reporter::new(args, runtime, github, pinned), files)))
+}
 
-    let reporter = Arc::new(Reporter {
-        runtime,
-        github,
-        pinned,
-        args: ReporterArgs {
-            run_url: args.run_url.clone(),
-            bot_login: args.bot_login.clone(),
-            work: args.work.clone(),
-        },
-        plan: Mutex::new(None),
-        progress: Mutex::new(Progress { steps: Vec::new() }),
-        image: Mutex::new(None),
-        node: Mutex::new(None),
-        finished: AtomicBool::new(false),
-    });
+/// Runs `work`; whatever it ends in other than a result (an error, a panic) is posted as the
+/// `error` status with the comment of what was done.
+fn guarded(
+    reporter: &Arc<Reporter>,
+    work: impl FnOnce() -> anyhow::Result<Outcome>,
+) -> anyhow::Result<Outcome> {
     // A cancelled job (SIGINT, SIGTERM): the runner stops every child, then this leaves word.
-    let last_words = Arc::clone(&reporter);
+    let last_words = Arc::clone(reporter);
     prgate_runner::process::before_dying_of_signal(Box::new(move |signal| {
         last_words.error(&format!("the run was stopped by {signal} (the job was cancelled?)"));
     }));
-    let outcome =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pipeline(args, &reporter, files)));
-    match outcome {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)) {
         Ok(Ok(outcome)) => Ok(outcome),
         Ok(Err(error)) => {
             reporter.error(&format!("{error:#}"));
@@ -179,14 +220,293 @@ pub(crate) fn run(args: &CiArgs) -> anyhow::Result<Outcome> {
     }
 }
 
-/// Everything after the pin; any error here is posted as the `error` status.
-fn pipeline(
+/// `--stage all`: everything, on this node.
+fn all(args: &CiArgs) -> anyhow::Result<Outcome> {
+    let Some((reporter, files)) = pin(args)? else { return Ok(Outcome::NotPass) };
+    guarded(&reporter, || pipeline(args, &reporter, files))
+}
+
+/// `--stage start`: the trigger, the plan, the schedule onto the nodes, and the pending status
+/// and comment. Writes `nodes.json` (the nodes with work) and `schedule.json`.
+fn start(args: &CiArgs) -> anyhow::Result<Outcome> {
+    let Some((reporter, files)) = pin(args)? else { return Ok(Outcome::NotPass) };
+    guarded(&reporter, || {
+        let (plan, _base) = make_plan(args, &reporter, files, false)?;
+        let nodes = read_nodes(args)?;
+        let estimate =
+            crate::estimate::estimate_plan(&args.repo, &plan, &nodes, &History::default(), 0)?;
+        let mut assignment = ScheduleFile::default();
+        for node in &estimate.nodes {
+            let models: Vec<String> = node
+                .jobs
+                .iter()
+                .map(|job| job.clone().unwrap_or_else(|| COMMON_CHECKS.to_owned()))
+                .collect();
+            if !models.is_empty() {
+                assignment.nodes.insert(node.name.clone(), models);
+            }
+        }
+        for job in &estimate.jobs {
+            if let Some(reason) = &job.unschedulable {
+                assignment.unschedulable.push(Unplaced {
+                    model: job.model.clone().unwrap_or_else(|| COMMON_CHECKS.to_owned()),
+                    reason: reason.clone(),
+                });
+            }
+        }
+        let state = state_dir(args);
+        let names: Vec<&String> = assignment.nodes.keys().collect();
+        write(&state.join("nodes.json"), &(serde_json::to_string(&names)? + "\n"))?;
+        write(&state.join("schedule.json"), &(serde_json::to_string_pretty(&assignment)? + "\n"))?;
+        write(&state.join("estimate.json"), &(serde_json::to_string_pretty(&estimate)? + "\n"))?;
+        *lock(&reporter.node) =
+            Some(names.iter().map(|name| name.as_str()).collect::<Vec<_>>().join(", "));
+        reporter.post_progress()?;
+        eprintln!("prgate: scheduled on {}", serde_json::to_string(&assignment.nodes)?);
+        Ok(Outcome::Pass)
+    })
+}
+
+/// `--stage run`: this node's share of the schedule, into `<work>/results/<node>`. Talks to
+/// no one: the finish stage reports.
+fn node_run(args: &CiArgs) -> anyhow::Result<Outcome> {
+    let state = state_dir(args);
+    let plan: Plan = crate::files::read_json(&state.join("plan.json"), "plan")?;
+    let pinned: Pinned = crate::files::read_json(&state.join("trigger.json"), "trigger")?;
+    let schedule: ScheduleFile = crate::files::read_json(&state.join("schedule.json"), "schedule")?;
+    let node = read_node(&args.node)?;
+    let models = schedule.nodes.get(node.name()).cloned().unwrap_or_default();
+    let results = args.work.join("results").join(node.name());
+    std::fs::create_dir_all(results.join("evidence"))
+        .with_context(|| format!("creating {}", results.display()))?;
+    if models.is_empty() {
+        eprintln!("prgate: nothing is scheduled on {}", node.name());
+        return Ok(Outcome::Pass);
+    }
+    let base = crate::gate::BaseSide::read(&args.repo, &plan)?;
+    let gain_required =
+        prgate_gate::title::requires_gain(Some(pinned.title.as_str()), &base.config.gain.types);
+    let isolation = crate::run::isolation(args.isolation, args.engine.as_deref(), &plan, &results)?;
+    let preflight =
+        crate::run::preflight_mode(args.preflight, &args.preflight_root, args.min_free_disk);
+    let events = results.join("events.jsonl");
+    let request = RunRequest {
+        plan: &plan,
+        repo: &args.repo,
+        node: &node,
+        results: &results,
+        events: Some(&events),
+        recipe_path: DEFAULT_RECIPE_PATH,
+        gate: &base.config,
+        gain_required,
+        python: &args.python,
+        common_recipe_path: DEFAULT_COMMON_RECIPE_PATH,
+        time_limit: args.time_limit,
+        progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        isolation: &isolation,
+        wait_lock: args.wait_lock,
+        preflight: &preflight,
+        only_models: Some(&models),
+    };
+    let summary = prgate_runner::run::run(&request).context("running this node's models")?;
+    for note in &summary.notes {
+        eprintln!("note: {note}");
+    }
+    eprintln!("prgate: {} steps recorded on {}", summary.recorded, node.name());
+    Ok(Outcome::Pass)
+}
+
+/// `--stage finish`: the evidence of every node job gathered, judged and posted; `error` when
+/// a job failed or was cancelled, a scheduled node sent nothing, or a check never reported.
+fn finish(args: &CiArgs) -> anyhow::Result<Outcome> {
+    let state = state_dir(args);
+    let pinned: Pinned = crate::files::read_json(&state.join("trigger.json"), "trigger")?;
+    let (runtime, github) = crate::github::connect(&args.repository)?;
+    let reporter = Reporter::new(args, runtime, github, pinned);
+    guarded(&reporter, || {
+        let plan_path = state.join("plan.json");
+        anyhow::ensure!(plan_path.is_file(), "the start stage ended before it made a plan");
+        let plan: Plan = crate::files::read_json(&plan_path, "plan")?;
+        let base = crate::gate::BaseSide::read(&args.repo, &plan)?;
+        *lock(&reporter.plan) = Some(plan.clone());
+        let schedule: ScheduleFile = match state.join("schedule.json") {
+            path if path.is_file() => crate::files::read_json(&path, "schedule")?,
+            _ => ScheduleFile::default(),
+        };
+        *lock(&reporter.node) = Some(schedule.nodes.keys().cloned().collect::<Vec<_>>().join(", "));
+        let mut evidence = Vec::new();
+        let mut reported = BTreeSet::new();
+        for dir in &args.evidence {
+            let records = dir.join("evidence");
+            let records = if records.is_dir() { records } else { dir.clone() };
+            let found = read_evidence(&records)?;
+            for record in &found {
+                if let Some(node) = &record.provenance.node {
+                    reported.insert(node.clone());
+                }
+            }
+            evidence.extend(found);
+        }
+        evidence.extend(unplaced_evidence(&plan, &schedule));
+        *lock(&reporter.progress) = progress_from_evidence(&plan, &evidence);
+        match args.jobs.as_deref() {
+            None | Some("success" | "skipped") => {}
+            Some(result) => anyhow::bail!(
+                "the node jobs ended as '{result}': what they recorded is shown, the rest did not run"
+            ),
+        }
+        let silent: Vec<&String> =
+            schedule.nodes.keys().filter(|node| !reported.contains(*node)).collect();
+        anyhow::ensure!(
+            silent.is_empty(),
+            "no evidence came back from {}",
+            silent.iter().map(|node| node.as_str()).collect::<Vec<_>>().join(", ")
+        );
+        judge_and_post(args, &reporter, &plan, &base, &evidence)
+    })
+}
+
+/// The `not-run` records of the models no node could take, so that the verdict says why.
+fn unplaced_evidence(plan: &Plan, schedule: &ScheduleFile) -> Vec<Evidence> {
+    let base = plan.merge_base.clone().unwrap_or_else(|| plan.base.sha.clone());
+    let mut records = Vec::new();
+    for unplaced in &schedule.unschedulable {
+        let reason = if unplaced.reason.contains("checkpoint") {
+            NotRunReason::NoCheckpoint
+        } else {
+            NotRunReason::HardwareAbsent
+        };
+        let detail = format!("no CI node can run it: {}", unplaced.reason);
+        let checks: Vec<(Option<String>, Check)> = if unplaced.model == COMMON_CHECKS {
+            vec![(None, Check::CommonTests)]
+        } else {
+            planned_progress(plan)
+                .steps
+                .iter()
+                .filter(|step| step.model.as_deref() == Some(unplaced.model.as_str()))
+                .filter_map(|step| check_of(&step.check).map(|check| (step.model.clone(), check)))
+                .collect()
+        };
+        for (model, check) in checks {
+            records.push(Evidence {
+                schema_version: prgate_gate::evidence::SCHEMA_VERSION,
+                model,
+                check,
+                side: if check == Check::Speed { Side::Both } else { Side::Pr },
+                provenance: Provenance {
+                    base_commit: Some(base.clone()),
+                    pr_commit: Some(plan.head.sha.clone()),
+                    ..Provenance::default()
+                },
+                outcome: Recorded::NotRun { reason, detail: detail.clone(), subject: None },
+            });
+        }
+    }
+    records
+}
+
+/// The check a progress line names.
+fn check_of(described: &str) -> Option<Check> {
+    [
+        Check::UnitTests,
+        Check::KernelTests,
+        Check::ServingTests,
+        Check::CommonTests,
+        Check::Routing,
+        Check::Accuracy,
+        Check::KernelTiming,
+        Check::Speed,
+    ]
+    .into_iter()
+    .find(|check| check.describe() == described)
+}
+
+/// The plan's checks, done when a record of them is in `evidence`.
+fn progress_from_evidence(plan: &Plan, evidence: &[Evidence]) -> Progress {
+    let mut progress = planned_progress(plan);
+    for step in &mut progress.steps {
+        let recorded = evidence
+            .iter()
+            .any(|record| record.model == step.model && record.check.describe() == step.check);
+        if recorded {
+            step.state = StepState::Done;
+        }
+    }
+    progress
+}
+
+/// Which models each node runs, as the start stage decided (`state/schedule.json`).
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct ScheduleFile {
+    /// Node name → the models it runs (`~common` for the common checks).
+    nodes: BTreeMap<String, Vec<String>>,
+    /// What no node can run, and why.
+    unschedulable: Vec<Unplaced>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Unplaced {
+    model: String,
+    reason: String,
+}
+
+/// The nodes of `--nodes FILE` (`[[node]]` tables of `name`, `hardware`, and optionally `gpus`
+/// and `checkpoints`), else this node's profile.
+fn read_nodes(args: &CiArgs) -> anyhow::Result<Vec<ScheduleNode>> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct NodesFile {
+        node: Vec<NodeEntry>,
+    }
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct NodeEntry {
+        name: String,
+        hardware: String,
+        gpus: Option<u32>,
+        checkpoints: Option<BTreeSet<String>>,
+    }
+    let Some(path) = &args.nodes else {
+        let node = read_node(&args.node)?;
+        return Ok(vec![ScheduleNode {
+            name: node.name().to_owned(),
+            hardware: node.hardware().to_owned(),
+            gpus: Some(u32::try_from(node.gpu_count()).unwrap_or(u32::MAX)),
+            checkpoints: Some(node.checkpoints().keys().cloned().collect()),
+        }]);
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the nodes {}", path.display()))?;
+    let file: NodesFile =
+        toml::from_str(&text).with_context(|| format!("the nodes {}", path.display()))?;
+    anyhow::ensure!(!file.node.is_empty(), "{}: no [[node]]", path.display());
+    Ok(file
+        .node
+        .into_iter()
+        .map(|entry| ScheduleNode {
+            name: entry.name,
+            hardware: entry.hardware.to_lowercase(),
+            gpus: entry.gpus,
+            checkpoints: entry.checkpoints,
+        })
+        .collect())
+}
+
+fn read_node(path: &Path) -> anyhow::Result<NodeProfile> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the node profile {}", path.display()))?;
+    Ok(NodeProfile::parse(&text, &path.display().to_string())?)
+}
+
+/// The plan from the base side's manifest, over the PR's files as the API listed them; with
+/// `post`, the pending status and the comment go out at once.
+fn make_plan(
     args: &CiArgs,
     reporter: &Arc<Reporter>,
     files: Vec<String>,
-) -> anyhow::Result<Outcome> {
+    post: bool,
+) -> anyhow::Result<(Plan, crate::gate::BaseSide)> {
     let pinned = &reporter.pinned;
-    let state = args.work.join("state");
     let repository = git2::Repository::open(&args.repo)
         .with_context(|| format!("opening the repository {}", args.repo.display()))?;
     for (what, sha) in [("the PR's head", &pinned.sha), ("the base", &pinned.base_sha)] {
@@ -200,14 +520,6 @@ fn pipeline(
         })?;
     }
     drop(repository);
-
-    let node_text = std::fs::read_to_string(&args.node)
-        .with_context(|| format!("reading the node profile {}", args.node.display()))?;
-    let node = NodeProfile::parse(&node_text, &args.node.display().to_string())?;
-    *lock(&reporter.node) = Some(node.name().to_owned());
-    *lock(&reporter.image) = Some(node.image().name.clone());
-
-    // The plan: the PR's files as the API listed them, judged by the base side's manifest.
     let changes = prgate_scope::change::parse_file_list(&(files.join("\n") + "\n"))
         .context("the PR's file list")?;
     let plan = prgate_scope::plan(&PlanRequest {
@@ -217,11 +529,56 @@ fn pipeline(
         worktree: false,
         files: Some(FileList { changes, truncated: pinned.files_truncated }),
     })?;
-    write(&state.join("plan.json"), &(serde_json::to_string_pretty(&plan)? + "\n"))?;
+    write(&state_dir(args).join("plan.json"), &(serde_json::to_string_pretty(&plan)? + "\n"))?;
     let base = crate::gate::BaseSide::read(&args.repo, &plan)?;
     *lock(&reporter.plan) = Some(plan.clone());
     *lock(&reporter.progress) = planned_progress(&plan);
-    reporter.post_progress()?;
+    if post {
+        reporter.post_progress()?;
+    }
+    Ok((plan, base))
+}
+
+/// The gate on `evidence`, then the final comment and status.
+fn judge_and_post(
+    args: &CiArgs,
+    reporter: &Reporter,
+    plan: &Plan,
+    base: &crate::gate::BaseSide,
+    evidence: &[Evidence],
+) -> anyhow::Result<Outcome> {
+    let title = Some(reporter.pinned.title.as_str());
+    let gain_required = prgate_gate::title::requires_gain(title, &base.config.gain.types);
+    let rules = prgate_gate::rules::judge_rules(plan, title, &base.config, &base.policy);
+    let verdict = prgate_gate::judge(plan, evidence, rules, gain_required, &base.config)
+        .map_err(|error| anyhow::anyhow!("evidence record {}: {}", error.record, error.problem))?;
+    write(&args.work.join("verdict.json"), &(serde_json::to_string_pretty(&verdict)? + "\n"))?;
+    if verdict.result == State::Pending {
+        // The run is over: a check still pending will never report.
+        let missing: Vec<String> = verdict
+            .sections
+            .iter()
+            .flat_map(|section| section.items.iter())
+            .filter(|item| item.state == State::Pending)
+            .map(|item| format!("{} {}", item.model.as_deref().unwrap_or("common"), item.check))
+            .collect();
+        anyhow::bail!("the run ended with checks that never reported: {}", missing.join(", "));
+    }
+    reporter.post_final(&verdict)?;
+    Ok(if verdict.result == State::Pass { Outcome::Pass } else { Outcome::NotPass })
+}
+
+/// Everything after the pin, on this node; any error here is posted as the `error` status.
+fn pipeline(
+    args: &CiArgs,
+    reporter: &Arc<Reporter>,
+    files: Vec<String>,
+) -> anyhow::Result<Outcome> {
+    let pinned = &reporter.pinned;
+    let node = read_node(&args.node)?;
+    *lock(&reporter.node) = Some(node.name().to_owned());
+    *lock(&reporter.image) = Some(node.image().name.clone());
+    let (plan, base) = make_plan(args, reporter, files, true)?;
 
     // The run, with the comment following the event stream.
     let results = args.work.join("results");
@@ -262,26 +619,8 @@ fn pipeline(
         eprintln!("note: {note}");
     }
     *lock(&reporter.progress) = read_progress(&plan, &events);
-
-    // The gate.
     let evidence = read_evidence(&results.join("evidence"))?;
-    let rules = prgate_gate::rules::judge_rules(&plan, title, &base.config, &base.policy);
-    let verdict = prgate_gate::judge(&plan, &evidence, rules, gain_required, &base.config)
-        .map_err(|error| anyhow::anyhow!("evidence record {}: {}", error.record, error.problem))?;
-    write(&args.work.join("verdict.json"), &(serde_json::to_string_pretty(&verdict)? + "\n"))?;
-    if verdict.result == State::Pending {
-        // The run is over: a check still pending will never report.
-        let missing: Vec<String> = verdict
-            .sections
-            .iter()
-            .flat_map(|section| section.items.iter())
-            .filter(|item| item.state == State::Pending)
-            .map(|item| format!("{} {}", item.model.as_deref().unwrap_or("common"), item.check))
-            .collect();
-        anyhow::bail!("the run ended with checks that never reported: {}", missing.join(", "));
-    }
-    reporter.post_final(&verdict)?;
-    Ok(if verdict.result == State::Pass { Outcome::Pass } else { Outcome::NotPass })
+    judge_and_post(args, reporter, &plan, &base, &evidence)
 }
 
 /// Edits the comment as the event stream shows checks finishing, at most once per `every`.
@@ -423,13 +762,40 @@ struct Reporter {
 }
 
 impl Reporter {
+    fn new(
+        args: &CiArgs,
+        runtime: tokio::runtime::Runtime,
+        github: GitHub,
+        pinned: Pinned,
+    ) -> Arc<Reporter> {
+        Arc::new(Reporter {
+            runtime,
+            github,
+            pinned,
+            args: ReporterArgs {
+                run_url: args.run_url.clone(),
+                bot_login: args.bot_login.clone(),
+                work: args.work.clone(),
+            },
+            plan: Mutex::new(None),
+            progress: Mutex::new(Progress { steps: Vec::new() }),
+            image: Mutex::new(None),
+            node: Mutex::new(None),
+            finished: AtomicBool::new(false),
+        })
+    }
+
     fn header(&self, plan: &Plan) -> Header {
         Header {
             pr_number: self.pinned.number,
             title: Some(self.pinned.title.clone()),
             pr_sha: self.pinned.sha.clone(),
             base_sha: plan.merge_base.clone().unwrap_or_else(|| plan.base.sha.clone()),
-            nodes: lock(&self.node).iter().cloned().collect(),
+            nodes: lock(&self.node)
+                .iter()
+                .flat_map(|names| names.split(", ").map(str::to_owned))
+                .filter(|name| !name.is_empty())
+                .collect(),
             image: lock(&self.image).clone(),
             run_url: self.args.run_url.clone(),
         }

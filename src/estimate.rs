@@ -56,34 +56,34 @@ pub(crate) struct EstimateArgs {
 /// The `estimate` object of `prgate plan --format json`; docs/plan.md documents it.
 #[derive(Debug, Serialize)]
 pub(crate) struct EstimateOutput {
-    nodes: Vec<NodeOutput>,
-    jobs: Vec<JobOutput>,
-    makespan_seconds: u64,
-    lower_bound_seconds: u64,
-    lower_bound_basis: String,
-    optimal: bool,
-    history_files: usize,
+    pub(crate) nodes: Vec<NodeOutput>,
+    pub(crate) jobs: Vec<JobOutput>,
+    pub(crate) makespan_seconds: u64,
+    pub(crate) lower_bound_seconds: u64,
+    pub(crate) lower_bound_basis: String,
+    pub(crate) optimal: bool,
+    pub(crate) history_files: usize,
 }
 
 #[derive(Debug, Serialize)]
-struct NodeOutput {
-    name: String,
-    hardware: String,
-    seconds: u64,
+pub(crate) struct NodeOutput {
+    pub(crate) name: String,
+    pub(crate) hardware: String,
+    pub(crate) seconds: u64,
     /// Its jobs, longest first: model names, `null` for the common checks.
-    jobs: Vec<Option<String>>,
+    pub(crate) jobs: Vec<Option<String>>,
 }
 
 #[derive(Debug, Serialize)]
-struct JobOutput {
+pub(crate) struct JobOutput {
     /// `null` for the common checks.
-    model: Option<String>,
-    tier: Option<Tier>,
-    seconds: u64,
-    source: &'static str,
-    node: Option<String>,
-    unschedulable: Option<String>,
-    note: Option<String>,
+    pub(crate) model: Option<String>,
+    pub(crate) tier: Option<Tier>,
+    pub(crate) seconds: u64,
+    pub(crate) source: &'static str,
+    pub(crate) node: Option<String>,
+    pub(crate) unschedulable: Option<String>,
+    pub(crate) note: Option<String>,
     parts: Vec<PartOutput>,
 }
 
@@ -140,13 +140,25 @@ pub(crate) fn estimate(
         histories.push(History::parse(&text, &path.display().to_string())?);
     }
     let history = History::merge(histories);
+    estimate_plan(repo, plan, &nodes, &history, args.history.len()).map(Some)
+}
+
+/// Each planned model's estimate (from its recipe in head's tree and `history`) and the
+/// schedule onto `nodes`.
+pub(crate) fn estimate_plan(
+    repo: &Path,
+    plan: &Plan,
+    nodes: &[Node],
+    history: &History,
+    history_files: usize,
+) -> anyhow::Result<EstimateOutput> {
     let head = HeadTree::open(repo, plan)?;
 
     let mut jobs: Vec<Job> = Vec::new();
     let mut details: Vec<(Option<Tier>, Estimate, Option<String>)> = Vec::new();
     if plan.common.selected {
         let recipe = head.recipe(DEFAULT_COMMON_RECIPE_PATH, CommonRecipe::parse);
-        let estimate = estimate_common(recipe.parsed(), &history);
+        let estimate = estimate_common(recipe.parsed(), history);
         jobs.push(Job::for_common_checks(&estimate));
         details.push((None, estimate, recipe.note()));
     }
@@ -156,12 +168,12 @@ pub(crate) fn estimate(
         }
         let path = DEFAULT_RECIPE_PATH.replace("{model}", &model.name);
         let recipe = head.recipe(&path, Recipe::parse);
-        let estimate = estimate_model(model, recipe.parsed(), &history);
+        let estimate = estimate_model(model, recipe.parsed(), history);
         jobs.push(Job::for_model(&model.name, &estimate, recipe.parsed()));
         details.push((Some(model.tier), estimate, recipe.note()));
     }
 
-    let schedule = schedule::schedule(&jobs, &nodes, Method::Exact);
+    let schedule = schedule::schedule(&jobs, nodes, Method::Exact);
     let seconds = schedule::whole_seconds;
     let node_name = |job: usize| schedule.node_of(job).map(|node| nodes[node].name.clone());
     let job_outputs = jobs
@@ -193,7 +205,7 @@ pub(crate) fn estimate(
         .collect();
     let name =
         |job: usize| jobs[job].model.clone().unwrap_or_else(|| "the common checks".to_owned());
-    Ok(Some(EstimateOutput {
+    Ok(EstimateOutput {
         nodes: schedule
             .nodes()
             .iter()
@@ -209,8 +221,8 @@ pub(crate) fn estimate(
         lower_bound_seconds: schedule.lower_bound().duration.as_secs(),
         lower_bound_basis: schedule.lower_bound().basis.describe(name, nodes.len()),
         optimal: schedule.optimal(),
-        history_files: args.history.len(),
-    }))
+        history_files,
+    })
 }
 
 /// The nodes `--nodes` or `--node` give.

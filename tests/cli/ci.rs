@@ -290,3 +290,127 @@ async fn a_ci_run_killed_midway_ends_as_error_not_pending() {
     });
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
 }
+
+/// `prgate ci --stage ...` with the stand-in's environment; returns the exit code and stderr.
+fn stage(fixture: &Fixture, server: &MockServer, args: &[&str]) -> (i32, String) {
+    let work = fixture.work.path().join("ci");
+    let output = Command::new(env!("CARGO_BIN_EXE_prgate"))
+        .arg("ci")
+        .args(args)
+        .args(["--repository", "amd/mono", "--work", work.to_str().expect("UTF-8")])
+        .args(["--repo", fixture.repo.path().to_str().expect("UTF-8")])
+        .current_dir(fixture.work.path())
+        .env("GITHUB_API_URL", server.uri())
+        .env("GITHUB_TOKEN", "test-token")
+        .env("PRGATE_RETRY_BACKOFF_MS", "10")
+        .env_remove("GITHUB_ACTIONS")
+        .stdin(Stdio::null())
+        .output()
+        .expect("prgate ci runs");
+    (output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+/// The labelled event of PR #7 at `head`, written into the fixture's folder.
+fn event_file(fixture: &Fixture, head: &str) -> String {
+    let event = json!({
+        "action": "labeled", "label": { "name": "run-ci" }, "sender": { "login": "lead" },
+        "pull_request": { "number": 7, "head": { "sha": head } },
+    });
+    let path = fixture.work.path().join("event.json");
+    std::fs::write(&path, event.to_string()).expect("the event");
+    path.to_str().expect("UTF-8").to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_two_node_stages_start_run_and_finish_post_one_verdict() {
+    let fixture = Fixture::new(&Sample { gate: TWO_PAIRS, ..Sample::default() });
+    let (server, github, head) = stand_in(&fixture).await;
+    let event = event_file(&fixture, &head);
+    // Two nodes; the second cannot run the sample's recipe (other hardware).
+    let nodes = fixture.work.path().join("nodes.toml");
+    std::fs::write(
+        &nodes,
+        "[[node]]\nname = \"ci-node\"\nhardware = \"cpu-sim\"\n\n[[node]]\nname = \"gpu-box\"\nhardware = \"mi355x\"\n",
+    )
+    .expect("nodes.toml");
+    let node = fixture.node.to_str().expect("UTF-8").to_owned();
+    let server_ref = &server;
+    let fixture_ref = &fixture;
+    let run = |args: Vec<String>| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        stage(fixture_ref, server_ref, &args)
+    };
+    let owned = |args: &[&str]| args.iter().map(|arg| (*arg).to_owned()).collect::<Vec<_>>();
+
+    let (code, stderr) = tokio::task::block_in_place(|| {
+        run(owned(&[
+            "--stage",
+            "start",
+            "--event",
+            &event,
+            "--nodes",
+            nodes.to_str().expect("UTF-8"),
+        ]))
+    });
+    assert_eq!(code, 0, "{stderr}");
+    let state = fixture.work.path().join("ci/state");
+    let names: Value = serde_json::from_str(
+        &std::fs::read_to_string(state.join("nodes.json")).expect("nodes.json"),
+    )
+    .expect("JSON");
+    assert_eq!(names, json!(["ci-node"]), "only the node with work");
+    github.with(|repo| {
+        assert_eq!(repo.statuses.last().map(|(state, _)| state.as_str()), Some("pending"));
+        assert_eq!(repo.comment_history.len(), 1);
+    });
+
+    // The node job: no GitHub call.
+    let before = server.received_requests().await.map(|requests| requests.len());
+    let (code, stderr) = tokio::task::block_in_place(|| {
+        run(owned(&[
+            "--stage",
+            "run",
+            "--node",
+            &node,
+            "--isolation",
+            "host",
+            "--preflight",
+            "off",
+        ]))
+    });
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(server.received_requests().await.map(|requests| requests.len()), before);
+    let results = fixture.work.path().join("ci/results/ci-node");
+    assert!(results.join("evidence/alpha.routing.pr.json").is_file());
+
+    let (code, stderr) = tokio::task::block_in_place(|| {
+        run(owned(&[
+            "--stage",
+            "finish",
+            "--evidence",
+            results.to_str().expect("UTF-8"),
+            "--jobs",
+            "success",
+        ]))
+    });
+    assert_eq!(code, 0, "{stderr}");
+    github.with(|repo| {
+        assert_eq!(repo.statuses.last().map(|(state, _)| state.as_str()), Some("success"));
+        let last = &repo.comment_history.last().expect("a comment").1;
+        assert!(last.contains("✅ AMD PR test: pass"), "{last}");
+        assert_eq!(repo.comments.len(), 1, "one comment, edited");
+    });
+
+    // A node job that failed: the finish stage posts error, never a verdict of half the run.
+    let (code, stderr) =
+        tokio::task::block_in_place(|| run(owned(&["--stage", "finish", "--jobs", "failure"])));
+    assert_eq!(code, 2, "{stderr}");
+    github.with(|repo| {
+        let (state, description) = repo.statuses.last().expect("a status");
+        assert_eq!(state, "error", "{description}");
+        assert!(description.contains("failure"), "{description}");
+        let last = &repo.comment_history.last().expect("a comment").1;
+        assert!(last.contains("prgate could not finish"), "{last}");
+    });
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
