@@ -254,6 +254,8 @@ fn start(args: &CiArgs) -> anyhow::Result<Outcome> {
                 });
             }
         }
+        assignment.estimate = Some(estimate_words(&estimate));
+        *lock(&reporter.estimate) = assignment.estimate.clone();
         let state = state_dir(args);
         let names: Vec<&String> = assignment.nodes.keys().collect();
         write(&state.join("nodes.json"), &(serde_json::to_string(&names)? + "\n"))?;
@@ -334,6 +336,7 @@ fn finish(args: &CiArgs) -> anyhow::Result<Outcome> {
             _ => ScheduleFile::default(),
         };
         *lock(&reporter.node) = Some(schedule.nodes.keys().cloned().collect::<Vec<_>>().join(", "));
+        *lock(&reporter.estimate) = schedule.estimate.clone();
         let mut evidence = Vec::new();
         let mut reported = BTreeSet::new();
         for dir in &args.evidence {
@@ -442,6 +445,30 @@ struct ScheduleFile {
     nodes: BTreeMap<String, Vec<String>>,
     /// What no node can run, and why.
     unschedulable: Vec<Unplaced>,
+    /// The estimate in words, for the comment.
+    #[serde(default)]
+    estimate: Option<String>,
+}
+
+/// `about 5h53m of GPU time; about 3h10m on 2 nodes (no schedule is shorter than 2h58m)`.
+fn estimate_words(estimate: &crate::estimate::EstimateOutput) -> String {
+    let clock = |seconds: u64| {
+        let minutes = seconds.div_ceil(60);
+        if minutes >= 60 {
+            format!("{}h{:02}m", minutes / 60, minutes % 60)
+        } else {
+            format!("{minutes}m")
+        }
+    };
+    let total: u64 = estimate.jobs.iter().map(|job| job.seconds).sum();
+    let busy = estimate.nodes.iter().filter(|node| !node.jobs.is_empty()).count();
+    let plural = if busy == 1 { "" } else { "s" };
+    format!(
+        "about {} of GPU time; about {} on {busy} node{plural} (no schedule is shorter than {})",
+        clock(total),
+        clock(estimate.makespan_seconds),
+        clock(estimate.lower_bound_seconds)
+    )
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -578,7 +605,17 @@ fn pipeline(
     let node = read_node(&args.node)?;
     *lock(&reporter.node) = Some(node.name().to_owned());
     *lock(&reporter.image) = Some(node.image().name.clone());
-    let (plan, base) = make_plan(args, reporter, files, true)?;
+    let (plan, base) = make_plan(args, reporter, files, false)?;
+    let this_node = [ScheduleNode {
+        name: node.name().to_owned(),
+        hardware: node.hardware().to_owned(),
+        gpus: Some(u32::try_from(node.gpu_count()).unwrap_or(u32::MAX)),
+        checkpoints: Some(node.checkpoints().keys().cloned().collect()),
+    }];
+    let estimate =
+        crate::estimate::estimate_plan(&args.repo, &plan, &this_node, &History::default(), 0)?;
+    *lock(&reporter.estimate) = Some(estimate_words(&estimate));
+    reporter.post_progress()?;
 
     // The run, with the comment following the event stream.
     let results = args.work.join("results");
@@ -757,6 +794,8 @@ struct Reporter {
     progress: Mutex<Progress>,
     image: Mutex<Option<String>>,
     node: Mutex<Option<String>>,
+    /// What the run is expected to take, for the comment's header.
+    estimate: Mutex<Option<String>>,
     /// The final status is posted: nothing may replace it.
     finished: AtomicBool,
 }
@@ -781,6 +820,7 @@ impl Reporter {
             progress: Mutex::new(Progress { steps: Vec::new() }),
             image: Mutex::new(None),
             node: Mutex::new(None),
+            estimate: Mutex::new(None),
             finished: AtomicBool::new(false),
         })
     }
@@ -798,6 +838,7 @@ impl Reporter {
                 .collect(),
             image: lock(&self.image).clone(),
             run_url: self.args.run_url.clone(),
+            estimate: lock(&self.estimate).clone(),
         }
     }
 

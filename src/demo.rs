@@ -207,6 +207,7 @@ fn write_pr_files(
         nodes: vec![node.name().to_owned()],
         image: Some(node.image().name.clone()),
         run_url: None,
+        estimate: None,
     };
     let link = ReportLink { name: "report.md".to_owned(), url: None };
     let input = CommentInput {

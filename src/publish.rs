@@ -124,6 +124,7 @@ fn load(facts: &RunFacts) -> anyhow::Result<Loaded> {
         nodes: facts.nodes.clone(),
         image: facts.image.clone(),
         run_url: facts.run_url.clone(),
+        estimate: None,
     };
     let link = ReportLink { name: facts.report_name.clone(), url: facts.report_url.clone() };
     Ok(Loaded { plan, verdict, progress, header, link })

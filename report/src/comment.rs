@@ -61,6 +61,8 @@ pub struct Header {
     pub image: Option<String>,
     /// The workflow run's page.
     pub run_url: Option<String>,
+    /// What the run is expected to take (GPU time, and the makespan on the nodes), in words.
+    pub estimate: Option<String>,
 }
 
 /// Where a run is: every planned step and its state. The runner fills it; as JSON (for
@@ -530,7 +532,7 @@ fn header_rows(header: &Header, detail: Detail) -> Vec<HeaderRow> {
         nodes_md.push(format!("and {} more", header.nodes.len() - nodes.len()));
     }
     let dash = || "—".to_owned();
-    vec![
+    let mut rows = vec![
         HeaderRow { label_md: "PR commit (pinned)", value_md: sha_md(&header.pr_sha, CELL_TEXT) },
         HeaderRow { label_md: "Base commit", value_md: sha_md(&header.base_sha, CELL_TEXT) },
         HeaderRow {
@@ -546,7 +548,14 @@ fn header_rows(header: &Header, detail: Detail) -> Vec<HeaderRow> {
                 .and_then(link_target)
                 .map_or_else(dash, |url| format!("[workflow run]({url})")),
         },
-    ]
+    ];
+    if let Some(estimate) = &header.estimate {
+        rows.push(HeaderRow {
+            label_md: "Estimate",
+            value_md: markdown_text(&detail.text(estimate), MarkdownPlace::TableCell),
+        });
+    }
+    rows
 }
 
 /// How long a commit that is not a hash may be when shown, and where it stands.

@@ -278,5 +278,6 @@ pub(crate) fn header(title: &str) -> Header {
         nodes: vec!["mi355x-1".into(), "mi355x-2".into()],
         image: Some("rocm/sglang@sha256:4f2a9c".into()),
         run_url: Some("https://github.com/org/models/actions/runs/123456".into()),
+        estimate: None,
     }
 }

@@ -362,6 +362,9 @@ async fn the_two_node_stages_start_run_and_finish_post_one_verdict() {
     github.with(|repo| {
         assert_eq!(repo.statuses.last().map(|(state, _)| state.as_str()), Some("pending"));
         assert_eq!(repo.comment_history.len(), 1);
+        let first = &repo.comment_history[0].1;
+        assert!(first.contains("| Estimate | about 1h"), "{first}");
+        assert!(first.contains("on 1 node"), "{first}");
     });
 
     // The node job: no GitHub call.
