@@ -286,31 +286,16 @@ fn node_run(args: &CiArgs) -> anyhow::Result<Outcome> {
         return Ok(Outcome::Pass);
     }
     let base = crate::gate::BaseSide::read(&args.repo, &plan)?;
-    let gain_required =
-        prgate_gate::title::requires_gain(Some(pinned.title.as_str()), &base.config.gain.types);
-    let isolation = crate::run::isolation(args.isolation, args.engine.as_deref(), &plan, &results)?;
-    let preflight =
-        crate::run::preflight_mode(args.preflight, &args.preflight_root, args.min_free_disk);
     let events = results.join("events.jsonl");
-    let request = RunRequest {
-        plan: &plan,
-        repo: &args.repo,
+    let target = Target {
         node: &node,
         results: &results,
-        events: Some(&events),
-        recipe_path: DEFAULT_RECIPE_PATH,
-        gate: &base.config,
-        gain_required,
-        python: &args.python,
-        common_recipe_path: DEFAULT_COMMON_RECIPE_PATH,
-        time_limit: args.time_limit,
-        progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
-        isolation: &isolation,
-        wait_lock: args.wait_lock,
-        preflight: &preflight,
+        events: &events,
         only_models: Some(&models),
+        progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
     };
-    let summary = prgate_runner::run::run(&request).context("running this node's models")?;
+    let summary = run_plan(args, &plan, &base, &pinned, &target, || ())
+        .context("running this node's models")?;
     for note in &summary.notes {
         eprintln!("note: {note}");
     }
@@ -620,34 +605,19 @@ fn pipeline(
     // The run, with the comment following the event stream.
     let results = args.work.join("results");
     let events = args.work.join("events.jsonl");
-    let title = Some(pinned.title.as_str());
-    let gain_required = prgate_gate::title::requires_gain(title, &base.config.gain.types);
-    let isolation = crate::run::isolation(args.isolation, args.engine.as_deref(), &plan, &results)?;
-    let preflight =
-        crate::run::preflight_mode(args.preflight, &args.preflight_root, args.min_free_disk);
-    let request = RunRequest {
-        plan: &plan,
-        repo: &args.repo,
+    let target = Target {
         node: &node,
         results: &results,
-        events: Some(&events),
-        recipe_path: DEFAULT_RECIPE_PATH,
-        gate: &base.config,
-        gain_required,
-        python: &args.python,
-        common_recipe_path: DEFAULT_COMMON_RECIPE_PATH,
-        time_limit: args.time_limit,
-        progress: false,
-        isolation: &isolation,
-        wait_lock: args.wait_lock,
-        preflight: &preflight,
+        events: &events,
         only_models: None,
+        progress: false,
     };
     let done = AtomicBool::new(false);
     let summary = std::thread::scope(|scope| {
         let follower = scope.spawn(|| follow(reporter, &events, args.update_every, &done));
-        let summary = prgate_runner::run::run(&request);
-        done.store(true, Ordering::SeqCst);
+        let summary = run_plan(args, &plan, &base, pinned, &target, || {
+            done.store(true, Ordering::SeqCst);
+        });
         let _followed = follower.join();
         summary
     })
@@ -658,6 +628,54 @@ fn pipeline(
     *lock(&reporter.progress) = read_progress(&plan, &events);
     let evidence = read_evidence(&results.join("evidence"))?;
     judge_and_post(args, reporter, &plan, &base, &evidence)
+}
+
+/// Where and what a run of the plan runs.
+struct Target<'a> {
+    node: &'a NodeProfile,
+    results: &'a Path,
+    events: &'a Path,
+    only_models: Option<&'a [String]>,
+    progress: bool,
+}
+
+/// Runs `plan` on this node as the command line says; `finished` is called once the run ends,
+/// whatever it ended in.
+fn run_plan(
+    args: &CiArgs,
+    plan: &Plan,
+    base: &crate::gate::BaseSide,
+    pinned: &Pinned,
+    target: &Target<'_>,
+    finished: impl FnOnce(),
+) -> anyhow::Result<prgate_runner::run::RunSummary> {
+    let gain_required =
+        prgate_gate::title::requires_gain(Some(pinned.title.as_str()), &base.config.gain.types);
+    let isolation =
+        crate::run::isolation(args.isolation, args.engine.as_deref(), plan, target.results)?;
+    let preflight =
+        crate::run::preflight_mode(args.preflight, &args.preflight_root, args.min_free_disk);
+    let request = RunRequest {
+        plan,
+        repo: &args.repo,
+        node: target.node,
+        results: target.results,
+        events: Some(target.events),
+        recipe_path: DEFAULT_RECIPE_PATH,
+        gate: &base.config,
+        gain_required,
+        python: &args.python,
+        common_recipe_path: DEFAULT_COMMON_RECIPE_PATH,
+        time_limit: args.time_limit,
+        progress: target.progress,
+        isolation: &isolation,
+        wait_lock: args.wait_lock,
+        preflight: &preflight,
+        only_models: target.only_models,
+    };
+    let summary = prgate_runner::run::run(&request);
+    finished();
+    Ok(summary?)
 }
 
 /// Edits the comment as the event stream shows checks finishing, at most once per `every`.

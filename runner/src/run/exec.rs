@@ -107,6 +107,16 @@ pub(super) struct ServerCommand<'a> {
     pub startup: Duration,
 }
 
+/// What a command's container is made of, whatever it is.
+struct Shape<'a> {
+    purpose: &'a str,
+    gpus: &'a [u32],
+    tree: &'a Path,
+    out: &'a Path,
+    argv: &'a [String],
+    log: &'a Path,
+}
+
 /// Runs commands as the isolation says.
 #[derive(Clone, Copy)]
 pub(super) struct Exec<'a> {
@@ -207,22 +217,15 @@ impl Exec<'_> {
             }
             Some((engine, run)) => {
                 let env = self.container_env(&command.env, &command.secrets).map_err(failed)?;
-                let request = ContainerRequest {
-                    node: self.node,
-                    run,
+                let shape = Shape {
                     purpose: &command.purpose,
-                    labels: &[],
                     gpus: command.gpus,
                     tree: command.tree,
                     out: command.out,
-                    env: &env,
-                    ports: &[],
-                    network_of: command.server,
-                    shm_gib: DEFAULT_SHM_GIB,
-                    command: &command.argv,
+                    argv: &command.argv,
                     log: &command.log,
-                    grace: DEFAULT_GRACE,
                 };
+                let request = self.request(run, &shape, &env, &[], command.server);
                 let launch = engine.launch(&request).map_err(|error| failed(error.to_string()))?;
                 let mut container =
                     Container::start(engine, &launch).map_err(|error| failed(error.to_string()))?;
@@ -277,22 +280,16 @@ impl Exec<'_> {
             }
             Some((engine, run)) => {
                 let env = self.container_env(&command.env, &[]).map_err(crash)?;
-                let request = ContainerRequest {
-                    node: self.node,
-                    run,
+                let shape = Shape {
                     purpose: &command.purpose,
-                    labels: &[],
                     gpus: command.gpus,
                     tree: command.tree,
                     out: command.out,
-                    env: &env,
-                    ports: &[command.port],
-                    network_of: None,
-                    shm_gib: DEFAULT_SHM_GIB,
-                    command: &command.argv,
+                    argv: &command.argv,
                     log: &command.log,
-                    grace: DEFAULT_GRACE,
                 };
+                let ports = [command.port];
+                let request = self.request(run, &shape, &env, &ports, None);
                 let launch = engine.launch(&request).map_err(|error| crash(error.to_string()))?;
                 let mut container =
                     Container::start(engine, &launch).map_err(|error| crash(error.to_string()))?;
@@ -314,6 +311,33 @@ impl Exec<'_> {
                 .map(|id| format!("removed container {id} left by an earlier run of {run}"))
                 .collect(),
             Err(error) => vec![format!("could not remove the run's containers: {error}")],
+        }
+    }
+
+    /// The container request of one command.
+    fn request<'r>(
+        &'r self,
+        run: &'r RunId,
+        shape: &Shape<'r>,
+        env: &'r ContainerEnv,
+        ports: &'r [u16],
+        network_of: Option<&'r str>,
+    ) -> ContainerRequest<'r> {
+        ContainerRequest {
+            node: self.node,
+            run,
+            purpose: shape.purpose,
+            labels: &[],
+            gpus: shape.gpus,
+            tree: shape.tree,
+            out: shape.out,
+            env,
+            ports,
+            network_of,
+            shm_gib: DEFAULT_SHM_GIB,
+            command: shape.argv,
+            log: shape.log,
+            grace: DEFAULT_GRACE,
         }
     }
 
