@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::gate::Outcome;
 use crate::github::GitHub;
-use crate::run::{IsolationArg, Switch, parse_time_limit};
+use crate::run::{Executor, IsolationArg, RunArgs, Switch, parse_time_limit};
 use crate::trigger::{Decision, Event, Pinned};
 
 /// Run the whole PR test: trigger, plan, pending status and comment, the run on this node with
@@ -134,6 +134,19 @@ pub(crate) struct CiArgs {
     /// success or skipped posts `error`.
     #[arg(long, value_name = "RESULT")]
     jobs: Option<String>,
+    /// all: where the steps run: on this node, or as SLURM jobs, one per model (`prgate run
+    /// --executor slurm`, docs/slurm.md).
+    #[arg(long, value_enum, default_value_t = Executor::Local)]
+    executor: Executor,
+    /// With --executor slurm: the folder of SLURM's programs [default: the PATH].
+    #[arg(long, value_name = "DIR")]
+    slurm_bin: Option<PathBuf>,
+    /// With --executor slurm: each job's time limit.
+    #[arg(long, value_name = "DURATION", value_parser = parse_time_limit)]
+    job_time_limit: Option<Duration>,
+    /// With --executor slurm: an sbatch option for every job (repeat for more).
+    #[arg(long = "sbatch-arg", value_name = "OPTION", allow_hyphen_values = true)]
+    sbatch_args: Vec<String>,
 }
 
 /// The parts of `prgate ci`.
@@ -294,8 +307,8 @@ fn node_run(args: &CiArgs) -> anyhow::Result<Outcome> {
         only_models: Some(&models),
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
     };
-    let summary = run_plan(args, &plan, &base, &pinned, &target, || ())
-        .context("running this node's models")?;
+    let summary =
+        run_plan(args, &plan, &base, &pinned, &target).context("running this node's models")?;
     for note in &summary.notes {
         eprintln!("note: {note}");
     }
@@ -613,21 +626,50 @@ fn pipeline(
         progress: false,
     };
     let done = AtomicBool::new(false);
-    let summary = std::thread::scope(|scope| {
+    std::thread::scope(|scope| {
         let follower = scope.spawn(|| follow(reporter, &events, args.update_every, &done));
-        let summary = run_plan(args, &plan, &base, pinned, &target, || {
-            done.store(true, Ordering::SeqCst);
-        });
+        let ran = match args.executor {
+            Executor::Local => run_plan(args, &plan, &base, pinned, &target).map(|summary| {
+                for note in &summary.notes {
+                    eprintln!("note: {note}");
+                }
+            }),
+            Executor::Slurm => crate::run::run(&slurm_run_args(args, pinned, &results, &events)),
+        };
+        done.store(true, Ordering::SeqCst);
         let _followed = follower.join();
-        summary
+        ran
     })
     .context("running the plan")?;
-    for note in &summary.notes {
-        eprintln!("note: {note}");
-    }
     *lock(&reporter.progress) = read_progress(&plan, &events);
     let evidence = read_evidence(&results.join("evidence"))?;
     judge_and_post(args, reporter, &plan, &base, &evidence)
+}
+
+/// `prgate run --executor slurm` for the plan in the state folder.
+fn slurm_run_args(args: &CiArgs, pinned: &Pinned, results: &Path, events: &Path) -> RunArgs {
+    RunArgs {
+        plan: state_dir(args).join("plan.json"),
+        node: args.node.clone(),
+        results: results.to_path_buf(),
+        repo: args.repo.clone(),
+        events: Some(events.to_path_buf()),
+        title: Some(pinned.title.clone()),
+        python: args.python.clone(),
+        time_limit: args.time_limit,
+        common_recipe: DEFAULT_COMMON_RECIPE_PATH.to_owned(),
+        isolation: args.isolation,
+        engine: args.engine.clone(),
+        wait_lock: args.wait_lock,
+        preflight: args.preflight,
+        preflight_root: args.preflight_root.clone(),
+        min_free_disk: args.min_free_disk,
+        executor: Executor::Slurm,
+        only_models: Vec::new(),
+        slurm_bin: args.slurm_bin.clone(),
+        job_time_limit: args.job_time_limit,
+        sbatch_args: args.sbatch_args.clone(),
+    }
 }
 
 /// Where and what a run of the plan runs.
@@ -639,16 +681,18 @@ struct Target<'a> {
     progress: bool,
 }
 
-/// Runs `plan` on this node as the command line says; `finished` is called once the run ends,
-/// whatever it ended in.
+/// Runs `plan` on this node as the command line says.
 fn run_plan(
     args: &CiArgs,
     plan: &Plan,
     base: &crate::gate::BaseSide,
     pinned: &Pinned,
     target: &Target<'_>,
-    finished: impl FnOnce(),
 ) -> anyhow::Result<prgate_runner::run::RunSummary> {
+    anyhow::ensure!(
+        args.executor == Executor::Local || target.only_models.is_none(),
+        "--stage run runs this node's share itself: --executor slurm is for --stage all"
+    );
     let gain_required =
         prgate_gate::title::requires_gain(Some(pinned.title.as_str()), &base.config.gain.types);
     let isolation =
@@ -673,9 +717,7 @@ fn run_plan(
         preflight: &preflight,
         only_models: target.only_models,
     };
-    let summary = prgate_runner::run::run(&request);
-    finished();
-    Ok(summary?)
+    Ok(prgate_runner::run::run(&request)?)
 }
 
 /// Edits the comment as the event stream shows checks finishing, at most once per `every`.

@@ -46,75 +46,75 @@ const JOB_WAIT_LOCK: Duration = Duration::from_secs(7 * 24 * 3600);
 pub(crate) struct RunArgs {
     /// The plan, as `prgate plan --format json` wrote it.
     #[arg(long, value_name = "FILE")]
-    plan: PathBuf,
+    pub(crate) plan: PathBuf,
     /// This node's profile (docs/node-profile.md).
     #[arg(long, value_name = "FILE")]
-    node: PathBuf,
+    pub(crate) node: PathBuf,
     /// The results directory: evidence, logs.
     #[arg(long, value_name = "DIR")]
-    results: PathBuf,
+    pub(crate) results: PathBuf,
     /// The git repository that holds the plan's commits.
     #[arg(long, value_name = "DIR", default_value = ".")]
-    repo: PathBuf,
+    pub(crate) repo: PathBuf,
     /// Append the JSON-lines event stream to this file.
     #[arg(long, value_name = "FILE")]
-    events: Option<PathBuf>,
+    pub(crate) events: Option<PathBuf>,
     /// The PR's title, for the gain rule: a [Perf] or [Feat] PR's speed cells run until the
     /// gain is decided too.
     #[arg(long, value_name = "TEXT")]
-    title: Option<String>,
+    pub(crate) title: Option<String>,
     /// The Python interpreter that runs pytest.
     #[arg(long, value_name = "PROGRAM", default_value = "python3")]
-    python: PathBuf,
+    pub(crate) python: PathBuf,
     /// The whole run's time limit (90s, 20m, 1h30m): once it has passed, every step still to
     /// run is recorded as a timeout without running.
     #[arg(long, value_name = "DURATION", value_parser = parse_time_limit)]
-    time_limit: Option<std::time::Duration>,
+    pub(crate) time_limit: Option<std::time::Duration>,
     /// Where the common checks' recipe is in the PR's tree.
     #[arg(long, value_name = "PATH", default_value = DEFAULT_COMMON_RECIPE_PATH)]
-    common_recipe: String,
+    pub(crate) common_recipe: String,
     /// Where commands from the PR run: in the node's container image, or on this machine
     /// (only for trees you trust: nothing isolates them).
     #[arg(long, value_enum, default_value_t = IsolationArg::Container)]
-    isolation: IsolationArg,
+    pub(crate) isolation: IsolationArg,
     /// The container engine's client (default: docker on the PATH, else podman).
     #[arg(long, value_name = "PROGRAM")]
-    engine: Option<PathBuf>,
+    pub(crate) engine: Option<PathBuf>,
     /// When another run holds this host's lock, wait up to this long (90s, 20m, 2h) instead
     /// of refusing at once.
     #[arg(long, value_name = "DURATION", value_parser = parse_time_limit)]
-    wait_lock: Option<std::time::Duration>,
+    pub(crate) wait_lock: Option<std::time::Duration>,
     /// Check the node before any install (docs/preflight.md): GPUs visible and free, disk,
     /// checkpoints, image. What it finds lacking is recorded as not-run evidence.
     #[arg(long, value_enum, default_value_t = Switch::On)]
-    preflight: Switch,
+    pub(crate) preflight: Switch,
     /// Read device nodes and sysfs under this folder instead of / (for testing the preflight).
     #[arg(long, value_name = "DIR", default_value = "/")]
-    preflight_root: PathBuf,
+    pub(crate) preflight_root: PathBuf,
     /// The free disk space the preflight asks of the work and cache directories, in GiB
     /// (default: 50 for the work directory, 10 for the cache).
     #[arg(long, value_name = "GIB")]
-    min_free_disk: Option<u64>,
+    pub(crate) min_free_disk: Option<u64>,
     /// Where the steps run: on this node, or as SLURM jobs, one per model.
     #[arg(long, value_enum, default_value_t = Executor::Local)]
-    executor: Executor,
+    pub(crate) executor: Executor,
     /// Run only this model of the plan (repeat for more); ~common names the common checks.
     /// Without it, every model and the common checks run. Local executor only.
     #[arg(long = "only-model", value_name = "NAME")]
-    only_models: Vec<String>,
+    pub(crate) only_models: Vec<String>,
     /// The folder of SLURM's programs (sbatch, squeue, scontrol, scancel) [default: found in
     /// the PATH].
     #[arg(long, value_name = "DIR")]
-    slurm_bin: Option<PathBuf>,
+    pub(crate) slurm_bin: Option<PathBuf>,
     /// Each SLURM job's time limit (20m, 2h), rounded up to whole minutes [default:
     /// --time-limit plus 5 minutes, else twice the job's estimate from its recipe plus 15
     /// minutes].
     #[arg(long, value_name = "DURATION", value_parser = parse_time_limit)]
-    job_time_limit: Option<Duration>,
+    pub(crate) job_time_limit: Option<Duration>,
     /// An sbatch option for every job, such as --sbatch-arg=--partition=gpu or
     /// --sbatch-arg=--exclusive (repeat for more).
     #[arg(long = "sbatch-arg", value_name = "OPTION", allow_hyphen_values = true)]
-    sbatch_args: Vec<String>,
+    pub(crate) sbatch_args: Vec<String>,
 }
 
 /// Where `prgate run` runs the steps.

@@ -160,7 +160,7 @@ async fn stand_in(fixture: &Fixture) -> (MockServer, GitHub, String) {
 }
 
 /// `prgate ci` on the labelled event, started and left running.
-fn spawn_ci(fixture: &Fixture, server: &MockServer, head: &str) -> Child {
+fn spawn_ci(fixture: &Fixture, server: &MockServer, head: &str, extra: &[&str]) -> Child {
     let work = fixture.work.path();
     let event = json!({
         "action": "labeled", "label": { "name": "run-ci" }, "sender": { "login": "lead" },
@@ -191,6 +191,7 @@ fn spawn_ci(fixture: &Fixture, server: &MockServer, head: &str) -> Child {
             "--run-url",
             "https://github.com/amd/mono/actions/runs/1",
         ])
+        .args(extra)
         .env("GITHUB_API_URL", server.uri())
         .env("GITHUB_TOKEN", "test-token")
         .env("PRGATE_RETRY_BACKOFF_MS", "10")
@@ -212,7 +213,7 @@ async fn ci_posts_pending_then_progress_then_the_verdict_on_one_comment() {
     // Slow enough tokens that the comment is edited while the run goes.
     let fixture = Fixture::new(&Sample { output_len: 64, gate: TWO_PAIRS, ..Sample::default() });
     let (server, github, head) = stand_in(&fixture).await;
-    let child = spawn_ci(&fixture, &server, &head);
+    let child = spawn_ci(&fixture, &server, &head, &[]);
     let (code, stderr) = tokio::task::spawn_blocking(move || output(child)).await.expect("joined");
     assert_eq!(code, 0, "{stderr}");
 
@@ -256,7 +257,7 @@ async fn ci_posts_pending_then_progress_then_the_verdict_on_one_comment() {
 async fn a_ci_run_killed_midway_ends_as_error_not_pending() {
     let fixture = Fixture::new(&Sample { output_len: 256, ..Sample::default() });
     let (server, github, head) = stand_in(&fixture).await;
-    let mut child = spawn_ci(&fixture, &server, &head);
+    let mut child = spawn_ci(&fixture, &server, &head, &[]);
     // Wait until the run is measuring speed, then cancel it as Actions does (SIGTERM).
     let events = fixture.work.path().join("ci/events.jsonl");
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -414,6 +415,26 @@ async fn the_two_node_stages_start_run_and_finish_post_one_verdict() {
         assert!(description.contains("failure"), "{description}");
         let last = &repo.comment_history.last().expect("a comment").1;
         assert!(last.contains("prgate could not finish"), "{last}");
+    });
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ci_runs_on_the_configured_executor_slurm() {
+    crate::slurm::require_slurm();
+    let fixture = Fixture::new(&Sample { gate: TWO_PAIRS, ..Sample::default() });
+    let (server, github, head) = stand_in(&fixture).await;
+    let child = spawn_ci(&fixture, &server, &head, &["--executor", "slurm"]);
+    let (code, stderr) = tokio::task::spawn_blocking(move || output(child)).await.expect("joined");
+    assert_eq!(code, 0, "{stderr}");
+    let results = fixture.work.path().join("ci/results");
+    // The model ran as a SLURM job, and its evidence was gathered.
+    assert!(results.join("slurm/run-id").is_file(), "no SLURM run");
+    assert!(results.join("evidence/alpha.routing.pr.json").is_file());
+    github.with(|repo| {
+        assert_eq!(repo.statuses.last().map(|(state, _)| state.as_str()), Some("success"));
+        let last = &repo.comment_history.last().expect("a comment").1;
+        assert!(last.contains("✅ AMD PR test: pass"), "{last}");
     });
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
 }

@@ -19,7 +19,7 @@ const COMMON_RECIPE: &str =
     "[tests]\nunit = [\"test/unit/alpha\"]\nkernel = [\"test/kernels/test_alpha_k1.py\"]\n";
 
 /// Fails the test, saying how to start SLURM, unless SLURM answers and its node is up.
-fn require_slurm() {
+pub(crate) fn require_slurm() {
     let output = Command::new("sinfo").args(["--noheader", "--format=%T"]).output();
     let problem = match output {
         Err(error) => format!("sinfo cannot run: {error}"),
