@@ -158,6 +158,7 @@ hardware = "cpu-sim"
 checkpoint-store = "{}"
 cache-dir = "{}"
 work-dir = "{}"
+secrets = ["HF_TOKEN"]
 
 [gpus]
 ids = [{ids}]
@@ -1051,4 +1052,62 @@ fn one_run_per_host_and_a_killed_holder_leaves_no_lock() {
     assert_eq!(second.code, 0, "{}", second.stderr);
     assert!(fixture.evidence("second").join("alpha.routing.pr.json").exists());
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the runs");
+}
+
+/// A stand-in for a gated evaluation: it needs `HF_TOKEN` in its environment.
+const FAKE_GATED_EVAL: &str = r#"import json, os, sys
+assert os.environ.get("HF_TOKEN") == "hf-secret", "no token"
+run = os.path.join(sys.argv[1], "sgl_eval_gated_20261129_120000")
+os.makedirs(run)
+json.dump({"name": "gated", "num_examples": 2, "n_repeats": 1, "aggregate": {"score": 1.0}},
+          open(os.path.join(run, "metrics.json"), "w"))
+"#;
+
+const GATED_ACCURACY: &str = r#"
+[[accuracy]]
+name = "gated"
+evaluator = "external"
+command = "python3 test/e2e/fake_gated_eval.py {results} {port}"
+metrics = "metrics.json"
+token = "HF_TOKEN"
+"#;
+
+#[test]
+fn a_gated_dataset_gets_its_token_by_name_and_without_it_is_not_run() {
+    let fixture = Fixture::new(&Sample {
+        recipe_extra: GATED_ACCURACY,
+        gate: TWO_PAIRS,
+        pr: |repo| {
+            repo.write("pkg/models/alpha/layer.py", "# alpha, faster\n")
+                .write("test/e2e/fake_gated_eval.py", FAKE_GATED_EVAL);
+        },
+        ..Sample::default()
+    });
+    // The node lists the secret, but this run has no value for it.
+    let args = fixture.run_args("without");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = crate::support::prgate_with_env(
+        fixture.repo.path(),
+        &args,
+        &[("PRGATE_SECRET_HF_TOKEN", "")],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let record = fixture.record("without", "alpha.accuracy.pr.gated");
+    assert_eq!(record["outcome"]["reason"], "gated-dataset", "{record}");
+    let builtin = fixture.record("without", "alpha.accuracy.pr.tiny");
+    assert_eq!(builtin["outcome"]["kind"], "accuracy", "{builtin}");
+
+    // With the value, the benchmark's command gets it as HF_TOKEN, and nothing else does.
+    let args = fixture.run_args("with");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = crate::support::prgate_with_env(
+        fixture.repo.path(),
+        &args,
+        &[("PRGATE_SECRET_HF_TOKEN", "hf-secret")],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let record = fixture.record("with", "alpha.accuracy.pr.gated");
+    assert_eq!(record["outcome"]["kind"], "accuracy", "{record}");
+    assert_eq!(record["outcome"]["correct"], 2, "{record}");
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
 }

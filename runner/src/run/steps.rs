@@ -718,6 +718,16 @@ impl Runner<'_> {
                 }
             }
             Evaluator::External(external) => {
+                // The node lists the secret, but its value must be there at run time too.
+                if let Some(token) = &benchmark.token {
+                    let variable = crate::node::secret_env_var(token);
+                    if std::env::var_os(&variable).is_none_or(|value| value.is_empty()) {
+                        let detail = format!(
+                            "benchmark {name} reads a gated dataset: the node lists the secret {token}, but {variable} is not set for this run"
+                        );
+                        return not_run(NotRunReason::GatedDataset, detail, Some(name));
+                    }
+                }
                 let results = launch.log.with_file_name(format!("accuracy-{name}"));
                 let _stale = std::fs::remove_dir_all(&results);
                 if let Err(error) = std::fs::create_dir_all(&results) {
