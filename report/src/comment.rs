@@ -445,10 +445,9 @@ fn view(input: &CommentInput<'_>, detail: Detail, target: &Target) -> View {
             format!(
                 "> [!CAUTION]\n> prgate could not finish: {}. The checks shown as done ran; the others did not, and the status is `error`. A maintainer can start the run again.",
                 crate::escape::markdown_text(
-                    &detail.text(problem),
+                    &detail.text(&problem.lines().collect::<Vec<_>>().join(" / ")),
                     crate::escape::MarkdownPlace::Paragraph
                 )
-                .replace('\n', " ")
             )
         }),
         counts_md: counts_md(verdict),

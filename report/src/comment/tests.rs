@@ -452,3 +452,33 @@ fn assert_inert(comment: &str) {
         }
     }
 }
+
+#[test]
+fn a_run_that_could_not_finish_says_why_and_what_ran() {
+    let plan = standard_plan();
+    let title = "[Fix] [MI355X] kimi_k31: a fix";
+    let progress = Progress {
+        steps: vec![
+            step(Some("kimi_k31"), "unit tests", StepState::Done),
+            step(Some("kimi_k31"), "E2E speed", StepState::Running),
+            step(Some("kimi_k31"), "accuracy", StepState::Waiting),
+        ],
+    };
+    // The reason may quote a log line from the PR's code: it is shown as inert text.
+    let problem = "the run was stopped by SIGTERM\n<img src=x onerror=alert(1)> @admin <!-- x -->";
+    let link = link();
+    let header = header(title);
+    let input = CommentInput {
+        verdict: None,
+        plan: &plan,
+        header: &header,
+        progress: Some(&progress),
+        full_report: Some(&link),
+        error: Some(problem),
+    };
+    let comment = render_comment(&input).expect("the comment renders");
+    assert_inert(&comment);
+    assert!(comment.contains("## ⚠️ AMD PR test: error"), "{comment}");
+    assert!(comment.contains("> [!CAUTION]\n> prgate could not finish: the run was stopped"));
+    insta::assert_snapshot!("could_not_finish", comment);
+}
