@@ -211,10 +211,12 @@ fn guarded(
     work: impl FnOnce() -> anyhow::Result<Outcome>,
 ) -> anyhow::Result<Outcome> {
     // A cancelled job (SIGINT, SIGTERM): the runner stops every child, then this leaves word.
+    // Watched from now on, not only once the run starts: a signal while planning counts too.
     let last_words = Arc::clone(reporter);
     prgate_runner::process::before_dying_of_signal(Box::new(move |signal| {
         last_words.error(&format!("the run was stopped by {signal} (the job was cancelled?)"));
     }));
+    prgate_runner::process::stop_all_on_signal()?;
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)) {
         Ok(Ok(outcome)) => Ok(outcome),
         Ok(Err(error)) => {
