@@ -152,29 +152,12 @@ fn stand_in() -> Harness {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let state = dir.path().join("engine");
     let bin = dir.path().join("bin");
-    std::fs::create_dir_all(&state).expect("the state directory");
-    std::fs::create_dir_all(&bin).expect("the bin directory");
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-engine");
-    let wrapper = bin.join("docker");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\nFAKE_ENGINE_DIR='{}' exec '{}' \"$@\"\n",
-            state.display(),
-            fixture.display()
-        ),
-    )
-    .expect("the wrapper");
-    make_executable(&wrapper);
-    let images = serde_json::json!({
-        "images": [{
-            "id": STAND_IN_ID,
-            "names": [STAND_IN_IMAGE],
-            "repo_digests": [format!("prgate-test/python@{STAND_IN_DIGEST}")],
-        }],
-        "containers": [],
-    });
-    std::fs::write(state.join("state.json"), images.to_string()).expect("the state");
+    let images = serde_json::json!([{
+        "id": STAND_IN_ID,
+        "names": [STAND_IN_IMAGE],
+        "repo_digests": [format!("prgate-test/python@{STAND_IN_DIGEST}")],
+    }]);
+    install_stand_in(&bin, &state, &images);
     let engine = Engine::detect(Some(bin.as_os_str())).expect("the wrapper is found");
     assert_eq!(engine.kind(), EngineKind::Docker);
     Harness {
@@ -186,6 +169,18 @@ fn stand_in() -> Harness {
         gpus_usable: true,
         _dir: Some(dir),
     }
+}
+
+/// `fake-engine install`: the `docker` wrapper in `bin`, the state in `state` with `images`.
+fn install_stand_in(bin: &Path, state: &Path, images: &serde_json::Value) {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-engine");
+    let status = std::process::Command::new(&fixture)
+        .arg("install")
+        .args([bin.as_os_str(), state.as_os_str()])
+        .arg(images.to_string())
+        .status()
+        .expect("the stand-in engine runs");
+    assert!(status.success(), "fake-engine install: {status}");
 }
 
 /// Docker or podman when its `info` succeeds, with the test image present.
@@ -263,11 +258,6 @@ fn succeeds_within(command: &mut Command, timeout: Duration) -> bool {
             }
         }
     }
-}
-
-fn make_executable(path: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("executable");
 }
 
 /// The directories of one test: the checkpoint store (with `org/ckpt/config.json`), the

@@ -231,24 +231,15 @@ fn a_missing_checkpoint_stops_only_its_models() {
 fn stand_in_engine(machine: &Machine, images: serde_json::Value) -> Engine {
     let state = machine.path("engine");
     let bin = machine.path("engine-bin");
-    std::fs::create_dir_all(&state).expect("the engine's state folder");
-    std::fs::create_dir_all(&bin).expect("the engine's bin folder");
+    // `fake-engine install`: the `docker` wrapper in `bin`, the state with `images`.
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-engine");
-    let wrapper = bin.join("docker");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\nFAKE_ENGINE_DIR='{}' exec '{}' \"$@\"\n",
-            state.display(),
-            fixture.display()
-        ),
-    )
-    .expect("the wrapper");
-    let mut permissions = std::fs::metadata(&wrapper).expect("the wrapper").permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
-    std::fs::set_permissions(&wrapper, permissions).expect("an executable wrapper");
-    let state_json = serde_json::json!({ "images": images, "containers": [] });
-    std::fs::write(state.join("state.json"), state_json.to_string()).expect("the state");
+    let status = std::process::Command::new(&fixture)
+        .arg("install")
+        .args([bin.as_os_str(), state.as_os_str()])
+        .arg(images.to_string())
+        .status()
+        .expect("the stand-in engine runs");
+    assert!(status.success(), "fake-engine install: {status}");
     Engine::detect(Some(bin.as_os_str())).expect("the wrapper is found")
 }
 

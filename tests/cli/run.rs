@@ -873,32 +873,23 @@ fn the_runs_time_limit_records_what_is_left_as_timeouts() {
 /// A stand-in container engine (runner/tests/fixtures/fake-engine) in `dir`, with the node's
 /// image: a wrapper script that names its state folder, and the state.
 fn fake_engine(dir: &Path) -> PathBuf {
-    let state = dir.join("engine-state");
-    std::fs::create_dir_all(&state).expect("the engine's folder");
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("runner/tests/fixtures/fake-engine");
-    let wrapper = dir.join("docker");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\nFAKE_ENGINE_DIR='{}' exec '{}' \"$@\"\n",
-            state.display(),
-            fixture.display()
-        ),
-    )
-    .expect("the wrapper");
-    let mut permissions = std::fs::metadata(&wrapper).expect("the wrapper").permissions();
-    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
-    std::fs::set_permissions(&wrapper, permissions).expect("executable");
-    let images = serde_json::json!({
-        "images": [{
-            "id": "sha256:1111111111111111111111111111111111111111111111111111111111111111",
-            "names": ["local:none"],
-            "repo_digests": [format!("local@{IMAGE_DIGEST}")],
-        }],
-        "containers": [],
-    });
-    std::fs::write(state.join("state.json"), images.to_string()).expect("the state");
-    wrapper
+    let images = serde_json::json!([{
+        "id": "sha256:1111111111111111111111111111111111111111111111111111111111111111",
+        "names": ["local:none"],
+        "repo_digests": [format!("local@{IMAGE_DIGEST}")],
+    }]);
+    let status = Command::new(&fixture)
+        .args(["install", path_str(dir), path_str(&dir.join("engine-state"))])
+        .arg(images.to_string())
+        .status()
+        .expect("the stand-in engine runs");
+    assert!(status.success(), "fake-engine install: {status}");
+    dir.join("docker")
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().expect("UTF-8")
 }
 
 #[test]
