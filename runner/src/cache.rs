@@ -149,16 +149,9 @@ fn read<T: for<'de> Deserialize<'de>>(path: &Path) -> Option<T> {
 }
 
 fn write(path: &Path, value: &impl Serialize) -> std::io::Result<()> {
-    let folder = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(folder)?;
-    let temporary = folder.join(format!(
-        ".{}.{}.tmp",
-        path.file_name().and_then(|name| name.to_str()).unwrap_or("entry"),
-        std::process::id()
-    ));
+    std::fs::create_dir_all(path.parent().unwrap_or(Path::new(".")))?;
     let bytes = serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?;
-    std::fs::write(&temporary, bytes)?;
-    std::fs::rename(&temporary, path)
+    crate::results::write_atomically(path, &bytes)
 }
 
 #[cfg(test)]

@@ -390,7 +390,7 @@ impl Event {
 /// Writes `bytes` to `path` so that `path` is either its old content or all of `bytes`: a
 /// temporary file in the same folder, flushed to disk, renamed over `path`, then the folder
 /// flushed so the rename survives a crash of the machine.
-fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let folder = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().and_then(|name| name.to_str()).unwrap_or("record");
