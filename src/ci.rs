@@ -34,7 +34,7 @@ use prgate_report::comment::{
 use prgate_report::status::{StatusSettings, commit_status, error_status};
 use prgate_runner::node::NodeProfile;
 use prgate_runner::results::{Event as RunEvent, EventKind};
-use prgate_runner::run::COMMON_CHECKS;
+use prgate_runner::run::{COMMON_CHECKS, planned_checks};
 use prgate_runner::run::{DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, RunRequest};
 use prgate_runner::schedule::{History, Node as ScheduleNode};
 use prgate_scope::{FileList, Plan, PlanRequest};
@@ -195,8 +195,7 @@ fn pin(args: &CiArgs) -> anyhow::Result<Option<(Arc<Reporter>, Vec<String>)>> {
             }
             Decision::Start(pinned, files) => (pinned, files),
         };
-    write(&state.join("trigger.json"), &(serde_json::to_string_pretty(&pinned)? + "\n"))?;
-    write(&state.join("files.txt"), &(files.join("\n") + "\n"))?;
+    crate::trigger::write_pin(&state, &pinned, &files)?;
     eprintln!(
         "prgate: run #{} at {} (started by {})",
         pinned.number, pinned.sha, pinned.triggered_by
@@ -276,8 +275,7 @@ fn start(args: &CiArgs) -> anyhow::Result<Outcome> {
         write(&state.join("nodes.json"), &(serde_json::to_string(&names)? + "\n"))?;
         write(&state.join("schedule.json"), &(serde_json::to_string_pretty(&assignment)? + "\n"))?;
         write(&state.join("estimate.json"), &(serde_json::to_string_pretty(&estimate)? + "\n"))?;
-        *lock(&reporter.node) =
-            Some(names.iter().map(|name| name.as_str()).collect::<Vec<_>>().join(", "));
+        *lock(&reporter.nodes) = names.iter().map(|name| (*name).clone()).collect();
         reporter.post_progress()?;
         eprintln!("prgate: scheduled on {}", serde_json::to_string(&assignment.nodes)?);
         Ok(Outcome::Pass)
@@ -335,14 +333,18 @@ fn finish(args: &CiArgs) -> anyhow::Result<Outcome> {
             path if path.is_file() => crate::files::read_json(&path, "schedule")?,
             _ => ScheduleFile::default(),
         };
-        *lock(&reporter.node) = Some(schedule.nodes.keys().cloned().collect::<Vec<_>>().join(", "));
+        *lock(&reporter.nodes) = schedule.nodes.keys().cloned().collect();
         *lock(&reporter.estimate) = schedule.estimate.clone();
         let mut evidence = Vec::new();
         let mut reported = BTreeSet::new();
         for dir in &args.evidence {
             let records = dir.join("evidence");
             let records = if records.is_dir() { records } else { dir.clone() };
-            let found = read_evidence(&records)?;
+            if !records.is_dir() {
+                // Nothing came back from that job: the check below names its node.
+                continue;
+            }
+            let (_files, found) = crate::gate::read_evidence(&records)?;
             for record in &found {
                 if let Some(node) = &record.provenance.node {
                     reported.insert(node.clone());
@@ -383,11 +385,12 @@ fn unplaced_evidence(plan: &Plan, schedule: &ScheduleFile) -> Vec<Evidence> {
         let checks: Vec<(Option<String>, Check)> = if unplaced.model == COMMON_CHECKS {
             vec![(None, Check::CommonTests)]
         } else {
-            planned_progress(plan)
-                .steps
+            let model = plan.models.iter().find(|model| model.name == unplaced.model);
+            model
+                .map(planned_checks)
+                .unwrap_or_default()
                 .iter()
-                .filter(|step| step.model.as_deref() == Some(unplaced.model.as_str()))
-                .filter_map(|step| check_of(&step.check).map(|check| (step.model.clone(), check)))
+                .map(|&check| (Some(unplaced.model.clone()), check))
                 .collect()
         };
         for (model, check) in checks {
@@ -406,22 +409,6 @@ fn unplaced_evidence(plan: &Plan, schedule: &ScheduleFile) -> Vec<Evidence> {
         }
     }
     records
-}
-
-/// The check a progress line names.
-fn check_of(described: &str) -> Option<Check> {
-    [
-        Check::UnitTests,
-        Check::KernelTests,
-        Check::ServingTests,
-        Check::CommonTests,
-        Check::Routing,
-        Check::Accuracy,
-        Check::KernelTiming,
-        Check::Speed,
-    ]
-    .into_iter()
-    .find(|check| check.describe() == described)
 }
 
 /// The plan's checks, done when a record of them is in `evidence`.
@@ -452,14 +439,7 @@ struct ScheduleFile {
 
 /// `about 5h53m of GPU time; about 3h10m on 2 nodes (no schedule is shorter than 2h58m)`.
 fn estimate_words(estimate: &crate::estimate::EstimateOutput) -> String {
-    let clock = |seconds: u64| {
-        let minutes = seconds.div_ceil(60);
-        if minutes >= 60 {
-            format!("{}h{:02}m", minutes / 60, minutes % 60)
-        } else {
-            format!("{minutes}m")
-        }
-    };
+    let clock = crate::estimate::clock;
     let total: u64 = estimate.jobs.iter().map(|job| job.seconds).sum();
     let busy = estimate.nodes.iter().filter(|node| !node.jobs.is_empty()).count();
     let plural = if busy == 1 { "" } else { "s" };
@@ -603,7 +583,7 @@ fn pipeline(
 ) -> anyhow::Result<Outcome> {
     let pinned = &reporter.pinned;
     let node = read_node(&args.node)?;
-    *lock(&reporter.node) = Some(node.name().to_owned());
+    *lock(&reporter.nodes) = vec![node.name().to_owned()];
     *lock(&reporter.image) = Some(node.image().name.clone());
     let (plan, base) = make_plan(args, reporter, files, false)?;
     let this_node = [ScheduleNode {
@@ -644,7 +624,7 @@ fn pipeline(
     })
     .context("running the plan")?;
     *lock(&reporter.progress) = read_progress(&plan, &events);
-    let evidence = read_evidence(&results.join("evidence"))?;
+    let (_files, evidence) = crate::gate::read_evidence(&results.join("evidence"))?;
     judge_and_post(args, reporter, &plan, &base, &evidence)
 }
 
@@ -759,28 +739,7 @@ fn planned_progress(plan: &Plan) -> Progress {
         });
     }
     for model in &plan.models {
-        use prgate_gate::evidence::Check;
-        use prgate_scope::plan::Tier;
-        let checks: &[Check] = match model.tier {
-            Tier::Full if !model.removed => &[
-                Check::UnitTests,
-                Check::KernelTests,
-                Check::KernelTiming,
-                Check::ServingTests,
-                Check::Accuracy,
-                Check::Speed,
-                Check::Routing,
-            ],
-            Tier::Smoke if !model.removed => &[
-                Check::UnitTests,
-                Check::KernelTests,
-                Check::ServingTests,
-                Check::Speed,
-                Check::Routing,
-            ],
-            _ => &[],
-        };
-        for check in checks {
+        for check in planned_checks(model) {
             steps.push(StepProgress {
                 model: Some(model.name.clone()),
                 check: check.describe().to_owned(),
@@ -824,21 +783,6 @@ fn read_progress(plan: &Plan, events: &Path) -> Progress {
     progress
 }
 
-/// Every `*.json` record of an evidence folder.
-fn read_evidence(dir: &Path) -> anyhow::Result<Vec<Evidence>> {
-    let mut paths: Vec<PathBuf> = match std::fs::read_dir(dir) {
-        Ok(entries) => entries
-            .filter_map(Result::ok)
-            .map(|entry| entry.path())
-            .filter(|path| path.extension().is_some_and(|extension| extension == "json"))
-            .collect(),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(error) => return Err(error).with_context(|| format!("reading {}", dir.display())),
-    };
-    paths.sort();
-    paths.iter().map(|path| crate::files::read_json(path, "evidence")).collect()
-}
-
 /// What the reporter needs of the command line.
 struct ReporterArgs {
     run_url: Option<String>,
@@ -855,7 +799,8 @@ struct Reporter {
     plan: Mutex<Option<Plan>>,
     progress: Mutex<Progress>,
     image: Mutex<Option<String>>,
-    node: Mutex<Option<String>>,
+    /// The nodes the run uses.
+    nodes: Mutex<Vec<String>>,
     /// What the run is expected to take, for the comment's header.
     estimate: Mutex<Option<String>>,
     /// The final status is posted: nothing may replace it.
@@ -881,7 +826,7 @@ impl Reporter {
             plan: Mutex::new(None),
             progress: Mutex::new(Progress { steps: Vec::new() }),
             image: Mutex::new(None),
-            node: Mutex::new(None),
+            nodes: Mutex::new(Vec::new()),
             estimate: Mutex::new(None),
             finished: AtomicBool::new(false),
         })
@@ -893,11 +838,7 @@ impl Reporter {
             title: Some(self.pinned.title.clone()),
             pr_sha: self.pinned.sha.clone(),
             base_sha: plan.merge_base.clone().unwrap_or_else(|| plan.base.sha.clone()),
-            nodes: lock(&self.node)
-                .iter()
-                .flat_map(|names| names.split(", ").map(str::to_owned))
-                .filter(|name| !name.is_empty())
-                .collect(),
+            nodes: lock(&self.nodes).clone(),
             image: lock(&self.image).clone(),
             run_url: self.args.run_url.clone(),
             estimate: lock(&self.estimate).clone(),

@@ -318,7 +318,7 @@ impl HeadTree {
 }
 
 /// `5h03m`, `42m`, `0m`: minutes rounded up.
-fn clock(seconds: u64) -> String {
+pub(crate) fn clock(seconds: u64) -> String {
     let minutes = seconds.div_ceil(60);
     if minutes >= 60 {
         format!("{}h{:02}m", minutes / 60, minutes % 60)

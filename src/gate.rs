@@ -144,7 +144,7 @@ impl BaseSide {
 const POLICY_PATH: &str = "CODEOWNERS.rules";
 
 /// Every `*.json` file below `dir`, sorted by path, and its evidence record.
-fn read_evidence(dir: &Path) -> anyhow::Result<(Vec<PathBuf>, Vec<Evidence>)> {
+pub(crate) fn read_evidence(dir: &Path) -> anyhow::Result<(Vec<PathBuf>, Vec<Evidence>)> {
     let mut files = Vec::new();
     let mut pending = vec![dir.to_path_buf()];
     while let Some(folder) = pending.pop() {

@@ -102,6 +102,20 @@ pub(crate) struct Pinned {
     pub(crate) files_truncated: bool,
 }
 
+/// Writes the pin (`trigger.json`) and the PR's files (`files.txt`) into `dir`.
+pub(crate) fn write_pin(
+    dir: &std::path::Path,
+    pinned: &Pinned,
+    files: &[String],
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut list = files.join("\n");
+    list.push('\n');
+    std::fs::write(dir.join("files.txt"), list).context("writing files.txt")?;
+    let json = serde_json::to_string_pretty(pinned).context("writing trigger.json")?;
+    std::fs::write(dir.join("trigger.json"), json + "\n").context("writing trigger.json")
+}
+
 /// Whether a run starts.
 pub(crate) enum Decision {
     Start(Pinned, Vec<String>),
@@ -117,14 +131,7 @@ pub(crate) fn run(args: &TriggerArgs) -> anyhow::Result<bool> {
             Ok(false)
         }
         Decision::Start(pinned, files) => {
-            std::fs::create_dir_all(&args.out)
-                .with_context(|| format!("creating {}", args.out.display()))?;
-            let mut list = files.join("\n");
-            list.push('\n');
-            std::fs::write(args.out.join("files.txt"), list).context("writing files.txt")?;
-            let json = serde_json::to_string_pretty(&pinned).context("writing trigger.json")?;
-            std::fs::write(args.out.join("trigger.json"), json + "\n")
-                .context("writing trigger.json")?;
+            write_pin(&args.out, &pinned, &files)?;
             let mut stdout = std::io::stdout().lock();
             writeln!(
                 stdout,

@@ -387,6 +387,30 @@ fn model_job<'j>(
     }
 }
 
+/// The checks a model's tier runs, in the order the report lists them; none for a model on no
+/// tier or removed by the PR.
+pub fn planned_checks(model: &ModelPlan) -> &'static [Check] {
+    match model.tier {
+        Tier::Full if !model.removed => &[
+            Check::UnitTests,
+            Check::KernelTests,
+            Check::KernelTiming,
+            Check::ServingTests,
+            Check::Accuracy,
+            Check::Speed,
+            Check::Routing,
+        ],
+        Tier::Smoke if !model.removed => &[
+            Check::UnitTests,
+            Check::KernelTests,
+            Check::ServingTests,
+            Check::Speed,
+            Check::Routing,
+        ],
+        _ => &[],
+    }
+}
+
 /// About how many steps a run takes, for the progress line's estimate.
 fn expected_steps(models: &[&ModelPlan], recipes: &[RecipeSource], common: bool) -> usize {
     let mut steps = if common { 2 } else { 0 };

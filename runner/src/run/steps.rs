@@ -95,14 +95,8 @@ impl ModelJob<'_> {
     }
 
     /// The checks of its tier.
-    fn checks(&self) -> Vec<Check> {
-        let mut checks =
-            vec![Check::UnitTests, Check::KernelTests, Check::ServingTests, Check::Routing];
-        if self.full() {
-            checks.extend([Check::KernelTiming, Check::Accuracy]);
-        }
-        checks.push(Check::Speed);
-        checks
+    fn checks(&self) -> &'static [Check] {
+        super::planned_checks(self.model)
     }
 }
 
@@ -361,7 +355,7 @@ impl Runner<'_> {
         reason: NotRunReason,
         detail: &str,
     ) -> Result<(), RunError> {
-        for check in job.checks() {
+        for &check in job.checks() {
             let outcome = not_run(reason, detail, None);
             self.record(&job.subject, check, not_run_side(check), None, outcome)?;
         }
