@@ -19,15 +19,13 @@ use std::time::Duration;
 use prgate_gate::evidence::{NotRunReason, Outcome};
 
 use super::leftovers::Entry;
-use super::server::TAIL_LINES;
+use super::server::with_log_tail;
 use crate::container::{
     self, Container, ContainerEnv, ContainerRequest, DEFAULT_SHM_GIB, Engine, OUT_DIR, RunId,
     TREE_DIR,
 };
 use crate::node::{NodeProfile, secret_env_var};
-use crate::process::{
-    ChildGroup, DEFAULT_GRACE, Environment, Finished, ProcessError, ProcessSpec, tail,
-};
+use crate::process::{ChildGroup, DEFAULT_GRACE, Environment, Finished, ProcessError, ProcessSpec};
 use crate::recipe::Recipe;
 
 /// Where a side's `pip install --user` goes, inside its tree.
@@ -239,21 +237,15 @@ impl Exec<'_> {
             Ok(Finished::Exited(status))
                 if self.contained().is_some() && engine_refused(status) =>
             {
-                Err(failed(format!(
-                    "the container engine could not run the command ({status})\nlast lines of {}:\n{}",
-                    command.log.display(),
-                    tail(&command.log, TAIL_LINES).unwrap_or_default()
+                Err(failed(with_log_tail(
+                    format!("the container engine could not run the command ({status})"),
+                    &command.log,
                 )))
             }
             Ok(Finished::Exited(status)) => Ok(status),
             Ok(Finished::TimedOut(_stopped)) => Err(not_run(
                 NotRunReason::Timeout,
-                format!(
-                    "stopped after {:?}\nlast lines of {}:\n{}",
-                    command.timeout,
-                    command.log.display(),
-                    tail(&command.log, TAIL_LINES).unwrap_or_default()
-                ),
+                with_log_tail(format!("stopped after {:?}", command.timeout), &command.log),
             )),
             Err(error) => Err(not_run(NotRunReason::Other, error)),
         }

@@ -128,9 +128,22 @@ impl Server {
 
     /// The last lines of its log, or why they cannot be read.
     pub(super) fn log_tail(&self) -> String {
-        tail(&self.log, TAIL_LINES)
-            .unwrap_or_else(|error| format!("(the log cannot be read: {error})"))
+        server_log_tail(&self.log)
     }
+}
+
+/// `problem`, then the last lines of `log`: the detail of a step that failed.
+pub(super) fn with_log_tail(problem: impl std::fmt::Display, log: &Path) -> String {
+    format!(
+        "{problem}\nlast lines of {}:\n{}",
+        log.display(),
+        tail(log, TAIL_LINES).unwrap_or_default()
+    )
+}
+
+/// The last lines of a server's `log`, or why they cannot be read.
+pub(super) fn server_log_tail(log: &Path) -> String {
+    tail(log, TAIL_LINES).unwrap_or_else(|error| format!("(the log cannot be read: {error})"))
 }
 
 /// Whether the server log `log` has a line that matches the routing `pattern` (checked by the

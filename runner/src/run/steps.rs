@@ -11,7 +11,7 @@ use prgate_scope::plan::{ModelPlan, Tier};
 
 use super::exec::{Command, Exec, untrusted_file};
 use super::progress::Progress;
-use super::server::{Launch, Server, ServerFailure, TAIL_LINES, routing};
+use super::server::{Launch, Server, ServerFailure, routing, server_log_tail, with_log_tail};
 use super::{
     CommonSource, RecipeSource, RunError, RunRequest, RunSummary, any_missing, evidence, not_run,
     recipe_hash, recorded_pairs,
@@ -20,7 +20,6 @@ use crate::accuracy::{self, EvalConfig, sgl_eval};
 use crate::bench::{self, BenchConfig, Endpoint};
 use crate::cache::{AccuracyKey, Cache, NoiseKey};
 use crate::junit::{self, PytestCommand};
-use crate::process::tail;
 use crate::recipe::timing::parse_timing_output;
 use crate::recipe::{
     AccuracyBenchmark, Evaluator, ExternalSpeed, Install, NotRunnable, Recipe, SpeedBenchmark,
@@ -253,17 +252,11 @@ impl Runner<'_> {
                     _ => String::new(),
                 })
             })
-            .and_then(|status| {
-                if status.success() {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "{status}\nlast lines of {}:\n{}",
-                        log.display(),
-                        tail(&log, TAIL_LINES).unwrap_or_default()
-                    ))
-                }
-            })
+            .and_then(
+                |status| {
+                    if status.success() { Ok(()) } else { Err(with_log_tail(status, &log)) }
+                },
+            )
             .map_err(|detail| format!("installing the {side_name} tree failed: {detail}"));
         self.installed.insert(key, outcome.clone());
         outcome
@@ -685,10 +678,7 @@ impl Runner<'_> {
         launch: &Launch<'_>,
     ) -> Outcome {
         let name = benchmark.name.as_str();
-        let server_tail = || {
-            tail(&launch.log, TAIL_LINES)
-                .unwrap_or_else(|error| format!("(the log cannot be read: {error})"))
-        };
+        let server_tail = || server_log_tail(&launch.log);
         match &benchmark.evaluator {
             Evaluator::Builtin(builtin) => {
                 let questions = match accuracy::read_dataset(&launch.tree.join(&builtin.dataset)) {
@@ -758,15 +748,9 @@ impl Runner<'_> {
                 };
                 match run_dir.and_then(|run_dir| sgl_eval::read_run(&run_dir, name)) {
                     Ok(outcome) => outcome,
-                    Err(error) => not_run(
-                        NotRunReason::Crash,
-                        format!(
-                            "{error}\nlast lines of {}:\n{}",
-                            log.display(),
-                            tail(&log, TAIL_LINES).unwrap_or_default()
-                        ),
-                        Some(name),
-                    ),
+                    Err(error) => {
+                        not_run(NotRunReason::Crash, with_log_tail(error, &log), Some(name))
+                    }
                 }
             }
         }
@@ -1051,10 +1035,7 @@ impl Runner<'_> {
         let warmup = sweep.warmup_per_concurrency.saturating_mul(concurrency);
         let launch = &servers.launches[slot(side)];
         let log = launch.log.clone();
-        let server_tail = || {
-            tail(&log, TAIL_LINES)
-                .unwrap_or_else(|error| format!("(the log cannot be read: {error})"))
-        };
+        let server_tail = || server_log_tail(&log);
         let crash = |detail: String| ServerFailure { reason: NotRunReason::Crash, detail };
         let measured = match &sweep.benchmark {
             SpeedBenchmark::Builtin => {
@@ -1148,14 +1129,8 @@ impl Runner<'_> {
             _ => String::new(),
         })?;
         let path = results.join(&external.result);
-        let text = std::fs::read_to_string(&path).map_err(|error| {
-            format!(
-                "{}: {error}\nlast lines of {}:\n{}",
-                path.display(),
-                log.display(),
-                tail(&log, TAIL_LINES).unwrap_or_default()
-            )
-        })?;
+        let text = std::fs::read_to_string(&path)
+            .map_err(|error| with_log_tail(format!("{}: {error}", path.display()), &log))?;
         let records = match external.format {
             SpeedFormat::BenchServing => bench::parse_bench_serving_jsonl(&text),
             SpeedFormat::Inferencex => bench::parse_inferencex_json(&text),
@@ -1366,15 +1341,7 @@ fn pytest(exec: &Exec<'_>, run: &TestRun<'_>, log_dir: &Path, purpose: String) -
         .and_then(|()| junit::read_junit_file(&junit_xml).map_err(|error| error.to_string()))
     {
         Ok(results) => Outcome::Tests { results },
-        Err(error) => not_run(
-            NotRunReason::Crash,
-            format!(
-                "{error}\nlast lines of {}:\n{}",
-                log.display(),
-                tail(&log, TAIL_LINES).unwrap_or_default()
-            ),
-            None,
-        ),
+        Err(error) => not_run(NotRunReason::Crash, with_log_tail(error, &log), None),
     }
 }
 
@@ -1423,15 +1390,7 @@ fn timing(
                 samples_us: kernel.samples_us,
             })),
             Err(problem) => {
-                return not_run(
-                    NotRunReason::Crash,
-                    format!(
-                        "{problem}\nlast lines of {}:\n{}",
-                        log.display(),
-                        tail(&log, TAIL_LINES).unwrap_or_default()
-                    ),
-                    None,
-                );
+                return not_run(NotRunReason::Crash, with_log_tail(problem, &log), None);
             }
         }
     }
