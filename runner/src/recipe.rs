@@ -289,11 +289,8 @@ impl Recipe {
     /// Parses and checks the text of a recipe. `file` names it in errors, e.g.
     /// `test/e2e/kimi_k3.toml at 9f8e7d6`.
     pub fn parse(text: &str, file: &str) -> Result<Recipe, RecipeError> {
-        let raw: RawRecipe = toml::from_str(text).map_err(|error| RecipeError::Syntax {
-            file: file.to_owned(),
-            message: error.to_string().trim_end().to_owned(),
-        })?;
-        Checker { file }.recipe(raw)
+        let checker = Checker { file };
+        checker.recipe(checker.toml(text)?)
     }
 
     /// The hardware the recipe supports, lowercase, e.g. `["mi355x", "mi350x"]`.
@@ -573,6 +570,14 @@ struct Checker<'a> {
 }
 
 impl Checker<'_> {
+    /// `text` read as TOML into `T`; a syntax or shape error names the file.
+    fn toml<T: serde::de::DeserializeOwned>(&self, text: &str) -> Result<T, RecipeError> {
+        toml::from_str(text).map_err(|error| RecipeError::Syntax {
+            file: self.file.to_owned(),
+            message: error.to_string().trim_end().to_owned(),
+        })
+    }
+
     fn value(&self, key: &str, value: &dyn fmt::Debug, problem: impl fmt::Display) -> RecipeError {
         RecipeError::Value {
             file: self.file.to_owned(),

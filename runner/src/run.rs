@@ -74,7 +74,7 @@
 
 mod exec;
 mod leftovers;
-mod progress;
+pub(crate) mod progress;
 mod server;
 mod steps;
 

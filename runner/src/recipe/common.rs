@@ -38,11 +38,8 @@ pub struct CommonRecipe {
 impl CommonRecipe {
     /// Parses and checks a common recipe; `file` names it in errors.
     pub fn parse(text: &str, file: &str) -> Result<CommonRecipe, RecipeError> {
-        let raw: RawCommon = toml::from_str(text).map_err(|error| RecipeError::Syntax {
-            file: file.to_owned(),
-            message: error.to_string().trim_end().to_owned(),
-        })?;
         let checker = Checker { file };
+        let raw: RawCommon = checker.toml(text)?;
         let mut selections = Vec::new();
         for (suite, list) in [("unit", raw.tests.unit), ("kernel", raw.tests.kernel)] {
             for (index, selection) in list.into_iter().enumerate() {

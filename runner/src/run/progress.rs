@@ -102,7 +102,7 @@ fn describe(step: &StepId) -> String {
 }
 
 /// `1h02m`, `4m05s`, `12s`.
-fn clock(duration: Duration) -> String {
+pub(crate) fn clock(duration: Duration) -> String {
     let seconds = duration.as_secs();
     match (seconds / 3600, seconds / 60 % 60, seconds % 60) {
         (0, 0, s) => format!("{s}s"),

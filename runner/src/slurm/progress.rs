@@ -40,7 +40,7 @@ impl Display {
                 "\r\x1b[2K{}: {} · {}",
                 self.run,
                 states.join(" · "),
-                clock(self.started.elapsed().as_secs())
+                crate::run::progress::clock(self.started.elapsed())
             );
             let _ignored = stderr.flush();
             return;
@@ -59,14 +59,5 @@ impl Display {
         if self.terminal {
             eprintln!();
         }
-    }
-}
-
-/// `1h02m`, `4m05s`, `12s`.
-fn clock(seconds: u64) -> String {
-    match (seconds / 3600, seconds / 60 % 60, seconds % 60) {
-        (0, 0, s) => format!("{s}s"),
-        (0, m, s) => format!("{m}m{s:02}s"),
-        (h, m, _) => format!("{h}h{m:02}m"),
     }
 }
