@@ -25,7 +25,7 @@ use crate::container::{
     TREE_DIR,
 };
 use crate::node::{NodeProfile, secret_env_var};
-use crate::process::{ChildGroup, DEFAULT_GRACE, Environment, Finished, ProcessError, ProcessSpec};
+use crate::process::{ChildGroup, DEFAULT_GRACE, Environment, Finished, ProcessSpec};
 use crate::recipe::Recipe;
 
 /// Where a side's `pip install --user` goes, inside its tree.
@@ -399,11 +399,5 @@ fn gpu_list(gpus: &[u32]) -> String {
 }
 
 fn not_run(reason: NotRunReason, detail: String) -> Outcome {
-    Outcome::NotRun { reason, detail, subject: None }
-}
-
-impl From<ProcessError> for super::server::ServerFailure {
-    fn from(error: ProcessError) -> Self {
-        super::server::ServerFailure { reason: NotRunReason::Crash, detail: error.to_string() }
-    }
+    super::not_run(reason, detail, None)
 }

@@ -224,7 +224,7 @@ impl Runner<'_> {
             return done.clone();
         }
         let stem = recipe_hash(argv.join("\0").as_bytes());
-        let side_name = if side == Side::Base { "base" } else { "pr" };
+        let side_name = side_name(side);
         let log = self
             .results
             .root()
@@ -1073,7 +1073,7 @@ impl Runner<'_> {
                     Side::Both,
                     Some(&format!("concurrency-{concurrency}-pair-{}", cell.pairs.len())),
                 );
-                let side_name = if side == Side::Base { "base" } else { "pr" };
+                let side_name = side_name(side);
                 let results = self
                     .results
                     .step_log_dir(&step)
