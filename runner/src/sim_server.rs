@@ -13,7 +13,7 @@
 
 mod generate;
 mod profile;
-mod rng;
+pub(crate) mod rng;
 #[cfg(test)]
 mod tests;
 

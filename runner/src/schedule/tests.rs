@@ -515,21 +515,13 @@ n1 0: \nn2 0: \nmakespan 0, bound 0 (no jobs), optimal",
     );
 }
 
-/// splitmix64: a small deterministic generator, so the sweep is the same on every machine.
-struct Random(u64);
+/// The simulated server's SplitMix64, so the sweep is the same on every machine.
+struct Random(crate::sim_server::rng::SplitMix64);
 
 impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
     /// Uniform in `low..=high`.
     fn between(&mut self, low: u64, high: u64) -> u64 {
-        low + self.next() % (high - low + 1)
+        low + self.0.next_u64() % (high - low + 1)
     }
 }
 
@@ -556,7 +548,7 @@ fn assert_valid(schedule: &Schedule, jobs: &[Job], nodes: &[Node]) {
 #[test]
 fn a_sweep_of_random_sets_keeps_every_invariant_and_is_optimal_or_within_ten_percent_of_the_bound()
 {
-    let mut random = Random(2026);
+    let mut random = Random(crate::sim_server::rng::SplitMix64::new(2026));
     // The bound is not always reachable (three equal jobs on two nodes): a schedule proven
     // optimal may be further from it.
     let mut worst_unproven: f64 = 1.0;
