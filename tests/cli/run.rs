@@ -485,6 +485,27 @@ fn a_run_records_every_check_on_both_sides_and_a_second_run_resumes() {
 }
 
 #[test]
+fn a_relative_results_folder_is_taken_from_the_current_directory() {
+    let fixture = Fixture::new(&Sample::default());
+    let mut args = fixture.run_args("unused");
+    let at = args.iter().position(|arg| arg == "--results").expect("--results") + 1;
+    args[at] = "relative/results".to_owned();
+    args.extend(["--repo".to_owned(), fixture.repo.path().to_str().expect("UTF-8").to_owned()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    // From the work folder: the steps run in the exported trees, elsewhere.
+    let run = prgate(fixture.work.path(), &args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let evidence = fixture.results("relative/results").join("evidence");
+    let files = evidence_files(&evidence);
+    assert!(files.len() >= 10, "{files:#?}\n{}", run.stderr);
+    for name in files.keys() {
+        let text = std::fs::read_to_string(evidence.join(name)).expect("a record");
+        assert!(!text.contains("\"not-run\""), "{name}: {text}");
+    }
+    assert!(run.stderr.contains(&evidence.display().to_string()), "{}", run.stderr);
+}
+
+#[test]
 fn a_server_that_never_becomes_healthy_is_a_timeout_with_its_log() {
     let fixture = Fixture::new(&Sample {
         server_flags: "--never-healthy",
