@@ -404,7 +404,12 @@ fn unplaced_evidence(plan: &Plan, schedule: &ScheduleFile) -> Vec<Evidence> {
                     pr_commit: Some(plan.head.sha.clone()),
                     ..Provenance::default()
                 },
-                outcome: Recorded::NotRun { reason, detail: detail.clone(), subject: None },
+                outcome: Recorded::NotRun {
+                    reason,
+                    detail: detail.clone(),
+                    subject: None,
+                    failed_on: None,
+                },
             });
         }
     }

@@ -266,7 +266,8 @@ fn result_word(verdict: &Verdict) -> &'static str {
         .any(|section| matches!(section.state, State::Warn | State::AuthorProvided));
     match verdict.result {
         State::Pass if warned => "PASS (warnings)",
-        State::Pass => "PASS",
+        State::Pass | State::NothingToCheck | State::NotJudged => "PASS",
+        State::Error => "ERROR (could not judge)",
         State::Warn => "PASS (warnings)",
         State::AuthorProvided => "PASS (author-provided)",
         State::Pending => "PENDING",
@@ -279,7 +280,7 @@ fn result_word(verdict: &Verdict) -> &'static str {
 fn why(verdict: &Verdict) -> Vec<String> {
     const SHOWN: usize = 4;
     let items: Vec<_> = verdict.sections.iter().flat_map(|section| &section.items).collect();
-    let worst = [State::Fail, State::Pending, State::AuthorProvided, State::Warn]
+    let worst = [State::Fail, State::Error, State::Pending, State::AuthorProvided, State::Warn]
         .into_iter()
         .find(|state| items.iter().any(|item| item.state == *state));
     let Some(worst) = worst else { return Vec::new() };

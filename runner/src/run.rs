@@ -555,7 +555,12 @@ fn evidence(
 
 /// A `not-run` outcome.
 fn not_run(reason: NotRunReason, detail: impl Into<String>, subject: Option<&str>) -> Outcome {
-    Outcome::NotRun { reason, detail: detail.into(), subject: subject.map(str::to_owned) }
+    Outcome::NotRun {
+        reason,
+        detail: detail.into(),
+        subject: subject.map(str::to_owned),
+        failed_on: None,
+    }
 }
 
 /// What a cell's records hold so far.

@@ -52,6 +52,7 @@ fn not_run(subject: Option<&str>) -> Outcome {
         reason: NotRunReason::Timeout,
         detail: "the server never became healthy".into(),
         subject: subject.map(str::to_owned),
+        failed_on: None,
     }
 }
 

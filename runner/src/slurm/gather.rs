@@ -55,6 +55,7 @@ pub(super) fn not_run_record(
             reason,
             detail: detail.to_owned(),
             subject: step.part().map(str::to_owned),
+            failed_on: None,
         },
     }
 }
@@ -231,6 +232,7 @@ output-len = 8
                 reason: NotRunReason::Other,
                 detail: String::new(),
                 subject: part,
+                failed_on: None,
             },
             _ => panic!("unknown kind {kind}"),
         };
