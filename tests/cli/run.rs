@@ -864,7 +864,7 @@ fn the_runs_time_limit_records_what_is_left_as_timeouts() {
     assert!(started.elapsed() < Duration::from_secs(60), "took {:?}", started.elapsed());
     let routing = fixture.record("results", "alpha.routing.pr");
     assert_eq!(routing["outcome"]["kind"], "not-run", "{routing}");
-    assert_eq!(routing["outcome"]["reason"], "timeout", "{routing}");
+    assert_eq!(routing["outcome"]["reason"], "run-time-limit", "{routing}");
     let detail = routing["outcome"]["detail"].as_str().expect("a detail");
     assert!(detail.contains("time limit"), "{detail}");
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
