@@ -209,6 +209,17 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
             .only_models
             .is_none_or(|only| only.iter().any(|m| m == name.unwrap_or(COMMON_CHECKS)))
     };
+    if plan.running_models().next().is_none() && !plan.common.selected {
+        // Nothing to run: the job plan says so, and the run is done.
+        results.write_job(&prgate_gate::job::JobPlan {
+            schema_version: prgate_gate::job::SCHEMA_VERSION,
+            pr_commit: pr_commit.clone(),
+            base_commit: base_commit.clone(),
+            family: 0,
+            targets: Vec::new(),
+        })?;
+        return Ok(summary);
+    }
     let runs_anything = plan.running_models().any(|model| chosen(Some(&model.name)))
         || (plan.common.selected && chosen(None));
     if !runs_anything {
