@@ -35,7 +35,8 @@ use crate::sample::{self, SamplePr};
 /// get: the comment (comment.md), the status line (status.txt) and the full report (report.md)
 /// in DIR/results/pr-N/; then prints which PR passed, which failed and why.
 ///
-/// Runs pytest: `python3` with pytest must be on the PATH.
+/// Runs pytest: `python3` with pytest must be on the PATH; the demo checks both before it
+/// starts and stops with exit 2 when either is missing.
 #[derive(Debug, Args)]
 pub(crate) struct DemoArgs {
     /// Where everything goes: the sample repository (DIR/repository), the node profile, and
@@ -49,6 +50,8 @@ pub(crate) struct DemoArgs {
 const DEMO_MARKER: &str = ".prgate-demo";
 
 pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
+    // What the demo needs, before anything runs: without it every test would be "not judged".
+    check_prerequisites()?;
     let dir = &args.out;
     let occupied = dir.read_dir().map(|mut entries| entries.next().is_some()).unwrap_or(false);
     if occupied {
@@ -105,6 +108,35 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
         prs[0].branch
     )?;
     stdout.flush()?;
+    Ok(())
+}
+
+/// `python3` with pytest, which the sample's tests run under: an error that says what to
+/// install when either is missing.
+fn check_prerequisites() -> anyhow::Result<()> {
+    let python = std::process::Command::new("python3")
+        .args(["-c", "import sys; print(sys.version.split()[0])"])
+        .output();
+    let Ok(python) = python.as_ref().map_err(ToString::to_string).and_then(|output| {
+        if output.status.success() {
+            Ok(output)
+        } else {
+            Err(String::from_utf8_lossy(&output.stderr).into_owned())
+        }
+    }) else {
+        anyhow::bail!(
+            "the demo needs python3 on the PATH, and it is not there\n\
+             hint: install it (Debian: apt-get install python3 python3-pytest), then run the demo again"
+        );
+    };
+    let pytest = std::process::Command::new("python3").args(["-m", "pytest", "--version"]).output();
+    if !pytest.as_ref().is_ok_and(|output| output.status.success()) {
+        anyhow::bail!(
+            "the demo needs pytest for python3 ({}), and python3 -m pytest does not start\n\
+             hint: python3 -m pip install pytest (Debian: apt-get install python3-pytest), then run the demo again",
+            String::from_utf8_lossy(&python.stdout).trim()
+        );
+    }
     Ok(())
 }
 
