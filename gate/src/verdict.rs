@@ -378,7 +378,7 @@ pub fn judge_with(request: JudgeRequest<'_>) -> Result<Verdict, EvidenceError> {
         .iter()
         .map(|name| {
             let items = judge.items.remove(name).unwrap_or_default();
-            let state = items.iter().map(|item| item.state).max().unwrap_or(State::Pass);
+            let state = items.iter().map(|item| item.state).max().unwrap_or(State::NothingToCheck);
             Section { name: *name, state, items }
         })
         .collect();
@@ -911,7 +911,7 @@ impl<'a> Judge<'a> {
                         check: format!("accuracy {benchmark}"),
                         state: State::Pending,
                         rule: "every planned check reports".to_owned(),
-                        summary: format!("{benchmark}: only one side has reported"),
+                        summary: "only one side has reported".to_owned(),
                         numbers: None,
                     },
                 );
@@ -932,7 +932,7 @@ impl<'a> Judge<'a> {
                 (
                     State::Fail,
                     format!(
-                        "{benchmark}: the PR is {} points below base (tolerance {})",
+                        "the PR is {} points below base (tolerance {})",
                         points(drop),
                         points(tolerance)
                     ),
@@ -941,7 +941,7 @@ impl<'a> Judge<'a> {
                 (
                     State::Warn,
                     format!(
-                        "{benchmark}: the PR is {} points below base, over the tolerance of {}, but within noise (p = {:.3})",
+                        "the PR is {} points below base, over the tolerance of {}, but within noise (p = {:.3})",
                         points(drop),
                         points(tolerance),
                         comparison.p_worse
@@ -951,7 +951,7 @@ impl<'a> Judge<'a> {
                 (
                     State::Pass,
                     format!(
-                        "{benchmark}: {} points against base (tolerance {})",
+                        "{} points against base (tolerance {})",
                         signed_points(comparison.difference),
                         points(tolerance)
                     ),

@@ -151,6 +151,7 @@ impl ResultsDir {
     /// the runner stopped its children failed because of the stop, and is no evidence.
     pub fn write(&self, record: &Evidence) -> Result<PathBuf, ResultsError> {
         crate::process::block_while_stopping();
+        let record = &self.with_artifact_paths(record);
         let step = StepId::of(record);
         evidence::validate(std::slice::from_ref(record)).map_err(|error| {
             ResultsError::Invalid { step: step.to_string(), problem: error.problem }
@@ -162,6 +163,26 @@ impl ResultsDir {
         write_atomically(&path, &json)
             .map_err(|source| ResultsError::Write { path: path.clone(), source })?;
         Ok(path)
+    }
+
+    /// `record` with the node's paths of this directory's files written as their artifact
+    /// paths (`logs/<step>/pytest.log`): a record names the run's files, not where one node
+    /// kept them.
+    fn with_artifact_paths(&self, record: &Evidence) -> Evidence {
+        let mut record = record.clone();
+        if let Outcome::NotRun { detail, .. } = &mut record.outcome {
+            let mut roots = vec![self.root.clone()];
+            if let Ok(canonical) = self.root.canonicalize() {
+                roots.push(canonical);
+            }
+            for root in roots {
+                let prefix = format!("{}/", root.display());
+                if prefix.len() > 1 {
+                    *detail = detail.replace(&prefix, "");
+                }
+            }
+        }
+        record
     }
 
     /// Where the job plan is: `DIR/job.json`.

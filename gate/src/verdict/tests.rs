@@ -305,7 +305,7 @@ fn every_rule_decides_on_fixture_evidence() {
                 ));
             }),
             None,
-            "result fail\nAccuracy fail kimi: gsm8k: the PR is 11.5 points below base (tolerance 1.5); base 80.0%, PR 68.5%, difference -11.5 [-15.9, -7.1] over 200 questions, paired",
+            "result fail\nAccuracy fail kimi: the PR is 11.5 points below base (tolerance 1.5); base 80.0%, PR 68.5%, difference -11.5 [-15.9, -7.1] over 200 questions, paired",
         ),
         (
             "an accuracy drop within noise",
@@ -321,7 +321,7 @@ fn every_rule_decides_on_fixture_evidence() {
                 ));
             }),
             None,
-            "result pass\nAccuracy warn kimi: gsm8k: the PR is 2.0 points below base, over the tolerance of 1.5, but within noise (p = 0.063); base 80.0%, PR 78.0%, difference -2.0 [-3.9, -0.1] over 200 questions, paired",
+            "result pass\nAccuracy warn kimi: the PR is 2.0 points below base, over the tolerance of 1.5, but within noise (p = 0.063); base 80.0%, PR 78.0%, difference -2.0 [-3.9, -0.1] over 200 questions, paired",
         ),
         (
             "a check that could not run",
