@@ -109,9 +109,7 @@ fn representative_verdicts() {
             "could_not_judge",
             &standard,
             with(passing(), |e| {
-                e.retain(|r| {
-                    !(r.model.as_deref() == Some("glm5") && r.check == Check::UnitTests)
-                });
+                e.retain(|r| !(r.model.as_deref() == Some("glm5") && r.check == Check::UnitTests));
                 for side in [Side::Base, Side::Pr] {
                     let mut record = not_run(
                         Some("glm5"),

@@ -61,6 +61,12 @@ pub(super) struct Subject {
 pub(super) struct ModelJob<'j> {
     pub model: &'j ModelPlan,
     pub recipe: &'j RecipeSource,
+    /// What the base side runs: the PR's data with the base side's commands
+    /// ([`Recipe::with_commands_of`]), or why the base side has nothing to run.
+    pub base_recipe: Result<&'j Recipe, &'j str>,
+    /// Whether the base side's results may go into the node's cache: both sides' recipes are
+    /// the same file, so nothing of the PR's produced them.
+    pub cacheable: bool,
     /// What the job plan expects of it.
     pub target: &'j Target,
     /// The base tree; `None` for a model new in the PR.
@@ -93,6 +99,14 @@ impl ModelJob<'_> {
         match side {
             Side::Base => self.base_tree.unwrap_or(self.pr_tree),
             Side::Pr | Side::Both => self.pr_tree,
+        }
+    }
+
+    /// The recipe `side` runs: the PR side the PR's (`pr`), the base side its own commands.
+    fn side_recipe<'a>(&'a self, pr: &'a Recipe, side: Side) -> Result<&'a Recipe, String> {
+        match side {
+            Side::Base => self.base_recipe.map_err(str::to_owned),
+            Side::Pr | Side::Both => Ok(pr),
         }
     }
 
@@ -347,9 +361,18 @@ impl Runner<'_> {
         Ok(())
     }
 
-    /// Installs a side's tree for `recipe`.
-    fn install_side(&mut self, recipe: &Recipe, side: Side, tree: &Path) -> Result<(), String> {
+    /// Installs a side's tree with that side's recipe; the reason and detail when it cannot
+    /// (no recipe on the base side to take the command from, or the install failed).
+    fn install_side(
+        &mut self,
+        job: &ModelJob<'_>,
+        recipe: &Recipe,
+        side: Side,
+        tree: &Path,
+    ) -> Result<(), (NotRunReason, String)> {
+        let recipe = job.side_recipe(recipe, side).map_err(|why| (NotRunReason::NoRecipe, why))?;
         self.install(recipe.install(), recipe.timeouts().install, side, tree)
+            .map_err(|detail| (NotRunReason::Crash, detail))
     }
 
     /// Unit and kernel tests on each side (serving tests need the servers: see `served`).
@@ -370,7 +393,7 @@ impl Runner<'_> {
                 if self.skip_if_done(&job.subject, check, side, None)? {
                     continue;
                 }
-                let installed = self.install_side(recipe, side, tree);
+                let installed = self.install_side(job, recipe, side, tree);
                 let timeout = self.limit(timeout.unwrap_or(DEFAULT_STEP_TIMEOUT));
                 let gpus = recipe_gpus(self.request.node, recipe);
                 let exec = self.exec;
@@ -378,7 +401,7 @@ impl Runner<'_> {
                 let purpose = format!("{}-{}-{}", job.name(), side_name(side), check_slug(check));
                 self.step(&job.subject, check, side, None, |log| match installed {
                     Ok(()) => pytest(&exec, &run, log, purpose),
-                    Err(detail) => not_run(NotRunReason::Crash, detail, None),
+                    Err((reason, detail)) => not_run(reason, detail, None),
                 })?;
             }
         }
@@ -404,15 +427,16 @@ impl Runner<'_> {
             if self.skip_if_done(&job.subject, Check::KernelTiming, side, None)? {
                 continue;
             }
-            let installed = self.install_side(recipe, side, tree);
+            let installed = self.install_side(job, recipe, side, tree);
+            let side_recipe = job.side_recipe(recipe, side).unwrap_or(recipe);
             let timeout =
                 self.limit(recipe.timeouts().kernel_timing.unwrap_or(DEFAULT_STEP_TIMEOUT));
             let gpus = recipe_gpus(self.request.node, recipe);
             let exec = self.exec;
             let purpose = format!("{}-{}-kernel-timing", job.name(), side_name(side));
             self.step(&job.subject, Check::KernelTiming, side, None, |log| match installed {
-                Ok(()) => timing(&exec, recipe, tree, log, timeout, &gpus, &purpose),
-                Err(detail) => not_run(NotRunReason::Crash, detail, None),
+                Ok(()) => timing(&exec, side_recipe, tree, log, timeout, &gpus, &purpose),
+                Err((reason, detail)) => not_run(reason, detail, None),
             })?;
         }
         Ok(())
@@ -495,9 +519,8 @@ impl Runner<'_> {
         let mut slots = [Slot::Idle, Slot::Idle];
         for side in sides {
             let tree = job.server_tree(side);
-            if let Err(detail) = self.install_side(recipe, side, tree) {
-                slots[slot(side)] =
-                    Slot::Failed(ServerFailure { reason: NotRunReason::Crash, detail });
+            if let Err((reason, detail)) = self.install_side(job, recipe, side, tree) {
+                slots[slot(side)] = Slot::Failed(ServerFailure { reason, detail });
             }
             let log =
                 self.results.step_log_dir(&id(Check::Routing, side, None))?.join("server.log");
@@ -511,7 +534,9 @@ impl Runner<'_> {
                 purpose: format!("{}-{}-server", job.name(), side_name(side)),
             });
         }
-        let mut servers = Servers { recipe, launches, slots, together, up_once: [false, false] };
+        let recipes = [job.side_recipe(recipe, Side::Base).unwrap_or(recipe), recipe];
+        let mut servers =
+            Servers { recipe, recipes, launches, slots, together, up_once: [false, false] };
 
         for side in sides {
             let tree = job.server_tree(side);
@@ -539,13 +564,29 @@ impl Runner<'_> {
                 if self.skip_if_done(subject, Check::Accuracy, side, part)? {
                     continue;
                 }
-                let outcome = match self.server(&mut servers, side) {
-                    Ok(serving) => {
-                        self.evaluate(recipe, benchmark, &serving, &servers.launches[slot(side)])
-                    }
-                    Err(failure) => failed(&failure),
+                // The base side runs its own recipe's evaluator of the same name.
+                let side_benchmark = servers.recipes[slot(side)]
+                    .accuracy()
+                    .iter()
+                    .find(|other| other.name == benchmark.name);
+                let outcome = match (self.server(&mut servers, side), side_benchmark) {
+                    (Ok(serving), Some(side_benchmark)) => self.evaluate(
+                        servers.recipes[slot(side)],
+                        side_benchmark,
+                        &serving,
+                        &servers.launches[slot(side)],
+                    ),
+                    (Ok(_), None) => not_run(
+                        NotRunReason::NoRecipe,
+                        format!(
+                            "the base side's recipe has no command for benchmark {}: the base side never runs the PR's",
+                            benchmark.name
+                        ),
+                        Some(&benchmark.name),
+                    ),
+                    (Err(failure), _) => failed(&failure),
                 };
-                if side == Side::Base && !job.model.new {
+                if side == Side::Base && !job.model.new && job.cacheable {
                     self.store_accuracy(job, recipe, benchmark, &outcome);
                 }
                 self.record(subject, Check::Accuracy, side, part, outcome)?;
@@ -590,6 +631,8 @@ impl Runner<'_> {
         recipe: &Recipe,
         benchmark: &AccuracyBenchmark,
     ) -> Option<AccuracyKey> {
+        // What the base side runs: its own commands.
+        let recipe = job.side_recipe(recipe, Side::Base).ok()?;
         let image_digest = self.request.node.image().digest.clone()?;
         let base_tree = job.base_tree?;
         let evaluator = match &benchmark.evaluator {
@@ -610,11 +653,12 @@ impl Runner<'_> {
         };
         let server = recipe.server();
         let recipe_parts = format!(
-            "checkpoint={:?} tp={} server={:?} monokernel-flag={:?} {evaluator}",
+            "checkpoint={:?} tp={} server={:?} monokernel-flag={:?} install={:?} {evaluator}",
             recipe.checkpoint(),
             recipe.tp(),
             server.command_text(),
             server.monokernel_flag(),
+            recipe.install().map(Install::command_text),
         );
         Some(AccuracyKey {
             image_digest,
@@ -819,6 +863,8 @@ impl Runner<'_> {
         sweep: &SpeedSweep,
         concurrency: u32,
     ) -> NoiseKey {
+        // What the base side runs: its own commands.
+        let recipe = job.side_recipe(recipe, Side::Base).unwrap_or(recipe);
         let node = self.request.node;
         let benchmark = match &sweep.benchmark {
             SpeedBenchmark::Builtin => "builtin".to_owned(),
@@ -830,7 +876,9 @@ impl Runner<'_> {
             model: job.name().to_owned(),
             concurrency,
             recipe_parts: format!(
-                "checkpoint={:?} tp={} server={:?} monokernel={} in={} out={} requests={} warmup={} {benchmark}",
+                "base={:?} install={:?} checkpoint={:?} tp={} server={:?} monokernel={} in={} out={} requests={} warmup={} {benchmark}",
+                job.subject.provenance.base_commit,
+                recipe.install().map(Install::command_text),
                 recipe.checkpoint(),
                 recipe.tp(),
                 recipe.server().command_text(),
@@ -898,7 +946,9 @@ impl Runner<'_> {
                         }
                     }
                 }
-                self.calibrate(cell);
+                if job.cacheable {
+                    self.calibrate(cell);
+                }
             }
             return Ok(());
         }
@@ -956,8 +1006,11 @@ impl Runner<'_> {
                 }
             }
         }
-        for cell in &cells {
-            self.calibrate(cell);
+        // Only a base side that ran nothing of the PR's calibrates the node.
+        if job.cacheable {
+            for cell in &cells {
+                self.calibrate(cell);
+            }
         }
         Ok(())
     }
@@ -1031,7 +1084,14 @@ impl Runner<'_> {
         let log = launch.log.clone();
         let server_tail = || server_log_tail(&log);
         let crash = |detail: String| ServerFailure { reason: NotRunReason::Crash, detail };
-        let measured = match &sweep.benchmark {
+        // Each side measures with its own recipe's benchmark: the base side never runs the PR's
+        // command.
+        let Some(benchmark) = servers.recipes[slot(side)].speed().map(|sweep| &sweep.benchmark)
+        else {
+            let detail = "the base side's recipe has no speed benchmark to run: the base side never runs the PR's".to_owned();
+            return Err(ServerFailure { reason: NotRunReason::NoRecipe, detail });
+        };
+        let measured = match benchmark {
             SpeedBenchmark::Builtin => {
                 let config = BenchConfig {
                     base_url: serving.url.clone(),
@@ -1159,7 +1219,10 @@ enum Slot {
 
 /// Both sides' servers of one model.
 pub(super) struct Servers<'a> {
+    /// The PR's recipe: what is measured (lengths, timeouts, the checkpoint).
     recipe: &'a Recipe,
+    /// What each side runs (base, PR): the base side's commands come from its own recipe.
+    recipes: [&'a Recipe; 2],
     /// How each side's server starts: base, PR.
     launches: Vec<Launch<'a>>,
     slots: [Slot; 2],
@@ -1197,13 +1260,14 @@ impl Servers<'_> {
                     self.slots[other] = Slot::Idle;
                 }
             }
-            self.slots[at] = match Server::start(self.recipe, exec, &self.launches[at], startup) {
-                Ok(server) => {
-                    self.up_once[at] = true;
-                    Slot::Up(server)
-                }
-                Err(failure) => Slot::Failed(failure),
-            };
+            self.slots[at] =
+                match Server::start(self.recipes[at], exec, &self.launches[at], startup) {
+                    Ok(server) => {
+                        self.up_once[at] = true;
+                        Slot::Up(server)
+                    }
+                    Err(failure) => Slot::Failed(failure),
+                };
         }
         match &self.slots[at] {
             Slot::Up(server) => Ok(Serving {
