@@ -6,6 +6,7 @@ mod codeowners;
 mod demo;
 mod gate;
 mod github;
+mod github_teams;
 mod plan;
 mod run;
 mod sim;
