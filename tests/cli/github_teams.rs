@@ -689,3 +689,212 @@ async fn an_app_token_posts_a_check_run_beside_the_status() {
         }
     });
 }
+
+/// A fixture repository with a merge queue's commit: `main` moved on by `base_change` (a path
+/// and its text) after the PR branched, and the queue's merge of `pr` into it. Returns the
+/// fixture, the PR's head, the PR's base, the queue's base and the merge commit.
+fn queued(base_change: (&str, &str)) -> (crate::run::Fixture, [String; 4]) {
+    let fixture = crate::run::Fixture::new(&crate::run::Sample::default());
+    let repo = &fixture.repo;
+    let rev = |name: &str| repo.git(&["rev-parse", name]).trim().to_owned();
+    let (pr_head, pr_base) = (rev("pr"), rev("main"));
+    repo.git(&["checkout", "-q", "main"]);
+    repo.write(base_change.0, base_change.1);
+    let queue_base = repo.commit("main moves on");
+    repo.git(&["checkout", "-q", "-b", "gh-readonly-queue/main/pr-7", "main"]);
+    repo.git(&["merge", "-q", "--no-ff", "-m", "Merge pull request #7", "pr"]);
+    let merge = rev("HEAD");
+    (fixture, [pr_head, pr_base, queue_base, merge])
+}
+
+/// The real merge_group payload for PR #7 at `pr_head`, merged as `merge` onto `queue_base`.
+fn merge_group(pr_head: &str, queue_base: &str, merge: &str) -> Value {
+    let mut event = fixture("merge_group.json");
+    event["merge_group"]["head_sha"] = json!(merge);
+    event["merge_group"]["base_sha"] = json!(queue_base);
+    event["merge_group"]["head_ref"] =
+        json!(format!("refs/heads/gh-readonly-queue/main/pr-7-{pr_head}"));
+    event
+}
+
+/// The hub for a queued PR: its head and base, its files from git, and (with `passed`) the
+/// `AMD PR test` success on its head among the real statuses of another context.
+async fn queue_hub(
+    fixture: &crate::run::Fixture,
+    shas: &[String; 4],
+    passed: bool,
+) -> (MockServer, Hub) {
+    let [pr_head, pr_base, ..] = shas;
+    let (server, hub) = hub(pr_head, pr_base, "run-ci").await;
+    let files = fixture.repo.git(&["diff", "--name-only", pr_base.as_str(), pr_head.as_str()]);
+    hub.with(|state| {
+        state.files =
+            files.lines().map(|file| json!({ "filename": file, "status": "modified" })).collect();
+        let mut statuses: Vec<Value> = fixture_statuses();
+        if passed {
+            let mut ours = statuses[0].clone();
+            ours["context"] = json!("AMD PR test");
+            ours["state"] = json!("success");
+            statuses.insert(0, ours);
+        }
+        state.statuses.insert(pr_head.clone(), statuses);
+    });
+    (server, hub)
+}
+
+fn fixture_statuses() -> Vec<Value> {
+    fixture("list-statuses.response.json").as_array().expect("a list").clone()
+}
+
+/// `prgate ci` with `args` in the fixture's repository against `server`.
+async fn ci(server: &MockServer, fixture: &crate::run::Fixture, args: &[&str]) -> Run {
+    let path = |path: &Path| path.to_str().expect("UTF-8").to_owned();
+    let mut all: Vec<String> = vec![
+        "ci".to_owned(),
+        "--repository".to_owned(),
+        "amd/mono".to_owned(),
+        "--repo".to_owned(),
+        path(fixture.repo.path()),
+        "--work".to_owned(),
+        path(&fixture.work.path().join("ci")),
+    ];
+    all.extend(args.iter().map(|arg| (*arg).to_owned()));
+    prgate(server, all, &[]).await
+}
+
+fn write_event(fixture: &crate::run::Fixture, event: &Value) -> String {
+    let path = fixture.work.path().join("event.json");
+    std::fs::write(&path, event.to_string()).expect("the event");
+    path.to_str().expect("UTF-8").to_owned()
+}
+
+fn nodes_file(fixture: &crate::run::Fixture) -> String {
+    let path = fixture.work.path().join("nodes.toml");
+    std::fs::write(&path, "[[node]]\nname = \"ci-node\"\nhardware = \"cpu-sim\"\n").expect("nodes");
+    path.to_str().expect("UTF-8").to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_real_merge_group_payload_is_pinned_to_the_queues_commit() {
+    let (fixture, shas) = queued(("docs/notes.md", "# notes\n"));
+    let [pr_head, _, queue_base, merge] = &shas;
+    let (server, _hub) = queue_hub(&fixture, &shas, true).await;
+    let (run, dir) = trigger(&server, &merge_group(pr_head, queue_base, merge)).await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let pin = pinned(&dir);
+    assert_eq!(pin["sha"], merge.as_str());
+    assert_eq!(pin["base_sha"], queue_base.as_str());
+    assert_eq!(pin["merge_group"]["pr_head"], pr_head.as_str());
+    drop(fixture);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_queue_that_adds_nothing_in_the_prs_scope_keeps_its_result() {
+    let (fixture, shas) = queued(("docs/notes.md", "# notes\n"));
+    let [pr_head, _, queue_base, merge] = &shas;
+    let (server, hub) = queue_hub(&fixture, &shas, true).await;
+    let event = write_event(&fixture, &merge_group(pr_head, queue_base, merge));
+    let node = fixture.node.to_str().expect("UTF-8").to_owned();
+    let run = ci(
+        &server,
+        &fixture,
+        &["--event", &event, "--node", &node, "--isolation", "host", "--preflight", "off"],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    hub.with(|state| {
+        let status = &state.statuses.get(merge).expect("a status on the merge commit")[0];
+        assert_eq!(status["state"], "success", "{status}");
+        assert_eq!(status["context"], "AMD PR test");
+        let description = status["description"].as_str().expect("text");
+        assert!(description.contains(&format!("#7 passed at {}", &pr_head[..7])), "{description}");
+        assert!(description.contains("none in the scope"), "{description}");
+        assert!(state.comments.is_empty(), "nothing to say on the PR");
+    });
+    assert!(!fixture.work.path().join("ci/results").exists(), "nothing ran");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_queue_that_touches_the_prs_models_runs_them_again_and_says_why() {
+    let (fixture, shas) = queued(("pkg/models/alpha/extra.py", "# from the PR ahead\n"));
+    let [pr_head, _, queue_base, merge] = &shas;
+    let (server, hub) = queue_hub(&fixture, &shas, true).await;
+    let event = write_event(&fixture, &merge_group(pr_head, queue_base, merge));
+    let nodes = nodes_file(&fixture);
+    let run =
+        ci(&server, &fixture, &["--stage", "start", "--event", &event, "--nodes", &nodes]).await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let state_dir = fixture.work.path().join("ci/state");
+    let plan: Value = serde_json::from_str(
+        &std::fs::read_to_string(state_dir.join("plan.json")).expect("plan.json"),
+    )
+    .expect("JSON");
+    assert_eq!(plan["head"]["sha"], merge.as_str());
+    let warnings = plan["warnings"].to_string();
+    assert!(warnings.contains("merge queue: #7 passed at"), "{warnings}");
+    assert!(warnings.contains("alpha run again on the merge commit"), "{warnings}");
+    let alpha = plan["models"]
+        .as_array()
+        .expect("models")
+        .iter()
+        .find(|model| model["name"] == "alpha")
+        .expect("alpha");
+    assert_ne!(alpha["tier"], "none", "{alpha}");
+    hub.with(|state| {
+        assert_eq!(state.statuses.get(merge).expect("a status")[0]["state"], "pending");
+    });
+    assert_eq!(
+        std::fs::read_to_string(state_dir.join("nodes.json")).expect("nodes").trim(),
+        "[\"ci-node\"]"
+    );
+    assert!(!state_dir.join("settled.txt").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_queued_pr_without_a_passing_result_runs_in_full() {
+    let (fixture, shas) = queued(("docs/notes.md", "# notes\n"));
+    let [pr_head, _, queue_base, merge] = &shas;
+    let (server, _hub) = queue_hub(&fixture, &shas, false).await;
+    let event = write_event(&fixture, &merge_group(pr_head, queue_base, merge));
+    let nodes = nodes_file(&fixture);
+    let run =
+        ci(&server, &fixture, &["--stage", "start", "--event", &event, "--nodes", &nodes]).await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let plan =
+        std::fs::read_to_string(fixture.work.path().join("ci/state/plan.json")).expect("plan");
+    assert!(plan.contains("has no passing AMD PR test on its head"), "{plan}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ci_with_an_app_token_keeps_one_comment_and_one_check_run_across_stages() {
+    let fixture = crate::run::Fixture::new(&crate::run::Sample::default());
+    let rev = |name: &str| fixture.repo.git(&["rev-parse", name]).trim().to_owned();
+    let (head, base) = (rev("pr"), rev("main"));
+    let (server, hub) = hub(&head, &base, "run-ci").await;
+    hub.with(|state| state.app = Some("my-app".to_owned()));
+    let event = write_event(&fixture, &labeled("lead", "run-ci", &head));
+    let nodes = nodes_file(&fixture);
+    let start = ["--stage", "start", "--event", &event, "--nodes", &nodes, "--check-run", "on"];
+    let run = ci(&server, &fixture, &start).await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    // The node job died: the finish stage posts error, on the same comment and check run.
+    let run =
+        ci(&server, &fixture, &["--stage", "finish", "--jobs", "failure", "--check-run", "on"])
+            .await;
+    assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
+    hub.with(|state| {
+        assert_eq!(state.comments.len(), 1, "{:?}", state.comments);
+        assert_eq!(state.comments[0].login, "my-app[bot]");
+        assert!(
+            state.comments[0].body.contains("prgate could not finish"),
+            "{}",
+            state.comments[0].body
+        );
+        assert_eq!(state.check_runs.len(), 1, "{:?}", state.check_runs);
+        let bodies = state.check_runs.values().next().expect("a check run");
+        assert_eq!(bodies.first().expect("created")["status"], "in_progress");
+        let last = bodies.last().expect("updated");
+        assert_eq!(last["conclusion"], "failure", "{last}");
+        assert_eq!(state.statuses[&head][0]["state"], "error");
+    });
+}
