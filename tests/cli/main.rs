@@ -12,3 +12,4 @@ mod run;
 mod sim;
 mod slurm;
 mod support;
+mod workflow;
