@@ -153,9 +153,10 @@ impl Respond for Hub {
                     None => json_response(200, json!({ "login": "prgate-bot", "type": "User" })),
                 },
                 ("POST", ["graphql"]) => match (&state.app, state.graphql) {
+                    // As GitHub answers an installation token: the bot's login, `[bot]` and all.
                     (Some(slug), true) => json_response(
                         200,
-                        json!({ "data": { "viewer": { "login": slug, "__typename": "Bot" } } }),
+                        json!({ "data": { "viewer": { "login": format!("{slug}[bot]"), "__typename": "Bot" } } }),
                     ),
                     (None, true) => json_response(
                         200,
