@@ -129,7 +129,7 @@ struct Comment {
     user: Option<User>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 struct User {
     login: String,
 }
@@ -155,6 +155,16 @@ pub(crate) struct Access {
 pub(crate) struct CommitStatus {
     pub(crate) context: String,
     pub(crate) state: String,
+    /// Who posted it.
+    #[serde(default)]
+    creator: Option<User>,
+}
+
+impl CommitStatus {
+    /// The login that posted it.
+    pub(crate) fn creator(&self) -> Option<&str> {
+        self.creator.as_ref().map(|user| user.login.as_str())
+    }
 }
 
 /// A check run's result, as the Checks API takes it.

@@ -8,7 +8,8 @@
 //! why. Otherwise the models both select (and the common checks, when both select them) run
 //! again on the merge commit, against the queue's base; and with no passing result on the PR's
 //! head, everything the PR or the queue selects runs. The decision reads git (the commits must
-//! be fetched) and the plan's scope; GitHub only for the PR and its statuses.
+//! be fetched) and the plan's scope; GitHub only for the PR and its statuses. Only a status
+//! prgate posted counts (its creator is prgate's own login).
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -112,10 +113,21 @@ pub(crate) async fn judge(
     let short = &queue.pr_head[..7];
     let added = queue_added(repo, &queue.pr_head, &pinned.sha)?;
     let statuses = github.statuses(&queue.pr_head).await?;
+    // Ours only: anyone with `statuses: write` can post a status of that name. A login that
+    // cannot be told makes no status ours, and everything runs.
+    let ours = github.comment_login(None).await.ok();
     let result = statuses.iter().find(|status| status.context == context);
-    let passed = result.is_some_and(|status| status.state == "success");
+    let passed = result.is_some_and(|status| {
+        status.state == "success" && ours.is_some() && status.creator() == ours.as_deref()
+    });
     if !passed {
-        let state = result.map_or("none", |status| status.state.as_str());
+        let state = match result {
+            Some(status) if status.creator() != ours.as_deref() => {
+                format!("posted by {}, not prgate", status.creator().unwrap_or("nobody"))
+            }
+            Some(status) => status.state.clone(),
+            None => "none".to_owned(),
+        };
         let mut files: BTreeSet<String> = pr_files.iter().cloned().collect();
         files.extend(added);
         return Ok(QueueVerdict::Rerun {

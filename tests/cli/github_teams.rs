@@ -262,6 +262,7 @@ impl Respond for Hub {
                     for key in ["state", "description", "context", "target_url"] {
                         status[key] = body[key].clone();
                     }
+                    status["creator"]["login"] = json!(state.author());
                     state.statuses.entry((*sha).to_owned()).or_default().insert(0, status.clone());
                     json_response(201, status)
                 }
@@ -718,12 +719,12 @@ fn merge_group(pr_head: &str, queue_base: &str, merge: &str) -> Value {
     event
 }
 
-/// The hub for a queued PR: its head and base, its files from git, and (with `passed`) the
-/// `AMD PR test` success on its head among the real statuses of another context.
+/// The hub for a queued PR: its head and base, its files from git, and (with `passed`, its
+/// creator) the `AMD PR test` success on its head among the real statuses of another context.
 async fn queue_hub(
     fixture: &crate::run::Fixture,
     shas: &[String; 4],
-    passed: bool,
+    passed: Option<&str>,
 ) -> (MockServer, Hub) {
     let [pr_head, pr_base, ..] = shas;
     let (server, hub) = hub(pr_head, pr_base, "run-ci").await;
@@ -732,10 +733,11 @@ async fn queue_hub(
         state.files =
             files.lines().map(|file| json!({ "filename": file, "status": "modified" })).collect();
         let mut statuses: Vec<Value> = fixture_statuses();
-        if passed {
+        if let Some(creator) = passed {
             let mut ours = statuses[0].clone();
             ours["context"] = json!("AMD PR test");
             ours["state"] = json!("success");
+            ours["creator"]["login"] = json!(creator);
             statuses.insert(0, ours);
         }
         state.statuses.insert(pr_head.clone(), statuses);
@@ -779,7 +781,7 @@ fn nodes_file(fixture: &crate::run::Fixture) -> String {
 async fn the_real_merge_group_payload_is_pinned_to_the_queues_commit() {
     let (fixture, shas) = queued(("docs/notes.md", "# notes\n"));
     let [pr_head, _, queue_base, merge] = &shas;
-    let (server, _hub) = queue_hub(&fixture, &shas, true).await;
+    let (server, _hub) = queue_hub(&fixture, &shas, Some("prgate-bot")).await;
     let (run, dir) = trigger(&server, &merge_group(pr_head, queue_base, merge)).await;
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     let pin = pinned(&dir);
@@ -793,7 +795,7 @@ async fn the_real_merge_group_payload_is_pinned_to_the_queues_commit() {
 async fn a_queue_that_adds_nothing_in_the_prs_scope_keeps_its_result() {
     let (fixture, shas) = queued(("docs/notes.md", "# notes\n"));
     let [pr_head, _, queue_base, merge] = &shas;
-    let (server, hub) = queue_hub(&fixture, &shas, true).await;
+    let (server, hub) = queue_hub(&fixture, &shas, Some("prgate-bot")).await;
     let event = write_event(&fixture, &merge_group(pr_head, queue_base, merge));
     let node = fixture.node.to_str().expect("UTF-8").to_owned();
     let run = ci(
@@ -819,7 +821,7 @@ async fn a_queue_that_adds_nothing_in_the_prs_scope_keeps_its_result() {
 async fn a_queue_that_touches_the_prs_models_runs_them_again_and_says_why() {
     let (fixture, shas) = queued(("pkg/models/alpha/extra.py", "# from the PR ahead\n"));
     let [pr_head, _, queue_base, merge] = &shas;
-    let (server, hub) = queue_hub(&fixture, &shas, true).await;
+    let (server, hub) = queue_hub(&fixture, &shas, Some("prgate-bot")).await;
     let event = write_event(&fixture, &merge_group(pr_head, queue_base, merge));
     let nodes = nodes_file(&fixture);
     let run =
@@ -855,7 +857,7 @@ async fn a_queue_that_touches_the_prs_models_runs_them_again_and_says_why() {
 async fn a_queued_pr_without_a_passing_result_runs_in_full() {
     let (fixture, shas) = queued(("docs/notes.md", "# notes\n"));
     let [pr_head, _, queue_base, merge] = &shas;
-    let (server, _hub) = queue_hub(&fixture, &shas, false).await;
+    let (server, _hub) = queue_hub(&fixture, &shas, None).await;
     let event = write_event(&fixture, &merge_group(pr_head, queue_base, merge));
     let nodes = nodes_file(&fixture);
     let run =
@@ -898,4 +900,21 @@ async fn ci_with_an_app_token_keeps_one_comment_and_one_check_run_across_stages(
         assert_eq!(last["conclusion"], "failure", "{last}");
         assert_eq!(state.statuses[&head][0]["state"], "error");
     });
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_passing_status_someone_else_posted_keeps_nothing() {
+    let (fixture, shas) = queued(("docs/notes.md", "# notes\n"));
+    let [pr_head, _, queue_base, merge] = &shas;
+    // The real status's creator: not prgate's login.
+    let (server, _hub) = queue_hub(&fixture, &shas, Some("octokit-fixture-user-a")).await;
+    let event = write_event(&fixture, &merge_group(pr_head, queue_base, merge));
+    let nodes = nodes_file(&fixture);
+    let run =
+        ci(&server, &fixture, &["--stage", "start", "--event", &event, "--nodes", &nodes]).await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let plan =
+        std::fs::read_to_string(fixture.work.path().join("ci/state/plan.json")).expect("plan");
+    assert!(plan.contains("posted by octokit-fixture-user-a, not prgate"), "{plan}");
+    assert!(!fixture.work.path().join("ci/state/settled.txt").exists());
 }
