@@ -24,6 +24,8 @@ const PER_PAGE: usize = 100;
 /// The most pages of a list read: 10,000 comments, and no endless loop on a server whose
 /// `Link` header never ends.
 const MAX_PAGES: usize = 100;
+/// The identifier of the check run's "Re-run" button (a `requested_action`).
+pub(crate) const RERUN_ACTION: &str = "prgate-rerun";
 /// A check run takes at most this many annotations a request (GitHub's limit).
 pub(crate) const ANNOTATIONS_PER_REQUEST: usize = 50;
 /// GitHub's API lists at most this many files of a pull request.
@@ -322,6 +324,25 @@ impl GitHub {
         Ok(Access { allowed, role })
     }
 
+    /// The open pull requests whose head is `sha` (a fork's PR is not named in a `check_run`
+    /// event's `pull_requests`).
+    pub(crate) async fn open_pulls_of(&self, sha: &str) -> anyhow::Result<Vec<u64>> {
+        #[derive(Deserialize)]
+        struct Pull {
+            number: u64,
+            state: String,
+            head: GitRef,
+        }
+        let pulls: Vec<Pull> = self
+            .json(Method::Get, &self.path(&format!("commits/{}/pulls", encode(sha))), None)
+            .await?;
+        Ok(pulls
+            .into_iter()
+            .filter(|pull| pull.state == "open" && pull.head.sha.eq_ignore_ascii_case(sha))
+            .map(|pull| pull.number)
+            .collect())
+    }
+
     /// The statuses of `sha`, newest first (the first page: GitHub's newest 100).
     pub(crate) async fn statuses(&self, sha: &str) -> anyhow::Result<Vec<CommitStatus>> {
         self.json(
@@ -355,6 +376,13 @@ impl GitHub {
                 Some(conclusion) => {
                     body["status"] = "completed".into();
                     body["conclusion"] = conclusion.into();
+                    // The button sends a `check_run` `requested_action` event: a maintainer's
+                    // click starts the run again on the same SHA (`trigger`).
+                    body["actions"] = serde_json::json!([{
+                        "label": "Re-run",
+                        "description": "Run the AMD PR test again",
+                        "identifier": RERUN_ACTION,
+                    }]);
                 }
                 None => body["status"] = "in_progress".into(),
             }

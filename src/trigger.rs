@@ -2,7 +2,9 @@
 //!
 //! A run starts from a `pull_request_target` event `labeled` with the trigger label (compared
 //! as GitHub's `if:` compares it: case-insensitively), a `workflow_dispatch` with a PR number
-//! and the head SHA the maintainer expects, or a merge queue's `merge_group` (`queue`).
+//! and the head SHA the maintainer expects, the "Re-run" button of prgate's check run (a
+//! `check_run` `requested_action`, like a dispatch of its SHA), or a merge queue's
+//! `merge_group` (`queue`).
 //! Whoever added the label must have GitHub's `write` or `admin` permission (maintain and custom
 //! roles based on them included; triage can label too, and may not); a bot may not. The label
 //! is removed, the head SHA is pinned from the event, and the PR is read again after the label
@@ -56,6 +58,26 @@ pub(crate) struct Event {
     pull_request: Option<EventPullRequest>,
     inputs: Option<DispatchInputs>,
     merge_group: Option<queue::MergeGroup>,
+    /// A `check_run` event: the "Re-run" button of prgate's check run.
+    check_run: Option<EventCheckRun>,
+    requested_action: Option<RequestedAction>,
+}
+
+#[derive(Debug, Deserialize)]
+struct EventCheckRun {
+    head_sha: String,
+    #[serde(default)]
+    pull_requests: Vec<Numbered>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Numbered {
+    number: u64,
+}
+
+#[derive(Debug, Deserialize)]
+struct RequestedAction {
+    identifier: String,
 }
 
 impl Event {
@@ -67,6 +89,8 @@ impl Event {
             sender: Some(Login { login: actor.to_owned(), kind: None }),
             pull_request: None,
             merge_group: None,
+            check_run: None,
+            requested_action: None,
             inputs: Some(DispatchInputs {
                 pr: Some(serde_json::Value::from(pr)),
                 sha: Some(sha.to_owned()),
@@ -182,41 +206,56 @@ pub(crate) async fn decide(
         return queue::decide(github, group, event.action.as_deref()).await;
     }
     let sender = event.sender.as_ref().map(|sender| sender.login.clone()).unwrap_or_default();
-    let (number, expected_sha, labeled) = match (&event.pull_request, &event.inputs) {
-        (Some(pr), _) => {
-            if event.action.as_deref() != Some("labeled") {
-                return Ok(Decision::Refuse(format!(
-                    "the event is '{}', not 'labeled'",
-                    event.action.as_deref().unwrap_or("none")
-                )));
-            }
-            let name = event.label.as_ref().map(|label| label.name.as_str()).unwrap_or_default();
-            // As the workflow's `if:` compares them: `Run-CI` is `run-ci`.
-            if name.to_lowercase() != label.to_lowercase() {
-                return Ok(Decision::Refuse(format!("the label added is '{name}', not '{label}'")));
-            }
-            let Some(sha) = normal_sha(&pr.head.sha) else {
-                bail!("the event's head SHA '{}' is not 40 hex digits", pr.head.sha);
-            };
-            (pr.number, sha, true)
-        }
-        (None, Some(inputs)) => {
-            let number = match &inputs.pr {
-                Some(serde_json::Value::Number(number)) => number.as_u64(),
-                Some(serde_json::Value::String(text)) => {
-                    text.trim().trim_start_matches('#').parse().ok()
+    let (number, expected_sha, labeled) = match (
+        &event.check_run,
+        &event.pull_request,
+        &event.inputs,
+    ) {
+        (Some(check), _, _) => match rerun_target(github, event, check).await? {
+            Ok((number, sha)) => (number, sha, false),
+            Err(reason) => return Ok(Decision::Refuse(reason)),
+        },
+        (None, pr, inputs) => match (pr, inputs) {
+            (Some(pr), _) => {
+                if event.action.as_deref() != Some("labeled") {
+                    return Ok(Decision::Refuse(format!(
+                        "the event is '{}', not 'labeled'",
+                        event.action.as_deref().unwrap_or("none")
+                    )));
                 }
-                _ => None,
-            };
-            let Some(number) = number else { bail!("the dispatch has no PR number in inputs.pr") };
-            let Some(sha) = inputs.sha.as_deref().and_then(normal_sha) else {
-                bail!("the dispatch needs the expected head SHA (40 hex digits) in inputs.sha");
-            };
-            (number, sha, false)
-        }
-        (None, None) => bail!(
-            "the event is neither a pull_request_target, a workflow_dispatch nor a merge_group"
-        ),
+                let name =
+                    event.label.as_ref().map(|label| label.name.as_str()).unwrap_or_default();
+                // As the workflow's `if:` compares them: `Run-CI` is `run-ci`.
+                if name.to_lowercase() != label.to_lowercase() {
+                    return Ok(Decision::Refuse(format!(
+                        "the label added is '{name}', not '{label}'"
+                    )));
+                }
+                let Some(sha) = normal_sha(&pr.head.sha) else {
+                    bail!("the event's head SHA '{}' is not 40 hex digits", pr.head.sha);
+                };
+                (pr.number, sha, true)
+            }
+            (None, Some(inputs)) => {
+                let number = match &inputs.pr {
+                    Some(serde_json::Value::Number(number)) => number.as_u64(),
+                    Some(serde_json::Value::String(text)) => {
+                        text.trim().trim_start_matches('#').parse().ok()
+                    }
+                    _ => None,
+                };
+                let Some(number) = number else {
+                    bail!("the dispatch has no PR number in inputs.pr")
+                };
+                let Some(sha) = inputs.sha.as_deref().and_then(normal_sha) else {
+                    bail!("the dispatch needs the expected head SHA (40 hex digits) in inputs.sha");
+                };
+                (number, sha, false)
+            }
+            (None, None) => bail!(
+                "the event is neither a pull_request_target, a workflow_dispatch, a merge_group nor a check_run"
+            ),
+        },
     };
     if sender.is_empty() {
         bail!("the event names no sender");
@@ -264,6 +303,36 @@ pub(crate) async fn decide(
             Err(error)
         }
     }
+}
+
+/// The PR and SHA of a check run's "Re-run" button, like a dispatch's: the check run's SHA,
+/// and its PR (from the event, else the open PR whose head it is). `Err` is a refusal.
+async fn rerun_target(
+    github: &GitHub,
+    event: &Event,
+    check: &EventCheckRun,
+) -> anyhow::Result<Result<(u64, String), String>> {
+    let identifier = event.requested_action.as_ref().map(|action| action.identifier.as_str());
+    if event.action.as_deref() != Some("requested_action")
+        || identifier != Some(crate::github::RERUN_ACTION)
+    {
+        return Ok(Err(format!(
+            "the check_run event is '{}' ({}), not prgate's re-run button",
+            event.action.as_deref().unwrap_or("none"),
+            identifier.unwrap_or("no action")
+        )));
+    }
+    let Some(sha) = normal_sha(&check.head_sha) else {
+        bail!("the check run's head SHA '{}' is not 40 hex digits", check.head_sha);
+    };
+    let number = match check.pull_requests.first() {
+        Some(pr) => pr.number,
+        None => match github.open_pulls_of(&sha).await?.first() {
+            Some(number) => *number,
+            None => return Ok(Err(format!("no open pull request has the head {sha}"))),
+        },
+    };
+    Ok(Ok((number, sha)))
 }
 
 /// The PR read again now that the label is gone: still open, still at the expected head, its

@@ -266,6 +266,11 @@ impl Respond for Hub {
                     state.statuses.entry((*sha).to_owned()).or_default().insert(0, status.clone());
                     json_response(201, status)
                 }
+                ("GET", ["repos", "amd", "mono", "commits", sha, "pulls"]) => {
+                    let head = state.pr["head"]["sha"].as_str().unwrap_or_default();
+                    let pulls = if head.eq_ignore_ascii_case(sha) { vec![state.pr.clone()] } else { Vec::new() };
+                    json_response(200, Value::Array(pulls))
+                }
                 ("GET", ["repos", "amd", "mono", "commits", sha, "statuses"]) => json_response(
                     200,
                     Value::Array(state.statuses.get(*sha).cloned().unwrap_or_default()),
@@ -898,6 +903,9 @@ async fn ci_with_an_app_token_keeps_one_comment_and_one_check_run_across_stages(
         assert_eq!(bodies.first().expect("created")["status"], "in_progress");
         let last = bodies.last().expect("updated");
         assert_eq!(last["conclusion"], "failure", "{last}");
+        // A completed run has the button that starts the test again.
+        assert_eq!(last["actions"][0]["identifier"], "prgate-rerun", "{last}");
+        assert_eq!(last["actions"][0]["label"], "Re-run");
         assert_eq!(state.statuses[&head][0]["state"], "error");
     });
 }
@@ -917,4 +925,51 @@ async fn a_passing_status_someone_else_posted_keeps_nothing() {
         std::fs::read_to_string(fixture.work.path().join("ci/state/plan.json")).expect("plan");
     assert!(plan.contains("posted by octokit-fixture-user-a, not prgate"), "{plan}");
     assert!(!fixture.work.path().join("ci/state/settled.txt").exists());
+}
+
+/// A `check_run` `requested_action` event for prgate's "Re-run" button on `head`, by `sender`,
+/// shaped as GitHub documents it (a fork's PR is not in `pull_requests`).
+fn rerun_clicked(sender: &str, head: &str, identifier: &str, pull_requests: Value) -> Value {
+    let mut event = json!({
+        "action": "requested_action",
+        "check_run": {
+            "id": 9000, "name": "AMD PR test details", "head_sha": head, "status": "completed",
+            "conclusion": "failure", "pull_requests": pull_requests,
+        },
+        "requested_action": { "identifier": identifier },
+    });
+    // The sender and repository as the real payloads carry them.
+    let real = fixture("pull_request_labeled.payload.json");
+    event["sender"] = real["sender"].clone();
+    event["sender"]["login"] = json!(sender);
+    event["repository"] = real["repository"].clone();
+    event
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_check_runs_rerun_button_starts_the_test_again_for_a_maintainer() {
+    let (server, hub) = hub(SHA, BASE_SHA, "run-ci").await;
+    hub.with(|state| state.labels.clear());
+    // A fork's PR: the event names no PR, the commit's pulls do.
+    let (run, dir) = trigger(&server, &rerun_clicked("lead", SHA, "prgate-rerun", json!([]))).await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(pinned(&dir)["sha"], SHA);
+    assert_eq!(pinned(&dir)["number"], 7);
+    assert_eq!(hub.requested("DELETE", "/repos/amd/mono/issues/7/labels"), 0, "no label to remove");
+
+    // Someone who may not start runs, and another button: refused.
+    hub.with(|state| {
+        state.permissions.insert("helper".to_owned(), permission("read", "triage"));
+    });
+    let named = json!([{ "number": 7, "head": { "sha": SHA } }]);
+    let (run, _dir) =
+        trigger(&server, &rerun_clicked("helper", SHA, "prgate-rerun", named.clone())).await;
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("helper has the triage (permission read) role"), "{}", run.stderr);
+    let asked = hub.with(|state| state.requests.len());
+    let (run, _dir) =
+        trigger(&server, &rerun_clicked("lead", SHA, "other-app-button", named)).await;
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("not prgate's re-run button"), "{}", run.stderr);
+    assert_eq!(hub.with(|state| state.requests.len()), asked, "nothing asked of GitHub");
 }

@@ -45,6 +45,7 @@ fn the_templates_listen_to_the_merge_queue() {
         let on = block(&template(name), "on:");
         assert!(on.contains("\n  merge_group:\n    types: [checks_requested]"), "{name}: {on}");
         assert!(on.contains("pull_request_target:") && on.contains("workflow_dispatch:"), "{name}");
+        assert!(on.contains("\n  check_run:\n    types: [requested_action]"), "{name}: {on}");
     }
 }
 
@@ -128,7 +129,8 @@ impl Expression<'_> {
                 i += 2;
             } else {
                 let start = i;
-                while i < chars.len() && (chars[i].is_alphanumeric() || "._-".contains(chars[i])) {
+                while i < chars.len() && (chars[i].is_alphanumeric() || "._-[]".contains(chars[i]))
+                {
                     i += 1;
                 }
                 assert!(i > start, "cannot read '{c}' in {text}");
@@ -211,7 +213,18 @@ impl Expression<'_> {
         }
         token
             .split('.')
-            .fold(self.context.clone(), |value, key| value.get(key).cloned().unwrap_or(Value::Null))
+            // `a.b[0].c`: properties, and indexes into arrays.
+            .fold(self.context.clone(), |value, key| {
+                let (name, index) = match key.split_once('[') {
+                    Some((name, rest)) => (name, rest.trim_end_matches(']').parse::<usize>().ok()),
+                    None => (key, None),
+                };
+                let value = value.get(name).cloned().unwrap_or(Value::Null);
+                match index {
+                    Some(index) => value.get(index).cloned().unwrap_or(Value::Null),
+                    None => value,
+                }
+            })
     }
 }
 
@@ -263,6 +276,21 @@ fn a_refused_event_never_shares_a_group_with_an_accepted_run() {
         let mut dispatch = fixture("workflow_dispatch_payload.json");
         dispatch["inputs"] = json!({ "pr": 7, "sha": "1111111111111111111111111111111111111111" });
         assert_eq!(of("workflow_dispatch", &dispatch, "lead"), maintainer, "{name}");
+        // The check run's "Re-run" button, clicked by the same maintainer: the same group; on a
+        // fork's PR (no PR in the event), a group of the SHA and the sender.
+        let rerun = |pull_requests: Value| {
+            json!({
+                "action": "requested_action",
+                "check_run": { "head_sha": "1111111111111111111111111111111111111111", "pull_requests": pull_requests },
+                "requested_action": { "identifier": "prgate-rerun" },
+            })
+        };
+        assert_eq!(of("check_run", &rerun(json!([{ "number": 7 }])), "lead"), maintainer, "{name}");
+        assert_eq!(
+            of("check_run", &rerun(json!([])), "lead"),
+            "amd-pr-test-1111111111111111111111111111111111111111-lead",
+            "{name}"
+        );
         // Another label (its jobs are skipped) and a merge queue commit: groups of their own.
         let other = of("pull_request_target", &labeled("bug", "lead"), "lead");
         assert_eq!(other, "amd-pr-test-not-run-ci-4242", "{name}");
