@@ -141,7 +141,6 @@ fn run_pr(
 
     let base = crate::gate::BaseSide::read(repo, &plan)?;
     let title = Some(pr.title);
-    let rules = prgate_gate::rules::judge_rules(&plan, title, &base.config, &base.policy);
     let gain_required = prgate_gate::title::requires_gain(title, &base.config.gain.types);
     let python = PathBuf::from("python3");
     let run = RunRequest {
@@ -176,9 +175,11 @@ fn run_pr(
         writeln!(out, "    note: {note}")?;
     }
 
-    let records = ResultsDir::open(&results)?.records()?;
-    let evidence: Vec<_> = records.into_iter().map(|(_step, record)| record).collect();
-    let verdict = prgate_gate::judge(&plan, &evidence, rules, gain_required, &base.config)
+    let results_dir = ResultsDir::open(&results)?;
+    let evidence: Vec<_> =
+        results_dir.records()?.into_iter().map(|(_step, record)| record).collect();
+    let job = crate::gate::read_job(&results_dir.job_path(), &plan)?;
+    let verdict = crate::gate::judge_final(&plan, Some(&job), &evidence, title, &base)
         .map_err(|error| anyhow::anyhow!("judging the evidence: {}", error.problem))?;
     write_json(&results.join("verdict.json"), &verdict)?;
     write_pr_files(&results, &plan, &verdict, pr, node)?;
@@ -266,7 +267,8 @@ fn result_word(verdict: &Verdict) -> &'static str {
         .any(|section| matches!(section.state, State::Warn | State::AuthorProvided));
     match verdict.result {
         State::Pass if warned => "PASS (warnings)",
-        State::Pass => "PASS",
+        State::Pass | State::NothingToCheck | State::NotJudged => "PASS",
+        State::Error => "ERROR (could not judge)",
         State::Warn => "PASS (warnings)",
         State::AuthorProvided => "PASS (author-provided)",
         State::Pending => "PENDING",
@@ -279,7 +281,7 @@ fn result_word(verdict: &Verdict) -> &'static str {
 fn why(verdict: &Verdict) -> Vec<String> {
     const SHOWN: usize = 4;
     let items: Vec<_> = verdict.sections.iter().flat_map(|section| &section.items).collect();
-    let worst = [State::Fail, State::Pending, State::AuthorProvided, State::Warn]
+    let worst = [State::Fail, State::Error, State::Pending, State::AuthorProvided, State::Warn]
         .into_iter()
         .find(|state| items.iter().any(|item| item.state == *state));
     let Some(worst) = worst else { return Vec::new() };

@@ -519,7 +519,10 @@ fn state_md(state: State) -> &'static str {
         State::Warn => "⚠️ warn",
         State::AuthorProvided => "📝 author-provided",
         State::Pending => "⏳ pending",
+        State::Error => "🛑 **could not be judged**",
         State::Fail => "❌ **fail**",
+        State::NothingToCheck => "➖ nothing to check",
+        State::NotJudged => "◻️ not judged",
     }
 }
 

@@ -203,7 +203,7 @@ fn check(plan: &Plan, evidence: &[Evidence], title: Option<&str>) -> String {
     };
     let mut out = format!("result {}", verdict.result.as_str());
     for section in &verdict.sections {
-        for item in section.items.iter().filter(|item| item.state != State::Pass) {
+        for item in section.items.iter().filter(|item| item.state > State::Pass) {
             out.push_str(&format!(
                 "\n{} {} {}: {}",
                 section.name.title(),
@@ -335,6 +335,7 @@ fn every_rule_decides_on_fixture_evidence() {
                         reason: NotRunReason::NoCheckpoint,
                         detail: String::new(),
                         subject: None,
+                        failed_on: None,
                     },
                 ));
             }),
@@ -380,6 +381,7 @@ fn every_rule_decides_on_fixture_evidence() {
                         reason: NotRunReason::Timeout,
                         detail: String::new(),
                         subject: None,
+                        failed_on: None,
                     },
                 ));
                 e.push(tests("kimi", Check::UnitTests, Side::Pr, &["test_new"]));
@@ -555,7 +557,7 @@ proptest! {
         let mut evidence = passing();
         evidence.extend(speed("kimi", 8, true, &changes));
         evidence.push(record(Some("kimi"), Check::Speed, Side::Both, Outcome::SpeedNoise { concurrency: 8, log_ratio_variance: 0.0004 }));
-        evidence.push(record(None, Check::CommonTests, Side::Pr, Outcome::NotRun { reason: NotRunReason::Timeout, detail: "after 3600 s".into(), subject: None }));
+        evidence.push(record(None, Check::CommonTests, Side::Pr, Outcome::NotRun { reason: NotRunReason::Timeout, detail: "after 3600 s".into(), subject: None, failed_on: None }));
         for record in &evidence {
             let text = serde_json::to_string(record).expect("serializes");
             let back: Evidence = serde_json::from_str(&text).expect("parses");
@@ -577,3 +579,5 @@ fn a_new_models_kernels_need_no_base_timing() {
     let out = check(&standard_plan(), &evidence, None);
     assert!(out.contains("Kernel microbenchmark pending kimi"), "{out}");
 }
+
+mod fail_closed;
