@@ -275,8 +275,8 @@ pub(crate) fn check_annotations(
     for section in &verdict.sections {
         for item in &section.items {
             let level = match item.state {
-                State::Pass => continue,
-                State::Fail => "failure",
+                State::Pass | State::NothingToCheck | State::NotJudged => continue,
+                State::Fail | State::Error => "failure",
                 State::Warn | State::AuthorProvided => "warning",
                 State::Pending => "notice",
             };
@@ -288,10 +288,14 @@ pub(crate) fn check_annotations(
                 end_line: 1,
                 annotation_level: level,
                 title: terminal(&format!("AMD PR test: {}", section.name.title())),
-                message: terminal(&format!(
-                    "{who}{}: {}\nrule: {}",
-                    item.check, item.summary, item.rule
-                )),
+                // Plain text, lines kept: each part inert, the line break ours.
+                message: format!(
+                    "{}{}: {}\nrule: {}",
+                    terminal(&who),
+                    terminal(&item.check),
+                    terminal(&item.summary),
+                    terminal(&item.rule)
+                ),
             });
         }
     }

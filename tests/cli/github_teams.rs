@@ -546,7 +546,10 @@ fn published() -> Published {
         repo.path(),
         &["gate", "--plan", &path(&plan_path), "--evidence", &path(&evidence), "--format", "json"],
     );
-    assert_eq!(verdict.code, 1, "pending: {}", verdict.stderr);
+    // No evidence: not a pass (pending while a run goes; `error` once it is judged final).
+    assert!(matches!(verdict.code, 1 | 2), "not a pass: {}", verdict.stderr);
+    let parsed: Value = serde_json::from_str(&verdict.stdout).expect("a verdict");
+    assert_ne!(parsed["result"], "pass", "{parsed}");
     std::fs::write(dir.path().join("verdict.json"), verdict.stdout).expect("write the verdict");
     Published { _repo: repo, dir, head }
 }
@@ -683,8 +686,11 @@ async fn an_app_token_posts_a_check_run_beside_the_status() {
         let body = &state.check_runs.values().next().expect("a check run")[0];
         assert_eq!(body["name"], "AMD PR test details");
         assert_eq!(body["head_sha"], published.head.as_str());
-        // The verdict is pending (no evidence): the run is in progress, not concluded.
-        assert_eq!(body["status"], "in_progress", "{body}");
+        // The verdict of a run with no evidence is `error`: a failure, never a pass, with
+        // the button that runs the test again.
+        assert_eq!(body["status"], "completed", "{body}");
+        assert_eq!(body["conclusion"], "failure", "{body}");
+        assert_eq!(body["actions"][0]["identifier"], "prgate-rerun", "{body}");
         let summary = body["output"]["summary"].as_str().expect("a summary");
         assert!(!summary.contains(MARKER) && summary.contains("AMD PR test"), "{summary}");
         let annotations = body["output"]["annotations"].as_array().expect("annotations");
@@ -692,7 +698,9 @@ async fn an_app_token_posts_a_check_run_beside_the_status() {
         for annotation in annotations {
             assert_eq!(annotation["path"], "pkg/models/alpha/layer.py", "{annotation}");
             assert_eq!(annotation["start_line"], 1);
-            assert_eq!(annotation["annotation_level"], "notice", "{annotation}");
+            assert_eq!(annotation["annotation_level"], "failure", "{annotation}");
+            let message = annotation["message"].as_str().expect("a message");
+            assert!(message.starts_with("alpha: ") && message.contains("\nrule: "), "{message}");
         }
     });
 }
