@@ -79,6 +79,8 @@ struct State {
     graphql: bool,
     /// Every request: method and path with query.
     requests: Vec<(String, String)>,
+    /// How many times a comment was edited.
+    edits: usize,
 }
 
 impl State {
@@ -250,6 +252,7 @@ impl Respond for Hub {
                     match state.comments.iter_mut().find(|comment| comment.id == id) {
                         Some(comment) if comment.login == author => {
                             comment.body = body["body"].as_str().unwrap_or_default().to_owned();
+                            state.edits += 1;
                             json_response(200, State::comment_json(comment))
                         }
                         Some(_) => json_response(403, json!({ "message": "Resource not accessible by integration" })),
@@ -980,4 +983,45 @@ async fn the_check_runs_rerun_button_starts_the_test_again_for_a_maintainer() {
     assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
     assert!(run.stderr.contains("not prgate's re-run button"), "{}", run.stderr);
     assert_eq!(hub.with(|state| state.requests.len()), asked, "nothing asked of GitHub");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ci_with_an_app_token_edits_one_comment_on_every_progress_update() {
+    // Slow enough tokens that the comment is edited while the run goes.
+    let sample = crate::run::Sample {
+        output_len: 64,
+        gate: crate::run::TWO_PAIRS,
+        ..crate::run::Sample::default()
+    };
+    let fixture = crate::run::Fixture::new(&sample);
+    let rev = |name: &str| fixture.repo.git(&["rev-parse", name]).trim().to_owned();
+    let (head, base) = (rev("pr"), rev("main"));
+    let (server, hub) = hub(&head, &base, "run-ci").await;
+    hub.with(|state| state.app = Some("my-app".to_owned()));
+    let event = write_event(&fixture, &labeled("lead", "run-ci", &head));
+    let node = fixture.node.to_str().expect("UTF-8").to_owned();
+    let args = [
+        "--event",
+        &event,
+        "--node",
+        &node,
+        "--isolation",
+        "host",
+        "--preflight",
+        "off",
+        "--update-every",
+        "1s",
+    ];
+    let run = ci(&server, &fixture, &args).await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    hub.with(|state| {
+        assert_eq!(state.comments.len(), 1, "{:?}", state.comments);
+        assert_eq!(state.comments[0].login, "my-app[bot]");
+        // Created once with the plan; every update after (progress, the verdict) edits it.
+        assert!(state.edits >= 1, "the verdict edits it: {} edits", state.edits);
+        assert!(state.comments[0].body.contains("AMD PR test: pass"), "{}", state.comments[0].body);
+    });
+    // Asked once, then kept.
+    assert_eq!(hub.requested("GET", "/user"), 1);
+    assert_eq!(hub.requested("POST", "/graphql"), 1);
 }
