@@ -36,7 +36,9 @@
 //!   lower bound on the makespan; pure;
 //! - [`slurm`]: the SLURM executor: a run as one batch job per model, their states read with
 //!   `squeue` and `scontrol`, cancelled by name, gathered into one results directory, and a
-//!   job that did not complete recorded as `not-run` evidence (`docs/slurm.md`).
+//!   job that did not complete recorded as `not-run` evidence (`docs/slurm.md`);
+//! - [`untrusted`]: reading a file of a PR's tree or a container's output folder: a regular
+//!   file below its root, no link followed at any component, size-capped.
 
 pub mod accuracy;
 pub mod bench;
@@ -54,3 +56,4 @@ pub mod run;
 pub mod schedule;
 pub mod sim_server;
 pub mod slurm;
+pub mod untrusted;

@@ -350,28 +350,6 @@ impl Exec<'_> {
     }
 }
 
-/// The largest file a command may hand back (JUnit XML, metrics, timings, results).
-pub(super) const MAX_UNTRUSTED_FILE: u64 = 64 * 1024 * 1024;
-
-/// Whether `path`, written by a command from the PR, may be read: a regular file (not a
-/// symbolic link to somewhere else on the host) of at most [`MAX_UNTRUSTED_FILE`] bytes.
-pub(super) fn untrusted_file(path: &Path) -> Result<(), String> {
-    let metadata =
-        std::fs::symlink_metadata(path).map_err(|error| format!("{}: {error}", path.display()))?;
-    if !metadata.file_type().is_file() {
-        return Err(format!("{}: not a regular file; it is not read", path.display()));
-    }
-    if metadata.len() > MAX_UNTRUSTED_FILE {
-        return Err(format!(
-            "{}: {} bytes, more than the {} a result may have; it is not read",
-            path.display(),
-            metadata.len(),
-            MAX_UNTRUSTED_FILE
-        ));
-    }
-    Ok(())
-}
-
 /// The host environment of a command: the minimal one, `env`, and each secret by its name
 /// from the runner's `PRGATE_SECRET_<NAME>`.
 fn host_environment(env: &[(String, String)], secrets: &[String]) -> Environment {

@@ -9,7 +9,7 @@ use prgate_gate::evidence::{Check, KernelSamples, NotRunReason, Outcome, Provena
 use prgate_gate::speed::{CellContext, Pair, needs_another_pair};
 use prgate_scope::plan::{ModelPlan, Tier};
 
-use super::exec::{Command, Exec, untrusted_file};
+use super::exec::{Command, Exec};
 use super::progress::Progress;
 use super::server::{Launch, Server, ServerFailure, routing, server_log_tail, with_log_tail};
 use super::{
@@ -26,6 +26,7 @@ use crate::recipe::{
     SpeedFormat, SpeedRun, SpeedSweep,
 };
 use crate::results::{EventWriter, ResultsDir, StepId};
+use crate::untrusted::{self, MAX_RESULT_FILE};
 
 /// A step's time limit when the recipe gives none.
 const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(60 * 60);
@@ -601,7 +602,12 @@ impl Runner<'_> {
         let base_tree = job.base_tree?;
         let evaluator = match &benchmark.evaluator {
             Evaluator::Builtin(builtin) => {
-                let dataset = std::fs::read(base_tree.join(&builtin.dataset)).ok()?;
+                let dataset = untrusted::read(
+                    base_tree,
+                    Path::new(&builtin.dataset),
+                    accuracy::MAX_DATASET_FILE,
+                )
+                .ok()?;
                 format!(
                     "builtin dataset={:?} {} limit={:?}",
                     builtin.dataset,
@@ -681,12 +687,13 @@ impl Runner<'_> {
         let server_tail = || server_log_tail(&launch.log);
         match &benchmark.evaluator {
             Evaluator::Builtin(builtin) => {
-                let questions = match accuracy::read_dataset(&launch.tree.join(&builtin.dataset)) {
-                    Ok(questions) => questions,
-                    Err(error) => {
-                        return not_run(NotRunReason::Other, error.to_string(), Some(name));
-                    }
-                };
+                let questions =
+                    match accuracy::read_dataset(launch.tree, Path::new(&builtin.dataset)) {
+                        Ok(questions) => questions,
+                        Err(error) => {
+                            return not_run(NotRunReason::Other, error.to_string(), Some(name));
+                        }
+                    };
                 let mut config = EvalConfig::new(&serving.url, SERVED_MODEL);
                 config.limit = builtin.limit.map(|limit| limit as usize);
                 match accuracy::evaluate(&config, &questions) {
@@ -740,13 +747,13 @@ impl Runner<'_> {
                 // The recipe's metrics file, else sgl-eval's one run directory under it.
                 let metrics = results.join(&external.metrics);
                 let run_dir = if metrics.file_name() == Some(sgl_eval::METRICS_FILE.as_ref())
-                    && metrics.is_file()
+                    && untrusted::open_path(&results, &metrics).is_ok()
                 {
                     Ok(metrics.parent().unwrap_or(&results).to_path_buf())
                 } else {
                     sgl_eval::find_run_dir(&results)
                 };
-                match run_dir.and_then(|run_dir| sgl_eval::read_run(&run_dir, name)) {
+                match run_dir.and_then(|run_dir| sgl_eval::read_run(&results, &run_dir, name)) {
                     Ok(outcome) => outcome,
                     Err(error) => {
                         not_run(NotRunReason::Crash, with_log_tail(error, &log), Some(name))
@@ -1129,8 +1136,8 @@ impl Runner<'_> {
             _ => String::new(),
         })?;
         let path = results.join(&external.result);
-        let text = std::fs::read_to_string(&path)
-            .map_err(|error| with_log_tail(format!("{}: {error}", path.display()), &log))?;
+        let text = untrusted::read_to_string(results, Path::new(&external.result), MAX_RESULT_FILE)
+            .map_err(|error| with_log_tail(error.to_string(), &log))?;
         let records = match external.format {
             SpeedFormat::BenchServing => bench::parse_bench_serving_jsonl(&text),
             SpeedFormat::Inferencex => bench::parse_inferencex_json(&text),
@@ -1336,10 +1343,11 @@ fn pytest(exec: &Exec<'_>, run: &TestRun<'_>, log_dir: &Path, purpose: String) -
     if let Err(outcome) = exec.run(&command) {
         return outcome;
     }
-    match untrusted_file(&junit_xml)
+    match untrusted::read_path(log_dir, &junit_xml, MAX_RESULT_FILE)
         .map_err(|problem| problem.to_string())
-        .and_then(|()| junit::read_junit_file(&junit_xml).map_err(|error| error.to_string()))
-    {
+        .and_then(|xml| {
+            junit::parse_junit(&xml).map_err(|error| format!("{}: {error}", junit_xml.display()))
+        }) {
         Ok(results) => Outcome::Tests { results },
         Err(error) => not_run(NotRunReason::Crash, with_log_tail(error, &log), None),
     }
@@ -1376,11 +1384,8 @@ fn timing(
         if let Err(outcome) = exec.run(&command) {
             return outcome;
         }
-        let parsed = untrusted_file(&output)
-            .and_then(|()| {
-                std::fs::read_to_string(&output)
-                    .map_err(|error| format!("{}: {error}", output.display()))
-            })
+        let parsed = untrusted::read_to_string(log_dir, Path::new(&file), MAX_RESULT_FILE)
+            .map_err(|error| error.to_string())
             .and_then(|text| {
                 parse_timing_output(&text, &script.name).map_err(|error| error.to_string())
             });
