@@ -423,7 +423,7 @@ impl Engine {
             })?;
         let stdout = read_all(child.stdout.take());
         let stderr = read_all(child.stderr.take());
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::process::deadline_after(timeout);
         let mut pause = Duration::from_millis(2);
         let status = loop {
             let waited = child.try_wait().map_err(|source| ContainerError::Spawn {
@@ -520,7 +520,7 @@ impl Container {
         container_port: u16,
         timeout: Duration,
     ) -> Result<SocketAddr, ContainerError> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::process::deadline_after(timeout);
         loop {
             let last = match self.engine.host_port(&self.name, container_port) {
                 Ok(address) => return Ok(address),
@@ -553,7 +553,7 @@ impl Container {
     /// ([`Container::stop`]). The exit status is the engine client's: the command's, or 125
     /// to 127 when the engine could not run it.
     pub fn wait_with_timeout(&mut self, timeout: Duration) -> Result<Finished, ContainerError> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::process::deadline_after(timeout);
         let mut pause = Duration::from_millis(5);
         loop {
             if let Some(status) = self.client.try_wait()? {

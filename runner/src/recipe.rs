@@ -923,7 +923,13 @@ fn check_selection(selection: &str) -> Result<(), String> {
         .map_err(|problem| format!("{problem} (a path from the repository's root, then ::test)"))
 }
 
-/// Reads a duration written as numbers with units, largest first: `90s`, `20m`, `1h30m`.
+/// The longest duration a recipe may give: a week (168h). Longer is an error, so that no
+/// deadline computed from a PR's recipe overflows (`u64::MAX` seconds would panic when added
+/// to an instant); the deadlines saturate as well (`crate::process::deadline_after`).
+pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Reads a duration written as numbers with units, largest first: `90s`, `20m`, `1h30m`; at
+/// most [`MAX_DURATION`].
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let problem = || "must be a duration such as \"90s\", \"20m\" or \"1h30m\"".to_owned();
     let mut seconds: u64 = 0;
@@ -956,6 +962,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     }
     if seconds == 0 {
         return Err("must be longer than zero".to_owned());
+    }
+    if seconds > MAX_DURATION.as_secs() {
+        return Err(format!("must be at most {}h (a week)", MAX_DURATION.as_secs() / 3600));
     }
     Ok(Duration::from_secs(seconds))
 }
