@@ -46,6 +46,7 @@
 //! [`sgl_eval`] reads the `metrics.json` that `sgl-eval run` writes, and its per-sample
 //! `output-rs0.jsonl` when there is one, into the same outcome.
 
+pub mod gated;
 pub mod sgl_eval;
 
 use std::collections::BTreeSet;

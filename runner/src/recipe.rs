@@ -121,8 +121,13 @@ pub struct AccuracyBenchmark {
     pub name: String,
     /// Who scores the answers.
     pub evaluator: Evaluator,
-    /// The secret a gated dataset needs (e.g. `HF_TOKEN`); `None` when it is not gated.
+    /// The secret a gated dataset needs (e.g. `HF_TOKEN`); `None` when it is not gated. Only
+    /// prgate's own fetch of [`AccuracyBenchmark::hub_dataset`] uses it: the command never
+    /// gets it.
     pub token: Option<String>,
+    /// The hub dataset prgate fetches for the command before it runs (`org/name@<commit>`),
+    /// read-only at `/datasets` in its container; required with `token`.
+    pub hub_dataset: Option<crate::accuracy::gated::HubDataset>,
 }
 
 /// Who scores an accuracy benchmark.
@@ -746,6 +751,23 @@ impl Checker<'_> {
                 check_secret_name(token)
                     .map_err(|problem| self.value(&key("token"), token, problem))?;
             }
+            let hub_dataset = raw
+                .hub_dataset
+                .as_deref()
+                .map(|text| {
+                    crate::accuracy::gated::HubDataset::parse(text)
+                        .map_err(|problem| self.value(&key("hub-dataset"), &text, problem))
+                })
+                .transpose()?;
+            if raw.token.is_some() && hub_dataset.is_none() {
+                return Err(self.key(
+                    &key("hub-dataset"),
+                    "is missing: a benchmark with a token names the dataset prgate fetches with it (org/name@<commit>); its command never gets the token",
+                ));
+            }
+            if hub_dataset.is_some() && matches!(raw.evaluator, RawEvaluator::Builtin) {
+                return Err(self.key(&key("hub-dataset"), "only the external evaluator has it"));
+            }
             let misplaced = |field: &str, kind: &str| {
                 self.key(&key(field), format!("only the {kind} evaluator has it"))
             };
@@ -788,7 +810,12 @@ impl Checker<'_> {
                     Evaluator::Builtin(BuiltinEvaluator { dataset, limit: raw.limit })
                 }
             };
-            benchmarks.push(AccuracyBenchmark { name: raw.name, evaluator, token: raw.token });
+            benchmarks.push(AccuracyBenchmark {
+                name: raw.name,
+                evaluator,
+                token: raw.token,
+                hub_dataset,
+            });
         }
         Ok(benchmarks)
     }
@@ -1026,6 +1053,7 @@ struct RawAccuracy {
     name: String,
     evaluator: RawEvaluator,
     token: Option<String>,
+    hub_dataset: Option<String>,
     command: Option<String>,
     metrics: Option<String>,
     dataset: Option<String>,

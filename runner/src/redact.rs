@@ -13,6 +13,7 @@
 //! ordinary text into noise, and a secret that short protects nothing.
 
 use std::borrow::Cow;
+use std::path::Path;
 use std::sync::OnceLock;
 
 use crate::node::SECRET_ENV_PREFIX;
@@ -111,6 +112,27 @@ pub fn redact(text: &str) -> Cow<'_, str> {
 /// [`redact`] for bytes.
 pub fn redact_bytes(bytes: &[u8]) -> Cow<'_, [u8]> {
     runner_redactor().redact_bytes(bytes)
+}
+
+/// The largest log [`redact_log`] rewrites: 1 GiB. A longer one is cut to its last 1 GiB.
+pub const MAX_LOG_BYTES: u64 = 1 << 30;
+
+/// Redacts the runner's secret values from the log at `path` in place, once the command that
+/// wrote it has ended: a log is written by the command itself (its standard output), so what a
+/// command printed is redacted when it is done. Does nothing when the runner has no secret or
+/// the log holds none; a log that is not a regular file of its folder is left alone (it is not
+/// read either, `crate::untrusted`). The rewrite is atomic.
+pub fn redact_log(path: &Path) -> std::io::Result<()> {
+    let redactor = runner_redactor();
+    if redactor.is_empty() {
+        return Ok(());
+    }
+    let Ok(opened) = crate::untrusted::open_in_parent(path) else { return Ok(()) };
+    let (bytes, _cut) = crate::untrusted::read_tail(opened, MAX_LOG_BYTES)?;
+    if let Cow::Owned(redacted) = redactor.redact_bytes(&bytes) {
+        crate::results::write_atomically(path, &redacted)?;
+    }
+    Ok(())
 }
 
 /// `haystack` with every `needle` replaced, or `None` when there is none.

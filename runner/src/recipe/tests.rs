@@ -230,6 +230,11 @@ fn every_kind_of_error_names_the_file_the_key_and_the_value() {
             format!("{MINIMAL}{}", external.replace(" --out {results}", "")),
         ),
         ("bad token name", format!("{MINIMAL}{builtin}token = \"hf token\"\n")),
+        ("token without hub dataset", format!("{MINIMAL}{external}token = \"HF_TOKEN\"\n")),
+        (
+            "hub dataset not pinned",
+            format!("{MINIMAL}{external}token = \"HF_TOKEN\"\nhub-dataset = \"org/set@main\"\n"),
+        ),
         ("benchmark name twice", format!("{MINIMAL}{builtin}{builtin}")),
         ("no concurrencies", format!("{MINIMAL}{}", speed.replace("[1, 4]", "[]"))),
         ("descending concurrencies", format!("{MINIMAL}{}", speed.replace("[1, 4]", "[4, 1]"))),

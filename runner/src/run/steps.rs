@@ -16,7 +16,7 @@ use super::{
     CommonSource, RecipeSource, RunError, RunRequest, RunSummary, any_missing, evidence, not_run,
     recipe_hash, recorded_pairs,
 };
-use crate::accuracy::{self, EvalConfig, sgl_eval};
+use crate::accuracy::{self, EvalConfig, gated, sgl_eval};
 use crate::bench::{self, BenchConfig, Endpoint};
 use crate::cache::{AccuracyKey, Cache, NoiseKey};
 use crate::junit::{self, PytestCommand};
@@ -238,7 +238,7 @@ impl Runner<'_> {
             tree,
             out: &out,
             env: self.exec.side_env(tree),
-            secrets: Vec::new(),
+            datasets: None,
             log: log.clone(),
             timeout: self.limit(timeout.unwrap_or(DEFAULT_STEP_TIMEOUT)),
             gpus: &[],
@@ -710,13 +710,38 @@ impl Runner<'_> {
             }
             Evaluator::External(external) => {
                 // The node lists the secret, but its value must be there at run time too.
+                let mut token_value = None;
                 if let Some(token) = &benchmark.token {
                     let variable = crate::node::secret_env_var(token);
-                    if std::env::var_os(&variable).is_none_or(|value| value.is_empty()) {
-                        let detail = format!(
-                            "benchmark {name} reads a gated dataset: the node lists the secret {token}, but {variable} is not set for this run"
-                        );
-                        return not_run(NotRunReason::GatedDataset, detail, Some(name));
+                    match std::env::var(&variable) {
+                        Ok(value) if !value.is_empty() => token_value = Some(value),
+                        _ => {
+                            let detail = format!(
+                                "benchmark {name} reads a gated dataset: the node lists the secret {token}, but {variable} is not set for this run"
+                            );
+                            return not_run(NotRunReason::GatedDataset, detail, Some(name));
+                        }
+                    }
+                }
+                // A hub dataset is fetched here, by prgate, with the token; the command gets
+                // the dataset read-only and never the token (accuracy::gated).
+                let datasets = gated::cache_root(self.request.node.cache_dir());
+                let mut dataset_env = Vec::new();
+                if let Some(dataset) = &benchmark.hub_dataset {
+                    match gated::fetch(
+                        &gated::endpoint(),
+                        dataset,
+                        token_value.as_deref(),
+                        &datasets,
+                    ) {
+                        Ok(snapshot) => dataset_env.push((
+                            "PRGATE_DATASET".to_owned(),
+                            self.exec.dataset_view(&datasets, &snapshot),
+                        )),
+                        Err(error) => {
+                            let reason = NotRunReason::GatedDataset;
+                            return not_run(reason, error.to_string(), Some(name));
+                        }
                     }
                 }
                 let results = launch.log.with_file_name(format!("accuracy-{name}"));
@@ -733,8 +758,8 @@ impl Runner<'_> {
                     argv,
                     tree: launch.tree,
                     out: &results,
-                    env: launch.env.clone(),
-                    secrets: benchmark.token.iter().cloned().collect(),
+                    env: launch.env.iter().cloned().chain(dataset_env).collect(),
+                    datasets: benchmark.hub_dataset.as_ref().map(|_| datasets.as_path()),
                     log: log.clone(),
                     timeout: self.limit(recipe.timeouts().accuracy.unwrap_or(DEFAULT_STEP_TIMEOUT)),
                     gpus: &[],
@@ -1124,7 +1149,7 @@ impl Runner<'_> {
             tree: launch.tree,
             out: results,
             env: launch.env.clone(),
-            secrets: Vec::new(),
+            datasets: None,
             log: log.clone(),
             timeout,
             gpus: &[],
@@ -1333,7 +1358,7 @@ fn pytest(exec: &Exec<'_>, run: &TestRun<'_>, log_dir: &Path, purpose: String) -
         tree: run.tree,
         out: log_dir,
         env,
-        secrets: Vec::new(),
+        datasets: None,
         log: log.clone(),
         timeout: run.timeout,
         gpus: run.gpus,
@@ -1374,7 +1399,7 @@ fn timing(
             tree,
             out: log_dir,
             env: exec.side_env(tree),
-            secrets: Vec::new(),
+            datasets: None,
             log: log.clone(),
             timeout,
             gpus,
