@@ -167,6 +167,20 @@ fn parses_a_dataset_and_names_the_line_and_field_of_an_error() {
     let message =
         read_dataset(dir.path(), Path::new("qa.jsonl")).expect_err("cut JSON").to_string();
     assert!(message.starts_with(&format!("error parsing {}: line 2: ", path.display())));
+
+    // A dataset that is a link to a host file is refused, never read nor sent to a server.
+    let host = dir.path().join("host-file");
+    std::fs::write(&host, good).expect("a host file");
+    std::fs::create_dir(dir.path().join("tree")).expect("a tree");
+    std::os::unix::fs::symlink(&host, dir.path().join("tree/qa.jsonl")).expect("a link");
+    let tree = dir.path().join("tree");
+    let message = read_dataset(&tree, Path::new("qa.jsonl")).expect_err("a link").to_string();
+    assert!(
+        message.ends_with("`qa.jsonl` is a symbolic link, which is not followed; it is not read"),
+        "{message}"
+    );
+    let message = read_dataset(&tree, Path::new("../qa.jsonl")).expect_err("outside").to_string();
+    assert!(message.contains("the path leaves its tree"), "{message}");
 }
 
 /// A `metrics.json` as sgl-eval's `dump_run` writes it for a single-shot run (`json.dumps`

@@ -616,9 +616,10 @@ impl Runner<'_> {
                 )
             }
             Evaluator::External(external) => format!(
-                "external command={:?} metrics={:?}",
+                "external command={:?} metrics={:?} hub-dataset={:?}",
                 external.command_text(),
-                external.metrics
+                external.metrics,
+                benchmark.hub_dataset.as_ref().map(ToString::to_string)
             ),
         };
         let server = recipe.server();
