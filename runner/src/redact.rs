@@ -123,7 +123,17 @@ pub const MAX_LOG_BYTES: u64 = 1 << 30;
 /// the log holds none; a log that is not a regular file of its folder is left alone (it is not
 /// read either, `crate::untrusted`). The rewrite is atomic.
 pub fn redact_log(path: &Path) -> std::io::Result<()> {
-    let redactor = runner_redactor();
+    runner_redactor().redact_log(path)
+}
+
+impl Redactor {
+    /// [`redact_log`] with this redactor.
+    pub fn redact_log(&self, path: &Path) -> std::io::Result<()> {
+        redact_log_with(self, path)
+    }
+}
+
+fn redact_log_with(redactor: &Redactor, path: &Path) -> std::io::Result<()> {
     if redactor.is_empty() {
         return Ok(());
     }
@@ -191,6 +201,23 @@ mod tests {
         // Too short to redact, and empty.
         check(&[("PIN", "123"), ("EMPTY", "")], "123 and more", "123 and more");
         assert_eq!(MIN_SECRET_LEN, 4);
+    }
+
+    #[test]
+    fn a_log_is_redacted_in_place_but_never_through_a_link() {
+        let redactor = Redactor::new([("HF_TOKEN", "hf_abcdefSECRET")]);
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let log = dir.path().join("server.log");
+        std::fs::write(&log, "token hf_abcdefSECRET\n").expect("a log");
+        redactor.redact_log(&log).expect("redacted");
+        assert_eq!(std::fs::read_to_string(&log).expect("read"), "token [redacted HF_TOKEN]\n");
+        let host = dir.path().join("host-file");
+        std::fs::write(&host, "hf_abcdefSECRET").expect("a host file");
+        let link = dir.path().join("link.log");
+        std::os::unix::fs::symlink(&host, &link).expect("a link");
+        redactor.redact_log(&link).expect("left alone");
+        assert_eq!(std::fs::read_to_string(&host).expect("read"), "hf_abcdefSECRET");
+        assert!(std::fs::symlink_metadata(&link).expect("still there").is_symlink());
     }
 
     #[test]

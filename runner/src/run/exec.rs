@@ -82,6 +82,18 @@ impl ServerProcess {
         }
     }
 
+    /// Stops the server (its group, or its container); errors are the drop's to ignore too.
+    pub(super) fn stop(&mut self) {
+        match self {
+            ServerProcess::Host(group) => {
+                let _ = group.stop();
+            }
+            ServerProcess::Container(container) => {
+                let _ = container.stop();
+            }
+        }
+    }
+
     /// The container's name, for commands that join its network.
     pub(super) fn container(&self) -> Option<&str> {
         match self {

@@ -33,6 +33,16 @@ pub(super) struct Server {
     log: PathBuf,
 }
 
+impl Drop for Server {
+    /// Stops the server, then redacts the node's secret values from its log (a server prints
+    /// what it likes; `crate::redact`). The fields drop after this: the entry is crossed out
+    /// and the port let go once the process is stopped.
+    fn drop(&mut self) {
+        self.process.stop();
+        let _unredacted = crate::redact::redact_log(&self.log);
+    }
+}
+
 /// How one side's server is started.
 #[derive(Debug, Clone)]
 pub(super) struct Launch<'a> {
