@@ -44,6 +44,7 @@ use crate::gate::Outcome;
 use crate::github::GitHub;
 use crate::run::{Executor, IsolationArg, RunArgs, Switch, parse_time_limit};
 use crate::trigger::{Decision, Event, Pinned};
+use prgate_gate::JobPlan;
 
 /// Run the whole PR test: trigger, plan, pending status and comment, the run on this node with
 /// the comment kept up to date, the gate, the final comment and status, the job summary and
@@ -337,6 +338,7 @@ fn finish(args: &CiArgs) -> anyhow::Result<Outcome> {
         *lock(&reporter.estimate) = schedule.estimate.clone();
         let mut evidence = Vec::new();
         let mut reported = BTreeSet::new();
+        let mut job: Option<JobPlan> = None;
         for dir in &args.evidence {
             let records = dir.join("evidence");
             let records = if records.is_dir() { records } else { dir.clone() };
@@ -348,6 +350,21 @@ fn finish(args: &CiArgs) -> anyhow::Result<Outcome> {
             for record in &found {
                 if let Some(node) = &record.provenance.node {
                     reported.insert(node.clone());
+                }
+            }
+            // Each node's job plan holds every target as that node sees it: a target is taken
+            // from the node that ran it.
+            let job_path = dir.join(prgate_runner::results::JOB_FILE);
+            if job_path.is_file() {
+                let node_job = crate::gate::read_job(&job_path, &plan)?;
+                let merged = job.get_or_insert_with(|| node_job.clone());
+                for target in node_job.targets {
+                    if found.iter().any(|record| record.model == target.model)
+                        && let Some(slot) =
+                            merged.targets.iter_mut().find(|t| t.model == target.model)
+                    {
+                        *slot = target;
+                    }
                 }
             }
             evidence.extend(found);
@@ -367,7 +384,7 @@ fn finish(args: &CiArgs) -> anyhow::Result<Outcome> {
             "no evidence came back from {}",
             silent.iter().map(|node| node.as_str()).collect::<Vec<_>>().join(", ")
         );
-        judge_and_post(args, &reporter, &plan, &base, &evidence)
+        judge_and_post(args, &reporter, &plan, &base, job.as_ref(), &evidence)
     })
 }
 
@@ -404,7 +421,12 @@ fn unplaced_evidence(plan: &Plan, schedule: &ScheduleFile) -> Vec<Evidence> {
                     pr_commit: Some(plan.head.sha.clone()),
                     ..Provenance::default()
                 },
-                outcome: Recorded::NotRun { reason, detail: detail.clone(), subject: None },
+                outcome: Recorded::NotRun {
+                    reason,
+                    detail: detail.clone(),
+                    subject: None,
+                    failed_on: None,
+                },
             });
         }
     }
@@ -552,12 +574,11 @@ fn judge_and_post(
     reporter: &Reporter,
     plan: &Plan,
     base: &crate::gate::BaseSide,
+    job: Option<&JobPlan>,
     evidence: &[Evidence],
 ) -> anyhow::Result<Outcome> {
     let title = Some(reporter.pinned.title.as_str());
-    let gain_required = prgate_gate::title::requires_gain(title, &base.config.gain.types);
-    let rules = prgate_gate::rules::judge_rules(plan, title, &base.config, &base.policy);
-    let verdict = prgate_gate::judge(plan, evidence, rules, gain_required, &base.config)
+    let verdict = crate::gate::judge_final(plan, job, evidence, title, base)
         .map_err(|error| anyhow::anyhow!("evidence record {}: {}", error.record, error.problem))?;
     write(&args.work.join("verdict.json"), &(serde_json::to_string_pretty(&verdict)? + "\n"))?;
     if verdict.result == State::Pending {
@@ -572,7 +593,7 @@ fn judge_and_post(
         anyhow::bail!("the run ended with checks that never reported: {}", missing.join(", "));
     }
     reporter.post_final(&verdict)?;
-    Ok(if verdict.result == State::Pass { Outcome::Pass } else { Outcome::NotPass })
+    Ok(Outcome::of(&verdict))
 }
 
 /// Everything after the pin, on this node; any error here is posted as the `error` status.
@@ -625,7 +646,9 @@ fn pipeline(
     .context("running the plan")?;
     *lock(&reporter.progress) = read_progress(&plan, &events);
     let (_files, evidence) = crate::gate::read_evidence(&results.join("evidence"))?;
-    judge_and_post(args, reporter, &plan, &base, &evidence)
+    let job_path = results.join(prgate_runner::results::JOB_FILE);
+    let job = job_path.is_file().then(|| crate::gate::read_job(&job_path, &plan)).transpose()?;
+    judge_and_post(args, reporter, &plan, &base, job.as_ref(), &evidence)
 }
 
 /// `prgate run --executor slurm` for the plan in the state folder.

@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
 use prgate_gate::codeowners::{DEFAULT_POLICY, Policy};
 use prgate_gate::evidence::Evidence;
-use prgate_gate::{GateConfig, State};
+use prgate_gate::{Completion, GateConfig, JobPlan, JudgeRequest, State};
 use prgate_scope::Plan;
 
 use crate::files::{print, read_json};
@@ -29,6 +29,10 @@ pub(crate) struct GateArgs {
     /// The directory of evidence files (every *.json below it).
     #[arg(long, value_name = "DIR", required = true)]
     evidence: Option<PathBuf>,
+    /// The job plan of the run (docs/job.md): what it had to produce. Default: `job.json`
+    /// beside the evidence directory (a results directory's), else a tier's checks.
+    #[arg(long, value_name = "FILE")]
+    job: Option<PathBuf>,
     /// The PR's title, for the title rule and the gain rule.
     #[arg(long, value_name = "TEXT")]
     title: Option<String>,
@@ -76,6 +80,20 @@ pub(crate) enum VerdictFormat {
 pub(crate) enum Outcome {
     Pass,
     NotPass,
+    /// The verdict is `error`: some check could not be judged (exit 2).
+    CannotJudge,
+}
+
+impl Outcome {
+    /// The outcome of a final verdict.
+    pub(crate) fn of(verdict: &prgate_gate::Verdict) -> Outcome {
+        match verdict.result {
+            State::Pass | State::Warn | State::AuthorProvided => Outcome::Pass,
+            State::NothingToCheck | State::NotJudged => Outcome::Pass,
+            State::Error => Outcome::CannotJudge,
+            State::Fail | State::Pending => Outcome::NotPass,
+        }
+    }
 }
 
 pub(crate) fn run(args: &GateArgs) -> anyhow::Result<Outcome> {
@@ -93,17 +111,21 @@ pub(crate) fn run(args: &GateArgs) -> anyhow::Result<Outcome> {
         )
     })?;
     let (files, evidence) = read_evidence(evidence_dir)?;
+    let job_path = match &args.job {
+        Some(path) => Some(path.clone()),
+        None => evidence_dir
+            .parent()
+            .map(|results| results.join(prgate_runner::results::JOB_FILE))
+            .filter(|path| path.is_file()),
+    };
+    let job = job_path.map(|path| read_job(&path, &plan)).transpose()?;
     let title = args.title.as_deref();
-    let config = &base.config;
-    let rules = prgate_gate::rules::judge_rules(&plan, title, config, &base.policy);
-    let gain_required = prgate_gate::title::requires_gain(title, &config.gain.types);
-    let verdict =
-        prgate_gate::judge(&plan, &evidence, rules, gain_required, config).map_err(|error| {
-            let file = files
-                .get(error.record)
-                .map_or_else(|| "?".to_owned(), |path| path.display().to_string());
-            anyhow::anyhow!("evidence {file}: {}", error.problem)
-        })?;
+    let verdict = judge_final(&plan, job.as_ref(), &evidence, title, &base).map_err(|error| {
+        let file = files
+            .get(error.record)
+            .map_or_else(|| "?".to_owned(), |path| path.display().to_string());
+        anyhow::anyhow!("evidence {file}: {}", error.problem)
+    })?;
     let text = match args.format {
         VerdictFormat::Human => prgate_report::verdict::human(&verdict),
         VerdictFormat::Json => {
@@ -114,7 +136,50 @@ pub(crate) fn run(args: &GateArgs) -> anyhow::Result<Outcome> {
         }
     };
     print(&text)?;
-    Ok(if verdict.result == State::Pass { Outcome::Pass } else { Outcome::NotPass })
+    Ok(Outcome::of(&verdict))
+}
+
+/// The verdict on a run that is over: every expected step (the job plan's, else a tier's
+/// checks) judged, or the verdict says what could not be.
+pub(crate) fn judge_final(
+    plan: &Plan,
+    job: Option<&JobPlan>,
+    evidence: &[Evidence],
+    title: Option<&str>,
+    base: &BaseSide,
+) -> Result<prgate_gate::Verdict, prgate_gate::evidence::EvidenceError> {
+    let config = &base.config;
+    prgate_gate::judge_with(JudgeRequest {
+        plan,
+        job,
+        evidence,
+        rules: prgate_gate::rules::judge_rules(plan, title, config, &base.policy),
+        gain_required: prgate_gate::title::requires_gain(title, &config.gain.types),
+        config,
+        completion: Completion::Final,
+    })
+}
+
+/// A job plan, checked against the plan it must be of.
+pub(crate) fn read_job(path: &Path, plan: &Plan) -> anyhow::Result<JobPlan> {
+    let job: JobPlan = read_json(path, "job plan")?;
+    anyhow::ensure!(
+        job.schema_version == prgate_gate::job::SCHEMA_VERSION,
+        "the job plan {} has schema_version {}; this prgate reads {}",
+        path.display(),
+        job.schema_version,
+        prgate_gate::job::SCHEMA_VERSION
+    );
+    anyhow::ensure!(
+        job.pr_commit == plan.head.sha && job.base_commit == plan.base_side_commit(),
+        "the job plan {} is of PR commit {} on base {}, but the plan is of {} on {}",
+        path.display(),
+        job.pr_commit,
+        job.base_commit,
+        plan.head.sha,
+        plan.base_side_commit()
+    );
+    Ok(job)
 }
 
 /// What judges a PR, from its base side: the gate's settings and the CODEOWNERS policy.

@@ -36,9 +36,17 @@
 //!   without it, over the covered cells the evidence holds, which may grow as evidence comes);
 //! - `speed-noise`: the known variance of the log-ratio of two base runs at a `concurrency`
 //!   (`log_ratio_variance`), from a calibration;
-//! - `not-run`: the check could not run: `reason` (`no-checkpoint`, `hardware-absent`,
-//!   `no-recipe`, `gated-dataset`, `timeout`, `crash`, `other`), `detail`, and `subject` when
-//!   only a part of the check could not run (a benchmark's name).
+//! - `not-run`: the check could not run: `reason`, `detail`, `subject` when only a part of the
+//!   check could not run (a benchmark's name, `concurrency-C` for a speed cell), and `failed_on`
+//!   (`base` or `pr`) when a step of both sides broke on one of them. The reasons, by what they
+//!   mean for the verdict ([`NotRunKind`], docs/gate.md "Not run"):
+//!   - a coverage gap, author-provided: `no-checkpoint`, `hardware-absent`, `no-recipe` (none on
+//!     either side), `gated-dataset`;
+//!   - broken by what it runs, a failure on the PR side: `timeout`, `crash`, `recipe-removed`,
+//!     `recipe-invalid`, `no-result`;
+//!   - the node cannot judge, the run ends in `error`: `harness`, `run-time-limit`, `node`,
+//!     `no-evidence`, `other` (and any reason this gate does not know);
+//!   - `nothing-to-check`: the recipe asks nothing of the check.
 //!
 //! A step is identified by its model, check, side and part (the benchmark of an accuracy
 //! record or a not-run's subject, the concurrency and index of a speed pair, the concurrency of
@@ -149,6 +157,9 @@ pub enum Outcome {
         /// What exactly could not run, when the check has parts (a benchmark's name).
         #[serde(default)]
         subject: Option<String>,
+        /// The side a step of both sides (a speed cell) broke on.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failed_on: Option<Side>,
     },
 }
 
@@ -194,9 +205,41 @@ pub enum NotRunReason {
     GatedDataset,
     Timeout,
     Crash,
+    /// The PR removed a recipe the base side has.
+    RecipeRemoved,
+    /// The PR's recipe does not parse or is not valid.
+    RecipeInvalid,
+    /// The command ran but left no result to read (no JUnit, no metrics, no timings).
+    NoResult,
+    /// The recipe asks nothing of this check (no tests selected, no timing scripts, no sweep).
+    NothingToCheck,
+    /// A harness prgate needs could not start (pytest missing on the node or in the image).
+    Harness,
+    /// The run's own time limit passed before the step could run.
+    RunTimeLimit,
+    /// The node could not run it (a preflight finding, a lost cluster job).
+    Node,
+    /// The run ended without recording the step.
+    NoEvidence,
     /// Any other reason, and any reason a newer runner writes that this gate does not know.
     #[serde(other)]
     Other,
+}
+
+/// What a not-run record means for the verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum NotRunKind {
+    /// Nothing these nodes can do about it (no checkpoint, hardware, recipe on either side, or
+    /// token): a warning, and the author provides the evidence.
+    CoverageGap,
+    /// The step could not run because of what it runs (a crash, a timeout, a server never
+    /// healthy, no result, a removed or broken recipe): on the PR side, a failure.
+    Broken,
+    /// The node could not judge it (a harness that cannot start, the run's time limit, a lost
+    /// job, no evidence at all, a reason this gate does not know): the run ends in `error`.
+    CannotJudge,
+    /// The recipe asks nothing of it.
+    NothingToCheck,
 }
 
 impl NotRunReason {
@@ -209,7 +252,36 @@ impl NotRunReason {
             NotRunReason::GatedDataset => "a gated dataset and no token on the runner",
             NotRunReason::Timeout => "timed out",
             NotRunReason::Crash => "crashed",
+            NotRunReason::RecipeRemoved => "the PR removed its recipe",
+            NotRunReason::RecipeInvalid => "the PR's recipe is not valid",
+            NotRunReason::NoResult => "left no result",
+            NotRunReason::NothingToCheck => "nothing to check",
+            NotRunReason::Harness => "the test harness could not start on the node",
+            NotRunReason::RunTimeLimit => "the run's time limit passed first",
+            NotRunReason::Node => "the node could not run it",
+            NotRunReason::NoEvidence => "the run ended without recording it",
             NotRunReason::Other => "could not run",
+        }
+    }
+
+    /// What the reason means for the verdict, before the other side is looked at.
+    pub fn kind(self) -> NotRunKind {
+        match self {
+            NotRunReason::NoCheckpoint
+            | NotRunReason::HardwareAbsent
+            | NotRunReason::NoRecipe
+            | NotRunReason::GatedDataset => NotRunKind::CoverageGap,
+            NotRunReason::Timeout
+            | NotRunReason::Crash
+            | NotRunReason::RecipeRemoved
+            | NotRunReason::RecipeInvalid
+            | NotRunReason::NoResult => NotRunKind::Broken,
+            NotRunReason::NothingToCheck => NotRunKind::NothingToCheck,
+            NotRunReason::Harness
+            | NotRunReason::RunTimeLimit
+            | NotRunReason::Node
+            | NotRunReason::NoEvidence
+            | NotRunReason::Other => NotRunKind::CannotJudge,
         }
     }
 }

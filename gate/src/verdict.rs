@@ -36,7 +36,10 @@ use prgate_scope::plan::{Plan, Tier};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{GateConfig, Severity};
-use crate::evidence::{Check, Evidence, EvidenceError, Outcome, Side, TestOutcome, validate};
+use crate::evidence::{
+    Check, Evidence, EvidenceError, NotRunKind, Outcome, Side, TestOutcome, validate,
+};
+use crate::job::{Expect, ExpectedStep, JobPlan, Target, tier_checks};
 use crate::rules::RuleOutcome;
 use crate::speed::{Answer, CellContext, Pair, judge_cell};
 use crate::stats::{median, paired_comparison, unpaired_comparison};
@@ -55,16 +58,58 @@ pub struct Verdict {
     pub rules: Vec<RuleOutcome>,
     pub sections: Vec<Section>,
     pub author_must_provide: Vec<String>,
+    /// How many checks were judged (pass, warn or fail) of those expected (every item but
+    /// "nothing to check" and "not judged").
+    #[serde(default)]
+    pub checks: CheckCounts,
+}
+
+/// How many checks the verdict judged of those it expected.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckCounts {
+    pub judged: usize,
+    pub expected: usize,
+}
+
+/// Whether the run the evidence comes from is over: a step without evidence is then one the
+/// node could not judge (`error`), not one still to come (`pending`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Completion {
+    /// The run is over: every expected step should have its evidence.
+    Final,
+    /// The run is still going (a progress update).
+    InProgress,
+}
+
+/// What the gate judges.
+#[derive(Debug, Clone)]
+pub struct JudgeRequest<'a> {
+    pub plan: &'a Plan,
+    /// What the run had to produce; without it, a tier's checks are expected
+    /// ([`tier_checks`]).
+    pub job: Option<&'a JobPlan>,
+    pub evidence: &'a [Evidence],
+    pub rules: Vec<RuleOutcome>,
+    /// Whether the PR's title type needs a speed gain.
+    pub gain_required: bool,
+    pub config: &'a GateConfig,
+    pub completion: Completion,
 }
 
 /// The state of an item, a section or the whole verdict, from best to worst.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum State {
+    /// The recipe asks nothing of the check.
+    NothingToCheck,
+    /// Measured and shown, but no rule judges it (a concurrency the monokernels do not cover).
+    NotJudged,
     Pass,
     Warn,
     AuthorProvided,
     Pending,
+    /// The node could not judge it: the run cannot end in `success`.
+    Error,
     Fail,
 }
 
@@ -168,7 +213,10 @@ impl State {
             State::Warn => "warn",
             State::AuthorProvided => "author-provided",
             State::Pending => "pending",
+            State::Error => "error",
             State::Fail => "fail",
+            State::NothingToCheck => "nothing-to-check",
+            State::NotJudged => "not-judged",
         }
     }
 }
@@ -187,31 +235,16 @@ impl SectionName {
     }
 }
 
-/// The checks a model runs on its tier; `None` when it runs nothing.
+/// The checks a model runs on its tier; none on tier `none`.
 pub fn planned_checks(tier: Tier) -> &'static [Check] {
-    match tier {
-        Tier::Full => &[
-            Check::UnitTests,
-            Check::KernelTests,
-            Check::ServingTests,
-            Check::Routing,
-            Check::Accuracy,
-            Check::KernelTiming,
-            Check::Speed,
-        ],
-        Tier::Smoke => &[
-            Check::UnitTests,
-            Check::KernelTests,
-            Check::ServingTests,
-            Check::Routing,
-            Check::Speed,
-        ],
-        Tier::None => &[],
-    }
+    tier_checks(tier)
 }
 
 /// Judges a plan, its evidence and the rules' outcomes. Errors name the evidence record (by
 /// its index in `evidence`) that cannot be judged.
+///
+/// Judged as a progress update would ([`Completion::InProgress`]: missing evidence is pending)
+/// and without a job plan; [`judge_with`] says both.
 pub fn judge(
     plan: &Plan,
     evidence: &[Evidence],
@@ -219,6 +252,21 @@ pub fn judge(
     gain_required: bool,
     config: &GateConfig,
 ) -> Result<Verdict, EvidenceError> {
+    judge_with(JudgeRequest {
+        plan,
+        job: None,
+        evidence,
+        rules,
+        gain_required,
+        config,
+        completion: Completion::InProgress,
+    })
+}
+
+/// Judges what `request` holds. Errors name the evidence record (by its index) that cannot be
+/// judged.
+pub fn judge_with(request: JudgeRequest<'_>) -> Result<Verdict, EvidenceError> {
+    let JudgeRequest { plan, job, evidence, rules, gain_required, config, completion } = request;
     validate(evidence)?;
     check_against_plan(plan, evidence)?;
     let mut by_step: BTreeMap<(Option<String>, Check), Vec<&Evidence>> = BTreeMap::new();
@@ -227,8 +275,15 @@ pub fn judge(
     }
     let new_models: BTreeSet<String> =
         plan.models.iter().filter(|model| model.new).map(|model| model.name.clone()).collect();
-    let mut judge =
-        Judge { config, by_step, items: BTreeMap::new(), author: BTreeSet::new(), new_models };
+    let mut judge = Judge {
+        config,
+        by_step,
+        items: BTreeMap::new(),
+        author: BTreeSet::new(),
+        new_models,
+        completion,
+        evidence,
+    };
 
     let rule_items: Vec<Item> = rules
         .iter()
@@ -265,8 +320,19 @@ pub fn judge(
     let covered_cells =
         declared.map_or_else(|| judge.covered_cells(&models), |family| family as usize);
     for model in &models {
-        for &check in planned_checks(model.tier) {
-            judge.check(&model.name, check, covered_cells);
+        let target = job.map(|job| job.target(Some(&model.name)));
+        for &check in tier_checks(model.tier) {
+            match target {
+                Some(Some(target)) => {
+                    if judge.accounted(target, check) {
+                        judge.check(&model.name, check, covered_cells);
+                    }
+                }
+                Some(None) => {
+                    judge.missing(Some(&model.name), check, "the job plan has no entry for it");
+                }
+                None => judge.check(&model.name, check, covered_cells),
+            }
         }
         if model.tier == Tier::Full && model.readme == Some(false) {
             judge.push(
@@ -286,7 +352,17 @@ pub fn judge(
         judge.gain_verdict(&models);
     }
     if plan.common.selected {
-        judge.tests(None, Check::CommonTests);
+        match job.map(|job| job.target(None)) {
+            Some(Some(target)) => {
+                if judge.accounted(target, Check::CommonTests) {
+                    judge.tests(None, Check::CommonTests);
+                }
+            }
+            Some(None) => {
+                judge.missing(None, Check::CommonTests, "the job plan has no entry for it");
+            }
+            None => judge.tests(None, Check::CommonTests),
+        }
     }
 
     let order = [
@@ -302,15 +378,25 @@ pub fn judge(
         .iter()
         .map(|name| {
             let items = judge.items.remove(name).unwrap_or_default();
-            let state = items.iter().map(|item| item.state).max().unwrap_or(State::Pass);
+            let state = items.iter().map(|item| item.state).max().unwrap_or(State::NothingToCheck);
             Section { name: *name, state, items }
         })
         .collect();
     let worst = sections.iter().map(|section| section.state).max().unwrap_or(State::Pass);
     let result = match worst {
         State::Fail => State::Fail,
+        State::Error => State::Error,
         State::Pending => State::Pending,
         _ => State::Pass,
+    };
+    let items = || sections.iter().flat_map(|section| section.items.iter());
+    let checks = CheckCounts {
+        judged: items()
+            .filter(|item| matches!(item.state, State::Pass | State::Warn | State::Fail))
+            .count(),
+        expected: items()
+            .filter(|item| !matches!(item.state, State::NothingToCheck | State::NotJudged))
+            .count(),
     };
     Ok(Verdict {
         schema_version: SCHEMA_VERSION,
@@ -319,6 +405,7 @@ pub fn judge(
         rules,
         sections,
         author_must_provide: judge.author.into_iter().collect(),
+        checks,
     })
 }
 
@@ -404,6 +491,8 @@ struct Judge<'a> {
     author: BTreeSet<String>,
     /// Models new in the PR: no base tree, so their kernels have no base timing.
     new_models: BTreeSet<String>,
+    completion: Completion,
+    evidence: &'a [Evidence],
 }
 
 fn section_of(check: Check) -> SectionName {
@@ -461,7 +550,10 @@ impl<'a> Judge<'a> {
         });
     }
 
-    /// Not-run records become author-provided items; returns whether the whole check is one.
+    /// Not-run records become items by what they mean ([`NotRunKind`]): a coverage gap is
+    /// author-provided, a step broken by what it runs fails on the PR side (and cannot be
+    /// judged when the base side broke too), and what the node could not judge is an error.
+    /// Returns whether they stand for the whole check (the PR side measured nothing of it).
     fn not_run(&mut self, model: Option<&str>, check: Check) -> bool {
         let records: Vec<&Evidence> = self.records(model, check).to_vec();
         // The PR's own results are always judged: a not-run record only stands for the check
@@ -470,66 +562,164 @@ impl<'a> Judge<'a> {
             record.side != Side::Base && !matches!(record.outcome, Outcome::NotRun { .. })
         });
         let mut whole = false;
-        for record in records {
-            let Outcome::NotRun { reason, detail, subject } = &record.outcome else { continue };
+        for record in &records {
+            let Outcome::NotRun { reason, detail, subject, failed_on } = &record.outcome else {
+                continue;
+            };
             let what = match subject {
                 Some(subject) => format!("{} ({subject})", check.describe()),
                 None => check.describe().to_owned(),
             };
             let detail = if detail.is_empty() { String::new() } else { format!(" — {detail}") };
-            if record.side == Side::Base && measured_pr {
-                self.push(
-                    section_of(check),
-                    Item {
-                        model: model.map(str::to_owned),
-                        check: check_name(check),
-                        state: State::Warn,
-                        rule: "base and PR are compared side by side".to_owned(),
-                        summary: format!(
-                            "{what} could not run on the base side: {}{detail}; the PR's results are judged without base",
-                            reason.describe()
-                        ),
-                        numbers: None,
-                    },
-                );
-                continue;
-            }
-            whole |= subject.is_none() && !measured_pr;
-            let owner = model.unwrap_or("common");
-            self.author.insert(format!("{owner}: {what}: {}{detail}", reason.describe()));
-            let state = match self.config.not_run {
-                Severity::Pass => State::Pass,
-                Severity::Warn => State::AuthorProvided,
-                Severity::Fail => State::Fail,
+            let item = |state: State, rule: &str, summary: String| Item {
+                model: model.map(str::to_owned),
+                check: check_name(check),
+                state,
+                rule: rule.to_owned(),
+                summary,
+                numbers: None,
             };
-            self.push(
-                section_of(check),
-                Item {
-                    model: model.map(str::to_owned),
-                    check: check_name(check),
-                    state,
-                    rule: "a check that cannot run on these nodes is provided by the author"
-                        .to_owned(),
-                    summary: format!("{what} could not run: {}{detail}", reason.describe()),
-                    numbers: None,
-                },
-            );
+            let base_side = record.side == Side::Base || *failed_on == Some(Side::Base);
+            whole |= subject.is_none() && !measured_pr;
+            match reason.kind() {
+                NotRunKind::NothingToCheck => {
+                    let summary = format!("{what}: nothing to check{detail}");
+                    self.push(
+                        section_of(check),
+                        item(State::NothingToCheck, "the recipe asks nothing of it", summary),
+                    );
+                }
+                NotRunKind::CoverageGap if record.side == Side::Base && measured_pr => {
+                    let summary = format!(
+                        "{what} could not run on the base side: {}{detail}; the PR's results are judged without base",
+                        reason.describe()
+                    );
+                    self.push(
+                        section_of(check),
+                        item(State::Warn, "base and PR are compared side by side", summary),
+                    );
+                }
+                NotRunKind::CoverageGap => {
+                    let owner = model.unwrap_or("common");
+                    self.author.insert(format!("{owner}: {what}: {}{detail}", reason.describe()));
+                    let state = match self.config.not_run {
+                        Severity::Pass => State::Pass,
+                        Severity::Warn => State::AuthorProvided,
+                        Severity::Fail => State::Fail,
+                    };
+                    let summary = format!("{what} could not run: {}{detail}", reason.describe());
+                    let rule = "a check that cannot run on these nodes is provided by the author";
+                    self.push(section_of(check), item(state, rule, summary));
+                }
+                NotRunKind::Broken if base_side && measured_pr && is_tests(check) => {
+                    let summary = format!(
+                        "{what} could not run on the base side: {}{detail}; the PR's results are judged without base",
+                        reason.describe()
+                    );
+                    self.push(
+                        section_of(check),
+                        item(State::Warn, "base and PR are compared side by side", summary),
+                    );
+                }
+                NotRunKind::Broken if base_side => {
+                    let summary = format!(
+                        "{what} broke on the base side ({}){detail}; without base there is nothing to compare the PR with",
+                        reason.describe()
+                    );
+                    let rule = "base and PR are compared side by side";
+                    self.push(section_of(check), item(State::Error, rule, summary));
+                }
+                NotRunKind::Broken if broke_on_base(&records, record) => {
+                    let summary = format!(
+                        "{what} broke on both sides ({}){detail}; the base side broke the same way, so the node cannot judge the PR",
+                        reason.describe()
+                    );
+                    let rule = "a step that breaks on base too cannot be judged";
+                    self.push(section_of(check), item(State::Error, rule, summary));
+                }
+                NotRunKind::Broken => {
+                    let summary = format!("{what}: {}{detail}", reason.describe());
+                    let rule = "a check the PR broke (crash, timeout, no result, a removed or broken recipe) fails";
+                    self.push(section_of(check), item(State::Fail, rule, summary));
+                }
+                NotRunKind::CannotJudge => {
+                    let summary =
+                        format!("{what} could not be judged: {}{detail}", reason.describe());
+                    let rule = "every expected step is judged, or the run ends in error";
+                    self.push(section_of(check), item(State::Error, rule, summary));
+                }
+            }
         }
         whole
     }
 
-    fn pending(&mut self, model: Option<&str>, check: Check) {
+    /// A check that has no evidence: pending while the run goes on, an error once it is over.
+    fn missing(&mut self, model: Option<&str>, check: Check, why: &str) {
+        let state = match self.completion {
+            Completion::InProgress => State::Pending,
+            Completion::Final => State::Error,
+        };
+        let summary = match self.completion {
+            Completion::InProgress => format!("no evidence of {} yet{why}", check.describe()),
+            Completion::Final => {
+                format!("no evidence of {}: the run ended without it{why}", check.describe())
+            }
+        };
         self.push(
             section_of(check),
             Item {
                 model: model.map(str::to_owned),
                 check: check_name(check),
-                state: State::Pending,
+                state,
                 rule: "every planned check reports".to_owned(),
-                summary: format!("no evidence of {} yet", check.describe()),
+                summary,
                 numbers: None,
             },
         );
+    }
+
+    fn pending(&mut self, model: Option<&str>, check: Check) {
+        self.missing(model, check, "");
+    }
+
+    /// Whether the job plan's steps of `check` are accounted for by the evidence, so the check
+    /// can be judged; when they are not (or the recipe asks nothing of it), says so in an item.
+    fn accounted(&mut self, target: &Target, check: Check) -> bool {
+        let steps: Vec<&ExpectedStep> = target.steps_of(check).collect();
+        if steps.is_empty() {
+            self.missing(target.model.as_deref(), check, ": the job plan expects no step of it");
+            return false;
+        }
+        if let Some(why) = steps.iter().find_map(|step| match &step.expect {
+            Expect::Nothing { why } => Some(why),
+            _ => None,
+        }) && steps.iter().all(|step| matches!(step.expect, Expect::Nothing { .. }))
+        {
+            self.push(
+                section_of(check),
+                Item {
+                    model: target.model.clone(),
+                    check: check_name(check),
+                    state: State::NothingToCheck,
+                    rule: "the recipe asks nothing of it".to_owned(),
+                    summary: format!("{}: nothing to check ({why})", check.describe()),
+                    numbers: None,
+                },
+            );
+            return false;
+        }
+        let unaccounted: Vec<String> = steps
+            .iter()
+            .filter(|step| !matches!(step.expect, Expect::Nothing { .. }))
+            .map(|step| target.step_id(step))
+            .filter(|id| !crate::job::accounted(id, self.evidence))
+            .map(|id| id.to_string())
+            .collect();
+        if unaccounted.is_empty() {
+            return true;
+        }
+        self.missing(target.model.as_deref(), check, &format!(": {}", unaccounted.join("; ")));
+        false
     }
 
     fn check(&mut self, model: &str, check: Check, covered_cells: usize) {
@@ -538,6 +728,14 @@ impl<'a> Judge<'a> {
             return;
         }
         if self.not_run(Some(model), check) {
+            return;
+        }
+        // Only not-run parts (a benchmark, a cell): their items stand for the check.
+        let measured = self
+            .records(Some(model), check)
+            .iter()
+            .any(|record| !matches!(record.outcome, Outcome::NotRun { .. }));
+        if !measured {
             return;
         }
         match check {
@@ -583,7 +781,18 @@ impl<'a> Judge<'a> {
         let (pre_existing, new): (Vec<&str>, Vec<&str>) = pr_failures
             .iter()
             .partition(|id| base_failures.as_ref().is_some_and(|base| base.contains(**id)));
+        // A suite that ran no test proves nothing: the PR broke it, or, when base ran none
+        // either, the node cannot judge it.
+        let executed = |results: &[crate::evidence::TestResult]| {
+            results.iter().filter(|test| test.outcome != TestOutcome::Skipped).count()
+        };
+        let none_ran = executed(pr) == 0;
+        let none_ran_on_base = results(Side::Base).is_some_and(|base| executed(base) == 0);
         let state = if !new.is_empty() {
+            State::Fail
+        } else if none_ran && none_ran_on_base {
+            State::Error
+        } else if none_ran {
             State::Fail
         } else if !pre_existing.is_empty() {
             self.config.pre_existing_failure.into()
@@ -605,6 +814,13 @@ impl<'a> Judge<'a> {
                 "; also failing on base (pre-existing): {}",
                 list(&pre_existing)
             ));
+        }
+        if none_ran {
+            summary.push_str(if none_ran_on_base {
+                "; no test ran on either side, so the node cannot judge the suite"
+            } else {
+                "; no test ran on the PR side: a suite that runs nothing proves nothing"
+            });
         }
         if base_failures.is_none() && !new.is_empty() {
             summary.push_str("; base was not run, so no failure could be found pre-existing");
@@ -695,7 +911,7 @@ impl<'a> Judge<'a> {
                         check: format!("accuracy {benchmark}"),
                         state: State::Pending,
                         rule: "every planned check reports".to_owned(),
-                        summary: format!("{benchmark}: only one side has reported"),
+                        summary: "only one side has reported".to_owned(),
                         numbers: None,
                     },
                 );
@@ -716,7 +932,7 @@ impl<'a> Judge<'a> {
                 (
                     State::Fail,
                     format!(
-                        "{benchmark}: the PR is {} points below base (tolerance {})",
+                        "the PR is {} points below base (tolerance {})",
                         points(drop),
                         points(tolerance)
                     ),
@@ -725,7 +941,7 @@ impl<'a> Judge<'a> {
                 (
                     State::Warn,
                     format!(
-                        "{benchmark}: the PR is {} points below base, over the tolerance of {}, but within noise (p = {:.3})",
+                        "the PR is {} points below base, over the tolerance of {}, but within noise (p = {:.3})",
                         points(drop),
                         points(tolerance),
                         comparison.p_worse
@@ -735,7 +951,7 @@ impl<'a> Judge<'a> {
                 (
                     State::Pass,
                     format!(
-                        "{benchmark}: {} points against base (tolerance {})",
+                        "{} points against base (tolerance {})",
                         signed_points(comparison.difference),
                         points(tolerance)
                     ),
@@ -912,7 +1128,7 @@ impl<'a> Judge<'a> {
                 CellContext { cells: covered_cells, gain_required: false, known_variance: noise };
             let judgement = judge_cell(&pairs, self.config, &context);
             let (state, confidence) = match (covered, judgement.loss) {
-                (false, _) => (State::Pass, confidence_of(judgement.loss)),
+                (false, _) => (State::NotJudged, confidence_of(judgement.loss)),
                 (true, Answer::Yes { confident }) => {
                     (State::Fail, if confident { Confidence::High } else { Confidence::Low })
                 }
@@ -1022,6 +1238,26 @@ impl<'a> Judge<'a> {
             Item { model: None, check: "gain".to_owned(), state, rule, summary, numbers: None },
         );
     }
+}
+
+/// Whether `check` is a test suite (judged on the PR's results alone when base is missing).
+fn is_tests(check: Check) -> bool {
+    matches!(
+        check,
+        Check::UnitTests | Check::KernelTests | Check::ServingTests | Check::CommonTests
+    )
+}
+
+/// Whether the base side of `record`'s step broke too (a broken or unjudgeable not-run of the
+/// same part on the base side).
+fn broke_on_base(records: &[&Evidence], record: &Evidence) -> bool {
+    let Outcome::NotRun { subject, .. } = &record.outcome else { return false };
+    records.iter().any(|other| {
+        other.side == Side::Base
+            && matches!(&other.outcome, Outcome::NotRun { reason, subject: base_subject, .. }
+                if base_subject == subject
+                    && matches!(reason.kind(), NotRunKind::Broken | NotRunKind::CannotJudge))
+    })
 }
 
 fn confidence_of(answer: Answer) -> Confidence {

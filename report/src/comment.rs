@@ -347,8 +347,11 @@ struct ItemView {
     state_md: &'static str,
     who_md: String,
     check: String,
+    /// The summary's first line.
     summary: String,
     rule: Option<String>,
+    /// The summary's other lines (a log's tail), as an indented fenced code block.
+    log_md: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -519,7 +522,10 @@ fn state_md(state: State) -> &'static str {
         State::Warn => "⚠️ warn",
         State::AuthorProvided => "📝 author-provided",
         State::Pending => "⏳ pending",
+        State::Error => "🛑 **could not be judged**",
         State::Fail => "❌ **fail**",
+        State::NothingToCheck => "➖ nothing to check",
+        State::NotJudged => "◻️ not judged",
     }
 }
 
@@ -739,8 +745,14 @@ fn item_view(item: &Item, detail: Detail) -> ItemView {
             })
             .unwrap_or_default(),
         check: detail.text(&item.check),
-        summary: detail.text(&item.summary),
+        summary: detail.text(item.summary.lines().next().unwrap_or_default()),
         rule: (item.state != State::Pass).then(|| detail.text(&item.rule)),
+        log_md: item
+            .summary
+            .split_once('\n')
+            .map(|(_first, rest)| rest.trim_end())
+            .filter(|rest| !rest.trim().is_empty())
+            .map(|rest| crate::escape::markdown_code_block(&detail.text(rest), "  ")),
     }
 }
 

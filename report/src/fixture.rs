@@ -204,7 +204,12 @@ pub(crate) fn not_run(
         model,
         check,
         Side::Pr,
-        Outcome::NotRun { reason, detail: detail.into(), subject: subject.map(str::to_owned) },
+        Outcome::NotRun {
+            reason,
+            detail: detail.into(),
+            subject: subject.map(str::to_owned),
+            failed_on: None,
+        },
     )
 }
 

@@ -95,6 +95,8 @@ fn result_word(state: State) -> &'static str {
         State::Pass => "PASS",
         State::Fail => "FAIL",
         State::Pending => "PENDING",
+        State::Error => "ERROR: some checks could not be judged",
+        State::NothingToCheck | State::NotJudged => "PASS",
         State::Warn => "PASS with warnings",
         State::AuthorProvided => "PASS (some checks author-provided)",
     }
@@ -107,7 +109,10 @@ fn state_word(state: State) -> &'static str {
         State::Warn => "warn",
         State::AuthorProvided => "author",
         State::Pending => "pending",
+        State::Error => "ERROR",
         State::Fail => "FAIL",
+        State::NothingToCheck => "none",
+        State::NotJudged => "info",
     }
 }
 

@@ -204,6 +204,7 @@ mod tests {
             reason: prgate_gate::evidence::NotRunReason::Crash,
             detail: "x".to_owned(),
             subject: None,
+            failed_on: None,
         };
         cache.store_accuracy(&key, &not_run).expect("the entry is written");
         assert_eq!(cache.accuracy(&key), None);

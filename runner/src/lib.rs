@@ -47,6 +47,7 @@ pub mod bench;
 pub mod cache;
 pub mod container;
 pub mod export;
+pub mod job;
 pub mod junit;
 pub mod lock;
 pub mod node;

@@ -4,6 +4,7 @@
 mod ci;
 mod codeowners;
 mod demo;
+mod fail_closed;
 mod gate;
 mod github;
 mod plan;

@@ -61,6 +61,8 @@ pub(crate) struct Sample {
     pub(crate) pr: fn(&Repo),
     /// Whether the base commit has the stand-ins of sgl-eval and bench_serving.
     pub(crate) base_scripts: bool,
+    /// More files of the base commit, by path.
+    pub(crate) base_files: &'static [(&'static str, &'static str)],
 }
 
 impl Sample {
@@ -87,6 +89,7 @@ impl Default for Sample {
                 repo.write("pkg/models/alpha/layer.py", "# alpha, faster\n");
             },
             base_scripts: false,
+            base_files: &[],
         }
     }
 }
@@ -205,6 +208,9 @@ impl Fixture {
         if sample.base_scripts {
             repo.write("test/e2e/fake_sgl_eval.py", FAKE_SGL_EVAL)
                 .write("test/e2e/fake_bench_serving.py", FAKE_BENCH_SERVING);
+        }
+        for (path, text) in sample.base_files {
+            repo.write(path, text);
         }
         repo.commit("base");
         repo.branch("pr", "main");
@@ -864,7 +870,7 @@ fn the_runs_time_limit_records_what_is_left_as_timeouts() {
     assert!(started.elapsed() < Duration::from_secs(60), "took {:?}", started.elapsed());
     let routing = fixture.record("results", "alpha.routing.pr");
     assert_eq!(routing["outcome"]["kind"], "not-run", "{routing}");
-    assert_eq!(routing["outcome"]["reason"], "timeout", "{routing}");
+    assert_eq!(routing["outcome"]["reason"], "run-time-limit", "{routing}");
     let detail = routing["outcome"]["detail"].as_str().expect("a detail");
     assert!(detail.contains("time limit"), "{detail}");
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");

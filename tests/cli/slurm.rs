@@ -214,7 +214,7 @@ fn a_job_cancelled_midway_is_evidence_and_leaves_no_process() {
     for stem in ["alpha.routing.base", "alpha.routing.pr"] {
         let record = fixture.record("results", stem);
         assert_eq!(record["outcome"]["kind"], "not-run", "{stem}: {record}");
-        assert_eq!(record["outcome"]["reason"], "other", "{stem}: {record}");
+        assert_eq!(record["outcome"]["reason"], "node", "{stem}: {record}");
         let detail = record["outcome"]["detail"].as_str().expect("a detail");
         assert!(detail.contains(&format!("SLURM job {id} ")), "{detail}");
         assert!(detail.contains("ended CANCELLED"), "{detail}");
@@ -279,7 +279,7 @@ fn a_job_over_its_time_limit_is_a_timeout_with_the_jobs_output() {
     for stem in stems {
         let record = fixture.record("results", stem);
         assert_eq!(record["outcome"]["kind"], "not-run", "{stem}: {record}");
-        assert_eq!(record["outcome"]["reason"], "timeout", "{stem}: {record}");
+        assert_eq!(record["outcome"]["reason"], "run-time-limit", "{stem}: {record}");
         let detail = record["outcome"]["detail"].as_str().expect("a detail");
         assert!(detail.contains("ended TIMEOUT (reason TimeLimit"), "{detail}");
         assert!(detail.contains("DUE TO TIME LIMIT"), "no output tail: {detail}");

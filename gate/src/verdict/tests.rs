@@ -203,7 +203,7 @@ fn check(plan: &Plan, evidence: &[Evidence], title: Option<&str>) -> String {
     };
     let mut out = format!("result {}", verdict.result.as_str());
     for section in &verdict.sections {
-        for item in section.items.iter().filter(|item| item.state != State::Pass) {
+        for item in section.items.iter().filter(|item| item.state > State::Pass) {
             out.push_str(&format!(
                 "\n{} {} {}: {}",
                 section.name.title(),
@@ -305,7 +305,7 @@ fn every_rule_decides_on_fixture_evidence() {
                 ));
             }),
             None,
-            "result fail\nAccuracy fail kimi: gsm8k: the PR is 11.5 points below base (tolerance 1.5); base 80.0%, PR 68.5%, difference -11.5 [-15.9, -7.1] over 200 questions, paired",
+            "result fail\nAccuracy fail kimi: the PR is 11.5 points below base (tolerance 1.5); base 80.0%, PR 68.5%, difference -11.5 [-15.9, -7.1] over 200 questions, paired",
         ),
         (
             "an accuracy drop within noise",
@@ -321,7 +321,7 @@ fn every_rule_decides_on_fixture_evidence() {
                 ));
             }),
             None,
-            "result pass\nAccuracy warn kimi: gsm8k: the PR is 2.0 points below base, over the tolerance of 1.5, but within noise (p = 0.063); base 80.0%, PR 78.0%, difference -2.0 [-3.9, -0.1] over 200 questions, paired",
+            "result pass\nAccuracy warn kimi: the PR is 2.0 points below base, over the tolerance of 1.5, but within noise (p = 0.063); base 80.0%, PR 78.0%, difference -2.0 [-3.9, -0.1] over 200 questions, paired",
         ),
         (
             "a check that could not run",
@@ -335,6 +335,7 @@ fn every_rule_decides_on_fixture_evidence() {
                         reason: NotRunReason::NoCheckpoint,
                         detail: String::new(),
                         subject: None,
+                        failed_on: None,
                     },
                 ));
             }),
@@ -380,6 +381,7 @@ fn every_rule_decides_on_fixture_evidence() {
                         reason: NotRunReason::Timeout,
                         detail: String::new(),
                         subject: None,
+                        failed_on: None,
                     },
                 ));
                 e.push(tests("kimi", Check::UnitTests, Side::Pr, &["test_new"]));
@@ -555,7 +557,7 @@ proptest! {
         let mut evidence = passing();
         evidence.extend(speed("kimi", 8, true, &changes));
         evidence.push(record(Some("kimi"), Check::Speed, Side::Both, Outcome::SpeedNoise { concurrency: 8, log_ratio_variance: 0.0004 }));
-        evidence.push(record(None, Check::CommonTests, Side::Pr, Outcome::NotRun { reason: NotRunReason::Timeout, detail: "after 3600 s".into(), subject: None }));
+        evidence.push(record(None, Check::CommonTests, Side::Pr, Outcome::NotRun { reason: NotRunReason::Timeout, detail: "after 3600 s".into(), subject: None, failed_on: None }));
         for record in &evidence {
             let text = serde_json::to_string(record).expect("serializes");
             let back: Evidence = serde_json::from_str(&text).expect("parses");
@@ -577,3 +579,5 @@ fn a_new_models_kernels_need_no_base_timing() {
     let out = check(&standard_plan(), &evidence, None);
     assert!(out.contains("Kernel microbenchmark pending kimi"), "{out}");
 }
+
+mod fail_closed;

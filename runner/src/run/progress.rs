@@ -96,7 +96,7 @@ fn describe(step: &StepId) -> String {
     );
     if let Some(part) = step.part() {
         text.push_str(" · ");
-        text.push_str(part);
+        text.push_str(&part.to_string());
     }
     text
 }

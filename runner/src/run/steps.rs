@@ -13,20 +13,21 @@ use super::exec::{Command, Exec};
 use super::progress::Progress;
 use super::server::{Launch, Server, ServerFailure, routing, server_log_tail, with_log_tail};
 use super::{
-    CommonSource, RecipeSource, RunError, RunRequest, RunSummary, any_missing, evidence, not_run,
-    recipe_hash, recorded_pairs,
+    RunError, RunRequest, RunSummary, any_missing, evidence, not_run, recipe_hash, recorded_pairs,
 };
 use crate::accuracy::{self, EvalConfig, gated, sgl_eval};
 use crate::bench::{self, BenchConfig, Endpoint};
 use crate::cache::{AccuracyKey, Cache, NoiseKey};
+use crate::job::{CommonSource, RecipeSource};
 use crate::junit::{self, PytestCommand};
 use crate::recipe::timing::parse_timing_output;
 use crate::recipe::{
     AccuracyBenchmark, Evaluator, ExternalSpeed, Install, NotRunnable, Recipe, SpeedBenchmark,
     SpeedFormat, SpeedRun, SpeedSweep,
 };
-use crate::results::{EventWriter, ResultsDir, StepId};
+use crate::results::{EventWriter, Part, ResultsDir, StepId};
 use crate::untrusted::{self, MAX_RESULT_FILE};
+use prgate_gate::job::{Expect, Target};
 
 /// A step's time limit when the recipe gives none.
 const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(60 * 60);
@@ -61,6 +62,8 @@ pub(super) struct Subject {
 pub(super) struct ModelJob<'j> {
     pub model: &'j ModelPlan,
     pub recipe: &'j RecipeSource,
+    /// What the job plan expects of it.
+    pub target: &'j Target,
     /// The base tree; `None` for a model new in the PR.
     pub base_tree: Option<&'j Path>,
     pub pr_tree: &'j Path,
@@ -94,9 +97,9 @@ impl ModelJob<'_> {
         }
     }
 
-    /// The checks of its tier.
-    fn checks(&self) -> &'static [Check] {
-        super::planned_checks(self.model)
+    /// The checks the job plan expects of it.
+    fn checks(&self) -> Vec<Check> {
+        self.target.checks()
     }
 }
 
@@ -119,11 +122,11 @@ impl Runner<'_> {
         subject: &Subject,
         check: Check,
         side: Side,
-        part: Option<&str>,
+        part: Option<&Part>,
         work: impl FnOnce(&Path) -> Outcome,
     ) -> Result<Option<Outcome>, RunError> {
         let model = subject.model.as_deref();
-        let id = StepId::new(model, check, side, part);
+        let id = StepId::new(model, check, side, part.cloned());
         if self.completed.contains(&id) {
             if let Some(events) = self.events {
                 events.step_skipped(&id)?;
@@ -137,14 +140,14 @@ impl Runner<'_> {
         self.progress.started(&id);
         let clock = Instant::now();
         let mut outcome = match self.out_of_time() {
-            Some(detail) => not_run(NotRunReason::Timeout, detail, None),
+            Some(detail) => not_run(NotRunReason::RunTimeLimit, detail, None),
             None => work(&log_dir),
         };
         // A not-run record of a step with a part names it, so that it is the same step.
         if let Outcome::NotRun { subject, .. } = &mut outcome
             && subject.is_none()
         {
-            *subject = part.map(str::to_owned);
+            *subject = part.map(ToString::to_string);
         }
         let record = evidence(model, check, side, &subject.provenance, outcome.clone());
         self.results.write(&record)?;
@@ -162,14 +165,14 @@ impl Runner<'_> {
         subject: &Subject,
         check: Check,
         side: Side,
-        part: Option<&str>,
+        part: Option<&Part>,
         outcome: Outcome,
     ) -> Result<(), RunError> {
         self.step(subject, check, side, part, |_log| outcome).map(drop)
     }
 
-    fn done(&self, subject: &Subject, check: Check, side: Side, part: Option<&str>) -> bool {
-        self.completed.contains(&StepId::new(subject.model.as_deref(), check, side, part))
+    fn done(&self, subject: &Subject, check: Check, side: Side, part: Option<&Part>) -> bool {
+        self.completed.contains(&StepId::new(subject.model.as_deref(), check, side, part.cloned()))
     }
 
     /// Skips a step an earlier run recorded (saying so) and returns whether it did: for steps
@@ -179,12 +182,12 @@ impl Runner<'_> {
         subject: &Subject,
         check: Check,
         side: Side,
-        part: Option<&str>,
+        part: Option<&Part>,
     ) -> Result<bool, RunError> {
         if !self.done(subject, check, side, part) {
             return Ok(false);
         }
-        let id = StepId::new(subject.model.as_deref(), check, side, part);
+        let id = StepId::new(subject.model.as_deref(), check, side, part.cloned());
         if let Some(events) = self.events {
             events.step_skipped(&id)?;
         }
@@ -268,19 +271,13 @@ impl Runner<'_> {
         &mut self,
         subject: &Subject,
         recipe: &CommonSource,
+        target: &Target,
         sides: &[(Side, &Path)],
     ) -> Result<(), RunError> {
         let recipe = match recipe {
-            CommonSource::Parsed(recipe) => recipe,
-            CommonSource::Missing { path } => {
-                let detail = format!("the PR's tree has no common recipe at {path}");
-                let outcome = not_run(NotRunReason::NoRecipe, detail, None);
-                return self.record(subject, Check::CommonTests, Side::Pr, None, outcome);
-            }
-            CommonSource::Invalid { error, .. } => {
-                let detail = format!("the common recipe is not valid: {error}");
-                let outcome = not_run(NotRunReason::Other, detail, None);
-                return self.record(subject, Check::CommonTests, Side::Pr, None, outcome);
+            CommonSource::Parsed { recipe, .. } => recipe,
+            CommonSource::Missing { .. } | CommonSource::Invalid { .. } => {
+                return self.record_blocked(subject, target);
             }
         };
         for &(side, tree) in sides {
@@ -306,13 +303,8 @@ impl Runner<'_> {
     pub(super) fn model(&mut self, job: &ModelJob<'_>) -> Result<(), RunError> {
         let recipe = match job.recipe {
             RecipeSource::Parsed { recipe, .. } => recipe,
-            RecipeSource::Missing { path } => {
-                let detail = format!("the PR's tree has no recipe at {path}");
-                return self.not_run_all(job, NotRunReason::NoRecipe, &detail);
-            }
-            RecipeSource::Invalid { error, .. } => {
-                let detail = format!("the recipe is not valid: {error}");
-                return self.not_run_all(job, NotRunReason::Other, &detail);
+            RecipeSource::Missing { .. } | RecipeSource::Invalid { .. } => {
+                return self.record_blocked(&job.subject, job.target);
             }
         };
         let blockers = recipe.check_runs_on(self.request.node).err();
@@ -343,13 +335,24 @@ impl Runner<'_> {
         self.not_run_all(job, reason, detail)
     }
 
+    /// Records every step the job plan knows cannot run (a PR recipe missing or not valid).
+    fn record_blocked(&mut self, subject: &Subject, target: &Target) -> Result<(), RunError> {
+        for step in &target.steps {
+            if let Expect::Blocked { reason, detail } = &step.expect {
+                let outcome = not_run(*reason, detail.clone(), None);
+                self.record(subject, step.check, step.side, step.part.as_ref(), outcome)?;
+            }
+        }
+        Ok(())
+    }
+
     fn not_run_all(
         &mut self,
         job: &ModelJob<'_>,
         reason: NotRunReason,
         detail: &str,
     ) -> Result<(), RunError> {
-        for &check in job.checks() {
+        for check in job.checks() {
             let outcome = not_run(reason, detail, None);
             self.record(&job.subject, check, not_run_side(check), None, outcome)?;
         }
@@ -371,7 +374,7 @@ impl Runner<'_> {
         ] {
             if selection.is_empty() {
                 let detail = format!("the recipe selects no {}", check.describe());
-                let outcome = not_run(NotRunReason::Other, detail, None);
+                let outcome = not_run(NotRunReason::NothingToCheck, detail, None);
                 self.record(&job.subject, check, Side::Pr, None, outcome)?;
                 continue;
             }
@@ -405,8 +408,8 @@ impl Runner<'_> {
             return self.record(&job.subject, Check::KernelTiming, Side::Pr, None, outcome);
         }
         if recipe.kernel_timing().is_empty() {
-            let outcome =
-                not_run(NotRunReason::Other, "the recipe has no kernel timing scripts", None);
+            let detail = "the recipe has no kernel timing scripts";
+            let outcome = not_run(NotRunReason::NothingToCheck, detail, None);
             return self.record(&job.subject, Check::KernelTiming, Side::Pr, None, outcome);
         }
         for (side, tree) in job.tree_sides() {
@@ -448,10 +451,11 @@ impl Runner<'_> {
         let sides = [Side::Base, Side::Pr];
         let mut needed: Vec<StepId> = Vec::new();
         let name = job.name().to_owned();
-        let id = |check, side, part: Option<&str>| StepId::new(Some(&name), check, side, part);
+        let id =
+            |check, side, part: Option<&Part>| StepId::new(Some(&name), check, side, part.cloned());
         if recipe.tests().serving.is_empty() {
             let detail = "the recipe selects no serving tests";
-            let outcome = not_run(NotRunReason::Other, detail, None);
+            let outcome = not_run(NotRunReason::NothingToCheck, detail, None);
             self.record(subject, Check::ServingTests, Side::Pr, None, outcome)?;
         } else {
             needed.extend(sides.map(|side| id(Check::ServingTests, side, None)));
@@ -460,13 +464,15 @@ impl Runner<'_> {
         if job.full() {
             if recipe.accuracy().is_empty() {
                 let detail = "the recipe has no accuracy benchmarks";
-                let outcome = not_run(NotRunReason::Other, detail, None);
+                let outcome = not_run(NotRunReason::NothingToCheck, detail, None);
                 self.record(subject, Check::Accuracy, Side::Pr, None, outcome)?;
             }
             for benchmark in recipe.accuracy() {
-                let part = Some(benchmark.name.as_str());
-                if let Some(blocker) = blockers.and_then(|b| b.blocker_for(Check::Accuracy, part)) {
-                    let outcome = not_run(blocker.reason(), blocker.to_string(), part);
+                let named = Part::named(&benchmark.name);
+                let part = Some(&named);
+                let name = Some(benchmark.name.as_str());
+                if let Some(blocker) = blockers.and_then(|b| b.blocker_for(Check::Accuracy, name)) {
+                    let outcome = not_run(blocker.reason(), blocker.to_string(), name);
                     self.record(subject, Check::Accuracy, Side::Pr, part, outcome)?;
                     continue;
                 }
@@ -543,7 +549,8 @@ impl Runner<'_> {
                 })?;
             }
             for benchmark in &benchmarks {
-                let part = Some(benchmark.name.as_str());
+                let named = Part::named(&benchmark.name);
+                let part = Some(&named);
                 if self.skip_if_done(subject, Check::Accuracy, side, part)? {
                     continue;
                 }
@@ -647,8 +654,8 @@ impl Runner<'_> {
         recipe: &Recipe,
         benchmark: &AccuracyBenchmark,
     ) -> Option<Outcome> {
-        let part = Some(benchmark.name.as_str());
-        if job.model.new || self.done(&job.subject, Check::Accuracy, Side::Base, part) {
+        let part = Part::named(&benchmark.name);
+        if job.model.new || self.done(&job.subject, Check::Accuracy, Side::Base, Some(&part)) {
             return None;
         }
         let key = self.accuracy_key(job, recipe, benchmark)?;
@@ -692,7 +699,8 @@ impl Runner<'_> {
                     match accuracy::read_dataset(launch.tree, Path::new(&builtin.dataset)) {
                         Ok(questions) => questions,
                         Err(error) => {
-                            return not_run(NotRunReason::Other, error.to_string(), Some(name));
+                            let reason = NotRunReason::RecipeInvalid;
+                            return not_run(reason, error.to_string(), Some(name));
                         }
                     };
                 let mut config = EvalConfig::new(&serving.url, SERVED_MODEL);
@@ -700,7 +708,8 @@ impl Runner<'_> {
                 match accuracy::evaluate(&config, &questions) {
                     Ok(evaluation) if evaluation.questions() > 0 => evaluation.outcome(name),
                     Ok(_empty) => {
-                        not_run(NotRunReason::Other, "the dataset has no questions", Some(name))
+                        let detail = "the dataset has no questions";
+                        not_run(NotRunReason::RecipeInvalid, detail, Some(name))
                     }
                     Err(error) => not_run(
                         NotRunReason::Crash,
@@ -749,7 +758,7 @@ impl Runner<'_> {
                 let _stale = std::fs::remove_dir_all(&results);
                 if let Err(error) = std::fs::create_dir_all(&results) {
                     let detail = format!("{}: {error}", results.display());
-                    return not_run(NotRunReason::Other, detail, Some(name));
+                    return not_run(NotRunReason::Node, detail, Some(name));
                 }
                 let checkpoint = self.exec.checkpoint_view(recipe);
                 let argv =
@@ -782,7 +791,7 @@ impl Runner<'_> {
                 match run_dir.and_then(|run_dir| sgl_eval::read_run(&results, &run_dir, name)) {
                     Ok(outcome) => outcome,
                     Err(error) => {
-                        not_run(NotRunReason::Crash, with_log_tail(error, &log), Some(name))
+                        not_run(NotRunReason::NoResult, with_log_tail(error, &log), Some(name))
                     }
                 }
             }
@@ -795,7 +804,7 @@ impl Runner<'_> {
         let subject = &job.subject;
         let Some(sweep) = recipe.speed() else {
             let detail = "the recipe has no speed sweep";
-            let outcome = not_run(NotRunReason::Other, detail, None);
+            let outcome = not_run(NotRunReason::NothingToCheck, detail, None);
             self.record(subject, Check::Speed, Side::Both, None, outcome)?;
             return Ok(Vec::new());
         };
@@ -805,18 +814,13 @@ impl Runner<'_> {
         let recorded = recorded_pairs(self.results, job.name())?;
         let mut cells = Vec::new();
         for &concurrency in sweep.concurrencies_for(job.model.tier == Tier::Smoke) {
-            if self.done(
-                subject,
-                Check::Speed,
-                Side::Both,
-                Some(&format!("concurrency-{concurrency}")),
-            ) {
+            if self.done(subject, Check::Speed, Side::Both, Some(&Part::Cell { concurrency })) {
                 continue;
             }
             let recorded = recorded.get(&concurrency);
             // The calibration is fixed before a cell's first pair, never added to a cell
             // judged already.
-            let noise_part = format!("concurrency-{concurrency}-noise");
+            let noise_part = Part::Noise { concurrency };
             let noise_key = self.noise_key(job, recipe, sweep, concurrency);
             let mut noise = recorded.and_then(|cell| cell.noise);
             if recorded.is_none_or(|cell| cell.pairs.is_empty())
@@ -844,12 +848,10 @@ impl Runner<'_> {
                 cells.push(cell);
             } else if let Some(events) = self.events {
                 for index in 0..cell.pairs.len() {
-                    events.step_skipped(&StepId::new(
-                        Some(job.name()),
-                        Check::Speed,
-                        Side::Both,
-                        Some(&format!("concurrency-{concurrency}-pair-{index}")),
-                    ))?;
+                    let index = u32::try_from(index).unwrap_or(u32::MAX);
+                    let part = Part::Pair { concurrency, index };
+                    let step = StepId::new(Some(job.name()), Check::Speed, Side::Both, Some(part));
+                    events.step_skipped(&step)?;
                 }
             }
         }
@@ -914,7 +916,7 @@ impl Runner<'_> {
             if let Slot::Failed(failure) = &servers.slots[slot(side)]
                 && !servers.up_once[slot(side)]
             {
-                let outcome = failed(failure);
+                let outcome = failed_on(failed(failure), side);
                 return self.record(&job.subject, Check::Speed, Side::Both, None, outcome);
             }
         }
@@ -923,17 +925,22 @@ impl Runner<'_> {
                 while self.cell_open(cell) {
                     let first = if cell.pairs.len() % 2 == 0 { Side::Base } else { Side::Pr };
                     let second = if first == Side::Base { Side::Pr } else { Side::Base };
-                    let measured = self.measure(job, sweep, servers, first, cell).and_then(|one| {
-                        let other = self.measure(job, sweep, servers, second, cell)?;
-                        Ok(if first == Side::Base { (one, other) } else { (other, one) })
-                    });
+                    let measured = self
+                        .measure(job, sweep, servers, first, cell)
+                        .map_err(|failure| (first, failure))
+                        .and_then(|one| {
+                            let other = self
+                                .measure(job, sweep, servers, second, cell)
+                                .map_err(|failure| (second, failure))?;
+                            Ok(if first == Side::Base { (one, other) } else { (other, one) })
+                        });
                     match measured {
                         Ok((base, pr)) => {
                             cell.base_runs.push(base);
                             self.record_pair(job, cell, base, pr, first)?;
                         }
-                        Err(failure) => {
-                            self.cell_failed(job, cell, failure)?;
+                        Err((side, failure)) => {
+                            self.cell_failed(job, cell, side, failure)?;
                             break;
                         }
                     }
@@ -963,7 +970,7 @@ impl Runner<'_> {
                         cells[at].base_runs.push(tpot);
                         opening.insert(concurrency, tpot);
                     }
-                    Err(failure) => self.cell_failed(job, &mut cells[at], failure)?,
+                    Err(failure) => self.cell_failed(job, &mut cells[at], Side::Base, failure)?,
                 }
             }
             let mut pr_runs: BTreeMap<u32, f64> = BTreeMap::new();
@@ -975,7 +982,7 @@ impl Runner<'_> {
                     Ok(tpot) => {
                         pr_runs.insert(cells[at].concurrency, tpot);
                     }
-                    Err(failure) => self.cell_failed(job, &mut cells[at], failure)?,
+                    Err(failure) => self.cell_failed(job, &mut cells[at], Side::Pr, failure)?,
                 }
             }
             for &at in &open {
@@ -992,7 +999,7 @@ impl Runner<'_> {
                         let base = (before * after).sqrt();
                         self.record_pair(job, &mut cells[at], base, pr, Side::Base)?;
                     }
-                    Err(failure) => self.cell_failed(job, &mut cells[at], failure)?,
+                    Err(failure) => self.cell_failed(job, &mut cells[at], Side::Base, failure)?,
                 }
             }
         }
@@ -1011,7 +1018,7 @@ impl Runner<'_> {
         first: Side,
     ) -> Result<(), RunError> {
         let index = u32::try_from(cell.pairs.len()).unwrap_or(u32::MAX);
-        let part = format!("concurrency-{}-pair-{index}", cell.concurrency);
+        let part = Part::Pair { concurrency: cell.concurrency, index };
         let outcome = Outcome::SpeedPair {
             concurrency: cell.concurrency,
             index,
@@ -1030,11 +1037,12 @@ impl Runner<'_> {
         &mut self,
         job: &ModelJob<'_>,
         cell: &mut Cell,
+        side: Side,
         failure: ServerFailure,
     ) -> Result<(), RunError> {
         cell.closed = true;
-        let part = format!("concurrency-{}", cell.concurrency);
-        let outcome = not_run(failure.reason, failure.detail, None);
+        let part = Part::Cell { concurrency: cell.concurrency };
+        let outcome = failed_on(not_run(failure.reason, failure.detail, None), side);
         self.record(&job.subject, Check::Speed, Side::Both, Some(&part), outcome)
     }
 
@@ -1059,7 +1067,7 @@ impl Runner<'_> {
     ) -> Result<f64, ServerFailure> {
         let concurrency = cell.concurrency;
         if let Some(detail) = self.out_of_time() {
-            return Err(ServerFailure { reason: NotRunReason::Timeout, detail });
+            return Err(ServerFailure { reason: NotRunReason::RunTimeLimit, detail });
         }
         let serving = self.server(servers, side)?;
         let timeout =
@@ -1100,12 +1108,9 @@ impl Runner<'_> {
                 }
             }
             SpeedBenchmark::External(external) => {
-                let step = StepId::new(
-                    Some(job.name()),
-                    Check::Speed,
-                    Side::Both,
-                    Some(&format!("concurrency-{concurrency}-pair-{}", cell.pairs.len())),
-                );
+                let index = u32::try_from(cell.pairs.len()).unwrap_or(u32::MAX);
+                let part = Part::Pair { concurrency, index };
+                let step = StepId::new(Some(job.name()), Check::Speed, Side::Both, Some(part));
                 let side_name = side_name(side);
                 let results = self
                     .results
@@ -1319,6 +1324,14 @@ fn check_slug(check: Check) -> &'static str {
     }
 }
 
+/// `outcome`, a not-run of a step of both sides, marked as broken on `side`.
+fn failed_on(mut outcome: Outcome, side: Side) -> Outcome {
+    if let Outcome::NotRun { failed_on, .. } = &mut outcome {
+        *failed_on = Some(side);
+    }
+    outcome
+}
+
 /// The not-run outcome of a step whose server did not come up.
 fn failed(failure: &ServerFailure) -> Outcome {
     not_run(failure.reason, format!("the server is not serving: {}", failure.detail), None)
@@ -1347,7 +1360,7 @@ fn pytest(exec: &Exec<'_>, run: &TestRun<'_>, log_dir: &Path, purpose: String) -
     };
     let argv = match junit::pytest_argv(&command) {
         Ok(argv) => argv.into_iter().map(|arg| arg.to_string_lossy().into_owned()).collect(),
-        Err(error) => return not_run(NotRunReason::Other, error.to_string(), None),
+        Err(error) => return not_run(NotRunReason::RecipeInvalid, error.to_string(), None),
     };
     let mut env = exec.side_env(run.tree);
     if let Some(server) = run.server {
@@ -1375,7 +1388,40 @@ fn pytest(exec: &Exec<'_>, run: &TestRun<'_>, log_dir: &Path, purpose: String) -
             junit::parse_junit(&xml).map_err(|error| format!("{}: {error}", junit_xml.display()))
         }) {
         Ok(results) => Outcome::Tests { results },
-        Err(error) => not_run(NotRunReason::Crash, with_log_tail(error, &log), None),
+        // No JUnit: either pytest itself cannot start here (the node cannot judge), or the
+        // suite broke it.
+        Err(error) => match pytest_starts(exec, run, log_dir) {
+            Ok(()) => not_run(NotRunReason::NoResult, with_log_tail(error, &log), None),
+            Err(detail) => not_run(NotRunReason::Harness, detail, None),
+        },
+    }
+}
+
+/// Whether `python -m pytest --version` runs where the suite ran; the reason when it does not.
+fn pytest_starts(exec: &Exec<'_>, run: &TestRun<'_>, log_dir: &Path) -> Result<(), String> {
+    let log = log_dir.join("pytest-version.log");
+    let command = Command {
+        argv: vec![exec.python().to_owned(), "-m".into(), "pytest".into(), "--version".into()],
+        tree: run.tree,
+        out: log_dir,
+        env: exec.side_env(run.tree),
+        datasets: None,
+        log: log.clone(),
+        timeout: run.timeout.min(Duration::from_secs(120)),
+        gpus: &[],
+        purpose: "pytest-version".to_owned(),
+        server: None,
+    };
+    match exec.run(&command) {
+        Ok(status) if status.success() => Ok(()),
+        Ok(status) => Err(with_log_tail(
+            format!("pytest cannot start here: `{} -m pytest --version` {status}", exec.python()),
+            &log,
+        )),
+        Err(outcome) => Err(match outcome {
+            Outcome::NotRun { detail, .. } => format!("pytest cannot start here: {detail}"),
+            _ => "pytest cannot start here".to_owned(),
+        }),
     }
 }
 
@@ -1421,7 +1467,7 @@ fn timing(
                 samples_us: kernel.samples_us,
             })),
             Err(problem) => {
-                return not_run(NotRunReason::Crash, with_log_tail(problem, &log), None);
+                return not_run(NotRunReason::NoResult, with_log_tail(problem, &log), None);
             }
         }
     }
