@@ -1218,7 +1218,7 @@ fn a_gated_dataset_is_fetched_by_prgate_and_no_secret_or_host_file_reaches_any_o
     assert_eq!(record["outcome"]["kind"], "accuracy", "{record}");
     assert_eq!(record["outcome"]["questions"], 2, "{record}");
     let leaky = fixture.record("with", "alpha.accuracy.pr.leaky");
-    assert_eq!(leaky["outcome"]["reason"], "crash", "{leaky}");
+    assert_eq!(leaky["outcome"]["reason"], "no-result", "{leaky}");
     let detail = leaky["outcome"]["detail"].as_str().unwrap_or_default();
     assert!(detail.contains("the token is [redacted HF_TOKEN]"), "{detail}");
 
