@@ -307,6 +307,7 @@ fn node_run(args: &CiArgs) -> anyhow::Result<Outcome> {
         events: &events,
         only_models: Some(&models),
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        observer: None,
     };
     let summary =
         run_plan(args, &plan, &base, &pinned, &target).context("running this node's models")?;
@@ -618,31 +619,41 @@ fn pipeline(
     *lock(&reporter.estimate) = Some(estimate_words(&estimate));
     reporter.post_progress()?;
 
-    // The run, with the comment following the event stream.
+    // The run, with the comment observing the step loop's events (on the local executor), or
+    // following the events the SLURM jobs write, which the executor passes on to the stream.
     let results = args.work.join("results");
     let events = args.work.join("events.jsonl");
+    let comment = CommentObserver {
+        reporter,
+        plan: &plan,
+        every: args.update_every,
+        state: Mutex::new((CheckStates::default(), Instant::now())),
+    };
     let target = Target {
         node: &node,
         results: &results,
         events: &events,
         only_models: None,
         progress: false,
+        observer: Some(&comment),
     };
-    let done = AtomicBool::new(false);
-    std::thread::scope(|scope| {
-        let follower = scope.spawn(|| follow(reporter, &events, args.update_every, &done));
-        let ran = match args.executor {
-            Executor::Local => run_plan(args, &plan, &base, pinned, &target).map(|summary| {
-                for note in &summary.notes {
-                    eprintln!("note: {note}");
-                }
-            }),
-            Executor::Slurm => crate::run::run(&slurm_run_args(args, pinned, &results, &events)),
-        };
-        done.store(true, Ordering::SeqCst);
-        let _followed = follower.join();
-        ran
-    })
+    match args.executor {
+        Executor::Local => run_plan(args, &plan, &base, pinned, &target).map(|summary| {
+            for note in &summary.notes {
+                eprintln!("note: {note}");
+            }
+        }),
+        Executor::Slurm => {
+            let done = AtomicBool::new(false);
+            std::thread::scope(|scope| {
+                let follower = scope.spawn(|| follow(reporter, &events, args.update_every, &done));
+                let ran = crate::run::run(&slurm_run_args(args, pinned, &results, &events));
+                done.store(true, Ordering::SeqCst);
+                let _followed = follower.join();
+                ran
+            })
+        }
+    }
     .context("running the plan")?;
     *lock(&reporter.progress) = read_progress(&plan, &events);
     let (_files, evidence) = crate::gate::read_evidence(&results.join("evidence"))?;
@@ -684,6 +695,8 @@ struct Target<'a> {
     events: &'a Path,
     only_models: Option<&'a [String]>,
     progress: bool,
+    /// Who watches the step loop's events (the comment), besides the events file.
+    observer: Option<&'a dyn prgate_runner::results::StepObserver>,
 }
 
 /// Runs `plan` on this node as the command line says.
@@ -721,6 +734,7 @@ fn run_plan(
         wait_lock: args.wait_lock,
         preflight: &preflight,
         only_models: target.only_models,
+        observer: target.observer,
     };
     Ok(prgate_runner::run::run(&request)?)
 }
@@ -776,34 +790,81 @@ fn planned_progress(plan: &Plan) -> Progress {
 /// The plan's checks with the states the event stream gives them: a check is running once a
 /// step of it started, and done once every step of it that started has finished.
 fn read_progress(plan: &Plan, events: &Path) -> Progress {
-    let mut progress = planned_progress(plan);
     let text = std::fs::read_to_string(events).unwrap_or_default();
-    let mut open: std::collections::BTreeMap<(Option<String>, String), i64> =
-        std::collections::BTreeMap::new();
-    let mut seen: std::collections::BTreeSet<(Option<String>, String)> =
-        std::collections::BTreeSet::new();
+    let mut checks = CheckStates::default();
     for line in text.lines() {
-        let Ok(event) = serde_json::from_str::<RunEvent>(line) else { continue };
+        if let Ok(event) = serde_json::from_str::<RunEvent>(line) {
+            checks.follow(&event);
+        }
+    }
+    checks.progress(plan)
+}
+
+/// Which checks have started and how many of their steps are running, from the step loop's
+/// events.
+#[derive(Debug, Default)]
+struct CheckStates {
+    open: BTreeMap<(Option<String>, String), i64>,
+}
+
+impl CheckStates {
+    fn follow(&mut self, event: &RunEvent) {
         let key = (event.model.clone(), event.check.describe().to_owned());
-        seen.insert(key.clone());
-        let count = open.entry(key).or_default();
+        let count = self.open.entry(key).or_default();
         match event.event {
             EventKind::StepStarted => *count += 1,
             EventKind::StepFinished => *count -= 1,
-            _ => {}
+            EventKind::StepSkipped => {}
         }
     }
-    for step in &mut progress.steps {
-        let key = (step.model.clone(), step.check.clone());
-        if seen.contains(&key) {
-            step.state = if open.get(&key).copied().unwrap_or(0) > 0 {
-                StepState::Running
-            } else {
-                StepState::Done
-            };
+
+    /// The plan's checks: running once a step of it started, done once every step of it that
+    /// started has finished.
+    fn progress(&self, plan: &Plan) -> Progress {
+        let mut progress = planned_progress(plan);
+        for step in &mut progress.steps {
+            let key = (step.model.clone(), step.check.clone());
+            if let Some(&running) = self.open.get(&key) {
+                step.state = if running > 0 { StepState::Running } else { StepState::Done };
+            }
+        }
+        progress
+    }
+}
+
+/// The PR comment as an observer of the step loop: every event moves its checks on, and the
+/// comment is edited at most once per `every` (and at the end).
+struct CommentObserver<'r> {
+    reporter: &'r Reporter,
+    plan: &'r Plan,
+    every: Duration,
+    state: Mutex<(CheckStates, Instant)>,
+}
+
+impl std::fmt::Debug for CommentObserver<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommentObserver").field("every", &self.every).finish_non_exhaustive()
+    }
+}
+
+impl prgate_runner::results::StepObserver for CommentObserver<'_> {
+    fn observe(&self, event: &RunEvent) {
+        let mut state = lock(&self.state);
+        state.0.follow(event);
+        if state.1.elapsed() < self.every {
+            return;
+        }
+        let progress = state.0.progress(self.plan);
+        if progress == *lock(&self.reporter.progress) {
+            return;
+        }
+        *lock(&self.reporter.progress) = progress;
+        match self.reporter.post_progress() {
+            Ok(()) => state.1 = Instant::now(),
+            // A comment that cannot be edited now is edited at the next step or at the end.
+            Err(error) => eprintln!("prgate: could not update the comment: {error:#}"),
         }
     }
-    progress
 }
 
 /// What the reporter needs of the command line.

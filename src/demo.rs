@@ -194,6 +194,7 @@ fn run_pr(
         // A laptop has no GPU to check.
         preflight: &PreflightMode::Off,
         only_models: None,
+        observer: None,
     };
     let started = Instant::now();
     let summary = prgate_runner::run::run(&run).context("running the plan")?;

@@ -33,6 +33,10 @@ pub(crate) struct GateArgs {
     /// beside the evidence directory (a results directory's), else a tier's checks.
     #[arg(long, value_name = "FILE")]
     job: Option<PathBuf>,
+    /// Judge a run that is still going (a progress update): a step without evidence is
+    /// pending. Without it the run is over, and such a step could not be judged (error).
+    #[arg(long)]
+    in_progress: bool,
     /// The PR's title, for the title rule and the gain rule.
     #[arg(long, value_name = "TEXT")]
     title: Option<String>,
@@ -120,12 +124,14 @@ pub(crate) fn run(args: &GateArgs) -> anyhow::Result<Outcome> {
     };
     let job = job_path.map(|path| read_job(&path, &plan)).transpose()?;
     let title = args.title.as_deref();
-    let verdict = judge_final(&plan, job.as_ref(), &evidence, title, &base).map_err(|error| {
-        let file = files
-            .get(error.record)
-            .map_or_else(|| "?".to_owned(), |path| path.display().to_string());
-        anyhow::anyhow!("evidence {file}: {}", error.problem)
-    })?;
+    let completion = if args.in_progress { Completion::InProgress } else { Completion::Final };
+    let verdict =
+        judge(&plan, job.as_ref(), &evidence, title, &base, completion).map_err(|error| {
+            let file = files
+                .get(error.record)
+                .map_or_else(|| "?".to_owned(), |path| path.display().to_string());
+            anyhow::anyhow!("evidence {file}: {}", error.problem)
+        })?;
     let text = match args.format {
         VerdictFormat::Human => prgate_report::verdict::human(&verdict),
         VerdictFormat::Json => {
@@ -148,6 +154,18 @@ pub(crate) fn judge_final(
     title: Option<&str>,
     base: &BaseSide,
 ) -> Result<prgate_gate::Verdict, prgate_gate::evidence::EvidenceError> {
+    judge(plan, job, evidence, title, base, Completion::Final)
+}
+
+/// The verdict on `evidence`, of a run that is over or still going.
+fn judge(
+    plan: &Plan,
+    job: Option<&JobPlan>,
+    evidence: &[Evidence],
+    title: Option<&str>,
+    base: &BaseSide,
+    completion: Completion,
+) -> Result<prgate_gate::Verdict, prgate_gate::evidence::EvidenceError> {
     let config = &base.config;
     prgate_gate::judge_with(JudgeRequest {
         plan,
@@ -156,7 +174,7 @@ pub(crate) fn judge_final(
         rules: prgate_gate::rules::judge_rules(plan, title, config, &base.policy),
         gain_required: prgate_gate::title::requires_gain(title, &config.gain.types),
         config,
-        completion: Completion::Final,
+        completion,
     })
 }
 

@@ -484,6 +484,7 @@ fn result_md(verdict: Option<&Verdict>, progress: Option<&Progress>) -> String {
     let worst = verdict.sections.iter().map(|section| section.state).max();
     let word = match verdict.result {
         State::Fail => "❌ AMD PR test: fail",
+        State::Error => "🛑 AMD PR test: error, some checks could not be judged",
         State::Pending if progress.is_some() => "⏳ AMD PR test: running",
         State::Pending => "⏳ AMD PR test: pending",
         _ if worst.is_some_and(|state| state > State::Pass) => {
@@ -499,7 +500,14 @@ fn counts_md(verdict: Option<&Verdict>) -> String {
     let Some(verdict) = verdict else {
         return "No check has finished yet.".to_owned();
     };
-    let states = [State::Fail, State::Pending, State::AuthorProvided, State::Warn, State::Pass];
+    let states = [
+        State::Fail,
+        State::Error,
+        State::Pending,
+        State::AuthorProvided,
+        State::Warn,
+        State::Pass,
+    ];
     let parts: Vec<String> = states
         .iter()
         .filter_map(|state| {
@@ -512,7 +520,11 @@ fn counts_md(verdict: Option<&Verdict>) -> String {
             (count > 0).then(|| format!("{count} {}", state_md(*state)))
         })
         .collect();
-    if parts.is_empty() { "No checklist items.".to_owned() } else { parts.join(" · ") }
+    if parts.is_empty() {
+        return "No checklist items.".to_owned();
+    }
+    let checks = verdict.checks;
+    format!("{} of {} checks judged · {}", checks.judged, checks.expected, parts.join(" · "))
 }
 
 /// A state in words, with an emoji that repeats it: meaning never rests on colour alone.

@@ -32,13 +32,18 @@ pub fn human(verdict: &Verdict) -> String {
                 .as_deref()
                 .map(|model| format!("{}: ", terminal(model)))
                 .unwrap_or_default();
+            let mut lines = item.summary.lines();
             let _ = writeln!(
                 out,
                 "  [{}] {model}{}: {}",
                 state_word(item.state),
                 terminal(&item.check),
-                terminal(&item.summary)
+                terminal(lines.next().unwrap_or_default())
             );
+            // A log's tail, indented under its item: each line on a line of its own.
+            for line in lines {
+                let _ = writeln!(out, "         | {}", terminal(line));
+            }
             if item.state != State::Pass {
                 let _ = writeln!(out, "         rule: {}", item.rule);
             }

@@ -43,6 +43,7 @@
 mod tests;
 
 use std::collections::BTreeSet;
+use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -308,9 +309,9 @@ impl EventWriter {
 
     /// Records that `step` started.
     pub fn step_started(&self, step: &StepId) -> Result<StepStarted, ResultsError> {
-        let time_ms = now_ms();
-        self.emit(&Event::new(EventKind::StepStarted, step, time_ms))?;
-        Ok(StepStarted { time_ms })
+        let event = Event::started(step);
+        self.emit(&event)?;
+        Ok(StepStarted { time_ms: event.time_ms })
     }
 
     /// Records that `step`, started at `started`, finished with `record`.
@@ -320,18 +321,12 @@ impl EventWriter {
         started: StepStarted,
         record: &Evidence,
     ) -> Result<(), ResultsError> {
-        let mut event = Event::new(EventKind::StepFinished, step, now_ms());
-        event.started_ms = Some(started.time_ms);
-        event.outcome = Some(outcome_kind(&record.outcome));
-        if let Outcome::NotRun { reason, .. } = record.outcome {
-            event.reason = Some(reason);
-        }
-        self.emit(&event)
+        self.emit(&Event::finished(step, started, record))
     }
 
     /// Records that `step` was done by an earlier run.
     pub fn step_skipped(&self, step: &StepId) -> Result<(), ResultsError> {
-        self.emit(&Event::new(EventKind::StepSkipped, step, now_ms()))
+        self.emit(&Event::skipped(step))
     }
 
     /// Appends an event another writer recorded, as it is: a SLURM job's events, passed on
@@ -350,7 +345,45 @@ impl EventWriter {
     }
 }
 
+/// What watches a run's steps as they happen, besides the event stream's file: the terminal's
+/// progress line, the PR comment. The step loop hands every event, once, to each.
+pub trait StepObserver: fmt::Debug {
+    fn observe(&self, event: &Event);
+}
+
 impl Event {
+    /// `step` starts now.
+    pub fn started(step: &StepId) -> Event {
+        Event::new(EventKind::StepStarted, step, now_ms())
+    }
+
+    /// `step`, started at `started`, finished now with `record`.
+    pub fn finished(step: &StepId, started: StepStarted, record: &Evidence) -> Event {
+        let mut event = Event::new(EventKind::StepFinished, step, now_ms());
+        event.started_ms = Some(started.time_ms);
+        event.outcome = Some(outcome_kind(&record.outcome));
+        if let Outcome::NotRun { reason, .. } = record.outcome {
+            event.reason = Some(reason);
+        }
+        event
+    }
+
+    /// `step` was done by an earlier run.
+    pub fn skipped(step: &StepId) -> Event {
+        Event::new(EventKind::StepSkipped, step, now_ms())
+    }
+
+    /// When a started event happened, for its finished event.
+    pub fn as_started(&self) -> StepStarted {
+        StepStarted { time_ms: self.time_ms }
+    }
+
+    /// How long a finished step took.
+    pub fn took(&self) -> Option<std::time::Duration> {
+        let started = self.started_ms?;
+        Some(std::time::Duration::from_millis(self.time_ms.saturating_sub(started)))
+    }
+
     fn new(event: EventKind, step: &StepId, time_ms: u64) -> Event {
         Event {
             schema_version: EVENTS_SCHEMA_VERSION,

@@ -72,6 +72,7 @@
 //! [`RunRequest::only_models`] names: the SLURM executor ([`crate::slurm`]) runs this loop
 //! once per model, each in a job of its own.
 
+mod emit;
 mod exec;
 mod leftovers;
 pub(crate) mod progress;
@@ -140,6 +141,8 @@ pub struct RunRequest<'a> {
     pub wait_lock: Option<Duration>,
     /// Whether (and where) the node is checked before any install.
     pub preflight: &'a PreflightMode,
+    /// Who else watches the step loop's events as they happen (the PR comment).
+    pub observer: Option<&'a dyn crate::results::StepObserver>,
     /// Run only these models of the plan, and the common checks only when it holds
     /// [`COMMON_CHECKS`]; `None` runs them all. A speed pair's `family` still counts the
     /// covered cells of every model, so a run split by model (a SLURM job per model) records
@@ -261,13 +264,16 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
     let mut runner = steps::Runner {
         request,
         results: &results,
-        events: events.as_ref(),
+        emit: emit::Emitter {
+            file: events.as_ref(),
+            progress: progress::Progress::new(request.progress, expected_steps(&targets)),
+            observer: request.observer,
+        },
         completed: completed_steps(&results)?,
         summary: &mut summary,
         family: job.plan.family,
         cache: Cache::new(node.cache_dir()),
         deadline: request.time_limit.map(|limit| Instant::now() + limit),
-        progress: progress::Progress::new(request.progress, expected_steps(&targets)),
         installed: BTreeMap::new(),
         exec: exec::Exec {
             isolation: request.isolation,
@@ -322,7 +328,7 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
             let job = model_job(model, recipe, target, &base_tree, &pr_tree, &provenance);
             runner.not_run_model(&job, reason, &detail)?;
         }
-        runner.progress.close();
+        runner.emit.close();
         return Ok(summary);
     }
 
@@ -335,7 +341,7 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
         let job = model_job(model, recipe, target, &base_tree, &pr_tree, &provenance);
         runner.model(&job)?;
     }
-    runner.progress.close();
+    runner.emit.close();
     // Fail closed: a step the job plan expects that this run left without a record is
     // recorded as such, so no verdict mistakes its absence for a pass.
     let records: Vec<Evidence> =

@@ -293,6 +293,7 @@ fn plan_and_verdict() -> Published {
             evidence.to_str().expect("UTF-8"),
             "--format",
             "json",
+            "--in-progress",
         ],
     );
     assert_eq!(verdict.code, 1, "pending: {}", verdict.stderr);

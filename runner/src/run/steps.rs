@@ -9,8 +9,8 @@ use prgate_gate::evidence::{Check, KernelSamples, NotRunReason, Outcome, Provena
 use prgate_gate::speed::{CellContext, Pair, needs_another_pair};
 use prgate_scope::plan::{ModelPlan, Tier};
 
+use super::emit::Emitter;
 use super::exec::{Command, Exec};
-use super::progress::Progress;
 use super::server::{Launch, Server, ServerFailure, routing, server_log_tail, with_log_tail};
 use super::{
     RunError, RunRequest, RunSummary, any_missing, evidence, not_run, recipe_hash, recorded_pairs,
@@ -25,7 +25,7 @@ use crate::recipe::{
     AccuracyBenchmark, Evaluator, ExternalSpeed, Install, NotRunnable, Recipe, SpeedBenchmark,
     SpeedFormat, SpeedRun, SpeedSweep,
 };
-use crate::results::{EventWriter, Part, ResultsDir, StepId};
+use crate::results::{Part, ResultsDir, StepId};
 use crate::untrusted::{self, MAX_RESULT_FILE};
 use prgate_gate::job::{Expect, Target};
 
@@ -38,14 +38,14 @@ const SERVED_MODEL: &str = "default";
 pub(super) struct Runner<'r> {
     pub request: &'r RunRequest<'r>,
     pub results: &'r ResultsDir,
-    pub events: Option<&'r EventWriter>,
+    /// Where the step loop's events go: the event stream, the progress line, the caller.
+    pub emit: Emitter<'r>,
     pub completed: BTreeSet<StepId>,
     pub summary: &'r mut RunSummary,
     pub family: u32,
     pub cache: Cache,
     /// When the run's time is up.
     pub deadline: Option<Instant>,
-    pub progress: Progress,
     /// The installs this run did, by tree and command: `Err` with why one failed.
     pub installed: BTreeMap<(PathBuf, Vec<String>), Result<(), String>>,
     /// Where commands run.
@@ -128,17 +128,12 @@ impl Runner<'_> {
         let model = subject.model.as_deref();
         let id = StepId::new(model, check, side, part.cloned());
         if self.completed.contains(&id) {
-            if let Some(events) = self.events {
-                events.step_skipped(&id)?;
-            }
+            self.emit.skipped(&id)?;
             self.summary.skipped += 1;
-            self.progress.finished(None);
             return Ok(None);
         }
         let log_dir = self.results.step_log_dir(&id)?;
-        let started = self.events.map(|events| events.step_started(&id)).transpose()?;
-        self.progress.started(&id);
-        let clock = Instant::now();
+        let started = self.emit.started(&id)?;
         let mut outcome = match self.out_of_time() {
             Some(detail) => not_run(NotRunReason::RunTimeLimit, detail, None),
             None => work(&log_dir),
@@ -151,10 +146,7 @@ impl Runner<'_> {
         }
         let record = evidence(model, check, side, &subject.provenance, outcome.clone());
         self.results.write(&record)?;
-        if let (Some(events), Some(started)) = (self.events, started) {
-            events.step_finished(&id, started, &record)?;
-        }
-        self.progress.finished(Some(clock.elapsed()));
+        self.emit.finished(&id, started, &record)?;
         self.summary.recorded += 1;
         self.completed.insert(id);
         Ok(Some(outcome))
@@ -188,11 +180,8 @@ impl Runner<'_> {
             return Ok(false);
         }
         let id = StepId::new(subject.model.as_deref(), check, side, part.cloned());
-        if let Some(events) = self.events {
-            events.step_skipped(&id)?;
-        }
+        self.emit.skipped(&id)?;
         self.summary.skipped += 1;
-        self.progress.finished(None);
         Ok(true)
     }
 
@@ -489,11 +478,8 @@ impl Runner<'_> {
         if !any_missing(&self.completed, &needed) && cells.is_empty() {
             // Everything the servers would do is recorded: skip them, and say so.
             for step in needed {
-                if let Some(events) = self.events {
-                    events.step_skipped(&step)?;
-                }
+                self.emit.skipped(&step)?;
                 self.summary.skipped += 1;
-                self.progress.finished(None);
             }
             return Ok(());
         }
@@ -846,12 +832,12 @@ impl Runner<'_> {
             };
             if self.cell_open(&cell) {
                 cells.push(cell);
-            } else if let Some(events) = self.events {
+            } else {
                 for index in 0..cell.pairs.len() {
                     let index = u32::try_from(index).unwrap_or(u32::MAX);
                     let part = Part::Pair { concurrency, index };
                     let step = StepId::new(Some(job.name()), Check::Speed, Side::Both, Some(part));
-                    events.step_skipped(&step)?;
+                    self.emit.skipped(&step)?;
                 }
             }
         }
