@@ -1100,7 +1100,7 @@ impl Reporter {
         input: &CommentInput<'_>,
         status: &prgate_report::status::Status,
     ) -> anyhow::Result<()> {
-        let body = render_comment(input)?;
+        let body = prgate_runner::redact::redact(&render_comment(input)?).into_owned();
         write(&self.args.work.join("comment.md"), &body)?;
         self.runtime.block_on(crate::publish::post(
             &self.github,
@@ -1143,5 +1143,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 fn write(path: &Path, text: &str) -> anyhow::Result<()> {
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+    // The node's secret values are redacted from everything prgate writes.
+    let text = prgate_runner::redact::redact(text);
+    std::fs::write(path, text.as_bytes()).with_context(|| format!("writing {}", path.display()))
 }

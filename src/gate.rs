@@ -226,7 +226,9 @@ impl BaseSide {
 /// Where a repository keeps its own CODEOWNERS policy.
 const POLICY_PATH: &str = "CODEOWNERS.rules";
 
-/// Every `*.json` file below `dir`, sorted by path, and its evidence record.
+/// Every `*.json` file below `dir`, sorted by path, and its evidence record. The walk never
+/// follows a symbolic link (an entry's own type is looked at, not its target's), so a link
+/// loop cannot make it endless; a link in the folder is an error that names it.
 pub(crate) fn read_evidence(dir: &Path) -> anyhow::Result<(Vec<PathBuf>, Vec<Evidence>)> {
     let mut files = Vec::new();
     let mut pending = vec![dir.to_path_buf()];
@@ -234,8 +236,15 @@ pub(crate) fn read_evidence(dir: &Path) -> anyhow::Result<(Vec<PathBuf>, Vec<Evi
         let entries = std::fs::read_dir(&folder)
             .with_context(|| format!("reading the evidence directory {}", folder.display()))?;
         for entry in entries {
-            let path = entry.with_context(|| format!("reading {}", folder.display()))?.path();
-            if path.is_dir() {
+            let entry = entry.with_context(|| format!("reading {}", folder.display()))?;
+            let path = entry.path();
+            let kind = entry.file_type().with_context(|| format!("reading {}", path.display()))?;
+            anyhow::ensure!(
+                !kind.is_symlink(),
+                "{} is a symbolic link; evidence is read from regular files and folders only",
+                path.display()
+            );
+            if kind.is_dir() {
                 pending.push(path);
             } else if path.extension().is_some_and(|extension| extension == "json") {
                 files.push(path);

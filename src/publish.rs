@@ -4,6 +4,7 @@
 //! on request (`--check-run on`, for an App's token), a check run beside the status with the
 //! verdict's summary and annotations on the changed files.
 
+use prgate_runner::redact::redact;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -154,7 +155,7 @@ impl Loaded {
 pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
     let loaded = load(&args.facts)?;
     let text = match args.format {
-        ReportFormat::Markdown => render_comment(&loaded.input())?,
+        ReportFormat::Markdown => redact(&render_comment(&loaded.input())?).into_owned(),
         ReportFormat::Json => {
             let verdict = loaded.verdict.as_ref().context("--format json needs --verdict")?;
             serde_json::to_string_pretty(verdict)? + "\n"
@@ -191,9 +192,10 @@ pub(crate) fn publish(args: &PublishArgs) -> anyhow::Result<()> {
             &settings,
         ),
     };
-    let body = render_comment(&loaded.input())?;
+    // The node's secret values are redacted from everything prgate writes.
+    let body = redact(&render_comment(&loaded.input())?).into_owned();
     if let Some(path) = &args.report_out {
-        let full = render_full_report(&loaded.input())?;
+        let full = redact(&render_full_report(&loaded.input())?).into_owned();
         std::fs::write(path, full)
             .with_context(|| format!("writing the full report {}", path.display()))?;
     }
@@ -357,12 +359,13 @@ pub(crate) fn actions_outputs(input: &CommentInput<'_>) -> anyhow::Result<()> {
         return Ok(());
     }
     if let Ok(path) = std::env::var("GITHUB_STEP_SUMMARY") {
-        write_job_summary(Path::new(&path), &prgate_report::summary::job_summary(input)?)?;
+        let summary = prgate_report::summary::job_summary(input)?;
+        write_job_summary(Path::new(&path), &redact(&summary))?;
     }
     if let Some(verdict) = input.verdict {
         let mut stdout = std::io::stdout().lock();
         for annotation in prgate_report::summary::annotations(verdict) {
-            writeln!(stdout, "{}", annotation.command())?;
+            writeln!(stdout, "{}", redact(&annotation.command()))?;
         }
     }
     Ok(())

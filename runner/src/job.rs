@@ -18,7 +18,7 @@
 //!
 //! What it leaves to others: running the steps (`crate::run`), judging (the gate).
 
-use std::path::{Component, Path};
+use std::path::Path;
 
 use prgate_gate::evidence::{Check, NotRunReason, Side};
 use prgate_gate::job::{
@@ -262,30 +262,11 @@ fn plain_name(name: &str) -> bool {
 /// the path leaves the tree, any component is a symbolic link, the file is not a regular file
 /// or is larger than `limit` bytes.
 fn read_tree_file(tree: &Path, relative: &str, limit: u64) -> Result<Option<Vec<u8>>, String> {
-    let mut path = tree.to_path_buf();
-    let components: Vec<Component<'_>> = Path::new(relative).components().collect();
-    if components.is_empty() || !components.iter().all(|c| matches!(c, Component::Normal(_))) {
-        return Err(format!("{relative} is not a path inside the tree"));
+    match crate::untrusted::read(tree, Path::new(relative), limit) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(error) if matches!(error.problem, crate::untrusted::Problem::Missing) => Ok(None),
+        Err(error) => Err(error.to_string()),
     }
-    for component in components {
-        path.push(component);
-        match std::fs::symlink_metadata(&path) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                return Err(format!("{relative} goes through a symbolic link, which is not read"));
-            }
-            Ok(_) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(error) => return Err(format!("{relative}: {error}")),
-        }
-    }
-    let meta = std::fs::symlink_metadata(&path).map_err(|error| format!("{relative}: {error}"))?;
-    if !meta.is_file() {
-        return Err(format!("{relative} is not a regular file"));
-    }
-    if meta.len() > limit {
-        return Err(format!("{relative} is {} bytes, over the limit of {limit}", meta.len()));
-    }
-    std::fs::read(&path).map(Some).map_err(|error| format!("{relative}: {error}"))
 }
 
 fn step(check: Check, side: Side, part: Option<Part>, expect: Expect) -> ExpectedStep {

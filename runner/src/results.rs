@@ -161,6 +161,8 @@ impl ResultsDir {
         let mut json = serde_json::to_vec_pretty(record)
             .map_err(|error| ResultsError::Write { path: path.clone(), source: error.into() })?;
         json.push(b'\n');
+        // The node's secret values never reach a record (`crate::redact`).
+        let json = crate::redact::redact_bytes(&json);
         write_atomically(&path, &json)
             .map_err(|source| ResultsError::Write { path: path.clone(), source })?;
         Ok(path)
@@ -337,6 +339,7 @@ impl EventWriter {
         let write_error = |source| ResultsError::Write { path: self.path.clone(), source };
         let mut line = serde_json::to_vec(event).map_err(|error| write_error(error.into()))?;
         line.push(b'\n');
+        let line = crate::redact::redact_bytes(&line);
         let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
         file.write_all(&line).and_then(|()| file.flush()).map_err(write_error)
     }

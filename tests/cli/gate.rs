@@ -210,6 +210,17 @@ fn bad_input_is_an_error_that_names_the_file_or_key() {
         run.stderr
     );
 
+    // A link loop (and any link) in the evidence folder is an error, not an endless walk.
+    std::fs::remove_file(evidence.join("alpha/routing-pr-again.json")).expect("remove");
+    std::os::unix::fs::symlink("..", evidence.join("alpha/loop")).expect("a link loop");
+    let run = gate(&repo, work.path(), &[]);
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("alpha/loop is a symbolic link; evidence is read from regular files"),
+        "{}",
+        run.stderr
+    );
+
     let repo = Repo::standard();
     repo.write("prgate.toml", &format!("{MANIFEST}\n[gate.speed]\nmax-los = 0.03\n"));
     repo.commit("a typo in the settings");

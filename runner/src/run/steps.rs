@@ -10,12 +10,12 @@ use prgate_gate::speed::{CellContext, Pair, needs_another_pair};
 use prgate_scope::plan::{ModelPlan, Tier};
 
 use super::emit::Emitter;
-use super::exec::{Command, Exec, untrusted_file};
+use super::exec::{Command, Exec};
 use super::server::{Launch, Server, ServerFailure, routing, server_log_tail, with_log_tail};
 use super::{
     RunError, RunRequest, RunSummary, any_missing, evidence, not_run, recipe_hash, recorded_pairs,
 };
-use crate::accuracy::{self, EvalConfig, sgl_eval};
+use crate::accuracy::{self, EvalConfig, gated, sgl_eval};
 use crate::bench::{self, BenchConfig, Endpoint};
 use crate::cache::{AccuracyKey, Cache, NoiseKey};
 use crate::job::{CommonSource, RecipeSource};
@@ -26,6 +26,7 @@ use crate::recipe::{
     SpeedFormat, SpeedRun, SpeedSweep,
 };
 use crate::results::{Part, ResultsDir, StepId};
+use crate::untrusted::{self, MAX_RESULT_FILE};
 use prgate_gate::job::{Expect, Target};
 
 /// A step's time limit when the recipe gives none.
@@ -243,7 +244,7 @@ impl Runner<'_> {
             tree,
             out: &out,
             env: self.exec.side_env(tree),
-            secrets: Vec::new(),
+            datasets: None,
             log: log.clone(),
             timeout: self.limit(timeout.unwrap_or(DEFAULT_STEP_TIMEOUT)),
             gpus: &[],
@@ -637,7 +638,12 @@ impl Runner<'_> {
         let base_tree = job.base_tree?;
         let evaluator = match &benchmark.evaluator {
             Evaluator::Builtin(builtin) => {
-                let dataset = std::fs::read(base_tree.join(&builtin.dataset)).ok()?;
+                let dataset = untrusted::read(
+                    base_tree,
+                    Path::new(&builtin.dataset),
+                    accuracy::MAX_DATASET_FILE,
+                )
+                .ok()?;
                 format!(
                     "builtin dataset={:?} {} limit={:?}",
                     builtin.dataset,
@@ -646,9 +652,10 @@ impl Runner<'_> {
                 )
             }
             Evaluator::External(external) => format!(
-                "external command={:?} metrics={:?}",
+                "external command={:?} metrics={:?} hub-dataset={:?}",
                 external.command_text(),
-                external.metrics
+                external.metrics,
+                benchmark.hub_dataset.as_ref().map(ToString::to_string)
             ),
         };
         let server = recipe.server();
@@ -718,13 +725,14 @@ impl Runner<'_> {
         let server_tail = || server_log_tail(&launch.log);
         match &benchmark.evaluator {
             Evaluator::Builtin(builtin) => {
-                let questions = match accuracy::read_dataset(&launch.tree.join(&builtin.dataset)) {
-                    Ok(questions) => questions,
-                    Err(error) => {
-                        let reason = NotRunReason::RecipeInvalid;
-                        return not_run(reason, error.to_string(), Some(name));
-                    }
-                };
+                let questions =
+                    match accuracy::read_dataset(launch.tree, Path::new(&builtin.dataset)) {
+                        Ok(questions) => questions,
+                        Err(error) => {
+                            let reason = NotRunReason::RecipeInvalid;
+                            return not_run(reason, error.to_string(), Some(name));
+                        }
+                    };
                 let mut config = EvalConfig::new(&serving.url, SERVED_MODEL);
                 config.limit = builtin.limit.map(|limit| limit as usize);
                 match accuracy::evaluate(&config, &questions) {
@@ -742,13 +750,38 @@ impl Runner<'_> {
             }
             Evaluator::External(external) => {
                 // The node lists the secret, but its value must be there at run time too.
+                let mut token_value = None;
                 if let Some(token) = &benchmark.token {
                     let variable = crate::node::secret_env_var(token);
-                    if std::env::var_os(&variable).is_none_or(|value| value.is_empty()) {
-                        let detail = format!(
-                            "benchmark {name} reads a gated dataset: the node lists the secret {token}, but {variable} is not set for this run"
-                        );
-                        return not_run(NotRunReason::GatedDataset, detail, Some(name));
+                    match std::env::var(&variable) {
+                        Ok(value) if !value.is_empty() => token_value = Some(value),
+                        _ => {
+                            let detail = format!(
+                                "benchmark {name} reads a gated dataset: the node lists the secret {token}, but {variable} is not set for this run"
+                            );
+                            return not_run(NotRunReason::GatedDataset, detail, Some(name));
+                        }
+                    }
+                }
+                // A hub dataset is fetched here, by prgate, with the token; the command gets
+                // the dataset read-only and never the token (accuracy::gated).
+                let datasets = gated::cache_root(self.request.node.cache_dir());
+                let mut dataset_env = Vec::new();
+                if let Some(dataset) = &benchmark.hub_dataset {
+                    match gated::fetch(
+                        &gated::endpoint(),
+                        dataset,
+                        token_value.as_deref(),
+                        &datasets,
+                    ) {
+                        Ok(snapshot) => dataset_env.push((
+                            "PRGATE_DATASET".to_owned(),
+                            self.exec.dataset_view(&datasets, &snapshot),
+                        )),
+                        Err(error) => {
+                            let reason = NotRunReason::GatedDataset;
+                            return not_run(reason, error.to_string(), Some(name));
+                        }
                     }
                 }
                 let results = launch.log.with_file_name(format!("accuracy-{name}"));
@@ -765,8 +798,8 @@ impl Runner<'_> {
                     argv,
                     tree: launch.tree,
                     out: &results,
-                    env: launch.env.clone(),
-                    secrets: benchmark.token.iter().cloned().collect(),
+                    env: launch.env.iter().cloned().chain(dataset_env).collect(),
+                    datasets: benchmark.hub_dataset.as_ref().map(|_| datasets.as_path()),
                     log: log.clone(),
                     timeout: self.limit(recipe.timeouts().accuracy.unwrap_or(DEFAULT_STEP_TIMEOUT)),
                     gpus: &[],
@@ -779,13 +812,13 @@ impl Runner<'_> {
                 // The recipe's metrics file, else sgl-eval's one run directory under it.
                 let metrics = results.join(&external.metrics);
                 let run_dir = if metrics.file_name() == Some(sgl_eval::METRICS_FILE.as_ref())
-                    && metrics.is_file()
+                    && untrusted::open_path(&results, &metrics).is_ok()
                 {
                     Ok(metrics.parent().unwrap_or(&results).to_path_buf())
                 } else {
                     sgl_eval::find_run_dir(&results)
                 };
-                match run_dir.and_then(|run_dir| sgl_eval::read_run(&run_dir, name)) {
+                match run_dir.and_then(|run_dir| sgl_eval::read_run(&results, &run_dir, name)) {
                     Ok(outcome) => outcome,
                     Err(error) => {
                         not_run(NotRunReason::NoResult, with_log_tail(error, &log), Some(name))
@@ -1168,7 +1201,7 @@ impl Runner<'_> {
             tree: launch.tree,
             out: results,
             env: launch.env.clone(),
-            secrets: Vec::new(),
+            datasets: None,
             log: log.clone(),
             timeout,
             gpus: &[],
@@ -1180,8 +1213,8 @@ impl Runner<'_> {
             _ => String::new(),
         })?;
         let path = results.join(&external.result);
-        let text = std::fs::read_to_string(&path)
-            .map_err(|error| with_log_tail(format!("{}: {error}", path.display()), &log))?;
+        let text = untrusted::read_to_string(results, Path::new(&external.result), MAX_RESULT_FILE)
+            .map_err(|error| with_log_tail(error.to_string(), &log))?;
         let records = match external.format {
             SpeedFormat::BenchServing => bench::parse_bench_serving_jsonl(&text),
             SpeedFormat::Inferencex => bench::parse_inferencex_json(&text),
@@ -1389,7 +1422,7 @@ fn pytest(exec: &Exec<'_>, run: &TestRun<'_>, log_dir: &Path, purpose: String) -
         tree: run.tree,
         out: log_dir,
         env,
-        secrets: Vec::new(),
+        datasets: None,
         log: log.clone(),
         timeout: run.timeout,
         gpus: run.gpus,
@@ -1399,10 +1432,11 @@ fn pytest(exec: &Exec<'_>, run: &TestRun<'_>, log_dir: &Path, purpose: String) -
     if let Err(outcome) = exec.run(&command) {
         return outcome;
     }
-    match untrusted_file(&junit_xml)
+    match untrusted::read_path(log_dir, &junit_xml, MAX_RESULT_FILE)
         .map_err(|problem| problem.to_string())
-        .and_then(|()| junit::read_junit_file(&junit_xml).map_err(|error| error.to_string()))
-    {
+        .and_then(|xml| {
+            junit::parse_junit(&xml).map_err(|error| format!("{}: {error}", junit_xml.display()))
+        }) {
         Ok(results) => Outcome::Tests { results },
         // No JUnit: either pytest itself cannot start here (the node cannot judge), or the
         // suite broke it.
@@ -1421,7 +1455,7 @@ fn pytest_starts(exec: &Exec<'_>, run: &TestRun<'_>, log_dir: &Path) -> Result<(
         tree: run.tree,
         out: log_dir,
         env: exec.side_env(run.tree),
-        secrets: Vec::new(),
+        datasets: None,
         log: log.clone(),
         timeout: run.timeout.min(Duration::from_secs(120)),
         gpus: &[],
@@ -1462,7 +1496,7 @@ fn timing(
             tree,
             out: log_dir,
             env: exec.side_env(tree),
-            secrets: Vec::new(),
+            datasets: None,
             log: log.clone(),
             timeout,
             gpus,
@@ -1472,11 +1506,8 @@ fn timing(
         if let Err(outcome) = exec.run(&command) {
             return outcome;
         }
-        let parsed = untrusted_file(&output)
-            .and_then(|()| {
-                std::fs::read_to_string(&output)
-                    .map_err(|error| format!("{}: {error}", output.display()))
-            })
+        let parsed = untrusted::read_to_string(log_dir, Path::new(&file), MAX_RESULT_FILE)
+            .map_err(|error| error.to_string())
             .and_then(|text| {
                 parse_timing_output(&text, &script.name).map_err(|error| error.to_string())
             });
