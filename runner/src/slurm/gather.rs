@@ -218,8 +218,9 @@ output-len = 8
                 pr_tpot_ms: 1.0,
                 first: Side::Base,
                 family: None,
+                base_runs_ms: None,
             },
-            "noise" => Outcome::SpeedNoise { concurrency, log_ratio_variance: 0.0 },
+            "noise" => Outcome::SpeedNoise { concurrency, log_ratio_variance: 0.0, samples: None },
             "accuracy" => Outcome::Accuracy {
                 benchmark: part.clone().unwrap_or_default(),
                 questions: 1,
