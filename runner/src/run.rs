@@ -540,7 +540,7 @@ struct RecordedCell {
     /// Its pairs by index, in order.
     pairs: Vec<(u32, prgate_gate::speed::Pair)>,
     /// Its calibrated noise.
-    noise: Option<f64>,
+    noise: Option<prgate_gate::speed::Calibration>,
 }
 
 /// The speed records of a model, by concurrency: the pairs a resumed cell goes on from.
@@ -554,15 +554,28 @@ fn recorded_pairs(
             continue;
         }
         match record.outcome {
-            Outcome::SpeedPair { concurrency, index, base_tpot_ms, pr_tpot_ms, .. } => {
-                cells
-                    .entry(concurrency)
-                    .or_default()
-                    .pairs
-                    .push((index, prgate_gate::speed::Pair { base_tpot_ms, pr_tpot_ms }));
+            Outcome::SpeedPair {
+                concurrency,
+                index,
+                base_tpot_ms,
+                pr_tpot_ms,
+                base_runs_ms,
+                ..
+            } => {
+                let pair = match base_runs_ms {
+                    Some([before, after]) => {
+                        prgate_gate::speed::Pair::bracketed(before, pr_tpot_ms, after)
+                    }
+                    None => prgate_gate::speed::Pair::single(base_tpot_ms, pr_tpot_ms),
+                };
+                cells.entry(concurrency).or_default().pairs.push((index, pair));
             }
-            Outcome::SpeedNoise { concurrency, log_ratio_variance } => {
-                cells.entry(concurrency).or_default().noise = Some(log_ratio_variance);
+            Outcome::SpeedNoise { concurrency, log_ratio_variance, samples } => {
+                cells.entry(concurrency).or_default().noise =
+                    Some(prgate_gate::speed::Calibration {
+                        log_ratio_variance,
+                        samples: samples.unwrap_or(prgate_gate::speed::LEGACY_CALIBRATION_SAMPLES),
+                    });
             }
             _ => {}
         }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use prgate_gate::evidence::{Check, KernelSamples, NotRunReason, Outcome, Provenance, Side};
-use prgate_gate::speed::{CellContext, Pair, needs_another_pair};
+use prgate_gate::speed::{Calibration, CellContext, Pair, needs_another_pair};
 use prgate_scope::plan::{ModelPlan, Tier};
 
 use super::emit::Emitter;
@@ -855,11 +855,15 @@ impl Runner<'_> {
             let mut noise = recorded.and_then(|cell| cell.noise);
             if recorded.is_none_or(|cell| cell.pairs.is_empty())
                 && noise.is_none()
-                && let Some(variance) = self.cache.noise(&noise_key)
+                && let Some(calibration) = self.cache.noise(&noise_key)
             {
-                let outcome = Outcome::SpeedNoise { concurrency, log_ratio_variance: variance };
+                let outcome = Outcome::SpeedNoise {
+                    concurrency,
+                    log_ratio_variance: calibration.log_ratio_variance,
+                    samples: Some(calibration.samples),
+                };
                 self.record(subject, Check::Speed, Side::Both, Some(&noise_part), outcome)?;
-                noise = Some(variance);
+                noise = Some(calibration);
             }
             let pairs: Vec<Pair> = recorded
                 .map(|cell| cell.pairs.iter().map(|(_, pair)| *pair).collect())
@@ -871,7 +875,7 @@ impl Runner<'_> {
                 pairs,
                 noise,
                 noise_key,
-                base_runs: Vec::new(),
+                aa_differences: Vec::new(),
                 closed: false,
             };
             if self.cell_open(&cell) {
@@ -908,8 +912,10 @@ impl Runner<'_> {
             image: node.image().digest.clone().unwrap_or_else(|| node.image().name.clone()),
             model: job.name().to_owned(),
             concurrency,
+            // The pairing order is part of the key: a bracketed pair's two base runs are one PR
+            // run apart, which is what the calibration's differences measure.
             recipe_parts: format!(
-                "base={:?} install={:?} checkpoint={:?} tp={} server={:?} monokernel={} in={} out={} requests={} warmup={} {benchmark}",
+                "order=bracketed base={:?} install={:?} checkpoint={:?} tp={} server={:?} monokernel={} in={} out={} requests={} warmup={} {benchmark}",
                 job.subject.provenance.base_commit,
                 recipe.install().map(Install::command_text),
                 recipe.checkpoint(),
@@ -924,19 +930,27 @@ impl Runner<'_> {
         }
     }
 
+    /// Whether the gate wants another pair of the cell. The gate's own cap (`max-pairs` kept
+    /// pairs, outliers re-measured at most `max-outliers` times) ends every cell; the bound
+    /// here only guards against a gate that never decides.
     fn cell_open(&self, cell: &Cell) -> bool {
+        let speed = &self.request.gate.speed;
         let context = CellContext {
             cells: usize::try_from(self.family.max(1)).unwrap_or(usize::MAX),
             gain_required: self.request.gain_required && cell.covered,
-            known_variance: cell.noise,
+            calibration: cell.noise,
         };
-        cell.pairs.len() < self.request.gate.speed.max_pairs
+        cell.pairs.len() < speed.max_pairs + speed.max_outliers
             && needs_another_pair(&cell.pairs, self.request.gate, &context)
     }
 
-    /// Runs pairs in every open cell until the gate has decided each: with both servers up,
-    /// the side that goes first alternating; one at a time, in rounds where every PR run is
-    /// bracketed by base runs before and after it (the pair's base is their geometric mean).
+    /// Runs pairs in every open cell until the gate has decided each. Every pair is
+    /// bracketed: a base run, the PR run, another base run, its own (no run is shared between
+    /// pairs, so pairs are independent). The pair's base is the two base runs' geometric mean,
+    /// which cancels a linear drift, and their ratio is the in-band A/A difference that
+    /// measures the node's noise inside the run. With both servers up the three run in turn;
+    /// one server at a time, in rounds: an opening base run for every open cell, a PR run for
+    /// each, a closing base run for each (the base server stays up into the next round).
     fn speed(
         &mut self,
         job: &ModelJob<'_>,
@@ -957,21 +971,21 @@ impl Runner<'_> {
         if servers.together {
             for cell in &mut cells {
                 while self.cell_open(cell) {
-                    let first = if cell.pairs.len() % 2 == 0 { Side::Base } else { Side::Pr };
-                    let second = if first == Side::Base { Side::Pr } else { Side::Base };
                     let measured = self
-                        .measure(job, sweep, servers, first, cell)
-                        .map_err(|failure| (first, failure))
-                        .and_then(|one| {
-                            let other = self
-                                .measure(job, sweep, servers, second, cell)
-                                .map_err(|failure| (second, failure))?;
-                            Ok(if first == Side::Base { (one, other) } else { (other, one) })
+                        .measure(job, sweep, servers, Side::Base, cell)
+                        .map_err(|failure| (Side::Base, failure))
+                        .and_then(|before| {
+                            let pr = self
+                                .measure(job, sweep, servers, Side::Pr, cell)
+                                .map_err(|failure| (Side::Pr, failure))?;
+                            let after = self
+                                .measure(job, sweep, servers, Side::Base, cell)
+                                .map_err(|failure| (Side::Base, failure))?;
+                            Ok((before, pr, after))
                         });
                     match measured {
-                        Ok((base, pr)) => {
-                            cell.base_runs.push(base);
-                            self.record_pair(job, cell, base, pr, first)?;
+                        Ok((before, pr, after)) => {
+                            self.record_pair(job, cell, [before, after], pr)?;
                         }
                         Err((side, failure)) => {
                             self.cell_failed(job, cell, side, failure)?;
@@ -985,11 +999,10 @@ impl Runner<'_> {
             }
             return Ok(());
         }
-        // One server at a time, in rounds: a base run for each cell that has none to open
-        // with, a PR run for each, then a base run for each that closes the pair and opens
-        // the next one.
-        let mut opening: BTreeMap<u32, f64> = BTreeMap::new();
+        // One server at a time, in rounds: an opening base run for each open cell, a PR run
+        // for each, then a closing base run for each.
         loop {
+            let mut opening: BTreeMap<u32, f64> = BTreeMap::new();
             let open: Vec<usize> = (0..cells.len())
                 .filter(|&at| !cells[at].closed && self.cell_open(&cells[at]))
                 .collect();
@@ -998,12 +1011,8 @@ impl Runner<'_> {
             }
             for &at in &open {
                 let concurrency = cells[at].concurrency;
-                if opening.contains_key(&concurrency) {
-                    continue;
-                }
                 match self.measure(job, sweep, servers, Side::Base, &cells[at]) {
                     Ok(tpot) => {
-                        cells[at].base_runs.push(tpot);
                         opening.insert(concurrency, tpot);
                     }
                     Err(failure) => self.cell_failed(job, &mut cells[at], Side::Base, failure)?,
@@ -1030,10 +1039,7 @@ impl Runner<'_> {
                 };
                 match self.measure(job, sweep, servers, Side::Base, &cells[at]) {
                     Ok(after) => {
-                        cells[at].base_runs.push(after);
-                        opening.insert(concurrency, after);
-                        let base = (before * after).sqrt();
-                        self.record_pair(job, &mut cells[at], base, pr, Side::Base)?;
+                        self.record_pair(job, &mut cells[at], [before, after], pr)?;
                     }
                     Err(failure) => self.cell_failed(job, &mut cells[at], Side::Base, failure)?,
                 }
@@ -1048,27 +1054,31 @@ impl Runner<'_> {
         Ok(())
     }
 
+    /// Records a bracketed pair: its two base runs (before and after) and its PR run.
     fn record_pair(
         &mut self,
         job: &ModelJob<'_>,
         cell: &mut Cell,
-        base_tpot_ms: f64,
+        base_runs_ms: [f64; 2],
         pr_tpot_ms: f64,
-        first: Side,
     ) -> Result<(), RunError> {
         let index = u32::try_from(cell.pairs.len()).unwrap_or(u32::MAX);
         let part = Part::Pair { concurrency: cell.concurrency, index };
+        let [before, after] = base_runs_ms;
+        let pair = Pair::bracketed(before, pr_tpot_ms, after);
         let outcome = Outcome::SpeedPair {
             concurrency: cell.concurrency,
             index,
             covered: cell.covered,
-            base_tpot_ms,
+            base_tpot_ms: pair.base_tpot_ms,
             pr_tpot_ms,
-            first,
+            first: Side::Base,
             family: Some(self.family),
+            base_runs_ms: Some(base_runs_ms),
         };
         self.record(&job.subject, Check::Speed, Side::Both, Some(&part), outcome)?;
-        cell.pairs.push(Pair { base_tpot_ms, pr_tpot_ms });
+        cell.aa_differences.push((after / before).ln());
+        cell.pairs.push(pair);
         Ok(())
     }
 
@@ -1085,9 +1095,9 @@ impl Runner<'_> {
         self.record(&job.subject, Check::Speed, Side::Both, Some(&part), outcome)
     }
 
-    /// Adds a cell's base runs of this run to the node's noise calibration.
+    /// Adds a cell's in-band A/A differences of this run to the node's noise calibration.
     fn calibrate(&mut self, cell: &Cell) {
-        if let Err(error) = self.cache.add_noise(&cell.noise_key, &cell.base_runs) {
+        if let Err(error) = self.cache.add_noise(&cell.noise_key, &cell.aa_differences) {
             self.summary.notes.push(format!(
                 "the speed noise at concurrency {} could not be saved: {error}",
                 cell.concurrency
@@ -1336,11 +1346,12 @@ pub(super) struct Cell {
     covered: bool,
     /// Its pairs so far, earlier runs' included, in order.
     pairs: Vec<Pair>,
-    /// The calibrated variance of a pair's log ratio, when a `speed-noise` record has it.
-    noise: Option<f64>,
+    /// The node's stored calibration, when a `speed-noise` record has it.
+    noise: Option<Calibration>,
     noise_key: NoiseKey,
-    /// The base runs of this run, in order: the noise calibration's input.
-    base_runs: Vec<f64>,
+    /// The in-band A/A differences of this run (`ln(after / before)` of each pair's base
+    /// runs): the noise calibration's input.
+    aa_differences: Vec<f64>,
     /// Failed: no more pairs.
     closed: bool,
 }
