@@ -78,8 +78,9 @@ pub(crate) struct CiArgs {
     /// This node's profile.
     #[arg(long, value_name = "FILE", default_value = "/etc/prgate/node.toml")]
     node: PathBuf,
-    /// Where the state, results and report files go.
-    #[arg(long, value_name = "DIR", default_value = ".prgate")]
+    /// Where the state, results and report files go (a relative path is taken from the
+    /// current directory).
+    #[arg(long, value_name = "DIR", default_value = ".prgate", value_parser = crate::run::parse_absolute_path)]
     work: PathBuf,
     /// The label that starts a run.
     #[arg(long, default_value = "run-ci")]

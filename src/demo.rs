@@ -68,9 +68,8 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
         .with_context(|| format!("marking {}", dir.display()))?;
     // The node profile wants absolute paths.
     let dir = dir.canonicalize().with_context(|| format!("resolving {}", dir.display()))?;
-    let prgate = std::env::current_exe().context("finding the prgate binary")?;
     let repo = dir.join("repository");
-    let prs = sample::build(&repo, &prgate)?;
+    let prs = sample::build(&repo)?;
     let node = write_node_profile(&dir)?;
 
     let started = Instant::now();

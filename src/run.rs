@@ -50,8 +50,9 @@ pub(crate) struct RunArgs {
     /// This node's profile (docs/node-profile.md).
     #[arg(long, value_name = "FILE")]
     pub(crate) node: PathBuf,
-    /// The results directory: evidence, logs.
-    #[arg(long, value_name = "DIR")]
+    /// The results directory: evidence, logs. A relative path is taken from the current
+    /// directory, once, here.
+    #[arg(long, value_name = "DIR", value_parser = parse_absolute_path)]
     pub(crate) results: PathBuf,
     /// The git repository that holds the plan's commits.
     #[arg(long, value_name = "DIR", default_value = ".")]
@@ -142,6 +143,12 @@ pub(crate) enum IsolationArg {
 
 pub(crate) fn parse_time_limit(text: &str) -> Result<std::time::Duration, String> {
     prgate_runner::recipe::parse_duration(text)
+}
+
+/// A directory argument made absolute from the current directory: the steps run their
+/// commands in other directories, where a relative path would name something else.
+pub(crate) fn parse_absolute_path(text: &str) -> Result<PathBuf, String> {
+    std::path::absolute(text).map_err(|error| format!("cannot resolve {text:?}: {error}"))
 }
 
 pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {

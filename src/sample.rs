@@ -2,12 +2,15 @@
 //! SGLang, with a handful of pull-request branches that show every kind of scope.
 //!
 //! Every model serves through prgate's own simulated server (`prgate sim-server`): its recipe
-//! (`test/e2e/<model>.toml`) starts the running prgate binary with the model's simulated profile
-//! (`sgl_amd_mono/models/<model>/sim-profile.toml`, whose `tpot-ms` stands for the speed of the
-//! model's monokernels), so a PR that "speeds up a kernel" lowers it in its tree.
+//! (`test/e2e/<model>.toml`) starts `prgate` by name, as found on the command's `PATH` (on the
+//! host the running prgate's folder is on it; in a container, the image's own `prgate`), with
+//! the model's simulated profile (`sgl_amd_mono/models/<model>/sim-profile.toml`, whose
+//! `tpot-ms` stands for the speed of the model's monokernels), so a PR that "speeds up a
+//! kernel" lowers it in its tree. The server listens on every interface (`0.0.0.0`): in a
+//! container, the published port reaches only those (docs/container.md).
 //!
-//! Commits have fixed authors and dates, so the same build by the same binary (its path is in
-//! the recipes) gives the same SHAs.
+//! Commits have fixed authors and dates and the files name no host path, so every build gives
+//! the same SHAs.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -43,21 +46,14 @@ pub(crate) const ALL_MODELS: &[&str] =
 
 /// Builds the sample repository in `dir` (which must be empty or absent): `main`, and a branch
 /// for every PR. Leaves `main` checked out.
-/// `prgate` is the binary the recipes' servers run (`prgate sim-server`).
-pub(crate) fn build(dir: &Path, prgate: &Path) -> anyhow::Result<Vec<SamplePr>> {
-    let prgate = prgate.to_str().filter(|path| !path.contains('\'')).with_context(|| {
-        format!(
-            "the sample's recipes cannot name prgate's path {}: it is not UTF-8 or has a quote",
-            prgate.display()
-        )
-    })?;
+pub(crate) fn build(dir: &Path) -> anyhow::Result<Vec<SamplePr>> {
     let mut options = RepositoryInitOptions::new();
     options.initial_head("main");
     let repo = Repository::init_opts(dir, &options)
         .with_context(|| format!("creating the sample repository in {}", dir.display()))?;
     let mut builder = Builder { repo: &repo, clock: 1_790_000_000 };
 
-    let base_files = base_files(prgate);
+    let base_files = base_files();
     let main =
         builder.commit("refs/heads/main", None, &base_files, "Sample monokernel repository")?;
 
@@ -111,7 +107,7 @@ pub(crate) fn build(dir: &Path, prgate: &Path) -> anyhow::Result<Vec<SamplePr>> 
         },
     )?;
     pr(110, "pr/110-new-model", "[Feat] [MI355X] muse_spark: first monokernel", &|files| {
-        add_model(files, "muse_spark", prgate);
+        add_model(files, "muse_spark");
         append(files, ".github/CODEOWNERS", "/sgl_amd_mono/models/muse_spark/ @muse-team\n");
     })?;
     pr(112, "pr/112-docs", "[Doc] docs: explain the tiers", &|files| {
@@ -188,7 +184,7 @@ const PERF_TPOT_MS: &str = "3.0";
 /// A PR that slows a model down: 25% more time per token.
 const SLOW_TPOT_MS: &str = "5.0";
 
-fn base_files(prgate: &str) -> Files {
+fn base_files() -> Files {
     let mut files = Files::new();
     let mut put = |path: &str, text: &str| {
         files.insert(path.to_owned(), text.to_owned());
@@ -216,7 +212,7 @@ fn base_files(prgate: &str) -> Files {
     let mut codeowners =
         String::from("# Owners of each model's package.\n* @sgl-amd-mono/maintainers\n");
     for model in MODELS {
-        add_model(&mut files, model, prgate);
+        add_model(&mut files, model);
         codeowners.push_str(&format!(
             "/sgl_amd_mono/models/{model}/ @{}-team\n",
             model.replace('_', "-")
@@ -226,7 +222,7 @@ fn base_files(prgate: &str) -> Files {
     files
 }
 
-fn add_model(files: &mut Files, model: &str, prgate: &str) {
+fn add_model(files: &mut Files, model: &str) {
     let mut put = |path: String, text: String| {
         files.insert(path, text);
     };
@@ -257,20 +253,22 @@ fn add_model(files: &mut Files, model: &str, prgate: &str) {
              # SGLang's own path, without the monokernels: slower.\nsglang-tpot-ms = {SGLANG_TPOT_MS}\n"
         ),
     );
-    put(format!("test/e2e/{model}.toml"), recipe(model, kernel_test, prgate));
+    put(format!("test/e2e/{model}.toml"), recipe(model, kernel_test));
 }
 
 /// The serving recipe of `model`: the simulated server, a tiny sweep.
-fn recipe(model: &str, kernel_test: &str, prgate: &str) -> String {
+fn recipe(model: &str, kernel_test: &str) -> String {
     let command = format!(
-        "'{prgate}' sim-server --listen 127.0.0.1:{{port}} \
+        "prgate sim-server --listen 0.0.0.0:{{port}} \
          --profile sgl_amd_mono/models/{model}/sim-profile.toml {{extra_args}}"
     );
     // A JSON string is a TOML basic string.
     let command = serde_json::to_string(&command).unwrap_or_default();
     format!(
         r#"# Serving recipe of {model} (docs/recipe.md in prgate's repository). The server is
-# prgate's simulated server, from the directory of the tree under test.
+# prgate's simulated server (`prgate` on the PATH: the image's in a container), from the
+# directory of the tree under test, on every interface: a container's published port reaches
+# only those, never its loopback.
 hardware = ["mi355x"]
 checkpoint = "{model}"
 tp = 1

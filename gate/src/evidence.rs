@@ -22,7 +22,9 @@
 //!
 //! The outcomes, by `kind`:
 //! - `tests`: `results` [{`id`, `outcome` (`passed`, `failed`, `skipped`, `error`),
-//!   `message`}]: one record per suite and side;
+//!   `message`, and `flaky: true` for a test that passed only on a rerun (absent otherwise;
+//!   added in place, as readers ignore fields they do not know)}]: one per test, one record
+//!   per suite and side;
 //! - `routing`: `routed` (whether the server logged monokernel routing) and `line` (the line
 //!   seen, when one was);
 //! - `accuracy`: `benchmark`, `questions`, `correct`, `per_question` ([{`id`, `correct`}] when
@@ -180,6 +182,14 @@ pub struct TestResult {
     pub id: String,
     pub outcome: TestOutcome,
     pub message: Option<String>,
+    /// The test passed, but only on a rerun (pytest-rerunfailures): it failed at least once
+    /// first. Written only when true; a record without it is not flaky.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub flaky: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 /// How a test ended.

@@ -869,6 +869,11 @@ impl<'a> Judge<'a> {
             count(TestOutcome::Error),
             count(TestOutcome::Skipped)
         );
+        let flaky: Vec<&str> =
+            pr.iter().filter(|test| test.flaky).map(|test| test.id.as_str()).collect();
+        if !flaky.is_empty() {
+            summary.push_str(&format!("; flaky (passed on a rerun): {}", list(&flaky)));
+        }
         if !new.is_empty() {
             summary.push_str(&format!("; failing on the PR: {}", list(&new)));
         }

@@ -117,12 +117,14 @@ pub(crate) fn tests(model: Option<&str>, check: Check, side: Side, failing: &[&s
             id: format!("test_case_{n}"),
             outcome: TestOutcome::Passed,
             message: None,
+            flaky: false,
         })
         .collect();
     results.extend(failing.iter().map(|id| TestResult {
         id: (*id).into(),
         outcome: TestOutcome::Failed,
         message: Some("assert".into()),
+        flaky: false,
     }));
     record(model, check, side, Outcome::Tests { results })
 }

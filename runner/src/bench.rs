@@ -31,7 +31,8 @@ use serde::Serialize;
 pub use client::run;
 pub use metrics::summarize;
 pub use parse::{
-    Location, ParseError, SpeedRecord, parse_bench_serving_jsonl, parse_inferencex_json,
+    Location, ParseError, RunError, SpeedRecord, median_tpot_at, parse_bench_serving_jsonl,
+    parse_inferencex_json,
 };
 
 /// Which OpenAI-compatible API the client calls.

@@ -74,6 +74,11 @@ pub const ENGINE_VARIABLES: &[&str] = &[
     "XDG_DATA_HOME",
 ];
 
+/// The variables podman puts into every container unless told not to (`TERM=xterm` from its
+/// default `containers.conf`, and `container=podman`); `run` unsets them (`--unsetenv`), so
+/// that a container's environment is the image's and the request's, as on docker.
+pub const PODMAN_DEFAULT_VARIABLES: &[&str] = &["TERM", "container"];
+
 /// How long an engine command other than `run` may take (`port`, `ps`, `rm`, `image inspect`;
 /// `stop` gets its grace period on top).
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
@@ -301,7 +306,7 @@ impl Engine {
     /// errors. See `docs/container.md` for the command line.
     pub fn launch(&self, request: &ContainerRequest<'_>) -> Result<Launch, ContainerError> {
         let name = container_name(request.run, request.purpose)?;
-        let arguments = run_arguments(request, &name)?;
+        let arguments = run_arguments(request, &name, self.kind)?;
         let mut env = self.client_environment();
         for secret in request.env.secrets() {
             let variable = secret_env_var(secret);
@@ -648,6 +653,7 @@ pub fn container_name(run: &RunId, purpose: &str) -> Result<String, ContainerErr
 fn run_arguments(
     request: &ContainerRequest<'_>,
     name: &str,
+    kind: EngineKind,
 ) -> Result<Vec<String>, ContainerError> {
     let node = request.node;
     let invalid = |what: &str, value: String, problem: &str| ContainerError::Request {
@@ -802,6 +808,13 @@ fn run_arguments(
     variables.extend(request.env.secrets().map(str::to_owned));
     for variable in variables {
         arguments.extend(["-e".to_owned(), variable]);
+    }
+    if kind == EngineKind::Podman {
+        // Podman adds these of its own (docker does not): the environment stays the image's
+        // and the request's on both engines.
+        for variable in PODMAN_DEFAULT_VARIABLES {
+            arguments.extend(["--unsetenv".to_owned(), (*variable).to_owned()]);
+        }
     }
     for port in ports {
         arguments.extend(["-p".to_owned(), format!("127.0.0.1::{port}")]);

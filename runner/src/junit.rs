@@ -1,5 +1,6 @@
 //! pytest under JUnit XML: the command line that runs a selection of tests, and the reader that
-//! turns the XML file pytest writes (`pytest --junitxml=FILE`) into the gate's per-test results.
+//! turns the XML file pytest writes (`pytest --junitxml=FILE`) into the gate's per-test results:
+//! one per test, whatever pytest-xdist (`-n`) and pytest-rerunfailures (`--reruns`) wrote.
 //!
 //! The XML is read by the `junit-parser` crate; this module maps its test cases onto
 //! [`TestResult`]s:
@@ -9,13 +10,28 @@
 //!   parameters (`test_topk[8-bf16]`). This is not pytest's node id (`tests/test_moe.py::...`),
 //!   which the XML does not hold; it is as stable, so base and PR results pair by it. A test case
 //!   without a classname (pytest writes one for a module that fails to import) is its name alone.
-//! - `outcome`: no child element is `passed`; `<failure>` is `failed`; `<error>` (an error in a
-//!   fixture's setup or teardown, or a collection error) is `error`; `<skipped>` (a skip or an
-//!   expected failure) is `skipped`. A test that failed and then errored in teardown has both
-//!   elements; the parser keeps the last one.
+//! - One result per id, in the order ids first appear. pytest writes several `<testcase>`
+//!   elements for one test: a failure and then an error in teardown are two (not next to each
+//!   other under xdist), and pytest-rerunfailures writes an empty `<testcase/>`, which reads like
+//!   a pass, for every attempt it reran. So the elements of one id are folded: `failed` when any
+//!   has a `<failure>`, else `error` when any has an `<error>` (an error in a fixture's setup or
+//!   teardown, a collection error, a crashed xdist worker), else `skipped` when any has
+//!   `<skipped>` (a skip or an expected failure), else `passed`; the message is the deciding
+//!   element's. A test that passed with more than one element passed only on a rerun: it is
+//!   `flaky`. (Without reruns a passing test has one element: pytest writes a second only for a
+//!   teardown error, which is an `<error>`.)
+//! - A test case with no name is a rerun attempt that pytest-xdist could not name (the test
+//!   whose worker crashed; its real result follows under its name): an empty one is dropped. One
+//!   with a failure, an error or a skip is kept, with its outcome, under the id
+//!   [`UNNAMED_ID`], so that nothing failing is lost.
 //! - `message`: the element's `message` attribute (pytest: the exception's first lines, or the
 //!   skip reason), or the first non-empty line of its text when that is empty, cut to
 //!   [`MAX_MESSAGE_CHARS`] characters. Passed tests have none.
+//!
+//! The counts then agree with pytest's own summary line: `failed` is pytest's "failed", the
+//! tests pytest lists as FAILED or ERROR are exactly the failed and errored results, `skipped`
+//! is its "skipped" plus "xfailed", and there is one result per collected test
+//! (`runner/tests/junit.rs` checks this against real pytest, xdist and rerunfailures).
 //!
 //! Running pytest (in the container, with a timeout, in its own process group) is the caller's
 //! work: this module builds its argv and reads its output, nothing more.
@@ -27,6 +43,9 @@ use prgate_gate::evidence::{TestOutcome, TestResult};
 
 /// The longest message kept for one test, in characters; a longer one is cut and ends in `…`.
 pub const MAX_MESSAGE_CHARS: usize = 1000;
+
+/// The id of a failing test case that has no name (and no classname).
+pub const UNNAMED_ID: &str = "(a test case with no name)";
 
 /// How to run pytest on a selection of tests; [`pytest_argv`] turns it into an argv.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,35 +134,44 @@ pub fn read_junit_file(path: &Path) -> Result<Vec<TestResult>, JunitError> {
     parse_junit(&bytes).map_err(|message| JunitError::Parse { path: path.to_owned(), message })
 }
 
-/// Parses JUnit XML into one result per test case, in the document's order; the error is why
-/// it is not JUnit XML. A document without a `<testsuite>` or `<testsuites>` element (an empty
-/// or truncated file) is an error: pytest writes one even when no test ran.
+/// Parses JUnit XML into one result per test, in the order tests first appear (see the
+/// module's documentation for how a test's elements are folded); the error is why it is not
+/// JUnit XML. A document without a `<testsuite>` or `<testsuites>` element (an empty or
+/// truncated file) is an error: pytest writes one even when no test ran.
 pub fn parse_junit(xml: &[u8]) -> Result<Vec<TestResult>, String> {
     let text = String::from_utf8_lossy(xml);
     if !text.contains("<testsuite") {
         return Err("no <testsuite> or <testsuites> element".to_owned());
     }
     let suites = junit_parser::from_reader(xml).map_err(|error| error_chain(&error))?;
-    let mut results = Vec::new();
+    let mut cases = Vec::new();
     for suite in &suites.suites {
-        collect(suite, &mut results);
+        collect(suite, &mut cases);
     }
-    Ok(results)
+    Ok(fold(cases))
 }
 
-fn collect(suite: &junit_parser::TestSuite, results: &mut Vec<TestResult>) {
+/// One `<testcase>` element: its id (`None` when it has no name) and its result.
+struct Case {
+    id: Option<String>,
+    outcome: TestOutcome,
+    message: Option<String>,
+}
+
+fn collect(suite: &junit_parser::TestSuite, cases: &mut Vec<Case>) {
     for case in &suite.cases {
-        results.push(test_result(case));
+        cases.push(test_case(case));
     }
     for nested in &suite.suites {
-        collect(nested, results);
+        collect(nested, cases);
     }
 }
 
-fn test_result(case: &junit_parser::TestCase) -> TestResult {
+fn test_case(case: &junit_parser::TestCase) -> Case {
+    let name = case.original_name.as_str();
     let id = match case.classname.as_deref() {
-        Some(classname) if !classname.is_empty() => format!("{classname}::{}", case.original_name),
-        _ => case.original_name.clone(),
+        Some(classname) if !classname.is_empty() => Some(format!("{classname}::{name}")),
+        _ => (!name.is_empty()).then(|| name.to_owned()),
     };
     let (outcome, message) = match &case.status {
         junit_parser::TestStatus::Success => (TestOutcome::Passed, None),
@@ -157,7 +185,48 @@ fn test_result(case: &junit_parser::TestCase) -> TestResult {
             (TestOutcome::Skipped, message(&skipped.message, &skipped.text))
         }
     };
-    TestResult { id, outcome, message }
+    Case { id, outcome, message }
+}
+
+/// The elements of each test folded into one result (the module's documentation).
+fn fold(cases: Vec<Case>) -> Vec<TestResult> {
+    let mut order: Vec<String> = Vec::new();
+    let mut by_id: std::collections::HashMap<String, Vec<Case>> = std::collections::HashMap::new();
+    for case in cases {
+        let id = match &case.id {
+            Some(id) => id.clone(),
+            None if case.outcome == TestOutcome::Passed => continue,
+            None => UNNAMED_ID.to_owned(),
+        };
+        let entry = by_id.entry(id.clone()).or_default();
+        if entry.is_empty() {
+            order.push(id);
+        }
+        entry.push(case);
+    }
+    order
+        .into_iter()
+        .filter_map(|id| {
+            let elements = by_id.remove(&id)?;
+            let deciding = [TestOutcome::Failed, TestOutcome::Error, TestOutcome::Skipped]
+                .into_iter()
+                .find_map(|outcome| elements.iter().find(|case| case.outcome == outcome));
+            Some(match deciding {
+                Some(case) => TestResult {
+                    id,
+                    outcome: case.outcome,
+                    message: case.message.clone(),
+                    flaky: false,
+                },
+                None => TestResult {
+                    id,
+                    outcome: TestOutcome::Passed,
+                    message: None,
+                    flaky: elements.len() > 1,
+                },
+            })
+        })
+        .collect()
 }
 
 /// The `message` attribute, or else the first non-empty line of the element's text, cut.

@@ -434,8 +434,9 @@ fn handle(request: Request, shared: &Shared) {
         (Method::Post, "/v1/chat/completions") => {
             generation(request, shared, Endpoint::ChatCompletions);
         }
+        (Method::Post, "/generate") => generation(request, shared, Endpoint::Generate),
         (_, "/health" | "/health_generate" | "/v1/models" | "/v1/completions")
-        | (_, "/v1/chat/completions") => {
+        | (_, "/v1/chat/completions" | "/generate") => {
             let body = generate::error_json("method not allowed", "invalid_request_error", 405);
             respond(request, 405, &body);
         }
@@ -629,7 +630,10 @@ fn stream(
             events.break_off();
             return false;
         }
-        if events.send(&generate::chunk_json(identity, output, index)).is_err() {
+        if events
+            .send(&generate::chunk_json(identity, parsed.prompt_tokens, output, index))
+            .is_err()
+        {
             return false;
         }
     }

@@ -489,7 +489,7 @@ fn inferencex_errors_name_the_record_and_the_field() {
         parse,
         &format!("[{INFERENCEX_AGG}, {no_conc}]"),
         Err(
-            "record 2: not an InferenceX result: it has neither 'median_tpot_ms' (benchmark_serving.py) nor 'conc' and 'median_tpot' (process_result.py)",
+            "record 2: not an InferenceX result: it has neither 'median_tpot_ms' (benchmark_serving.py), 'conc' and 'median_tpot' (process_result.py), nor 'max_concurrency' and 'median_tpot' (the token-position scripts)",
         ),
     );
     let bad_conc = INFERENCEX_AGG.replace(r#""conc": 64"#, r#""conc": "many""#);

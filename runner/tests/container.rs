@@ -1,9 +1,11 @@
 //! The container launcher against a container engine, through `prgate_runner::container`.
 //!
-//! Every test runs its assertions for each engine this machine has: the stand-in
-//! (`tests/fixtures/fake-engine`, see its header and `docs/container.md`) always, and docker
-//! or podman too when its `info` succeeds, with the image `PRGATE_TEST_IMAGE` (default
-//! `python:3.12-slim`; it needs `python3`), pulled once when missing. What the stand-in cannot
+//! Every test runs its assertions for each engine: the stand-in (`tests/fixtures/fake-engine`,
+//! see its header and `docs/container.md`) always, and the real engine whose client
+//! `PRGATE_TEST_ENGINE` names (`.ci/test` sets up podman and names it), with the image
+//! `PRGATE_TEST_IMAGE` (default `python:3.12-slim`; it needs `python3`), pulled once when
+//! missing. Under CI (`CI` set) a missing `PRGATE_TEST_ENGINE` fails every test, and a named
+//! engine that does not answer fails it anywhere: the real half is never dropped silently. What the stand-in cannot
 //! show (a read-only mount refusing a write) is asserted from the command line and from the
 //! stand-in's record of the mount on it, and from behaviour on a real engine.
 
@@ -183,20 +185,40 @@ fn install_stand_in(bin: &Path, state: &Path, images: &serde_json::Value) {
     assert!(status.success(), "fake-engine install: {status}");
 }
 
-/// Docker or podman when its `info` succeeds, with the test image present.
+/// The variable that names the real engine's client to test (`/usr/bin/podman`); `.ci/test`
+/// sets it. Without it only the stand-in is tested, and under CI (`CI` set) that is a failure.
+const ENGINE_VARIABLE: &str = "PRGATE_TEST_ENGINE";
+
+/// The real engine `PRGATE_TEST_ENGINE` names, with the test image present. An engine that is
+/// named but does not answer `info`, or a CI run that names none, fails the test: the
+/// real-engine half is never dropped without a word.
 fn real_engine() -> Option<Harness> {
     static FOUND: OnceLock<Option<(Engine, String, Option<String>)>> = OnceLock::new();
     let (engine, image, digest) = FOUND
         .get_or_init(|| {
-            let path = std::env::var_os("PATH")?;
-            let engine = ["docker", "podman"].into_iter().find_map(|name| {
-                let program = std::env::split_paths(&path)
-                    .map(|dir| dir.join(name))
-                    .find(|program| program.is_file())?;
-                let engine = Engine::at(program);
-                succeeds_within(Command::new(engine.program()).arg("info"), Duration::from_secs(30))
-                    .then_some(engine)
-            })?;
+            let Some(program) = std::env::var_os(ENGINE_VARIABLE).filter(|value| !value.is_empty())
+            else {
+                let ci = std::env::var_os("CI").is_some_and(|value| !value.is_empty());
+                assert!(
+                    !ci,
+                    "CI is set but {ENGINE_VARIABLE} is not: the container tests must run on a \
+                     real engine in CI\nhint: run them through .ci/test, which sets up podman"
+                );
+                eprintln!(
+                    "engine: no real engine ({ENGINE_VARIABLE} is unset): only the stand-in is \
+                     tested; .ci/test sets up podman and names it"
+                );
+                return None;
+            };
+            let engine = Engine::at(program);
+            let mut info = Command::new(engine.program());
+            info.arg("info").env_clear().envs(engine.client_environment().vars());
+            assert!(
+                succeeds_within(&mut info, Duration::from_secs(60)),
+                "{ENGINE_VARIABLE}={} does not answer `info` within a minute\nhint: is its \
+                 daemon up, and CONTAINERS_CONF set for podman? (.ci/engine-up)",
+                engine.program().display()
+            );
             let image = std::env::var("PRGATE_TEST_IMAGE")
                 .unwrap_or_else(|_| DEFAULT_REAL_IMAGE.to_owned());
             if engine.image_info(&image).is_err() {
@@ -918,7 +940,16 @@ fn the_clients_exit_status_is_the_commands() {
                 command: strings(command),
             };
             let launch = launch(harness, &site, &node, &run, &step);
-            assert_eq!(run_to_end(harness, &site, &launch), expected, "{purpose}: {}", site.logs());
+            // Podman's default init (catatonit) exits 1 when the command is missing; tini,
+            // docker's, exits 127: a podman node names tini in containers.conf (`init_path`).
+            let hint = "hint: podman reports a missing command as 127 only with tini as its init \
+                        (init_path in containers.conf, docs/container.md)";
+            assert_eq!(
+                run_to_end(harness, &site, &launch),
+                expected,
+                "{purpose}: {}\n{hint}",
+                site.logs()
+            );
         }
     });
 }

@@ -247,3 +247,217 @@ fn errors_name_the_file() {
     }
     assert_eq!(parse_junit(b"<testsuites/>"), Ok(vec![]));
 }
+
+/// The real suite of `tests/fixtures/realworld/pytest-junit/suite` (see the README there).
+fn realworld(path: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/realworld/pytest-junit").join(path)
+}
+
+/// Passed, failed, errors, skipped, and the ids of the flaky results.
+type Tally<'a> = (usize, usize, usize, usize, Vec<&'a str>);
+
+/// Per outcome, how many results; and the ids of the flaky ones.
+fn tally(results: &[TestResult]) -> Tally<'_> {
+    let count = |outcome| results.iter().filter(|result| result.outcome == outcome).count();
+    let flaky = results.iter().filter(|result| result.flaky).map(|r| r.id.as_str()).collect();
+    (
+        count(TestOutcome::Passed),
+        count(TestOutcome::Failed),
+        count(TestOutcome::Error),
+        count(TestOutcome::Skipped),
+        flaky,
+    )
+}
+
+fn assert_one_result_per_id(results: &[TestResult]) {
+    let ids: std::collections::BTreeSet<&str> = results.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids.len(), results.len(), "an id is listed twice: {results:#?}");
+    assert!(!ids.contains(""), "a result without an id: {results:#?}");
+}
+
+/// The JUnit files real pytest wrote, with and without xdist and rerunfailures: one result per
+/// test (30), a failure plus a teardown error once (as the failure), a rerun that passed once
+/// and flaky. pytest printed "8 failed, 16 passed, 2 skipped, 2 xfailed, 1 xpassed, 3 errors"
+/// for the first two and "7 failed, 18 passed, 2 skipped, 2 xfailed, 1 xpassed, 3 errors, 11
+/// rerun" for the others: its failed count is ours, its skipped and xfailed are our skipped,
+/// and its errors count the teardown error of a failed test that we fold into the failure.
+#[test]
+fn the_real_files_give_one_result_per_test() {
+    let flaky_test = "tests.test_odd::test_flaky_first_time";
+    let cases: [(&str, Tally<'_>); 4] = [
+        ("plain.xml", (16, 8, 2, 4, vec![])),
+        ("xdist.xml", (16, 8, 2, 4, vec![])),
+        ("reruns.xml", (17, 7, 2, 4, vec![flaky_test])),
+        ("both.xml", (17, 7, 2, 4, vec![flaky_test])),
+    ];
+    for (file, expect) in cases {
+        let results = read_junit_file(&realworld(file)).expect(file);
+        assert_eq!(results.len(), 30, "{file}");
+        assert_one_result_per_id(&results);
+        assert_eq!(tally(&results), expect, "{file}");
+        let both = results
+            .iter()
+            .find(|r| r.id == "tests.test_odd::test_fail_then_teardown_error")
+            .expect(file);
+        assert_eq!(both.outcome, TestOutcome::Failed, "{file}");
+        assert_eq!(both.message.as_deref(), Some("AssertionError: call failed\nassert False"));
+        let teardown = results
+            .iter()
+            .find(|r| r.id == "tests.test_odd::test_pass_then_teardown_error")
+            .expect(file);
+        assert_eq!(teardown.outcome, TestOutcome::Error, "{file}");
+    }
+}
+
+/// What pytest itself said of a run: its summary line's counts, and the node ids its short
+/// summary (`-rfER`) lists as FAILED or ERROR, and as RERUN.
+struct PytestSaid {
+    counts: std::collections::BTreeMap<String, usize>,
+    failing: std::collections::BTreeSet<String>,
+    rerun: std::collections::BTreeSet<String>,
+}
+
+fn pytest_said(stdout: &str) -> PytestSaid {
+    let summary = stdout
+        .lines()
+        .rev()
+        .find(|line| line.starts_with('=') && line.contains(" in "))
+        .unwrap_or_else(|| panic!("no summary line in\n{stdout}"));
+    let words: Vec<&str> = summary
+        .trim_matches(|c: char| c == '=' || c == ' ')
+        .split(" in ")
+        .next()
+        .unwrap_or_default()
+        .split(", ")
+        .collect();
+    let counts = words
+        .iter()
+        .filter_map(|pair| {
+            let (count, word) = pair.split_once(' ')?;
+            Some((word.to_owned(), count.parse().ok()?))
+        })
+        .collect();
+    // pytest-rerunfailures prints its own section, "rerun test summary info", before pytest's.
+    let short = stdout.split("rerun test summary info").last().unwrap_or_default();
+    let node_ids = |prefix: &str| {
+        short
+            .lines()
+            .filter_map(|line| line.strip_prefix(prefix))
+            .map(|rest| junit_id(rest.split(" - ").next().unwrap_or(rest).trim()))
+            .collect()
+    };
+    let mut failing: std::collections::BTreeSet<String> = node_ids("FAILED ");
+    failing.extend(node_ids("ERROR "));
+    PytestSaid { counts, failing, rerun: node_ids("RERUN ") }
+}
+
+/// A pytest node id as JUnit names the test: `tests/test_odd.py::TestGroup::test_m[None]` is
+/// `tests.test_odd.TestGroup::test_m[None]`.
+fn junit_id(node_id: &str) -> String {
+    let (head, parameters) = match node_id.find('[') {
+        Some(at) => node_id.split_at(at),
+        None => (node_id, ""),
+    };
+    let parts: Vec<&str> = head.split("::").collect();
+    let (name, scope) = parts.split_last().expect("a node id");
+    let mut classname = scope[0].trim_end_matches(".py").replace('/', ".");
+    for class in &scope[1..] {
+        classname.push('.');
+        classname.push_str(class);
+    }
+    format!("{classname}::{name}{parameters}")
+}
+
+/// Real pytest, with pytest-xdist and pytest-rerunfailures (`.ci/test` installs them), on the
+/// real suite: every run's results agree with what pytest printed. One result per collected
+/// test; the failed and errored results are exactly the tests pytest lists as FAILED or ERROR;
+/// skipped is its skipped plus xfailed; a test it reran that did not fail in the end is the one
+/// flaky result. A crashed xdist worker's rerun writes a nameless test case: dropped.
+#[test]
+fn real_pytest_with_xdist_and_reruns_counts_as_pytest_does() {
+    let runs: [(&str, &[&str]); 5] = [
+        ("tests/test_odd.py", &[]),
+        ("tests/test_odd.py", &["-n", "2"]),
+        ("tests/test_odd.py", &["--reruns", "1"]),
+        ("tests/test_odd.py", &["-n", "2", "--reruns", "1"]),
+        ("tests/test_k1.py", &["-n", "2", "--reruns", "1"]),
+    ];
+    for (file, flags) in runs {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        std::fs::create_dir_all(dir.path().join("tests")).expect("tests/");
+        for name in ["conftest.py", "test_odd.py", "test_k1.py"] {
+            let source = realworld(&format!("suite/tests/{name}"));
+            std::fs::copy(&source, dir.path().join("tests").join(name)).expect("a test file");
+        }
+        let collected = Command::new("python3")
+            .args(["-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q", file])
+            .current_dir(dir.path())
+            .output()
+            .expect("python3 runs");
+        let collected = String::from_utf8_lossy(&collected.stdout);
+        let collected: usize = collected
+            .lines()
+            .find_map(|line| {
+                line.split_once(" tests collected").or(line.split_once(" test collected"))
+            })
+            .and_then(|(count, _)| count.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no count in\n{collected}"));
+
+        let xml = dir.path().join("junit.xml");
+        let command = PytestCommand {
+            python: "python3".into(),
+            selection: vec![file.to_owned()],
+            junit_xml: xml.clone(),
+            extra_args: flags
+                .iter()
+                .map(|flag| (*flag).to_owned())
+                .chain(["-rfER".to_owned()])
+                .collect(),
+        };
+        let argv = pytest_argv(&command).expect("a selection");
+        let output =
+            Command::new(&argv[0]).args(&argv[1..]).current_dir(dir.path()).output().expect(
+                "python3 runs (.ci/test installs pytest, pytest-xdist, pytest-rerunfailures)",
+            );
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            !stderr.contains("unrecognized arguments"),
+            "install pytest-xdist and pytest-rerunfailures: {stderr}"
+        );
+        let said = pytest_said(&stdout);
+        let results = read_junit_file(&xml).expect("pytest wrote its JUnit XML");
+        let what = format!("{file} {flags:?}:\n{stdout}");
+
+        assert_eq!(results.len(), collected, "one result per collected test: {what}");
+        assert_one_result_per_id(&results);
+        let failing: std::collections::BTreeSet<String> = results
+            .iter()
+            .filter(|r| matches!(r.outcome, TestOutcome::Failed | TestOutcome::Error))
+            .map(|r| r.id.clone())
+            .collect();
+        assert_eq!(failing, said.failing, "{what}");
+        let (passed, failed, _errors, skipped, flaky) = tally(&results);
+        let count = |word: &str| said.counts.get(word).copied().unwrap_or(0);
+        assert_eq!(skipped, count("skipped") + count("xfailed"), "{what}");
+        assert_eq!(passed, collected - failing.len() - skipped, "{what}");
+        let expected_flaky: Vec<String> =
+            said.rerun.iter().filter(|id| !said.failing.contains(*id)).cloned().collect();
+        assert_eq!(flaky, expected_flaky, "{what}");
+        if file.ends_with("test_odd.py") {
+            assert_eq!(failed, count("failed"), "{what}");
+            assert_eq!(collected, 30);
+            let reran = flags.contains(&"--reruns");
+            assert_eq!(count("rerun") > 0, reran, "{what}");
+            assert_eq!(flaky.len(), usize::from(reran), "{what}");
+        } else {
+            assert_eq!(failing.len(), 1, "the crashed test: {what}");
+            assert!(
+                std::fs::read_to_string(&xml)
+                    .expect("the XML")
+                    .contains("<testcase time=\"0.000\" />"),
+                "no nameless test case: {what}"
+            );
+        }
+    }
+}

@@ -655,9 +655,10 @@ with open(os.path.join(run, "output-rs0.jsonl"), "w") as f:
 "#;
 
 /// A stand-in for sglang's bench_serving: times one streamed completion against the server
-/// and appends a result line with bench_serving's field names.
+/// and appends a result line with bench_serving's field names, saying that the run's
+/// requests (argv[4]) completed.
 const FAKE_BENCH_SERVING: &str = r#"import json, sys, time, urllib.request
-port, concurrency, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+port, concurrency, out, requests = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 body = json.dumps({"model": "default", "prompt": "hi", "max_tokens": 8, "stream": True}).encode()
 request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=body,
                                  headers={"Content-Type": "application/json"})
@@ -666,7 +667,7 @@ chunks = [line for line in urllib.request.urlopen(request, timeout=30) if line.s
 elapsed_ms = (time.monotonic() - start) * 1000
 with open(out, "a") as f:
     f.write(json.dumps({"max_concurrency": concurrency, "random_input_len": 8,
-                        "random_output_len": 8, "completed": 1,
+                        "random_output_len": 8, "completed": requests,
                         "median_tpot_ms": elapsed_ms / max(len(chunks) - 1, 1),
                         "request_rate": float("inf")}) + "\n")
 "#;
@@ -685,7 +686,7 @@ covered = [1]
 input-len = 8
 output-len = 8
 benchmark = "external"
-command = "python3 test/e2e/fake_bench_serving.py {port} {concurrency} {results}/result.jsonl"
+command = "python3 test/e2e/fake_bench_serving.py {port} {concurrency} {results}/result.jsonl {requests}"
 format = "bench-serving"
 result = "result.jsonl"
 "#;

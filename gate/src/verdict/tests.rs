@@ -81,12 +81,14 @@ fn tests(model: &str, check: Check, side: Side, failing: &[&str]) -> Evidence {
             id: format!("test_{n}"),
             outcome: TestOutcome::Passed,
             message: None,
+            flaky: false,
         })
         .collect();
     results.extend(failing.iter().map(|id| TestResult {
         id: (*id).into(),
         outcome: TestOutcome::Failed,
         message: Some("assert".into()),
+        flaky: false,
     }));
     record(Some(model), check, side, Outcome::Tests { results })
 }
@@ -647,6 +649,40 @@ fn a_new_models_kernels_need_no_base_timing() {
     // A model that is not new still waits for base's timings.
     let out = check(&standard_plan(), &evidence, None);
     assert!(out.contains("Kernel microbenchmark pending kimi"), "{out}");
+}
+
+#[test]
+fn a_test_that_passed_on_a_rerun_passes_and_is_named_flaky() {
+    let plan = standard_plan();
+    let evidence = with(passing(), |e| {
+        for record in e.iter_mut() {
+            if record.model.as_deref() == Some("kimi")
+                && record.check == Check::UnitTests
+                && record.side == Side::Pr
+                && let Outcome::Tests { results } = &mut record.outcome
+            {
+                results[1].flaky = true;
+            }
+        }
+    });
+    assert_eq!(check(&plan, &evidence, None), "result pass");
+    let config = GateConfig::defaults();
+    let policy =
+        crate::codeowners::Policy::parse(crate::codeowners::DEFAULT_POLICY, "CODEOWNERS.rules")
+            .expect("parses");
+    let rules = judge_rules(&plan, None, &config, &policy);
+    let verdict = judge(&plan, &evidence, rules, false, &config).expect("a verdict");
+    let summaries: Vec<&str> = verdict
+        .sections
+        .iter()
+        .flat_map(|section| &section.items)
+        .filter(|item| item.model.as_deref() == Some("kimi") && item.check == "unit-tests")
+        .map(|item| item.summary.as_str())
+        .collect();
+    assert_eq!(
+        summaries,
+        ["5 passed, 0 failed, 0 errors, 0 skipped; flaky (passed on a rerun): test_1"]
+    );
 }
 
 mod fail_closed;

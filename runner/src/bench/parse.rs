@@ -10,7 +10,12 @@
 //!   --save-result` (`max_concurrency`, `median_tpot_ms`, `median_e2el_ms`, ...); its
 //!   `utils/process_result.py` turns that into `agg_*.json` (`conc`, `isl`, `osl`, and every
 //!   `*_ms` field renamed without `_ms` and converted to seconds, e.g. `median_tpot`), and
-//!   `utils/collect_results.py` gathers those into one JSON array. All three shapes are read.
+//!   `utils/collect_results.py` gathers those into one JSON array; its experimental
+//!   token-position scripts write vLLM's run fields (`max_concurrency`, `completed`) with the
+//!   statistics in seconds (`median_tpot`). All four shapes are read.
+//! - A median TPOT of 0 (sglang writes 0.0 when each request has one output token) is an
+//!   error: a valid run with nothing to compare ([`ParseError::NoTimePerToken`]).
+//!   [`median_tpot_at`] picks a run's record and refuses one where not every request completed.
 
 use serde_json::{Map, Value};
 
@@ -121,15 +126,75 @@ pub enum ParseError {
     },
     /// An InferenceX object of neither known shape.
     #[error(
-        "{at}: not an InferenceX result: it has neither 'median_tpot_ms' (benchmark_serving.py) nor 'conc' and 'median_tpot' (process_result.py)"
+        "{at}: not an InferenceX result: it has neither 'median_tpot_ms' (benchmark_serving.py), 'conc' and 'median_tpot' (process_result.py), nor 'max_concurrency' and 'median_tpot' (the token-position scripts)"
     )]
     UnknownShape {
         /// Where.
         at: Location,
     },
+    /// The median time per output token is 0 (or less): with one output token per request
+    /// there is no time between tokens, and sglang writes 0.0. A valid run, but no TPOT to
+    /// compare.
+    #[error(
+        "{at}: field '{field}' is {value}: the run measured no time between output tokens\nhint: an output length of 1 has none; give the benchmark at least 2 output tokens"
+    )]
+    NoTimePerToken {
+        /// Where.
+        at: Location,
+        /// The field's name in the source format.
+        field: &'static str,
+        /// The value found.
+        value: f64,
+    },
     /// The text holds no record at all.
     #[error("no speed record in the input")]
     Empty,
+}
+
+/// Why a benchmark's records do not give the run's median TPOT.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunError {
+    /// No record is at the run's concurrency.
+    #[error("no result at concurrency {concurrency}")]
+    NoRecord {
+        /// The run's concurrency.
+        concurrency: u32,
+    },
+    /// Fewer (or more) requests completed than the run asked for: the others failed, and a
+    /// median over the survivors is not the run's.
+    #[error(
+        "at concurrency {concurrency}, {completed} of the {requested} requests completed\nhint: the server failed the others, or the benchmark was not given {{requests}}"
+    )]
+    Incomplete {
+        /// The run's concurrency.
+        concurrency: u32,
+        /// `completed`, as the benchmark wrote it.
+        completed: u64,
+        /// The measured requests the run asked for (`{requests}`).
+        requested: u64,
+    },
+}
+
+/// The median TPOT of a run at `concurrency` that asked for `requested` measured requests: the
+/// last record at that concurrency (a benchmark appends one per run), which must say that
+/// every request completed when it says how many did (sglang and the raw InferenceX files do;
+/// `process_result.py`'s `agg_*.json` does not).
+pub fn median_tpot_at(
+    records: &[SpeedRecord],
+    concurrency: u32,
+    requested: u64,
+) -> Result<f64, RunError> {
+    let record = records
+        .iter()
+        .rev()
+        .find(|record| record.concurrency == concurrency)
+        .ok_or(RunError::NoRecord { concurrency })?;
+    match record.completed {
+        Some(completed) if completed != requested => {
+            Err(RunError::Incomplete { concurrency, completed, requested })
+        }
+        _ => Ok(record.median_tpot_ms),
+    }
 }
 
 /// Parses sglang `bench_serving` JSONL output: one record per non-blank line.
@@ -150,7 +215,7 @@ pub fn parse_bench_serving_jsonl(text: &str) -> Result<Vec<SpeedRecord>, ParseEr
         let fields = Fields { object, at };
         records.push(SpeedRecord {
             concurrency: fields.concurrency("max_concurrency")?,
-            median_tpot_ms: fields.required_number("median_tpot_ms")?,
+            median_tpot_ms: fields.time_per_token("median_tpot_ms", 1.0)?,
             mean_tpot_ms: fields.number("mean_tpot_ms")?,
             p99_tpot_ms: fields.number("p99_tpot_ms")?,
             median_ttft_ms: fields.number("median_ttft_ms")?,
@@ -200,7 +265,7 @@ fn inferencex_record(value: &Value, at: Location) -> Result<SpeedRecord, ParseEr
         // benchmark_serving.py --save-result: milliseconds, vLLM's names.
         Ok(SpeedRecord {
             concurrency: fields.concurrency("max_concurrency")?,
-            median_tpot_ms: fields.required_number("median_tpot_ms")?,
+            median_tpot_ms: fields.time_per_token("median_tpot_ms", 1.0)?,
             mean_tpot_ms: fields.number("mean_tpot_ms")?,
             p99_tpot_ms: fields.number("p99_tpot_ms")?,
             median_ttft_ms: fields.number("median_ttft_ms")?,
@@ -220,7 +285,7 @@ fn inferencex_record(value: &Value, at: Location) -> Result<SpeedRecord, ParseEr
         let ms = |field| fields.number(field).map(|value| value.map(|s| s * 1000.0));
         Ok(SpeedRecord {
             concurrency: fields.concurrency("conc")?,
-            median_tpot_ms: fields.required_number("median_tpot")? * 1000.0,
+            median_tpot_ms: fields.time_per_token("median_tpot", 1000.0)?,
             mean_tpot_ms: ms("mean_tpot")?,
             p99_tpot_ms: ms("p99_tpot")?,
             median_ttft_ms: ms("median_ttft")?,
@@ -234,6 +299,27 @@ fn inferencex_record(value: &Value, at: Location) -> Result<SpeedRecord, ParseEr
             completed: None,
             input_len: fields.count("isl")?,
             output_len: fields.count("osl")?,
+        })
+    } else if object.contains_key("max_concurrency") && object.contains_key("median_tpot") {
+        // The experimental token-position scripts: vLLM's names for the run, seconds and no
+        // `_ms` for the statistics.
+        let ms = |field| fields.number(field).map(|value| value.map(|s| s * 1000.0));
+        Ok(SpeedRecord {
+            concurrency: fields.concurrency("max_concurrency")?,
+            median_tpot_ms: fields.time_per_token("median_tpot", 1000.0)?,
+            mean_tpot_ms: ms("mean_tpot")?,
+            p99_tpot_ms: ms("p99_tpot")?,
+            median_ttft_ms: ms("median_ttft")?,
+            mean_ttft_ms: ms("mean_ttft")?,
+            p99_ttft_ms: ms("p99_ttft")?,
+            median_itl_ms: ms("median_itl")?,
+            mean_itl_ms: ms("mean_itl")?,
+            median_e2e_latency_ms: ms("median_e2el")?,
+            request_throughput: fields.number("request_throughput")?,
+            output_throughput: fields.number("output_throughput")?,
+            completed: fields.completed()?,
+            input_len: None,
+            output_len: None,
         })
     } else {
         Err(ParseError::UnknownShape { at })
@@ -287,6 +373,16 @@ impl Fields<'_> {
 
     fn required_number(&self, field: &'static str) -> Result<f64, ParseError> {
         self.number(field)?.ok_or(ParseError::Missing { at: self.at, field, hint: "" })
+    }
+
+    /// A required median TPOT, times `scale` (1000 for seconds): positive, else
+    /// [`ParseError::NoTimePerToken`].
+    fn time_per_token(&self, field: &'static str, scale: f64) -> Result<f64, ParseError> {
+        let value = self.required_number(field)?;
+        if !(value > 0.0 && value.is_finite()) {
+            return Err(ParseError::NoTimePerToken { at: self.at, field, value });
+        }
+        Ok(value * scale)
     }
 
     fn count(&self, field: &'static str) -> Result<Option<u64>, ParseError> {

@@ -21,7 +21,12 @@ fn record(model: Option<&str>, check: Check, side: Side, outcome: Outcome) -> Ev
 fn tests_outcome(passed: bool) -> Outcome {
     let outcome = if passed { TestOutcome::Passed } else { TestOutcome::Failed };
     Outcome::Tests {
-        results: vec![TestResult { id: "test_a.py::test_one".into(), outcome, message: None }],
+        results: vec![TestResult {
+            id: "test_a.py::test_one".into(),
+            outcome,
+            message: None,
+            flaky: false,
+        }],
     }
 }
 

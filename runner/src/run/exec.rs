@@ -200,8 +200,9 @@ impl Exec<'_> {
 
     /// The variables of every command of a side: no bytecode written into the tree, and
     /// Python's user site inside the tree, so that an install with `pip install --user` belongs
-    /// to that side alone (on the host, its `bin` first on `PATH`; a container keeps its
-    /// image's `PATH`).
+    /// to that side alone (on the host, its `bin` first on `PATH`, and the running prgate's
+    /// folder last, so that a trusted recipe can name `prgate` as a container's would; a
+    /// container keeps its image's `PATH`).
     pub(super) fn side_env(&self, tree: &Path) -> Vec<(String, String)> {
         let user_base = Path::new(&self.tree_view(tree)).join(USER_BASE).display().to_string();
         let mut env = vec![
@@ -213,6 +214,16 @@ impl Exec<'_> {
             if let Some(inherited) = Environment::minimal().get("PATH") {
                 path.push(':');
                 path.push_str(&inherited.to_string_lossy());
+            }
+            let prgate_dir = std::env::current_exe().ok().and_then(|exe| {
+                exe.parent()
+                    .and_then(Path::to_str)
+                    .filter(|dir| !dir.contains(':'))
+                    .map(str::to_owned)
+            });
+            if let Some(dir) = prgate_dir {
+                path.push(':');
+                path.push_str(&dir);
             }
             env.push(("PATH".to_owned(), path));
         }

@@ -1230,14 +1230,8 @@ impl Runner<'_> {
             SpeedFormat::Inferencex => bench::parse_inferencex_json(&text),
         }
         .map_err(|error| format!("{}: {error}", path.display()))?;
-        records
-            .iter()
-            .rev()
-            .find(|record| record.concurrency == run.concurrency)
-            .map(|record| record.median_tpot_ms)
-            .ok_or_else(|| {
-                format!("{}: no result at concurrency {}", path.display(), run.concurrency)
-            })
+        bench::median_tpot_at(&records, run.concurrency, u64::from(run.requests))
+            .map_err(|error| format!("{}: {error}", path.display()))
     }
 }
 

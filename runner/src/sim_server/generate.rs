@@ -1,5 +1,5 @@
 //! What the simulated server answers: the request's fields it reads, the tokens it writes, and
-//! the JSON of OpenAI's API around them.
+//! the JSON around them: OpenAI's API, or sglang's native `/generate`.
 //!
 //! Plain data in, plain data out: timing, sockets and threads are the parent module's.
 
@@ -15,13 +15,20 @@ pub(super) const DEFAULT_MAX_TOKENS: usize = 16;
 /// `ignore_eos`.
 pub(super) const FILLER_WORD: &str = "sim";
 
-/// The two generation endpoints.
+/// `max_new_tokens` when a `/generate` request does not say (sglang's default).
+pub(super) const DEFAULT_MAX_NEW_TOKENS: usize = 128;
+
+/// The generation endpoints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Endpoint {
     /// `POST /v1/completions`: a prompt, answered as `text`.
     Completions,
     /// `POST /v1/chat/completions`: messages, answered as a message's `content`.
     ChatCompletions,
+    /// `POST /generate`, sglang's native API (the default backend of sglang's
+    /// `bench_serving`): `text` or `input_ids` and `sampling_params`, answered as `text` (the
+    /// whole text so far, in each streamed chunk) with `meta_info`.
+    Generate,
 }
 
 /// The fields of a generation request the server uses.
@@ -71,7 +78,11 @@ pub(super) fn parse_request(endpoint: Endpoint, body: &str) -> Result<Generation
             let words = count_words(&prompt);
             (prompt, words)
         }
+        Endpoint::Generate => generate_prompt(&body)?,
     };
+    if endpoint == Endpoint::Generate {
+        return parse_generate(&body, prompt, prompt_tokens);
+    }
     let max_tokens = match body.get("max_tokens").or_else(|| body.get("max_completion_tokens")) {
         None | Some(Value::Null) => DEFAULT_MAX_TOKENS,
         Some(value) => match value.as_u64() {
@@ -93,6 +104,51 @@ pub(super) fn parse_request(endpoint: Endpoint, body: &str) -> Result<Generation
             Some(options) => flag(options, "include_usage")?,
         },
     })
+}
+
+/// A `/generate` request: `sampling_params.max_new_tokens` (default 128) and
+/// `sampling_params.ignore_eos`, and `stream`.
+fn parse_generate(
+    body: &Value,
+    prompt: String,
+    prompt_tokens: usize,
+) -> Result<GenerationRequest, String> {
+    let params = match body.get("sampling_params") {
+        None | Some(Value::Null) => json!({}),
+        Some(params @ Value::Object(_)) => params.clone(),
+        Some(_) => return Err("sampling_params must be an object".to_owned()),
+    };
+    let max_tokens = match params.get("max_new_tokens") {
+        None | Some(Value::Null) => DEFAULT_MAX_NEW_TOKENS,
+        Some(value) => match value.as_u64() {
+            Some(tokens @ 1..=MAX_OUTPUT_TOKENS) => {
+                usize::try_from(tokens).map_err(|_| "max_new_tokens is too large".to_owned())?
+            }
+            _ => return Err(format!("max_new_tokens must be from 1 to {MAX_OUTPUT_TOKENS}")),
+        },
+    };
+    Ok(GenerationRequest {
+        endpoint: Endpoint::Generate,
+        prompt,
+        prompt_tokens,
+        max_tokens,
+        ignore_eos: flag(&params, "ignore_eos")?,
+        stream: flag(body, "stream")?,
+        include_usage: false,
+    })
+}
+
+/// A `/generate` prompt: `text` (a string) or `input_ids` (token ids); one prompt per request.
+fn generate_prompt(body: &Value) -> Result<(String, usize), String> {
+    match (body.get("text"), body.get("input_ids")) {
+        (Some(Value::String(text)), _) => Ok((text.clone(), count_words(text))),
+        (None | Some(Value::Null), Some(Value::Array(ids))) if ids.iter().all(Value::is_u64) => {
+            Ok((String::new(), ids.len()))
+        }
+        _ => Err("text must be a string, or input_ids a list of token ids; this server answers \
+                  one prompt per request"
+            .to_owned()),
+    }
 }
 
 /// The answer a prompt's `expected:` line asks for: the text after `expected:` on the first
@@ -148,13 +204,57 @@ impl Output {
 
     /// The whole text.
     pub(super) fn text(&self) -> String {
-        (0..self.count).map(|index| self.token(index)).collect()
+        self.text_until(self.count)
+    }
+
+    /// The text of the first `count` tokens.
+    fn text_until(&self, count: usize) -> String {
+        (0..count.min(self.count)).map(|index| self.token(index)).collect()
     }
 }
 
+/// A `/generate` answer after `count` tokens of `output`, as sglang writes it: the whole text
+/// so far, and `meta_info` with the token counts and, once the answer is complete, the finish
+/// reason (`{"type": "length", "length": n}` or `{"type": "stop", "matched": null}`).
+pub(super) fn generate_json(
+    identity: Identity<'_>,
+    prompt_tokens: usize,
+    output: &Output,
+    count: usize,
+) -> String {
+    let finish_reason = if count >= output.len() {
+        match output.finish_reason {
+            "length" => json!({"type": "length", "length": output.len()}),
+            _ => json!({"type": "stop", "matched": null}),
+        }
+    } else {
+        Value::Null
+    };
+    json!({
+        "text": output.text_until(count),
+        "meta_info": {
+            "id": format!("sim-{}", identity.number),
+            "finish_reason": finish_reason,
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": count.min(output.len()),
+            "cached_tokens": 0,
+        },
+        "index": 0,
+    })
+    .to_string()
+}
+
 /// One streamed chunk carrying token `index` of `output`; the last token's chunk carries the
-/// finish reason.
-pub(super) fn chunk_json(identity: Identity<'_>, output: &Output, index: usize) -> String {
+/// finish reason. (`/generate`'s chunk carries the whole text so far: [`generate_json`].)
+pub(super) fn chunk_json(
+    identity: Identity<'_>,
+    prompt_tokens: usize,
+    output: &Output,
+    index: usize,
+) -> String {
+    if identity.endpoint == Endpoint::Generate {
+        return generate_json(identity, prompt_tokens, output, index + 1);
+    }
     let text = output.token(index);
     let finish_reason =
         if index + 1 == output.len() { json!(output.finish_reason) } else { Value::Null };
@@ -173,6 +273,7 @@ pub(super) fn chunk_json(identity: Identity<'_>, output: &Output, index: usize) 
             };
             json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish_reason})
         }
+        Endpoint::Generate => Value::Null,
     };
     let mut chunk = envelope(identity, true);
     chunk["choices"] = json!([choice]);
@@ -194,6 +295,7 @@ pub(super) fn usage_chunk_json(
 /// The answer of a request that did not stream.
 pub(super) fn answer_json(identity: Identity<'_>, prompt_tokens: usize, output: &Output) -> String {
     let choice = match identity.endpoint {
+        Endpoint::Generate => return generate_json(identity, prompt_tokens, output, output.len()),
         Endpoint::Completions => json!({
             "index": 0,
             "text": output.text(),
@@ -237,6 +339,7 @@ fn envelope(identity: Identity<'_>, chunk: bool) -> Value {
         (Endpoint::Completions, _) => ("cmpl", "text_completion"),
         (Endpoint::ChatCompletions, true) => ("chatcmpl", "chat.completion.chunk"),
         (Endpoint::ChatCompletions, false) => ("chatcmpl", "chat.completion"),
+        (Endpoint::Generate, _) => ("generate", "generate"),
     };
     json!({
         "id": format!("{prefix}-sim-{}", identity.number),

@@ -716,3 +716,82 @@ impl Client {
         }
     }
 }
+
+#[test]
+fn generate_requests_read_sglangs_native_fields() {
+    let request = generate::parse_request(
+        Endpoint::Generate,
+        r#"{"text": "one two three", "sampling_params": {"temperature": 0.0,
+            "max_new_tokens": 5, "ignore_eos": true}, "stream": true, "return_logprob": false,
+            "logprob_start_len": -1}"#,
+    )
+    .expect("valid");
+    assert_eq!(
+        (request.prompt_tokens, request.max_tokens, request.ignore_eos, request.stream),
+        (3, 5, true, true)
+    );
+    let defaults =
+        generate::parse_request(Endpoint::Generate, r#"{"input_ids": [7, 8]}"#).expect("token ids");
+    assert_eq!(
+        (defaults.prompt_tokens, defaults.max_tokens, defaults.stream),
+        (2, generate::DEFAULT_MAX_NEW_TOKENS, false)
+    );
+    let errors = [
+        (r#"{"text": ["a", "b"]}"#, "one prompt per request"),
+        (r#"{"text": "a", "sampling_params": {"max_new_tokens": 0}}"#, "max_new_tokens must be"),
+        (r#"{"text": "a", "sampling_params": 3}"#, "sampling_params must be"),
+        (r#"{"text": "a", "sampling_params": {"ignore_eos": 1}}"#, "ignore_eos must be"),
+    ];
+    for (body, expected) in errors {
+        let error = generate::parse_request(Endpoint::Generate, body).expect_err(body);
+        assert!(error.contains(expected), "{body}: {error}");
+    }
+}
+
+/// What sglang's `bench_serving --backend sglang` reads of a stream: each event's `text` is the
+/// whole text so far and `meta_info.completion_tokens` the tokens so far; the last one has
+/// the finish reason; then `[DONE]`.
+#[test]
+fn generate_streams_the_whole_text_so_far_with_meta_info() {
+    let server = start(fast());
+    let client = Client::new(&server);
+    let request = json!({"text": "a b c d", "sampling_params": {"max_new_tokens": 4,
+        "ignore_eos": true}, "stream": true});
+    let stream = client.stream("/generate", &request);
+    assert!(stream.done, "the stream ends with [DONE]");
+    let got: Vec<(String, u64, Value)> = stream
+        .events
+        .iter()
+        .map(|(_, event)| {
+            (
+                event["text"].as_str().expect("text").to_owned(),
+                event["meta_info"]["completion_tokens"].as_u64().expect("tokens"),
+                event["meta_info"]["finish_reason"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("sim".to_owned(), 1, Value::Null),
+            ("sim sim".to_owned(), 2, Value::Null),
+            ("sim sim sim".to_owned(), 3, Value::Null),
+            ("sim sim sim sim".to_owned(), 4, json!({"type": "length", "length": 4})),
+        ]
+    );
+    for (_, event) in &stream.events {
+        assert_eq!(event["meta_info"]["prompt_tokens"], 4);
+        assert_eq!(event["index"], 0);
+    }
+
+    let (status, body) = client.post(
+        "/generate",
+        &json!({"text": "What is 2+2?\nexpected: 4", "sampling_params": {"max_new_tokens": 8}}),
+    );
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(answer["text"], "4");
+    assert_eq!(answer["meta_info"]["completion_tokens"], 1);
+    assert_eq!(answer["meta_info"]["finish_reason"], json!({"type": "stop", "matched": null}));
+    assert_eq!(client.get("/generate").0, 405);
+}

@@ -231,8 +231,12 @@ fn a_suite_that_ran_no_test_fails_and_on_both_sides_cannot_be_judged() {
     let empty =
         |side| record(Some("kimi"), Check::UnitTests, side, Outcome::Tests { results: vec![] });
     let skipped = |side| {
-        let results =
-            vec![TestResult { id: "t".into(), outcome: TestOutcome::Skipped, message: None }];
+        let results = vec![TestResult {
+            id: "t".into(),
+            outcome: TestOutcome::Skipped,
+            message: None,
+            flaky: false,
+        }];
         record(Some("kimi"), Check::UnitTests, side, Outcome::Tests { results })
     };
     let cases: Vec<(&str, Vec<Evidence>, &str)> = vec![
