@@ -43,7 +43,9 @@ use serde::{Deserialize, Serialize};
 use crate::gate::Outcome;
 use crate::github::GitHub;
 use crate::run::{Executor, IsolationArg, RunArgs, Switch, parse_time_limit};
+use crate::trigger::queue::QueueVerdict;
 use crate::trigger::{Decision, Event, Pinned};
+use prgate_gate::JobPlan;
 
 /// Run the whole PR test: trigger, plan, pending status and comment, the run on this node with
 /// the comment kept up to date, the gate, the final comment and status, the job summary and
@@ -54,8 +56,8 @@ use crate::trigger::{Decision, Event, Pinned};
 /// GITHUB_API_URL.
 #[derive(Debug, Args)]
 pub(crate) struct CiArgs {
-    /// The event payload (GITHUB_EVENT_PATH): a `pull_request_target` labeled with --label, or a
-    /// `workflow_dispatch` with inputs `pr` and `sha`.
+    /// The event payload (GITHUB_EVENT_PATH): a `pull_request_target` labeled with --label, a
+    /// `workflow_dispatch` with inputs `pr` and `sha`, or a merge queue's `merge_group`.
     #[arg(long, value_name = "FILE")]
     event: Option<PathBuf>,
     /// A dispatch from the command line: the PR's number (with --sha).
@@ -89,9 +91,15 @@ pub(crate) struct CiArgs {
     /// Edit the comment at most this often while checks finish.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_time_limit)]
     update_every: Duration,
-    /// The login our comments are written by [default: the token's user].
+    /// The login our comments are written by [default: the token's user; for an App's
+    /// installation token, GraphQL's viewer, e.g. `my-app[bot]`].
     #[arg(long, value_name = "LOGIN", env = "PRGATE_BOT_LOGIN")]
     bot_login: Option<String>,
+    /// Also keep a check run on the pinned SHA (`AMD PR test details`: the summary and the
+    /// annotations): needs a GitHub App's token (`checks: write`); the status stays the
+    /// required check.
+    #[arg(long, value_enum, default_value_t = Switch::Off)]
+    check_run: Switch,
     /// Where commands from the PR run (see `prgate run --help`).
     #[arg(long, value_enum, default_value_t = IsolationArg::Container)]
     isolation: IsolationArg,
@@ -173,10 +181,20 @@ fn state_dir(args: &CiArgs) -> PathBuf {
     args.state.clone().unwrap_or_else(|| args.work.join("state"))
 }
 
-/// The trigger: `None` when no run starts (the reason is on stderr). On a start, the pin is
-/// written to the state folder and the reporter that will never let the status stay pending is
-/// returned, with the PR's files.
-fn pin(args: &CiArgs) -> anyhow::Result<Option<(Arc<Reporter>, Vec<String>)>> {
+/// What the trigger gave.
+enum Pin {
+    /// No run starts (the reason is on stderr).
+    NoRun,
+    /// Nothing needs to run: a merge queue's commit keeps the PR's result (its status posted).
+    Settled,
+    /// A run starts: the reporter that will never let the status stay pending, and the files.
+    Started(Arc<Reporter>, Vec<String>),
+}
+
+/// The trigger. On a start, the pin is written to the state folder. A merge queue's commit is
+/// judged first (`trigger::queue`): the PR's result holds (`success` is posted, and the state
+/// folder gets `settled.txt`), or the paths that run again replace the PR's files.
+fn pin(args: &CiArgs) -> anyhow::Result<Pin> {
     let state = state_dir(args);
     std::fs::create_dir_all(&state).with_context(|| format!("creating {}", state.display()))?;
     let event = match (&args.event, args.pr, &args.sha) {
@@ -188,20 +206,65 @@ fn pin(args: &CiArgs) -> anyhow::Result<Option<(Arc<Reporter>, Vec<String>)>> {
         _ => anyhow::bail!("give --event FILE, or --pr N --sha SHA"),
     };
     let (runtime, github) = crate::github::connect(&args.repository)?;
-    let (pinned, files) =
+    github.remember_login(args.bot_login.as_deref());
+    let (mut pinned, mut files) =
         match runtime.block_on(crate::trigger::decide(&github, &event, &args.label))? {
             Decision::Refuse(reason) => {
                 eprintln!("prgate: no run: {reason}");
-                return Ok(None);
+                return Ok(Pin::NoRun);
             }
-            Decision::Start(pinned, files) => (pinned, files),
+            Decision::Start(pinned, files) => (*pinned, files),
         };
+    if let Some(queue) = pinned.merge_group.clone() {
+        let context = prgate_report::status::DEFAULT_CONTEXT;
+        let judged = runtime.block_on(crate::trigger::queue::judge(
+            &github, &args.repo, &pinned, &queue, &files, context,
+        ));
+        match judged {
+            Ok(QueueVerdict::Holds(description)) => {
+                let description = prgate_report::status::fit_description(&description);
+                runtime.block_on(github.set_status(
+                    &pinned.sha,
+                    "success",
+                    &description,
+                    context,
+                    args.run_url.as_deref(),
+                ))?;
+                crate::trigger::write_pin(&state, &pinned, &files)?;
+                write(&state.join("settled.txt"), &(description.clone() + "\n"))?;
+                write(&state.join("nodes.json"), "[]\n")?;
+                eprintln!("prgate: merge queue: {description}");
+                return Ok(Pin::Settled);
+            }
+            Ok(QueueVerdict::Rerun { files: again, note }) => {
+                eprintln!("prgate: {note}");
+                files = again;
+                if let Some(queue) = pinned.merge_group.as_mut() {
+                    queue.note = Some(note);
+                }
+            }
+            Err(error) => {
+                let status = error_status(&format!("{error:#}"), &StatusSettings::default());
+                let posted = runtime.block_on(github.set_status(
+                    &pinned.sha,
+                    status.state.as_str(),
+                    &status.description,
+                    &status.context,
+                    args.run_url.as_deref(),
+                ));
+                if let Err(also) = posted {
+                    eprintln!("prgate: could not post the error status: {also:#}");
+                }
+                return Err(error);
+            }
+        }
+    }
     crate::trigger::write_pin(&state, &pinned, &files)?;
     eprintln!(
         "prgate: run #{} at {} (started by {})",
         pinned.number, pinned.sha, pinned.triggered_by
     );
-    Ok(Some((Reporter::new(args, runtime, github, pinned), files)))
+    Ok(Pin::Started(Reporter::new(args, runtime, github, pinned), files))
 }
 
 /// Runs `work`; whatever it ends in other than a result (an error, a panic) is posted as the
@@ -237,14 +300,22 @@ fn guarded(
 
 /// `--stage all`: everything, on this node.
 fn all(args: &CiArgs) -> anyhow::Result<Outcome> {
-    let Some((reporter, files)) = pin(args)? else { return Ok(Outcome::NotPass) };
+    let (reporter, files) = match pin(args)? {
+        Pin::NoRun => return Ok(Outcome::NotPass),
+        Pin::Settled => return Ok(Outcome::Pass),
+        Pin::Started(reporter, files) => (reporter, files),
+    };
     guarded(&reporter, || pipeline(args, &reporter, files))
 }
 
 /// `--stage start`: the trigger, the plan, the schedule onto the nodes, and the pending status
 /// and comment. Writes `nodes.json` (the nodes with work) and `schedule.json`.
 fn start(args: &CiArgs) -> anyhow::Result<Outcome> {
-    let Some((reporter, files)) = pin(args)? else { return Ok(Outcome::NotPass) };
+    let (reporter, files) = match pin(args)? {
+        Pin::NoRun => return Ok(Outcome::NotPass),
+        Pin::Settled => return Ok(Outcome::Pass),
+        Pin::Started(reporter, files) => (reporter, files),
+    };
     guarded(&reporter, || {
         let (plan, _base) = make_plan(args, &reporter, files, false)?;
         let nodes = read_nodes(args)?;
@@ -307,6 +378,7 @@ fn node_run(args: &CiArgs) -> anyhow::Result<Outcome> {
         events: &events,
         only_models: Some(&models),
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        observer: None,
     };
     let summary =
         run_plan(args, &plan, &base, &pinned, &target).context("running this node's models")?;
@@ -338,6 +410,7 @@ fn finish(args: &CiArgs) -> anyhow::Result<Outcome> {
         *lock(&reporter.estimate) = schedule.estimate.clone();
         let mut evidence = Vec::new();
         let mut reported = BTreeSet::new();
+        let mut job: Option<JobPlan> = None;
         for dir in &args.evidence {
             let records = dir.join("evidence");
             let records = if records.is_dir() { records } else { dir.clone() };
@@ -349,6 +422,21 @@ fn finish(args: &CiArgs) -> anyhow::Result<Outcome> {
             for record in &found {
                 if let Some(node) = &record.provenance.node {
                     reported.insert(node.clone());
+                }
+            }
+            // Each node's job plan holds every target as that node sees it: a target is taken
+            // from the node that ran it.
+            let job_path = dir.join(prgate_runner::results::JOB_FILE);
+            if job_path.is_file() {
+                let node_job = crate::gate::read_job(&job_path, &plan)?;
+                let merged = job.get_or_insert_with(|| node_job.clone());
+                for target in node_job.targets {
+                    if found.iter().any(|record| record.model == target.model)
+                        && let Some(slot) =
+                            merged.targets.iter_mut().find(|t| t.model == target.model)
+                    {
+                        *slot = target;
+                    }
                 }
             }
             evidence.extend(found);
@@ -368,7 +456,7 @@ fn finish(args: &CiArgs) -> anyhow::Result<Outcome> {
             "no evidence came back from {}",
             silent.iter().map(|node| node.as_str()).collect::<Vec<_>>().join(", ")
         );
-        judge_and_post(args, &reporter, &plan, &base, &evidence)
+        judge_and_post(args, &reporter, &plan, &base, job.as_ref(), &evidence)
     })
 }
 
@@ -405,7 +493,12 @@ fn unplaced_evidence(plan: &Plan, schedule: &ScheduleFile) -> Vec<Evidence> {
                     pr_commit: Some(plan.head.sha.clone()),
                     ..Provenance::default()
                 },
-                outcome: Recorded::NotRun { reason, detail: detail.clone(), subject: None },
+                outcome: Recorded::NotRun {
+                    reason,
+                    detail: detail.clone(),
+                    subject: None,
+                    failed_on: None,
+                },
             });
         }
     }
@@ -530,13 +623,17 @@ fn make_plan(
     drop(repository);
     let changes = prgate_scope::change::parse_file_list(&(files.join("\n") + "\n"))
         .context("the PR's file list")?;
-    let plan = prgate_scope::plan(&PlanRequest {
+    let mut plan = prgate_scope::plan(&PlanRequest {
         repo: args.repo.clone(),
         base: Some(pinned.base_sha.clone()),
         head: Some(pinned.sha.clone()),
         worktree: false,
         files: Some(FileList { changes, truncated: pinned.files_truncated }),
     })?;
+    // A merge queue's run says why it runs what it runs.
+    if let Some(note) = pinned.merge_group.as_ref().and_then(|queue| queue.note.clone()) {
+        plan.warnings.push(note);
+    }
     write(&state_dir(args).join("plan.json"), &(serde_json::to_string_pretty(&plan)? + "\n"))?;
     let base = crate::gate::BaseSide::read(&args.repo, &plan)?;
     *lock(&reporter.plan) = Some(plan.clone());
@@ -553,12 +650,11 @@ fn judge_and_post(
     reporter: &Reporter,
     plan: &Plan,
     base: &crate::gate::BaseSide,
+    job: Option<&JobPlan>,
     evidence: &[Evidence],
 ) -> anyhow::Result<Outcome> {
     let title = Some(reporter.pinned.title.as_str());
-    let gain_required = prgate_gate::title::requires_gain(title, &base.config.gain.types);
-    let rules = prgate_gate::rules::judge_rules(plan, title, &base.config, &base.policy);
-    let verdict = prgate_gate::judge(plan, evidence, rules, gain_required, &base.config)
+    let verdict = crate::gate::judge_final(plan, job, evidence, title, base)
         .map_err(|error| anyhow::anyhow!("evidence record {}: {}", error.record, error.problem))?;
     write(&args.work.join("verdict.json"), &(serde_json::to_string_pretty(&verdict)? + "\n"))?;
     if verdict.result == State::Pending {
@@ -573,7 +669,7 @@ fn judge_and_post(
         anyhow::bail!("the run ended with checks that never reported: {}", missing.join(", "));
     }
     reporter.post_final(&verdict)?;
-    Ok(if verdict.result == State::Pass { Outcome::Pass } else { Outcome::NotPass })
+    Ok(Outcome::of(&verdict))
 }
 
 /// Everything after the pin, on this node; any error here is posted as the `error` status.
@@ -598,35 +694,47 @@ fn pipeline(
     *lock(&reporter.estimate) = Some(estimate_words(&estimate));
     reporter.post_progress()?;
 
-    // The run, with the comment following the event stream.
+    // The run, with the comment observing the step loop's events (on the local executor), or
+    // following the events the SLURM jobs write, which the executor passes on to the stream.
     let results = args.work.join("results");
     let events = args.work.join("events.jsonl");
+    let comment = CommentObserver {
+        reporter,
+        plan: &plan,
+        every: args.update_every,
+        state: Mutex::new((CheckStates::default(), Instant::now())),
+    };
     let target = Target {
         node: &node,
         results: &results,
         events: &events,
         only_models: None,
         progress: false,
+        observer: Some(&comment),
     };
-    let done = AtomicBool::new(false);
-    std::thread::scope(|scope| {
-        let follower = scope.spawn(|| follow(reporter, &events, args.update_every, &done));
-        let ran = match args.executor {
-            Executor::Local => run_plan(args, &plan, &base, pinned, &target).map(|summary| {
-                for note in &summary.notes {
-                    eprintln!("note: {note}");
-                }
-            }),
-            Executor::Slurm => crate::run::run(&slurm_run_args(args, pinned, &results, &events)),
-        };
-        done.store(true, Ordering::SeqCst);
-        let _followed = follower.join();
-        ran
-    })
+    match args.executor {
+        Executor::Local => run_plan(args, &plan, &base, pinned, &target).map(|summary| {
+            for note in &summary.notes {
+                eprintln!("note: {note}");
+            }
+        }),
+        Executor::Slurm => {
+            let done = AtomicBool::new(false);
+            std::thread::scope(|scope| {
+                let follower = scope.spawn(|| follow(reporter, &events, args.update_every, &done));
+                let ran = crate::run::run(&slurm_run_args(args, pinned, &results, &events));
+                done.store(true, Ordering::SeqCst);
+                let _followed = follower.join();
+                ran
+            })
+        }
+    }
     .context("running the plan")?;
     *lock(&reporter.progress) = read_progress(&plan, &events);
     let (_files, evidence) = crate::gate::read_evidence(&results.join("evidence"))?;
-    judge_and_post(args, reporter, &plan, &base, &evidence)
+    let job_path = results.join(prgate_runner::results::JOB_FILE);
+    let job = job_path.is_file().then(|| crate::gate::read_job(&job_path, &plan)).transpose()?;
+    judge_and_post(args, reporter, &plan, &base, job.as_ref(), &evidence)
 }
 
 /// `prgate run --executor slurm` for the plan in the state folder.
@@ -662,6 +770,8 @@ struct Target<'a> {
     events: &'a Path,
     only_models: Option<&'a [String]>,
     progress: bool,
+    /// Who watches the step loop's events (the comment), besides the events file.
+    observer: Option<&'a dyn prgate_runner::results::StepObserver>,
 }
 
 /// Runs `plan` on this node as the command line says.
@@ -699,6 +809,7 @@ fn run_plan(
         wait_lock: args.wait_lock,
         preflight: &preflight,
         only_models: target.only_models,
+        observer: target.observer,
     };
     Ok(prgate_runner::run::run(&request)?)
 }
@@ -754,34 +865,81 @@ fn planned_progress(plan: &Plan) -> Progress {
 /// The plan's checks with the states the event stream gives them: a check is running once a
 /// step of it started, and done once every step of it that started has finished.
 fn read_progress(plan: &Plan, events: &Path) -> Progress {
-    let mut progress = planned_progress(plan);
     let text = std::fs::read_to_string(events).unwrap_or_default();
-    let mut open: std::collections::BTreeMap<(Option<String>, String), i64> =
-        std::collections::BTreeMap::new();
-    let mut seen: std::collections::BTreeSet<(Option<String>, String)> =
-        std::collections::BTreeSet::new();
+    let mut checks = CheckStates::default();
     for line in text.lines() {
-        let Ok(event) = serde_json::from_str::<RunEvent>(line) else { continue };
+        if let Ok(event) = serde_json::from_str::<RunEvent>(line) {
+            checks.follow(&event);
+        }
+    }
+    checks.progress(plan)
+}
+
+/// Which checks have started and how many of their steps are running, from the step loop's
+/// events.
+#[derive(Debug, Default)]
+struct CheckStates {
+    open: BTreeMap<(Option<String>, String), i64>,
+}
+
+impl CheckStates {
+    fn follow(&mut self, event: &RunEvent) {
         let key = (event.model.clone(), event.check.describe().to_owned());
-        seen.insert(key.clone());
-        let count = open.entry(key).or_default();
+        let count = self.open.entry(key).or_default();
         match event.event {
             EventKind::StepStarted => *count += 1,
             EventKind::StepFinished => *count -= 1,
-            _ => {}
+            EventKind::StepSkipped => {}
         }
     }
-    for step in &mut progress.steps {
-        let key = (step.model.clone(), step.check.clone());
-        if seen.contains(&key) {
-            step.state = if open.get(&key).copied().unwrap_or(0) > 0 {
-                StepState::Running
-            } else {
-                StepState::Done
-            };
+
+    /// The plan's checks: running once a step of it started, done once every step of it that
+    /// started has finished.
+    fn progress(&self, plan: &Plan) -> Progress {
+        let mut progress = planned_progress(plan);
+        for step in &mut progress.steps {
+            let key = (step.model.clone(), step.check.clone());
+            if let Some(&running) = self.open.get(&key) {
+                step.state = if running > 0 { StepState::Running } else { StepState::Done };
+            }
+        }
+        progress
+    }
+}
+
+/// The PR comment as an observer of the step loop: every event moves its checks on, and the
+/// comment is edited at most once per `every` (and at the end).
+struct CommentObserver<'r> {
+    reporter: &'r Reporter,
+    plan: &'r Plan,
+    every: Duration,
+    state: Mutex<(CheckStates, Instant)>,
+}
+
+impl std::fmt::Debug for CommentObserver<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommentObserver").field("every", &self.every).finish_non_exhaustive()
+    }
+}
+
+impl prgate_runner::results::StepObserver for CommentObserver<'_> {
+    fn observe(&self, event: &RunEvent) {
+        let mut state = lock(&self.state);
+        state.0.follow(event);
+        if state.1.elapsed() < self.every {
+            return;
+        }
+        let progress = state.0.progress(self.plan);
+        if progress == *lock(&self.reporter.progress) {
+            return;
+        }
+        *lock(&self.reporter.progress) = progress;
+        match self.reporter.post_progress() {
+            Ok(()) => state.1 = Instant::now(),
+            // A comment that cannot be edited now is edited at the next step or at the end.
+            Err(error) => eprintln!("prgate: could not update the comment: {error:#}"),
         }
     }
-    progress
 }
 
 /// What the reporter needs of the command line.
@@ -789,6 +947,9 @@ struct ReporterArgs {
     run_url: Option<String>,
     bot_login: Option<String>,
     work: PathBuf,
+    /// `--check-run on`: keep a check run beside the status; its id is kept in
+    /// `check-run.txt` of this state folder, so the finish stage edits the start's.
+    check_run: Option<PathBuf>,
 }
 
 /// Posts to the PR: the progress while the run goes, the final verdict, or the error.
@@ -823,6 +984,7 @@ impl Reporter {
                 run_url: args.run_url.clone(),
                 bot_login: args.bot_login.clone(),
                 work: args.work.clone(),
+                check_run: (args.check_run == Switch::On).then(|| state_dir(args)),
             },
             plan: Mutex::new(None),
             progress: Mutex::new(Progress { steps: Vec::new() }),
@@ -939,7 +1101,7 @@ impl Reporter {
         input: &CommentInput<'_>,
         status: &prgate_report::status::Status,
     ) -> anyhow::Result<()> {
-        let body = render_comment(input)?;
+        let body = prgate_runner::redact::redact(&render_comment(input)?).into_owned();
         write(&self.args.work.join("comment.md"), &body)?;
         self.runtime.block_on(crate::publish::post(
             &self.github,
@@ -948,7 +1110,25 @@ impl Reporter {
             self.pinned.number,
             self.args.bot_login.as_deref(),
             &body,
-        ))
+        ))?;
+        if let Some(state) = &self.args.check_run {
+            // Optional beside the required status: a check run that fails is said, not fatal.
+            let file = state.join("check-run.txt");
+            let existing =
+                std::fs::read_to_string(&file).ok().and_then(|id| id.trim().parse().ok());
+            let posted = self.runtime.block_on(crate::publish::check_run(
+                &self.github,
+                existing,
+                &self.pinned.sha,
+                input,
+                status,
+            ));
+            match posted {
+                Ok(id) => write(&file, &format!("{id}\n"))?,
+                Err(error) => eprintln!("prgate: could not post the check run: {error:#}"),
+            }
+        }
+        Ok(())
     }
 
     fn report_link(&self) -> ReportLink {
@@ -964,5 +1144,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 fn write(path: &Path, text: &str) -> anyhow::Result<()> {
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+    // The node's secret values are redacted from everything prgate writes.
+    let text = prgate_runner::redact::redact(text);
+    std::fs::write(path, text.as_bytes()).with_context(|| format!("writing {}", path.display()))
 }

@@ -35,7 +35,8 @@ use crate::sample::{self, SamplePr};
 /// get: the comment (comment.md), the status line (status.txt) and the full report (report.md)
 /// in DIR/results/pr-N/; then prints which PR passed, which failed and why.
 ///
-/// Runs pytest: `python3` with pytest must be on the PATH.
+/// Runs pytest: `python3` with pytest must be on the PATH; the demo checks both before it
+/// starts and stops with exit 2 when either is missing.
 #[derive(Debug, Args)]
 pub(crate) struct DemoArgs {
     /// Where everything goes: the sample repository (DIR/repository), the node profile, and
@@ -49,6 +50,8 @@ pub(crate) struct DemoArgs {
 const DEMO_MARKER: &str = ".prgate-demo";
 
 pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
+    // What the demo needs, before anything runs: without it every test would be "not judged".
+    check_prerequisites()?;
     let dir = &args.out;
     let occupied = dir.read_dir().map(|mut entries| entries.next().is_some()).unwrap_or(false);
     if occupied {
@@ -107,6 +110,35 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `python3` with pytest, which the sample's tests run under: an error that says what to
+/// install when either is missing.
+fn check_prerequisites() -> anyhow::Result<()> {
+    let python = std::process::Command::new("python3")
+        .args(["-c", "import sys; print(sys.version.split()[0])"])
+        .output();
+    let Ok(python) = python.as_ref().map_err(ToString::to_string).and_then(|output| {
+        if output.status.success() {
+            Ok(output)
+        } else {
+            Err(String::from_utf8_lossy(&output.stderr).into_owned())
+        }
+    }) else {
+        anyhow::bail!(
+            "the demo needs python3 on the PATH, and it is not there\n\
+             hint: install it (Debian: apt-get install python3 python3-pytest), then run the demo again"
+        );
+    };
+    let pytest = std::process::Command::new("python3").args(["-m", "pytest", "--version"]).output();
+    if !pytest.as_ref().is_ok_and(|output| output.status.success()) {
+        anyhow::bail!(
+            "the demo needs pytest for python3 ({}), and python3 -m pytest does not start\n\
+             hint: python3 -m pip install pytest (Debian: apt-get install python3-pytest), then run the demo again",
+            String::from_utf8_lossy(&python.stdout).trim()
+        );
+    }
+    Ok(())
+}
+
 /// What the summary table says about one PR.
 struct PrOutcome {
     /// The verdict in words (`PASS`, `FAIL`, ...).
@@ -140,7 +172,6 @@ fn run_pr(
 
     let base = crate::gate::BaseSide::read(repo, &plan)?;
     let title = Some(pr.title);
-    let rules = prgate_gate::rules::judge_rules(&plan, title, &base.config, &base.policy);
     let gain_required = prgate_gate::title::requires_gain(title, &base.config.gain.types);
     let python = PathBuf::from("python3");
     let run = RunRequest {
@@ -162,6 +193,7 @@ fn run_pr(
         // A laptop has no GPU to check.
         preflight: &PreflightMode::Off,
         only_models: None,
+        observer: None,
     };
     let started = Instant::now();
     let summary = prgate_runner::run::run(&run).context("running the plan")?;
@@ -175,9 +207,11 @@ fn run_pr(
         writeln!(out, "    note: {note}")?;
     }
 
-    let records = ResultsDir::open(&results)?.records()?;
-    let evidence: Vec<_> = records.into_iter().map(|(_step, record)| record).collect();
-    let verdict = prgate_gate::judge(&plan, &evidence, rules, gain_required, &base.config)
+    let results_dir = ResultsDir::open(&results)?;
+    let evidence: Vec<_> =
+        results_dir.records()?.into_iter().map(|(_step, record)| record).collect();
+    let job = crate::gate::read_job(&results_dir.job_path(), &plan)?;
+    let verdict = crate::gate::judge_final(&plan, Some(&job), &evidence, title, &base)
         .map_err(|error| anyhow::anyhow!("judging the evidence: {}", error.problem))?;
     write_json(&results.join("verdict.json"), &verdict)?;
     write_pr_files(&results, &plan, &verdict, pr, node)?;
@@ -265,7 +299,8 @@ fn result_word(verdict: &Verdict) -> &'static str {
         .any(|section| matches!(section.state, State::Warn | State::AuthorProvided));
     match verdict.result {
         State::Pass if warned => "PASS (warnings)",
-        State::Pass => "PASS",
+        State::Pass | State::NothingToCheck | State::NotJudged => "PASS",
+        State::Error => "ERROR (could not judge)",
         State::Warn => "PASS (warnings)",
         State::AuthorProvided => "PASS (author-provided)",
         State::Pending => "PENDING",
@@ -278,7 +313,7 @@ fn result_word(verdict: &Verdict) -> &'static str {
 fn why(verdict: &Verdict) -> Vec<String> {
     const SHOWN: usize = 4;
     let items: Vec<_> = verdict.sections.iter().flat_map(|section| &section.items).collect();
-    let worst = [State::Fail, State::Pending, State::AuthorProvided, State::Warn]
+    let worst = [State::Fail, State::Error, State::Pending, State::AuthorProvided, State::Warn]
         .into_iter()
         .find(|state| items.iter().any(|item| item.state == *state));
     let Some(worst) = worst else { return Vec::new() };

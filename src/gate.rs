@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
 use prgate_gate::codeowners::{DEFAULT_POLICY, Policy};
 use prgate_gate::evidence::Evidence;
-use prgate_gate::{GateConfig, State};
+use prgate_gate::{Completion, GateConfig, JobPlan, JudgeRequest, State};
 use prgate_scope::Plan;
 
 use crate::files::{print, read_json};
@@ -29,6 +29,14 @@ pub(crate) struct GateArgs {
     /// The directory of evidence files (every *.json below it).
     #[arg(long, value_name = "DIR", required = true)]
     evidence: Option<PathBuf>,
+    /// The job plan of the run (docs/job.md): what it had to produce. Default: `job.json`
+    /// beside the evidence directory (a results directory's), else a tier's checks.
+    #[arg(long, value_name = "FILE")]
+    job: Option<PathBuf>,
+    /// Judge a run that is still going (a progress update): a step without evidence is
+    /// pending. Without it the run is over, and such a step could not be judged (error).
+    #[arg(long)]
+    in_progress: bool,
     /// The PR's title, for the title rule and the gain rule.
     #[arg(long, value_name = "TEXT")]
     title: Option<String>,
@@ -45,19 +53,17 @@ enum GateCommand {
     Simulate(SimulateArgs),
 }
 
-/// Simulate the speed rule: P(fail), P(pass) and pairs used for CV 1-5% and true changes
-/// 0-7.5%, against a fixed-n design with the same error rates.
+/// Simulate the speed and accuracy rules as a node sees them (no calibration, outliers, the
+/// bracketed order, multi-cell PRs, GSM8K-sized benchmarks): the targets remeasured,
+/// then P(fail) and pairs for CV 1-5% and true changes 0-7.5% beside the fixed-n design.
 #[derive(Debug, Args)]
 struct SimulateArgs {
-    /// Simulated cells per row.
+    /// Simulated PRs per scenario.
     #[arg(long, default_value_t = 10_000)]
     trials: usize,
-    /// The random seed: the same seed gives the same table.
+    /// The random seed: the same seed gives the same tables.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Give the test the true base-vs-base variance, as when the runner has calibrated it.
-    #[arg(long)]
-    calibrated: bool,
     /// Simulate the settings of this prgate.toml's [gate] table instead of the defaults.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -76,6 +82,20 @@ pub(crate) enum VerdictFormat {
 pub(crate) enum Outcome {
     Pass,
     NotPass,
+    /// The verdict is `error`: some check could not be judged (exit 2).
+    CannotJudge,
+}
+
+impl Outcome {
+    /// The outcome of a final verdict.
+    pub(crate) fn of(verdict: &prgate_gate::Verdict) -> Outcome {
+        match verdict.result {
+            State::Pass | State::Warn | State::AuthorProvided => Outcome::Pass,
+            State::NothingToCheck | State::NotJudged => Outcome::Pass,
+            State::Error => Outcome::CannotJudge,
+            State::Fail | State::Pending => Outcome::NotPass,
+        }
+    }
 }
 
 pub(crate) fn run(args: &GateArgs) -> anyhow::Result<Outcome> {
@@ -93,12 +113,18 @@ pub(crate) fn run(args: &GateArgs) -> anyhow::Result<Outcome> {
         )
     })?;
     let (files, evidence) = read_evidence(evidence_dir)?;
+    let job_path = match &args.job {
+        Some(path) => Some(path.clone()),
+        None => evidence_dir
+            .parent()
+            .map(|results| results.join(prgate_runner::results::JOB_FILE))
+            .filter(|path| path.is_file()),
+    };
+    let job = job_path.map(|path| read_job(&path, &plan)).transpose()?;
     let title = args.title.as_deref();
-    let config = &base.config;
-    let rules = prgate_gate::rules::judge_rules(&plan, title, config, &base.policy);
-    let gain_required = prgate_gate::title::requires_gain(title, &config.gain.types);
+    let completion = if args.in_progress { Completion::InProgress } else { Completion::Final };
     let verdict =
-        prgate_gate::judge(&plan, &evidence, rules, gain_required, config).map_err(|error| {
+        judge(&plan, job.as_ref(), &evidence, title, &base, completion).map_err(|error| {
             let file = files
                 .get(error.record)
                 .map_or_else(|| "?".to_owned(), |path| path.display().to_string());
@@ -114,7 +140,62 @@ pub(crate) fn run(args: &GateArgs) -> anyhow::Result<Outcome> {
         }
     };
     print(&text)?;
-    Ok(if verdict.result == State::Pass { Outcome::Pass } else { Outcome::NotPass })
+    Ok(Outcome::of(&verdict))
+}
+
+/// The verdict on a run that is over: every expected step (the job plan's, else a tier's
+/// checks) judged, or the verdict says what could not be.
+pub(crate) fn judge_final(
+    plan: &Plan,
+    job: Option<&JobPlan>,
+    evidence: &[Evidence],
+    title: Option<&str>,
+    base: &BaseSide,
+) -> Result<prgate_gate::Verdict, prgate_gate::evidence::EvidenceError> {
+    judge(plan, job, evidence, title, base, Completion::Final)
+}
+
+/// The verdict on `evidence`, of a run that is over or still going.
+fn judge(
+    plan: &Plan,
+    job: Option<&JobPlan>,
+    evidence: &[Evidence],
+    title: Option<&str>,
+    base: &BaseSide,
+    completion: Completion,
+) -> Result<prgate_gate::Verdict, prgate_gate::evidence::EvidenceError> {
+    let config = &base.config;
+    prgate_gate::judge_with(JudgeRequest {
+        plan,
+        job,
+        evidence,
+        rules: prgate_gate::rules::judge_rules(plan, title, config, &base.policy),
+        gain_required: prgate_gate::title::requires_gain(title, &config.gain.types),
+        config,
+        completion,
+    })
+}
+
+/// A job plan, checked against the plan it must be of.
+pub(crate) fn read_job(path: &Path, plan: &Plan) -> anyhow::Result<JobPlan> {
+    let job: JobPlan = read_json(path, "job plan")?;
+    anyhow::ensure!(
+        job.schema_version == prgate_gate::job::SCHEMA_VERSION,
+        "the job plan {} has schema_version {}; this prgate reads {}",
+        path.display(),
+        job.schema_version,
+        prgate_gate::job::SCHEMA_VERSION
+    );
+    anyhow::ensure!(
+        job.pr_commit == plan.head.sha && job.base_commit == plan.base_side_commit(),
+        "the job plan {} is of PR commit {} on base {}, but the plan is of {} on {}",
+        path.display(),
+        job.pr_commit,
+        job.base_commit,
+        plan.head.sha,
+        plan.base_side_commit()
+    );
+    Ok(job)
 }
 
 /// What judges a PR, from its base side: the gate's settings and the CODEOWNERS policy.
@@ -143,7 +224,9 @@ impl BaseSide {
 /// Where a repository keeps its own CODEOWNERS policy.
 const POLICY_PATH: &str = "CODEOWNERS.rules";
 
-/// Every `*.json` file below `dir`, sorted by path, and its evidence record.
+/// Every `*.json` file below `dir`, sorted by path, and its evidence record. The walk never
+/// follows a symbolic link (an entry's own type is looked at, not its target's), so a link
+/// loop cannot make it endless; a link in the folder is an error that names it.
 pub(crate) fn read_evidence(dir: &Path) -> anyhow::Result<(Vec<PathBuf>, Vec<Evidence>)> {
     let mut files = Vec::new();
     let mut pending = vec![dir.to_path_buf()];
@@ -151,8 +234,15 @@ pub(crate) fn read_evidence(dir: &Path) -> anyhow::Result<(Vec<PathBuf>, Vec<Evi
         let entries = std::fs::read_dir(&folder)
             .with_context(|| format!("reading the evidence directory {}", folder.display()))?;
         for entry in entries {
-            let path = entry.with_context(|| format!("reading {}", folder.display()))?.path();
-            if path.is_dir() {
+            let entry = entry.with_context(|| format!("reading {}", folder.display()))?;
+            let path = entry.path();
+            let kind = entry.file_type().with_context(|| format!("reading {}", path.display()))?;
+            anyhow::ensure!(
+                !kind.is_symlink(),
+                "{} is a symbolic link; evidence is read from regular files and folders only",
+                path.display()
+            );
+            if kind.is_dir() {
                 pending.push(path);
             } else if path.extension().is_some_and(|extension| extension == "json") {
                 files.push(path);
@@ -178,45 +268,30 @@ fn run_simulation(args: &SimulateArgs) -> anyhow::Result<()> {
         }
         None => GateConfig::defaults(),
     };
-    let rows = prgate_gate::simulate::simulate(
-        &config,
-        &[0.01, 0.02, 0.03, 0.05],
-        &[0.0, 0.02, 0.04, 0.075],
-        args.trials,
-        args.seed,
-        args.calibrated,
-    );
+    let speed = &config.speed;
     let mut stdout = std::io::stdout().lock();
     writeln!(
         stdout,
-        "Speed rule, one cell (loss over {:.0}% fails; zone {:.0}%..{:.0}%, alpha {}, beta {}, {}..{} pairs; variance {}); {} trials a row, seed {}.\n",
-        config.speed.threshold.get() * 100.0,
-        config.speed.low * 100.0,
-        config.speed.high * 100.0,
-        config.speed.alpha.get(),
-        config.speed.beta.get(),
-        config.speed.min_pairs,
-        config.speed.max_pairs,
-        if args.calibrated { "calibrated" } else { "from the pairs" },
+        "Speed: a loss over {:.0}% fails; zone {:.0}%..{:.0}%; alpha {} a PR, beta {} a cell; pairs {}..={}; min-cv {}. Accuracy: alpha {} a PR. {} trials a scenario, seed {}.\n",
+        speed.threshold.get() * 100.0,
+        speed.low * 100.0,
+        speed.high * 100.0,
+        speed.alpha.get(),
+        speed.beta.get(),
+        speed.min_pairs,
+        speed.max_pairs,
+        speed.min_cv.get(),
+        config.accuracy_alpha.get(),
         args.trials,
         args.seed
     )?;
-    write!(stdout, "{}", prgate_gate::simulate::markdown(&rows))?;
+    let targets = prgate_gate::simulate::targets(&config, args.trials, args.seed);
+    write!(stdout, "{}", prgate_gate::simulate::targets_markdown(&targets))?;
     writeln!(
         stdout,
-        "\nEight cells judged together (alpha divided over them), no true change anywhere:\n"
+        "\nOne regressed cell alone and in a 4-cell PR, no calibration, bracketed pairs (3 runs each), beside the fixed-n design (2 runs a pair):\n"
     )?;
-    writeln!(stdout, "| CV | P(some cell fails) | mean pairs a cell |\n|---|---|---|")?;
-    for cv in [0.01, 0.02, 0.03, 0.05] {
-        let (p_any, pairs) = prgate_gate::simulate::family_error(
-            &config,
-            cv,
-            8,
-            args.trials / 8 + 1,
-            args.seed,
-            args.calibrated,
-        );
-        writeln!(stdout, "| {:.0}% | {:.1}% | {:.2} |", cv * 100.0, p_any * 100.0, pairs)?;
-    }
+    let grid = prgate_gate::simulate::grid_markdown(&config, args.trials, args.seed);
+    write!(stdout, "{grid}")?;
     Ok(())
 }

@@ -7,7 +7,9 @@
 //! Exit codes, for every subcommand:
 //! - 0: success (for the gate: the PR passed; for the trigger: a run starts);
 //! - 1: the gate failed the PR, or checks are pending; the trigger started no run;
-//! - 2: an error: bad input, an unknown ref, an unreadable file. The message on stderr names it.
+//! - 2: an error: bad input, an unknown ref, an unreadable file (the message on stderr names
+//!   it); for the gate, also a verdict of `error`: some check could not be judged (the
+//!   verdict says which and why).
 
 mod ci;
 mod demo;
@@ -30,7 +32,8 @@ use clap::{Parser, Subcommand};
 const EXIT_OK: u8 = 0;
 /// The exit code for a PR the gate did not pass (failed, or checks still pending).
 const EXIT_NOT_PASSED: u8 = 1;
-/// The exit code for an error: bad input, an unknown ref, an unreadable file.
+/// The exit code for an error: bad input, an unknown ref, an unreadable file, or a verdict
+/// that could not judge every check.
 const EXIT_ERROR: u8 = 2;
 
 /// Proves a pull request to a GPU-kernel repository: decides what it must run, runs base and
@@ -77,6 +80,7 @@ fn main() -> ExitCode {
     match outcome {
         Ok(gate::Outcome::Pass) => ExitCode::from(EXIT_OK),
         Ok(gate::Outcome::NotPass) => ExitCode::from(EXIT_NOT_PASSED),
+        Ok(gate::Outcome::CannotJudge) => ExitCode::from(EXIT_ERROR),
         Err(error) => {
             eprintln!("error: {error:#}");
             ExitCode::from(EXIT_ERROR)

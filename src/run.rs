@@ -196,6 +196,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
         wait_lock: args.wait_lock,
         preflight: &preflight,
         only_models: (!args.only_models.is_empty()).then_some(args.only_models.as_slice()),
+        observer: None,
     };
     let summary = prgate_runner::run::run(&request).context("running the plan")?;
     for note in &summary.notes {

@@ -153,6 +153,11 @@ pub(crate) fn build(dir: &Path) -> anyhow::Result<Vec<SamplePr>> {
             append(files, "sgl_amd_mono/models/deepseek_v41/sim-profile.toml", "accuracy = 0.7\n");
         },
     )?;
+    pr(122, "pr/122-kimi-buffers", "[Fix] [MI355X] kimi_k3: larger decode buffers", &|files| {
+        append(files, "sgl_amd_mono/models/kimi_k3/layer.py", "\nDECODE_BUFFER_ROWS = 64\n");
+        // The larger buffers overrun the device: the PR's server dies once it is loaded.
+        append(files, "sgl_amd_mono/models/kimi_k3/sim-profile.toml", "die-after-requests = 3\n");
+    })?;
     pr(116, "pr/116-codeowners", "[Chore] maintainer: hand kimi_k3 to a new team", &|files| {
         let codeowners = files.entry(".github/CODEOWNERS".to_owned()).or_default();
         *codeowners = codeowners.replace(

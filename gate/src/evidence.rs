@@ -35,12 +35,24 @@
 //!   the order run, whether the monokernels `covered` that concurrency, each run's median TPOT
 //!   (`base_tpot_ms`, `pr_tpot_ms`), which side ran `first`, and `family`: how many covered
 //!   cells the run judges together, fixed before it starts (the gate divides alpha over them;
-//!   without it, over the covered cells the evidence holds, which may grow as evidence comes);
-//! - `speed-noise`: the known variance of the log-ratio of two base runs at a `concurrency`
-//!   (`log_ratio_variance`), from a calibration;
-//! - `not-run`: the check could not run: `reason` (`no-checkpoint`, `hardware-absent`,
-//!   `no-recipe`, `gated-dataset`, `timeout`, `crash`, `other`), `detail`, and `subject` when
-//!   only a part of the check could not run (a benchmark's name).
+//!   without it, over the covered cells the evidence holds, which may grow as evidence comes),
+//!   and, for a bracketed pair (base, PR, base), `base_runs_ms`: its two base runs in order,
+//!   whose geometric mean is `base_tpot_ms` and whose ratio is an in-band A/A difference (added
+//!   in place, optional: readers that do not know it see the pair's base);
+//! - `speed-noise`: the node's stored calibration of a cell: the variance of the log-ratio of
+//!   two base runs at a `concurrency` (`log_ratio_variance`, a robust median/MAD estimate) and
+//!   `samples`, the base-vs-base differences behind it (optional; without it, 8);
+//! - `not-run`: the check could not run: `reason`, `detail`, `subject` when only a part of the
+//!   check could not run (a benchmark's name, `concurrency-C` for a speed cell), and `failed_on`
+//!   (`base` or `pr`) when a step of both sides broke on one of them. The reasons, by what they
+//!   mean for the verdict ([`NotRunKind`], docs/gate.md "Not run"):
+//!   - a coverage gap, author-provided: `no-checkpoint`, `hardware-absent`, `no-recipe` (none on
+//!     either side), `gated-dataset`;
+//!   - broken by what it runs, a failure on the PR side: `timeout`, `crash`, `recipe-removed`,
+//!     `recipe-invalid`, `no-result`;
+//!   - the node cannot judge, the run ends in `error`: `harness`, `run-time-limit`, `node`,
+//!     `no-evidence`, `other` (and any reason this gate does not know);
+//!   - `nothing-to-check`: the recipe asks nothing of the check.
 //!
 //! A step is identified by its model, check, side and part (the benchmark of an accuracy
 //! record or a not-run's subject, the concurrency and index of a speed pair, the concurrency of
@@ -140,10 +152,17 @@ pub enum Outcome {
         /// fixed before it starts: the error rate is divided over them.
         #[serde(default)]
         family: Option<u32>,
+        /// A bracketed pair's two base runs, before and after its PR run; `base_tpot_ms` is
+        /// their geometric mean. `None`: one base run.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        base_runs_ms: Option<[f64; 2]>,
     },
     SpeedNoise {
         concurrency: u32,
         log_ratio_variance: f64,
+        /// The base-vs-base differences behind the variance (its degrees of freedom follow).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        samples: Option<u32>,
     },
     NotRun {
         reason: NotRunReason,
@@ -151,6 +170,9 @@ pub enum Outcome {
         /// What exactly could not run, when the check has parts (a benchmark's name).
         #[serde(default)]
         subject: Option<String>,
+        /// The side a step of both sides (a speed cell) broke on.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failed_on: Option<Side>,
     },
 }
 
@@ -204,9 +226,41 @@ pub enum NotRunReason {
     GatedDataset,
     Timeout,
     Crash,
+    /// The PR removed a recipe the base side has.
+    RecipeRemoved,
+    /// The PR's recipe does not parse or is not valid.
+    RecipeInvalid,
+    /// The command ran but left no result to read (no JUnit, no metrics, no timings).
+    NoResult,
+    /// The recipe asks nothing of this check (no tests selected, no timing scripts, no sweep).
+    NothingToCheck,
+    /// A harness prgate needs could not start (pytest missing on the node or in the image).
+    Harness,
+    /// The run's own time limit passed before the step could run.
+    RunTimeLimit,
+    /// The node could not run it (a preflight finding, a lost cluster job).
+    Node,
+    /// The run ended without recording the step.
+    NoEvidence,
     /// Any other reason, and any reason a newer runner writes that this gate does not know.
     #[serde(other)]
     Other,
+}
+
+/// What a not-run record means for the verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum NotRunKind {
+    /// Nothing these nodes can do about it (no checkpoint, hardware, recipe on either side, or
+    /// token): a warning, and the author provides the evidence.
+    CoverageGap,
+    /// The step could not run because of what it runs (a crash, a timeout, a server never
+    /// healthy, no result, a removed or broken recipe): on the PR side, a failure.
+    Broken,
+    /// The node could not judge it (a harness that cannot start, the run's time limit, a lost
+    /// job, no evidence at all, a reason this gate does not know): the run ends in `error`.
+    CannotJudge,
+    /// The recipe asks nothing of it.
+    NothingToCheck,
 }
 
 impl NotRunReason {
@@ -219,7 +273,36 @@ impl NotRunReason {
             NotRunReason::GatedDataset => "a gated dataset and no token on the runner",
             NotRunReason::Timeout => "timed out",
             NotRunReason::Crash => "crashed",
+            NotRunReason::RecipeRemoved => "the PR removed its recipe",
+            NotRunReason::RecipeInvalid => "the PR's recipe is not valid",
+            NotRunReason::NoResult => "left no result",
+            NotRunReason::NothingToCheck => "nothing to check",
+            NotRunReason::Harness => "the test harness could not start on the node",
+            NotRunReason::RunTimeLimit => "the run's time limit passed first",
+            NotRunReason::Node => "the node could not run it",
+            NotRunReason::NoEvidence => "the run ended without recording it",
             NotRunReason::Other => "could not run",
+        }
+    }
+
+    /// What the reason means for the verdict, before the other side is looked at.
+    pub fn kind(self) -> NotRunKind {
+        match self {
+            NotRunReason::NoCheckpoint
+            | NotRunReason::HardwareAbsent
+            | NotRunReason::NoRecipe
+            | NotRunReason::GatedDataset => NotRunKind::CoverageGap,
+            NotRunReason::Timeout
+            | NotRunReason::Crash
+            | NotRunReason::RecipeRemoved
+            | NotRunReason::RecipeInvalid
+            | NotRunReason::NoResult => NotRunKind::Broken,
+            NotRunReason::NothingToCheck => NotRunKind::NothingToCheck,
+            NotRunReason::Harness
+            | NotRunReason::RunTimeLimit
+            | NotRunReason::Node
+            | NotRunReason::NoEvidence
+            | NotRunReason::Other => NotRunKind::CannotJudge,
         }
     }
 }
@@ -303,13 +386,25 @@ pub fn validate(records: &[Evidence]) -> Result<(), EvidenceError> {
             return fail("common tests have no model, and every other check has one".to_owned());
         }
         match &record.outcome {
-            Outcome::SpeedPair { base_tpot_ms, pr_tpot_ms, .. } => {
-                for (name, value) in [("base_tpot_ms", base_tpot_ms), ("pr_tpot_ms", pr_tpot_ms)] {
+            Outcome::SpeedPair { base_tpot_ms, pr_tpot_ms, base_runs_ms, .. } => {
+                let runs = base_runs_ms.unwrap_or([*base_tpot_ms; 2]);
+                for (name, value) in [
+                    ("base_tpot_ms", base_tpot_ms),
+                    ("pr_tpot_ms", pr_tpot_ms),
+                    ("base_runs_ms", &runs[0]),
+                    ("base_runs_ms", &runs[1]),
+                ] {
                     if !(1e-6..=1e9).contains(value) {
                         return fail(format!(
                             "{name} = {value} is not a time in milliseconds (1e-6 to 1e9)"
                         ));
                     }
+                }
+                let geometric = (runs[0] * runs[1]).sqrt();
+                if (geometric / base_tpot_ms - 1.0).abs() > 1e-6 {
+                    return fail(format!(
+                        "base_tpot_ms = {base_tpot_ms} is not the geometric mean of base_runs_ms {runs:?}"
+                    ));
                 }
             }
             Outcome::SpeedNoise { log_ratio_variance, .. } => {

@@ -3,6 +3,7 @@
 //!
 //! - [`config`]: every threshold, defaults in `gate/default-config.toml`;
 //! - [`evidence`]: the wire format the runner writes, one record per finished step;
+//! - [`job`]: the job plan, what a run must produce, and whether evidence accounts for it;
 //! - [`rules`] and [`title`]: the rules judged before any GPU work;
 //! - [`stats`]: the sequential test and the proportion comparisons;
 //! - [`speed`]: one concurrency's decision, and the runner's "another pair?" question;
@@ -13,6 +14,7 @@
 pub mod codeowners;
 pub mod config;
 pub mod evidence;
+pub mod job;
 pub mod rules;
 pub mod simulate;
 pub mod speed;
@@ -22,4 +24,5 @@ pub mod verdict;
 
 pub use config::GateConfig;
 pub use evidence::Evidence;
-pub use verdict::{State, Verdict, judge};
+pub use job::JobPlan;
+pub use verdict::{Completion, JudgeRequest, State, Verdict, judge, judge_with};

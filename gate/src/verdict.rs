@@ -36,10 +36,17 @@ use prgate_scope::plan::{Plan, Tier};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{GateConfig, Severity};
-use crate::evidence::{Check, Evidence, EvidenceError, Outcome, Side, TestOutcome, validate};
+use crate::evidence::{
+    Check, Evidence, EvidenceError, NotRunKind, Outcome, Side, TestOutcome, validate,
+};
+use crate::job::{Expect, ExpectedStep, JobPlan, Target, tier_checks};
 use crate::rules::RuleOutcome;
-use crate::speed::{Answer, CellContext, Pair, judge_cell};
-use crate::stats::{median, paired_comparison, unpaired_comparison};
+use crate::speed::{
+    Answer, Calibration, CellContext, CellJudgement, LEGACY_CALIBRATION_SAMPLES, Pair, judge_cell,
+};
+use crate::stats::{
+    ProportionComparison, ToleranceOutcome, median, paired_comparison, unpaired_comparison,
+};
 
 /// The version of the verdict's JSON format.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -55,16 +62,58 @@ pub struct Verdict {
     pub rules: Vec<RuleOutcome>,
     pub sections: Vec<Section>,
     pub author_must_provide: Vec<String>,
+    /// How many checks were judged (pass, warn or fail) of those expected (every item but
+    /// "nothing to check" and "not judged").
+    #[serde(default)]
+    pub checks: CheckCounts,
+}
+
+/// How many checks the verdict judged of those it expected.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckCounts {
+    pub judged: usize,
+    pub expected: usize,
+}
+
+/// Whether the run the evidence comes from is over: a step without evidence is then one the
+/// node could not judge (`error`), not one still to come (`pending`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Completion {
+    /// The run is over: every expected step should have its evidence.
+    Final,
+    /// The run is still going (a progress update).
+    InProgress,
+}
+
+/// What the gate judges.
+#[derive(Debug, Clone)]
+pub struct JudgeRequest<'a> {
+    pub plan: &'a Plan,
+    /// What the run had to produce; without it, a tier's checks are expected
+    /// ([`tier_checks`]).
+    pub job: Option<&'a JobPlan>,
+    pub evidence: &'a [Evidence],
+    pub rules: Vec<RuleOutcome>,
+    /// Whether the PR's title type needs a speed gain.
+    pub gain_required: bool,
+    pub config: &'a GateConfig,
+    pub completion: Completion,
 }
 
 /// The state of an item, a section or the whole verdict, from best to worst.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum State {
+    /// The recipe asks nothing of the check.
+    NothingToCheck,
+    /// Measured and shown, but no rule judges it (a concurrency the monokernels do not cover).
+    NotJudged,
     Pass,
     Warn,
     AuthorProvided,
     Pending,
+    /// The node could not judge it: the run cannot end in `success`.
+    Error,
     Fail,
 }
 
@@ -108,8 +157,10 @@ pub struct Item {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Numbers {
-    /// One speed cell: medians of base and PR TPOT, the PR's change (`exp(mean log-ratio) - 1`)
-    /// and its interval, the pairs used and the confidence.
+    /// One speed cell: medians of base and PR runs' median TPOT (over the kept pairs; a
+    /// bracketed pair's base is the geometric mean of its two base runs), the PR's change
+    /// (`exp(mean log-ratio) - 1`, the tested quantity) and its interval, the pairs used and
+    /// the confidence, and the test: the noise and calibration it used and its error rates.
     Speed {
         concurrency: u32,
         covered: bool,
@@ -119,9 +170,13 @@ pub enum Numbers {
         interval: Option<(f64, f64)>,
         pairs: usize,
         confidence: Confidence,
+        #[serde(default)]
+        test: Option<SpeedTest>,
     },
-    /// One benchmark: accuracies as fractions, PR minus base and its interval, the questions,
-    /// whether the comparison was paired, the p-value of "PR worse" and the tolerance.
+    /// One benchmark: accuracies as fractions, PR minus base and its interval (each bound
+    /// one-sided at `alpha`), the questions, whether the comparison was paired, the p-value
+    /// of the same test ("the PR is at most the tolerance below base"; below `alpha` exactly
+    /// when the interval lies below `-tolerance`) and the tolerance.
     Accuracy {
         benchmark: String,
         base: f64,
@@ -132,6 +187,10 @@ pub enum Numbers {
         paired: bool,
         p_value: f64,
         tolerance: f64,
+        /// The level of each of the interval's one-sided bounds: the PR's accuracy alpha over
+        /// the benchmarks judged.
+        #[serde(default)]
+        alpha: Option<f64>,
     },
     /// One kernel: median time on each side and the PR's change.
     Kernel { kernel: String, base_us: f64, pr_us: f64, change: f64 },
@@ -139,13 +198,33 @@ pub enum Numbers {
     Tests { passed: usize, failed: usize, skipped: usize, errors: usize, pre_existing: usize },
 }
 
+/// What a speed cell's test used and guarantees.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpeedTest {
+    /// The run-to-run CV the test used (pooled, floored at `min-cv`).
+    pub run_cv: Option<f64>,
+    /// The degrees of freedom behind it.
+    pub degrees_of_freedom: Option<f64>,
+    /// In-band A/A differences (bracketed pairs' base runs) among them.
+    pub in_band_differences: usize,
+    /// The node's stored calibration: its base-vs-base differences, and the degrees of
+    /// freedom they counted for. `None`: the node had none for this cell.
+    pub calibration_samples: Option<u32>,
+    pub calibration_df: f64,
+    /// The bound on P(fail | no loss) for this cell, and on P(pass | a loss at the zone's top).
+    pub alpha: f64,
+    pub beta: f64,
+    /// Pairs (by index in run order) excluded as outliers and re-measured.
+    pub outliers: Vec<u32>,
+}
+
 /// How sure a speed decision is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Confidence {
-    /// The sequential test reached its bound.
+    /// The sequential test reached its bound: the error rates of `SpeedTest` hold.
     High,
-    /// Decided at the pair cap by the mean alone.
+    /// Decided at the pair cap by the mean against the line: outside those bounds.
     Low,
     /// Not decided: more pairs were needed.
     Open,
@@ -168,7 +247,10 @@ impl State {
             State::Warn => "warn",
             State::AuthorProvided => "author-provided",
             State::Pending => "pending",
+            State::Error => "error",
             State::Fail => "fail",
+            State::NothingToCheck => "nothing-to-check",
+            State::NotJudged => "not-judged",
         }
     }
 }
@@ -187,31 +269,16 @@ impl SectionName {
     }
 }
 
-/// The checks a model runs on its tier; `None` when it runs nothing.
+/// The checks a model runs on its tier; none on tier `none`.
 pub fn planned_checks(tier: Tier) -> &'static [Check] {
-    match tier {
-        Tier::Full => &[
-            Check::UnitTests,
-            Check::KernelTests,
-            Check::ServingTests,
-            Check::Routing,
-            Check::Accuracy,
-            Check::KernelTiming,
-            Check::Speed,
-        ],
-        Tier::Smoke => &[
-            Check::UnitTests,
-            Check::KernelTests,
-            Check::ServingTests,
-            Check::Routing,
-            Check::Speed,
-        ],
-        Tier::None => &[],
-    }
+    tier_checks(tier)
 }
 
 /// Judges a plan, its evidence and the rules' outcomes. Errors name the evidence record (by
 /// its index in `evidence`) that cannot be judged.
+///
+/// Judged as a progress update would ([`Completion::InProgress`]: missing evidence is pending)
+/// and without a job plan; [`judge_with`] says both.
 pub fn judge(
     plan: &Plan,
     evidence: &[Evidence],
@@ -219,6 +286,21 @@ pub fn judge(
     gain_required: bool,
     config: &GateConfig,
 ) -> Result<Verdict, EvidenceError> {
+    judge_with(JudgeRequest {
+        plan,
+        job: None,
+        evidence,
+        rules,
+        gain_required,
+        config,
+        completion: Completion::InProgress,
+    })
+}
+
+/// Judges what `request` holds. Errors name the evidence record (by its index) that cannot be
+/// judged.
+pub fn judge_with(request: JudgeRequest<'_>) -> Result<Verdict, EvidenceError> {
+    let JudgeRequest { plan, job, evidence, rules, gain_required, config, completion } = request;
     validate(evidence)?;
     check_against_plan(plan, evidence)?;
     let mut by_step: BTreeMap<(Option<String>, Check), Vec<&Evidence>> = BTreeMap::new();
@@ -227,8 +309,26 @@ pub fn judge(
     }
     let new_models: BTreeSet<String> =
         plan.models.iter().filter(|model| model.new).map(|model| model.name.clone()).collect();
-    let mut judge =
-        Judge { config, by_step, items: BTreeMap::new(), author: BTreeSet::new(), new_models };
+    let accuracy_family = evidence
+        .iter()
+        .filter_map(|record| match &record.outcome {
+            Outcome::Accuracy { benchmark, .. } => {
+                Some((record.model.clone(), benchmark.to_ascii_lowercase()))
+            }
+            _ => None,
+        })
+        .collect::<BTreeSet<_>>()
+        .len();
+    let mut judge = Judge {
+        config,
+        by_step,
+        items: BTreeMap::new(),
+        author: BTreeSet::new(),
+        new_models,
+        completion,
+        evidence,
+        accuracy_family,
+    };
 
     let rule_items: Vec<Item> = rules
         .iter()
@@ -265,8 +365,19 @@ pub fn judge(
     let covered_cells =
         declared.map_or_else(|| judge.covered_cells(&models), |family| family as usize);
     for model in &models {
-        for &check in planned_checks(model.tier) {
-            judge.check(&model.name, check, covered_cells);
+        let target = job.map(|job| job.target(Some(&model.name)));
+        for &check in tier_checks(model.tier) {
+            match target {
+                Some(Some(target)) => {
+                    if judge.accounted(target, check) {
+                        judge.check(&model.name, check, covered_cells);
+                    }
+                }
+                Some(None) => {
+                    judge.missing(Some(&model.name), check, "the job plan has no entry for it");
+                }
+                None => judge.check(&model.name, check, covered_cells),
+            }
         }
         if model.tier == Tier::Full && model.readme == Some(false) {
             judge.push(
@@ -286,7 +397,17 @@ pub fn judge(
         judge.gain_verdict(&models);
     }
     if plan.common.selected {
-        judge.tests(None, Check::CommonTests);
+        match job.map(|job| job.target(None)) {
+            Some(Some(target)) => {
+                if judge.accounted(target, Check::CommonTests) {
+                    judge.tests(None, Check::CommonTests);
+                }
+            }
+            Some(None) => {
+                judge.missing(None, Check::CommonTests, "the job plan has no entry for it");
+            }
+            None => judge.tests(None, Check::CommonTests),
+        }
     }
 
     let order = [
@@ -302,15 +423,25 @@ pub fn judge(
         .iter()
         .map(|name| {
             let items = judge.items.remove(name).unwrap_or_default();
-            let state = items.iter().map(|item| item.state).max().unwrap_or(State::Pass);
+            let state = items.iter().map(|item| item.state).max().unwrap_or(State::NothingToCheck);
             Section { name: *name, state, items }
         })
         .collect();
     let worst = sections.iter().map(|section| section.state).max().unwrap_or(State::Pass);
     let result = match worst {
         State::Fail => State::Fail,
+        State::Error => State::Error,
         State::Pending => State::Pending,
         _ => State::Pass,
+    };
+    let items = || sections.iter().flat_map(|section| section.items.iter());
+    let checks = CheckCounts {
+        judged: items()
+            .filter(|item| matches!(item.state, State::Pass | State::Warn | State::Fail))
+            .count(),
+        expected: items()
+            .filter(|item| !matches!(item.state, State::NothingToCheck | State::NotJudged))
+            .count(),
     };
     Ok(Verdict {
         schema_version: SCHEMA_VERSION,
@@ -319,7 +450,23 @@ pub fn judge(
         rules,
         sections,
         author_must_provide: judge.author.into_iter().collect(),
+        checks,
     })
+}
+
+/// The paired comparison of one benchmark as the gate judges it: `counts` are (base right and
+/// PR wrong, PR right and base wrong, questions), `benchmarks` how many are judged together.
+/// `ProportionComparison::against` the benchmark's tolerance is the decision. The simulation
+/// calls this too, so what it measures is what the verdict does.
+pub fn paired_accuracy(
+    config: &GateConfig,
+    benchmark: &str,
+    benchmarks: usize,
+    counts: (u64, u64, u64),
+) -> Option<ProportionComparison> {
+    let alpha = config.accuracy_alpha.get() / benchmarks.max(1) as f64;
+    let tolerance = config.accuracy_tolerance(benchmark).get();
+    paired_comparison(counts.0, counts.1, counts.2, alpha, tolerance)
 }
 
 /// Evidence that does not belong to this plan: a model it does not have, or a PR commit that
@@ -394,7 +541,7 @@ fn rule_text(name: &str) -> String {
 struct SpeedCell {
     covered: bool,
     pairs: Vec<(u32, Pair)>,
-    noise: Option<f64>,
+    noise: Option<Calibration>,
 }
 
 struct Judge<'a> {
@@ -404,6 +551,11 @@ struct Judge<'a> {
     author: BTreeSet<String>,
     /// Models new in the PR: no base tree, so their kernels have no base timing.
     new_models: BTreeSet<String>,
+    completion: Completion,
+    evidence: &'a [Evidence],
+    /// How many benchmarks (of every model) are judged together: accuracy's alpha is divided
+    /// over them.
+    accuracy_family: usize,
 }
 
 fn section_of(check: Check) -> SectionName {
@@ -461,7 +613,10 @@ impl<'a> Judge<'a> {
         });
     }
 
-    /// Not-run records become author-provided items; returns whether the whole check is one.
+    /// Not-run records become items by what they mean ([`NotRunKind`]): a coverage gap is
+    /// author-provided, a step broken by what it runs fails on the PR side (and cannot be
+    /// judged when the base side broke too), and what the node could not judge is an error.
+    /// Returns whether they stand for the whole check (the PR side measured nothing of it).
     fn not_run(&mut self, model: Option<&str>, check: Check) -> bool {
         let records: Vec<&Evidence> = self.records(model, check).to_vec();
         // The PR's own results are always judged: a not-run record only stands for the check
@@ -470,66 +625,164 @@ impl<'a> Judge<'a> {
             record.side != Side::Base && !matches!(record.outcome, Outcome::NotRun { .. })
         });
         let mut whole = false;
-        for record in records {
-            let Outcome::NotRun { reason, detail, subject } = &record.outcome else { continue };
+        for record in &records {
+            let Outcome::NotRun { reason, detail, subject, failed_on } = &record.outcome else {
+                continue;
+            };
             let what = match subject {
                 Some(subject) => format!("{} ({subject})", check.describe()),
                 None => check.describe().to_owned(),
             };
             let detail = if detail.is_empty() { String::new() } else { format!(" — {detail}") };
-            if record.side == Side::Base && measured_pr {
-                self.push(
-                    section_of(check),
-                    Item {
-                        model: model.map(str::to_owned),
-                        check: check_name(check),
-                        state: State::Warn,
-                        rule: "base and PR are compared side by side".to_owned(),
-                        summary: format!(
-                            "{what} could not run on the base side: {}{detail}; the PR's results are judged without base",
-                            reason.describe()
-                        ),
-                        numbers: None,
-                    },
-                );
-                continue;
-            }
-            whole |= subject.is_none() && !measured_pr;
-            let owner = model.unwrap_or("common");
-            self.author.insert(format!("{owner}: {what}: {}{detail}", reason.describe()));
-            let state = match self.config.not_run {
-                Severity::Pass => State::Pass,
-                Severity::Warn => State::AuthorProvided,
-                Severity::Fail => State::Fail,
+            let item = |state: State, rule: &str, summary: String| Item {
+                model: model.map(str::to_owned),
+                check: check_name(check),
+                state,
+                rule: rule.to_owned(),
+                summary,
+                numbers: None,
             };
-            self.push(
-                section_of(check),
-                Item {
-                    model: model.map(str::to_owned),
-                    check: check_name(check),
-                    state,
-                    rule: "a check that cannot run on these nodes is provided by the author"
-                        .to_owned(),
-                    summary: format!("{what} could not run: {}{detail}", reason.describe()),
-                    numbers: None,
-                },
-            );
+            let base_side = record.side == Side::Base || *failed_on == Some(Side::Base);
+            whole |= subject.is_none() && !measured_pr;
+            match reason.kind() {
+                NotRunKind::NothingToCheck => {
+                    let summary = format!("{what}: nothing to check{detail}");
+                    self.push(
+                        section_of(check),
+                        item(State::NothingToCheck, "the recipe asks nothing of it", summary),
+                    );
+                }
+                NotRunKind::CoverageGap if record.side == Side::Base && measured_pr => {
+                    let summary = format!(
+                        "{what} could not run on the base side: {}{detail}; the PR's results are judged without base",
+                        reason.describe()
+                    );
+                    self.push(
+                        section_of(check),
+                        item(State::Warn, "base and PR are compared side by side", summary),
+                    );
+                }
+                NotRunKind::CoverageGap => {
+                    let owner = model.unwrap_or("common");
+                    self.author.insert(format!("{owner}: {what}: {}{detail}", reason.describe()));
+                    let state = match self.config.not_run {
+                        Severity::Pass => State::Pass,
+                        Severity::Warn => State::AuthorProvided,
+                        Severity::Fail => State::Fail,
+                    };
+                    let summary = format!("{what} could not run: {}{detail}", reason.describe());
+                    let rule = "a check that cannot run on these nodes is provided by the author";
+                    self.push(section_of(check), item(state, rule, summary));
+                }
+                NotRunKind::Broken if base_side && measured_pr && is_tests(check) => {
+                    let summary = format!(
+                        "{what} could not run on the base side: {}{detail}; the PR's results are judged without base",
+                        reason.describe()
+                    );
+                    self.push(
+                        section_of(check),
+                        item(State::Warn, "base and PR are compared side by side", summary),
+                    );
+                }
+                NotRunKind::Broken if base_side => {
+                    let summary = format!(
+                        "{what} broke on the base side ({}){detail}; without base there is nothing to compare the PR with",
+                        reason.describe()
+                    );
+                    let rule = "base and PR are compared side by side";
+                    self.push(section_of(check), item(State::Error, rule, summary));
+                }
+                NotRunKind::Broken if broke_on_base(&records, record) => {
+                    let summary = format!(
+                        "{what} broke on both sides ({}){detail}; the base side broke the same way, so the node cannot judge the PR",
+                        reason.describe()
+                    );
+                    let rule = "a step that breaks on base too cannot be judged";
+                    self.push(section_of(check), item(State::Error, rule, summary));
+                }
+                NotRunKind::Broken => {
+                    let summary = format!("{what}: {}{detail}", reason.describe());
+                    let rule = "a check the PR broke (crash, timeout, no result, a removed or broken recipe) fails";
+                    self.push(section_of(check), item(State::Fail, rule, summary));
+                }
+                NotRunKind::CannotJudge => {
+                    let summary =
+                        format!("{what} could not be judged: {}{detail}", reason.describe());
+                    let rule = "every expected step is judged, or the run ends in error";
+                    self.push(section_of(check), item(State::Error, rule, summary));
+                }
+            }
         }
         whole
     }
 
-    fn pending(&mut self, model: Option<&str>, check: Check) {
+    /// A check that has no evidence: pending while the run goes on, an error once it is over.
+    fn missing(&mut self, model: Option<&str>, check: Check, why: &str) {
+        let state = match self.completion {
+            Completion::InProgress => State::Pending,
+            Completion::Final => State::Error,
+        };
+        let summary = match self.completion {
+            Completion::InProgress => format!("no evidence of {} yet{why}", check.describe()),
+            Completion::Final => {
+                format!("no evidence of {}: the run ended without it{why}", check.describe())
+            }
+        };
         self.push(
             section_of(check),
             Item {
                 model: model.map(str::to_owned),
                 check: check_name(check),
-                state: State::Pending,
+                state,
                 rule: "every planned check reports".to_owned(),
-                summary: format!("no evidence of {} yet", check.describe()),
+                summary,
                 numbers: None,
             },
         );
+    }
+
+    fn pending(&mut self, model: Option<&str>, check: Check) {
+        self.missing(model, check, "");
+    }
+
+    /// Whether the job plan's steps of `check` are accounted for by the evidence, so the check
+    /// can be judged; when they are not (or the recipe asks nothing of it), says so in an item.
+    fn accounted(&mut self, target: &Target, check: Check) -> bool {
+        let steps: Vec<&ExpectedStep> = target.steps_of(check).collect();
+        if steps.is_empty() {
+            self.missing(target.model.as_deref(), check, ": the job plan expects no step of it");
+            return false;
+        }
+        if let Some(why) = steps.iter().find_map(|step| match &step.expect {
+            Expect::Nothing { why } => Some(why),
+            _ => None,
+        }) && steps.iter().all(|step| matches!(step.expect, Expect::Nothing { .. }))
+        {
+            self.push(
+                section_of(check),
+                Item {
+                    model: target.model.clone(),
+                    check: check_name(check),
+                    state: State::NothingToCheck,
+                    rule: "the recipe asks nothing of it".to_owned(),
+                    summary: format!("{}: nothing to check ({why})", check.describe()),
+                    numbers: None,
+                },
+            );
+            return false;
+        }
+        let unaccounted: Vec<String> = steps
+            .iter()
+            .filter(|step| !matches!(step.expect, Expect::Nothing { .. }))
+            .map(|step| target.step_id(step))
+            .filter(|id| !crate::job::accounted(id, self.evidence))
+            .map(|id| id.to_string())
+            .collect();
+        if unaccounted.is_empty() {
+            return true;
+        }
+        self.missing(target.model.as_deref(), check, &format!(": {}", unaccounted.join("; ")));
+        false
     }
 
     fn check(&mut self, model: &str, check: Check, covered_cells: usize) {
@@ -538,6 +791,14 @@ impl<'a> Judge<'a> {
             return;
         }
         if self.not_run(Some(model), check) {
+            return;
+        }
+        // Only not-run parts (a benchmark, a cell): their items stand for the check.
+        let measured = self
+            .records(Some(model), check)
+            .iter()
+            .any(|record| !matches!(record.outcome, Outcome::NotRun { .. }));
+        if !measured {
             return;
         }
         match check {
@@ -583,7 +844,18 @@ impl<'a> Judge<'a> {
         let (pre_existing, new): (Vec<&str>, Vec<&str>) = pr_failures
             .iter()
             .partition(|id| base_failures.as_ref().is_some_and(|base| base.contains(**id)));
+        // A suite that ran no test proves nothing: the PR broke it, or, when base ran none
+        // either, the node cannot judge it.
+        let executed = |results: &[crate::evidence::TestResult]| {
+            results.iter().filter(|test| test.outcome != TestOutcome::Skipped).count()
+        };
+        let none_ran = executed(pr) == 0;
+        let none_ran_on_base = results(Side::Base).is_some_and(|base| executed(base) == 0);
         let state = if !new.is_empty() {
+            State::Fail
+        } else if none_ran && none_ran_on_base {
+            State::Error
+        } else if none_ran {
             State::Fail
         } else if !pre_existing.is_empty() {
             self.config.pre_existing_failure.into()
@@ -610,6 +882,13 @@ impl<'a> Judge<'a> {
                 "; also failing on base (pre-existing): {}",
                 list(&pre_existing)
             ));
+        }
+        if none_ran {
+            summary.push_str(if none_ran_on_base {
+                "; no test ran on either side, so the node cannot judge the suite"
+            } else {
+                "; no test ran on the PR side: a suite that runs nothing proves nothing"
+            });
         }
         if base_failures.is_none() && !new.is_empty() {
             summary.push_str("; base was not run, so no failure could be found pre-existing");
@@ -679,7 +958,8 @@ impl<'a> Judge<'a> {
                 }
             }
         }
-        let alpha = self.config.accuracy_alpha.get();
+        // Each benchmark's bounds are one-sided at the PR's alpha over the benchmarks judged.
+        let alpha = self.config.accuracy_alpha.get() / self.accuracy_family.max(1) as f64;
         for (benchmark, (base, pr)) in sides {
             let (
                 Some(Outcome::Accuracy {
@@ -700,7 +980,7 @@ impl<'a> Judge<'a> {
                         check: format!("accuracy {benchmark}"),
                         state: State::Pending,
                         rule: "every planned check reports".to_owned(),
-                        summary: format!("{benchmark}: only one side has reported"),
+                        summary: "only one side has reported".to_owned(),
                         numbers: None,
                     },
                 );
@@ -709,66 +989,54 @@ impl<'a> Judge<'a> {
             let tolerance = self.config.accuracy_tolerance(&benchmark).get();
             let paired = paired_counts(base_q.as_deref(), pr_q.as_deref());
             let comparison = match paired {
-                Some((base_only, pr_only, n)) => paired_comparison(base_only, pr_only, n, alpha),
-                None => unpaired_comparison(*base_c, *base_n, *pr_c, *pr_n, alpha),
+                Some((base_only, pr_only, n)) => paired_accuracy(
+                    self.config,
+                    &benchmark,
+                    self.accuracy_family,
+                    (base_only, pr_only, n),
+                ),
+                None => unpaired_comparison(*base_c, *base_n, *pr_c, *pr_n, alpha, tolerance),
             };
             let Some(comparison) = comparison else { continue };
-            let drop = -comparison.difference;
-            let half_width = (comparison.interval.1 - comparison.interval.0) / 2.0;
-            let significant = comparison.p_worse < alpha;
             let points = |x: f64| format!("{:.1}", x * 100.0);
-            let (state, mut summary) = if drop > tolerance && significant {
-                (
+            let p_value = if comparison.p_beyond < 0.001 {
+                "p < 0.001".to_owned()
+            } else {
+                format!("p = {:.3}", comparison.p_beyond)
+            };
+            let (state, mut summary) = match comparison.against(tolerance) {
+                ToleranceOutcome::Beyond => (
                     State::Fail,
                     format!(
-                        "{benchmark}: the PR is {} points below base (tolerance {})",
-                        points(drop),
+                        "the PR is below base by more than the tolerance of {} points ({p_value})",
                         points(tolerance)
                     ),
-                )
-            } else if drop > tolerance {
-                (
+                ),
+                ToleranceOutcome::Within => (
+                    State::Pass,
+                    format!("within the tolerance of {} points of base", points(tolerance)),
+                ),
+                ToleranceOutcome::Undecided => (
                     State::Warn,
                     format!(
-                        "{benchmark}: the PR is {} points below base, over the tolerance of {}, but within noise (p = {:.3})",
-                        points(drop),
-                        points(tolerance),
-                        comparison.p_worse
-                    ),
-                )
-            } else {
-                (
-                    State::Pass,
-                    format!(
-                        "{benchmark}: {} points against base (tolerance {})",
-                        signed_points(comparison.difference),
+                        "undecided, low confidence: the interval holds -{} points, the tolerance ({p_value}); more samples (repeats or seeds) would decide",
                         points(tolerance)
                     ),
-                )
+                ),
             };
             let base_accuracy = *base_c as f64 / *base_n as f64;
             let pr_accuracy = *pr_c as f64 / *pr_n as f64;
             summary.push_str(&format!(
-                "; base {}%, PR {}%, difference {} [{}, {}] over {} questions{}",
+                "; base {}%, PR {}%, difference {} [{}, {}] ({:.1}% interval, {}) over {} questions",
                 points(base_accuracy),
                 points(pr_accuracy),
                 signed_points(comparison.difference),
                 signed_points(comparison.interval.0),
                 signed_points(comparison.interval.1),
+                (1.0 - 2.0 * alpha) * 100.0,
+                if paired.is_some() { "paired, Tango's score" } else { "unpaired, Newcombe's score" },
                 pr_n,
-                if paired.is_some() { ", paired" } else { "" }
             ));
-            let state = if tolerance < half_width && state == State::Pass {
-                summary.push_str(&format!(
-                    "; the tolerance of {} points is below what {} questions resolve (±{})",
-                    points(tolerance),
-                    pr_n,
-                    points(half_width)
-                ));
-                State::Warn
-            } else {
-                state
-            };
             self.push(
                 SectionName::Accuracy,
                 Item {
@@ -786,8 +1054,9 @@ impl<'a> Judge<'a> {
                         interval: comparison.interval,
                         questions: *pr_n,
                         paired: paired.is_some(),
-                        p_value: comparison.p_worse,
+                        p_value: comparison.p_beyond,
                         tolerance,
+                        alpha: Some(alpha),
                     }),
                 },
             );
@@ -868,17 +1137,22 @@ impl<'a> Judge<'a> {
                     covered,
                     base_tpot_ms,
                     pr_tpot_ms,
+                    base_runs_ms,
                     ..
                 } => {
                     let cell = cells.entry(*concurrency).or_default();
                     cell.covered |= *covered;
-                    cell.pairs.push((
-                        *index,
-                        Pair { base_tpot_ms: *base_tpot_ms, pr_tpot_ms: *pr_tpot_ms },
-                    ));
+                    let pair = match base_runs_ms {
+                        Some([before, after]) => Pair::bracketed(*before, *pr_tpot_ms, *after),
+                        None => Pair::single(*base_tpot_ms, *pr_tpot_ms),
+                    };
+                    cell.pairs.push((*index, pair));
                 }
-                Outcome::SpeedNoise { concurrency, log_ratio_variance } => {
-                    cells.entry(*concurrency).or_default().noise = Some(*log_ratio_variance);
+                Outcome::SpeedNoise { concurrency, log_ratio_variance, samples } => {
+                    cells.entry(*concurrency).or_default().noise = Some(Calibration {
+                        log_ratio_variance: *log_ratio_variance,
+                        samples: samples.unwrap_or(LEGACY_CALIBRATION_SAMPLES),
+                    });
                 }
                 _ => {}
             }
@@ -912,12 +1186,13 @@ impl<'a> Judge<'a> {
             if pairs.is_empty() {
                 continue;
             }
+            let indices: Vec<u32> = pairs.iter().map(|(index, _)| *index).collect();
             let pairs: Vec<Pair> = pairs.into_iter().map(|(_, pair)| pair).collect();
             let context =
-                CellContext { cells: covered_cells, gain_required: false, known_variance: noise };
+                CellContext { cells: covered_cells, gain_required: false, calibration: noise };
             let judgement = judge_cell(&pairs, self.config, &context);
             let (state, confidence) = match (covered, judgement.loss) {
-                (false, _) => (State::Pass, confidence_of(judgement.loss)),
+                (false, _) => (State::NotJudged, confidence_of(judgement.loss)),
                 (true, Answer::Yes { confident }) => {
                     (State::Fail, if confident { Confidence::High } else { Confidence::Low })
                 }
@@ -931,12 +1206,43 @@ impl<'a> Judge<'a> {
                 change_text(judgement.change, judgement.change_interval)
             );
             summary.push_str(&format!(", {} pairs", judgement.pairs));
-            summary.push_str(match (covered, confidence) {
-                (false, _) => "; not covered by the monokernels, so not judged",
-                (true, Confidence::Low) => "; low confidence: decided at the pair cap by the mean",
-                (true, Confidence::Open) => "; undecided: more pairs are needed",
-                (true, Confidence::High) => "",
+            let outliers: Vec<u32> =
+                judgement.outliers.iter().filter_map(|at| indices.get(*at).copied()).collect();
+            if !outliers.is_empty() {
+                let list: Vec<String> = outliers.iter().map(u32::to_string).collect();
+                summary.push_str(&format!(
+                    " ({} excluded as outliers and re-measured: pair {})",
+                    outliers.len(),
+                    list.join(", ")
+                ));
+            }
+            summary.push_str(&match (covered, confidence) {
+                (false, _) => "; not covered by the monokernels, so not judged".to_owned(),
+                (true, Confidence::Low) => {
+                    "; low confidence: still undecided at the pair cap, so no loss was shown"
+                        .to_owned()
+                }
+                (true, Confidence::Open) => "; undecided: more pairs are needed".to_owned(),
+                (true, Confidence::High) => format!(
+                    "; high confidence: P(fail | no loss) ≤ {}, P(pass | {:.0}% loss) ≤ {}",
+                    rate(judgement.alpha),
+                    self.config.speed.high * 100.0,
+                    rate(judgement.beta)
+                ),
             });
+            if covered {
+                summary.push_str(&format!("; {}", noise_text(&judgement, noise)));
+            }
+            let test = SpeedTest {
+                run_cv: judgement.noise.map(|n| n.run_cv),
+                degrees_of_freedom: judgement.noise.map(|n| n.degrees_of_freedom),
+                in_band_differences: judgement.noise.map_or(0, |n| n.in_band_differences),
+                calibration_samples: noise.map(|c| c.samples),
+                calibration_df: judgement.noise.map_or(0.0, |n| n.calibration_df),
+                alpha: judgement.alpha,
+                beta: judgement.beta,
+                outliers,
+            };
             self.push(
                 SectionName::E2ePerformance,
                 Item {
@@ -957,6 +1263,7 @@ impl<'a> Judge<'a> {
                         interval: judgement.change_interval,
                         pairs: judgement.pairs,
                         confidence,
+                        test: Some(test),
                     }),
                 },
             );
@@ -986,7 +1293,7 @@ impl<'a> Judge<'a> {
                     continue;
                 }
                 let pairs: Vec<Pair> = pairs.into_iter().map(|(_, pair)| pair).collect();
-                let context = CellContext { cells, gain_required: true, known_variance: noise };
+                let context = CellContext { cells, gain_required: true, calibration: noise };
                 let judgement = judge_cell(&pairs, self.config, &context);
                 let where_ = format!(
                     "{} c={concurrency}: TPOT {}",
@@ -995,11 +1302,7 @@ impl<'a> Judge<'a> {
                 );
                 match judgement.gain {
                     Some(Answer::Yes { confident }) => {
-                        let note = if confident {
-                            ""
-                        } else {
-                            " (low confidence: decided at the pair cap)"
-                        };
+                        let note = if confident { "" } else { " (low confidence)" };
                         best = Some((State::Pass, format!("{where_}{note}")));
                     }
                     Some(Answer::Open) => open = true,
@@ -1026,6 +1329,50 @@ impl<'a> Judge<'a> {
             SectionName::E2ePerformance,
             Item { model: None, check: "gain".to_owned(), state, rule, summary, numbers: None },
         );
+    }
+}
+
+/// Whether `check` is a test suite (judged on the PR's results alone when base is missing).
+fn is_tests(check: Check) -> bool {
+    matches!(
+        check,
+        Check::UnitTests | Check::KernelTests | Check::ServingTests | Check::CommonTests
+    )
+}
+
+/// Whether the base side of `record`'s step broke too (a broken or unjudgeable not-run of the
+/// same part on the base side).
+fn broke_on_base(records: &[&Evidence], record: &Evidence) -> bool {
+    let Outcome::NotRun { subject, .. } = &record.outcome else { return false };
+    records.iter().any(|other| {
+        other.side == Side::Base
+            && matches!(&other.outcome, Outcome::NotRun { reason, subject: base_subject, .. }
+                if base_subject == subject
+                    && matches!(reason.kind(), NotRunKind::Broken | NotRunKind::CannotJudge))
+    })
+}
+
+/// An error rate as a percentage.
+fn rate(rate: f64) -> String {
+    let percent = rate * 100.0;
+    if percent >= 1.0 { format!("{percent:.0}%") } else { format!("{percent:.2}%") }
+}
+
+/// The noise a cell's test used, in words: what the comment shows as its calibration.
+fn noise_text(judgement: &CellJudgement, calibration: Option<Calibration>) -> String {
+    let stored = match calibration {
+        Some(c) => format!("the node's calibration ({} differences)", c.samples),
+        None => "no node calibration".to_owned(),
+    };
+    match judgement.noise {
+        Some(noise) => format!(
+            "noise CV {:.1}%{} from {} degrees of freedom ({} in-band A/A, {stored})",
+            noise.run_cv * 100.0,
+            if noise.floored { " (the min-cv floor)" } else { "" },
+            noise.degrees_of_freedom.round(),
+            noise.in_band_differences,
+        ),
+        None => format!("noise not yet known ({stored})"),
     }
 }
 

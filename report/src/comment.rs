@@ -347,8 +347,11 @@ struct ItemView {
     state_md: &'static str,
     who_md: String,
     check: String,
+    /// The summary's first line.
     summary: String,
     rule: Option<String>,
+    /// The summary's other lines (a log's tail), as an indented fenced code block.
+    log_md: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -372,6 +375,8 @@ struct SpeedRow {
     interval: String,
     pairs: usize,
     confidence: &'static str,
+    /// The noise and calibration the test used, and its error rates.
+    test: String,
     state_md: &'static str,
 }
 
@@ -481,6 +486,7 @@ fn result_md(verdict: Option<&Verdict>, progress: Option<&Progress>) -> String {
     let worst = verdict.sections.iter().map(|section| section.state).max();
     let word = match verdict.result {
         State::Fail => "❌ AMD PR test: fail",
+        State::Error => "🛑 AMD PR test: error, some checks could not be judged",
         State::Pending if progress.is_some() => "⏳ AMD PR test: running",
         State::Pending => "⏳ AMD PR test: pending",
         _ if worst.is_some_and(|state| state > State::Pass) => {
@@ -496,7 +502,14 @@ fn counts_md(verdict: Option<&Verdict>) -> String {
     let Some(verdict) = verdict else {
         return "No check has finished yet.".to_owned();
     };
-    let states = [State::Fail, State::Pending, State::AuthorProvided, State::Warn, State::Pass];
+    let states = [
+        State::Fail,
+        State::Error,
+        State::Pending,
+        State::AuthorProvided,
+        State::Warn,
+        State::Pass,
+    ];
     let parts: Vec<String> = states
         .iter()
         .filter_map(|state| {
@@ -509,7 +522,11 @@ fn counts_md(verdict: Option<&Verdict>) -> String {
             (count > 0).then(|| format!("{count} {}", state_md(*state)))
         })
         .collect();
-    if parts.is_empty() { "No checklist items.".to_owned() } else { parts.join(" · ") }
+    if parts.is_empty() {
+        return "No checklist items.".to_owned();
+    }
+    let checks = verdict.checks;
+    format!("{} of {} checks judged · {}", checks.judged, checks.expected, parts.join(" · "))
 }
 
 /// A state in words, with an emoji that repeats it: meaning never rests on colour alone.
@@ -519,7 +536,10 @@ fn state_md(state: State) -> &'static str {
         State::Warn => "⚠️ warn",
         State::AuthorProvided => "📝 author-provided",
         State::Pending => "⏳ pending",
+        State::Error => "🛑 **could not be judged**",
         State::Fail => "❌ **fail**",
+        State::NothingToCheck => "➖ nothing to check",
+        State::NotJudged => "◻️ not judged",
     }
 }
 
@@ -739,8 +759,14 @@ fn item_view(item: &Item, detail: Detail) -> ItemView {
             })
             .unwrap_or_default(),
         check: detail.text(&item.check),
-        summary: detail.text(&item.summary),
+        summary: detail.text(item.summary.lines().next().unwrap_or_default()),
         rule: (item.state != State::Pass).then(|| detail.text(&item.rule)),
+        log_md: item
+            .summary
+            .split_once('\n')
+            .map(|(_first, rest)| rest.trim_end())
+            .filter(|rest| !rest.trim().is_empty())
+            .map(|rest| crate::escape::markdown_code_block(&detail.text(rest), "  ")),
     }
 }
 
@@ -795,6 +821,7 @@ fn model_view(name: &str, tier: Option<Tier>, items: &[&Item]) -> ModelView {
                 interval,
                 pairs,
                 confidence,
+                test,
             }) => view.speed.push(SpeedRow {
                 concurrency: *concurrency,
                 covered: if *covered { "yes" } else { "no: not judged" },
@@ -810,6 +837,7 @@ fn model_view(name: &str, tier: Option<Tier>, items: &[&Item]) -> ModelView {
                     Confidence::Low => "low: at the pair cap",
                     Confidence::Open => "open",
                 },
+                test: test.as_ref().map_or_else(unknown, speed_test),
                 state_md,
             }),
             Some(Numbers::Accuracy {
@@ -822,6 +850,7 @@ fn model_view(name: &str, tier: Option<Tier>, items: &[&Item]) -> ModelView {
                 paired,
                 p_value,
                 tolerance,
+                ..
             }) => view.accuracy.push(AccuracyRow {
                 benchmark: benchmark.clone(),
                 base: format!("{:.1}%", base * 100.0),
@@ -900,6 +929,28 @@ fn chart(name: &str, items: &[&Item]) -> Option<Chart> {
         base_md: join(points.iter().map(|(_, base, _)| format!("{base:.2}")).collect()),
         pr_md: join(points.iter().map(|(_, _, pr)| format!("{pr:.2}")).collect()),
     })
+}
+
+/// A speed cell's test in a few words: the noise it used, from what, and its error rates.
+fn speed_test(test: &prgate_gate::verdict::SpeedTest) -> String {
+    let rate = |rate: f64| {
+        let percent = rate * 100.0;
+        if percent >= 1.0 { format!("{percent:.0}%") } else { format!("{percent:.2}%") }
+    };
+    let calibration = match test.calibration_samples {
+        Some(samples) => format!("node calibration of {samples}"),
+        None => "no node calibration".to_owned(),
+    };
+    let noise = match (test.run_cv, test.degrees_of_freedom) {
+        (Some(cv), Some(df)) => format!("CV {:.1}% ({df:.0} df; {calibration})", cv * 100.0),
+        _ => format!("CV not yet known ({calibration})"),
+    };
+    let outliers = if test.outliers.is_empty() {
+        String::new()
+    } else {
+        format!("; {} outlier pairs re-measured", test.outliers.len())
+    };
+    format!("{noise}; false fail ≤ {}, miss ≤ {}{outliers}", rate(test.alpha), rate(test.beta))
 }
 
 /// A label Mermaid cannot read as syntax: letters, digits, `_`, `-`, `.` and spaces only,

@@ -46,6 +46,24 @@ pub fn markdown_code(text: &str, place: MarkdownPlace) -> String {
     format!("{fence}{pad}{body}{pad}{fence}")
 }
 
+/// Lines of text (a log's tail) as a fenced Markdown code block, each line after `indent`
+/// (two spaces to sit in a list item): shown literally, lines kept, no `@` notifies anyone,
+/// and other control characters become visible escapes. The fence is longer than any run of
+/// backticks inside.
+pub fn markdown_code_block(text: &str, indent: &str) -> String {
+    let mut body = String::with_capacity(text.len() + 16);
+    for line in text.lines() {
+        body.push_str(indent);
+        for c in line.chars() {
+            push_visible(&mut body, c);
+        }
+        body.push('\n');
+    }
+    let longest_run = body.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest_run.max(2) + 1);
+    format!("{indent}{fence}text\n{body}{indent}{fence}")
+}
+
 /// Text as Markdown prose: every character that Markdown or HTML could act on is escaped,
 /// and an `@` cannot mention anyone.
 pub fn markdown_text(text: &str, place: MarkdownPlace) -> String {
@@ -152,6 +170,13 @@ fn is_bidi_control(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_code_block_keeps_its_lines_and_cannot_be_closed_from_inside() {
+        let block = markdown_code_block("one\n```\nthree\u{1b}[2J", "  ");
+        assert_eq!(block, "  ````text\n  one\n  ```\n  three\\u{1b}[2J\n  ````");
+        assert!(!block.contains('\u{1b}'));
+    }
 
     #[test]
     fn terminal_text_cannot_move_the_cursor_or_reorder_lines() {

@@ -75,7 +75,15 @@ pub fn commit_status(
     let state = match verdict.map(|verdict| verdict.result) {
         None | Some(State::Pending) => StatusState::Pending,
         Some(State::Fail) => StatusState::Failure,
-        Some(State::Pass | State::Warn | State::AuthorProvided) => StatusState::Success,
+        // The node could not judge a check: never `success`.
+        Some(State::Error) => StatusState::Error,
+        Some(
+            State::Pass
+            | State::Warn
+            | State::AuthorProvided
+            | State::NothingToCheck
+            | State::NotJudged,
+        ) => StatusState::Success,
     };
     let lead = match verdict {
         None => vec![running(progress)],
@@ -131,6 +139,16 @@ fn lead_phrases(verdict: &Verdict, progress: Option<&Progress>) -> Vec<String> {
     };
     match verdict.result {
         State::Fail => with_state(State::Fail).into_iter().map(item_phrase).collect(),
+        State::Error => {
+            let errors = with_state(State::Error);
+            let mut lead = vec![format!(
+                "{} {} could not be judged",
+                errors.len(),
+                plural(errors.len(), "check", "checks")
+            )];
+            lead.extend(errors.into_iter().map(item_phrase));
+            lead
+        }
         State::Pending => {
             let open = with_state(State::Pending).len();
             let mut lead = vec![match progress {
@@ -140,7 +158,11 @@ fn lead_phrases(verdict: &Verdict, progress: Option<&Progress>) -> Vec<String> {
             lead.extend(with_state(State::Pending).into_iter().map(item_phrase));
             lead
         }
-        State::Pass | State::Warn | State::AuthorProvided => {
+        State::Pass
+        | State::Warn
+        | State::AuthorProvided
+        | State::NothingToCheck
+        | State::NotJudged => {
             let warnings = with_state(State::Warn).len();
             let author = with_state(State::AuthorProvided).len();
             let mut passed = "passed".to_owned();

@@ -77,8 +77,8 @@ pub fn annotations(verdict: &Verdict) -> Vec<Annotation> {
     for section in &verdict.sections {
         for item in &section.items {
             let level = match item.state {
-                State::Pass => continue,
-                State::Fail => AnnotationLevel::Error,
+                State::Pass | State::NothingToCheck | State::NotJudged => continue,
+                State::Fail | State::Error => AnnotationLevel::Error,
                 State::Warn | State::AuthorProvided => AnnotationLevel::Warning,
                 State::Pending => AnnotationLevel::Notice,
             };

@@ -32,13 +32,18 @@ pub fn human(verdict: &Verdict) -> String {
                 .as_deref()
                 .map(|model| format!("{}: ", terminal(model)))
                 .unwrap_or_default();
+            let mut lines = item.summary.lines();
             let _ = writeln!(
                 out,
                 "  [{}] {model}{}: {}",
                 state_word(item.state),
                 terminal(&item.check),
-                terminal(&item.summary)
+                terminal(lines.next().unwrap_or_default())
             );
+            // A log's tail, indented under its item: each line on a line of its own.
+            for line in lines {
+                let _ = writeln!(out, "         | {}", terminal(line));
+            }
             if item.state != State::Pass {
                 let _ = writeln!(out, "         rule: {}", item.rule);
             }
@@ -95,6 +100,8 @@ fn result_word(state: State) -> &'static str {
         State::Pass => "PASS",
         State::Fail => "FAIL",
         State::Pending => "PENDING",
+        State::Error => "ERROR: some checks could not be judged",
+        State::NothingToCheck | State::NotJudged => "PASS",
         State::Warn => "PASS with warnings",
         State::AuthorProvided => "PASS (some checks author-provided)",
     }
@@ -107,7 +114,10 @@ fn state_word(state: State) -> &'static str {
         State::Warn => "warn",
         State::AuthorProvided => "author",
         State::Pending => "pending",
+        State::Error => "ERROR",
         State::Fail => "FAIL",
+        State::NothingToCheck => "none",
+        State::NotJudged => "info",
     }
 }
 

@@ -46,6 +46,7 @@
 //! [`sgl_eval`] reads the `metrics.json` that `sgl-eval run` writes, and its per-sample
 //! `output-rs0.jsonl` when there is one, into the same outcome.
 
+pub mod gated;
 pub mod sgl_eval;
 
 use std::collections::BTreeSet;
@@ -140,6 +141,9 @@ pub enum AccuracyError {
         #[source]
         source: std::io::Error,
     },
+    /// A file of an untrusted tree (a dataset, a command's metrics) is not read.
+    #[error(transparent)]
+    Untrusted(#[from] crate::untrusted::UntrustedFileError),
     /// A file cannot be parsed.
     #[error("error parsing {}: {error}", path.display())]
     Parse { path: PathBuf, error: ParseError },
@@ -198,11 +202,16 @@ pub fn parse_dataset(text: &str) -> Result<Vec<Question>, ParseError> {
     Ok(questions)
 }
 
-/// Reads a JSON Lines dataset file.
-pub fn read_dataset(path: &Path) -> Result<Vec<Question>, AccuracyError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|source| AccuracyError::Read { path: path.to_owned(), source })?;
-    parse_dataset(&text).map_err(|error| AccuracyError::Parse { path: path.to_owned(), error })
+/// The largest dataset file the built-in evaluator reads: 64 MiB.
+pub const MAX_DATASET_FILE: u64 = 64 * 1024 * 1024;
+
+/// Reads the JSON Lines dataset file `relative` of `tree` (a PR's or the base's tree): a
+/// regular file below it of at most [`MAX_DATASET_FILE`] bytes, reached without following a
+/// link, so a dataset that is a link to a host file is refused, not sent to the server.
+pub fn read_dataset(tree: &Path, relative: &Path) -> Result<Vec<Question>, AccuracyError> {
+    let text = crate::untrusted::read_to_string(tree, relative, MAX_DATASET_FILE)?;
+    let path = tree.join(relative);
+    parse_dataset(&text).map_err(|error| AccuracyError::Parse { path, error })
 }
 
 /// The prompt for `question` (the layout is in the module's documentation).

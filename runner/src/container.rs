@@ -41,6 +41,8 @@ pub const TREE_DIR: &str = "/work/tree";
 pub const OUT_DIR: &str = "/work/out";
 /// Where the node's checkpoint store is in the container, read-only.
 pub const MODELS_DIR: &str = "/models";
+/// Where the node's dataset cache is in the container, read-only, when a request mounts it.
+pub const DATASETS_DIR: &str = crate::accuracy::gated::DATASETS_DIR;
 
 /// The label every container of a run carries: `prgate.run=<run id>`. Cleanup removes by it.
 pub const RUN_LABEL: &str = "prgate.run";
@@ -156,8 +158,12 @@ pub struct ContainerRequest<'a> {
     pub ports: &'a [u16],
     /// The name of a running container of this run whose network namespace this one joins
     /// (`--network container:<name>`): how a client reaches a server on its loopback. Such a
-    /// container publishes no port.
+    /// container publishes no port. A container that neither joins one nor publishes a port
+    /// has no network at all (`--network none`).
     pub network_of: Option<&'a str>,
+    /// The node's dataset cache (`<cache-dir>/datasets`, what prgate fetched for a gated
+    /// benchmark), mounted read-only at [`DATASETS_DIR`]; `None` for no such mount.
+    pub datasets: Option<&'a Path>,
     /// The size of `/dev/shm`, in GiB ([`DEFAULT_SHM_GIB`]), 1 to 1024.
     pub shm_gib: u32,
     /// The command and its arguments, run without a shell. Paths in it are container paths.
@@ -428,7 +434,7 @@ impl Engine {
             })?;
         let stdout = read_all(child.stdout.take());
         let stderr = read_all(child.stderr.take());
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::process::deadline_after(timeout);
         let mut pause = Duration::from_millis(2);
         let status = loop {
             let waited = child.try_wait().map_err(|source| ContainerError::Spawn {
@@ -525,7 +531,7 @@ impl Container {
         container_port: u16,
         timeout: Duration,
     ) -> Result<SocketAddr, ContainerError> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::process::deadline_after(timeout);
         loop {
             let last = match self.engine.host_port(&self.name, container_port) {
                 Ok(address) => return Ok(address),
@@ -558,7 +564,7 @@ impl Container {
     /// ([`Container::stop`]). The exit status is the engine client's: the command's, or 125
     /// to 127 when the engine could not run it.
     pub fn wait_with_timeout(&mut self, timeout: Duration) -> Result<Finished, ContainerError> {
-        let deadline = Instant::now() + timeout;
+        let deadline = crate::process::deadline_after(timeout);
         let mut pause = Duration::from_millis(5);
         loop {
             if let Some(status) = self.client.try_wait()? {
@@ -659,7 +665,14 @@ fn run_arguments(
     let store = mount_source("the checkpoint store", node.checkpoint_store())?;
     let tree = mount_source("the tree", request.tree)?;
     let out = mount_source("the output directory", request.out)?;
-    for (first, second) in [(&store, &tree), (&store, &out), (&tree, &out)] {
+    let datasets =
+        request.datasets.map(|path| mount_source("the dataset cache", path)).transpose()?;
+    let mut sources = vec![&store, &tree, &out];
+    sources.extend(datasets.as_ref());
+    let pairs = sources.iter().enumerate().flat_map(|(index, first)| {
+        sources[index + 1..].iter().map(move |second| (*first, *second))
+    });
+    for (first, second) in pairs {
         if Path::new(&first.1).starts_with(&second.1) || Path::new(&second.1).starts_with(&first.1)
         {
             return Err(ContainerError::Overlap {
@@ -752,6 +765,10 @@ fn run_arguments(
     if let Some(joined) = request.network_of {
         // The server's namespace: its loopback is this container's, nothing else is added.
         arguments.extend(["--network".to_owned(), format!("container:{joined}")]);
+    } else if ports.is_empty() {
+        // Nothing to reach and nothing reaches it: no network namespace with a route, no
+        // outbound traffic, no node service (docs/container.md, "Network and ports").
+        arguments.extend(["--network".to_owned(), "none".to_owned()]);
     }
     arguments.extend(["--security-opt", "no-new-privileges", "--shm-size"].map(str::to_owned));
     arguments.push(format!("{}g", request.shm_gib));
@@ -772,7 +789,17 @@ fn run_arguments(
         "--workdir".to_owned(),
         TREE_DIR.to_owned(),
     ]);
+    if let Some(datasets) = &datasets {
+        arguments.extend([
+            "--mount".to_owned(),
+            format!("type=bind,src={},dst={DATASETS_DIR},readonly", datasets.1),
+        ]);
+    }
     let mut variables = vec!["HF_HUB_OFFLINE=1".to_owned(), "TRANSFORMERS_OFFLINE=1".to_owned()];
+    if datasets.is_some() {
+        variables.push("HF_DATASETS_OFFLINE=1".to_owned());
+        variables.push(format!("HF_HUB_CACHE={DATASETS_DIR}/hub"));
+    }
     if !devices.is_empty() {
         let visible: Vec<String> = (0..devices.len()).map(|index| index.to_string()).collect();
         variables.push(format!("HIP_VISIBLE_DEVICES={}", visible.join(",")));

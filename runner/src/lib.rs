@@ -36,21 +36,28 @@
 //!   lower bound on the makespan; pure;
 //! - [`slurm`]: the SLURM executor: a run as one batch job per model, their states read with
 //!   `squeue` and `scontrol`, cancelled by name, gathered into one results directory, and a
-//!   job that did not complete recorded as `not-run` evidence (`docs/slurm.md`).
+//!   job that did not complete recorded as `not-run` evidence (`docs/slurm.md`);
+//! - [`redact`]: the node's secret values replaced by `[redacted NAME]` in everything prgate
+//!   writes (evidence, events, comment, summary, report);
+//! - [`untrusted`]: reading a file of a PR's tree or a container's output folder: a regular
+//!   file below its root, no link followed at any component, size-capped.
 
 pub mod accuracy;
 pub mod bench;
 pub mod cache;
 pub mod container;
 pub mod export;
+pub mod job;
 pub mod junit;
 pub mod lock;
 pub mod node;
 pub mod preflight;
 pub mod process;
 pub mod recipe;
+pub mod redact;
 pub mod results;
 pub mod run;
 pub mod schedule;
 pub mod sim_server;
 pub mod slurm;
+pub mod untrusted;

@@ -14,7 +14,9 @@
 //! Every live group is also in a registry of this process; [`stop_all_on_signal`] starts a
 //! thread that, on `SIGINT`, `SIGTERM` or `SIGHUP` to the runner, stops them all and then lets
 //! the runner die of that signal. It matters because the children are in their own groups: a
-//! Ctrl-C on the terminal reaches the runner's group, not theirs.
+//! Ctrl-C on the terminal reaches the runner's group, not theirs. A signal that cannot be
+//! caught (`SIGKILL`) is covered by each group's watchdog (`process/watchdog.rs`): a small
+//! `sh` that stops the group when the runner dies without having stopped it.
 //!
 //! Around the children: [`tail`] reads the last lines of a log (the evidence of a crash),
 //! [`PortLease`] hands out a TCP port no other prgate on the node holds, and [`wait_healthy`]
@@ -33,11 +35,13 @@ mod health;
 mod port;
 mod registry;
 mod tail;
+mod watchdog;
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::fs::{File, OpenOptions};
 use std::io;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -152,6 +156,8 @@ pub struct ChildGroup {
     exit: Option<ExitStatus>,
     /// How the group ended, once nothing of it is left.
     stopped: Option<Stopped>,
+    /// Stops the group if the runner dies without stopping it (`SIGKILL`).
+    watchdog: watchdog::Watchdog,
 }
 
 /// How a stopped group ended.
@@ -200,6 +206,13 @@ impl ChildGroup {
         let log_too = log
             .try_clone()
             .map_err(|source| ProcessError::Log { path: spec.log.clone(), source })?;
+        // The watchdog first: when it cannot start, nothing has started.
+        let mut watchdog =
+            watchdog::Watchdog::start(spec.grace).map_err(|source| ProcessError::Spawn {
+                program: "/bin/sh (the watchdog)".to_owned(),
+                cwd: "/".into(),
+                source,
+            })?;
         let mut command = Command::new(program);
         command
             .args(args)
@@ -214,15 +227,22 @@ impl ChildGroup {
             ProcessError::Spawn { program: display.clone(), cwd: spec.cwd.clone(), source }
         })?;
         let pgid = i32::try_from(child.id()).unwrap_or(i32::MAX);
-        Ok(ChildGroup {
+        let told = watchdog.watch(pgid);
+        let mut group = ChildGroup {
             child,
             pgid,
-            program: display,
+            program: display.clone(),
             log: spec.log.clone(),
             grace: spec.grace,
             exit: None,
             stopped: None,
-        })
+            watchdog,
+        };
+        if let Err(source) = told {
+            let _ = group.stop();
+            return Err(ProcessError::Spawn { program: display, cwd: spec.cwd.clone(), source });
+        }
+        Ok(group)
     }
 
     /// The leader's pid, which is also the group's id.
@@ -245,7 +265,7 @@ impl ChildGroup {
     /// Waits for the leader to exit, then stops what it left running; when `timeout` passes
     /// first, stops the group.
     pub fn wait_with_timeout(&mut self, timeout: Duration) -> Result<Finished, ProcessError> {
-        let deadline = Instant::now() + timeout;
+        let deadline = deadline_after(timeout);
         let mut pause = FIRST_PAUSE;
         loop {
             if let Some(status) = self.try_wait()? {
@@ -272,6 +292,7 @@ impl ChildGroup {
         let stopped = self.stop_group()?;
         self.stopped = Some(stopped);
         registry::forget(self.pgid);
+        self.watchdog.dismiss();
         Ok(stopped)
     }
 
@@ -354,6 +375,14 @@ impl Drop for ChildGroup {
     }
 }
 
+/// The instant `timeout` from now, saturating: a timeout too large to add (a recipe's
+/// `u64::MAX` seconds) gives a deadline about a century away instead of a panic.
+pub fn deadline_after(timeout: Duration) -> Instant {
+    const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    let now = Instant::now();
+    now.checked_add(timeout).or_else(|| now.checked_add(CENTURY)).unwrap_or(now)
+}
+
 /// The first pause between two looks at a child; pauses double up to [`MAX_PAUSE`].
 const FIRST_PAUSE: Duration = Duration::from_millis(5);
 const MAX_PAUSE: Duration = Duration::from_millis(100);
@@ -365,5 +394,12 @@ fn open_log(path: &Path) -> Result<File, ProcessError> {
     if let Some(parent) = path.parent().filter(|parent| !parent.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(error)?;
     }
-    OpenOptions::new().create(true).append(true).open(path).map_err(error)
+    // A log is in a folder a container may write: a log it replaced by a link is an error, not
+    // a host file that prgate appends to.
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits().cast_signed())
+        .open(path)
+        .map_err(error)
 }

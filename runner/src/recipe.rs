@@ -121,8 +121,13 @@ pub struct AccuracyBenchmark {
     pub name: String,
     /// Who scores the answers.
     pub evaluator: Evaluator,
-    /// The secret a gated dataset needs (e.g. `HF_TOKEN`); `None` when it is not gated.
+    /// The secret a gated dataset needs (e.g. `HF_TOKEN`); `None` when it is not gated. Only
+    /// prgate's own fetch of [`AccuracyBenchmark::hub_dataset`] uses it: the command never
+    /// gets it.
     pub token: Option<String>,
+    /// The hub dataset prgate fetches for the command before it runs (`org/name@<commit>`),
+    /// read-only at `/datasets` in its container; required with `token`.
+    pub hub_dataset: Option<crate::accuracy::gated::HubDataset>,
 }
 
 /// Who scores an accuracy benchmark.
@@ -363,6 +368,57 @@ impl Recipe {
             },
             extra,
         )
+    }
+
+    /// The recipe the base side runs: this recipe (the PR's) for what it measures (tp, the
+    /// checkpoint, the tests selected, the benchmarks' datasets, the sweep's lengths: data that
+    /// applies to both sides alike), with everything that executes from `base`, the base side's
+    /// own recipe: the install, the server's command and monokernel flag, the kernel timing
+    /// scripts, the external evaluators and the external speed benchmark. A PR cannot change
+    /// what runs on the base side. An external benchmark `base` does not have is left out (the
+    /// base side cannot run it); so is an external speed benchmark when `base` has none.
+    pub fn with_commands_of(&self, base: &Recipe) -> Recipe {
+        let mut recipe = self.clone();
+        recipe.install = base.install.clone();
+        recipe.server.command = base.server.command.clone();
+        recipe.server.monokernel_flag = base.server.monokernel_flag.clone();
+        recipe.kernel_timing = base.kernel_timing.clone();
+        recipe.accuracy.retain_mut(|benchmark| match &benchmark.evaluator {
+            Evaluator::Builtin(_) => true,
+            Evaluator::External(_) => {
+                let on_base = base.accuracy.iter().find(|other| other.name == benchmark.name);
+                match on_base.map(|other| &other.evaluator) {
+                    Some(Evaluator::External(external)) => {
+                        benchmark.evaluator = Evaluator::External(external.clone());
+                        true
+                    }
+                    _ => false,
+                }
+            }
+        });
+        let base_benchmark = base.speed.as_ref().map(|sweep| &sweep.benchmark);
+        let no_speed_on_base = match &mut recipe.speed {
+            Some(sweep) if matches!(sweep.benchmark, SpeedBenchmark::External(_)) => {
+                match base_benchmark {
+                    Some(SpeedBenchmark::External(external)) => {
+                        sweep.benchmark = SpeedBenchmark::External(external.clone());
+                        false
+                    }
+                    _ => true,
+                }
+            }
+            _ => false,
+        };
+        if no_speed_on_base {
+            recipe.speed = None;
+        }
+        recipe
+    }
+
+    /// Whether this recipe and `other` run the same commands (the parts
+    /// [`Recipe::with_commands_of`] takes from the base side).
+    pub fn same_commands(&self, other: &Recipe) -> bool {
+        self.with_commands_of(other) == *self
     }
 
     /// Whether the recipe can run on `node`: every reason it cannot, in whole or in part.
@@ -746,6 +802,23 @@ impl Checker<'_> {
                 check_secret_name(token)
                     .map_err(|problem| self.value(&key("token"), token, problem))?;
             }
+            let hub_dataset = raw
+                .hub_dataset
+                .as_deref()
+                .map(|text| {
+                    crate::accuracy::gated::HubDataset::parse(text)
+                        .map_err(|problem| self.value(&key("hub-dataset"), &text, problem))
+                })
+                .transpose()?;
+            if raw.token.is_some() && hub_dataset.is_none() {
+                return Err(self.key(
+                    &key("hub-dataset"),
+                    "is missing: a benchmark with a token names the dataset prgate fetches with it (org/name@<commit>); its command never gets the token",
+                ));
+            }
+            if hub_dataset.is_some() && matches!(raw.evaluator, RawEvaluator::Builtin) {
+                return Err(self.key(&key("hub-dataset"), "only the external evaluator has it"));
+            }
             let misplaced = |field: &str, kind: &str| {
                 self.key(&key(field), format!("only the {kind} evaluator has it"))
             };
@@ -788,7 +861,12 @@ impl Checker<'_> {
                     Evaluator::Builtin(BuiltinEvaluator { dataset, limit: raw.limit })
                 }
             };
-            benchmarks.push(AccuracyBenchmark { name: raw.name, evaluator, token: raw.token });
+            benchmarks.push(AccuracyBenchmark {
+                name: raw.name,
+                evaluator,
+                token: raw.token,
+                hub_dataset,
+            });
         }
         Ok(benchmarks)
     }
@@ -923,7 +1001,13 @@ fn check_selection(selection: &str) -> Result<(), String> {
         .map_err(|problem| format!("{problem} (a path from the repository's root, then ::test)"))
 }
 
-/// Reads a duration written as numbers with units, largest first: `90s`, `20m`, `1h30m`.
+/// The longest duration a recipe may give: a week (168h). Longer is an error, so that no
+/// deadline computed from a PR's recipe overflows (`u64::MAX` seconds would panic when added
+/// to an instant); the deadlines saturate as well (`crate::process::deadline_after`).
+pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Reads a duration written as numbers with units, largest first: `90s`, `20m`, `1h30m`; at
+/// most [`MAX_DURATION`].
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let problem = || "must be a duration such as \"90s\", \"20m\" or \"1h30m\"".to_owned();
     let mut seconds: u64 = 0;
@@ -956,6 +1040,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     }
     if seconds == 0 {
         return Err("must be longer than zero".to_owned());
+    }
+    if seconds > MAX_DURATION.as_secs() {
+        return Err(format!("must be at most {}h (a week)", MAX_DURATION.as_secs() / 3600));
     }
     Ok(Duration::from_secs(seconds))
 }
@@ -1017,6 +1104,7 @@ struct RawAccuracy {
     name: String,
     evaluator: RawEvaluator,
     token: Option<String>,
+    hub_dataset: Option<String>,
     command: Option<String>,
     metrics: Option<String>,
     dataset: Option<String>,

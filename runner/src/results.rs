@@ -4,11 +4,12 @@
 //! # Layout
 //!
 //! ```text
+//! DIR/job.json               the job plan (prgate_gate::job): what the run must produce
 //! DIR/evidence/<step>.json   one evidence record (prgate_gate::evidence) per finished step
 //! DIR/logs/<step>/           the logs of that step (server output, pytest, benchmarks)
 //! ```
 //!
-//! `<step>` is the [`StepId`]'s [file stem](StepId::file_stem): model, check, side and part,
+//! `<step>` is the [`StepId`]'s [file stem](file_stem): model, check, side and part,
 //! so a rerun of a step replaces its file. A record is written to a temporary file in the same
 //! folder (a name that starts with a dot and does not end in `.json`), flushed to disk and
 //! renamed over the step's file, and the folder is flushed too: a run killed at any moment
@@ -56,83 +57,23 @@ use serde::{Deserialize, Serialize};
 /// The version of the event stream's format.
 pub const EVENTS_SCHEMA_VERSION: u32 = 1;
 
-/// The identity of a step: its model (none for the common checks), check, side and part (what
-/// tells apart several records of one check on one side).
-///
-/// The part of a record ([`StepId::of`]) is an accuracy benchmark's name, a not-run record's
-/// subject (so "benchmark gsm8k could not run" and its later result are one step), or
-/// `concurrency-C-pair-I` and `concurrency-C-noise` for speed; parts are lowercase.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct StepId {
-    model: Option<String>,
-    check: Check,
-    side: Side,
-    part: Option<String>,
-}
+use prgate_gate::job::JobPlan;
+pub use prgate_gate::job::{Part, StepId};
 
-impl StepId {
-    /// A step; the part is lowercased, and an empty part is no part.
-    pub fn new(model: Option<&str>, check: Check, side: Side, part: Option<&str>) -> StepId {
-        let part = part.filter(|part| !part.is_empty()).map(str::to_lowercase);
-        StepId { model: model.map(str::to_owned), check, side, part }
-    }
+/// The job plan's file in a results directory.
+pub const JOB_FILE: &str = "job.json";
 
-    /// The step a record is the evidence of.
-    pub fn of(record: &Evidence) -> StepId {
-        let part = match &record.outcome {
-            Outcome::Accuracy { benchmark, .. } => Some(benchmark.clone()),
-            Outcome::NotRun { subject, .. } => subject.clone(),
-            Outcome::SpeedPair { concurrency, index, .. } => {
-                Some(format!("concurrency-{concurrency}-pair-{index}"))
-            }
-            Outcome::SpeedNoise { concurrency, .. } => {
-                Some(format!("concurrency-{concurrency}-noise"))
-            }
-            Outcome::Tests { .. } | Outcome::Routing { .. } | Outcome::KernelTiming { .. } => None,
-        };
-        StepId::new(record.model.as_deref(), record.check, record.side, part.as_deref())
+/// The name of a step's files: `MODEL.CHECK.SIDE[.PART]`, with `~common` for the common checks,
+/// and every byte of the model and the part other than ASCII letters, digits, `_` and `-`
+/// written as `%XX`; so two steps never share a name, and a name never starts with a dot.
+pub fn file_stem(step: &StepId) -> String {
+    let model = step.model().map_or_else(|| "~common".to_owned(), escape);
+    let mut stem = format!("{model}.{}.{}", wire_name(&step.check()), wire_name(&step.side()));
+    if let Some(part) = step.part() {
+        stem.push('.');
+        stem.push_str(&escape(&part.to_string()));
     }
-
-    pub fn model(&self) -> Option<&str> {
-        self.model.as_deref()
-    }
-
-    pub fn check(&self) -> Check {
-        self.check
-    }
-
-    pub fn side(&self) -> Side {
-        self.side
-    }
-
-    pub fn part(&self) -> Option<&str> {
-        self.part.as_deref()
-    }
-
-    /// The name of the step's files: `MODEL.CHECK.SIDE[.PART]`, with `~common` for the common
-    /// checks, and every byte of the model and the part other than ASCII letters, digits, `_`
-    /// and `-` written as `%XX`; so two steps never share a name, and a name never starts with
-    /// a dot.
-    pub fn file_stem(&self) -> String {
-        let model = self.model.as_deref().map_or_else(|| "~common".to_owned(), escape);
-        let mut stem = format!("{model}.{}.{}", wire_name(&self.check), wire_name(&self.side));
-        if let Some(part) = &self.part {
-            stem.push('.');
-            stem.push_str(&escape(part));
-        }
-        stem
-    }
-}
-
-impl fmt::Display for StepId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let model = self.model.as_deref().unwrap_or("the common checks");
-        write!(f, "{} of {model} on the {} side", self.check.describe(), wire_name(&self.side))?;
-        match &self.part {
-            Some(part) => write!(f, " ({part})"),
-            None => Ok(()),
-        }
-    }
+    stem
 }
 
 /// Why the results directory or the event stream could not be read or written.
@@ -199,7 +140,7 @@ impl ResultsDir {
 
     /// Where the record of `step` is (or will be).
     pub fn evidence_path(&self, step: &StepId) -> PathBuf {
-        self.evidence.join(format!("{}.json", step.file_stem()))
+        self.evidence.join(format!("{}.json", file_stem(step)))
     }
 
     /// Writes `record` atomically as its step's file, replacing what an earlier run wrote for
@@ -211,12 +152,51 @@ impl ResultsDir {
     /// the runner stopped its children failed because of the stop, and is no evidence.
     pub fn write(&self, record: &Evidence) -> Result<PathBuf, ResultsError> {
         crate::process::block_while_stopping();
+        let record = &self.with_artifact_paths(record);
         let step = StepId::of(record);
         evidence::validate(std::slice::from_ref(record)).map_err(|error| {
             ResultsError::Invalid { step: step.to_string(), problem: error.problem }
         })?;
         let path = self.evidence_path(&step);
         let mut json = serde_json::to_vec_pretty(record)
+            .map_err(|error| ResultsError::Write { path: path.clone(), source: error.into() })?;
+        json.push(b'\n');
+        // The node's secret values never reach a record (`crate::redact`).
+        let json = crate::redact::redact_bytes(&json);
+        write_atomically(&path, &json)
+            .map_err(|source| ResultsError::Write { path: path.clone(), source })?;
+        Ok(path)
+    }
+
+    /// `record` with the node's paths of this directory's files written as their artifact
+    /// paths (`logs/<step>/pytest.log`): a record names the run's files, not where one node
+    /// kept them.
+    fn with_artifact_paths(&self, record: &Evidence) -> Evidence {
+        let mut record = record.clone();
+        if let Outcome::NotRun { detail, .. } = &mut record.outcome {
+            let mut roots = vec![self.root.clone()];
+            if let Ok(canonical) = self.root.canonicalize() {
+                roots.push(canonical);
+            }
+            for root in roots {
+                let prefix = format!("{}/", root.display());
+                if prefix.len() > 1 {
+                    *detail = detail.replace(&prefix, "");
+                }
+            }
+        }
+        record
+    }
+
+    /// Where the job plan is: `DIR/job.json`.
+    pub fn job_path(&self) -> PathBuf {
+        self.root.join(JOB_FILE)
+    }
+
+    /// Writes the job plan atomically (a resumed run writes the same plan again).
+    pub fn write_job(&self, job: &JobPlan) -> Result<PathBuf, ResultsError> {
+        let path = self.job_path();
+        let mut json = serde_json::to_vec_pretty(job)
             .map_err(|error| ResultsError::Write { path: path.clone(), source: error.into() })?;
         json.push(b'\n');
         write_atomically(&path, &json)
@@ -264,7 +244,7 @@ impl ResultsDir {
 
     /// The log folder of `step`, created when missing.
     pub fn step_log_dir(&self, step: &StepId) -> Result<PathBuf, ResultsError> {
-        let path = self.logs.join(step.file_stem());
+        let path = self.logs.join(file_stem(step));
         std::fs::create_dir_all(&path)
             .map_err(|source| ResultsError::Create { path: path.clone(), source })?;
         Ok(path)
@@ -329,9 +309,9 @@ impl EventWriter {
 
     /// Records that `step` started.
     pub fn step_started(&self, step: &StepId) -> Result<StepStarted, ResultsError> {
-        let time_ms = now_ms();
-        self.emit(&Event::new(EventKind::StepStarted, step, time_ms))?;
-        Ok(StepStarted { time_ms })
+        let event = Event::started(step);
+        self.emit(&event)?;
+        Ok(StepStarted { time_ms: event.time_ms })
     }
 
     /// Records that `step`, started at `started`, finished with `record`.
@@ -341,18 +321,12 @@ impl EventWriter {
         started: StepStarted,
         record: &Evidence,
     ) -> Result<(), ResultsError> {
-        let mut event = Event::new(EventKind::StepFinished, step, now_ms());
-        event.started_ms = Some(started.time_ms);
-        event.outcome = Some(outcome_kind(&record.outcome));
-        if let Outcome::NotRun { reason, .. } = record.outcome {
-            event.reason = Some(reason);
-        }
-        self.emit(&event)
+        self.emit(&Event::finished(step, started, record))
     }
 
     /// Records that `step` was done by an earlier run.
     pub fn step_skipped(&self, step: &StepId) -> Result<(), ResultsError> {
-        self.emit(&Event::new(EventKind::StepSkipped, step, now_ms()))
+        self.emit(&Event::skipped(step))
     }
 
     /// Appends an event another writer recorded, as it is: a SLURM job's events, passed on
@@ -365,20 +339,59 @@ impl EventWriter {
         let write_error = |source| ResultsError::Write { path: self.path.clone(), source };
         let mut line = serde_json::to_vec(event).map_err(|error| write_error(error.into()))?;
         line.push(b'\n');
+        let line = crate::redact::redact_bytes(&line);
         let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
         file.write_all(&line).and_then(|()| file.flush()).map_err(write_error)
     }
 }
 
+/// What watches a run's steps as they happen, besides the event stream's file: the terminal's
+/// progress line, the PR comment. The step loop hands every event, once, to each.
+pub trait StepObserver: fmt::Debug {
+    fn observe(&self, event: &Event);
+}
+
 impl Event {
+    /// `step` starts now.
+    pub fn started(step: &StepId) -> Event {
+        Event::new(EventKind::StepStarted, step, now_ms())
+    }
+
+    /// `step`, started at `started`, finished now with `record`.
+    pub fn finished(step: &StepId, started: StepStarted, record: &Evidence) -> Event {
+        let mut event = Event::new(EventKind::StepFinished, step, now_ms());
+        event.started_ms = Some(started.time_ms);
+        event.outcome = Some(outcome_kind(&record.outcome));
+        if let Outcome::NotRun { reason, .. } = record.outcome {
+            event.reason = Some(reason);
+        }
+        event
+    }
+
+    /// `step` was done by an earlier run.
+    pub fn skipped(step: &StepId) -> Event {
+        Event::new(EventKind::StepSkipped, step, now_ms())
+    }
+
+    /// When a started event happened, for its finished event.
+    pub fn as_started(&self) -> StepStarted {
+        StepStarted { time_ms: self.time_ms }
+    }
+
+    /// How long a finished step took.
+    pub fn took(&self) -> Option<std::time::Duration> {
+        let started = self.started_ms?;
+        Some(std::time::Duration::from_millis(self.time_ms.saturating_sub(started)))
+    }
+
     fn new(event: EventKind, step: &StepId, time_ms: u64) -> Event {
         Event {
             schema_version: EVENTS_SCHEMA_VERSION,
             event,
-            model: step.model.clone(),
-            check: step.check,
-            side: step.side,
-            part: step.part.clone(),
+            model: step.model().map(str::to_owned),
+            check: step.check(),
+            side: step.side(),
+            part: step.part().map(ToString::to_string),
             time_ms,
             started_ms: None,
             outcome: None,

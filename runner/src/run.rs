@@ -72,6 +72,7 @@
 //! [`RunRequest::only_models`] names: the SLURM executor ([`crate::slurm`]) runs this loop
 //! once per model, each in a job of its own.
 
+mod emit;
 mod exec;
 mod leftovers;
 pub(crate) mod progress;
@@ -86,17 +87,17 @@ use prgate_gate::GateConfig;
 use prgate_gate::evidence::{
     Check, Evidence, NotRunReason, Outcome, Provenance, SCHEMA_VERSION, Side,
 };
-use prgate_scope::plan::{ModelPlan, Plan, Tier};
+use prgate_gate::job::Target;
+use prgate_scope::plan::{ModelPlan, Plan};
 
 use crate::cache::Cache;
 use crate::export::{ExportError, export_tree};
+use crate::job::{CommonSource, Job, JobRequest, ModelRecipes, RecipeSource};
 use crate::lock::{HostLock, LockError, lock_path};
 use crate::node::NodeProfile;
 use crate::preflight::{ImageCheck, Preflight, Probes, SystemCommands, Thresholds};
 use crate::process::ProcessError;
-use crate::recipe::Recipe;
-use crate::recipe::common::CommonRecipe;
-use crate::results::{EventWriter, ResultsDir, ResultsError, StepId};
+use crate::results::{EventWriter, Part, ResultsDir, ResultsError, StepId};
 pub use exec::Isolation;
 
 /// Where a model's recipe is in the PR's tree unless the request says otherwise.
@@ -140,6 +141,8 @@ pub struct RunRequest<'a> {
     pub wait_lock: Option<Duration>,
     /// Whether (and where) the node is checked before any install.
     pub preflight: &'a PreflightMode,
+    /// Who else watches the step loop's events as they happen (the PR comment).
+    pub observer: Option<&'a dyn crate::results::StepObserver>,
     /// Run only these models of the plan, and the common checks only when it holds
     /// [`COMMON_CHECKS`]; `None` runs them all. A speed pair's `family` still counts the
     /// covered cells of every model, so a run split by model (a SLURM job per model) records
@@ -200,60 +203,77 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
     let processes = leftovers::folder(results.root());
     let stopped_leftovers = leftovers::stop_leftovers(&processes);
     let plan = request.plan;
-    let base_commit = plan.merge_base.clone().unwrap_or_else(|| plan.base.sha.clone());
+    let base_commit = plan.base_side_commit().to_owned();
     let pr_commit = plan.head.sha.clone();
 
-    let models: Vec<&ModelPlan> = plan
-        .models
-        .iter()
-        .filter(|model| matches!(model.tier, Tier::Full | Tier::Smoke) && !model.removed)
-        .collect();
     let mut summary = RunSummary { notes: stopped_leftovers, ..RunSummary::default() };
-    let chosen = |name: &str| request.only_models.is_none_or(|only| only.iter().any(|m| m == name));
-    let common = plan.common.selected && chosen(COMMON_CHECKS);
-    if !models.iter().any(|model| chosen(&model.name)) && !common {
+    let chosen = |name: Option<&str>| {
+        request
+            .only_models
+            .is_none_or(|only| only.iter().any(|m| m == name.unwrap_or(COMMON_CHECKS)))
+    };
+    if plan.running_models().next().is_none() && !plan.common.selected {
+        // Nothing to run: the job plan says so, and the run is done.
+        results.write_job(&prgate_gate::job::JobPlan {
+            schema_version: prgate_gate::job::SCHEMA_VERSION,
+            pr_commit: pr_commit.clone(),
+            base_commit: base_commit.clone(),
+            family: 0,
+            targets: Vec::new(),
+        })?;
+        return Ok(summary);
+    }
+    let runs_anything = plan.running_models().any(|model| chosen(Some(&model.name)))
+        || (plan.common.selected && chosen(None));
+    if !runs_anything {
         return Ok(summary);
     }
 
-    let trees = request.node.work_dir().join("trees");
-    let base_tree = export(request.repo, &base_commit, &trees)?;
-    let pr_tree = if pr_commit == base_commit {
-        base_tree.clone()
-    } else {
-        export(request.repo, &pr_commit, &trees)?
-    };
-
-    let recipes: Vec<RecipeSource> = models
-        .iter()
-        .map(|model| RecipeSource::read(&pr_tree, request.recipe_path, &model.name, &pr_commit))
-        .collect();
-    let family = covered_cells(&models, &recipes, request.node);
-    let (models, recipes): (Vec<&ModelPlan>, Vec<RecipeSource>) =
-        models.into_iter().zip(recipes).filter(|(model, _)| chosen(&model.name)).unzip();
+    // What the run must produce, once, before anything runs.
+    let Exported { job, base_tree, pr_tree } = build_job(&JobSource {
+        plan,
+        repo: request.repo,
+        node: request.node,
+        recipe_path: request.recipe_path,
+        common_recipe_path: request.common_recipe_path,
+    })?;
+    results.write_job(&job.plan)?;
     let node = request.node;
-    let provenance = |recipe_hash: Option<String>| Provenance {
+    let provenance = |recipe_hash: Option<&str>| Provenance {
         node: Some(node.name().to_owned()),
         image_digest: Some(
             node.image().digest.clone().unwrap_or_else(|| node.image().name.clone()),
         ),
         base_commit: Some(base_commit.clone()),
         pr_commit: Some(pr_commit.clone()),
-        recipe_hash,
+        recipe_hash: recipe_hash.map(str::to_owned),
     };
+    let targets: Vec<&Target> =
+        job.plan.targets.iter().filter(|target| chosen(target.model.as_deref())).collect();
+    let models: Vec<(&ModelPlan, &ModelRecipes, &Target)> = job
+        .models
+        .iter()
+        .filter_map(|recipes| {
+            let target = targets.iter().find(|t| t.model.as_deref() == Some(&recipes.name))?;
+            let model = plan.models.iter().find(|model| model.name == recipes.name)?;
+            Some((model, recipes, *target))
+        })
+        .collect();
+    let common = job.common.as_ref().zip(targets.iter().find(|t| t.model.is_none()).copied());
 
     let mut runner = steps::Runner {
         request,
         results: &results,
-        events: events.as_ref(),
+        emit: emit::Emitter {
+            file: events.as_ref(),
+            progress: progress::Progress::new(request.progress, expected_steps(&targets)),
+            observer: request.observer,
+        },
         completed: completed_steps(&results)?,
         summary: &mut summary,
-        family,
+        family: job.plan.family,
         cache: Cache::new(node.cache_dir()),
         deadline: request.time_limit.map(|limit| Instant::now() + limit),
-        progress: progress::Progress::new(
-            request.progress,
-            expected_steps(&models, &recipes, common),
-        ),
         installed: BTreeMap::new(),
         exec: exec::Exec {
             isolation: request.isolation,
@@ -269,9 +289,9 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
     let preflight = match request.preflight {
         PreflightMode::Off => Ok(()),
         PreflightMode::On { root, thresholds } => {
-            let mut checkpoints: Vec<String> = recipes
+            let mut checkpoints: Vec<String> = models
                 .iter()
-                .filter_map(|recipe| match recipe {
+                .filter_map(|(_, recipes, _)| match &recipes.pr {
                     RecipeSource::Parsed { recipe, .. } => Some(recipe.checkpoint().to_owned()),
                     _ => None,
                 })
@@ -300,52 +320,105 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
     }
     if let Some(failure) = failure.as_ref().filter(|failure| failure.blocks_run()) {
         let (reason, detail) = failure.to_not_run();
-        if common {
-            let subject = steps::Subject { model: None, provenance: provenance(None) };
+        if let Some((source, _target)) = common {
+            let subject = steps::Subject { model: None, provenance: provenance(source.hash()) };
             runner.not_run_common(&subject, reason, &detail)?;
         }
-        for (model, recipe) in models.iter().zip(&recipes) {
-            let job = model_job(model, recipe, &base_tree, &pr_tree, &provenance);
+        for &(model, recipe, target) in &models {
+            let job = model_job(model, recipe, target, &base_tree, &pr_tree, &provenance);
             runner.not_run_model(&job, reason, &detail)?;
         }
-        runner.progress.close();
+        runner.emit.close();
         return Ok(summary);
     }
 
-    if common {
-        let common = CommonSource::read(&pr_tree, request.common_recipe_path, &pr_commit);
-        let hash = match &common {
-            CommonSource::Parsed(recipe) => Some(recipe.hash.clone()),
-            CommonSource::Invalid { hash, .. } => Some(hash.clone()),
-            CommonSource::Missing { .. } => None,
-        };
-        let subject = steps::Subject { model: None, provenance: provenance(hash) };
-        runner.common(&subject, &common, &[(Side::Base, &base_tree), (Side::Pr, &pr_tree)])?;
+    if let Some((source, target)) = common {
+        let subject = steps::Subject { model: None, provenance: provenance(source.hash()) };
+        let sides = [(Side::Base, base_tree.as_path()), (Side::Pr, pr_tree.as_path())];
+        runner.common(&subject, source, target, &sides)?;
     }
-    for (model, recipe) in models.iter().zip(&recipes) {
-        let base_side_tree = if model.new { None } else { Some(base_tree.as_path()) };
-        let hash = match recipe {
-            RecipeSource::Parsed { hash, .. } | RecipeSource::Invalid { hash, .. } => {
-                Some(hash.clone())
-            }
-            RecipeSource::Missing { .. } => None,
-        };
-        let job = steps::ModelJob {
-            model,
-            recipe,
-            base_tree: base_side_tree,
-            pr_tree: &pr_tree,
-            subject: steps::Subject {
-                model: Some(model.name.clone()),
-                provenance: provenance(hash),
-            },
-        };
+    for &(model, recipe, target) in &models {
+        let job = model_job(model, recipe, target, &base_tree, &pr_tree, &provenance);
         runner.model(&job)?;
     }
-    runner.progress.close();
-    let removed = runner.exec.remove_leftovers();
-    runner.summary.notes.extend(removed);
+    runner.emit.close();
+    // Fail closed: a step the job plan expects that this run left without a record is
+    // recorded as such, so no verdict mistakes its absence for a pass.
+    let records: Vec<Evidence> =
+        results.records()?.into_iter().map(|(_step, record)| record).collect();
+    for target in &targets {
+        let hash = match target.model.as_deref() {
+            None => job.common.as_ref().and_then(CommonSource::hash),
+            Some(name) => job.models.iter().find(|m| m.name == name).and_then(|m| m.pr.hash()),
+        };
+        for step in target.evidence_steps() {
+            if prgate_gate::job::accounted(&step, &records) {
+                continue;
+            }
+            let detail = "the run ended without a record of this step".to_owned();
+            let subject = step.part().map(ToString::to_string);
+            let outcome = Outcome::NotRun {
+                reason: NotRunReason::NoEvidence,
+                detail,
+                subject,
+                failed_on: None,
+            };
+            let record =
+                evidence(step.model(), step.check(), step.side(), &provenance(hash), outcome);
+            results.write(&record)?;
+            summary.notes.push(format!("no record of {step}: recorded as not run"));
+        }
+    }
+    let removed = exec::Exec {
+        isolation: request.isolation,
+        node,
+        processes: &processes,
+        python: request.python,
+    }
+    .remove_leftovers();
+    summary.notes.extend(removed);
     Ok(summary)
+}
+
+/// What [`build_job`] makes a job plan from.
+#[derive(Debug, Clone, Copy)]
+pub struct JobSource<'a> {
+    pub plan: &'a Plan,
+    pub repo: &'a Path,
+    pub node: &'a NodeProfile,
+    pub recipe_path: &'a str,
+    pub common_recipe_path: &'a str,
+}
+
+/// A job plan and the trees it was made from.
+#[derive(Debug)]
+pub struct Exported {
+    pub job: Job,
+    pub base_tree: PathBuf,
+    pub pr_tree: PathBuf,
+}
+
+/// The job plan of `source`, from both sides' trees exported afresh into the node's work
+/// folder (the SLURM executor needs the list before its jobs start, too).
+pub fn build_job(source: &JobSource<'_>) -> Result<Exported, RunError> {
+    let plan = source.plan;
+    let trees = source.node.work_dir().join("trees");
+    let base_commit = plan.base_side_commit();
+    let base_tree = export(source.repo, base_commit, &trees)?;
+    let pr_tree = if plan.head.sha == base_commit {
+        base_tree.clone()
+    } else {
+        export(source.repo, &plan.head.sha, &trees)?
+    };
+    let job = Job::build(&JobRequest {
+        plan,
+        base_tree: &base_tree,
+        pr_tree: &pr_tree,
+        recipe_path: source.recipe_path,
+        common_recipe_path: source.common_recipe_path,
+        node: source.node,
+    });
+    Ok(Exported { job, base_tree, pr_tree })
 }
 
 /// The start of the detail of a step the preflight stopped: such a step is run again by a
@@ -367,130 +440,45 @@ fn completed_steps(results: &ResultsDir) -> Result<BTreeSet<StepId>, RunError> {
 /// A model's job.
 fn model_job<'j>(
     model: &'j ModelPlan,
-    recipe: &'j RecipeSource,
+    recipes: &'j ModelRecipes,
+    target: &'j Target,
     base_tree: &'j Path,
     pr_tree: &'j Path,
-    provenance: &dyn Fn(Option<String>) -> Provenance,
+    provenance: &dyn Fn(Option<&str>) -> Provenance,
 ) -> steps::ModelJob<'j> {
-    let hash = match recipe {
-        RecipeSource::Parsed { hash, .. } | RecipeSource::Invalid { hash, .. } => {
-            Some(hash.clone())
-        }
-        RecipeSource::Missing { .. } => None,
-    };
+    let recipe = &recipes.pr;
     steps::ModelJob {
         model,
         recipe,
+        base_recipe: recipes.base.as_deref().map_err(String::as_str),
+        cacheable: recipes.unchanged,
+        target,
         base_tree: if model.new { None } else { Some(base_tree) },
         pr_tree,
-        subject: steps::Subject { model: Some(model.name.clone()), provenance: provenance(hash) },
+        subject: steps::Subject {
+            model: Some(model.name.clone()),
+            provenance: provenance(recipe.hash()),
+        },
     }
 }
 
 /// The checks a model's tier runs, in the order the report lists them; none for a model on no
 /// tier or removed by the PR.
 pub fn planned_checks(model: &ModelPlan) -> &'static [Check] {
-    match model.tier {
-        Tier::Full if !model.removed => &[
-            Check::UnitTests,
-            Check::KernelTests,
-            Check::KernelTiming,
-            Check::ServingTests,
-            Check::Accuracy,
-            Check::Speed,
-            Check::Routing,
-        ],
-        Tier::Smoke if !model.removed => &[
-            Check::UnitTests,
-            Check::KernelTests,
-            Check::ServingTests,
-            Check::Speed,
-            Check::Routing,
-        ],
-        _ => &[],
-    }
+    if model.removed { &[] } else { prgate_gate::job::tier_checks(model.tier) }
 }
 
-/// About how many steps a run takes, for the progress line's estimate.
-fn expected_steps(models: &[&ModelPlan], recipes: &[RecipeSource], common: bool) -> usize {
-    let mut steps = if common { 2 } else { 0 };
-    for (model, recipe) in models.iter().zip(recipes) {
-        let RecipeSource::Parsed { recipe, .. } = recipe else {
-            steps += 6;
-            continue;
-        };
-        let full = model.tier == Tier::Full;
-        // Unit, kernel and serving tests and routing on two sides.
-        steps += 8;
-        if full {
-            steps += 2 + 2 * recipe.accuracy().len();
-        }
-        if let Some(sweep) = recipe.speed() {
-            steps += sweep.concurrencies_for(!full).len() * progress::EXPECTED_PAIRS;
-        }
-    }
-    steps
-}
-
-/// The common checks' recipe as the PR tree has it.
-#[derive(Debug)]
-enum CommonSource {
-    Parsed(Box<ParsedCommon>),
-    Missing { path: String },
-    Invalid { error: String, hash: String },
-}
-
-/// A parsed common recipe and its hash.
-#[derive(Debug)]
-struct ParsedCommon {
-    recipe: CommonRecipe,
-    hash: String,
-}
-
-impl std::ops::Deref for ParsedCommon {
-    type Target = CommonRecipe;
-
-    fn deref(&self) -> &CommonRecipe {
-        &self.recipe
-    }
-}
-
-impl CommonSource {
-    fn read(pr_tree: &Path, path: &str, pr_commit: &str) -> CommonSource {
-        let Ok(bytes) = std::fs::read(pr_tree.join(path)) else {
-            return CommonSource::Missing { path: path.to_owned() };
-        };
-        let hash = recipe_hash(&bytes);
-        let short = pr_commit.get(..7).unwrap_or(pr_commit);
-        match CommonRecipe::parse(&String::from_utf8_lossy(&bytes), &format!("{path} at {short}")) {
-            Ok(recipe) => CommonSource::Parsed(Box::new(ParsedCommon { recipe, hash })),
-            Err(error) => CommonSource::Invalid { error: error.to_string(), hash },
-        }
-    }
-}
-
-/// A model's recipe as the PR tree has it.
-#[derive(Debug)]
-enum RecipeSource {
-    Parsed { recipe: Box<Recipe>, hash: String },
-    Missing { path: String },
-    Invalid { error: String, hash: String },
-}
-
-impl RecipeSource {
-    fn read(pr_tree: &Path, recipe_path: &str, model: &str, pr_commit: &str) -> RecipeSource {
-        let relative = recipe_path.replace("{model}", model);
-        let Ok(bytes) = std::fs::read(pr_tree.join(&relative)) else {
-            return RecipeSource::Missing { path: relative };
-        };
-        let hash = recipe_hash(&bytes);
-        let short = pr_commit.get(..7).unwrap_or(pr_commit);
-        let text = String::from_utf8_lossy(&bytes);
-        match Recipe::parse(&text, &format!("{relative} at {short}")) {
-            Ok(recipe) => RecipeSource::Parsed { recipe: Box::new(recipe), hash },
-            Err(error) => RecipeSource::Invalid { error: error.to_string(), hash },
-        }
-    }
+/// About how many steps a run takes, for the progress line's estimate: the job plan's steps
+/// that produce evidence, a speed cell counting as its expected pairs.
+fn expected_steps(targets: &[&Target]) -> usize {
+    targets
+        .iter()
+        .flat_map(|target| target.evidence_steps())
+        .map(|step| match step.part() {
+            Some(Part::Cell { .. }) => progress::EXPECTED_PAIRS,
+            _ => 1,
+        })
+        .sum()
 }
 
 /// `fnv1a64:` and the 64-bit FNV-1a hash of `bytes` in 16 hex digits: stable across runs,
@@ -501,23 +489,6 @@ pub fn recipe_hash(bytes: &[u8]) -> String {
     let hash =
         bytes.iter().fold(OFFSET, |hash, byte| (hash ^ u64::from(*byte)).wrapping_mul(PRIME));
     format!("fnv1a64:{hash:016x}")
-}
-
-/// How many covered speed cells the run judges: every model's covered concurrencies whose
-/// speed check this node can run.
-fn covered_cells(models: &[&ModelPlan], recipes: &[RecipeSource], node: &NodeProfile) -> u32 {
-    let mut cells = 0;
-    for (_model, recipe) in models.iter().zip(recipes) {
-        let RecipeSource::Parsed { recipe, .. } = recipe else { continue };
-        let blocked = recipe
-            .check_runs_on(node)
-            .err()
-            .is_some_and(|blockers| blockers.blocker_for(Check::Speed, None).is_some());
-        if let (Some(sweep), false) = (recipe.speed(), blocked) {
-            cells += u32::try_from(sweep.covered.len()).unwrap_or(u32::MAX);
-        }
-    }
-    cells
 }
 
 /// Exports `commit` afresh into `<trees>/<commit>`: a tree left by an earlier run (perhaps cut
@@ -555,7 +526,12 @@ fn evidence(
 
 /// A `not-run` outcome.
 fn not_run(reason: NotRunReason, detail: impl Into<String>, subject: Option<&str>) -> Outcome {
-    Outcome::NotRun { reason, detail: detail.into(), subject: subject.map(str::to_owned) }
+    Outcome::NotRun {
+        reason,
+        detail: detail.into(),
+        subject: subject.map(str::to_owned),
+        failed_on: None,
+    }
 }
 
 /// What a cell's records hold so far.
@@ -564,7 +540,7 @@ struct RecordedCell {
     /// Its pairs by index, in order.
     pairs: Vec<(u32, prgate_gate::speed::Pair)>,
     /// Its calibrated noise.
-    noise: Option<f64>,
+    noise: Option<prgate_gate::speed::Calibration>,
 }
 
 /// The speed records of a model, by concurrency: the pairs a resumed cell goes on from.
@@ -578,15 +554,28 @@ fn recorded_pairs(
             continue;
         }
         match record.outcome {
-            Outcome::SpeedPair { concurrency, index, base_tpot_ms, pr_tpot_ms, .. } => {
-                cells
-                    .entry(concurrency)
-                    .or_default()
-                    .pairs
-                    .push((index, prgate_gate::speed::Pair { base_tpot_ms, pr_tpot_ms }));
+            Outcome::SpeedPair {
+                concurrency,
+                index,
+                base_tpot_ms,
+                pr_tpot_ms,
+                base_runs_ms,
+                ..
+            } => {
+                let pair = match base_runs_ms {
+                    Some([before, after]) => {
+                        prgate_gate::speed::Pair::bracketed(before, pr_tpot_ms, after)
+                    }
+                    None => prgate_gate::speed::Pair::single(base_tpot_ms, pr_tpot_ms),
+                };
+                cells.entry(concurrency).or_default().pairs.push((index, pair));
             }
-            Outcome::SpeedNoise { concurrency, log_ratio_variance } => {
-                cells.entry(concurrency).or_default().noise = Some(log_ratio_variance);
+            Outcome::SpeedNoise { concurrency, log_ratio_variance, samples } => {
+                cells.entry(concurrency).or_default().noise =
+                    Some(prgate_gate::speed::Calibration {
+                        log_ratio_variance,
+                        samples: samples.unwrap_or(prgate_gate::speed::LEGACY_CALIBRATION_SAMPLES),
+                    });
             }
             _ => {}
         }

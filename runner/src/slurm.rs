@@ -47,14 +47,14 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use prgate_gate::evidence::{Evidence, NotRunReason, Provenance};
-use prgate_scope::plan::{ModelPlan, Plan, Tier};
+use prgate_scope::plan::{ModelPlan, Plan};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 pub use job::{JobRecord, JobState, QUEUE_FORMAT, QueueEntry, parse_queue};
 
 use self::client::{BatchScript, Slurm};
-use self::gather::{Expected, not_run_record, steps_of, unrecorded};
+use self::gather::{not_run_record, steps_of, unrecorded};
 use self::progress::{Display, JobLine};
 use crate::node::NodeProfile;
 use crate::recipe::Recipe;
@@ -182,6 +182,8 @@ pub enum SlurmError {
     Signals(io::Error),
     #[error("the plan has no model {model}")]
     UnknownModel { model: String },
+    #[error(transparent)]
+    Run(#[from] Box<crate::run::RunError>),
 }
 
 /// Runs `request.plan` as SLURM jobs and gathers their evidence; returns once every job has
@@ -199,10 +201,22 @@ pub fn run(request: &SlurmRequest<'_>) -> Result<SlurmSummary, SlurmError> {
     let client = Slurm::new(request.settings.bin_dir.as_deref());
     let events = request.events.map(EventWriter::create).transpose()?;
     let mut summary = SlurmSummary { job_name: job_name.clone(), ..SlurmSummary::default() };
-    let targets = targets(request.plan);
-    if targets.is_empty() {
+    if request.plan.running_models().next().is_none() && !request.plan.common.selected {
         return Ok(summary);
     }
+    // What every job must record, made once before any is submitted.
+    let job_plan = crate::run::build_job(&crate::run::JobSource {
+        plan: request.plan,
+        repo: request.repo,
+        node: request.node,
+        recipe_path: request.recipe_path,
+        common_recipe_path: request.common_recipe_path,
+    })
+    .map_err(Box::new)?
+    .job;
+    results.write_job(&job_plan.plan)?;
+    let targets: Vec<Option<String>> =
+        job_plan.plan.targets.iter().map(|target| target.model.clone()).collect();
     summary.notes.extend(cancel_leftovers(&client, &job_name)?);
 
     let mut orchestra = Orchestra {
@@ -214,6 +228,7 @@ pub fn run(request: &SlurmRequest<'_>) -> Result<SlurmSummary, SlurmError> {
         jobs: Vec::new(),
         armed: true,
         summary,
+        job_plan,
     };
     for target in targets {
         let job = orchestra.submit(target, &slurm_dir)?;
@@ -265,22 +280,6 @@ pub fn run(request: &SlurmRequest<'_>) -> Result<SlurmSummary, SlurmError> {
         }
     }
     Ok(summary)
-}
-
-/// The run's targets, in order: `None` for the common checks (first, when the plan selects
-/// them), then every model the step loop runs (tier full or smoke, not removed).
-fn targets(plan: &Plan) -> Vec<Option<String>> {
-    let mut targets = Vec::new();
-    if plan.common.selected {
-        targets.push(None);
-    }
-    targets.extend(
-        plan.models
-            .iter()
-            .filter(|model| matches!(model.tier, Tier::Full | Tier::Smoke) && !model.removed)
-            .map(|model| Some(model.name.clone())),
-    );
-    targets
 }
 
 /// The run's id: the one in `<slurm_dir>/run-id`, else a new one written there.
@@ -346,6 +345,8 @@ struct Orchestra<'r> {
     /// Whether dropping it cancels the jobs: until the run ends normally.
     armed: bool,
     summary: SlurmSummary,
+    /// What every job must record.
+    job_plan: crate::job::Job,
 }
 
 /// One submitted job.
@@ -491,17 +492,26 @@ impl Orchestra<'_> {
         let Some(ended) = job.ended.as_ref().filter(|_| not_run) else { return Ok(()) };
         let reason = match ended.state.not_run_reason() {
             Some(reason) => reason,
-            None if ended.lost => NotRunReason::Other,
+            None if ended.lost => NotRunReason::Node,
             None => return Ok(()),
         };
-        let (expected, hash) = self.expected(job.model.as_deref())?;
+        let Some(target) = self.job_plan.plan.target(job.model.as_deref()) else {
+            return Ok(());
+        };
+        let hash = match job.model.as_deref() {
+            None => self.job_plan.common.as_ref().and_then(|common| common.hash()),
+            Some(model) => {
+                self.job_plan.models.iter().find(|m| m.name == model).and_then(|m| m.pr.hash())
+            }
+        }
+        .map(str::to_owned);
         let provenance = records
             .iter()
             .find(|record| record.model == job.model)
             .map(|record| record.provenance.clone())
             .unwrap_or_else(|| self.provenance(hash));
         let detail = detail(job, ended, &self.job_name);
-        for step in unrecorded(job.model.as_deref(), &expected, &records) {
+        for step in unrecorded(target, &records) {
             let record = not_run_record(&step, &provenance, reason, &detail);
             let started =
                 self.events.as_ref().map(|events| events.step_started(&step)).transpose()?;
@@ -512,24 +522,6 @@ impl Orchestra<'_> {
             self.summary.not_run += 1;
         }
         Ok(())
-    }
-
-    /// What the job of `model` (`None`: the common checks) had to record, and its recipe's
-    /// hash, from the PR's tree.
-    fn expected(&self, model: Option<&str>) -> Result<(Expected, Option<String>), SlurmError> {
-        let request = self.request;
-        let Some(model) = model else {
-            let hash = self
-                .read_pr_file(request.common_recipe_path)
-                .map(|text| recipe_hash(text.as_bytes()));
-            return Ok((Expected::Common, hash));
-        };
-        let plan = self.model_plan(model)?;
-        let path = request.recipe_path.replace("{model}", model);
-        let text = self.read_pr_file(&path);
-        let hash = text.as_deref().map(|text| recipe_hash(text.as_bytes()));
-        let recipe = text.and_then(|text| Recipe::parse(&text, &path).ok()).map(Box::new);
-        Ok((Expected::Model { plan, recipe }, hash))
     }
 
     /// The time limit of the job of `model` (`None`: the common checks) when none is given:

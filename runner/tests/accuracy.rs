@@ -164,8 +164,23 @@ fn parses_a_dataset_and_names_the_line_and_field_of_an_error() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let path = dir.path().join("qa.jsonl");
     std::fs::write(&path, &broken).expect("the dataset");
-    let message = read_dataset(&path).expect_err("cut JSON").to_string();
+    let message =
+        read_dataset(dir.path(), Path::new("qa.jsonl")).expect_err("cut JSON").to_string();
     assert!(message.starts_with(&format!("error parsing {}: line 2: ", path.display())));
+
+    // A dataset that is a link to a host file is refused, never read nor sent to a server.
+    let host = dir.path().join("host-file");
+    std::fs::write(&host, good).expect("a host file");
+    std::fs::create_dir(dir.path().join("tree")).expect("a tree");
+    std::os::unix::fs::symlink(&host, dir.path().join("tree/qa.jsonl")).expect("a link");
+    let tree = dir.path().join("tree");
+    let message = read_dataset(&tree, Path::new("qa.jsonl")).expect_err("a link").to_string();
+    assert!(
+        message.ends_with("`qa.jsonl` is a symbolic link, which is not followed; it is not read"),
+        "{message}"
+    );
+    let message = read_dataset(&tree, Path::new("../qa.jsonl")).expect_err("outside").to_string();
+    assert!(message.contains("the path leaves its tree"), "{message}");
 }
 
 /// A `metrics.json` as sgl-eval's `dump_run` writes it for a single-shot run (`json.dumps`
@@ -242,7 +257,7 @@ fn reads_a_single_shot_run_with_and_without_predictions() {
     assert_eq!(sgl_eval::find_run_dir(out_dir.path()).expect("one run"), run_dir);
     let question = |id: &str, correct| QuestionResult { id: id.into(), correct };
     assert_eq!(
-        sgl_eval::read_run(&run_dir, "gsm8k").expect("the run"),
+        sgl_eval::read_run(out_dir.path(), &run_dir, "gsm8k").expect("the run"),
         Outcome::Accuracy {
             benchmark: "gsm8k".into(),
             questions: 4,
@@ -259,7 +274,7 @@ fn reads_a_single_shot_run_with_and_without_predictions() {
 
     std::fs::remove_file(run_dir.join("output-rs0.jsonl")).expect("removed");
     let Outcome::Accuracy { questions, correct, per_question, .. } =
-        sgl_eval::read_run(&run_dir, "gsm8k").expect("the run")
+        sgl_eval::read_run(out_dir.path(), &run_dir, "gsm8k").expect("the run")
     else {
         panic!("an accuracy outcome");
     };
@@ -307,7 +322,9 @@ fn refuses_runs_that_are_not_a_count_of_right_answers() {
         METRICS_SINGLE_SHOT,
         Some(&PREDICTIONS.replacen("true", "false", 1)),
     );
-    let message = sgl_eval::read_run(&run_dir, "gsm8k").expect_err("counts differ").to_string();
+    let message = sgl_eval::read_run(out_dir.path(), &run_dir, "gsm8k")
+        .expect_err("counts differ")
+        .to_string();
     assert_eq!(
         message,
         format!(
@@ -340,7 +357,9 @@ fn prediction_errors_name_the_line_and_field() {
 
     let out_dir = tempfile::tempdir().expect("a temporary directory");
     let run_dir = write_run(out_dir.path(), METRICS_SINGLE_SHOT, Some("{\"id\": \"a\"}\n"));
-    let message = sgl_eval::read_run(&run_dir, "gsm8k").expect_err("bad predictions").to_string();
+    let message = sgl_eval::read_run(out_dir.path(), &run_dir, "gsm8k")
+        .expect_err("bad predictions")
+        .to_string();
     assert_eq!(
         message,
         format!(

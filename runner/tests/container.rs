@@ -426,6 +426,7 @@ fn launch(
         env: &step.env,
         ports: step.ports,
         network_of: None,
+        datasets: None,
         shm_gib: DEFAULT_SHM_GIB,
         command: &step.command,
         log: &log,

@@ -345,3 +345,57 @@ fn play_the_signalled_runner(dir: &Path) -> ! {
     thread::sleep(Duration::from_secs(60));
     panic!("the signal never came");
 }
+
+/// Set in the copy of this test binary that plays the runner killed with `SIGKILL`.
+const KILLED_RUNNER: &str = "PRGATE_TEST_KILLED_RUNNER";
+
+#[test]
+fn a_runner_killed_with_sigkill_leaves_no_group_running() {
+    if let Some(dir) = std::env::var_os(KILLED_RUNNER) {
+        play_the_signalled_runner(Path::new(&dir));
+    }
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let mut runner = Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["a_runner_killed_with_sigkill_leaves_no_group_running", "--exact", "--nocapture"])
+        .env(KILLED_RUNNER, dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the runner starts");
+    let ready = dir.path().join("groups");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ready.exists() {
+        if Instant::now() > deadline || runner.try_wait().ok().flatten().is_some() {
+            let _ = runner.kill();
+            panic!("the runner never started its children");
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    let groups = std::fs::read_to_string(&ready).expect("the groups");
+    let pgids: Vec<i32> =
+        groups.split_ascii_whitespace().map(|pgid| pgid.parse().expect("a group id")).collect();
+    let members: Vec<u32> = pgids.iter().flat_map(|pgid| group_members(*pgid)).collect();
+    assert!(members.len() >= 4, "two groups of two: {members:?}");
+
+    // SIGKILL: the runner cannot catch it, stop its children or leave word.
+    runner.kill().expect("the runner is killed");
+    let status = runner.wait().expect("the runner is waited for");
+    assert_eq!(status.signal(), Some(9), "the runner died of SIGKILL: {status}");
+    // The watchdogs stop both groups (one of them ignores SIGTERM: it takes its grace period,
+    // 400 ms here, then SIGKILL). The wait is generous; what is asserted is that they go.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while members.iter().any(|pid| running(*pid)) && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert_all_gone(&members);
+}
+
+#[test]
+fn a_timeout_too_large_to_add_to_an_instant_does_not_panic() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let mut child = ChildGroup::spawn(&shell(dir.path(), "exit 4")).expect("it starts");
+    let finished = child.wait_with_timeout(Duration::MAX).expect("it is waited for");
+    let Finished::Exited(status) = finished else { panic!("no exit: {finished:?}") };
+    assert_eq!(status.code(), Some(4));
+}

@@ -130,6 +130,11 @@ pub struct InvalidCodeownersLine {
     pub problem: String,
 }
 
+/// The longest pattern compiled: 4096 bytes, Linux's `PATH_MAX`. A longer one is an invalid
+/// line: a PR's CODEOWNERS is the author's text, and globset cannot compile a pattern of a
+/// megabyte (it panics) and takes seconds on tens of kilobytes.
+pub const MAX_PATTERN_BYTES: usize = 4096;
+
 /// A parsed CODEOWNERS file.
 #[derive(Debug, Clone)]
 pub struct Codeowners {
@@ -360,6 +365,12 @@ impl Rule {
 impl Pattern {
     /// Compiles a pattern as GitHub reads it; the error says why GitHub would skip the line.
     pub fn new(text: &str) -> Result<Pattern, String> {
+        if text.len() > MAX_PATTERN_BYTES {
+            return Err(format!(
+                "the pattern is {} bytes, more than the {MAX_PATTERN_BYTES} a pattern may have",
+                text.len()
+            ));
+        }
         if text.starts_with('!') {
             return Err("negation ('!') is not supported in CODEOWNERS".to_owned());
         }

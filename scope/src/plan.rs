@@ -35,6 +35,20 @@ pub struct Plan {
     pub codeowners: CodeownersFacts,
 }
 
+impl Plan {
+    /// The commit the base side runs: the merge-base, else the base (no merge-base).
+    pub fn base_side_commit(&self) -> &str {
+        self.merge_base.as_deref().unwrap_or(&self.base.sha)
+    }
+
+    /// The models that run: tier full or smoke and not removed by the PR, in the plan's order.
+    pub fn running_models(&self) -> impl Iterator<Item = &ModelPlan> {
+        self.models
+            .iter()
+            .filter(|model| matches!(model.tier, Tier::Full | Tier::Smoke) && !model.removed)
+    }
+}
+
 /// A ref as the user named it, and the commit it resolved to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Revision {

@@ -2,7 +2,7 @@
 //!
 //! One test, as the demo runs every sample PR (about a minute on 2 cores).
 
-use crate::support::{plan_json, prgate, tiers};
+use crate::support::{plan_json, prgate, prgate_with_env, tiers};
 
 #[test]
 fn the_demo_runs_and_judges_every_sample_pr_and_keeps_its_results() {
@@ -13,7 +13,7 @@ fn the_demo_runs_and_judges_every_sample_pr_and_keeps_its_results() {
     let stdout = &run.stdout;
 
     // A verdict for every PR.
-    let prs = [95, 101, 103, 110, 112, 114, 116, 118, 120];
+    let prs = [95, 101, 103, 110, 112, 114, 116, 118, 120, 122];
     for pr in prs {
         assert!(stdout.contains(&format!("=== PR #{pr}: ")), "no PR #{pr} in\n{stdout}");
         // What the PR would get on GitHub, as files.
@@ -64,6 +64,12 @@ fn the_demo_runs_and_judges_every_sample_pr_and_keeps_its_results() {
     let accuracy = section(120);
     assert!(accuracy.contains("AMD PR test: FAIL"), "{accuracy}");
     assert!(accuracy.contains("[FAIL] deepseek_v41: accuracy"), "{accuracy}");
+    // A PR whose server crashes fails: what it broke is not a pass, and not the author's to
+    // provide.
+    let crashing = section(122);
+    assert!(crashing.contains("AMD PR test: FAIL"), "{crashing}");
+    assert!(crashing.contains("[FAIL] kimi_k3: speed"), "{crashing}");
+    assert!(status(122).starts_with("AMD PR test failure: "), "{}", status(122));
 
     // --out keeps the repository, the node profile and the evidence.
     assert!(stdout.contains("Everything is in"), "{stdout}");
@@ -85,4 +91,37 @@ fn the_demo_runs_and_judges_every_sample_pr_and_keeps_its_results() {
     assert_eq!(refused.code, 2);
     assert!(refused.stderr.contains("not an earlier demo's"), "{}", refused.stderr);
     assert!(other.join("notes.txt").is_file());
+}
+
+#[test]
+fn the_demo_stops_before_it_starts_when_pytest_is_missing() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    // A python3 first on the PATH that has no site-packages: pytest does not import.
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).expect("a folder");
+    let real = String::from_utf8(
+        std::process::Command::new("sh")
+            .args(["-c", "command -v python3"])
+            .output()
+            .expect("sh")
+            .stdout,
+    )
+    .expect("UTF-8");
+    let wrapper = bin.join("python3");
+    std::fs::write(&wrapper, format!("#!/bin/sh\nexec {} -S \"$@\"\n", real.trim()))
+        .expect("the wrapper");
+    let mut permissions = std::fs::metadata(&wrapper).expect("metadata").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);
+    std::fs::set_permissions(&wrapper, permissions).expect("executable");
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let out = dir.path().join("sample");
+    let run = prgate_with_env(
+        dir.path(),
+        &["demo", "--out", out.to_str().expect("UTF-8")],
+        &[("PATH", &path)],
+    );
+    assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("the demo needs pytest"), "{}", run.stderr);
+    assert!(!run.stdout.contains("=== PR #"), "it ran anyway: {}", run.stdout);
+    assert!(!out.exists(), "it wrote the sample anyway");
 }

@@ -4,10 +4,13 @@
 mod ci;
 mod codeowners;
 mod demo;
+mod fail_closed;
 mod gate;
 mod github;
+mod github_teams;
 mod plan;
 mod run;
 mod sim;
 mod slurm;
 mod support;
+mod workflow;

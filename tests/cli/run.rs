@@ -61,6 +61,8 @@ pub(crate) struct Sample {
     pub(crate) pr: fn(&Repo),
     /// Whether the base commit has the stand-ins of sgl-eval and bench_serving.
     pub(crate) base_scripts: bool,
+    /// More files of the base commit, by path.
+    pub(crate) base_files: &'static [(&'static str, &'static str)],
 }
 
 impl Sample {
@@ -87,6 +89,7 @@ impl Default for Sample {
                 repo.write("pkg/models/alpha/layer.py", "# alpha, faster\n");
             },
             base_scripts: false,
+            base_files: &[],
         }
     }
 }
@@ -205,6 +208,9 @@ impl Fixture {
         if sample.base_scripts {
             repo.write("test/e2e/fake_sgl_eval.py", FAKE_SGL_EVAL)
                 .write("test/e2e/fake_bench_serving.py", FAKE_BENCH_SERVING);
+        }
+        for (path, text) in sample.base_files {
+            repo.write(path, text);
         }
         repo.commit("base");
         repo.branch("pr", "main");
@@ -633,12 +639,12 @@ fn a_run_killed_with_sigkill_resumes_to_the_same_steps_and_leaves_no_process() {
     assert!(status.code().is_none(), "the run was not killed: {status:?}");
     let partial = evidence_names(&fixture.evidence("killed"));
     assert!(partial.len() < expected.len(), "the run was not cut short: {partial:#?}");
-    // Its servers run in their own groups: a SIGKILL of the runner does not reach them.
-    assert!(!fixture.children_alive().is_empty(), "the killed run's servers are gone already");
+    // Its servers run in their own groups, which a SIGKILL of the runner does not reach: each
+    // group's watchdog stops it (runner/src/process/watchdog.rs).
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "the killed run's servers outlived it");
 
     let resumed = fixture.run("killed");
     assert_eq!(resumed.code, 0, "{}", resumed.stderr);
-    assert!(resumed.stderr.contains("left running by an earlier run"), "{}", resumed.stderr);
     assert_eq!(evidence_names(&fixture.evidence("killed")), expected);
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the resumed run");
 }
@@ -825,8 +831,13 @@ fn the_servers_get_disjoint_gpus_or_take_turns_with_base_runs_bracketing() {
     };
     assert!(log("base").contains("HIP_VISIBLE_DEVICES=0\n"), "{}", log("base"));
     assert!(log("pr").contains("HIP_VISIBLE_DEVICES=1\n"), "{}", log("pr"));
+    // Every pair is bracketed, together too: base, PR, base, with base runs of its own.
     let second = fixture.record("results", "alpha.speed.both.concurrency-1-pair-1");
-    assert_eq!(second["outcome"]["first"], "pr", "together, the first side alternates");
+    assert_eq!(second["outcome"]["first"], "base", "{second}");
+    let runs = second["outcome"]["base_runs_ms"].as_array().expect("two base runs");
+    let geometric = (runs[0].as_f64().expect("ms") * runs[1].as_f64().expect("ms")).sqrt();
+    let base = second["outcome"]["base_tpot_ms"].as_f64().expect("ms");
+    assert!((geometric / base - 1.0).abs() < 1e-9, "{second}");
 
     // One GPU: one server at a time on GPU 0, restarted in turns; every PR run is bracketed by
     // base runs.
@@ -845,6 +856,7 @@ fn the_servers_get_disjoint_gpus_or_take_turns_with_base_runs_bracketing() {
         let pair =
             fixture.record("results", &format!("alpha.speed.both.concurrency-1-pair-{index}"));
         assert_eq!(pair["outcome"]["first"], "base", "{pair}");
+        assert_eq!(pair["outcome"]["base_runs_ms"].as_array().map(Vec::len), Some(2), "{pair}");
     }
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
 }
@@ -886,7 +898,7 @@ fn the_runs_time_limit_records_what_is_left_as_timeouts() {
     assert!(started.elapsed() < Duration::from_secs(60), "took {:?}", started.elapsed());
     let routing = fixture.record("results", "alpha.routing.pr");
     assert_eq!(routing["outcome"]["kind"], "not-run", "{routing}");
-    assert_eq!(routing["outcome"]["reason"], "timeout", "{routing}");
+    assert_eq!(routing["outcome"]["reason"], "run-time-limit", "{routing}");
     let detail = routing["outcome"]["detail"].as_str().expect("a detail");
     assert!(detail.contains("time limit"), "{detail}");
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
@@ -1067,32 +1079,141 @@ fn one_run_per_host_and_a_killed_holder_leaves_no_lock() {
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the runs");
 }
 
-/// A stand-in for a gated evaluation: it needs `HF_TOKEN` in its environment.
+/// The secret's value in the tests: long enough to be redacted, and found by the scan.
+const SECRET_VALUE: &str = "hf_TESTSECRETvalue0123456789";
+/// What the "host file" holds: a file outside every tree that a hostile PR points links at.
+const HOST_CONTENT: &str = "HOST-ONLY-CONTENT-7f3a";
+
+/// A hostile gated evaluation: it looks for the token everywhere it can (its environment, by
+/// name and by value), prints its whole environment, then scores the dataset prgate fetched for
+/// it (`PRGATE_DATASET`); and it tries to hand back a host file through a link.
 const FAKE_GATED_EVAL: &str = r#"import json, os, sys
-assert os.environ.get("HF_TOKEN") == "hf-secret", "no token"
+env = dict(os.environ)
+print("environment:", json.dumps(env, sort_keys=True))
+assert "HF_TOKEN" not in env, "the command got the token"
+assert not any(name.startswith("PRGATE_SECRET_") for name in env), "the command got a secret"
+rows = [json.loads(line) for line in open(os.path.join(env["PRGATE_DATASET"], "data/test.jsonl"))]
 run = os.path.join(sys.argv[1], "sgl_eval_gated_20261129_120000")
 os.makedirs(run)
-json.dump({"name": "gated", "num_examples": 2, "n_repeats": 1, "aggregate": {"score": 1.0}},
+json.dump({"name": "gated", "num_examples": len(rows), "n_repeats": 1, "aggregate": {"score": 1.0}},
           open(os.path.join(run, "metrics.json"), "w"))
+os.symlink(sys.argv[3], os.path.join(sys.argv[1], "stolen.json"))
 "#;
 
-const GATED_ACCURACY: &str = r#"
+/// A hostile evaluation that knows the token's value (a guess, a leak elsewhere) and prints
+/// it before it fails: its log's tail goes into the evidence, redacted.
+const FAKE_LEAKY_EVAL: &str = r#"import sys
+print("the token is " + sys.argv[2])
+sys.exit(3)
+"#;
+
+fn gated_accuracy(host_file: &Path) -> String {
+    format!(
+        r#"
 [[accuracy]]
 name = "gated"
 evaluator = "external"
-command = "python3 test/e2e/fake_gated_eval.py {results} {port}"
-metrics = "metrics.json"
+command = "python3 test/e2e/fake_gated_eval.py {{results}} {{port}} {host}"
+metrics = "stolen.json"
 token = "HF_TOKEN"
-"#;
+hub-dataset = "org/gated-set@{HUB_REVISION}"
+
+[[accuracy]]
+name = "leaky"
+evaluator = "external"
+command = "python3 test/e2e/fake_leaky_eval.py {{results}} {SECRET_VALUE} {{port}}"
+metrics = "metrics.json"
+"#,
+        host = host_file.display()
+    )
+}
+
+const HUB_REVISION: &str = "0123456789abcdef0123456789abcdef01234567";
+
+/// A hub on loopback for `org/gated-set`: its file list and one file, to a request that
+/// carries `Bearer <SECRET_VALUE>`; 401 to any other. Serves until the test ends.
+fn fake_hub() -> String {
+    use std::io::{BufRead as _, BufReader, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let url = format!("http://{}", listener.local_addr().expect("an address"));
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let mut reader = BufReader::new(stream.try_clone().expect("a clone"));
+            let mut first = String::new();
+            let _ = reader.read_line(&mut first);
+            let mut authorized = false;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
+                    break;
+                }
+                authorized |= line.trim() == format!("Authorization: Bearer {SECRET_VALUE}");
+            }
+            let path = first.split(' ').nth(1).unwrap_or_default().to_owned();
+            let body = if !authorized {
+                None
+            } else if path == format!("/api/datasets/org/gated-set/revision/{HUB_REVISION}") {
+                Some(r#"{"siblings": [{"rfilename": "data/test.jsonl"}]}"#.to_owned())
+            } else if path
+                == format!("/datasets/org/gated-set/resolve/{HUB_REVISION}/data/test.jsonl")
+            {
+                Some("{\"q\": 1}\n{\"q\": 2}\n".to_owned())
+            } else {
+                None
+            };
+            let (status, body) = match body {
+                Some(body) => ("200 OK", body),
+                None => ("401 Unauthorized", String::new()),
+            };
+            let mut stream = stream;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    url
+}
+
+/// Every file below `dir` whose bytes contain `needle`.
+fn files_containing(dir: &Path, needle: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(folder) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&folder) else { continue };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else { continue };
+            if kind.is_dir() {
+                pending.push(path);
+            } else if kind.is_file()
+                && std::fs::read(&path).is_ok_and(|bytes| {
+                    bytes.windows(needle.len()).any(|window| window == needle.as_bytes())
+                })
+            {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
 
 #[test]
-fn a_gated_dataset_gets_its_token_by_name_and_without_it_is_not_run() {
+fn a_gated_dataset_is_fetched_by_prgate_and_no_secret_or_host_file_reaches_any_output() {
+    let hub = fake_hub();
+    let host = tempfile::tempdir().expect("a temporary directory");
+    let host_file = host.path().join("host-secret.json");
+    std::fs::write(&host_file, format!("{{\"stolen\": \"{HOST_CONTENT}\"}}\n")).expect("written");
+    let recipe = gated_accuracy(&host_file);
+    let recipe: &'static str = Box::leak(recipe.into_boxed_str());
     let fixture = Fixture::new(&Sample {
-        recipe_extra: GATED_ACCURACY,
+        recipe_extra: recipe,
         gate: TWO_PAIRS,
         pr: |repo| {
             repo.write("pkg/models/alpha/layer.py", "# alpha, faster\n")
-                .write("test/e2e/fake_gated_eval.py", FAKE_GATED_EVAL);
+                .write("test/e2e/fake_gated_eval.py", FAKE_GATED_EVAL)
+                .write("test/e2e/fake_leaky_eval.py", FAKE_LEAKY_EVAL);
         },
         ..Sample::default()
     });
@@ -1102,7 +1223,7 @@ fn a_gated_dataset_gets_its_token_by_name_and_without_it_is_not_run() {
     let run = crate::support::prgate_with_env(
         fixture.repo.path(),
         &args,
-        &[("PRGATE_SECRET_HF_TOKEN", "")],
+        &[("PRGATE_SECRET_HF_TOKEN", ""), ("HF_ENDPOINT", &hub)],
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
     let record = fixture.record("without", "alpha.accuracy.pr.gated");
@@ -1110,17 +1231,36 @@ fn a_gated_dataset_gets_its_token_by_name_and_without_it_is_not_run() {
     let builtin = fixture.record("without", "alpha.accuracy.pr.tiny");
     assert_eq!(builtin["outcome"]["kind"], "accuracy", "{builtin}");
 
-    // With the value, the benchmark's command gets it as HF_TOKEN, and nothing else does.
+    // With the value, prgate fetches the dataset with it; the command gets the dataset, never
+    // the token (it asserts so), and the link it hands back is not followed.
     let args = fixture.run_args("with");
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let run = crate::support::prgate_with_env(
         fixture.repo.path(),
         &args,
-        &[("PRGATE_SECRET_HF_TOKEN", "hf-secret")],
+        &[("PRGATE_SECRET_HF_TOKEN", SECRET_VALUE), ("HF_ENDPOINT", &hub)],
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
     let record = fixture.record("with", "alpha.accuracy.pr.gated");
+    // `stolen.json` is a link to the host file: not read, so sgl-eval's run directory is.
     assert_eq!(record["outcome"]["kind"], "accuracy", "{record}");
-    assert_eq!(record["outcome"]["correct"], 2, "{record}");
+    assert_eq!(record["outcome"]["questions"], 2, "{record}");
+    let leaky = fixture.record("with", "alpha.accuracy.pr.leaky");
+    assert_eq!(leaky["outcome"]["reason"], "no-result", "{leaky}");
+    let detail = leaky["outcome"]["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("the token is [redacted HF_TOKEN]"), "{detail}");
+
+    // The scan: no file the run with the secret wrote holds its value or the host file's
+    // content. (The run without it has no value to redact: the leaky command's own guess is
+    // just text there.)
+    for needle in [SECRET_VALUE, HOST_CONTENT] {
+        let mut found = files_containing(&fixture.results("with"), needle);
+        let events = std::fs::read_to_string(fixture.events("with")).expect("the events");
+        assert!(events.contains("step-finished"), "the events were scanned: {events}");
+        if events.contains(needle) {
+            found.push(fixture.events("with"));
+        }
+        assert!(found.is_empty(), "{needle} found in {found:#?}");
+    }
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
 }

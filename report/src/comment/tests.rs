@@ -105,6 +105,25 @@ fn representative_verdicts() {
             }),
             "[Fix] [MI355X] kimi_k31: a fix without every benchmark",
         ),
+        (
+            "could_not_judge",
+            &standard,
+            with(passing(), |e| {
+                e.retain(|r| !(r.model.as_deref() == Some("glm5") && r.check == Check::UnitTests));
+                for side in [Side::Base, Side::Pr] {
+                    let mut record = not_run(
+                        Some("glm5"),
+                        Check::UnitTests,
+                        NotRunReason::Harness,
+                        "pytest cannot start here: `python3 -m pytest --version` exit status: 1\nlast lines of logs/glm5.unit-tests.pr/pytest-version.log:\n/usr/bin/python3: No module named pytest",
+                        None,
+                    );
+                    record.side = side;
+                    e.push(record);
+                }
+            }),
+            "[Fix] [MI355X] kimi_k31: a fix",
+        ),
     ];
     for (name, plan, evidence, title) in cases {
         let verdict = judged(plan, &evidence, Some(title));

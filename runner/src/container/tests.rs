@@ -60,6 +60,7 @@ struct Case<'a> {
     purpose: &'a str,
     tree: Option<&'a Path>,
     out: Option<&'a Path>,
+    datasets: Option<&'a Path>,
     env: Option<ContainerEnv>,
     shm_gib: u32,
     command: &'a [&'a str],
@@ -75,6 +76,7 @@ impl Default for Case<'_> {
             purpose: "pr-tests",
             tree: None,
             out: None,
+            datasets: None,
             env: None,
             shm_gib: DEFAULT_SHM_GIB,
             command: &["python3", "-m", "pytest"],
@@ -105,6 +107,7 @@ fn check(dirs: &Dirs, case: Case<'_>) -> String {
         env: &env,
         ports: case.ports,
         network_of: None,
+        datasets: case.datasets,
         shm_gib: case.shm_gib,
         command: &command,
         log: &log,
@@ -162,6 +165,35 @@ fn a_step_without_gpus_gets_no_device() {
     let end =
         "image: lmsysorg/sglang:v0.5.5-rocm700-mi35x\ncommand: [\"python3\", \"-m\", \"pytest\"]";
     assert!(argv.ends_with(end), "{argv}");
+}
+
+#[test]
+fn a_container_with_nothing_to_reach_has_no_network_and_a_server_has_its_own() {
+    let dirs = Dirs::new();
+    let one_shot = check(&dirs, Case::default());
+    assert!(one_shot.contains("\n--network none\n"), "{one_shot}");
+    let server = check(&dirs, Case { ports: &[30000], ..Case::default() });
+    assert!(!server.contains("--network"), "{server}");
+    assert!(server.contains("\n-p 127.0.0.1::30000\n"), "{server}");
+}
+
+#[test]
+fn the_dataset_cache_is_mounted_read_only_with_the_hub_offline() {
+    let dirs = Dirs::new();
+    std::fs::create_dir(dirs.root.path().join("datasets")).expect("a folder");
+    let datasets = dirs.path("datasets");
+    let argv = check(&dirs, Case { datasets: Some(&datasets), ..Case::default() });
+    assert!(
+        argv.contains("\n--mount type=bind,src=<tmp>/datasets,dst=/datasets,readonly\n"),
+        "{argv}"
+    );
+    assert!(argv.contains("\n-e HF_DATASETS_OFFLINE=1\n-e HF_HUB_CACHE=/datasets/hub\n"), "{argv}");
+    // It may not overlap a writable mount.
+    let inside = dirs.path("out").join("datasets");
+    std::fs::create_dir_all(&inside).expect("a folder");
+    let refused = check(&dirs, Case { datasets: Some(&inside), ..Case::default() });
+    assert!(refused.starts_with("error: "), "{refused}");
+    assert!(refused.contains("the dataset cache"), "{refused}");
 }
 
 #[test]

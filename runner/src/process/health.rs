@@ -51,7 +51,7 @@ pub fn wait_healthy(
     child: &mut ChildGroup,
 ) -> Result<Healthy, HealthError> {
     let started = Instant::now();
-    let deadline = started + timeout;
+    let deadline = super::deadline_after(timeout);
     let agent: ureq::Agent =
         ureq::Agent::config_builder().http_status_as_error(false).proxy(None).build().into();
     let mut last = "none yet".to_owned();

@@ -1,7 +1,6 @@
 //! The last lines of a log: what a crash report shows.
 
-use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io;
 use std::path::Path;
 
 /// At most this many bytes from the end of a log are read, however long its lines.
@@ -11,20 +10,20 @@ pub const MAX_TAIL_BYTES: u64 = 64 * 1024;
 /// are not UTF-8 are replaced. Only the last [`MAX_TAIL_BYTES`] are read, so a log of any size
 /// is cheap, and a line cut by that limit is dropped unless it is the only one. The text is
 /// the child's: show it escaped.
+///
+/// The log is opened as an untrusted file of its folder ([`crate::untrusted::open_in_parent`]):
+/// a command that replaced its log with a link to a host file gets an error, not the host
+/// file's lines.
 pub fn tail(log: &Path, lines: usize) -> io::Result<String> {
-    let mut file = File::open(log)?;
-    let length = file.metadata()?.len();
-    let start = length.saturating_sub(MAX_TAIL_BYTES);
-    file.seek(SeekFrom::Start(start))?;
-    let mut bytes = Vec::new();
-    file.take(MAX_TAIL_BYTES).read_to_end(&mut bytes)?;
+    let opened = crate::untrusted::open_in_parent(log).map_err(io::Error::other)?;
+    let (bytes, cut) = crate::untrusted::read_tail(opened, MAX_TAIL_BYTES)?;
     let text = String::from_utf8_lossy(&bytes);
     let text = text.strip_suffix('\n').unwrap_or(&text);
     if text.is_empty() || lines == 0 {
         return Ok(String::new());
     }
     let mut all: Vec<&str> = text.split('\n').map(|line| line.trim_end_matches('\r')).collect();
-    if start > 0 && all.len() > 1 {
+    if cut && all.len() > 1 {
         all.remove(0);
     }
     Ok(all[all.len().saturating_sub(lines)..].join("\n"))
@@ -58,6 +57,16 @@ mod tests {
         content.extend_from_slice(b"\nlast words\n");
         check(&content, 2, "last words");
         check(&"y".repeat(100_000).into_bytes(), 1, &"y".repeat(MAX_TAIL_BYTES as usize));
+    }
+
+    #[test]
+    fn a_log_replaced_by_a_link_is_not_followed() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        std::fs::write(dir.path().join("host-file"), "host content\n").expect("a host file");
+        let log = dir.path().join("log");
+        std::os::unix::fs::symlink(dir.path().join("host-file"), &log).expect("a link");
+        let error = tail(&log, 3).expect_err("the link is refused");
+        assert!(error.to_string().contains("is a symbolic link"), "{error}");
     }
 
     #[test]

@@ -230,6 +230,11 @@ fn every_kind_of_error_names_the_file_the_key_and_the_value() {
             format!("{MINIMAL}{}", external.replace(" --out {results}", "")),
         ),
         ("bad token name", format!("{MINIMAL}{builtin}token = \"hf token\"\n")),
+        ("token without hub dataset", format!("{MINIMAL}{external}token = \"HF_TOKEN\"\n")),
+        (
+            "hub dataset not pinned",
+            format!("{MINIMAL}{external}token = \"HF_TOKEN\"\nhub-dataset = \"org/set@main\"\n"),
+        ),
         ("benchmark name twice", format!("{MINIMAL}{builtin}{builtin}")),
         ("no concurrencies", format!("{MINIMAL}{}", speed.replace("[1, 4]", "[]"))),
         ("descending concurrencies", format!("{MINIMAL}{}", speed.replace("[1, 4]", "[4, 1]"))),
@@ -251,7 +256,25 @@ fn every_kind_of_error_names_the_file_the_key_and_the_value() {
 
 #[test]
 fn durations() {
-    let cases = ["90s", "20m", "1h30m", "2h", "1h1m1s", "", "m", "10", "1d", "5m5m", "0m", "1.5h"];
+    let cases = [
+        "90s",
+        "20m",
+        "1h30m",
+        "2h",
+        "1h1m1s",
+        "",
+        "m",
+        "10",
+        "1d",
+        "5m5m",
+        "0m",
+        "1.5h",
+        "168h",
+        "168h0m1s",
+        "18446744073709551615s",
+        "5124095576030431h",
+        "99999999999999999999999s",
+    ];
     let rendered: Vec<String> =
         cases.iter().map(|text| format!("{text:?} => {:?}", parse_duration(text))).collect();
     insta::assert_snapshot!(rendered.join("\n"));

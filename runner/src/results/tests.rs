@@ -49,6 +49,7 @@ fn pair(concurrency: u32, index: u32) -> Outcome {
         pr_tpot_ms: 19.5,
         first: Side::Base,
         family: None,
+        base_runs_ms: None,
     }
 }
 
@@ -57,13 +58,14 @@ fn not_run(subject: Option<&str>) -> Outcome {
         reason: NotRunReason::Timeout,
         detail: "the server never became healthy".into(),
         subject: subject.map(str::to_owned),
+        failed_on: None,
     }
 }
 
 #[test]
 fn file_stems_name_each_step_once() {
     let check = |record: Evidence, expect: &str| {
-        assert_eq!(StepId::of(&record).file_stem(), expect);
+        assert_eq!(file_stem(&StepId::of(&record)), expect);
     };
     check(
         record(Some("kimi_k31"), Check::UnitTests, Side::Pr, tests_outcome(true)),
@@ -90,7 +92,7 @@ fn file_stems_name_each_step_once() {
             Some("kimi_k31"),
             Check::Speed,
             Side::Both,
-            Outcome::SpeedNoise { concurrency: 8, log_ratio_variance: 0.01 },
+            Outcome::SpeedNoise { concurrency: 8, log_ratio_variance: 0.01, samples: None },
         ),
         "kimi_k31.speed.both.concurrency-8-noise",
     );
@@ -103,12 +105,13 @@ fn file_stems_name_each_step_once() {
 
 #[test]
 fn a_step_and_its_record_agree() {
-    let step = StepId::new(Some("kimi_k31"), Check::Accuracy, Side::Base, Some("GSM8K"));
+    let step =
+        StepId::new(Some("kimi_k31"), Check::Accuracy, Side::Base, Some(Part::named("GSM8K")));
     let written = record(Some("kimi_k31"), Check::Accuracy, Side::Base, accuracy("gsm8k", 7));
     assert_eq!(StepId::of(&written), step);
-    assert_eq!(step.part(), Some("gsm8k"));
+    assert_eq!(step.part(), Some(&Part::Named("gsm8k".to_owned())));
     assert_eq!(step.to_string(), "accuracy of kimi_k31 on the base side (gsm8k)");
-    assert_eq!(StepId::new(None, Check::CommonTests, Side::Pr, Some("")).part(), None);
+    assert_eq!(Part::parse(""), None);
 }
 
 #[test]
@@ -211,7 +214,7 @@ fn step_logs_have_a_folder_each() {
 fn events_are_json_lines_appended_per_event() {
     let root = tempfile::tempdir().expect("a temporary directory");
     let path = root.path().join("events.jsonl");
-    let step = StepId::new(Some("kimi_k31"), Check::Accuracy, Side::Pr, Some("gsm8k"));
+    let step = StepId::new(Some("kimi_k31"), Check::Accuracy, Side::Pr, Some(Part::named("gsm8k")));
     let common = StepId::new(None, Check::CommonTests, Side::Base, None);
     {
         let events = EventWriter::create(&path).expect("the event stream opens");

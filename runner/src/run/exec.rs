@@ -24,7 +24,7 @@ use crate::container::{
     self, Container, ContainerEnv, ContainerRequest, DEFAULT_SHM_GIB, Engine, OUT_DIR, RunId,
     TREE_DIR,
 };
-use crate::node::{NodeProfile, secret_env_var};
+use crate::node::NodeProfile;
 use crate::process::{ChildGroup, DEFAULT_GRACE, Environment, Finished, ProcessSpec};
 use crate::recipe::Recipe;
 
@@ -52,8 +52,9 @@ pub(super) struct Command<'a> {
     pub out: &'a Path,
     /// Variables on top of the side's ([`Exec::side_env`]).
     pub env: Vec<(String, String)>,
-    /// Secrets the command gets, by name (a gated dataset's token).
-    pub secrets: Vec<String>,
+    /// The node's dataset cache (host path), read-only for the command: what prgate fetched
+    /// for a gated benchmark. No command gets a secret; this is what a gated one gets instead.
+    pub datasets: Option<&'a Path>,
     /// The log of its output (host path).
     pub log: PathBuf,
     pub timeout: Duration,
@@ -78,6 +79,18 @@ impl ServerProcess {
         match self {
             ServerProcess::Host(group) => group,
             ServerProcess::Container(container) => container.client(),
+        }
+    }
+
+    /// Stops the server (its group, or its container); errors are the drop's to ignore too.
+    pub(super) fn stop(&mut self) {
+        match self {
+            ServerProcess::Host(group) => {
+                let _ = group.stop();
+            }
+            ServerProcess::Container(container) => {
+                let _ = container.stop();
+            }
         }
     }
 
@@ -108,6 +121,7 @@ pub(super) struct ServerCommand<'a> {
 /// What a command's container is made of, whatever it is.
 struct Shape<'a> {
     purpose: &'a str,
+    datasets: Option<&'a Path>,
     gpus: &'a [u32],
     tree: &'a Path,
     out: &'a Path,
@@ -164,6 +178,18 @@ impl Exec<'_> {
         }
     }
 
+    /// A folder of the node's dataset cache `datasets` (host path) as a command sees it:
+    /// below [`container::DATASETS_DIR`] in a container.
+    pub(super) fn dataset_view(&self, datasets: &Path, folder: &Path) -> String {
+        match self.contained() {
+            None => folder.display().to_string(),
+            Some(_) => Path::new(container::DATASETS_DIR)
+                .join(folder.strip_prefix(datasets).unwrap_or(folder))
+                .display()
+                .to_string(),
+        }
+    }
+
     /// The Python interpreter a command names.
     pub(super) fn python(&self) -> String {
         match self.contained() {
@@ -215,7 +241,13 @@ impl Exec<'_> {
                     command.tree,
                     command.log.clone(),
                 );
-                spec.env = host_environment(&command.env, &command.secrets);
+                spec.env = host_environment(&command.env);
+                if let Some(datasets) = command.datasets {
+                    spec.env = spec
+                        .env
+                        .set("HF_DATASETS_OFFLINE", "1")
+                        .set("HF_HUB_CACHE", datasets.join("hub"));
+                }
                 let mut group =
                     ChildGroup::spawn(&spec).map_err(|error| failed(error.to_string()))?;
                 let _entry = Entry::write(self.processes, group.id());
@@ -225,9 +257,10 @@ impl Exec<'_> {
                 finished.map_err(|error| error.to_string())
             }
             Some((engine, run)) => {
-                let env = self.container_env(&command.env, &command.secrets).map_err(failed)?;
+                let env = self.container_env(&command.env).map_err(failed)?;
                 let shape = Shape {
                     purpose: &command.purpose,
+                    datasets: command.datasets,
                     gpus: command.gpus,
                     tree: command.tree,
                     out: command.out,
@@ -244,6 +277,8 @@ impl Exec<'_> {
                 finished.map_err(|error| error.to_string())
             }
         };
+        // The command has ended: what it printed is redacted before anyone reads it.
+        let _unredacted = crate::redact::redact_log(&command.log);
         match finished {
             Ok(Finished::Exited(status))
                 if self.contained().is_some() && engine_refused(status) =>
@@ -275,16 +310,17 @@ impl Exec<'_> {
                     command.tree,
                     command.log.clone(),
                 );
-                spec.env = host_environment(&command.env, &[])
+                spec.env = host_environment(&command.env)
                     .set("HIP_VISIBLE_DEVICES", gpu_list(command.gpus));
                 let group = ChildGroup::spawn(&spec).map_err(|error| crash(error.to_string()))?;
                 let url = format!("http://127.0.0.1:{}", command.port);
                 Ok((ServerProcess::Host(group), url))
             }
             Some((engine, run)) => {
-                let env = self.container_env(&command.env, &[]).map_err(crash)?;
+                let env = self.container_env(&command.env).map_err(crash)?;
                 let shape = Shape {
                     purpose: &command.purpose,
+                    datasets: None,
                     gpus: command.gpus,
                     tree: command.tree,
                     out: command.out,
@@ -337,6 +373,7 @@ impl Exec<'_> {
             env,
             ports,
             network_of,
+            datasets: shape.datasets,
             shm_gib: DEFAULT_SHM_GIB,
             command: shape.argv,
             log: shape.log,
@@ -344,56 +381,22 @@ impl Exec<'_> {
         }
     }
 
-    fn container_env(
-        &self,
-        env: &[(String, String)],
-        secrets: &[String],
-    ) -> Result<ContainerEnv, String> {
+    /// A command's container environment: `env` and nothing else. No secret is ever let in
+    /// (`ContainerEnv::allow_secret` is not called): a command a PR names never gets one.
+    fn container_env(&self, env: &[(String, String)]) -> Result<ContainerEnv, String> {
         let mut container_env = ContainerEnv::new(self.node);
         for (name, value) in env {
             container_env = container_env.set(name, value).map_err(|error| error.to_string())?;
-        }
-        for secret in secrets {
-            container_env =
-                container_env.allow_secret(secret).map_err(|error| error.to_string())?;
         }
         Ok(container_env)
     }
 }
 
-/// The largest file a command may hand back (JUnit XML, metrics, timings, results).
-pub(super) const MAX_UNTRUSTED_FILE: u64 = 64 * 1024 * 1024;
-
-/// Whether `path`, written by a command from the PR, may be read: a regular file (not a
-/// symbolic link to somewhere else on the host) of at most [`MAX_UNTRUSTED_FILE`] bytes.
-pub(super) fn untrusted_file(path: &Path) -> Result<(), String> {
-    let metadata =
-        std::fs::symlink_metadata(path).map_err(|error| format!("{}: {error}", path.display()))?;
-    if !metadata.file_type().is_file() {
-        return Err(format!("{}: not a regular file; it is not read", path.display()));
-    }
-    if metadata.len() > MAX_UNTRUSTED_FILE {
-        return Err(format!(
-            "{}: {} bytes, more than the {} a result may have; it is not read",
-            path.display(),
-            metadata.len(),
-            MAX_UNTRUSTED_FILE
-        ));
-    }
-    Ok(())
-}
-
-/// The host environment of a command: the minimal one, `env`, and each secret by its name
-/// from the runner's `PRGATE_SECRET_<NAME>`.
-fn host_environment(env: &[(String, String)], secrets: &[String]) -> Environment {
+/// The host environment of a command: the minimal one and `env`; never a secret.
+fn host_environment(env: &[(String, String)]) -> Environment {
     let mut environment = Environment::minimal();
     for (name, value) in env {
         environment = environment.set(name, value);
-    }
-    for secret in secrets {
-        if let Some(value) = std::env::var_os(secret_env_var(secret)) {
-            environment = environment.set(secret, value);
-        }
     }
     environment
 }

@@ -9,7 +9,7 @@
 use std::io::Write as _;
 use std::time::{Duration, Instant};
 
-use crate::results::StepId;
+use crate::results::{Event, EventKind, StepId};
 
 /// The pairs a speed cell is expected to take (the gate's simulation: 4.9 on average at a
 /// CV of 2%).
@@ -37,7 +37,20 @@ impl Progress {
         }
     }
 
-    pub(super) fn started(&mut self, step: &StepId) {
+    /// Follows one event of the step loop.
+    pub(super) fn observe(&mut self, event: &Event) {
+        match event.event {
+            EventKind::StepStarted => {
+                let part = event.part.as_deref().and_then(crate::results::Part::parse);
+                let step = StepId::new(event.model.as_deref(), event.check, event.side, part);
+                self.started(&step);
+            }
+            EventKind::StepFinished => self.finished(event.took()),
+            EventKind::StepSkipped => self.finished(None),
+        }
+    }
+
+    fn started(&mut self, step: &StepId) {
         if !self.enabled {
             return;
         }
@@ -58,7 +71,7 @@ impl Progress {
         let _ignored = stderr.flush();
     }
 
-    pub(super) fn finished(&mut self, took: Option<Duration>) {
+    fn finished(&mut self, took: Option<Duration>) {
         self.done += 1;
         if let Some(took) = took {
             self.ran += 1;
@@ -96,7 +109,7 @@ fn describe(step: &StepId) -> String {
     );
     if let Some(part) = step.part() {
         text.push_str(" · ");
-        text.push_str(part);
+        text.push_str(&part.to_string());
     }
     text
 }

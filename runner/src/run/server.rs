@@ -1,6 +1,7 @@
 //! A model's server for one side: started from the recipe on a leased port, let through the
 //! health gate, and read for routing lines. Stopping it is dropping it.
 
+use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -10,6 +11,9 @@ use super::exec::{Exec, ServerCommand, ServerProcess};
 use super::leftovers::Entry;
 use crate::process::{HealthError, PortLease, PortRange, tail, wait_healthy};
 use crate::recipe::{Recipe, ServerSide};
+
+/// How much of a server's log is searched for a routing line: 256 MiB.
+const MAX_ROUTING_SCAN: u64 = 256 * 1024 * 1024;
 
 /// How many lines of a log a `not-run` record's detail carries.
 pub(super) const TAIL_LINES: usize = 40;
@@ -27,6 +31,16 @@ pub(super) struct Server {
     /// The port it listens on, as it and the commands that join it see it.
     pub port: u16,
     log: PathBuf,
+}
+
+impl Drop for Server {
+    /// Stops the server, then redacts the node's secret values from its log (a server prints
+    /// what it likes; `crate::redact`). The fields drop after this: the entry is crossed out
+    /// and the port let go once the process is stopped.
+    fn drop(&mut self) {
+        self.process.stop();
+        let _unredacted = crate::redact::redact_log(&self.log);
+    }
 }
 
 /// How one side's server is started.
@@ -157,8 +171,36 @@ fn routing_in(log: &Path, pattern: &str) -> Outcome {
     let Ok(regex) = regex::Regex::new(pattern) else {
         return Outcome::Routing { routed: false, line: None };
     };
-    let text = std::fs::read(log).unwrap_or_default();
-    let text = String::from_utf8_lossy(&text);
-    let line = text.lines().find(|line| regex.is_match(line)).map(str::to_owned);
+    // The log is in the server's output folder, which its container may write: it is read as
+    // an untrusted file (no link followed), and at most `MAX_ROUTING_SCAN` bytes of it.
+    let Ok(opened) = crate::untrusted::open_in_parent(log) else {
+        return Outcome::Routing { routed: false, line: None };
+    };
+    let reader = std::io::BufReader::new(opened.file.take(MAX_ROUTING_SCAN));
+    let line = reader
+        .split(b'\n')
+        .map_while(Result::ok)
+        .map(|line| String::from_utf8_lossy(&line).trim_end_matches('\r').to_owned())
+        .find(|line| regex.is_match(line));
     Outcome::Routing { routed: line.is_some(), line }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_routing_line_is_read_from_the_log_but_never_through_a_link() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let log = dir.path().join("server.log");
+        std::fs::write(&log, "starting\r\nmonokernel route: kimi\n").expect("a log");
+        let routed = Outcome::Routing { routed: true, line: Some("monokernel route: kimi".into()) };
+        assert_eq!(routing(&log, "monokernel route"), routed);
+        let host = dir.path().join("host-file");
+        std::fs::write(&host, "monokernel route: host secret\n").expect("a host file");
+        std::fs::remove_file(&log).expect("removed");
+        std::os::unix::fs::symlink(&host, &log).expect("a link");
+        assert_eq!(routing(&log, "monokernel"), Outcome::Routing { routed: false, line: None });
+        assert!(server_log_tail(&log).contains("is a symbolic link"), "{}", server_log_tail(&log));
+    }
 }

@@ -6,26 +6,28 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use prgate_gate::evidence::{Check, KernelSamples, NotRunReason, Outcome, Provenance, Side};
-use prgate_gate::speed::{CellContext, Pair, needs_another_pair};
+use prgate_gate::speed::{Calibration, CellContext, Pair, needs_another_pair};
 use prgate_scope::plan::{ModelPlan, Tier};
 
-use super::exec::{Command, Exec, untrusted_file};
-use super::progress::Progress;
+use super::emit::Emitter;
+use super::exec::{Command, Exec};
 use super::server::{Launch, Server, ServerFailure, routing, server_log_tail, with_log_tail};
 use super::{
-    CommonSource, RecipeSource, RunError, RunRequest, RunSummary, any_missing, evidence, not_run,
-    recipe_hash, recorded_pairs,
+    RunError, RunRequest, RunSummary, any_missing, evidence, not_run, recipe_hash, recorded_pairs,
 };
-use crate::accuracy::{self, EvalConfig, sgl_eval};
+use crate::accuracy::{self, EvalConfig, gated, sgl_eval};
 use crate::bench::{self, BenchConfig, Endpoint};
 use crate::cache::{AccuracyKey, Cache, NoiseKey};
+use crate::job::{CommonSource, RecipeSource};
 use crate::junit::{self, PytestCommand};
 use crate::recipe::timing::parse_timing_output;
 use crate::recipe::{
     AccuracyBenchmark, Evaluator, ExternalSpeed, Install, NotRunnable, Recipe, SpeedBenchmark,
     SpeedFormat, SpeedRun, SpeedSweep,
 };
-use crate::results::{EventWriter, ResultsDir, StepId};
+use crate::results::{Part, ResultsDir, StepId};
+use crate::untrusted::{self, MAX_RESULT_FILE};
+use prgate_gate::job::{Expect, Target};
 
 /// A step's time limit when the recipe gives none.
 const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(60 * 60);
@@ -36,14 +38,14 @@ const SERVED_MODEL: &str = "default";
 pub(super) struct Runner<'r> {
     pub request: &'r RunRequest<'r>,
     pub results: &'r ResultsDir,
-    pub events: Option<&'r EventWriter>,
+    /// Where the step loop's events go: the event stream, the progress line, the caller.
+    pub emit: Emitter<'r>,
     pub completed: BTreeSet<StepId>,
     pub summary: &'r mut RunSummary,
     pub family: u32,
     pub cache: Cache,
     /// When the run's time is up.
     pub deadline: Option<Instant>,
-    pub progress: Progress,
     /// The installs this run did, by tree and command: `Err` with why one failed.
     pub installed: BTreeMap<(PathBuf, Vec<String>), Result<(), String>>,
     /// Where commands run.
@@ -60,6 +62,14 @@ pub(super) struct Subject {
 pub(super) struct ModelJob<'j> {
     pub model: &'j ModelPlan,
     pub recipe: &'j RecipeSource,
+    /// What the base side runs: the PR's data with the base side's commands
+    /// ([`Recipe::with_commands_of`]), or why the base side has nothing to run.
+    pub base_recipe: Result<&'j Recipe, &'j str>,
+    /// Whether the base side's results may go into the node's cache: both sides' recipes are
+    /// the same file, so nothing of the PR's produced them.
+    pub cacheable: bool,
+    /// What the job plan expects of it.
+    pub target: &'j Target,
     /// The base tree; `None` for a model new in the PR.
     pub base_tree: Option<&'j Path>,
     pub pr_tree: &'j Path,
@@ -93,9 +103,17 @@ impl ModelJob<'_> {
         }
     }
 
-    /// The checks of its tier.
-    fn checks(&self) -> &'static [Check] {
-        super::planned_checks(self.model)
+    /// The recipe `side` runs: the PR side the PR's (`pr`), the base side its own commands.
+    fn side_recipe<'a>(&'a self, pr: &'a Recipe, side: Side) -> Result<&'a Recipe, String> {
+        match side {
+            Side::Base => self.base_recipe.map_err(str::to_owned),
+            Side::Pr | Side::Both => Ok(pr),
+        }
+    }
+
+    /// The checks the job plan expects of it.
+    fn checks(&self) -> Vec<Check> {
+        self.target.checks()
     }
 }
 
@@ -118,39 +136,31 @@ impl Runner<'_> {
         subject: &Subject,
         check: Check,
         side: Side,
-        part: Option<&str>,
+        part: Option<&Part>,
         work: impl FnOnce(&Path) -> Outcome,
     ) -> Result<Option<Outcome>, RunError> {
         let model = subject.model.as_deref();
-        let id = StepId::new(model, check, side, part);
+        let id = StepId::new(model, check, side, part.cloned());
         if self.completed.contains(&id) {
-            if let Some(events) = self.events {
-                events.step_skipped(&id)?;
-            }
+            self.emit.skipped(&id)?;
             self.summary.skipped += 1;
-            self.progress.finished(None);
             return Ok(None);
         }
         let log_dir = self.results.step_log_dir(&id)?;
-        let started = self.events.map(|events| events.step_started(&id)).transpose()?;
-        self.progress.started(&id);
-        let clock = Instant::now();
+        let started = self.emit.started(&id)?;
         let mut outcome = match self.out_of_time() {
-            Some(detail) => not_run(NotRunReason::Timeout, detail, None),
+            Some(detail) => not_run(NotRunReason::RunTimeLimit, detail, None),
             None => work(&log_dir),
         };
         // A not-run record of a step with a part names it, so that it is the same step.
         if let Outcome::NotRun { subject, .. } = &mut outcome
             && subject.is_none()
         {
-            *subject = part.map(str::to_owned);
+            *subject = part.map(ToString::to_string);
         }
         let record = evidence(model, check, side, &subject.provenance, outcome.clone());
         self.results.write(&record)?;
-        if let (Some(events), Some(started)) = (self.events, started) {
-            events.step_finished(&id, started, &record)?;
-        }
-        self.progress.finished(Some(clock.elapsed()));
+        self.emit.finished(&id, started, &record)?;
         self.summary.recorded += 1;
         self.completed.insert(id);
         Ok(Some(outcome))
@@ -161,14 +171,14 @@ impl Runner<'_> {
         subject: &Subject,
         check: Check,
         side: Side,
-        part: Option<&str>,
+        part: Option<&Part>,
         outcome: Outcome,
     ) -> Result<(), RunError> {
         self.step(subject, check, side, part, |_log| outcome).map(drop)
     }
 
-    fn done(&self, subject: &Subject, check: Check, side: Side, part: Option<&str>) -> bool {
-        self.completed.contains(&StepId::new(subject.model.as_deref(), check, side, part))
+    fn done(&self, subject: &Subject, check: Check, side: Side, part: Option<&Part>) -> bool {
+        self.completed.contains(&StepId::new(subject.model.as_deref(), check, side, part.cloned()))
     }
 
     /// Skips a step an earlier run recorded (saying so) and returns whether it did: for steps
@@ -178,17 +188,14 @@ impl Runner<'_> {
         subject: &Subject,
         check: Check,
         side: Side,
-        part: Option<&str>,
+        part: Option<&Part>,
     ) -> Result<bool, RunError> {
         if !self.done(subject, check, side, part) {
             return Ok(false);
         }
-        let id = StepId::new(subject.model.as_deref(), check, side, part);
-        if let Some(events) = self.events {
-            events.step_skipped(&id)?;
-        }
+        let id = StepId::new(subject.model.as_deref(), check, side, part.cloned());
+        self.emit.skipped(&id)?;
         self.summary.skipped += 1;
-        self.progress.finished(None);
         Ok(true)
     }
 
@@ -237,7 +244,7 @@ impl Runner<'_> {
             tree,
             out: &out,
             env: self.exec.side_env(tree),
-            secrets: Vec::new(),
+            datasets: None,
             log: log.clone(),
             timeout: self.limit(timeout.unwrap_or(DEFAULT_STEP_TIMEOUT)),
             gpus: &[],
@@ -267,19 +274,13 @@ impl Runner<'_> {
         &mut self,
         subject: &Subject,
         recipe: &CommonSource,
+        target: &Target,
         sides: &[(Side, &Path)],
     ) -> Result<(), RunError> {
         let recipe = match recipe {
-            CommonSource::Parsed(recipe) => recipe,
-            CommonSource::Missing { path } => {
-                let detail = format!("the PR's tree has no common recipe at {path}");
-                let outcome = not_run(NotRunReason::NoRecipe, detail, None);
-                return self.record(subject, Check::CommonTests, Side::Pr, None, outcome);
-            }
-            CommonSource::Invalid { error, .. } => {
-                let detail = format!("the common recipe is not valid: {error}");
-                let outcome = not_run(NotRunReason::Other, detail, None);
-                return self.record(subject, Check::CommonTests, Side::Pr, None, outcome);
+            CommonSource::Parsed { recipe, .. } => recipe,
+            CommonSource::Missing { .. } | CommonSource::Invalid { .. } => {
+                return self.record_blocked(subject, target);
             }
         };
         for &(side, tree) in sides {
@@ -305,13 +306,8 @@ impl Runner<'_> {
     pub(super) fn model(&mut self, job: &ModelJob<'_>) -> Result<(), RunError> {
         let recipe = match job.recipe {
             RecipeSource::Parsed { recipe, .. } => recipe,
-            RecipeSource::Missing { path } => {
-                let detail = format!("the PR's tree has no recipe at {path}");
-                return self.not_run_all(job, NotRunReason::NoRecipe, &detail);
-            }
-            RecipeSource::Invalid { error, .. } => {
-                let detail = format!("the recipe is not valid: {error}");
-                return self.not_run_all(job, NotRunReason::Other, &detail);
+            RecipeSource::Missing { .. } | RecipeSource::Invalid { .. } => {
+                return self.record_blocked(&job.subject, job.target);
             }
         };
         let blockers = recipe.check_runs_on(self.request.node).err();
@@ -342,22 +338,42 @@ impl Runner<'_> {
         self.not_run_all(job, reason, detail)
     }
 
+    /// Records every step the job plan knows cannot run (a PR recipe missing or not valid).
+    fn record_blocked(&mut self, subject: &Subject, target: &Target) -> Result<(), RunError> {
+        for step in &target.steps {
+            if let Expect::Blocked { reason, detail } = &step.expect {
+                let outcome = not_run(*reason, detail.clone(), None);
+                self.record(subject, step.check, step.side, step.part.as_ref(), outcome)?;
+            }
+        }
+        Ok(())
+    }
+
     fn not_run_all(
         &mut self,
         job: &ModelJob<'_>,
         reason: NotRunReason,
         detail: &str,
     ) -> Result<(), RunError> {
-        for &check in job.checks() {
+        for check in job.checks() {
             let outcome = not_run(reason, detail, None);
             self.record(&job.subject, check, not_run_side(check), None, outcome)?;
         }
         Ok(())
     }
 
-    /// Installs a side's tree for `recipe`.
-    fn install_side(&mut self, recipe: &Recipe, side: Side, tree: &Path) -> Result<(), String> {
+    /// Installs a side's tree with that side's recipe; the reason and detail when it cannot
+    /// (no recipe on the base side to take the command from, or the install failed).
+    fn install_side(
+        &mut self,
+        job: &ModelJob<'_>,
+        recipe: &Recipe,
+        side: Side,
+        tree: &Path,
+    ) -> Result<(), (NotRunReason, String)> {
+        let recipe = job.side_recipe(recipe, side).map_err(|why| (NotRunReason::NoRecipe, why))?;
         self.install(recipe.install(), recipe.timeouts().install, side, tree)
+            .map_err(|detail| (NotRunReason::Crash, detail))
     }
 
     /// Unit and kernel tests on each side (serving tests need the servers: see `served`).
@@ -370,7 +386,7 @@ impl Runner<'_> {
         ] {
             if selection.is_empty() {
                 let detail = format!("the recipe selects no {}", check.describe());
-                let outcome = not_run(NotRunReason::Other, detail, None);
+                let outcome = not_run(NotRunReason::NothingToCheck, detail, None);
                 self.record(&job.subject, check, Side::Pr, None, outcome)?;
                 continue;
             }
@@ -378,7 +394,7 @@ impl Runner<'_> {
                 if self.skip_if_done(&job.subject, check, side, None)? {
                     continue;
                 }
-                let installed = self.install_side(recipe, side, tree);
+                let installed = self.install_side(job, recipe, side, tree);
                 let timeout = self.limit(timeout.unwrap_or(DEFAULT_STEP_TIMEOUT));
                 let gpus = recipe_gpus(self.request.node, recipe);
                 let exec = self.exec;
@@ -386,7 +402,7 @@ impl Runner<'_> {
                 let purpose = format!("{}-{}-{}", job.name(), side_name(side), check_slug(check));
                 self.step(&job.subject, check, side, None, |log| match installed {
                     Ok(()) => pytest(&exec, &run, log, purpose),
-                    Err(detail) => not_run(NotRunReason::Crash, detail, None),
+                    Err((reason, detail)) => not_run(reason, detail, None),
                 })?;
             }
         }
@@ -404,23 +420,24 @@ impl Runner<'_> {
             return self.record(&job.subject, Check::KernelTiming, Side::Pr, None, outcome);
         }
         if recipe.kernel_timing().is_empty() {
-            let outcome =
-                not_run(NotRunReason::Other, "the recipe has no kernel timing scripts", None);
+            let detail = "the recipe has no kernel timing scripts";
+            let outcome = not_run(NotRunReason::NothingToCheck, detail, None);
             return self.record(&job.subject, Check::KernelTiming, Side::Pr, None, outcome);
         }
         for (side, tree) in job.tree_sides() {
             if self.skip_if_done(&job.subject, Check::KernelTiming, side, None)? {
                 continue;
             }
-            let installed = self.install_side(recipe, side, tree);
+            let installed = self.install_side(job, recipe, side, tree);
+            let side_recipe = job.side_recipe(recipe, side).unwrap_or(recipe);
             let timeout =
                 self.limit(recipe.timeouts().kernel_timing.unwrap_or(DEFAULT_STEP_TIMEOUT));
             let gpus = recipe_gpus(self.request.node, recipe);
             let exec = self.exec;
             let purpose = format!("{}-{}-kernel-timing", job.name(), side_name(side));
             self.step(&job.subject, Check::KernelTiming, side, None, |log| match installed {
-                Ok(()) => timing(&exec, recipe, tree, log, timeout, &gpus, &purpose),
-                Err(detail) => not_run(NotRunReason::Crash, detail, None),
+                Ok(()) => timing(&exec, side_recipe, tree, log, timeout, &gpus, &purpose),
+                Err((reason, detail)) => not_run(reason, detail, None),
             })?;
         }
         Ok(())
@@ -447,10 +464,11 @@ impl Runner<'_> {
         let sides = [Side::Base, Side::Pr];
         let mut needed: Vec<StepId> = Vec::new();
         let name = job.name().to_owned();
-        let id = |check, side, part: Option<&str>| StepId::new(Some(&name), check, side, part);
+        let id =
+            |check, side, part: Option<&Part>| StepId::new(Some(&name), check, side, part.cloned());
         if recipe.tests().serving.is_empty() {
             let detail = "the recipe selects no serving tests";
-            let outcome = not_run(NotRunReason::Other, detail, None);
+            let outcome = not_run(NotRunReason::NothingToCheck, detail, None);
             self.record(subject, Check::ServingTests, Side::Pr, None, outcome)?;
         } else {
             needed.extend(sides.map(|side| id(Check::ServingTests, side, None)));
@@ -459,13 +477,15 @@ impl Runner<'_> {
         if job.full() {
             if recipe.accuracy().is_empty() {
                 let detail = "the recipe has no accuracy benchmarks";
-                let outcome = not_run(NotRunReason::Other, detail, None);
+                let outcome = not_run(NotRunReason::NothingToCheck, detail, None);
                 self.record(subject, Check::Accuracy, Side::Pr, None, outcome)?;
             }
             for benchmark in recipe.accuracy() {
-                let part = Some(benchmark.name.as_str());
-                if let Some(blocker) = blockers.and_then(|b| b.blocker_for(Check::Accuracy, part)) {
-                    let outcome = not_run(blocker.reason(), blocker.to_string(), part);
+                let named = Part::named(&benchmark.name);
+                let part = Some(&named);
+                let name = Some(benchmark.name.as_str());
+                if let Some(blocker) = blockers.and_then(|b| b.blocker_for(Check::Accuracy, name)) {
+                    let outcome = not_run(blocker.reason(), blocker.to_string(), name);
                     self.record(subject, Check::Accuracy, Side::Pr, part, outcome)?;
                     continue;
                 }
@@ -482,11 +502,8 @@ impl Runner<'_> {
         if !any_missing(&self.completed, &needed) && cells.is_empty() {
             // Everything the servers would do is recorded: skip them, and say so.
             for step in needed {
-                if let Some(events) = self.events {
-                    events.step_skipped(&step)?;
-                }
+                self.emit.skipped(&step)?;
                 self.summary.skipped += 1;
-                self.progress.finished(None);
             }
             return Ok(());
         }
@@ -503,9 +520,8 @@ impl Runner<'_> {
         let mut slots = [Slot::Idle, Slot::Idle];
         for side in sides {
             let tree = job.server_tree(side);
-            if let Err(detail) = self.install_side(recipe, side, tree) {
-                slots[slot(side)] =
-                    Slot::Failed(ServerFailure { reason: NotRunReason::Crash, detail });
+            if let Err((reason, detail)) = self.install_side(job, recipe, side, tree) {
+                slots[slot(side)] = Slot::Failed(ServerFailure { reason, detail });
             }
             let log =
                 self.results.step_log_dir(&id(Check::Routing, side, None))?.join("server.log");
@@ -519,7 +535,9 @@ impl Runner<'_> {
                 purpose: format!("{}-{}-server", job.name(), side_name(side)),
             });
         }
-        let mut servers = Servers { recipe, launches, slots, together, up_once: [false, false] };
+        let recipes = [job.side_recipe(recipe, Side::Base).unwrap_or(recipe), recipe];
+        let mut servers =
+            Servers { recipe, recipes, launches, slots, together, up_once: [false, false] };
 
         for side in sides {
             let tree = job.server_tree(side);
@@ -542,17 +560,34 @@ impl Runner<'_> {
                 })?;
             }
             for benchmark in &benchmarks {
-                let part = Some(benchmark.name.as_str());
+                let named = Part::named(&benchmark.name);
+                let part = Some(&named);
                 if self.skip_if_done(subject, Check::Accuracy, side, part)? {
                     continue;
                 }
-                let outcome = match self.server(&mut servers, side) {
-                    Ok(serving) => {
-                        self.evaluate(recipe, benchmark, &serving, &servers.launches[slot(side)])
-                    }
-                    Err(failure) => failed(&failure),
+                // The base side runs its own recipe's evaluator of the same name.
+                let side_benchmark = servers.recipes[slot(side)]
+                    .accuracy()
+                    .iter()
+                    .find(|other| other.name == benchmark.name);
+                let outcome = match (self.server(&mut servers, side), side_benchmark) {
+                    (Ok(serving), Some(side_benchmark)) => self.evaluate(
+                        servers.recipes[slot(side)],
+                        side_benchmark,
+                        &serving,
+                        &servers.launches[slot(side)],
+                    ),
+                    (Ok(_), None) => not_run(
+                        NotRunReason::NoRecipe,
+                        format!(
+                            "the base side's recipe has no command for benchmark {}: the base side never runs the PR's",
+                            benchmark.name
+                        ),
+                        Some(&benchmark.name),
+                    ),
+                    (Err(failure), _) => failed(&failure),
                 };
-                if side == Side::Base && !job.model.new {
+                if side == Side::Base && !job.model.new && job.cacheable {
                     self.store_accuracy(job, recipe, benchmark, &outcome);
                 }
                 self.record(subject, Check::Accuracy, side, part, outcome)?;
@@ -597,11 +632,18 @@ impl Runner<'_> {
         recipe: &Recipe,
         benchmark: &AccuracyBenchmark,
     ) -> Option<AccuracyKey> {
+        // What the base side runs: its own commands.
+        let recipe = job.side_recipe(recipe, Side::Base).ok()?;
         let image_digest = self.request.node.image().digest.clone()?;
         let base_tree = job.base_tree?;
         let evaluator = match &benchmark.evaluator {
             Evaluator::Builtin(builtin) => {
-                let dataset = std::fs::read(base_tree.join(&builtin.dataset)).ok()?;
+                let dataset = untrusted::read(
+                    base_tree,
+                    Path::new(&builtin.dataset),
+                    accuracy::MAX_DATASET_FILE,
+                )
+                .ok()?;
                 format!(
                     "builtin dataset={:?} {} limit={:?}",
                     builtin.dataset,
@@ -610,18 +652,20 @@ impl Runner<'_> {
                 )
             }
             Evaluator::External(external) => format!(
-                "external command={:?} metrics={:?}",
+                "external command={:?} metrics={:?} hub-dataset={:?}",
                 external.command_text(),
-                external.metrics
+                external.metrics,
+                benchmark.hub_dataset.as_ref().map(ToString::to_string)
             ),
         };
         let server = recipe.server();
         let recipe_parts = format!(
-            "checkpoint={:?} tp={} server={:?} monokernel-flag={:?} {evaluator}",
+            "checkpoint={:?} tp={} server={:?} monokernel-flag={:?} install={:?} {evaluator}",
             recipe.checkpoint(),
             recipe.tp(),
             server.command_text(),
             server.monokernel_flag(),
+            recipe.install().map(Install::command_text),
         );
         Some(AccuracyKey {
             image_digest,
@@ -640,8 +684,8 @@ impl Runner<'_> {
         recipe: &Recipe,
         benchmark: &AccuracyBenchmark,
     ) -> Option<Outcome> {
-        let part = Some(benchmark.name.as_str());
-        if job.model.new || self.done(&job.subject, Check::Accuracy, Side::Base, part) {
+        let part = Part::named(&benchmark.name);
+        if job.model.new || self.done(&job.subject, Check::Accuracy, Side::Base, Some(&part)) {
             return None;
         }
         let key = self.accuracy_key(job, recipe, benchmark)?;
@@ -681,18 +725,21 @@ impl Runner<'_> {
         let server_tail = || server_log_tail(&launch.log);
         match &benchmark.evaluator {
             Evaluator::Builtin(builtin) => {
-                let questions = match accuracy::read_dataset(&launch.tree.join(&builtin.dataset)) {
-                    Ok(questions) => questions,
-                    Err(error) => {
-                        return not_run(NotRunReason::Other, error.to_string(), Some(name));
-                    }
-                };
+                let questions =
+                    match accuracy::read_dataset(launch.tree, Path::new(&builtin.dataset)) {
+                        Ok(questions) => questions,
+                        Err(error) => {
+                            let reason = NotRunReason::RecipeInvalid;
+                            return not_run(reason, error.to_string(), Some(name));
+                        }
+                    };
                 let mut config = EvalConfig::new(&serving.url, SERVED_MODEL);
                 config.limit = builtin.limit.map(|limit| limit as usize);
                 match accuracy::evaluate(&config, &questions) {
                     Ok(evaluation) if evaluation.questions() > 0 => evaluation.outcome(name),
                     Ok(_empty) => {
-                        not_run(NotRunReason::Other, "the dataset has no questions", Some(name))
+                        let detail = "the dataset has no questions";
+                        not_run(NotRunReason::RecipeInvalid, detail, Some(name))
                     }
                     Err(error) => not_run(
                         NotRunReason::Crash,
@@ -703,20 +750,45 @@ impl Runner<'_> {
             }
             Evaluator::External(external) => {
                 // The node lists the secret, but its value must be there at run time too.
+                let mut token_value = None;
                 if let Some(token) = &benchmark.token {
                     let variable = crate::node::secret_env_var(token);
-                    if std::env::var_os(&variable).is_none_or(|value| value.is_empty()) {
-                        let detail = format!(
-                            "benchmark {name} reads a gated dataset: the node lists the secret {token}, but {variable} is not set for this run"
-                        );
-                        return not_run(NotRunReason::GatedDataset, detail, Some(name));
+                    match std::env::var(&variable) {
+                        Ok(value) if !value.is_empty() => token_value = Some(value),
+                        _ => {
+                            let detail = format!(
+                                "benchmark {name} reads a gated dataset: the node lists the secret {token}, but {variable} is not set for this run"
+                            );
+                            return not_run(NotRunReason::GatedDataset, detail, Some(name));
+                        }
+                    }
+                }
+                // A hub dataset is fetched here, by prgate, with the token; the command gets
+                // the dataset read-only and never the token (accuracy::gated).
+                let datasets = gated::cache_root(self.request.node.cache_dir());
+                let mut dataset_env = Vec::new();
+                if let Some(dataset) = &benchmark.hub_dataset {
+                    match gated::fetch(
+                        &gated::endpoint(),
+                        dataset,
+                        token_value.as_deref(),
+                        &datasets,
+                    ) {
+                        Ok(snapshot) => dataset_env.push((
+                            "PRGATE_DATASET".to_owned(),
+                            self.exec.dataset_view(&datasets, &snapshot),
+                        )),
+                        Err(error) => {
+                            let reason = NotRunReason::GatedDataset;
+                            return not_run(reason, error.to_string(), Some(name));
+                        }
                     }
                 }
                 let results = launch.log.with_file_name(format!("accuracy-{name}"));
                 let _stale = std::fs::remove_dir_all(&results);
                 if let Err(error) = std::fs::create_dir_all(&results) {
                     let detail = format!("{}: {error}", results.display());
-                    return not_run(NotRunReason::Other, detail, Some(name));
+                    return not_run(NotRunReason::Node, detail, Some(name));
                 }
                 let checkpoint = self.exec.checkpoint_view(recipe);
                 let argv =
@@ -726,8 +798,8 @@ impl Runner<'_> {
                     argv,
                     tree: launch.tree,
                     out: &results,
-                    env: launch.env.clone(),
-                    secrets: benchmark.token.iter().cloned().collect(),
+                    env: launch.env.iter().cloned().chain(dataset_env).collect(),
+                    datasets: benchmark.hub_dataset.as_ref().map(|_| datasets.as_path()),
                     log: log.clone(),
                     timeout: self.limit(recipe.timeouts().accuracy.unwrap_or(DEFAULT_STEP_TIMEOUT)),
                     gpus: &[],
@@ -740,16 +812,16 @@ impl Runner<'_> {
                 // The recipe's metrics file, else sgl-eval's one run directory under it.
                 let metrics = results.join(&external.metrics);
                 let run_dir = if metrics.file_name() == Some(sgl_eval::METRICS_FILE.as_ref())
-                    && metrics.is_file()
+                    && untrusted::open_path(&results, &metrics).is_ok()
                 {
                     Ok(metrics.parent().unwrap_or(&results).to_path_buf())
                 } else {
                     sgl_eval::find_run_dir(&results)
                 };
-                match run_dir.and_then(|run_dir| sgl_eval::read_run(&run_dir, name)) {
+                match run_dir.and_then(|run_dir| sgl_eval::read_run(&results, &run_dir, name)) {
                     Ok(outcome) => outcome,
                     Err(error) => {
-                        not_run(NotRunReason::Crash, with_log_tail(error, &log), Some(name))
+                        not_run(NotRunReason::NoResult, with_log_tail(error, &log), Some(name))
                     }
                 }
             }
@@ -762,7 +834,7 @@ impl Runner<'_> {
         let subject = &job.subject;
         let Some(sweep) = recipe.speed() else {
             let detail = "the recipe has no speed sweep";
-            let outcome = not_run(NotRunReason::Other, detail, None);
+            let outcome = not_run(NotRunReason::NothingToCheck, detail, None);
             self.record(subject, Check::Speed, Side::Both, None, outcome)?;
             return Ok(Vec::new());
         };
@@ -772,27 +844,26 @@ impl Runner<'_> {
         let recorded = recorded_pairs(self.results, job.name())?;
         let mut cells = Vec::new();
         for &concurrency in sweep.concurrencies_for(job.model.tier == Tier::Smoke) {
-            if self.done(
-                subject,
-                Check::Speed,
-                Side::Both,
-                Some(&format!("concurrency-{concurrency}")),
-            ) {
+            if self.done(subject, Check::Speed, Side::Both, Some(&Part::Cell { concurrency })) {
                 continue;
             }
             let recorded = recorded.get(&concurrency);
             // The calibration is fixed before a cell's first pair, never added to a cell
             // judged already.
-            let noise_part = format!("concurrency-{concurrency}-noise");
+            let noise_part = Part::Noise { concurrency };
             let noise_key = self.noise_key(job, recipe, sweep, concurrency);
             let mut noise = recorded.and_then(|cell| cell.noise);
             if recorded.is_none_or(|cell| cell.pairs.is_empty())
                 && noise.is_none()
-                && let Some(variance) = self.cache.noise(&noise_key)
+                && let Some(calibration) = self.cache.noise(&noise_key)
             {
-                let outcome = Outcome::SpeedNoise { concurrency, log_ratio_variance: variance };
+                let outcome = Outcome::SpeedNoise {
+                    concurrency,
+                    log_ratio_variance: calibration.log_ratio_variance,
+                    samples: Some(calibration.samples),
+                };
                 self.record(subject, Check::Speed, Side::Both, Some(&noise_part), outcome)?;
-                noise = Some(variance);
+                noise = Some(calibration);
             }
             let pairs: Vec<Pair> = recorded
                 .map(|cell| cell.pairs.iter().map(|(_, pair)| *pair).collect())
@@ -804,19 +875,17 @@ impl Runner<'_> {
                 pairs,
                 noise,
                 noise_key,
-                base_runs: Vec::new(),
+                aa_differences: Vec::new(),
                 closed: false,
             };
             if self.cell_open(&cell) {
                 cells.push(cell);
-            } else if let Some(events) = self.events {
+            } else {
                 for index in 0..cell.pairs.len() {
-                    events.step_skipped(&StepId::new(
-                        Some(job.name()),
-                        Check::Speed,
-                        Side::Both,
-                        Some(&format!("concurrency-{concurrency}-pair-{index}")),
-                    ))?;
+                    let index = u32::try_from(index).unwrap_or(u32::MAX);
+                    let part = Part::Pair { concurrency, index };
+                    let step = StepId::new(Some(job.name()), Check::Speed, Side::Both, Some(part));
+                    self.emit.skipped(&step)?;
                 }
             }
         }
@@ -831,6 +900,8 @@ impl Runner<'_> {
         sweep: &SpeedSweep,
         concurrency: u32,
     ) -> NoiseKey {
+        // What the base side runs: its own commands.
+        let recipe = job.side_recipe(recipe, Side::Base).unwrap_or(recipe);
         let node = self.request.node;
         let benchmark = match &sweep.benchmark {
             SpeedBenchmark::Builtin => "builtin".to_owned(),
@@ -841,8 +912,12 @@ impl Runner<'_> {
             image: node.image().digest.clone().unwrap_or_else(|| node.image().name.clone()),
             model: job.name().to_owned(),
             concurrency,
+            // The pairing order is part of the key: a bracketed pair's two base runs are one PR
+            // run apart, which is what the calibration's differences measure.
             recipe_parts: format!(
-                "checkpoint={:?} tp={} server={:?} monokernel={} in={} out={} requests={} warmup={} {benchmark}",
+                "order=bracketed base={:?} install={:?} checkpoint={:?} tp={} server={:?} monokernel={} in={} out={} requests={} warmup={} {benchmark}",
+                job.subject.provenance.base_commit,
+                recipe.install().map(Install::command_text),
                 recipe.checkpoint(),
                 recipe.tp(),
                 recipe.server().command_text(),
@@ -855,19 +930,27 @@ impl Runner<'_> {
         }
     }
 
+    /// Whether the gate wants another pair of the cell. The gate's own cap (`max-pairs` kept
+    /// pairs, outliers re-measured at most `max-outliers` times) ends every cell; the bound
+    /// here only guards against a gate that never decides.
     fn cell_open(&self, cell: &Cell) -> bool {
+        let speed = &self.request.gate.speed;
         let context = CellContext {
             cells: usize::try_from(self.family.max(1)).unwrap_or(usize::MAX),
             gain_required: self.request.gain_required && cell.covered,
-            known_variance: cell.noise,
+            calibration: cell.noise,
         };
-        cell.pairs.len() < self.request.gate.speed.max_pairs
+        cell.pairs.len() < speed.max_pairs + speed.max_outliers
             && needs_another_pair(&cell.pairs, self.request.gate, &context)
     }
 
-    /// Runs pairs in every open cell until the gate has decided each: with both servers up,
-    /// the side that goes first alternating; one at a time, in rounds where every PR run is
-    /// bracketed by base runs before and after it (the pair's base is their geometric mean).
+    /// Runs pairs in every open cell until the gate has decided each. Every pair is
+    /// bracketed: a base run, the PR run, another base run, its own (no run is shared between
+    /// pairs, so pairs are independent). The pair's base is the two base runs' geometric mean,
+    /// which cancels a linear drift, and their ratio is the in-band A/A difference that
+    /// measures the node's noise inside the run. With both servers up the three run in turn;
+    /// one server at a time, in rounds: an opening base run for every open cell, a PR run for
+    /// each, a closing base run for each (the base server stays up into the next round).
     fn speed(
         &mut self,
         job: &ModelJob<'_>,
@@ -881,39 +964,45 @@ impl Runner<'_> {
             if let Slot::Failed(failure) = &servers.slots[slot(side)]
                 && !servers.up_once[slot(side)]
             {
-                let outcome = failed(failure);
+                let outcome = failed_on(failed(failure), side);
                 return self.record(&job.subject, Check::Speed, Side::Both, None, outcome);
             }
         }
         if servers.together {
             for cell in &mut cells {
                 while self.cell_open(cell) {
-                    let first = if cell.pairs.len() % 2 == 0 { Side::Base } else { Side::Pr };
-                    let second = if first == Side::Base { Side::Pr } else { Side::Base };
-                    let measured = self.measure(job, sweep, servers, first, cell).and_then(|one| {
-                        let other = self.measure(job, sweep, servers, second, cell)?;
-                        Ok(if first == Side::Base { (one, other) } else { (other, one) })
-                    });
+                    let measured = self
+                        .measure(job, sweep, servers, Side::Base, cell)
+                        .map_err(|failure| (Side::Base, failure))
+                        .and_then(|before| {
+                            let pr = self
+                                .measure(job, sweep, servers, Side::Pr, cell)
+                                .map_err(|failure| (Side::Pr, failure))?;
+                            let after = self
+                                .measure(job, sweep, servers, Side::Base, cell)
+                                .map_err(|failure| (Side::Base, failure))?;
+                            Ok((before, pr, after))
+                        });
                     match measured {
-                        Ok((base, pr)) => {
-                            cell.base_runs.push(base);
-                            self.record_pair(job, cell, base, pr, first)?;
+                        Ok((before, pr, after)) => {
+                            self.record_pair(job, cell, [before, after], pr)?;
                         }
-                        Err(failure) => {
-                            self.cell_failed(job, cell, failure)?;
+                        Err((side, failure)) => {
+                            self.cell_failed(job, cell, side, failure)?;
                             break;
                         }
                     }
                 }
-                self.calibrate(cell);
+                if job.cacheable {
+                    self.calibrate(cell);
+                }
             }
             return Ok(());
         }
-        // One server at a time, in rounds: a base run for each cell that has none to open
-        // with, a PR run for each, then a base run for each that closes the pair and opens
-        // the next one.
-        let mut opening: BTreeMap<u32, f64> = BTreeMap::new();
+        // One server at a time, in rounds: an opening base run for each open cell, a PR run
+        // for each, then a closing base run for each.
         loop {
+            let mut opening: BTreeMap<u32, f64> = BTreeMap::new();
             let open: Vec<usize> = (0..cells.len())
                 .filter(|&at| !cells[at].closed && self.cell_open(&cells[at]))
                 .collect();
@@ -922,15 +1011,11 @@ impl Runner<'_> {
             }
             for &at in &open {
                 let concurrency = cells[at].concurrency;
-                if opening.contains_key(&concurrency) {
-                    continue;
-                }
                 match self.measure(job, sweep, servers, Side::Base, &cells[at]) {
                     Ok(tpot) => {
-                        cells[at].base_runs.push(tpot);
                         opening.insert(concurrency, tpot);
                     }
-                    Err(failure) => self.cell_failed(job, &mut cells[at], failure)?,
+                    Err(failure) => self.cell_failed(job, &mut cells[at], Side::Base, failure)?,
                 }
             }
             let mut pr_runs: BTreeMap<u32, f64> = BTreeMap::new();
@@ -942,7 +1027,7 @@ impl Runner<'_> {
                     Ok(tpot) => {
                         pr_runs.insert(cells[at].concurrency, tpot);
                     }
-                    Err(failure) => self.cell_failed(job, &mut cells[at], failure)?,
+                    Err(failure) => self.cell_failed(job, &mut cells[at], Side::Pr, failure)?,
                 }
             }
             for &at in &open {
@@ -954,42 +1039,46 @@ impl Runner<'_> {
                 };
                 match self.measure(job, sweep, servers, Side::Base, &cells[at]) {
                     Ok(after) => {
-                        cells[at].base_runs.push(after);
-                        opening.insert(concurrency, after);
-                        let base = (before * after).sqrt();
-                        self.record_pair(job, &mut cells[at], base, pr, Side::Base)?;
+                        self.record_pair(job, &mut cells[at], [before, after], pr)?;
                     }
-                    Err(failure) => self.cell_failed(job, &mut cells[at], failure)?,
+                    Err(failure) => self.cell_failed(job, &mut cells[at], Side::Base, failure)?,
                 }
             }
         }
-        for cell in &cells {
-            self.calibrate(cell);
+        // Only a base side that ran nothing of the PR's calibrates the node.
+        if job.cacheable {
+            for cell in &cells {
+                self.calibrate(cell);
+            }
         }
         Ok(())
     }
 
+    /// Records a bracketed pair: its two base runs (before and after) and its PR run.
     fn record_pair(
         &mut self,
         job: &ModelJob<'_>,
         cell: &mut Cell,
-        base_tpot_ms: f64,
+        base_runs_ms: [f64; 2],
         pr_tpot_ms: f64,
-        first: Side,
     ) -> Result<(), RunError> {
         let index = u32::try_from(cell.pairs.len()).unwrap_or(u32::MAX);
-        let part = format!("concurrency-{}-pair-{index}", cell.concurrency);
+        let part = Part::Pair { concurrency: cell.concurrency, index };
+        let [before, after] = base_runs_ms;
+        let pair = Pair::bracketed(before, pr_tpot_ms, after);
         let outcome = Outcome::SpeedPair {
             concurrency: cell.concurrency,
             index,
             covered: cell.covered,
-            base_tpot_ms,
+            base_tpot_ms: pair.base_tpot_ms,
             pr_tpot_ms,
-            first,
+            first: Side::Base,
             family: Some(self.family),
+            base_runs_ms: Some(base_runs_ms),
         };
         self.record(&job.subject, Check::Speed, Side::Both, Some(&part), outcome)?;
-        cell.pairs.push(Pair { base_tpot_ms, pr_tpot_ms });
+        cell.aa_differences.push((after / before).ln());
+        cell.pairs.push(pair);
         Ok(())
     }
 
@@ -997,17 +1086,18 @@ impl Runner<'_> {
         &mut self,
         job: &ModelJob<'_>,
         cell: &mut Cell,
+        side: Side,
         failure: ServerFailure,
     ) -> Result<(), RunError> {
         cell.closed = true;
-        let part = format!("concurrency-{}", cell.concurrency);
-        let outcome = not_run(failure.reason, failure.detail, None);
+        let part = Part::Cell { concurrency: cell.concurrency };
+        let outcome = failed_on(not_run(failure.reason, failure.detail, None), side);
         self.record(&job.subject, Check::Speed, Side::Both, Some(&part), outcome)
     }
 
-    /// Adds a cell's base runs of this run to the node's noise calibration.
+    /// Adds a cell's in-band A/A differences of this run to the node's noise calibration.
     fn calibrate(&mut self, cell: &Cell) {
-        if let Err(error) = self.cache.add_noise(&cell.noise_key, &cell.base_runs) {
+        if let Err(error) = self.cache.add_noise(&cell.noise_key, &cell.aa_differences) {
             self.summary.notes.push(format!(
                 "the speed noise at concurrency {} could not be saved: {error}",
                 cell.concurrency
@@ -1026,7 +1116,7 @@ impl Runner<'_> {
     ) -> Result<f64, ServerFailure> {
         let concurrency = cell.concurrency;
         if let Some(detail) = self.out_of_time() {
-            return Err(ServerFailure { reason: NotRunReason::Timeout, detail });
+            return Err(ServerFailure { reason: NotRunReason::RunTimeLimit, detail });
         }
         let serving = self.server(servers, side)?;
         let timeout =
@@ -1037,7 +1127,14 @@ impl Runner<'_> {
         let log = launch.log.clone();
         let server_tail = || server_log_tail(&log);
         let crash = |detail: String| ServerFailure { reason: NotRunReason::Crash, detail };
-        let measured = match &sweep.benchmark {
+        // Each side measures with its own recipe's benchmark: the base side never runs the PR's
+        // command.
+        let Some(benchmark) = servers.recipes[slot(side)].speed().map(|sweep| &sweep.benchmark)
+        else {
+            let detail = "the base side's recipe has no speed benchmark to run: the base side never runs the PR's".to_owned();
+            return Err(ServerFailure { reason: NotRunReason::NoRecipe, detail });
+        };
+        let measured = match benchmark {
             SpeedBenchmark::Builtin => {
                 let config = BenchConfig {
                     base_url: serving.url.clone(),
@@ -1067,12 +1164,9 @@ impl Runner<'_> {
                 }
             }
             SpeedBenchmark::External(external) => {
-                let step = StepId::new(
-                    Some(job.name()),
-                    Check::Speed,
-                    Side::Both,
-                    Some(&format!("concurrency-{concurrency}-pair-{}", cell.pairs.len())),
-                );
+                let index = u32::try_from(cell.pairs.len()).unwrap_or(u32::MAX);
+                let part = Part::Pair { concurrency, index };
+                let step = StepId::new(Some(job.name()), Check::Speed, Side::Both, Some(part));
                 let side_name = side_name(side);
                 let results = self
                     .results
@@ -1117,7 +1211,7 @@ impl Runner<'_> {
             tree: launch.tree,
             out: results,
             env: launch.env.clone(),
-            secrets: Vec::new(),
+            datasets: None,
             log: log.clone(),
             timeout,
             gpus: &[],
@@ -1129,8 +1223,8 @@ impl Runner<'_> {
             _ => String::new(),
         })?;
         let path = results.join(&external.result);
-        let text = std::fs::read_to_string(&path)
-            .map_err(|error| with_log_tail(format!("{}: {error}", path.display()), &log))?;
+        let text = untrusted::read_to_string(results, Path::new(&external.result), MAX_RESULT_FILE)
+            .map_err(|error| with_log_tail(error.to_string(), &log))?;
         let records = match external.format {
             SpeedFormat::BenchServing => bench::parse_bench_serving_jsonl(&text),
             SpeedFormat::Inferencex => bench::parse_inferencex_json(&text),
@@ -1162,7 +1256,10 @@ enum Slot {
 
 /// Both sides' servers of one model.
 pub(super) struct Servers<'a> {
+    /// The PR's recipe: what is measured (lengths, timeouts, the checkpoint).
     recipe: &'a Recipe,
+    /// What each side runs (base, PR): the base side's commands come from its own recipe.
+    recipes: [&'a Recipe; 2],
     /// How each side's server starts: base, PR.
     launches: Vec<Launch<'a>>,
     slots: [Slot; 2],
@@ -1200,13 +1297,14 @@ impl Servers<'_> {
                     self.slots[other] = Slot::Idle;
                 }
             }
-            self.slots[at] = match Server::start(self.recipe, exec, &self.launches[at], startup) {
-                Ok(server) => {
-                    self.up_once[at] = true;
-                    Slot::Up(server)
-                }
-                Err(failure) => Slot::Failed(failure),
-            };
+            self.slots[at] =
+                match Server::start(self.recipes[at], exec, &self.launches[at], startup) {
+                    Ok(server) => {
+                        self.up_once[at] = true;
+                        Slot::Up(server)
+                    }
+                    Err(failure) => Slot::Failed(failure),
+                };
         }
         match &self.slots[at] {
             Slot::Up(server) => Ok(Serving {
@@ -1242,11 +1340,12 @@ pub(super) struct Cell {
     covered: bool,
     /// Its pairs so far, earlier runs' included, in order.
     pairs: Vec<Pair>,
-    /// The calibrated variance of a pair's log ratio, when a `speed-noise` record has it.
-    noise: Option<f64>,
+    /// The node's stored calibration, when a `speed-noise` record has it.
+    noise: Option<Calibration>,
     noise_key: NoiseKey,
-    /// The base runs of this run, in order: the noise calibration's input.
-    base_runs: Vec<f64>,
+    /// The in-band A/A differences of this run (`ln(after / before)` of each pair's base
+    /// runs): the noise calibration's input.
+    aa_differences: Vec<f64>,
     /// Failed: no more pairs.
     closed: bool,
 }
@@ -1280,6 +1379,14 @@ fn check_slug(check: Check) -> &'static str {
     }
 }
 
+/// `outcome`, a not-run of a step of both sides, marked as broken on `side`.
+fn failed_on(mut outcome: Outcome, side: Side) -> Outcome {
+    if let Outcome::NotRun { failed_on, .. } = &mut outcome {
+        *failed_on = Some(side);
+    }
+    outcome
+}
+
 /// The not-run outcome of a step whose server did not come up.
 fn failed(failure: &ServerFailure) -> Outcome {
     not_run(failure.reason, format!("the server is not serving: {}", failure.detail), None)
@@ -1308,7 +1415,7 @@ fn pytest(exec: &Exec<'_>, run: &TestRun<'_>, log_dir: &Path, purpose: String) -
     };
     let argv = match junit::pytest_argv(&command) {
         Ok(argv) => argv.into_iter().map(|arg| arg.to_string_lossy().into_owned()).collect(),
-        Err(error) => return not_run(NotRunReason::Other, error.to_string(), None),
+        Err(error) => return not_run(NotRunReason::RecipeInvalid, error.to_string(), None),
     };
     let mut env = exec.side_env(run.tree);
     if let Some(server) = run.server {
@@ -1320,7 +1427,7 @@ fn pytest(exec: &Exec<'_>, run: &TestRun<'_>, log_dir: &Path, purpose: String) -
         tree: run.tree,
         out: log_dir,
         env,
-        secrets: Vec::new(),
+        datasets: None,
         log: log.clone(),
         timeout: run.timeout,
         gpus: run.gpus,
@@ -1330,12 +1437,46 @@ fn pytest(exec: &Exec<'_>, run: &TestRun<'_>, log_dir: &Path, purpose: String) -
     if let Err(outcome) = exec.run(&command) {
         return outcome;
     }
-    match untrusted_file(&junit_xml)
+    match untrusted::read_path(log_dir, &junit_xml, MAX_RESULT_FILE)
         .map_err(|problem| problem.to_string())
-        .and_then(|()| junit::read_junit_file(&junit_xml).map_err(|error| error.to_string()))
-    {
+        .and_then(|xml| {
+            junit::parse_junit(&xml).map_err(|error| format!("{}: {error}", junit_xml.display()))
+        }) {
         Ok(results) => Outcome::Tests { results },
-        Err(error) => not_run(NotRunReason::Crash, with_log_tail(error, &log), None),
+        // No JUnit: either pytest itself cannot start here (the node cannot judge), or the
+        // suite broke it.
+        Err(error) => match pytest_starts(exec, run, log_dir) {
+            Ok(()) => not_run(NotRunReason::NoResult, with_log_tail(error, &log), None),
+            Err(detail) => not_run(NotRunReason::Harness, detail, None),
+        },
+    }
+}
+
+/// Whether `python -m pytest --version` runs where the suite ran; the reason when it does not.
+fn pytest_starts(exec: &Exec<'_>, run: &TestRun<'_>, log_dir: &Path) -> Result<(), String> {
+    let log = log_dir.join("pytest-version.log");
+    let command = Command {
+        argv: vec![exec.python().to_owned(), "-m".into(), "pytest".into(), "--version".into()],
+        tree: run.tree,
+        out: log_dir,
+        env: exec.side_env(run.tree),
+        datasets: None,
+        log: log.clone(),
+        timeout: run.timeout.min(Duration::from_secs(120)),
+        gpus: &[],
+        purpose: "pytest-version".to_owned(),
+        server: None,
+    };
+    match exec.run(&command) {
+        Ok(status) if status.success() => Ok(()),
+        Ok(status) => Err(with_log_tail(
+            format!("pytest cannot start here: `{} -m pytest --version` {status}", exec.python()),
+            &log,
+        )),
+        Err(outcome) => Err(match outcome {
+            Outcome::NotRun { detail, .. } => format!("pytest cannot start here: {detail}"),
+            _ => "pytest cannot start here".to_owned(),
+        }),
     }
 }
 
@@ -1360,7 +1501,7 @@ fn timing(
             tree,
             out: log_dir,
             env: exec.side_env(tree),
-            secrets: Vec::new(),
+            datasets: None,
             log: log.clone(),
             timeout,
             gpus,
@@ -1370,11 +1511,8 @@ fn timing(
         if let Err(outcome) = exec.run(&command) {
             return outcome;
         }
-        let parsed = untrusted_file(&output)
-            .and_then(|()| {
-                std::fs::read_to_string(&output)
-                    .map_err(|error| format!("{}: {error}", output.display()))
-            })
+        let parsed = untrusted::read_to_string(log_dir, Path::new(&file), MAX_RESULT_FILE)
+            .map_err(|error| error.to_string())
             .and_then(|text| {
                 parse_timing_output(&text, &script.name).map_err(|error| error.to_string())
             });
@@ -1384,7 +1522,7 @@ fn timing(
                 samples_us: kernel.samples_us,
             })),
             Err(problem) => {
-                return not_run(NotRunReason::Crash, with_log_tail(problem, &log), None);
+                return not_run(NotRunReason::NoResult, with_log_tail(problem, &log), None);
             }
         }
     }

@@ -267,6 +267,46 @@ fn models_and_unknown_endpoints() {
     assert!(body.contains("prompt must be"), "{body}");
 }
 
+/// Sends `head` and `body` over a raw connection (what a hostile client can send) and returns
+/// the status line of the answer.
+fn raw_exchange(server: &RunningServer, head: &str, body: &[u8]) -> String {
+    use std::io::Write as _;
+    let address = server.url().trim_start_matches("http://").to_owned();
+    let mut stream = std::net::TcpStream::connect(&address).expect("a connection");
+    stream.set_read_timeout(Some(Duration::from_secs(30))).expect("a read timeout");
+    stream.write_all(head.as_bytes()).expect("the head is sent");
+    // The server may answer (and close) before the body is all sent: that is the point.
+    let _ = stream.write_all(body);
+    let mut status = String::new();
+    BufReader::new(stream).read_line(&mut status).expect("an answer");
+    status.trim_end().to_owned()
+}
+
+#[test]
+fn a_request_body_over_the_limit_is_refused_without_being_read() {
+    assert_eq!(MAX_REQUEST_BODY, 1_048_576);
+    let server = start(fast());
+    let announced = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+                     Content-Length: 99999999999\r\n\r\n";
+    assert_eq!(raw_exchange(&server, announced, b"{}"), "HTTP/1.1 413 Payload Too Large");
+    // A chunked body announces no length: it is cut off after the limit.
+    let chunked = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+                   Transfer-Encoding: chunked\r\n\r\n";
+    let size = MAX_REQUEST_BODY + 1;
+    let mut body = format!("{size:x}\r\n").into_bytes();
+    body.extend(std::iter::repeat_n(b' ', size));
+    body.extend_from_slice(b"\r\n0\r\n\r\n");
+    assert_eq!(raw_exchange(&server, chunked, &body), "HTTP/1.1 413 Payload Too Large");
+    // A body at the limit is read (and is then not a valid request).
+    let exact = format!(
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Content-Length: {MAX_REQUEST_BODY}\r\n\r\n"
+    );
+    let body = vec![b' '; MAX_REQUEST_BODY];
+    assert_eq!(raw_exchange(&server, &exact, &body), "HTTP/1.1 400 Bad Request");
+    assert_eq!(Client::new(&server).get("/health").0, 200, "the server still serves");
+}
+
 #[test]
 fn non_streaming_answers() {
     let server = start(Profile { model: "qwen-sim".to_owned(), ..fast() });

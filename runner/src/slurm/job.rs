@@ -46,14 +46,15 @@ impl JobState {
     /// The `not-run` reason of the steps a job that ended in this state did not record; `None`
     /// for a job that completed (it recorded all it had to) and for a live job.
     ///
-    /// `TIMEOUT` and `DEADLINE` are `timeout`; `FAILED`, `NODE_FAIL`, `OUT_OF_MEMORY` and
-    /// `BOOT_FAIL` are `crash`; `CANCELLED` and every other final state are `other`.
+    /// A job's steps are cut by the step loop's own limits first, so a job that did not
+    /// complete is the cluster's doing, never a judgement of the PR: `TIMEOUT` and `DEADLINE`
+    /// are `run-time-limit`; `FAILED`, `NODE_FAIL`, `OUT_OF_MEMORY`, `BOOT_FAIL`, `CANCELLED`
+    /// and every other final state are `node`. Both make the run's verdict `error`.
     pub fn not_run_reason(&self) -> Option<NotRunReason> {
         match self.0.as_str() {
             "COMPLETED" => None,
-            "TIMEOUT" | "DEADLINE" => Some(NotRunReason::Timeout),
-            "FAILED" | "NODE_FAIL" | "OUT_OF_MEMORY" | "BOOT_FAIL" => Some(NotRunReason::Crash),
-            _ if self.is_final() => Some(NotRunReason::Other),
+            "TIMEOUT" | "DEADLINE" => Some(NotRunReason::RunTimeLimit),
+            _ if self.is_final() => Some(NotRunReason::Node),
             _ => None,
         }
     }
@@ -243,15 +244,15 @@ mod tests {
             ("RUNNING", false, None),
             ("COMPLETING", false, None),
             ("COMPLETED", true, None),
-            ("TIMEOUT", true, Some(NotRunReason::Timeout)),
-            ("DEADLINE", true, Some(NotRunReason::Timeout)),
-            ("FAILED", true, Some(NotRunReason::Crash)),
-            ("NODE_FAIL", true, Some(NotRunReason::Crash)),
-            ("OUT_OF_MEMORY", true, Some(NotRunReason::Crash)),
-            ("BOOT_FAIL", true, Some(NotRunReason::Crash)),
-            ("CANCELLED", true, Some(NotRunReason::Other)),
-            ("CANCELLED by 0", true, Some(NotRunReason::Other)),
-            ("PREEMPTED", true, Some(NotRunReason::Other)),
+            ("TIMEOUT", true, Some(NotRunReason::RunTimeLimit)),
+            ("DEADLINE", true, Some(NotRunReason::RunTimeLimit)),
+            ("FAILED", true, Some(NotRunReason::Node)),
+            ("NODE_FAIL", true, Some(NotRunReason::Node)),
+            ("OUT_OF_MEMORY", true, Some(NotRunReason::Node)),
+            ("BOOT_FAIL", true, Some(NotRunReason::Node)),
+            ("CANCELLED", true, Some(NotRunReason::Node)),
+            ("CANCELLED by 0", true, Some(NotRunReason::Node)),
+            ("PREEMPTED", true, Some(NotRunReason::Node)),
             ("SOMETHING_NEW", false, None),
         ];
         for (text, is_final, reason) in cases {

@@ -110,6 +110,27 @@ fn what_github_does_not_support_is_an_invalid_line() {
     ]);
 }
 
+#[test]
+fn a_pattern_longer_than_a_path_is_an_invalid_line_not_a_panic() {
+    assert_eq!(MAX_PATTERN_BYTES, 4096);
+    let longest = "a".repeat(MAX_PATTERN_BYTES);
+    check_parse(&[(&format!("{longest} @x"), &format!("rule {longest} -> [@x]"))]);
+    for length in [MAX_PATTERN_BYTES + 1, 1_000_000] {
+        let codeowners =
+            Codeowners::parse(&format!("{} @x\n*.py @y\n", "a*".repeat(length / 2 + 1)));
+        let invalid = codeowners.invalid_lines();
+        assert_eq!(invalid.len(), 1, "{length}");
+        assert_eq!(
+            invalid[0].problem,
+            format!(
+                "the pattern is {} bytes, more than the 4096 a pattern may have",
+                2 * (length / 2 + 1)
+            )
+        );
+        assert_eq!(codeowners.owners_of("x.py"), Some(&["@y".to_owned()][..]));
+    }
+}
+
 /// Every example of GitHub's "Example of a CODEOWNERS file", each on its own so that a later
 /// example does not hide an earlier one.
 #[test]

@@ -1,0 +1,203 @@
+//! The job plan's parts and its accounting, as tables.
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::evidence::{Provenance, SCHEMA_VERSION as EVIDENCE_SCHEMA};
+
+fn record(check: Check, side: Side, outcome: Outcome) -> Evidence {
+    Evidence {
+        schema_version: EVIDENCE_SCHEMA,
+        model: Some("m".to_owned()),
+        check,
+        side,
+        provenance: Provenance::default(),
+        outcome,
+    }
+}
+
+fn not_run(subject: Option<&str>) -> Outcome {
+    Outcome::NotRun {
+        reason: NotRunReason::Crash,
+        detail: String::new(),
+        subject: subject.map(str::to_owned),
+        failed_on: None,
+    }
+}
+
+fn pair(concurrency: u32, index: u32) -> Outcome {
+    Outcome::SpeedPair {
+        concurrency,
+        index,
+        covered: true,
+        base_tpot_ms: 1.0,
+        pr_tpot_ms: 1.0,
+        first: Side::Base,
+        family: None,
+        base_runs_ms: None,
+    }
+}
+
+#[test]
+fn parts_read_back_as_they_are_written() {
+    let cases = [
+        ("gsm8k", Part::Named("gsm8k".to_owned())),
+        ("GSM8K", Part::Named("gsm8k".to_owned())),
+        ("concurrency-64", Part::Cell { concurrency: 64 }),
+        ("concurrency-64-pair-3", Part::Pair { concurrency: 64, index: 3 }),
+        ("concurrency-1-noise", Part::Noise { concurrency: 1 }),
+        // Not a speed form: a name.
+        ("concurrency-x", Part::Named("concurrency-x".to_owned())),
+        ("concurrency-4-pair-", Part::Named("concurrency-4-pair-".to_owned())),
+    ];
+    for (text, expect) in cases {
+        assert_eq!(Part::parse(text), Some(expect), "{text}");
+    }
+    assert_eq!(Part::parse(""), None);
+}
+
+proptest! {
+    #[test]
+    fn a_part_round_trips_through_its_text(concurrency in 0u32..100_000, index in 0u32..1000, name in "[a-z0-9_]{1,12}") {
+        for part in [
+            Part::Cell { concurrency },
+            Part::Pair { concurrency, index },
+            Part::Noise { concurrency },
+            Part::Named(name.clone()),
+        ] {
+            prop_assert_eq!(Part::parse(&part.to_string()), Some(part));
+        }
+    }
+}
+
+#[test]
+fn what_accounts_for_a_step() {
+    let step = |check, side, part: Option<Part>| StepId::new(Some("m"), check, side, part);
+    let cell = || Some(Part::Cell { concurrency: 8 });
+    let bench = || Some(Part::named("gsm8k"));
+    let accuracy = |benchmark: &str| Outcome::Accuracy {
+        benchmark: benchmark.to_owned(),
+        questions: 1,
+        correct: 1,
+        per_question: None,
+        cached: false,
+    };
+    let tests = || Outcome::Tests { results: vec![] };
+    let cases: Vec<(StepId, Vec<Evidence>, bool)> = vec![
+        // The step's own record.
+        (
+            step(Check::UnitTests, Side::Base, None),
+            vec![record(Check::UnitTests, Side::Base, tests())],
+            true,
+        ),
+        (
+            step(Check::UnitTests, Side::Base, None),
+            vec![record(Check::UnitTests, Side::Pr, tests())],
+            false,
+        ),
+        // A whole-check not-run on the PR side stands for both sides.
+        (
+            step(Check::UnitTests, Side::Base, None),
+            vec![record(Check::UnitTests, Side::Pr, not_run(None))],
+            true,
+        ),
+        // Another model's record does not.
+        (
+            step(Check::Accuracy, Side::Pr, bench()),
+            vec![record(Check::Accuracy, Side::Pr, accuracy("other"))],
+            false,
+        ),
+        (
+            step(Check::Accuracy, Side::Pr, bench()),
+            vec![record(Check::Accuracy, Side::Pr, accuracy("GSM8K"))],
+            true,
+        ),
+        (
+            step(Check::Accuracy, Side::Base, bench()),
+            vec![record(Check::Accuracy, Side::Pr, not_run(Some("gsm8k")))],
+            true,
+        ),
+        // A speed cell: one of its pairs or its not-run; its calibration alone is not evidence.
+        (
+            step(Check::Speed, Side::Both, cell()),
+            vec![record(Check::Speed, Side::Both, pair(8, 0))],
+            true,
+        ),
+        (
+            step(Check::Speed, Side::Both, cell()),
+            vec![record(Check::Speed, Side::Both, pair(16, 0))],
+            false,
+        ),
+        (
+            step(Check::Speed, Side::Both, cell()),
+            vec![record(
+                Check::Speed,
+                Side::Both,
+                Outcome::SpeedNoise { concurrency: 8, log_ratio_variance: 0.1, samples: None },
+            )],
+            false,
+        ),
+        (
+            step(Check::Speed, Side::Both, cell()),
+            vec![record(Check::Speed, Side::Both, not_run(Some("concurrency-8")))],
+            true,
+        ),
+        (
+            step(Check::Speed, Side::Both, cell()),
+            vec![record(Check::Speed, Side::Both, not_run(None))],
+            true,
+        ),
+        (step(Check::Speed, Side::Both, cell()), vec![], false),
+    ];
+    for (step, records, expect) in cases {
+        assert_eq!(accounted(&step, &records), expect, "{step} with {records:?}");
+    }
+}
+
+#[test]
+fn the_format_reads_back() {
+    let job = JobPlan {
+        schema_version: SCHEMA_VERSION,
+        pr_commit: "a".repeat(40),
+        base_commit: "b".repeat(40),
+        family: 2,
+        targets: vec![Target {
+            model: Some("m".to_owned()),
+            tier: Tier::Full,
+            new: false,
+            recipe: Recipes {
+                base: RecipeState::Parsed { path: "r.toml".to_owned(), hash: "h".to_owned() },
+                pr: RecipeState::Missing { path: "r.toml".to_owned() },
+            },
+            steps: vec![
+                ExpectedStep {
+                    check: Check::UnitTests,
+                    side: Side::Pr,
+                    part: None,
+                    expect: Expect::Run,
+                },
+                ExpectedStep {
+                    check: Check::Speed,
+                    side: Side::Both,
+                    part: Some(Part::Cell { concurrency: 4 }),
+                    expect: Expect::Blocked {
+                        reason: NotRunReason::NoCheckpoint,
+                        detail: "d".to_owned(),
+                    },
+                },
+                ExpectedStep {
+                    check: Check::KernelTiming,
+                    side: Side::Pr,
+                    part: None,
+                    expect: Expect::Nothing { why: "none".to_owned() },
+                },
+            ],
+        }],
+    };
+    let text = serde_json::to_string(&job).expect("serializes");
+    assert!(text.contains(r#""part":"concurrency-4""#), "{text}");
+    let back: JobPlan = serde_json::from_str(&text).expect("reads back");
+    assert_eq!(back, job);
+    assert_eq!(job.evidence_steps().count(), 2);
+    assert_eq!(job.unaccounted(&[]).len(), 2);
+}

@@ -1,0 +1,242 @@
+//! A gated dataset, fetched by prgate itself so that no command a PR names ever gets the
+//! token: the trusted half of a gated accuracy benchmark.
+//!
+//! A recipe's benchmark that reads a gated dataset names it, pinned: `hub-dataset =
+//! "org/name@<40-hex commit>"`, with `token = "HF_TOKEN"`. Before the evaluator runs, prgate
+//! (on the host, outside any container) asks the hub for that revision's file list and
+//! downloads every file with the token in an `Authorization` header, into the node's cache in
+//! `huggingface_hub`'s layout: `<cache-dir>/datasets/hub/datasets--org--name/snapshots/<commit>/`.
+//! The folder is written under a temporary name and renamed when complete, so a folder that
+//! exists is whole, and a second run reuses it without asking the hub. The evaluator's container
+//! gets `<cache-dir>/datasets` read-only at `/datasets`, `HF_HUB_CACHE=/datasets/hub`,
+//! `HF_DATASETS_OFFLINE=1`, and `PRGATE_DATASET` (the snapshot folder as it sees it); its
+//! environment has no secret (`docs/container.md`).
+//!
+//! What the hub answers is checked like any untrusted input: at most [`MAX_FILES`] files, each
+//! a plain relative path (no `..`, no absolute path, no `.git`), at most [`MAX_FILE_BYTES`]
+//! bytes. The token never appears in a URL, a log or an error (errors name the dataset and the
+//! file, not the request's headers). The hub's address is `HF_ENDPOINT` of the runner's
+//! environment, else `https://huggingface.co`.
+
+use std::io::Write as _;
+use std::path::{Component, Path, PathBuf};
+
+/// The most files a dataset revision may have: 10 000.
+pub const MAX_FILES: usize = 10_000;
+/// The largest file fetched: 16 GiB.
+pub const MAX_FILE_BYTES: u64 = 16 << 30;
+/// Where the container sees the node's dataset cache, read-only.
+pub const DATASETS_DIR: &str = "/datasets";
+/// The hub's address when the runner's `HF_ENDPOINT` is not set.
+pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
+
+/// A dataset on the hub at a pinned commit: `org/name@<40 hex digits>`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HubDataset {
+    /// `org/name`.
+    pub repo: String,
+    /// The commit, 40 lowercase hex digits.
+    pub revision: String,
+}
+
+/// Why a gated dataset could not be fetched.
+#[derive(Debug, thiserror::Error)]
+pub enum GatedError {
+    #[error("dataset {dataset}: the hub answered {what}: {problem}")]
+    Hub { dataset: String, what: String, problem: String },
+    #[error("dataset {dataset}: {problem}")]
+    Listing { dataset: String, problem: String },
+    #[error("dataset {dataset}: writing {path}: {source}")]
+    Write { dataset: String, path: PathBuf, source: std::io::Error },
+}
+
+impl HubDataset {
+    /// Reads `org/name@<commit>`; the error says what is wrong.
+    pub fn parse(text: &str) -> Result<HubDataset, String> {
+        let shape = "must be org/name@<commit>, the commit as 40 hex digits";
+        let (repo, revision) = text.split_once('@').ok_or_else(|| shape.to_owned())?;
+        let part = |part: &str| {
+            !part.is_empty()
+                && part.len() <= 96
+                && !part.starts_with(['.', '-'])
+                && part.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+        };
+        let plain_repo = repo.split_once('/').is_some_and(|(org, name)| part(org) && part(name));
+        let commit = revision.len() == 40
+            && revision.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c));
+        if plain_repo && commit {
+            Ok(HubDataset { repo: repo.to_owned(), revision: revision.to_owned() })
+        } else {
+            Err(shape.to_owned())
+        }
+    }
+
+    /// The snapshot folder below a hub cache: `datasets--org--name/snapshots/<commit>`.
+    pub fn snapshot(&self) -> PathBuf {
+        let folder = format!("datasets--{}", self.repo.replace('/', "--"));
+        Path::new(&folder).join("snapshots").join(&self.revision)
+    }
+}
+
+impl std::fmt::Display for HubDataset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}@{}", self.repo, self.revision)
+    }
+}
+
+/// The node's dataset cache: `<cache-dir>/datasets`, which the evaluator gets read-only.
+pub fn cache_root(cache_dir: &Path) -> PathBuf {
+    cache_dir.join("datasets")
+}
+
+/// The hub's address: the runner's `HF_ENDPOINT`, else [`DEFAULT_ENDPOINT`].
+pub fn endpoint() -> String {
+    std::env::var("HF_ENDPOINT")
+        .ok()
+        .filter(|value| !value.is_empty())
+        .unwrap_or_else(|| DEFAULT_ENDPOINT.to_owned())
+}
+
+/// Makes sure `dataset` is in the cache at `root` (`<cache-dir>/datasets`), fetching it from
+/// `endpoint` with `token` (none for a public dataset) when it is not; returns the snapshot
+/// folder (host path).
+///
+/// The requests are made by `curl` (the runner's own HTTP client speaks no TLS), started by
+/// prgate with a fixed argument list: `--proto =https,http`, `--fail`, `--max-filesize`,
+/// `--location` (curl sends an `Authorization` header to the host it was given, never to
+/// another host a redirect names), and the header read from its standard input (`-H @-`), so
+/// the token is on no command line.
+pub fn fetch(
+    endpoint: &str,
+    dataset: &HubDataset,
+    token: Option<&str>,
+    root: &Path,
+) -> Result<PathBuf, GatedError> {
+    let snapshot = root.join("hub").join(dataset.snapshot());
+    if snapshot.is_dir() {
+        return Ok(snapshot);
+    }
+    let name = dataset.to_string();
+    let endpoint = endpoint.trim_end_matches('/');
+    let parent = snapshot.parent().unwrap_or(root).to_path_buf();
+    let write_error = |path: &Path, source| GatedError::Write {
+        dataset: name.clone(),
+        path: path.to_owned(),
+        source,
+    };
+    std::fs::create_dir_all(&parent).map_err(|source| write_error(&parent, source))?;
+    let partial = parent.join(format!(".{}.partial-{}", dataset.revision, std::process::id()));
+    let _stale = std::fs::remove_dir_all(&partial);
+    std::fs::create_dir(&partial).map_err(|source| write_error(&partial, source))?;
+    let listing_file = parent.join(format!(".{}.listing-{}", dataset.revision, std::process::id()));
+    let written = (|| {
+        let listing_url =
+            format!("{endpoint}/api/datasets/{}/revision/{}", dataset.repo, dataset.revision);
+        download(&listing_url, token, &listing_file, MAX_LISTING_BYTES).map_err(|problem| {
+            GatedError::Hub { dataset: name.clone(), what: "the file list".to_owned(), problem }
+        })?;
+        let text = std::fs::read_to_string(&listing_file)
+            .map_err(|source| write_error(&listing_file, source))?;
+        let listing: serde_json::Value =
+            serde_json::from_str(&text).map_err(|error| GatedError::Listing {
+                dataset: name.clone(),
+                problem: format!("the file list is not JSON: {error}"),
+            })?;
+        let files = files_of(&listing)
+            .map_err(|problem| GatedError::Listing { dataset: name.clone(), problem })?;
+        for file in &files {
+            let url =
+                format!("{endpoint}/datasets/{}/resolve/{}/{file}", dataset.repo, dataset.revision);
+            let target = partial.join(file);
+            if let Some(folder) = target.parent() {
+                std::fs::create_dir_all(folder).map_err(|source| write_error(folder, source))?;
+            }
+            download(&url, token, &target, MAX_FILE_BYTES).map_err(|problem| GatedError::Hub {
+                dataset: name.clone(),
+                what: format!("the file {file}"),
+                problem,
+            })?;
+        }
+        std::fs::rename(&partial, &snapshot).map_err(|source| write_error(&snapshot, source))
+    })();
+    let _listing = std::fs::remove_file(&listing_file);
+    match written {
+        Ok(()) => Ok(snapshot),
+        Err(error) => {
+            let _ = std::fs::remove_dir_all(&partial);
+            // Another run may have completed the same snapshot meanwhile.
+            if snapshot.is_dir() { Ok(snapshot) } else { Err(error) }
+        }
+    }
+}
+
+/// The largest file list read: 16 MiB.
+const MAX_LISTING_BYTES: u64 = 16 << 20;
+
+/// Downloads `url` into `target` (a new file) with curl, at most `limit` bytes; the error is
+/// curl's message (redacted) or its exit status.
+fn download(url: &str, token: Option<&str>, target: &Path, limit: u64) -> Result<(), String> {
+    use std::process::{Command, Stdio};
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+    let mut child = Command::new("curl")
+        .args(["--silent", "--show-error", "--fail", "--location", "--proto", "=https,http"])
+        .args(["--proto-redir", "=https,http", "--max-redirs", "5", "--max-time", "3600"])
+        .args(["--max-filesize", &limit.to_string(), "--header", "@-", "--output"])
+        .arg(target)
+        .arg("--")
+        .arg(url)
+        .env_clear()
+        .env("PATH", path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|error| format!("cannot start curl: {error}"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        let header = token.map(|token| format!("Authorization: Bearer {token}\n"));
+        stdin
+            .write_all(header.unwrap_or_default().as_bytes())
+            .map_err(|error| format!("cannot give curl the header: {error}"))?;
+    }
+    let output = child.wait_with_output().map_err(|error| format!("curl: {error}"))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let message = String::from_utf8_lossy(&output.stderr);
+    let message = crate::redact::redact(message.trim()).into_owned();
+    Err(if message.is_empty() { format!("curl ended with {}", output.status) } else { message })
+}
+
+/// The files of a hub listing (`{"siblings": [{"rfilename": ...}]}`), checked.
+fn files_of(listing: &serde_json::Value) -> Result<Vec<String>, String> {
+    let siblings = listing
+        .get("siblings")
+        .and_then(serde_json::Value::as_array)
+        .ok_or_else(|| "the file list has no siblings array".to_owned())?;
+    if siblings.len() > MAX_FILES {
+        return Err(format!("{} files, more than the {MAX_FILES} fetched", siblings.len()));
+    }
+    let mut files = Vec::with_capacity(siblings.len());
+    for sibling in siblings {
+        let file = sibling
+            .get("rfilename")
+            .and_then(serde_json::Value::as_str)
+            .ok_or_else(|| "a sibling without an rfilename".to_owned())?;
+        let plain = !file.is_empty()
+            && !file.contains(['\\', '\0', '?', '#', '%'])
+            && Path::new(file).components().all(|component| match component {
+                Component::Normal(part) => !part.eq_ignore_ascii_case(".git"),
+                _ => false,
+            });
+        if !plain {
+            return Err(format!("the file name {file:?} is not a plain relative path"));
+        }
+        files.push(file.to_owned());
+    }
+    files.sort();
+    files.dedup();
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests;

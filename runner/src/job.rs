@@ -1,0 +1,439 @@
+//! Building the job plan ([`prgate_gate::job`]): the plan, both sides' recipes and the node
+//! turned into every target and every step the run must account for, before any step runs.
+//!
+//! The recipes are read here, once, from the exported trees: `test/e2e/<model>.toml` (or the
+//! request's path) on each side, and the common recipe. A tree is PR content, so a recipe is
+//! read only as a regular file inside its tree, through no symbolic link at any component, of
+//! at most [`RECIPE_LIMIT`] bytes; a model whose name is not one plain path component has no
+//! recipe path at all. Anything else is a recipe state the verdict judges: a PR that removed a
+//! recipe its base side has (`recipe-removed`) or whose recipe is not valid (`recipe-invalid`)
+//! fails; no recipe on either side is a coverage gap (`no-recipe`). The trees are read before
+//! any command of the run starts, so nothing changes them while they are read.
+//!
+//! The steps mirror what the step loop (`crate::run`) records, one rule per check: a suite the
+//! recipe selects nothing for, no timing script, no accuracy benchmark or no sweep expects
+//! nothing; what the node cannot run (`Recipe::check_runs_on`) is `blocked` with its reason;
+//! everything else must produce evidence. The step loop, the progress line, the SLURM gather and
+//! the gate count against this list; none of them derives it again.
+//!
+//! What it leaves to others: running the steps (`crate::run`), judging (the gate).
+
+use std::path::Path;
+
+use prgate_gate::evidence::{Check, NotRunReason, Side};
+use prgate_gate::job::{
+    Expect, ExpectedStep, JobPlan, Part, RecipeState, Recipes, SCHEMA_VERSION, Target, tier_checks,
+    whole_check_side,
+};
+use prgate_scope::plan::{ModelPlan, Plan, Tier};
+
+use crate::node::NodeProfile;
+use crate::recipe::Recipe;
+use crate::recipe::common::CommonRecipe;
+
+/// The largest recipe prgate reads.
+pub const RECIPE_LIMIT: u64 = 1024 * 1024;
+
+/// A job plan and the recipes it was made from.
+#[derive(Debug)]
+pub struct Job {
+    pub plan: JobPlan,
+    /// The PR side's recipe of each model target, in the order of `plan.targets` (the common
+    /// checks excepted).
+    pub(crate) models: Vec<ModelRecipes>,
+    /// The PR side's common recipe, when the plan selects the common checks.
+    pub(crate) common: Option<CommonSource>,
+}
+
+/// What a model target runs with.
+#[derive(Debug)]
+pub(crate) struct ModelRecipes {
+    pub name: String,
+    pub pr: RecipeSource,
+    /// What the base side runs ([`Recipe::with_commands_of`]): the PR's recipe with every
+    /// command from the base side's own recipe; the PR's as it is for a model new in the PR
+    /// (its baseline is SGLang's own path in the PR's tree); why there is none when the base
+    /// side has no recipe to take the commands from.
+    pub base: Result<Box<Recipe>, String>,
+    /// Whether both sides' recipe files are the same bytes: only then may the base side's
+    /// results go into the node's cache.
+    pub unchanged: bool,
+}
+
+/// A model's recipe as one side's tree has it.
+#[derive(Debug)]
+pub(crate) enum RecipeSource {
+    Parsed { recipe: Box<Recipe>, path: String, hash: String },
+    Missing { path: String },
+    Invalid { path: String, error: String, hash: Option<String> },
+}
+
+/// The common checks' recipe as one side's tree has it.
+#[derive(Debug)]
+pub(crate) enum CommonSource {
+    Parsed { recipe: Box<CommonRecipe>, path: String, hash: String },
+    Missing { path: String },
+    Invalid { path: String, error: String, hash: Option<String> },
+}
+
+/// What a job plan is made from.
+#[derive(Debug, Clone, Copy)]
+pub struct JobRequest<'a> {
+    pub plan: &'a Plan,
+    pub base_tree: &'a Path,
+    pub pr_tree: &'a Path,
+    /// Where a model's recipe is in a tree; `{model}` is the model's name.
+    pub recipe_path: &'a str,
+    pub common_recipe_path: &'a str,
+    pub node: &'a NodeProfile,
+}
+
+impl Job {
+    /// The job plan of `request`: every model of tier full or smoke that the PR does not remove,
+    /// in the plan's order, and the common checks first when the plan selects them.
+    pub fn build(request: &JobRequest<'_>) -> Job {
+        let plan = request.plan;
+        let pr_commit = plan.head.sha.clone();
+        let base_commit = plan.base_side_commit().to_owned();
+        let mut targets = Vec::new();
+        let mut common = None;
+        if plan.common.selected {
+            let path = request.common_recipe_path;
+            let base = read_common(request.base_tree, path, &base_commit);
+            let pr = read_common(request.pr_tree, path, &pr_commit);
+            targets.push(common_target(&base, &pr));
+            common = Some(pr);
+        }
+        let mut models = Vec::new();
+        let mut family = 0u32;
+        for model in plan.running_models() {
+            let base = if model.new {
+                None
+            } else {
+                Some(read_recipe(request.base_tree, request.recipe_path, &model.name, &base_commit))
+            };
+            let pr = read_recipe(request.pr_tree, request.recipe_path, &model.name, &pr_commit);
+            let (target, covered) = model_target(model, base.as_ref(), &pr, request.node);
+            family = family.saturating_add(covered);
+            targets.push(target);
+            let unchanged = base.as_ref().and_then(RecipeSource::hash).is_some()
+                && base.as_ref().and_then(RecipeSource::hash) == pr.hash();
+            let base_side = match (&pr, &base) {
+                (RecipeSource::Parsed { recipe, .. }, None) => Ok(recipe.clone()),
+                (
+                    RecipeSource::Parsed { recipe, .. },
+                    Some(RecipeSource::Parsed { recipe: base, .. }),
+                ) => Ok(Box::new(recipe.with_commands_of(base))),
+                (_, Some(base)) => Err(format!(
+                    "the base side has no valid recipe at {} to take its commands from (they never come from the PR)",
+                    base.path()
+                )),
+                (_, None) => Err("the PR has no valid recipe".to_owned()),
+            };
+            models.push(ModelRecipes { name: model.name.clone(), pr, base: base_side, unchanged });
+        }
+        Job {
+            plan: JobPlan {
+                schema_version: SCHEMA_VERSION,
+                pr_commit,
+                base_commit,
+                family,
+                targets,
+            },
+            models,
+            common,
+        }
+    }
+}
+
+impl RecipeSource {
+    fn state(&self) -> RecipeState {
+        match self {
+            RecipeSource::Parsed { path, hash, .. } => {
+                RecipeState::Parsed { path: path.clone(), hash: hash.clone() }
+            }
+            RecipeSource::Missing { path } => RecipeState::Missing { path: path.clone() },
+            RecipeSource::Invalid { path, error, hash } => RecipeState::Invalid {
+                path: path.clone(),
+                hash: hash.clone().unwrap_or_default(),
+                error: error.clone(),
+            },
+        }
+    }
+
+    /// Where the recipe is (or would be) in its tree.
+    pub(crate) fn path(&self) -> &str {
+        match self {
+            RecipeSource::Parsed { path, .. }
+            | RecipeSource::Missing { path }
+            | RecipeSource::Invalid { path, .. } => path,
+        }
+    }
+
+    /// The hash of the recipe file, when there is one.
+    pub(crate) fn hash(&self) -> Option<&str> {
+        match self {
+            RecipeSource::Parsed { hash, .. } => Some(hash),
+            RecipeSource::Invalid { hash, .. } => hash.as_deref(),
+            RecipeSource::Missing { .. } => None,
+        }
+    }
+}
+
+impl CommonSource {
+    fn state(&self) -> RecipeState {
+        match self {
+            CommonSource::Parsed { path, hash, .. } => {
+                RecipeState::Parsed { path: path.clone(), hash: hash.clone() }
+            }
+            CommonSource::Missing { path } => RecipeState::Missing { path: path.clone() },
+            CommonSource::Invalid { path, error, hash } => RecipeState::Invalid {
+                path: path.clone(),
+                hash: hash.clone().unwrap_or_default(),
+                error: error.clone(),
+            },
+        }
+    }
+
+    pub(crate) fn hash(&self) -> Option<&str> {
+        match self {
+            CommonSource::Parsed { hash, .. } => Some(hash),
+            CommonSource::Invalid { hash, .. } => hash.as_deref(),
+            CommonSource::Missing { .. } => None,
+        }
+    }
+}
+
+/// `fnv1a64:` and the 64-bit FNV-1a hash of `bytes` in 16 hex digits.
+fn hash_of(bytes: &[u8]) -> String {
+    crate::run::recipe_hash(bytes)
+}
+
+fn read_recipe(tree: &Path, template: &str, model: &str, commit: &str) -> RecipeSource {
+    let path = template.replace("{model}", model);
+    if !plain_name(model) {
+        let error = format!("the model name {model:?} is not one plain path component");
+        return RecipeSource::Invalid { path, error, hash: None };
+    }
+    match read_tree_file(tree, &path, RECIPE_LIMIT) {
+        Ok(None) => RecipeSource::Missing { path },
+        Err(error) => RecipeSource::Invalid { path, error, hash: None },
+        Ok(Some(bytes)) => {
+            let hash = hash_of(&bytes);
+            let short = commit.get(..7).unwrap_or(commit);
+            match Recipe::parse(&String::from_utf8_lossy(&bytes), &format!("{path} at {short}")) {
+                Ok(recipe) => RecipeSource::Parsed { recipe: Box::new(recipe), path, hash },
+                Err(error) => {
+                    RecipeSource::Invalid { path, error: error.to_string(), hash: Some(hash) }
+                }
+            }
+        }
+    }
+}
+
+fn read_common(tree: &Path, path: &str, commit: &str) -> CommonSource {
+    match read_tree_file(tree, path, RECIPE_LIMIT) {
+        Ok(None) => CommonSource::Missing { path: path.to_owned() },
+        Err(error) => CommonSource::Invalid { path: path.to_owned(), error, hash: None },
+        Ok(Some(bytes)) => {
+            let hash = hash_of(&bytes);
+            let short = commit.get(..7).unwrap_or(commit);
+            let file = format!("{path} at {short}");
+            match CommonRecipe::parse(&String::from_utf8_lossy(&bytes), &file) {
+                Ok(recipe) => {
+                    CommonSource::Parsed { recipe: Box::new(recipe), path: path.to_owned(), hash }
+                }
+                Err(error) => CommonSource::Invalid {
+                    path: path.to_owned(),
+                    error: error.to_string(),
+                    hash: Some(hash),
+                },
+            }
+        }
+    }
+}
+
+/// Whether `name` is one plain path component: not empty, no separator, not `.` or `..`.
+fn plain_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains(['/', '\\', '\0']) && name != "." && name != ".."
+}
+
+/// Reads `relative` in `tree` as PR content: `Ok(None)` when nothing is there; an error when
+/// the path leaves the tree, any component is a symbolic link, the file is not a regular file
+/// or is larger than `limit` bytes.
+fn read_tree_file(tree: &Path, relative: &str, limit: u64) -> Result<Option<Vec<u8>>, String> {
+    match crate::untrusted::read(tree, Path::new(relative), limit) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(error) if matches!(error.problem, crate::untrusted::Problem::Missing) => Ok(None),
+        Err(error) => Err(error.to_string()),
+    }
+}
+
+fn step(check: Check, side: Side, part: Option<Part>, expect: Expect) -> ExpectedStep {
+    ExpectedStep { check, side, part, expect }
+}
+
+fn nothing(why: &str) -> Expect {
+    Expect::Nothing { why: why.to_owned() }
+}
+
+/// Why a PR-side recipe that is not parsed stops every check, by the base side's state.
+fn broken_recipe(base: Option<&RecipeState>, pr: &RecipeState) -> (NotRunReason, String) {
+    let base_has_one =
+        matches!(base, Some(RecipeState::Parsed { .. } | RecipeState::Invalid { .. }));
+    match pr {
+        RecipeState::Missing { path } if base_has_one => {
+            (NotRunReason::RecipeRemoved, format!("the PR removed {path}, which its base side has"))
+        }
+        RecipeState::Missing { path } => {
+            (NotRunReason::NoRecipe, format!("neither side's tree has a recipe at {path}"))
+        }
+        RecipeState::Invalid { error, .. } => {
+            (NotRunReason::RecipeInvalid, format!("the PR's recipe is not valid: {error}"))
+        }
+        RecipeState::Parsed { .. } | RecipeState::NoTree => {
+            (NotRunReason::Other, "the recipe could not be read".to_owned())
+        }
+    }
+}
+
+fn common_target(base: &CommonSource, pr: &CommonSource) -> Target {
+    let recipe = Recipes { base: base.state(), pr: pr.state() };
+    let steps = match pr {
+        CommonSource::Parsed { .. } => [Side::Base, Side::Pr]
+            .map(|side| step(Check::CommonTests, side, None, Expect::Run))
+            .to_vec(),
+        CommonSource::Missing { .. } | CommonSource::Invalid { .. } => {
+            let (reason, detail) = broken_recipe(Some(&recipe.base), &recipe.pr);
+            vec![step(Check::CommonTests, Side::Pr, None, Expect::Blocked { reason, detail })]
+        }
+    };
+    Target { model: None, tier: Tier::Smoke, new: false, recipe, steps }
+}
+
+/// A model's target, and how many covered speed cells it judges.
+fn model_target(
+    model: &ModelPlan,
+    base: Option<&RecipeSource>,
+    pr: &RecipeSource,
+    node: &NodeProfile,
+) -> (Target, u32) {
+    let recipe =
+        Recipes { base: base.map_or(RecipeState::NoTree, RecipeSource::state), pr: pr.state() };
+    let target = |steps| Target {
+        model: Some(model.name.clone()),
+        tier: model.tier,
+        new: model.new,
+        recipe: recipe.clone(),
+        steps,
+    };
+    let RecipeSource::Parsed { recipe: parsed, .. } = pr else {
+        let base_state = base.map(|_| &recipe.base);
+        let (reason, detail) = broken_recipe(base_state, &recipe.pr);
+        let steps = tier_checks(model.tier)
+            .iter()
+            .map(|&check| {
+                let expect = Expect::Blocked { reason, detail: detail.clone() };
+                step(check, whole_check_side(check), None, expect)
+            })
+            .collect();
+        return (target(steps), 0);
+    };
+    let (steps, covered) = recipe_steps(model, parsed, node);
+    (target(steps), covered)
+}
+
+/// The steps of a model whose PR recipe parsed, as the step loop records them.
+fn recipe_steps(
+    model: &ModelPlan,
+    recipe: &Recipe,
+    node: &NodeProfile,
+) -> (Vec<ExpectedStep>, u32) {
+    let full = model.tier == Tier::Full;
+    let tree_sides: &[Side] = if model.new { &[Side::Pr] } else { &[Side::Base, Side::Pr] };
+    let both = [Side::Base, Side::Pr];
+    let blockers = recipe.check_runs_on(node).err();
+    let blocker = |check: Check, part: Option<&str>| {
+        blockers.as_ref().and_then(|blockers| blockers.blocker_for(check, part)).map(|blocker| {
+            Expect::Blocked { reason: blocker.reason(), detail: blocker.to_string() }
+        })
+    };
+    let mut steps = Vec::new();
+    let tests = recipe.tests();
+    for (check, selection) in [(Check::UnitTests, &tests.unit), (Check::KernelTests, &tests.kernel)]
+    {
+        if selection.is_empty() {
+            let why = format!("the recipe selects no {}", check.describe());
+            steps.push(step(check, Side::Pr, None, nothing(&why)));
+        } else {
+            steps.extend(tree_sides.iter().map(|&side| step(check, side, None, Expect::Run)));
+        }
+    }
+    if full {
+        if let Some(blocked) = blocker(Check::KernelTiming, None) {
+            steps.push(step(Check::KernelTiming, Side::Pr, None, blocked));
+        } else if recipe.kernel_timing().is_empty() {
+            let why = nothing("the recipe has no kernel timing scripts");
+            steps.push(step(Check::KernelTiming, Side::Pr, None, why));
+        } else {
+            steps.extend(
+                tree_sides.iter().map(|&side| step(Check::KernelTiming, side, None, Expect::Run)),
+            );
+        }
+    }
+    // Everything that needs the servers stops together when the node cannot serve the model.
+    if let Some(blocked) = blocker(Check::Routing, None) {
+        for check in [Check::ServingTests, Check::Routing, Check::Accuracy, Check::Speed] {
+            if check != Check::Accuracy || full {
+                steps.push(step(check, whole_check_side(check), None, blocked.clone()));
+            }
+        }
+        return (steps, 0);
+    }
+    if tests.serving.is_empty() {
+        let why = nothing("the recipe selects no serving tests");
+        steps.push(step(Check::ServingTests, Side::Pr, None, why));
+    } else {
+        steps.extend(both.map(|side| step(Check::ServingTests, side, None, Expect::Run)));
+    }
+    if full {
+        if recipe.accuracy().is_empty() {
+            let why = nothing("the recipe has no accuracy benchmarks");
+            steps.push(step(Check::Accuracy, Side::Pr, None, why));
+        }
+        for benchmark in recipe.accuracy() {
+            let part = || Some(Part::named(&benchmark.name));
+            match blocker(Check::Accuracy, Some(&benchmark.name)) {
+                Some(blocked) => steps.push(step(Check::Accuracy, Side::Pr, part(), blocked)),
+                None => {
+                    steps.extend(both.map(|side| step(Check::Accuracy, side, part(), Expect::Run)))
+                }
+            }
+        }
+    }
+    steps.extend(both.map(|side| step(Check::Routing, side, None, Expect::Run)));
+    let mut covered = 0u32;
+    match recipe.speed() {
+        None => steps.push(step(
+            Check::Speed,
+            Side::Both,
+            None,
+            nothing("the recipe has no speed sweep"),
+        )),
+        Some(sweep) => {
+            for &concurrency in sweep.concurrencies_for(!full) {
+                steps.push(step(
+                    Check::Speed,
+                    Side::Both,
+                    Some(Part::Cell { concurrency }),
+                    Expect::Run,
+                ));
+            }
+            covered = u32::try_from(sweep.covered.len()).unwrap_or(u32::MAX);
+        }
+    }
+    (steps, covered)
+}
+
+#[cfg(test)]
+mod tests;
