@@ -43,6 +43,7 @@ use serde::{Deserialize, Serialize};
 use crate::gate::Outcome;
 use crate::github::GitHub;
 use crate::run::{Executor, IsolationArg, RunArgs, Switch, parse_time_limit};
+use crate::trigger::queue::QueueVerdict;
 use crate::trigger::{Decision, Event, Pinned};
 use prgate_gate::JobPlan;
 
@@ -55,8 +56,8 @@ use prgate_gate::JobPlan;
 /// GITHUB_API_URL.
 #[derive(Debug, Args)]
 pub(crate) struct CiArgs {
-    /// The event payload (GITHUB_EVENT_PATH): a `pull_request_target` labeled with --label, or a
-    /// `workflow_dispatch` with inputs `pr` and `sha`.
+    /// The event payload (GITHUB_EVENT_PATH): a `pull_request_target` labeled with --label, a
+    /// `workflow_dispatch` with inputs `pr` and `sha`, or a merge queue's `merge_group`.
     #[arg(long, value_name = "FILE")]
     event: Option<PathBuf>,
     /// A dispatch from the command line: the PR's number (with --sha).
@@ -89,9 +90,15 @@ pub(crate) struct CiArgs {
     /// Edit the comment at most this often while checks finish.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_time_limit)]
     update_every: Duration,
-    /// The login our comments are written by [default: the token's user].
+    /// The login our comments are written by [default: the token's user; for an App's
+    /// installation token, GraphQL's viewer, e.g. `my-app[bot]`].
     #[arg(long, value_name = "LOGIN", env = "PRGATE_BOT_LOGIN")]
     bot_login: Option<String>,
+    /// Also keep a check run on the pinned SHA (`AMD PR test details`: the summary and the
+    /// annotations): needs a GitHub App's token (`checks: write`); the status stays the
+    /// required check.
+    #[arg(long, value_enum, default_value_t = Switch::Off)]
+    check_run: Switch,
     /// Where commands from the PR run (see `prgate run --help`).
     #[arg(long, value_enum, default_value_t = IsolationArg::Container)]
     isolation: IsolationArg,
@@ -173,10 +180,20 @@ fn state_dir(args: &CiArgs) -> PathBuf {
     args.state.clone().unwrap_or_else(|| args.work.join("state"))
 }
 
-/// The trigger: `None` when no run starts (the reason is on stderr). On a start, the pin is
-/// written to the state folder and the reporter that will never let the status stay pending is
-/// returned, with the PR's files.
-fn pin(args: &CiArgs) -> anyhow::Result<Option<(Arc<Reporter>, Vec<String>)>> {
+/// What the trigger gave.
+enum Pin {
+    /// No run starts (the reason is on stderr).
+    NoRun,
+    /// Nothing needs to run: a merge queue's commit keeps the PR's result (its status posted).
+    Settled,
+    /// A run starts: the reporter that will never let the status stay pending, and the files.
+    Started(Arc<Reporter>, Vec<String>),
+}
+
+/// The trigger. On a start, the pin is written to the state folder. A merge queue's commit is
+/// judged first (`trigger::queue`): the PR's result holds (`success` is posted, and the state
+/// folder gets `settled.txt`), or the paths that run again replace the PR's files.
+fn pin(args: &CiArgs) -> anyhow::Result<Pin> {
     let state = state_dir(args);
     std::fs::create_dir_all(&state).with_context(|| format!("creating {}", state.display()))?;
     let event = match (&args.event, args.pr, &args.sha) {
@@ -188,20 +205,65 @@ fn pin(args: &CiArgs) -> anyhow::Result<Option<(Arc<Reporter>, Vec<String>)>> {
         _ => anyhow::bail!("give --event FILE, or --pr N --sha SHA"),
     };
     let (runtime, github) = crate::github::connect(&args.repository)?;
-    let (pinned, files) =
+    github.remember_login(args.bot_login.as_deref());
+    let (mut pinned, mut files) =
         match runtime.block_on(crate::trigger::decide(&github, &event, &args.label))? {
             Decision::Refuse(reason) => {
                 eprintln!("prgate: no run: {reason}");
-                return Ok(None);
+                return Ok(Pin::NoRun);
             }
-            Decision::Start(pinned, files) => (pinned, files),
+            Decision::Start(pinned, files) => (*pinned, files),
         };
+    if let Some(queue) = pinned.merge_group.clone() {
+        let context = prgate_report::status::DEFAULT_CONTEXT;
+        let judged = runtime.block_on(crate::trigger::queue::judge(
+            &github, &args.repo, &pinned, &queue, &files, context,
+        ));
+        match judged {
+            Ok(QueueVerdict::Holds(description)) => {
+                let description = prgate_report::status::fit_description(&description);
+                runtime.block_on(github.set_status(
+                    &pinned.sha,
+                    "success",
+                    &description,
+                    context,
+                    args.run_url.as_deref(),
+                ))?;
+                crate::trigger::write_pin(&state, &pinned, &files)?;
+                write(&state.join("settled.txt"), &(description.clone() + "\n"))?;
+                write(&state.join("nodes.json"), "[]\n")?;
+                eprintln!("prgate: merge queue: {description}");
+                return Ok(Pin::Settled);
+            }
+            Ok(QueueVerdict::Rerun { files: again, note }) => {
+                eprintln!("prgate: {note}");
+                files = again;
+                if let Some(queue) = pinned.merge_group.as_mut() {
+                    queue.note = Some(note);
+                }
+            }
+            Err(error) => {
+                let status = error_status(&format!("{error:#}"), &StatusSettings::default());
+                let posted = runtime.block_on(github.set_status(
+                    &pinned.sha,
+                    status.state.as_str(),
+                    &status.description,
+                    &status.context,
+                    args.run_url.as_deref(),
+                ));
+                if let Err(also) = posted {
+                    eprintln!("prgate: could not post the error status: {also:#}");
+                }
+                return Err(error);
+            }
+        }
+    }
     crate::trigger::write_pin(&state, &pinned, &files)?;
     eprintln!(
         "prgate: run #{} at {} (started by {})",
         pinned.number, pinned.sha, pinned.triggered_by
     );
-    Ok(Some((Reporter::new(args, runtime, github, pinned), files)))
+    Ok(Pin::Started(Reporter::new(args, runtime, github, pinned), files))
 }
 
 /// Runs `work`; whatever it ends in other than a result (an error, a panic) is posted as the
@@ -237,14 +299,22 @@ fn guarded(
 
 /// `--stage all`: everything, on this node.
 fn all(args: &CiArgs) -> anyhow::Result<Outcome> {
-    let Some((reporter, files)) = pin(args)? else { return Ok(Outcome::NotPass) };
+    let (reporter, files) = match pin(args)? {
+        Pin::NoRun => return Ok(Outcome::NotPass),
+        Pin::Settled => return Ok(Outcome::Pass),
+        Pin::Started(reporter, files) => (reporter, files),
+    };
     guarded(&reporter, || pipeline(args, &reporter, files))
 }
 
 /// `--stage start`: the trigger, the plan, the schedule onto the nodes, and the pending status
 /// and comment. Writes `nodes.json` (the nodes with work) and `schedule.json`.
 fn start(args: &CiArgs) -> anyhow::Result<Outcome> {
-    let Some((reporter, files)) = pin(args)? else { return Ok(Outcome::NotPass) };
+    let (reporter, files) = match pin(args)? {
+        Pin::NoRun => return Ok(Outcome::NotPass),
+        Pin::Settled => return Ok(Outcome::Pass),
+        Pin::Started(reporter, files) => (reporter, files),
+    };
     guarded(&reporter, || {
         let (plan, _base) = make_plan(args, &reporter, files, false)?;
         let nodes = read_nodes(args)?;
@@ -552,13 +622,17 @@ fn make_plan(
     drop(repository);
     let changes = prgate_scope::change::parse_file_list(&(files.join("\n") + "\n"))
         .context("the PR's file list")?;
-    let plan = prgate_scope::plan(&PlanRequest {
+    let mut plan = prgate_scope::plan(&PlanRequest {
         repo: args.repo.clone(),
         base: Some(pinned.base_sha.clone()),
         head: Some(pinned.sha.clone()),
         worktree: false,
         files: Some(FileList { changes, truncated: pinned.files_truncated }),
     })?;
+    // A merge queue's run says why it runs what it runs.
+    if let Some(note) = pinned.merge_group.as_ref().and_then(|queue| queue.note.clone()) {
+        plan.warnings.push(note);
+    }
     write(&state_dir(args).join("plan.json"), &(serde_json::to_string_pretty(&plan)? + "\n"))?;
     let base = crate::gate::BaseSide::read(&args.repo, &plan)?;
     *lock(&reporter.plan) = Some(plan.clone());
@@ -872,6 +946,9 @@ struct ReporterArgs {
     run_url: Option<String>,
     bot_login: Option<String>,
     work: PathBuf,
+    /// `--check-run on`: keep a check run beside the status; its id is kept in
+    /// `check-run.txt` of this state folder, so the finish stage edits the start's.
+    check_run: Option<PathBuf>,
 }
 
 /// Posts to the PR: the progress while the run goes, the final verdict, or the error.
@@ -906,6 +983,7 @@ impl Reporter {
                 run_url: args.run_url.clone(),
                 bot_login: args.bot_login.clone(),
                 work: args.work.clone(),
+                check_run: (args.check_run == Switch::On).then(|| state_dir(args)),
             },
             plan: Mutex::new(None),
             progress: Mutex::new(Progress { steps: Vec::new() }),
@@ -1031,7 +1109,25 @@ impl Reporter {
             self.pinned.number,
             self.args.bot_login.as_deref(),
             &body,
-        ))
+        ))?;
+        if let Some(state) = &self.args.check_run {
+            // Optional beside the required status: a check run that fails is said, not fatal.
+            let file = state.join("check-run.txt");
+            let existing =
+                std::fs::read_to_string(&file).ok().and_then(|id| id.trim().parse().ok());
+            let posted = self.runtime.block_on(crate::publish::check_run(
+                &self.github,
+                existing,
+                &self.pinned.sha,
+                input,
+                status,
+            ));
+            match posted {
+                Ok(id) => write(&file, &format!("{id}\n"))?,
+                Err(error) => eprintln!("prgate: could not post the check run: {error:#}"),
+            }
+        }
+        Ok(())
     }
 
     fn report_link(&self) -> ReportLink {

@@ -53,19 +53,17 @@ enum GateCommand {
     Simulate(SimulateArgs),
 }
 
-/// Simulate the speed rule: P(fail), P(pass) and pairs used for CV 1-5% and true changes
-/// 0-7.5%, against a fixed-n design with the same error rates.
+/// Simulate the speed and accuracy rules as a node sees them (no calibration, outliers, the
+/// bracketed order, multi-cell PRs, GSM8K-sized benchmarks): the targets remeasured,
+/// then P(fail) and pairs for CV 1-5% and true changes 0-7.5% beside the fixed-n design.
 #[derive(Debug, Args)]
 struct SimulateArgs {
-    /// Simulated cells per row.
+    /// Simulated PRs per scenario.
     #[arg(long, default_value_t = 10_000)]
     trials: usize,
-    /// The random seed: the same seed gives the same table.
+    /// The random seed: the same seed gives the same tables.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Give the test the true base-vs-base variance, as when the runner has calibrated it.
-    #[arg(long)]
-    calibrated: bool,
     /// Simulate the settings of this prgate.toml's [gate] table instead of the defaults.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -270,45 +268,30 @@ fn run_simulation(args: &SimulateArgs) -> anyhow::Result<()> {
         }
         None => GateConfig::defaults(),
     };
-    let rows = prgate_gate::simulate::simulate(
-        &config,
-        &[0.01, 0.02, 0.03, 0.05],
-        &[0.0, 0.02, 0.04, 0.075],
-        args.trials,
-        args.seed,
-        args.calibrated,
-    );
+    let speed = &config.speed;
     let mut stdout = std::io::stdout().lock();
     writeln!(
         stdout,
-        "Speed rule, one cell (loss over {:.0}% fails; zone {:.0}%..{:.0}%, alpha {}, beta {}, {}..{} pairs; variance {}); {} trials a row, seed {}.\n",
-        config.speed.threshold.get() * 100.0,
-        config.speed.low * 100.0,
-        config.speed.high * 100.0,
-        config.speed.alpha.get(),
-        config.speed.beta.get(),
-        config.speed.min_pairs,
-        config.speed.max_pairs,
-        if args.calibrated { "calibrated" } else { "from the pairs" },
+        "Speed: a loss over {:.0}% fails; zone {:.0}%..{:.0}%; alpha {} a PR, beta {} a cell; pairs {}..={}; min-cv {}. Accuracy: alpha {} a PR. {} trials a scenario, seed {}.\n",
+        speed.threshold.get() * 100.0,
+        speed.low * 100.0,
+        speed.high * 100.0,
+        speed.alpha.get(),
+        speed.beta.get(),
+        speed.min_pairs,
+        speed.max_pairs,
+        speed.min_cv.get(),
+        config.accuracy_alpha.get(),
         args.trials,
         args.seed
     )?;
-    write!(stdout, "{}", prgate_gate::simulate::markdown(&rows))?;
+    let targets = prgate_gate::simulate::targets(&config, args.trials, args.seed);
+    write!(stdout, "{}", prgate_gate::simulate::targets_markdown(&targets))?;
     writeln!(
         stdout,
-        "\nEight cells judged together (alpha divided over them), no true change anywhere:\n"
+        "\nOne regressed cell alone and in a 4-cell PR, no calibration, bracketed pairs (3 runs each), beside the fixed-n design (2 runs a pair):\n"
     )?;
-    writeln!(stdout, "| CV | P(some cell fails) | mean pairs a cell |\n|---|---|---|")?;
-    for cv in [0.01, 0.02, 0.03, 0.05] {
-        let (p_any, pairs) = prgate_gate::simulate::family_error(
-            &config,
-            cv,
-            8,
-            args.trials / 8 + 1,
-            args.seed,
-            args.calibrated,
-        );
-        writeln!(stdout, "| {:.0}% | {:.1}% | {:.2} |", cv * 100.0, p_any * 100.0, pairs)?;
-    }
+    let grid = prgate_gate::simulate::grid_markdown(&config, args.trials, args.seed);
+    write!(stdout, "{grid}")?;
     Ok(())
 }

@@ -1,9 +1,14 @@
 //! GitHub: the only place prgate talks to it. octocrab carries the requests (authenticated,
 //! against `GITHUB_API_URL`), with its own retries left out; this module decides what is retried
 //! and when: idempotent calls on 5xx and rate limits, with backoff, honouring `retry-after` and
-//! `x-ratelimit-reset`. A comment is never created twice: after a failed creation the comments
-//! are read again first, and an existing one is edited instead.
+//! `x-ratelimit-reset`, and GitHub Enterprise's "abuse detection" 403. A comment is never
+//! created twice: after a failed creation the comments are read again first, and an existing one
+//! is edited instead. Lists are read by following the `Link` header's `next` (never past the
+//! API's own origin, where the token would leak). Our comments are found by the marker and our
+//! login, which is known for every token kind: `--bot-login`, the token's user, or (an App's
+//! installation token, which cannot read `/user`) the GraphQL viewer, an App's `slug[bot]`.
 
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
@@ -16,9 +21,13 @@ use serde::de::DeserializeOwned;
 const DEFAULT_API_URL: &str = "https://api.github.com";
 /// GitHub lists at most this many items a page.
 const PER_PAGE: usize = 100;
-/// The most pages of comments read: 10,000 comments, and no endless loop on a server that
-/// ignores `page`.
+/// The most pages of a list read: 10,000 comments, and no endless loop on a server whose
+/// `Link` header never ends.
 const MAX_PAGES: usize = 100;
+/// The identifier of the check run's "Re-run" button (a `requested_action`).
+pub(crate) const RERUN_ACTION: &str = "prgate-rerun";
+/// A check run takes at most this many annotations a request (GitHub's limit).
+pub(crate) const ANNOTATIONS_PER_REQUEST: usize = 50;
 /// GitHub's API lists at most this many files of a pull request.
 pub(crate) const MAX_LISTED_FILES: usize = 3000;
 
@@ -51,9 +60,16 @@ impl RetryPolicy {
 /// A repository on GitHub, with a client for it.
 pub(crate) struct GitHub {
     client: Octocrab,
+    /// The API's base URL, without a trailing `/`: a `Link` is followed only below it.
+    api: String,
+    /// A client for GraphQL's host, and its endpoint's path there (`GITHUB_GRAPHQL_URL`,
+    /// else beside the API): on GitHub Enterprise it is not below the REST API's path.
+    graphql: (Octocrab, String),
     owner: String,
     name: String,
     retry: RetryPolicy,
+    /// Our login once known: asked once, then kept (and taken from a comment we created).
+    login: Mutex<Option<String>>,
 }
 
 /// What prgate reads of a pull request.
@@ -65,6 +81,24 @@ pub(crate) struct PullRequest {
     pub(crate) base: GitRef,
     #[serde(default)]
     pub(crate) changed_files: Option<usize>,
+    /// `open` or `closed`.
+    #[serde(default)]
+    pub(crate) state: Option<String>,
+    #[serde(default)]
+    pub(crate) merged: Option<bool>,
+}
+
+impl PullRequest {
+    /// Why no run may start on this PR: it is closed, or merged.
+    pub(crate) fn not_open(&self) -> Option<&'static str> {
+        if self.merged == Some(true) {
+            Some("merged")
+        } else if self.state.as_deref().is_some_and(|state| state != "open") {
+            Some("closed")
+        } else {
+            None
+        }
+    }
 }
 
 /// One side of a pull request.
@@ -97,7 +131,7 @@ struct Comment {
     user: Option<User>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 struct User {
     login: String,
 }
@@ -106,6 +140,58 @@ struct User {
 struct Permission {
     permission: String,
     role_name: Option<String>,
+}
+
+/// What the sender may do, as GitHub says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Access {
+    /// GitHub's `permission` is `admin` or `write` (maintain and every custom role based on
+    /// write or maintain are `write` there).
+    pub(crate) allowed: bool,
+    /// The role's name as GitHub shows it (`role_name`, a custom role's own name), for messages.
+    pub(crate) role: String,
+}
+
+/// One commit status as GitHub lists it, newest first.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct CommitStatus {
+    pub(crate) context: String,
+    pub(crate) state: String,
+    /// Who posted it.
+    #[serde(default)]
+    creator: Option<User>,
+}
+
+impl CommitStatus {
+    /// The login that posted it.
+    pub(crate) fn creator(&self) -> Option<&str> {
+        self.creator.as_ref().map(|user| user.login.as_str())
+    }
+}
+
+/// A check run's result, as the Checks API takes it.
+#[derive(Debug, Clone)]
+pub(crate) struct CheckRun<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) head_sha: &'a str,
+    /// `None` while it runs (`in_progress`); else `success`, `failure`, `neutral`...
+    pub(crate) conclusion: Option<&'a str>,
+    pub(crate) title: &'a str,
+    pub(crate) summary: &'a str,
+    pub(crate) details_url: Option<&'a str>,
+    pub(crate) annotations: &'a [CheckAnnotation],
+}
+
+/// One annotation of a check run: a file, its lines, a level and a message.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct CheckAnnotation {
+    pub(crate) path: String,
+    pub(crate) start_line: u32,
+    pub(crate) end_line: u32,
+    /// `notice`, `warning` or `failure`.
+    pub(crate) annotation_level: &'static str,
+    pub(crate) title: String,
+    pub(crate) message: String,
 }
 
 /// What happened to the comment.
@@ -159,7 +245,33 @@ impl GitHub {
             .set_read_timeout(Some(Duration::from_secs(60)))
             .build()
             .context("building the GitHub client")?;
-        Ok(GitHub { client, owner: owner.to_owned(), name: name.to_owned(), retry })
+        let api = api.trim_end_matches('/').to_owned();
+        let graphql_url = std::env::var("GITHUB_GRAPHQL_URL").unwrap_or_else(|_| graphql_url(&api));
+        let parsed: http::Uri = graphql_url
+            .parse()
+            .with_context(|| format!("GITHUB_GRAPHQL_URL '{graphql_url}' is not a URL"))?;
+        let origin = match (parsed.scheme_str(), parsed.authority()) {
+            (Some(scheme), Some(authority)) => format!("{scheme}://{authority}"),
+            _ => bail!("GITHUB_GRAPHQL_URL '{graphql_url}' is not an absolute URL"),
+        };
+        let graphql_client = Octocrab::builder()
+            .base_uri(origin.as_str())
+            .with_context(|| format!("GITHUB_GRAPHQL_URL '{graphql_url}' is not a URL"))?
+            .personal_token(token.to_owned())
+            .set_connect_timeout(Some(Duration::from_secs(10)))
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .build()
+            .context("building the GraphQL client")?;
+        let graphql = (graphql_client, parsed.path().to_owned());
+        Ok(GitHub {
+            client,
+            api,
+            graphql,
+            owner: owner.to_owned(),
+            name: name.to_owned(),
+            retry,
+            login: Mutex::new(None),
+        })
     }
 
     fn path(&self, rest: &str) -> String {
@@ -171,46 +283,148 @@ impl GitHub {
         self.json(Method::Get, &self.path(&format!("pulls/{number}")), None).await
     }
 
-    /// Every file of a PR, page by page; marked truncated when the API stops short of the PR's
-    /// own count (it lists at most 3,000).
+    /// Every file of a PR, page by page (the `Link` header's `next`); marked truncated when the
+    /// API stops short of the PR's own count (it lists at most 3,000).
     pub(crate) async fn pull_request_files(&self, pr: &PullRequest) -> anyhow::Result<PrFiles> {
+        let first = self.path(&format!("pulls/{}/files?per_page={PER_PAGE}", pr.number));
+        let files: Vec<PrFile> = self.list(&first, MAX_LISTED_FILES).await?;
+        let listed = files.len();
         let mut paths = Vec::new();
-        let mut listed = 0usize;
-        for page in 1.. {
-            let files: Vec<PrFile> = self
-                .json(
-                    Method::Get,
-                    &self.path(&format!(
-                        "pulls/{}/files?per_page={PER_PAGE}&page={page}",
-                        pr.number
-                    )),
-                    None,
-                )
-                .await?;
-            listed += files.len();
-            let full = files.len() == PER_PAGE;
-            for file in files {
-                paths.push(file.filename);
-                paths.extend(file.previous_filename);
-            }
-            if !full || listed >= MAX_LISTED_FILES {
-                break;
-            }
+        for file in files {
+            paths.push(file.filename);
+            paths.extend(file.previous_filename);
         }
         let truncated =
             pr.changed_files.is_some_and(|count| count > listed) || listed >= MAX_LISTED_FILES;
         Ok(PrFiles { paths, truncated })
     }
 
-    /// Whether `login` may start a run: write, maintain or admin (triage can label too, and
-    /// may not).
-    pub(crate) async fn can_start_runs(&self, login: &str) -> anyhow::Result<(bool, String)> {
-        let permission: Permission = self
-            .json(Method::Get, &self.path(&format!("collaborators/{login}/permission")), None)
+    /// Whether `login` may start a run: GitHub's `permission` is `write` or `admin`. That is
+    /// write, maintain, admin and every custom role based on write or maintain; triage (which
+    /// can label) and read are `read`. Someone who is no collaborator at all (GitHub answers
+    /// 404) may not.
+    pub(crate) async fn access(&self, login: &str) -> anyhow::Result<Access> {
+        let path = self.path(&format!("collaborators/{}/permission", encode(login)));
+        let (status, _, text) = self.call(Method::Get, &path, None).await?;
+        if status == StatusCode::NOT_FOUND {
+            return Ok(Access { allowed: false, role: "no collaborator".to_owned() });
+        }
+        if !status.is_success() {
+            bail!("GitHub answered {status} to GET {path}: {}", short(&text));
+        }
+        let permission: Permission = serde_json::from_str(&text)
+            .with_context(|| format!("reading GitHub's answer to {path}"))?;
+        let allowed = matches!(permission.permission.as_str(), "admin" | "write");
+        let role = match permission.role_name {
+            Some(role) if role != permission.permission => {
+                format!("{role} (permission {})", permission.permission)
+            }
+            _ => permission.permission,
+        };
+        Ok(Access { allowed, role })
+    }
+
+    /// The open pull requests whose head is `sha` (a fork's PR is not named in a `check_run`
+    /// event's `pull_requests`).
+    pub(crate) async fn open_pulls_of(&self, sha: &str) -> anyhow::Result<Vec<u64>> {
+        #[derive(Deserialize)]
+        struct Pull {
+            number: u64,
+            state: String,
+            head: GitRef,
+        }
+        let pulls: Vec<Pull> = self
+            .json(Method::Get, &self.path(&format!("commits/{}/pulls", encode(sha))), None)
             .await?;
-        let role = permission.role_name.unwrap_or_else(|| permission.permission.clone());
-        let allowed = matches!(role.as_str(), "admin" | "maintain" | "write");
-        Ok((allowed, role))
+        Ok(pulls
+            .into_iter()
+            .filter(|pull| pull.state == "open" && pull.head.sha.eq_ignore_ascii_case(sha))
+            .map(|pull| pull.number)
+            .collect())
+    }
+
+    /// The statuses of `sha`, newest first (the first page: GitHub's newest 100).
+    pub(crate) async fn statuses(&self, sha: &str) -> anyhow::Result<Vec<CommitStatus>> {
+        self.json(
+            Method::Get,
+            &self.path(&format!("commits/{}/statuses?per_page={PER_PAGE}", encode(sha))),
+            None,
+        )
+        .await
+    }
+
+    /// Creates a check run, or (with `existing`) updates it; returns its id. Annotations go 50
+    /// a request, the rest in updates of the same run.
+    pub(crate) async fn check_run(
+        &self,
+        existing: Option<u64>,
+        run: &CheckRun<'_>,
+    ) -> anyhow::Result<u64> {
+        let mut batches = run.annotations.chunks(ANNOTATIONS_PER_REQUEST);
+        let first: &[CheckAnnotation] = batches.next().unwrap_or_default();
+        let body = |annotations: &[CheckAnnotation]| {
+            let mut body = serde_json::json!({
+                "name": run.name,
+                "head_sha": run.head_sha,
+                "output": {
+                    "title": run.title,
+                    "summary": run.summary,
+                    "annotations": annotations,
+                },
+            });
+            match run.conclusion {
+                Some(conclusion) => {
+                    body["status"] = "completed".into();
+                    body["conclusion"] = conclusion.into();
+                    // The button sends a `check_run` `requested_action` event: a maintainer's
+                    // click starts the run again on the same SHA (`trigger`).
+                    body["actions"] = serde_json::json!([{
+                        "label": "Re-run",
+                        "description": "Run the AMD PR test again",
+                        "identifier": RERUN_ACTION,
+                    }]);
+                }
+                None => body["status"] = "in_progress".into(),
+            }
+            if let Some(url) = run.details_url {
+                body["details_url"] = url.into();
+            }
+            body
+        };
+        #[derive(Deserialize)]
+        struct Created {
+            id: u64,
+        }
+        let id = match existing {
+            Some(id) => {
+                let _: serde_json::Value = self
+                    .json(
+                        Method::Patch,
+                        &self.path(&format!("check-runs/{id}")),
+                        Some(&body(first)),
+                    )
+                    .await?;
+                id
+            }
+            None => {
+                // Not repeated blindly: a second check run is harmless but confusing, and a
+                // later update finds nothing to edit; one try, then the error.
+                let created: Created = self
+                    .json(
+                        Method::Post { idempotent: false },
+                        &self.path("check-runs"),
+                        Some(&body(first)),
+                    )
+                    .await?;
+                created.id
+            }
+        };
+        for batch in batches {
+            let _: serde_json::Value = self
+                .json(Method::Patch, &self.path(&format!("check-runs/{id}")), Some(&body(batch)))
+                .await?;
+        }
+        Ok(id)
     }
 
     /// Removes a label from a PR; a label already gone is fine.
@@ -251,37 +465,64 @@ impl GitHub {
     }
 
     /// Our comment on a PR: the one carrying `marker` and written by `bot_login`, looked for
-    /// on every page.
+    /// on every page (the `Link` header's `next`).
     async fn find_comment(
         &self,
         number: u64,
         marker: &str,
         bot_login: &str,
     ) -> anyhow::Result<Option<(u64, String)>> {
-        let mut found = None;
-        for page in 1..=MAX_PAGES {
-            let comments: Vec<Comment> = self
-                .json(
-                    Method::Get,
-                    &self
-                        .path(&format!("issues/{number}/comments?per_page={PER_PAGE}&page={page}")),
-                    None,
-                )
-                .await?;
-            let full = comments.len() == PER_PAGE;
-            for comment in comments {
-                let ours = comment.user.as_ref().is_some_and(|user| user.login == bot_login);
-                let body = comment.body.unwrap_or_default();
-                // Ours starts with the marker; the oldest wins, should there ever be two.
-                if ours && body.trim_start().starts_with(marker) && found.is_none() {
-                    found = Some((comment.id, body));
-                }
+        let first = self.path(&format!("issues/{number}/comments?per_page={PER_PAGE}"));
+        let comments: Vec<Comment> = self.list(&first, usize::MAX).await?;
+        // Ours starts with the marker; the oldest wins, should there ever be two.
+        Ok(comments
+            .into_iter()
+            .filter(|comment| comment.user.as_ref().is_some_and(|user| user.login == bot_login))
+            .map(|comment| (comment.id, comment.body.unwrap_or_default()))
+            .find(|(_, body)| body.trim_start().starts_with(marker)))
+    }
+
+    /// Every item of a list, page by page: the first page at `first`, then each `Link: <...>;
+    /// rel="next"` until there is none, `most` items are read, or [`MAX_PAGES`] pages. A `next`
+    /// outside the API's own base URL is an error: the token goes with every request.
+    async fn list<T: DeserializeOwned>(&self, first: &str, most: usize) -> anyhow::Result<Vec<T>> {
+        let mut items = Vec::new();
+        let mut next = Some(first.to_owned());
+        let mut pages = 0usize;
+        while let Some(url) = next.take() {
+            pages += 1;
+            let (status, headers, text) = self.call(Method::Get, &url, None).await?;
+            if !status.is_success() {
+                bail!("GitHub answered {status} to GET {url}: {}", short(&text));
             }
-            if !full {
+            let page: Vec<T> = serde_json::from_str(&text)
+                .with_context(|| format!("reading GitHub's answer to {url}"))?;
+            let empty = page.is_empty();
+            items.extend(page);
+            if empty || items.len() >= most || pages >= MAX_PAGES {
                 break;
             }
+            next = match next_link(&headers) {
+                Some(link) => Some(self.below_api(&link)?),
+                None => None,
+            };
         }
-        Ok(found)
+        Ok(items)
+    }
+
+    /// `link` as prgate may request it: a URL under the API's base URL, or a path.
+    fn below_api(&self, link: &str) -> anyhow::Result<String> {
+        if link.starts_with('/') && !link.starts_with("//") {
+            return Ok(link.to_owned());
+        }
+        match link.strip_prefix(self.api.as_str()) {
+            Some(rest) if rest.starts_with('/') => Ok(link.to_owned()),
+            _ => bail!(
+                "GitHub's Link header points outside the API ({}): '{}'; not followed",
+                self.api,
+                short(link)
+            ),
+        }
     }
 
     /// Edits our comment on a PR, or creates it when there is none; skips the call when the
@@ -315,9 +556,14 @@ impl GitHub {
                 Ok((status, _, text)) if status.is_success() => {
                     let comment: Comment =
                         serde_json::from_str(&text).context("reading the created comment")?;
+                    // The author GitHub recorded is our login, whatever we took it for.
+                    if let Some(user) = comment.user {
+                        *self.login.lock().unwrap_or_else(PoisonError::into_inner) =
+                            Some(user.login);
+                    }
                     return Ok(CommentOutcome::Created(comment.id));
                 }
-                Ok((status, _, text)) if !retryable(status, &text) => {
+                Ok((status, headers, text)) if !retryable(status, &headers, &text) => {
                     bail!("creating the comment on #{number}: {status}: {}", short(&text));
                 }
                 // A 5xx, a rate limit or a network error: the comment may or may not exist now.
@@ -333,9 +579,36 @@ impl GitHub {
         bail!("creating the comment on #{number}: gave up after {} tries", self.retry.attempts)
     }
 
-    /// The login of the token's user, for finding our own comments. `Ok(None)` when the token
-    /// is an app's (GitHub answers 403 "Resource not accessible by integration").
-    pub(crate) async fn login(&self) -> anyhow::Result<Option<String>> {
+    /// The login our comments are written by: `explicit` (`--bot-login`) when given, else the
+    /// one known already, else the token's user (`GET /user`), else, for a token that cannot
+    /// read `/user` (an App's installation token: 403 "Resource not accessible by
+    /// integration"), GraphQL's `viewer`: an App's bot is `slug[bot]` there as on comments.
+    /// A token that can tell neither is an error: a guessed login would never find our comment
+    /// and post a new one every time.
+    pub(crate) async fn comment_login(&self, explicit: Option<&str>) -> anyhow::Result<String> {
+        if let Some(login) = explicit {
+            return Ok(login.to_owned());
+        }
+        if let Some(login) = self.login.lock().unwrap_or_else(PoisonError::into_inner).clone() {
+            return Ok(login);
+        }
+        let login = match self.user_login().await? {
+            Some(login) => login,
+            None => self.viewer_login().await?,
+        };
+        *self.login.lock().unwrap_or_else(PoisonError::into_inner) = Some(login.clone());
+        Ok(login)
+    }
+
+    /// Takes `login` (`--bot-login`) as our login from now on; `None` changes nothing.
+    pub(crate) fn remember_login(&self, login: Option<&str>) {
+        if let Some(login) = login {
+            *self.login.lock().unwrap_or_else(PoisonError::into_inner) = Some(login.to_owned());
+        }
+    }
+
+    /// The token's user, or `None` when the token is an integration's.
+    async fn user_login(&self) -> anyhow::Result<Option<String>> {
         let (status, _, text) = self.call(Method::Get, "/user", None).await?;
         if status == StatusCode::FORBIDDEN && text.contains("not accessible by integration") {
             return Ok(None);
@@ -345,6 +618,43 @@ impl GitHub {
         }
         let user: User = serde_json::from_str(&text).context("reading GitHub's answer to /user")?;
         Ok(Some(user.login))
+    }
+
+    /// GraphQL's `viewer`: a bot's login there lacks the `[bot]` its comments carry.
+    async fn viewer_login(&self) -> anyhow::Result<String> {
+        #[derive(Deserialize)]
+        struct Answer {
+            data: Option<Data>,
+        }
+        #[derive(Deserialize)]
+        struct Data {
+            viewer: Viewer,
+        }
+        #[derive(Deserialize)]
+        struct Viewer {
+            login: String,
+            #[serde(rename = "__typename")]
+            kind: Option<String>,
+        }
+        let query = serde_json::json!({ "query": "query { viewer { login __typename } }" });
+        let hint = "name the login the comments are written by with --bot-login (or PRGATE_BOT_LOGIN), e.g. my-app[bot]";
+        let (client, path) = &self.graphql;
+        let (status, _, text) = self
+            .call_on(client, Method::Post { idempotent: true }, path, Some(&query))
+            .await
+            .with_context(|| format!("this token cannot read /user; {hint}"))?;
+        let answer: Option<Answer> =
+            if status.is_success() { serde_json::from_str(&text).ok() } else { None };
+        let Some(viewer) = answer.and_then(|answer| answer.data).map(|data| data.viewer) else {
+            bail!(
+                "this token cannot read /user, and GraphQL's viewer answered {status}: {}\n{hint}",
+                short(&text)
+            );
+        };
+        Ok(match viewer.kind.as_deref() {
+            Some("Bot") if !viewer.login.ends_with("[bot]") => format!("{}[bot]", viewer.login),
+            _ => viewer.login,
+        })
     }
 
     /// A call whose JSON answer is read into `T`; errors name the call and GitHub's message.
@@ -369,15 +679,26 @@ impl GitHub {
         path: &str,
         body: Option<&serde_json::Value>,
     ) -> anyhow::Result<(StatusCode, HeaderMap, String)> {
+        self.call_on(&self.client, method, path, body).await
+    }
+
+    /// [`GitHub::call`] with another client (GraphQL's).
+    async fn call_on(
+        &self,
+        client: &Octocrab,
+        method: Method,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> anyhow::Result<(StatusCode, HeaderMap, String)> {
         let repeatable = !matches!(method, Method::Post { idempotent: false });
         let mut backoff = self.retry.backoff;
         for attempt in 1..=self.retry.attempts {
             let last = attempt == self.retry.attempts || !repeatable;
             let response = match method {
-                Method::Get => self.client._get(path).await,
-                Method::Post { .. } => self.client._post(path, body).await,
-                Method::Patch => self.client._patch(path, body).await,
-                Method::Delete => self.client._delete(path, body).await,
+                Method::Get => client._get(path).await,
+                Method::Post { .. } => client._post(path, body).await,
+                Method::Patch => client._patch(path, body).await,
+                Method::Delete => client._delete(path, body).await,
             };
             let response = match response {
                 Ok(response) => response,
@@ -397,12 +718,11 @@ impl GitHub {
             };
             let status = response.status();
             let headers = response.headers().clone();
-            let text = self
-                .client
+            let text = client
                 .body_to_string(response)
                 .await
                 .with_context(|| format!("reading the answer to {path}"))?;
-            if last || !retryable(status, &text) {
+            if last || !retryable(status, &headers, &text) {
                 return Ok((status, headers, text));
             }
             let wait = self.wait_for(status, &headers, &text, backoff)?;
@@ -448,11 +768,41 @@ impl GitHub {
     }
 }
 
-/// A server error, or a rate limit (429, or a 403 that says so).
-fn retryable(status: StatusCode, body: &str) -> bool {
+/// A server error, or a rate limit: a 429, or a 403 that says "rate limit" or "abuse
+/// detection" (GitHub Enterprise's older secondary limit), or that carries `retry-after`.
+fn retryable(status: StatusCode, headers: &HeaderMap, body: &str) -> bool {
+    let body = body.to_ascii_lowercase();
     status.is_server_error()
         || status == StatusCode::TOO_MANY_REQUESTS
-        || (status == StatusCode::FORBIDDEN && body.to_ascii_lowercase().contains("rate limit"))
+        || (status == StatusCode::FORBIDDEN
+            && (body.contains("rate limit")
+                || body.contains("abuse detection")
+                || headers.contains_key("retry-after")))
+}
+
+/// The `rel="next"` URL of a `Link` header (RFC 8288, as GitHub writes it).
+fn next_link(headers: &HeaderMap) -> Option<String> {
+    let link = headers.get("link")?.to_str().ok()?;
+    link.split(',').find_map(|part| {
+        let (target, params) = part.trim().split_once(';')?;
+        let target = target.trim().strip_prefix('<')?.strip_suffix('>')?;
+        let next = params.split(';').any(|param| {
+            param.trim().split_once('=').is_some_and(|(key, value)| {
+                key.trim() == "rel"
+                    && value.trim().trim_matches('"').split_whitespace().any(|rel| rel == "next")
+            })
+        });
+        next.then(|| target.to_owned())
+    })
+}
+
+/// GraphQL's endpoint beside the REST API: `https://api.github.com/graphql`, and on GitHub
+/// Enterprise `https://HOST/api/graphql` for `https://HOST/api/v3`.
+fn graphql_url(api: &str) -> String {
+    match api.strip_suffix("/api/v3") {
+        Some(host) => format!("{host}/api/graphql"),
+        None => format!("{api}/graphql"),
+    }
 }
 
 /// How long the server asked us to wait: `retry-after` (seconds), or until
@@ -516,10 +866,63 @@ mod tests {
         headers.insert("x-ratelimit-remaining", "0".parse().expect("a header"));
         headers.insert("x-ratelimit-reset", "0".parse().expect("a header"));
         assert_eq!(server_wait(&headers), Some(Duration::from_secs(1)));
-        assert!(retryable(StatusCode::BAD_GATEWAY, ""));
-        assert!(retryable(StatusCode::FORBIDDEN, "You have exceeded a secondary rate limit"));
-        assert!(!retryable(StatusCode::FORBIDDEN, "Resource not accessible by integration"));
+        let none = HeaderMap::new();
+        assert!(retryable(StatusCode::BAD_GATEWAY, &none, ""));
+        assert!(retryable(
+            StatusCode::FORBIDDEN,
+            &none,
+            "You have exceeded a secondary rate limit"
+        ));
+        assert!(!retryable(StatusCode::FORBIDDEN, &none, "Resource not accessible by integration"));
+        // GitHub Enterprise Server's older secondary limit.
+        let abuse = "You have triggered an abuse detection mechanism. Please wait a few minutes before you try again.";
+        assert!(retryable(StatusCode::FORBIDDEN, &none, abuse));
+        let mut retry_after = HeaderMap::new();
+        retry_after.insert("retry-after", "30".parse().expect("a header"));
+        assert!(retryable(StatusCode::FORBIDDEN, &retry_after, "{}"));
+        assert!(!retryable(StatusCode::NOT_FOUND, &retry_after, "{}"));
         assert_eq!(encode("run-ci"), "run-ci");
         assert_eq!(encode("needs ci/gpu"), "needs%20ci%2Fgpu");
+        assert_eq!(encode("my-app[bot]"), "my-app%5Bbot%5D");
+    }
+
+    fn link(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert("link", value.parse().expect("a header"));
+        headers
+    }
+
+    #[test]
+    fn the_next_page_is_the_link_headers() {
+        // As GitHub sent them: octokit/fixtures (commit cb8bc9d), scenario paginate-issues, the
+        // `link` header of each of its five pages (tests/fixtures/github/PROVENANCE.md).
+        let real: Vec<String> = serde_json::from_str(include_str!(
+            "../tests/fixtures/github/paginate-issues.link-headers.json"
+        ))
+        .expect("a list of headers");
+        let next: Vec<Option<String>> =
+            real.iter().map(|header| next_link(&link(header))).collect();
+        let page = |n: u32| {
+            Some(format!("https://api.github.com/repositories/1000/issues?per_page=3&page={n}"))
+        };
+        assert_eq!(next, [page(2), page(3), page(4), page(5), None]);
+        let table = [
+            (r#"<https://x/a>; rel="prev next""#, Some("https://x/a")),
+            (r#"<https://x/b>;rel=next"#, Some("https://x/b")),
+            ("garbage", None),
+        ];
+        for (header, expected) in table {
+            assert_eq!(next_link(&link(header)).as_deref(), expected, "{header}");
+        }
+        assert_eq!(next_link(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn graphql_sits_beside_the_api() {
+        assert_eq!(graphql_url("https://api.github.com"), "https://api.github.com/graphql");
+        assert_eq!(
+            graphql_url("https://ghe.example.com/api/v3"),
+            "https://ghe.example.com/api/graphql"
+        );
     }
 }

@@ -1,6 +1,8 @@
 //! `prgate report` renders a verdict for people; `prgate publish` puts it on the PR: the one
 //! comment (found again by its marker and our login, edited in place) and the commit status on
-//! the pinned SHA, plus the job summary and annotations when running in GitHub Actions.
+//! the pinned SHA, plus the job summary and annotations when running in GitHub Actions, and,
+//! on request (`--check-run on`, for an App's token), a check run beside the status with the
+//! verdict's summary and annotations on the changed files.
 
 use prgate_runner::redact::redact;
 use std::io::Write as _;
@@ -89,9 +91,15 @@ pub(crate) struct PublishArgs {
     /// The status's context.
     #[arg(long, default_value = DEFAULT_CONTEXT)]
     context: String,
-    /// The login our comments are written by [default: the token's user, or github-actions[bot]].
+    /// The login our comments are written by [default: the token's user; for an App's
+    /// installation token, GraphQL's viewer, e.g. `my-app[bot]`].
     #[arg(long, value_name = "LOGIN", env = "PRGATE_BOT_LOGIN")]
     bot_login: Option<String>,
+    /// Also post a check run on the pinned SHA (`CONTEXT details`) with the summary and the
+    /// annotations: needs a GitHub App's token (`checks: write`); the status stays the
+    /// required check.
+    #[arg(long, value_enum, default_value_t = crate::run::Switch::Off)]
+    check_run: crate::run::Switch,
     /// Also write the full report here.
     #[arg(long, value_name = "FILE")]
     report_out: Option<PathBuf>,
@@ -168,7 +176,10 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
 pub(crate) fn publish(args: &PublishArgs) -> anyhow::Result<()> {
     let loaded = load(&args.facts)?;
     anyhow::ensure!(args.facts.pr > 0, "--pr is needed to publish");
-    check_pinned(args, &loaded)?;
+    let sha = crate::trigger::normal_sha(&args.sha).with_context(|| {
+        format!("--sha '{}' is not a full commit SHA (40 hex digits)", args.sha)
+    })?;
+    check_pinned(args, &sha, &loaded)?;
     let settings =
         StatusSettings { context: args.context.clone(), target_url: args.facts.run_url.clone() };
     // `--error`: prgate itself could not finish; the status says so rather than stay pending.
@@ -192,15 +203,105 @@ pub(crate) fn publish(args: &PublishArgs) -> anyhow::Result<()> {
     actions_outputs(&loaded.input())?;
 
     let (runtime, github) = crate::github::connect(&args.repository)?;
-    runtime.block_on(post(
-        &github,
-        &args.sha,
-        &status,
-        args.facts.pr,
-        args.bot_login.as_deref(),
-        &body,
-    ))?;
+    runtime.block_on(async {
+        post(&github, &sha, &status, args.facts.pr, args.bot_login.as_deref(), &body).await?;
+        if args.check_run == crate::run::Switch::On {
+            let id = check_run(&github, None, &sha, &loaded.input(), &status).await?;
+            eprintln!("prgate: check run {id}");
+        }
+        anyhow::Ok(())
+    })?;
     Ok(())
+}
+
+/// The check run of a PR test on `sha` (`existing` to update it): the status's state as its
+/// conclusion (in progress while pending), the comment as its summary, and an annotation for
+/// every item that did not pass, on a changed path of its model (GitHub shows them in the
+/// diff). Returns its id.
+pub(crate) async fn check_run(
+    github: &crate::github::GitHub,
+    existing: Option<u64>,
+    sha: &str,
+    input: &CommentInput<'_>,
+    status: &prgate_report::status::Status,
+) -> anyhow::Result<u64> {
+    use prgate_report::status::StatusState;
+    let conclusion = match status.state {
+        StatusState::Pending => None,
+        StatusState::Success => Some("success"),
+        // An error is not a pass: fail closed.
+        StatusState::Failure | StatusState::Error => Some("failure"),
+    };
+    let comment = render_comment(input)?;
+    let summary = comment.strip_prefix(MARKER).unwrap_or(&comment).trim_start();
+    let annotations = input.verdict.map(|verdict| check_annotations(verdict, input.plan));
+    let name = format!("{} details", status.context);
+    let run = crate::github::CheckRun {
+        name: &name,
+        head_sha: sha,
+        conclusion,
+        title: &status.description,
+        summary,
+        details_url: status.target_url.as_deref(),
+        annotations: annotations.as_deref().unwrap_or_default(),
+    };
+    github.check_run(existing, &run).await
+}
+
+/// An annotation for every verdict item that did not pass, on the first changed path (not a
+/// deleted one) that put its model in the plan; an item of the whole PR goes on the first
+/// changed path. Text is plain there, made inert for a terminal.
+pub(crate) fn check_annotations(
+    verdict: &Verdict,
+    plan: &Plan,
+) -> Vec<crate::github::CheckAnnotation> {
+    use prgate_gate::State;
+    use prgate_scope::plan::PathMatch;
+    let present = |changed: &&prgate_scope::plan::ChangedPath| {
+        changed.status != prgate_scope::ChangeStatus::Deleted
+    };
+    let path_of = |model: Option<&str>| -> Option<String> {
+        let mut present_paths = plan.changed.iter().filter(present);
+        let found = match model {
+            Some(model) => present_paths.find(|changed| {
+                changed.matches.iter().any(|found| {
+                    matches!(found, PathMatch::Model { model: owner, .. } if owner == model)
+                })
+            }),
+            None => present_paths.next(),
+        };
+        found.or_else(|| plan.changed.iter().find(present)).map(|changed| changed.path.clone())
+    };
+    let terminal = prgate_report::escape::terminal;
+    let mut annotations = Vec::new();
+    for section in &verdict.sections {
+        for item in &section.items {
+            let level = match item.state {
+                State::Pass | State::NothingToCheck | State::NotJudged => continue,
+                State::Fail | State::Error => "failure",
+                State::Warn | State::AuthorProvided => "warning",
+                State::Pending => "notice",
+            };
+            let Some(path) = path_of(item.model.as_deref()) else { continue };
+            let who = item.model.as_deref().map(|model| format!("{model}: ")).unwrap_or_default();
+            annotations.push(crate::github::CheckAnnotation {
+                path,
+                start_line: 1,
+                end_line: 1,
+                annotation_level: level,
+                title: terminal(&format!("AMD PR test: {}", section.name.title())),
+                // Plain text, lines kept: each part inert, the line break ours.
+                message: format!(
+                    "{}{}: {}\nrule: {}",
+                    terminal(&who),
+                    terminal(&item.check),
+                    terminal(&item.summary),
+                    terminal(&item.rule)
+                ),
+            });
+        }
+    }
+    annotations
 }
 
 /// Posts the status on `sha`, then the comment on PR `pr` (edited in place when ours is
@@ -222,19 +323,7 @@ pub(crate) async fn post(
             status.target_url.as_deref(),
         )
         .await?;
-    let login = match bot_login {
-        Some(login) => login.to_owned(),
-        None => match github.login().await? {
-            Some(login) => login,
-            // An app's token cannot read /user; in Actions its comments are the bot's.
-            None if std::env::var("GITHUB_ACTIONS").is_ok_and(|value| value == "true") => {
-                "github-actions[bot]".to_owned()
-            }
-            None => anyhow::bail!(
-                "this token cannot tell its own login; name it with --bot-login (or PRGATE_BOT_LOGIN)"
-            ),
-        },
-    };
+    let login = github.comment_login(bot_login).await?;
     let outcome = github.upsert_comment(pr, MARKER, &login, body).await?;
     eprintln!("prgate: comment {outcome:?}");
     Ok(())
@@ -242,14 +331,9 @@ pub(crate) async fn post(
 
 /// The run reports only on its pinned SHA: `--sha` must be a full SHA, the plan's head, the
 /// verdict's PR commit and the trigger's pin, and `--pr` the trigger's PR.
-fn check_pinned(args: &PublishArgs, loaded: &Loaded) -> anyhow::Result<()> {
-    let sha = &args.sha;
+fn check_pinned(args: &PublishArgs, sha: &str, loaded: &Loaded) -> anyhow::Result<()> {
     anyhow::ensure!(
-        sha.len() == 40 && sha.bytes().all(|byte| byte.is_ascii_hexdigit()),
-        "--sha '{sha}' is not a full commit SHA (40 hex digits)"
-    );
-    anyhow::ensure!(
-        *sha == loaded.plan.head.sha,
+        sha == loaded.plan.head.sha,
         "--sha {sha} is not the head the plan was made for ({}); a run only reports on its pinned SHA",
         loaded.plan.head.sha
     );
@@ -259,7 +343,7 @@ fn check_pinned(args: &PublishArgs, loaded: &Loaded) -> anyhow::Result<()> {
     if let Some(path) = &args.trigger {
         let pinned: crate::trigger::Pinned = read_json(path, "trigger")?;
         anyhow::ensure!(
-            pinned.sha == *sha && pinned.number == args.facts.pr,
+            pinned.sha == sha && pinned.number == args.facts.pr,
             "the trigger pinned #{} at {}, not #{} at {sha}",
             pinned.number,
             pinned.sha,

@@ -1,11 +1,19 @@
 //! `prgate trigger`: decides, from a GitHub event, whether a run starts and on which commit.
 //!
-//! A run starts from a `pull_request_target` event `labeled` with the trigger label, or a
-//! `workflow_dispatch` with a PR number and the head SHA the maintainer expects. Whoever added
-//! the label must have write, maintain or admin permission (triage can label too). The label is
-//! removed, the head SHA is pinned from the event, and the PR is read again after the label is
-//! gone: if its head moved, the run stops, so a later push always needs a maintainer again.
-//! The run only ever reports on the pinned SHA.
+//! A run starts from a `pull_request_target` event `labeled` with the trigger label (compared
+//! as GitHub's `if:` compares it: case-insensitively), a `workflow_dispatch` with a PR number
+//! and the head SHA the maintainer expects, the "Re-run" button of prgate's check run (a
+//! `check_run` `requested_action`, like a dispatch of its SHA), or a merge queue's
+//! `merge_group` (`queue`).
+//! Whoever added the label must have GitHub's `write` or `admin` permission (maintain and custom
+//! roles based on them included; triage can label too, and may not); a bot may not. The label
+//! is removed, the head SHA is pinned from the event, and the PR is read again after the label
+//! is gone: if its head moved, or it is closed or merged, the run stops, so a later push always
+//! needs a maintainer again. Once the label is gone, no failure is silent: a refusal on the PR
+//! is said in a comment, and an error also as the `error` status on the expected SHA. The run
+//! only ever reports on the pinned SHA.
+
+pub(crate) mod queue;
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -35,6 +43,10 @@ pub(crate) struct TriggerArgs {
     /// Where to write trigger.json and files.txt.
     #[arg(long, value_name = "DIR", default_value = ".")]
     out: PathBuf,
+    /// The login our comments are written by, for the comment of a refusal [default: the
+    /// token's user; an App's installation token: GraphQL's viewer, e.g. `my-app[bot]`].
+    #[arg(long, value_name = "LOGIN", env = "PRGATE_BOT_LOGIN")]
+    bot_login: Option<String>,
 }
 
 /// The parts of an event payload prgate reads.
@@ -45,6 +57,27 @@ pub(crate) struct Event {
     sender: Option<Login>,
     pull_request: Option<EventPullRequest>,
     inputs: Option<DispatchInputs>,
+    merge_group: Option<queue::MergeGroup>,
+    /// A `check_run` event: the "Re-run" button of prgate's check run.
+    check_run: Option<EventCheckRun>,
+    requested_action: Option<RequestedAction>,
+}
+
+#[derive(Debug, Deserialize)]
+struct EventCheckRun {
+    head_sha: String,
+    #[serde(default)]
+    pull_requests: Vec<Numbered>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Numbered {
+    number: u64,
+}
+
+#[derive(Debug, Deserialize)]
+struct RequestedAction {
+    identifier: String,
 }
 
 impl Event {
@@ -53,8 +86,11 @@ impl Event {
         Event {
             action: None,
             label: None,
-            sender: Some(Login { login: actor.to_owned() }),
+            sender: Some(Login { login: actor.to_owned(), kind: None }),
             pull_request: None,
+            merge_group: None,
+            check_run: None,
+            requested_action: None,
             inputs: Some(DispatchInputs {
                 pr: Some(serde_json::Value::from(pr)),
                 sha: Some(sha.to_owned()),
@@ -71,6 +107,9 @@ struct Named {
 #[derive(Debug, Deserialize)]
 struct Login {
     login: String,
+    /// `User`, `Bot` or `Organization`.
+    #[serde(rename = "type")]
+    kind: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -100,6 +139,10 @@ pub(crate) struct Pinned {
     pub(crate) base_sha: String,
     pub(crate) triggered_by: String,
     pub(crate) files_truncated: bool,
+    /// A merge queue's run: `sha` is the queue's merge commit, `base_sha` the queue's base,
+    /// and this the PR's own head and what the queue adds (`queue`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) merge_group: Option<queue::QueuePin>,
 }
 
 /// Writes the pin (`trigger.json`) and the PR's files (`files.txt`) into `dir`.
@@ -118,13 +161,14 @@ pub(crate) fn write_pin(
 
 /// Whether a run starts.
 pub(crate) enum Decision {
-    Start(Pinned, Vec<String>),
+    Start(Box<Pinned>, Vec<String>),
     Refuse(String),
 }
 
 pub(crate) fn run(args: &TriggerArgs) -> anyhow::Result<bool> {
     let event: Event = crate::files::read_json(&args.event, "event")?;
     let (runtime, github) = crate::github::connect(&args.repository)?;
+    github.remember_login(args.bot_login.as_deref());
     match runtime.block_on(decide(&github, &event, &args.label))? {
         Decision::Refuse(reason) => {
             eprintln!("prgate: no run: {reason}");
@@ -149,87 +193,221 @@ pub(crate) fn run(args: &TriggerArgs) -> anyhow::Result<bool> {
     }
 }
 
+/// The hidden marker of the comment that says why a run did not start (one, edited in place;
+/// never the verdict's comment, which it would replace).
+pub(crate) const REFUSAL_MARKER: &str = "<!-- prgate:amd-pr-test:not-started -->";
+
 pub(crate) async fn decide(
     github: &GitHub,
     event: &Event,
     label: &str,
 ) -> anyhow::Result<Decision> {
+    if let Some(group) = &event.merge_group {
+        return queue::decide(github, group, event.action.as_deref()).await;
+    }
     let sender = event.sender.as_ref().map(|sender| sender.login.clone()).unwrap_or_default();
-    let (number, expected_sha, labeled) = match (&event.pull_request, &event.inputs) {
-        (Some(pr), _) => {
-            if event.action.as_deref() != Some("labeled") {
-                return Ok(Decision::Refuse(format!(
-                    "the event is '{}', not 'labeled'",
-                    event.action.as_deref().unwrap_or("none")
-                )));
-            }
-            let name = event.label.as_ref().map(|label| label.name.as_str()).unwrap_or_default();
-            if name != label {
-                return Ok(Decision::Refuse(format!("the label added is '{name}', not '{label}'")));
-            }
-            (pr.number, pr.head.sha.clone(), true)
-        }
-        (None, Some(inputs)) => {
-            let number = match &inputs.pr {
-                Some(serde_json::Value::Number(number)) => number.as_u64(),
-                Some(serde_json::Value::String(text)) => {
-                    text.trim().trim_start_matches('#').parse().ok()
+    let (number, expected_sha, labeled) = match (
+        &event.check_run,
+        &event.pull_request,
+        &event.inputs,
+    ) {
+        (Some(check), _, _) => match rerun_target(github, event, check).await? {
+            Ok((number, sha)) => (number, sha, false),
+            Err(reason) => return Ok(Decision::Refuse(reason)),
+        },
+        (None, pr, inputs) => match (pr, inputs) {
+            (Some(pr), _) => {
+                if event.action.as_deref() != Some("labeled") {
+                    return Ok(Decision::Refuse(format!(
+                        "the event is '{}', not 'labeled'",
+                        event.action.as_deref().unwrap_or("none")
+                    )));
                 }
-                _ => None,
-            };
-            let Some(number) = number else { bail!("the dispatch has no PR number in inputs.pr") };
-            let Some(sha) = inputs
-                .sha
-                .clone()
-                .filter(|sha| sha.len() == 40 && sha.bytes().all(|b| b.is_ascii_hexdigit()))
-            else {
-                bail!("the dispatch needs the expected head SHA (40 hex digits) in inputs.sha");
-            };
-            (number, sha, false)
-        }
-        (None, None) => bail!("the event is neither a pull_request_target nor a workflow_dispatch"),
+                let name =
+                    event.label.as_ref().map(|label| label.name.as_str()).unwrap_or_default();
+                // As the workflow's `if:` compares them: `Run-CI` is `run-ci`.
+                if name.to_lowercase() != label.to_lowercase() {
+                    return Ok(Decision::Refuse(format!(
+                        "the label added is '{name}', not '{label}'"
+                    )));
+                }
+                let Some(sha) = normal_sha(&pr.head.sha) else {
+                    bail!("the event's head SHA '{}' is not 40 hex digits", pr.head.sha);
+                };
+                (pr.number, sha, true)
+            }
+            (None, Some(inputs)) => {
+                let number = match &inputs.pr {
+                    Some(serde_json::Value::Number(number)) => number.as_u64(),
+                    Some(serde_json::Value::String(text)) => {
+                        text.trim().trim_start_matches('#').parse().ok()
+                    }
+                    _ => None,
+                };
+                let Some(number) = number else {
+                    bail!("the dispatch has no PR number in inputs.pr")
+                };
+                let Some(sha) = inputs.sha.as_deref().and_then(normal_sha) else {
+                    bail!("the dispatch needs the expected head SHA (40 hex digits) in inputs.sha");
+                };
+                (number, sha, false)
+            }
+            (None, None) => bail!(
+                "the event is neither a pull_request_target, a workflow_dispatch, a merge_group nor a check_run"
+            ),
+        },
     };
     if sender.is_empty() {
         bail!("the event names no sender");
     }
-    let (allowed, role) = github.can_start_runs(&sender).await?;
-    if !allowed {
-        if labeled {
-            github.remove_label(number, label).await?;
+    let bot = event.sender.as_ref().and_then(|sender| sender.kind.as_deref()) == Some("Bot");
+    let refusal = if bot {
+        // A bot is no collaborator (the permission endpoint answers 404): judged by its type.
+        Some(format!("{sender} is a bot; a maintainer (write, maintain or admin) must start runs"))
+    } else {
+        let access = github.access(&sender).await?;
+        (!access.allowed).then(|| {
+            format!(
+                "{sender} has the {} role; starting a run needs write, maintain or admin (GitHub's write or admin permission)",
+                access.role
+            )
+        })
+    };
+    if labeled {
+        // The label as it was added (`Run-CI`), not as configured.
+        let added = event.label.as_ref().map_or(label, |added| added.name.as_str());
+        github.remove_label(number, added).await?;
+    }
+    if let Some(reason) = refusal {
+        return Ok(Decision::Refuse(reason));
+    }
+    // The label is gone: from here on, no failure and no refusal may go unsaid on the PR.
+    match pin_after_label(github, number, &expected_sha, sender).await {
+        Ok(Decision::Refuse(reason)) => {
+            leave_word(github, number, None, &format!("prgate did not start a run: {reason}."))
+                .await;
+            Ok(Decision::Refuse(reason))
         }
-        return Ok(Decision::Refuse(format!(
-            "{sender} has the {role} role; starting a run needs write, maintain or admin"
+        Ok(decision) => Ok(decision),
+        Err(error) => {
+            let problem = format!("{error:#}");
+            leave_word(
+                github,
+                number,
+                Some(&expected_sha),
+                &format!(
+                    "prgate could not start the run on {expected_sha}: {problem}\n\nThe `{label}` label was removed: add it again (or dispatch the workflow) to retry."
+                ),
+            )
+            .await;
+            Err(error)
+        }
+    }
+}
+
+/// The PR and SHA of a check run's "Re-run" button, like a dispatch's: the check run's SHA,
+/// and its PR (from the event, else the open PR whose head it is). `Err` is a refusal.
+async fn rerun_target(
+    github: &GitHub,
+    event: &Event,
+    check: &EventCheckRun,
+) -> anyhow::Result<Result<(u64, String), String>> {
+    let identifier = event.requested_action.as_ref().map(|action| action.identifier.as_str());
+    if event.action.as_deref() != Some("requested_action")
+        || identifier != Some(crate::github::RERUN_ACTION)
+    {
+        return Ok(Err(format!(
+            "the check_run event is '{}' ({}), not prgate's re-run button",
+            event.action.as_deref().unwrap_or("none"),
+            identifier.unwrap_or("no action")
         )));
     }
-    if labeled {
-        github.remove_label(number, label).await?;
-    }
-    // Read the PR again only now that the label is gone: a push after this point is not ours.
+    let Some(sha) = normal_sha(&check.head_sha) else {
+        bail!("the check run's head SHA '{}' is not 40 hex digits", check.head_sha);
+    };
+    let number = match check.pull_requests.first() {
+        Some(pr) => pr.number,
+        None => match github.open_pulls_of(&sha).await?.first() {
+            Some(number) => *number,
+            None => return Ok(Err(format!("no open pull request has the head {sha}"))),
+        },
+    };
+    Ok(Ok((number, sha)))
+}
+
+/// The PR read again now that the label is gone: still open, still at the expected head, its
+/// files, and its head once more after them.
+async fn pin_after_label(
+    github: &GitHub,
+    number: u64,
+    expected_sha: &str,
+    sender: String,
+) -> anyhow::Result<Decision> {
     let pr = github.pull_request(number).await?;
-    if pr.head.sha != expected_sha {
+    if let Some(why) = pr.not_open() {
         return Ok(Decision::Refuse(format!(
-            "the head of #{number} moved from {expected_sha} to {}; a maintainer must start the run again",
-            pr.head.sha
+            "#{number} is {why}; runs are for open pull requests"
+        )));
+    }
+    let head = normal_sha(&pr.head.sha).unwrap_or_else(|| pr.head.sha.clone());
+    if head != expected_sha {
+        return Ok(Decision::Refuse(format!(
+            "the head of #{number} moved from {expected_sha} to {head}; a maintainer must start the run again"
         )));
     }
     let files = github.pull_request_files(&pr).await?;
     // The files are the head's at the time they were listed: make sure it is still the pinned
     // one, or the plan could come from another commit than the one tested.
     let again = github.pull_request(number).await?;
-    if again.head.sha != expected_sha {
+    let head = normal_sha(&again.head.sha).unwrap_or_else(|| again.head.sha.clone());
+    if head != expected_sha {
         return Ok(Decision::Refuse(format!(
-            "the head of #{number} moved from {expected_sha} to {} while its files were read; a maintainer must start the run again",
-            again.head.sha
+            "the head of #{number} moved from {expected_sha} to {head} while its files were read; a maintainer must start the run again"
         )));
     }
     let pinned = Pinned {
         number,
-        sha: expected_sha,
+        sha: expected_sha.to_owned(),
         title: pr.title.clone(),
         base_ref: pr.base.reference.clone(),
-        base_sha: pr.base.sha.clone(),
+        base_sha: normal_sha(&pr.base.sha).unwrap_or_else(|| pr.base.sha.clone()),
         triggered_by: sender,
         files_truncated: files.truncated,
+        merge_group: None,
     };
-    Ok(Decision::Start(pinned, files.paths))
+    Ok(Decision::Start(Box::new(pinned), files.paths))
+}
+
+/// Says `text` on PR `number` in prgate's one "not started" comment and, with `sha`, as the
+/// `error` status there. Never fails: what cannot be posted is said on stderr.
+pub(crate) async fn leave_word(github: &GitHub, number: u64, sha: Option<&str>, text: &str) {
+    eprintln!("prgate: {text}");
+    if let Some(sha) = sha {
+        let description = prgate_report::status::fit_description(&prgate_report::escape::terminal(
+            &format!("prgate could not start: {text}"),
+        ));
+        let context = prgate_report::status::DEFAULT_CONTEXT;
+        if let Err(error) = github.set_status(sha, "error", &description, context, None).await {
+            eprintln!("prgate: could not post the error status either: {error:#}");
+        }
+    }
+    let body = format!(
+        "{REFUSAL_MARKER}\n{}\n",
+        prgate_report::escape::markdown_text(text, prgate_report::escape::MarkdownPlace::Paragraph)
+    );
+    let posted = match github.comment_login(None).await {
+        Ok(login) => github.upsert_comment(number, REFUSAL_MARKER, &login, &body).await.map(drop),
+        Err(error) => Err(error),
+    };
+    if let Err(error) = posted {
+        eprintln!("prgate: could not comment on #{number} either: {error:#}");
+    }
+}
+
+/// A SHA as git writes it: 40 lowercase hex digits (GitHub accepts, and a maintainer may paste,
+/// uppercase ones).
+pub(crate) fn normal_sha(sha: &str) -> Option<String> {
+    let sha = sha.trim();
+    (sha.len() == 40 && sha.bytes().all(|byte| byte.is_ascii_hexdigit()))
+        .then(|| sha.to_ascii_lowercase())
 }

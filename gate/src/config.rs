@@ -92,10 +92,26 @@ pub struct SequentialConfig {
     pub high: f64,
     pub alpha: ErrorRate,
     pub beta: ErrorRate,
+    /// The first look: pairs before a cell can be decided. Every pair from here to
+    /// `max_pairs` is a look; the error rates are divided over the looks.
     pub min_pairs: usize,
+    /// The last look: at it an undecided cell is decided by the line, low-confidence.
     pub max_pairs: usize,
     /// The smallest run-to-run coefficient of variation assumed.
     pub min_cv: Fraction,
+    /// A pair further than this many robust scales from the cell's median is an outlier.
+    pub outlier_threshold: f64,
+    /// The most pairs of a cell excluded as outliers (each re-measured).
+    pub max_outliers: usize,
+    /// The most degrees of freedom a node's stored calibration counts for.
+    pub calibration_df: f64,
+}
+
+impl SequentialConfig {
+    /// How many looks the test has: one after every pair from `min_pairs` to `max_pairs`.
+    pub fn looks(&self) -> usize {
+        self.max_pairs - self.min_pairs + 1
+    }
 }
 
 /// The gain rule: which PR types need a gain, and its test.
@@ -260,6 +276,9 @@ struct RawSpeed {
     min_cv: f64,
     min_pairs: i64,
     max_pairs: i64,
+    outlier_threshold: f64,
+    max_outliers: i64,
+    calibration_df: f64,
 }
 
 #[derive(Deserialize)]
@@ -349,6 +368,29 @@ impl RawConfig {
             ));
         }
         let min_cv = fraction("speed.min-cv", speed.min_cv)?;
+        let outlier_threshold = speed.outlier_threshold;
+        if !(outlier_threshold.is_finite() && outlier_threshold >= 2.0) {
+            return Err((
+                "speed.outlier-threshold".to_owned(),
+                format!("{outlier_threshold} is not a number of robust scales of at least 2"),
+            ));
+        }
+        let max_outliers = usize::try_from(speed.max_outliers)
+            .ok()
+            .filter(|outliers| *outliers <= 10)
+            .ok_or_else(|| {
+                (
+                    "speed.max-outliers".to_owned(),
+                    format!("{} is not a number of pairs in 0..=10", speed.max_outliers),
+                )
+            })?;
+        let calibration_df = speed.calibration_df;
+        if !(calibration_df.is_finite() && (0.0..=1000.0).contains(&calibration_df)) {
+            return Err((
+                "speed.calibration-df".to_owned(),
+                format!("{calibration_df} is not a number of degrees of freedom in 0..=1000"),
+            ));
+        }
         // The loss test and the gain test differ only in their threshold and their section.
         let sequential = |section: &str,
                           threshold_key: &str,
@@ -367,6 +409,9 @@ impl RawConfig {
                 min_pairs,
                 max_pairs,
                 min_cv,
+                outlier_threshold,
+                max_outliers,
+                calibration_df,
             })
         };
         let speed_test =
@@ -425,8 +470,21 @@ mod tests {
     #[test]
     fn the_embedded_defaults_are_valid_and_documented() {
         let config = GateConfig::defaults();
-        assert_eq!(config.speed.threshold.get(), 0.02);
-        assert_eq!(config.gain.test.threshold.get(), 0.05);
+        let speed = &config.speed;
+        // Every number the statistics use, pinned: bench/speed-rule.md measured these.
+        assert_eq!(
+            (speed.threshold.get(), speed.low, speed.high, speed.alpha.get(), speed.beta.get()),
+            (0.02, 0.0, 0.04, 0.02, 0.05)
+        );
+        assert_eq!((speed.min_pairs, speed.max_pairs, speed.looks()), (3, 16, 14));
+        assert_eq!(
+            (speed.min_cv.get(), speed.outlier_threshold, speed.max_outliers, speed.calibration_df),
+            (0.01, 6.0, 2, 10.0)
+        );
+        let gain = &config.gain.test;
+        assert_eq!((gain.threshold.get(), gain.alpha.get(), gain.beta.get()), (0.05, 0.05, 0.05));
+        assert!((gain.low - 0.03).abs() < 1e-12 && (gain.high - 0.07).abs() < 1e-12);
+        assert_eq!(config.accuracy_alpha.get(), 0.02);
         // Every key has a comment line somewhere above it in its table.
         assert!(DEFAULT_CONFIG.lines().filter(|line| line.starts_with('#')).count() > 20);
     }
@@ -434,18 +492,26 @@ mod tests {
     #[test]
     fn overrides_replace_defaults_key_by_key_and_bad_ones_are_named() {
         let cases = [
-            ("", "ok: max-loss 0.02 zone [0, 0.04] pairs 3..=10 gsm8k 0.015 mystery 0.02"),
+            ("", "ok: max-loss 0.02 zone [0, 0.04] pairs 3..=16 gsm8k 0.015 mystery 0.02"),
             (
                 "[speed]\nmax-loss = 0.03\nzone = 0.03",
-                "ok: max-loss 0.03 zone [0, 0.06] pairs 3..=10 gsm8k 0.015 mystery 0.02",
+                "ok: max-loss 0.03 zone [0, 0.06] pairs 3..=16 gsm8k 0.015 mystery 0.02",
             ),
             (
                 "[accuracy.tolerance]\nmystery = 0.1\nGSM8K = 0",
-                "ok: max-loss 0.02 zone [0, 0.04] pairs 3..=10 gsm8k 0 mystery 0.1",
+                "ok: max-loss 0.02 zone [0, 0.04] pairs 3..=16 gsm8k 0 mystery 0.1",
             ),
             (
                 "[speed]\nmax-los = 0.03",
-                "error: prgate.toml: gate.speed.max-los: unknown key; expected one of alpha, beta, max-loss, max-pairs, min-cv, min-pairs, zone",
+                "error: prgate.toml: gate.speed.max-los: unknown key; expected one of alpha, beta, calibration-df, max-loss, max-outliers, max-pairs, min-cv, min-pairs, outlier-threshold, zone",
+            ),
+            (
+                "[speed]\noutlier-threshold = 1.5",
+                "error: prgate.toml: gate.speed.outlier-threshold: 1.5 is not a number of robust scales of at least 2",
+            ),
+            (
+                "[speed]\nmax-outliers = 11",
+                "error: prgate.toml: gate.speed.max-outliers: 11 is not a number of pairs in 0..=10",
             ),
             (
                 "[sped]\nmax-loss = 0.03",
@@ -468,8 +534,8 @@ mod tests {
                 "error: prgate.toml: gate.speed.alpha: 0.7 is not an error rate in (0, 0.5)",
             ),
             (
-                "[speed]\nmin-pairs = 12",
-                "error: prgate.toml: gate.speed.max-pairs: 10 is below speed.min-pairs (12)",
+                "[speed]\nmin-pairs = 17",
+                "error: prgate.toml: gate.speed.max-pairs: 16 is below speed.min-pairs (17)",
             ),
             (
                 "[tests]\npre-existing-failure = \"maybe\"",

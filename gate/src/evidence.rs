@@ -33,9 +33,13 @@
 //!   the order run, whether the monokernels `covered` that concurrency, each run's median TPOT
 //!   (`base_tpot_ms`, `pr_tpot_ms`), which side ran `first`, and `family`: how many covered
 //!   cells the run judges together, fixed before it starts (the gate divides alpha over them;
-//!   without it, over the covered cells the evidence holds, which may grow as evidence comes);
-//! - `speed-noise`: the known variance of the log-ratio of two base runs at a `concurrency`
-//!   (`log_ratio_variance`), from a calibration;
+//!   without it, over the covered cells the evidence holds, which may grow as evidence comes),
+//!   and, for a bracketed pair (base, PR, base), `base_runs_ms`: its two base runs in order,
+//!   whose geometric mean is `base_tpot_ms` and whose ratio is an in-band A/A difference (added
+//!   in place, optional: readers that do not know it see the pair's base);
+//! - `speed-noise`: the node's stored calibration of a cell: the variance of the log-ratio of
+//!   two base runs at a `concurrency` (`log_ratio_variance`, a robust median/MAD estimate) and
+//!   `samples`, the base-vs-base differences behind it (optional; without it, 8);
 //! - `not-run`: the check could not run: `reason`, `detail`, `subject` when only a part of the
 //!   check could not run (a benchmark's name, `concurrency-C` for a speed cell), and `failed_on`
 //!   (`base` or `pr`) when a step of both sides broke on one of them. The reasons, by what they
@@ -146,10 +150,17 @@ pub enum Outcome {
         /// fixed before it starts: the error rate is divided over them.
         #[serde(default)]
         family: Option<u32>,
+        /// A bracketed pair's two base runs, before and after its PR run; `base_tpot_ms` is
+        /// their geometric mean. `None`: one base run.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        base_runs_ms: Option<[f64; 2]>,
     },
     SpeedNoise {
         concurrency: u32,
         log_ratio_variance: f64,
+        /// The base-vs-base differences behind the variance (its degrees of freedom follow).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        samples: Option<u32>,
     },
     NotRun {
         reason: NotRunReason,
@@ -365,13 +376,25 @@ pub fn validate(records: &[Evidence]) -> Result<(), EvidenceError> {
             return fail("common tests have no model, and every other check has one".to_owned());
         }
         match &record.outcome {
-            Outcome::SpeedPair { base_tpot_ms, pr_tpot_ms, .. } => {
-                for (name, value) in [("base_tpot_ms", base_tpot_ms), ("pr_tpot_ms", pr_tpot_ms)] {
+            Outcome::SpeedPair { base_tpot_ms, pr_tpot_ms, base_runs_ms, .. } => {
+                let runs = base_runs_ms.unwrap_or([*base_tpot_ms; 2]);
+                for (name, value) in [
+                    ("base_tpot_ms", base_tpot_ms),
+                    ("pr_tpot_ms", pr_tpot_ms),
+                    ("base_runs_ms", &runs[0]),
+                    ("base_runs_ms", &runs[1]),
+                ] {
                     if !(1e-6..=1e9).contains(value) {
                         return fail(format!(
                             "{name} = {value} is not a time in milliseconds (1e-6 to 1e9)"
                         ));
                     }
+                }
+                let geometric = (runs[0] * runs[1]).sqrt();
+                if (geometric / base_tpot_ms - 1.0).abs() > 1e-6 {
+                    return fail(format!(
+                        "base_tpot_ms = {base_tpot_ms} is not the geometric mean of base_runs_ms {runs:?}"
+                    ));
                 }
             }
             Outcome::SpeedNoise { log_ratio_variance, .. } => {

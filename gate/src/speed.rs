@@ -2,34 +2,91 @@
 //! the allowed loss, and — for `[Perf]` and `[Feat]` PRs — better by the required gain?
 //!
 //! Base and PR runs are paired (run side by side on one node); each pair gives the log-ratio
-//! `ln(pr / base)`, which is the same in milliseconds or seconds. Each question is a sequential
-//! probability ratio test with an indifference zone around its threshold, so a clear cell is
-//! decided after a few pairs and only an unclear one gets more, up to a cap where it is decided
-//! by its mean and marked low-confidence. The runner asks [`needs_another_pair`] between pairs.
+//! `ln(pr / base)`, which is the same in milliseconds or seconds. A bracketed pair has two base
+//! runs, one before and one after its PR run: its base is their geometric mean (a linear drift
+//! cancels) and their ratio is an in-band A/A difference, uncorrelated with the pair's
+//! log-ratio, that measures the node's noise inside the run.
+//!
+//! Each question is a group-sequential t-test ([`GroupSequential`]) with an indifference zone
+//! around its threshold, on a variance that pools the pairs' residuals, the in-band A/A
+//! differences and the node's stored calibration (when there is one, with its degrees of
+//! freedom capped): valid with the variance unknown. Outlier pairs are excluded (and so
+//! re-measured) by a robust rule. The runner asks [`needs_another_pair`] between pairs.
 
 use crate::config::{GateConfig, SequentialConfig};
-use crate::stats::{Sprt, SprtOutcome, SprtState, mean, mean_interval, median};
+use crate::stats::{Estimate, GroupSequential, SequentialOutcome, median, outliers, t_quantile};
 
 /// The shown interval of a cell's change is a two-sided 95% one, whatever the test's error
 /// rates: it tells the reader how precise the change is; the decision is the sequential test's.
 pub const INTERVAL_ALPHA: f64 = 0.05;
 
-/// One base run and one PR run, side by side.
+/// The efficiency of the median absolute deviation against the standard deviation for normal
+/// samples (about 37%): a calibration from `n` differences counts as `0.37 n` degrees of freedom.
+pub const MAD_EFFICIENCY: f64 = 0.37;
+
+/// The differences a `speed-noise` record without a count is taken to have (the old runner's
+/// minimum).
+pub const LEGACY_CALIBRATION_SAMPLES: u32 = 8;
+
+/// One PR run and its base, side by side.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Pair {
+    /// The pair's base: the base run, or the geometric mean of the two of a bracketed pair.
     pub base_tpot_ms: f64,
     pub pr_tpot_ms: f64,
+    /// A bracketed pair's two base runs, before and after its PR run.
+    pub base_runs_ms: Option<(f64, f64)>,
+}
+
+impl Pair {
+    /// A pair of one base run and one PR run.
+    pub fn single(base_tpot_ms: f64, pr_tpot_ms: f64) -> Pair {
+        Pair { base_tpot_ms, pr_tpot_ms, base_runs_ms: None }
+    }
+
+    /// A PR run between two base runs.
+    pub fn bracketed(before_ms: f64, pr_tpot_ms: f64, after_ms: f64) -> Pair {
+        Pair {
+            base_tpot_ms: (before_ms * after_ms).sqrt(),
+            pr_tpot_ms,
+            base_runs_ms: Some((before_ms, after_ms)),
+        }
+    }
+
+    fn log_ratio(&self) -> f64 {
+        (self.pr_tpot_ms / self.base_tpot_ms).ln()
+    }
+
+    /// The log-ratio's variance in units of one run's log variance: 2 for one base run, 1.5
+    /// for two.
+    fn variance_factor(&self) -> f64 {
+        if self.base_runs_ms.is_some() { 1.5 } else { 2.0 }
+    }
+
+    /// The in-band A/A difference `ln(after / before)`, of variance twice one run's.
+    fn aa_difference(&self) -> Option<f64> {
+        self.base_runs_ms.map(|(before, after)| (after / before).ln())
+    }
+}
+
+/// A node's stored base-vs-base calibration of a cell.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Calibration {
+    /// The variance of the log-ratio of two base runs (twice one run's log variance).
+    pub log_ratio_variance: f64,
+    /// The differences behind it.
+    pub samples: u32,
 }
 
 /// What a cell is judged with besides its pairs.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CellContext {
-    /// How many cells are judged together: the error rates are divided by it (Bonferroni).
+    /// How many cells are judged together: alpha is divided over them (Bonferroni).
     pub cells: usize,
     /// Whether the PR must show a gain (its title type is `[Perf]` or `[Feat]`).
     pub gain_required: bool,
-    /// The known variance of `ln(base / base)` at this concurrency, when calibrated.
-    pub known_variance: Option<f64>,
+    /// The node's stored calibration of this cell, when it has one.
+    pub calibration: Option<Calibration>,
 }
 
 /// The answer to one question about a cell.
@@ -43,16 +100,39 @@ pub enum Answer {
     No { confident: bool },
 }
 
+/// The noise a cell's test used.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NoiseUsed {
+    /// The run-to-run coefficient of variation (the standard deviation of one run's log TPOT).
+    pub run_cv: f64,
+    /// The degrees of freedom behind it: the pairs' residuals, the in-band A/A differences
+    /// and the stored calibration's.
+    pub degrees_of_freedom: f64,
+    pub in_band_differences: usize,
+    pub calibration_df: f64,
+    /// Whether `min-cv` was larger than the estimate and was used instead.
+    pub floored: bool,
+}
+
 /// Everything the gate says about one cell.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CellJudgement {
+    /// All pairs, outliers included.
     pub pairs: usize,
+    /// The indices (in run order) of the pairs excluded as outliers.
+    pub outliers: Vec<usize>,
     pub base_median_ms: Option<f64>,
     pub pr_median_ms: Option<f64>,
-    /// The PR's TPOT relative to base, `exp(mean log-ratio) - 1`: +0.03 is 3% slower.
+    /// The PR's TPOT relative to base, `exp(mean log-ratio) - 1` over the kept pairs: +0.03 is
+    /// 3% slower.
     pub change: Option<f64>,
-    /// Its two-sided 95% interval ([`INTERVAL_ALPHA`]).
+    /// Its two-sided 95% interval ([`INTERVAL_ALPHA`]) on the test's variance.
     pub change_interval: Option<(f64, f64)>,
+    pub noise: Option<NoiseUsed>,
+    /// The loss test's bound on P(fail | no loss) for this cell: the PR's alpha over the cells.
+    pub alpha: f64,
+    /// The loss test's bound on P(pass | a loss of max-loss + zone).
+    pub beta: f64,
     /// Is the loss over the limit?
     pub loss: Answer,
     /// Is the gain at least the required one? `None` when no gain is required.
@@ -61,25 +141,40 @@ pub struct CellJudgement {
 
 /// Judges one cell from its pairs so far.
 pub fn judge_cell(pairs: &[Pair], config: &GateConfig, context: &CellContext) -> CellJudgement {
-    let log_ratios: Vec<f64> =
-        pairs.iter().map(|pair| (pair.pr_tpot_ms / pair.base_tpot_ms).ln()).collect();
+    let speed = &config.speed;
     let cells = context.cells.max(1) as f64;
-    let floor = 2.0 * config.speed.min_cv.get().powi(2);
-    let known_variance = Some(context.known_variance.map_or(floor, |known| known.max(floor)));
-    let loss = answer(sprt(&config.speed, cells, Direction::Loss).run(&log_ratios, known_variance));
+    let excluded = screen(pairs, speed, context.calibration);
+    let kept: Vec<Pair> = pairs
+        .iter()
+        .enumerate()
+        .filter(|(at, _)| !excluded.contains(at))
+        .map(|(_, pair)| *pair)
+        .collect();
+    let pooled = pool(&kept, speed, context.calibration);
+    let estimate = pooled.map(|(estimate, _)| estimate);
+    let n = kept.len();
+    let loss = answer(&sprt(speed, cells, Direction::Loss), estimate, n, speed);
     let gain = context.gain_required.then(|| {
-        let gains: Vec<f64> = log_ratios.iter().map(|ratio| -ratio).collect();
-        answer(sprt(&config.gain.test, cells, Direction::Gain).run(&gains, known_variance))
+        let gains = estimate.map(|e| Estimate { mean: -e.mean, ..e });
+        answer(&sprt(&config.gain.test, cells, Direction::Gain), gains, n, &config.gain.test)
     });
-    let base: Vec<f64> = pairs.iter().map(|pair| pair.base_tpot_ms).collect();
-    let pr: Vec<f64> = pairs.iter().map(|pair| pair.pr_tpot_ms).collect();
+    let base: Vec<f64> = kept.iter().map(|pair| pair.base_tpot_ms).collect();
+    let pr: Vec<f64> = kept.iter().map(|pair| pair.pr_tpot_ms).collect();
+    let change_interval = estimate.and_then(|e| {
+        let t = t_quantile(1.0 - INTERVAL_ALPHA / 2.0, e.degrees_of_freedom)?;
+        let half = t * e.standard_error;
+        Some(((e.mean - half).exp() - 1.0, (e.mean + half).exp() - 1.0))
+    });
     CellJudgement {
         pairs: pairs.len(),
+        outliers: excluded,
         base_median_ms: median(&base),
         pr_median_ms: median(&pr),
-        change: mean(&log_ratios).map(|m| m.exp() - 1.0),
-        change_interval: mean_interval(&log_ratios, INTERVAL_ALPHA)
-            .map(|(low, high)| (low.exp() - 1.0, high.exp() - 1.0)),
+        change: estimate.map(|e| e.mean.exp() - 1.0),
+        change_interval,
+        noise: pooled.map(|(_, noise)| noise),
+        alpha: speed.alpha.get() / cells,
+        beta: speed.beta.get(),
         loss,
         gain,
     }
@@ -91,6 +186,76 @@ pub fn needs_another_pair(pairs: &[Pair], config: &GateConfig, context: &CellCon
     judgement.loss == Answer::Open || judgement.gain == Some(Answer::Open)
 }
 
+/// The pairs excluded as outliers: a pair's log-ratio far from the cell's median, or its two
+/// base runs far from each other, in robust scales of one run.
+fn screen(
+    pairs: &[Pair],
+    speed: &SequentialConfig,
+    calibration: Option<Calibration>,
+) -> Vec<usize> {
+    let ratios: Vec<f64> = pairs.iter().map(Pair::log_ratio).collect();
+    let Some(centre) = median(&ratios) else { return Vec::new() };
+    let mut deviations = Vec::new();
+    let mut owner = Vec::new();
+    for (at, pair) in pairs.iter().enumerate() {
+        deviations.push((ratios[at] - centre) / pair.variance_factor().sqrt());
+        owner.push(at);
+        if let Some(difference) = pair.aa_difference() {
+            deviations.push(difference / 2f64.sqrt());
+            owner.push(at);
+        }
+    }
+    let calibrated = calibration.map_or(0.0, |c| (c.log_ratio_variance / 2.0).sqrt());
+    let floor = speed.min_cv.get().max(calibrated);
+    let mut excluded: Vec<usize> =
+        outliers(&deviations, floor, speed.outlier_threshold, usize::MAX)
+            .into_iter()
+            .map(|at| owner[at])
+            .collect();
+    excluded.dedup();
+    if excluded.len() > speed.max_outliers { Vec::new() } else { excluded }
+}
+
+/// The mean log-ratio with its standard error on the pooled variance, and the noise used.
+fn pool(
+    pairs: &[Pair],
+    speed: &SequentialConfig,
+    calibration: Option<Calibration>,
+) -> Option<(Estimate, NoiseUsed)> {
+    if pairs.is_empty() {
+        return None;
+    }
+    let weights: Vec<f64> = pairs.iter().map(|pair| 1.0 / pair.variance_factor()).collect();
+    let total_weight: f64 = weights.iter().sum();
+    let ratios: Vec<f64> = pairs.iter().map(Pair::log_ratio).collect();
+    let mean = ratios.iter().zip(&weights).map(|(r, w)| r * w).sum::<f64>() / total_weight;
+    let residual: f64 = ratios.iter().zip(&weights).map(|(r, w)| w * (r - mean).powi(2)).sum();
+    let differences: Vec<f64> = pairs.iter().filter_map(Pair::aa_difference).collect();
+    let in_band: f64 = differences.iter().map(|d| d * d / 2.0).sum();
+    let (calibration_df, calibrated) = calibration.map_or((0.0, 0.0), |c| {
+        let df = (MAD_EFFICIENCY * f64::from(c.samples)).min(speed.calibration_df);
+        (df, df * c.log_ratio_variance / 2.0)
+    });
+    let degrees_of_freedom = (pairs.len() - 1) as f64 + differences.len() as f64 + calibration_df;
+    if degrees_of_freedom < 1.0 {
+        return None;
+    }
+    let estimated = (residual + in_band + calibrated) / degrees_of_freedom;
+    let floor = speed.min_cv.get().powi(2);
+    let variance = estimated.max(floor);
+    let standard_error = (variance / total_weight).sqrt();
+    standard_error.is_finite().then_some((
+        Estimate { mean, standard_error, degrees_of_freedom },
+        NoiseUsed {
+            run_cv: variance.sqrt(),
+            degrees_of_freedom,
+            in_band_differences: differences.len(),
+            calibration_df,
+            floored: estimated < floor,
+        },
+    ))
+}
+
 /// Which way a fraction is measured on the log-ratio.
 #[derive(Clone, Copy)]
 enum Direction {
@@ -100,109 +265,36 @@ enum Direction {
     Gain,
 }
 
-fn sprt(config: &SequentialConfig, cells: f64, direction: Direction) -> Sprt {
+fn sprt(config: &SequentialConfig, cells: f64, direction: Direction) -> GroupSequential {
     let log = |fraction: f64| match direction {
         Direction::Loss => fraction.ln_1p(),
         Direction::Gain => -(-fraction).ln_1p(),
     };
-    Sprt {
+    GroupSequential {
         h0: log(config.low),
         h1: log(config.high),
         alpha: config.alpha.get() / cells,
         beta: config.beta.get(),
-        min_samples: config.min_pairs,
-        max_samples: config.max_pairs,
+        looks: config.looks(),
         line: log(config.threshold.get()),
     }
 }
 
-fn answer(state: SprtState) -> Answer {
-    match state.outcome {
-        SprtOutcome::Undecided => Answer::Open,
-        SprtOutcome::AcceptH1 { confident } => Answer::Yes { confident },
-        SprtOutcome::AcceptH0 { confident } => Answer::No { confident },
+fn answer(
+    test: &GroupSequential,
+    estimate: Option<Estimate>,
+    pairs: usize,
+    config: &SequentialConfig,
+) -> Answer {
+    if pairs < config.min_pairs {
+        return Answer::Open;
+    }
+    match test.look(estimate, pairs >= config.max_pairs).0 {
+        SequentialOutcome::Undecided => Answer::Open,
+        SequentialOutcome::AcceptH1 { confident } => Answer::Yes { confident },
+        SequentialOutcome::AcceptH0 { confident } => Answer::No { confident },
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pairs(changes: &[f64]) -> Vec<Pair> {
-        changes
-            .iter()
-            .map(|change| Pair { base_tpot_ms: 20.0, pr_tpot_ms: 20.0 * (1.0 + change) })
-            .collect()
-    }
-
-    fn check(changes: &[f64], gain_required: bool) -> String {
-        let config = GateConfig::defaults();
-        let context = CellContext { cells: 1, gain_required, known_variance: None };
-        let judgement = judge_cell(&pairs(changes), &config, &context);
-        format!(
-            "loss {:?}, gain {:?}, change {:+.2}%, more {}",
-            judgement.loss,
-            judgement.gain,
-            judgement.change.unwrap_or(f64::NAN) * 100.0,
-            needs_another_pair(&pairs(changes), &config, &context)
-        )
-    }
-
-    #[test]
-    fn cells_are_decided_by_how_clear_they_are() {
-        let cases: [(&[f64], bool, &str); 7] = [
-            (
-                &[0.001, -0.002, 0.0],
-                false,
-                "loss No { confident: true }, gain None, change -0.03%, more false",
-            ),
-            (
-                &[0.06, 0.061, 0.059],
-                false,
-                "loss Yes { confident: true }, gain None, change +6.00%, more false",
-            ),
-            (&[0.03, 0.0, 0.03], false, "loss Open, gain None, change +1.99%, more true"),
-            (
-                &[-0.10, -0.101, -0.099],
-                true,
-                "loss No { confident: true }, gain Some(Yes { confident: true }), change -10.00%, more false",
-            ),
-            (
-                &[-0.01, -0.011, -0.009],
-                true,
-                "loss No { confident: true }, gain Some(No { confident: true }), change -1.00%, more false",
-            ),
-            (
-                &[-0.05, -0.03, -0.07, -0.04, -0.06, -0.05, -0.02, -0.08, -0.05, -0.05],
-                true,
-                "loss No { confident: true }, gain Some(Yes { confident: false }), change -5.01%, more false",
-            ),
-            (
-                &[-0.01, -0.09, -0.01, -0.09, -0.01, -0.09, -0.01, -0.09, -0.01, -0.09],
-                true,
-                "loss No { confident: true }, gain Some(No { confident: false }), change -5.08%, more false",
-            ),
-        ];
-        for (changes, gain, expected) in cases {
-            assert_eq!(check(changes, gain), expected, "{changes:?}");
-        }
-    }
-
-    #[test]
-    fn more_cells_need_stronger_evidence_to_fail() {
-        let config = GateConfig::defaults();
-        let data = pairs(&[0.07, 0.01, 0.05, 0.03]);
-        let one = judge_cell(
-            &data,
-            &config,
-            &CellContext { cells: 1, gain_required: false, known_variance: None },
-        );
-        let many = judge_cell(
-            &data,
-            &config,
-            &CellContext { cells: 40, gain_required: false, known_variance: None },
-        );
-        assert_eq!(one.loss, Answer::Yes { confident: true });
-        assert_eq!(many.loss, Answer::Open);
-    }
-}
+mod tests;

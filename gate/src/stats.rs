@@ -1,9 +1,10 @@
-//! The statistics the gate decides with: a sequential probability ratio test on paired
-//! log-ratios, Student-t intervals, and exact and score methods for proportions.
+//! The statistics the gate decides with: a group-sequential t-test on paired log-ratios (valid
+//! with the variance unknown), robust outlier screening, Student-t intervals, and score
+//! intervals for proportions (Tango's for paired questions, Newcombe's for two samples).
 //!
 //! A statistic that cannot be computed (too few samples, no variance) is `None`, never NaN.
 
-use statrs::distribution::{Binomial, ContinuousCDF, DiscreteCDF, Normal, StudentsT};
+use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
 
 /// The median of some samples; `None` when there are none.
 pub fn median(samples: &[f64]) -> Option<f64> {
@@ -38,102 +39,158 @@ pub fn mean_interval(samples: &[f64], alpha: f64) -> Option<(f64, f64)> {
     let mean = mean(samples)?;
     let variance = sample_variance(samples)?;
     let n = samples.len() as f64;
-    let t = StudentsT::new(0.0, 1.0, n - 1.0).ok()?.inverse_cdf(1.0 - alpha / 2.0);
-    let half = t * (variance / n).sqrt();
+    let half = t_quantile(1.0 - alpha / 2.0, n - 1.0)? * (variance / n).sqrt();
     half.is_finite().then_some((mean - half, mean + half))
 }
 
-/// A sequential probability ratio test of a normal mean: `h0` against `h1` (`h0 < h1`).
-#[derive(Debug, Clone, Copy)]
-pub struct Sprt {
+/// The `p` quantile of Student's t with `df` degrees of freedom; `None` for `df` not positive.
+pub fn t_quantile(p: f64, df: f64) -> Option<f64> {
+    let t = StudentsT::new(0.0, 1.0, df).ok()?.inverse_cdf(p);
+    t.is_finite().then_some(t)
+}
+
+/// An estimate of a mean with its standard error and the degrees of freedom of the variance
+/// behind the standard error (the standard error is `sigma_hat / sqrt(n_effective)`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Estimate {
+    pub mean: f64,
+    pub standard_error: f64,
+    pub degrees_of_freedom: f64,
+}
+
+/// A one-sided group-sequential t-test of a mean between `h0` and `h1` (`h0 < h1`), looked
+/// at `looks` times: at each look it accepts h1 when the mean's lower `1 - alpha / looks`
+/// t-bound is above `h0`, and h0 when its upper `1 - beta / looks` t-bound is below `h1`.
+///
+/// Each look is an exact t-test (for normal samples, whatever their variance), so by the
+/// union bound over the looks (Bonferroni) P(accept h1 | mean <= h0) <= alpha and P(accept h0
+/// | mean >= h1) <= beta at every variance, for normal samples. When both bounds are passed
+/// (the mean is known to lie inside the zone) the mean against `line` decides. At the last
+/// look an undecided test accepts h0, marked low-confidence: h1 is only ever accepted on its
+/// bound, so alpha holds; the passes at the cap cost power, which the simulation measures.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GroupSequential {
     pub h0: f64,
     pub h1: f64,
-    /// P(accept h1 | h0).
+    /// P(accept h1 | h0), over all looks.
     pub alpha: f64,
-    /// P(accept h0 | h1).
+    /// P(accept h0 | h1), over all looks.
     pub beta: f64,
-    pub min_samples: usize,
-    pub max_samples: usize,
-    /// At the cap, an undecided test accepts h1 only when the mean is over this line and
-    /// significantly (at `alpha`) above h0; otherwise it accepts h0.
+    pub looks: usize,
     pub line: f64,
 }
 
 /// Where a sequential test stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SprtOutcome {
+pub enum SequentialOutcome {
     /// Needs another sample.
     Undecided,
-    /// The mean is at `h0` or below (`confident` false: decided at the cap by the mean).
+    /// The mean is below `h1` (`confident` false: undecided at the last look).
     AcceptH0 { confident: bool },
-    /// The mean is at `h1` or above.
+    /// The mean is above `h0`.
     AcceptH1 { confident: bool },
 }
 
-/// The state of a sequential test after some samples.
+/// The t-bounds one look of a test used.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SprtState {
-    pub outcome: SprtOutcome,
-    pub samples: usize,
-    /// The log-likelihood ratio of h1 against h0, when there are enough samples for a variance.
-    pub log_likelihood_ratio: Option<f64>,
+pub struct LookBounds {
+    /// The lower `1 - alpha / looks` bound of the mean: above `h0` accepts h1.
+    pub lower: f64,
+    /// The upper `1 - beta / looks` bound of the mean: below `h1` accepts h0.
+    pub upper: f64,
 }
 
-impl Sprt {
-    /// Runs the test on the samples so far. The variance is the larger of the known one (a
-    /// calibration, when given) and the samples' own; below `min_samples` nothing is decided.
-    pub fn run(&self, samples: &[f64], known_variance: Option<f64>) -> SprtState {
-        let n = samples.len();
-        let undecided =
-            SprtState { outcome: SprtOutcome::Undecided, samples: n, log_likelihood_ratio: None };
-        let variance = match (sample_variance(samples), known_variance) {
-            (Some(sample), Some(known)) => sample.max(known),
-            (Some(sample), None) => sample,
-            (None, _) => return undecided,
-        };
-        // A variance of zero would make any difference infinitely sure; floor it at a tiny
-        // relative value instead.
-        let variance = variance.max(1e-12);
-        let sum: f64 = samples.iter().sum();
-        let llr = (self.h1 - self.h0) / variance * (sum - n as f64 * (self.h0 + self.h1) / 2.0);
-        let upper = ((1.0 - self.beta) / self.alpha).ln();
-        let lower = (self.beta / (1.0 - self.alpha)).ln();
-        let outcome = if n < self.min_samples {
-            SprtOutcome::Undecided
-        } else if llr >= upper {
-            SprtOutcome::AcceptH1 { confident: true }
-        } else if llr <= lower {
-            SprtOutcome::AcceptH0 { confident: true }
-        } else if n >= self.max_samples {
-            // At the cap the mean decides, but h1 only with the test's own error rate: the
-            // mean must be over the line and significantly above h0.
-            let mean = sum / n as f64;
-            let t = StudentsT::new(0.0, 1.0, (n - 1) as f64)
-                .map(|t| t.inverse_cdf(1.0 - self.alpha))
-                .unwrap_or(f64::INFINITY);
-            let lower = mean - t * (variance / n as f64).sqrt();
-            if mean > self.line && lower > self.h0 {
-                SprtOutcome::AcceptH1 { confident: false }
-            } else {
-                SprtOutcome::AcceptH0 { confident: false }
+impl GroupSequential {
+    /// The test at one look. `last` says whether it is the last look; `None` as the estimate
+    /// (no variance yet) is undecided, or at the last look decided by nothing: h0.
+    pub fn look(
+        &self,
+        estimate: Option<Estimate>,
+        last: bool,
+    ) -> (SequentialOutcome, Option<LookBounds>) {
+        let looks = self.looks.max(1) as f64;
+        let bounds = estimate.and_then(|estimate| {
+            let df = estimate.degrees_of_freedom;
+            let ta = t_quantile(1.0 - self.alpha / looks, df)?;
+            let tb = t_quantile(1.0 - self.beta / looks, df)?;
+            Some(LookBounds {
+                lower: estimate.mean - ta * estimate.standard_error,
+                upper: estimate.mean + tb * estimate.standard_error,
+            })
+        });
+        let outcome = match (estimate, bounds) {
+            (Some(estimate), Some(bounds)) => {
+                let h1 = bounds.lower > self.h0;
+                let h0 = bounds.upper < self.h1;
+                match (h1, h0) {
+                    // Both bounds passed: the mean is known to lie inside the zone, where
+                    // either answer is acceptable; the line says which.
+                    (true, true) => by_line(estimate.mean > self.line, true),
+                    (true, false) => SequentialOutcome::AcceptH1 { confident: true },
+                    (false, true) => SequentialOutcome::AcceptH0 { confident: true },
+                    (false, false) if last => SequentialOutcome::AcceptH0 { confident: false },
+                    (false, false) => SequentialOutcome::Undecided,
+                }
             }
-        } else {
-            SprtOutcome::Undecided
+            _ if last => SequentialOutcome::AcceptH0 { confident: false },
+            _ => SequentialOutcome::Undecided,
         };
-        SprtState { outcome, samples: n, log_likelihood_ratio: Some(llr) }
+        (outcome, bounds)
     }
 }
 
-/// A one-sample t-test at a fixed sample size: is the mean above `line`? Used by the
-/// simulation to compare the sequential test with the fixed-n design it replaces.
-pub fn t_test_above(samples: &[f64], line: f64, alpha: f64) -> Option<bool> {
-    let mean = mean(samples)?;
-    let variance = sample_variance(samples)?.max(1e-12);
-    let n = samples.len() as f64;
-    let t = (mean - line) / (variance / n).sqrt();
-    let critical = StudentsT::new(0.0, 1.0, n - 1.0).ok()?.inverse_cdf(1.0 - alpha);
-    Some(t > critical)
+fn by_line(above: bool, confident: bool) -> SequentialOutcome {
+    if above {
+        SequentialOutcome::AcceptH1 { confident }
+    } else {
+        SequentialOutcome::AcceptH0 { confident }
+    }
 }
+
+/// The indices of outliers among `deviations` (each already divided by its own standard
+/// deviation in common units): those more than `threshold` robust scales from zero, where the
+/// robust scale is `1.4826 * median(|deviation|)` (the MAD's normal-consistent scale), floored
+/// at `floor`. At most `max_outliers` are returned; when more are flagged the samples are not
+/// "clean runs plus a rare outlier" and none is excluded.
+pub fn outliers(deviations: &[f64], floor: f64, threshold: f64, max_outliers: usize) -> Vec<usize> {
+    if deviations.len() < 3 {
+        return Vec::new();
+    }
+    let absolute: Vec<f64> = deviations.iter().map(|d| d.abs()).collect();
+    let Some(mad) = median(&absolute) else { return Vec::new() };
+    let scale = (1.4826 * mad).max(floor);
+    let flagged: Vec<usize> =
+        (0..absolute.len()).filter(|&at| absolute[at] > threshold * scale).collect();
+    if flagged.len() > max_outliers { Vec::new() } else { flagged }
+}
+
+/// The robust variance of base-vs-base log differences, as a node's calibration is computed:
+/// differences more than [`CALIBRATION_REJECT`] robust scales from their median are dropped,
+/// and the variance is `(1.4826 * MAD)^2` of the rest about their median. `None` below two
+/// differences. One 30%-fast run among twenty moves it by a few percent, not by half.
+pub fn robust_log_ratio_variance(differences: &[f64]) -> Option<f64> {
+    let scale = |values: &[f64]| {
+        let centre = median(values)?;
+        let deviations: Vec<f64> = values.iter().map(|d| (d - centre).abs()).collect();
+        Some((centre, 1.4826 * median(&deviations)?))
+    };
+    if differences.len() < 2 {
+        return None;
+    }
+    let (centre, first) = scale(differences)?;
+    let kept: Vec<f64> = differences
+        .iter()
+        .copied()
+        .filter(|d| (d - centre).abs() <= CALIBRATION_REJECT * first)
+        .collect();
+    let (_, scale) = scale(if kept.len() >= 2 { &kept } else { differences })?;
+    let variance = scale * scale;
+    variance.is_finite().then_some(variance)
+}
+
+/// How many robust scales from the median a calibration's difference may be before it is
+/// dropped as an outlier.
+pub const CALIBRATION_REJECT: f64 = 5.0;
 
 /// The z quantile for a two-sided `1 - alpha` interval.
 pub fn z_two_sided(alpha: f64) -> f64 {
@@ -154,69 +211,165 @@ pub fn wilson(successes: u64, trials: u64, alpha: f64) -> Option<(f64, f64)> {
     Some(((centre - half).max(0.0), (centre + half).min(1.0)))
 }
 
-/// A comparison of PR against base accuracy.
+/// A comparison of PR against base accuracy, against a tolerance: one test gives the interval,
+/// the p-value and the decision.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ProportionComparison {
     /// PR minus base, as a fraction of the questions.
     pub difference: f64,
-    /// The two-sided `1 - alpha` interval of the difference.
+    /// The two-sided `1 - 2 alpha` interval of the difference: each bound is a one-sided
+    /// `1 - alpha` bound.
     pub interval: (f64, f64),
-    /// One-sided p-value of "the PR is worse than base".
-    pub p_worse: f64,
+    /// The one-sided p-value of "the PR is at most `tolerance` below base" (small: it is
+    /// further below). It is below alpha exactly when the interval's upper bound is below
+    /// `-tolerance`.
+    pub p_beyond: f64,
+}
+
+/// What a comparison says about the tolerance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToleranceOutcome {
+    /// The interval's lower bound is above `-tolerance`.
+    Within,
+    /// The interval's upper bound is below `-tolerance`.
+    Beyond,
+    /// The interval holds `-tolerance`.
+    Undecided,
+}
+
+impl ProportionComparison {
+    /// Where the interval lies against the tolerance.
+    pub fn against(&self, tolerance: f64) -> ToleranceOutcome {
+        if self.interval.1 < -tolerance {
+            ToleranceOutcome::Beyond
+        } else if self.interval.0 > -tolerance {
+            ToleranceOutcome::Within
+        } else {
+            ToleranceOutcome::Undecided
+        }
+    }
+}
+
+/// Tango's score statistic for a paired difference `delta` (PR minus base): `pr_only` and
+/// `base_only` are the discordant counts of `n` questions (Tango 1998, Statistics in Medicine
+/// 17:891). It decreases in `delta`.
+fn tango_statistic(pr_only: f64, base_only: f64, n: f64, delta: f64) -> f64 {
+    let a = 2.0 * n;
+    let b = -pr_only - base_only + (2.0 * n - pr_only + base_only) * delta;
+    let c = -base_only * delta * (1.0 - delta);
+    let p21 = ((b * b - 4.0 * a * c).max(0.0).sqrt() - b) / (2.0 * a);
+    let variance = n * (2.0 * p21 + delta * (1.0 - delta));
+    let numerator = pr_only - base_only - n * delta;
+    if variance > 0.0 {
+        numerator / variance.sqrt()
+    } else if numerator > 0.0 {
+        f64::INFINITY
+    } else if numerator < 0.0 {
+        f64::NEG_INFINITY
+    } else {
+        0.0
+    }
+}
+
+/// The `delta` in `[-1, 1]` where a decreasing `statistic(delta)` crosses `target`.
+fn solve_decreasing(statistic: impl Fn(f64) -> f64, target: f64) -> f64 {
+    let (mut low, mut high) = (-1.0f64, 1.0f64);
+    for _ in 0..80 {
+        let middle = (low + high) / 2.0;
+        if statistic(middle) > target {
+            low = middle;
+        } else {
+            high = middle;
+        }
+    }
+    (low + high) / 2.0
 }
 
 /// Paired comparison on the same questions: the discordant counts are `base_only` (base right,
-/// PR wrong) and `pr_only`. The p-value is the exact binomial (McNemar) test; the interval is
-/// the Wald interval of a paired difference.
+/// PR wrong) and `pr_only`. The interval is Tango's score interval of the paired difference
+/// (each bound one-sided at `alpha`), the p-value Tango's score test of "the difference is
+/// `-tolerance`" against "it is below": the same statistic, so the p-value is below alpha
+/// exactly when the upper bound is below `-tolerance`.
 pub fn paired_comparison(
     base_only: u64,
     pr_only: u64,
     questions: u64,
     alpha: f64,
+    tolerance: f64,
 ) -> Option<ProportionComparison> {
-    if questions == 0 {
+    if questions == 0 || base_only + pr_only > questions {
         return None;
     }
     let n = questions as f64;
     let (b, c) = (base_only as f64, pr_only as f64);
-    let difference = (c - b) / n;
-    let discordant = base_only + pr_only;
-    let p_worse = if discordant == 0 {
-        1.0
-    } else {
-        // P(X >= base_only) for X ~ Binomial(discordant, 1/2).
-        let binomial = Binomial::new(0.5, discordant).ok()?;
-        if base_only == 0 { 1.0 } else { 1.0 - binomial.cdf(base_only - 1) }
-    };
-    let spread = ((b + c) - (c - b).powi(2) / n).max(0.0).sqrt() / n;
-    let half = z_two_sided(alpha) * spread;
-    Some(ProportionComparison {
-        difference,
-        interval: (difference - half, difference + half),
-        p_worse,
-    })
+    let z = Normal::standard().inverse_cdf(1.0 - alpha);
+    let statistic = |delta: f64| tango_statistic(c, b, n, delta);
+    let low = solve_decreasing(statistic, z);
+    let high = solve_decreasing(statistic, -z);
+    // Under "the difference is -tolerance" the statistic is standard normal; below it, the
+    // statistic is negative.
+    let p_beyond = Normal::standard().cdf(statistic(-tolerance).clamp(-40.0, 40.0));
+    Some(ProportionComparison { difference: (c - b) / n, interval: (low, high), p_beyond })
+}
+
+/// Newcombe's hybrid score interval (method 10) of `pr - base` for two independent
+/// proportions, each bound one-sided at `alpha`.
+fn newcombe(
+    base_correct: u64,
+    base_questions: u64,
+    pr_correct: u64,
+    pr_questions: u64,
+    alpha: f64,
+) -> Option<(f64, f64)> {
+    let (base_low, base_high) = wilson(base_correct, base_questions, 2.0 * alpha)?;
+    let (pr_low, pr_high) = wilson(pr_correct, pr_questions, 2.0 * alpha)?;
+    let (p1, p2) =
+        (base_correct as f64 / base_questions as f64, pr_correct as f64 / pr_questions as f64);
+    let difference = p2 - p1;
+    let low = difference - ((p2 - pr_low).powi(2) + (base_high - p1).powi(2)).sqrt();
+    let high = difference + ((pr_high - p2).powi(2) + (p1 - base_low).powi(2)).sqrt();
+    Some((low, high))
 }
 
 /// Unpaired comparison of two proportions: Newcombe's hybrid score interval of the difference
-/// and a one-sided pooled z-test.
+/// (each bound one-sided at `alpha`), and as the p-value the level at which its upper bound
+/// reaches `-tolerance` (the interval inverted), so the decision, the interval and the
+/// p-value are one test.
 pub fn unpaired_comparison(
     base_correct: u64,
     base_questions: u64,
     pr_correct: u64,
     pr_questions: u64,
     alpha: f64,
+    tolerance: f64,
 ) -> Option<ProportionComparison> {
-    let (base_low, base_high) = wilson(base_correct, base_questions, alpha)?;
-    let (pr_low, pr_high) = wilson(pr_correct, pr_questions, alpha)?;
-    let (n1, n2) = (base_questions as f64, pr_questions as f64);
-    let (p1, p2) = (base_correct as f64 / n1, pr_correct as f64 / n2);
-    let difference = p2 - p1;
-    let low = difference - ((p2 - pr_low).powi(2) + (base_high - p1).powi(2)).sqrt();
-    let high = difference + ((pr_high - p2).powi(2) + (p1 - base_low).powi(2)).sqrt();
-    let pooled = (base_correct as f64 + pr_correct as f64) / (n1 + n2);
-    let se = (pooled * (1.0 - pooled) * (1.0 / n1 + 1.0 / n2)).sqrt();
-    let p_worse = if se > 0.0 { Normal::standard().cdf(difference / se) } else { 0.5 };
-    Some(ProportionComparison { difference, interval: (low, high), p_worse })
+    let interval = newcombe(base_correct, base_questions, pr_correct, pr_questions, alpha)?;
+    let difference =
+        pr_correct as f64 / pr_questions as f64 - base_correct as f64 / base_questions as f64;
+    let upper = |level: f64| {
+        newcombe(base_correct, base_questions, pr_correct, pr_questions, level)
+            .map_or(f64::INFINITY, |(_, high)| high)
+    };
+    // The upper bound grows as the level shrinks; the p-value is the level where it reaches
+    // -tolerance. A difference at or above -tolerance has a p-value of at least one half,
+    // shown as 0.5.
+    let p_beyond = if difference >= -tolerance {
+        0.5
+    } else if upper(1e-12) < -tolerance {
+        1e-12
+    } else {
+        let (mut low, mut high) = (1e-12f64, 0.5f64);
+        for _ in 0..60 {
+            let middle = (low * high).sqrt();
+            if upper(middle) < -tolerance {
+                high = middle;
+            } else {
+                low = middle;
+            }
+        }
+        high
+    };
+    Some(ProportionComparison { difference, interval, p_beyond })
 }
 
 #[cfg(test)]
@@ -240,50 +393,155 @@ mod tests {
         assert!(close(low, 2.0 - 4.303 / 3f64.sqrt()) && close(high, 2.0 + 4.303 / 3f64.sqrt()));
     }
 
-    #[test]
-    fn the_sequential_test_decides_clear_cases_early_and_caps_the_rest() {
-        let test = Sprt {
-            h0: 0.0,
-            h1: 0.04,
-            alpha: 0.05,
-            beta: 0.05,
-            min_samples: 3,
-            max_samples: 6,
-            line: 0.02,
-        };
-        let decide = |samples: &[f64]| test.run(samples, None).outcome;
-        assert_eq!(decide(&[0.0, 0.001]), SprtOutcome::Undecided, "below the minimum");
-        assert_eq!(decide(&[0.0, 0.001, -0.001]), SprtOutcome::AcceptH0 { confident: true });
-        assert_eq!(decide(&[0.05, 0.051, 0.049]), SprtOutcome::AcceptH1 { confident: true });
-        let noisy = [0.03, -0.02, 0.05, 0.0, 0.04, 0.01];
-        assert_eq!(decide(&noisy[..5]), SprtOutcome::Undecided);
-        assert_eq!(
-            decide(&noisy),
-            SprtOutcome::AcceptH0 { confident: false },
-            "mean 0.0183 < 0.02 at the cap"
-        );
-        // A known variance larger than the samples' keeps the test honest.
-        assert_eq!(test.run(&[0.0, 0.001, -0.001], Some(0.01)).outcome, SprtOutcome::Undecided);
+    fn test() -> GroupSequential {
+        GroupSequential { h0: 0.0, h1: 0.04, alpha: 0.02, beta: 0.05, looks: 4, line: 0.02 }
+    }
+
+    fn look(test: &GroupSequential, mean: f64, se: f64, df: f64, last: bool) -> SequentialOutcome {
+        let estimate = Estimate { mean, standard_error: se, degrees_of_freedom: df };
+        test.look(Some(estimate), last).0
     }
 
     #[test]
-    fn proportions_paired_and_unpaired() {
-        // 200 questions; base alone right on 12, PR alone right on 2.
-        let paired = paired_comparison(12, 2, 200, 0.05).expect("a comparison");
-        assert!(close(paired.difference, -0.05));
-        // P(X >= 12 | Binomial(14, 0.5)) = 106 / 16384.
-        assert!(close(paired.p_worse, 106.0 / 16384.0), "{}", paired.p_worse);
-        assert!(paired.interval.0 < -0.05 && paired.interval.1 < 0.0);
-        assert_eq!(paired_comparison(0, 0, 100, 0.05).map(|c| c.p_worse), Some(1.0));
+    fn each_look_is_a_t_test_at_the_error_rate_divided_over_the_looks() {
+        let t = test();
+        // t(10) quantiles: 1 - 0.02 / 4 = 0.995 is 3.169; 1 - 0.05 / 4 = 0.9875 is 2.634.
+        let (ta, tb) = (3.169, 2.634);
+        let se = 0.01;
+        // Just above and just below the bound that accepts h1 (lower bound above 0).
+        assert_eq!(
+            look(&t, ta * se + 0.0002, se, 10.0, false),
+            SequentialOutcome::AcceptH1 { confident: true }
+        );
+        assert_eq!(look(&t, ta * se - 0.0002, se, 10.0, false), SequentialOutcome::Undecided);
+        // The bound that accepts h0 (upper bound below 4%).
+        assert_eq!(
+            look(&t, 0.04 - tb * se - 0.0002, se, 10.0, false),
+            SequentialOutcome::AcceptH0 { confident: true }
+        );
+        assert_eq!(
+            look(&t, 0.04 - tb * se + 0.0002, se, 10.0, false),
+            SequentialOutcome::Undecided
+        );
+        // Fewer degrees of freedom need more evidence: t(3, 0.995) = 5.841.
+        assert_eq!(look(&t, ta * se + 0.0002, se, 3.0, false), SequentialOutcome::Undecided);
+        assert_eq!(
+            look(&t, 5.841 * se + 0.0002, se, 3.0, false),
+            SequentialOutcome::AcceptH1 { confident: true }
+        );
+        // At the last look what the bounds did not decide passes, low-confidence, even over
+        // the line: a fail needs its bound.
+        assert_eq!(
+            look(&t, 0.025, se, 10.0, true),
+            SequentialOutcome::AcceptH0 { confident: false }
+        );
+        assert_eq!(
+            look(&t, ta * se + 0.0002, se, 10.0, true),
+            SequentialOutcome::AcceptH1 { confident: true }
+        );
+        // A narrow interval inside the zone passes both bounds: the line decides, confidently.
+        assert_eq!(
+            look(&t, 0.025, 0.001, 10.0, false),
+            SequentialOutcome::AcceptH1 { confident: true }
+        );
+        assert_eq!(
+            look(&t, 0.015, 0.001, 10.0, false),
+            SequentialOutcome::AcceptH0 { confident: true }
+        );
+        assert_eq!(t.look(None, false).0, SequentialOutcome::Undecided);
+        assert_eq!(t.look(None, true).0, SequentialOutcome::AcceptH0 { confident: false });
+    }
 
-        let unpaired = unpaired_comparison(80, 100, 70, 100, 0.05).expect("a comparison");
+    #[test]
+    fn outliers_are_far_from_the_robust_scale_and_rare() {
+        let clean = [0.01, -0.02, 0.015, -0.005, 0.0, 0.02, -0.01, 0.005, -0.015, 0.01];
+        assert_eq!(outliers(&clean, 0.01, 6.0, 2), Vec::<usize>::new());
+        // The MAD of the ten is 0.01, the scale 0.014826: six scales are 0.0890.
+        // Replacing the 0.02 at 5 leaves the median absolute value at 0.01.
+        let mut one = clean.to_vec();
+        one[5] = 0.085;
+        assert_eq!(outliers(&one, 0.01, 6.0, 2), Vec::<usize>::new());
+        one[5] = 0.095;
+        assert_eq!(outliers(&one, 0.01, 6.0, 2), vec![5]);
+        one[5] = -0.69;
+        assert_eq!(outliers(&one, 0.01, 6.0, 2), vec![5]);
+        // The floor: with the same data and a floor of 2% six scales are 0.12.
+        one[5] = 0.11;
+        assert_eq!(outliers(&one, 0.01, 6.0, 2), vec![5]);
+        assert_eq!(outliers(&one, 0.02, 6.0, 2), Vec::<usize>::new());
+        // The threshold: at 8 scales (0.1186) 0.11 is not an outlier.
+        assert_eq!(outliers(&one, 0.01, 8.0, 2), Vec::<usize>::new());
+        // More flagged than allowed: the samples are not clean ones plus an outlier.
+        // (Three of ten out move the median absolute value to 0.0125: six scales are 0.111.)
+        let mut three = one.clone();
+        three[0] = 0.7;
+        three[1] = -0.7;
+        three[5] = 0.2;
+        assert_eq!(outliers(&three, 0.01, 6.0, 2), Vec::<usize>::new());
+        assert_eq!(outliers(&three, 0.01, 6.0, 3), vec![0, 1, 5]);
+        assert_eq!(outliers(&[0.0, 0.9], 0.01, 6.0, 2), Vec::<usize>::new(), "too few to tell");
+    }
+
+    #[test]
+    fn the_paired_score_interval_is_tangos_and_the_p_value_is_its_test() {
+        // 200 questions; base alone right on 12, PR alone right on 2.
+        let paired = paired_comparison(12, 2, 200, 0.025, 0.015).expect("a comparison");
+        assert!(close(paired.difference, -0.05));
+        // Each bound is where Tango's statistic is ∓z (z = 1.95996 at 0.025).
+        let z = 1.959964;
+        assert!((tango_statistic(2.0, 12.0, 200.0, paired.interval.0) - z).abs() < 1e-6);
+        assert!((tango_statistic(2.0, 12.0, 200.0, paired.interval.1) + z).abs() < 1e-6);
+        // Wider than Wald's [-0.0823, -0.0177] on the low side, as a score interval of a
+        // negative difference is.
+        assert!(paired.interval.0 < -0.08 && paired.interval.1 < -0.01, "{:?}", paired.interval);
+        assert_eq!(paired.against(0.015), ToleranceOutcome::Beyond);
+        assert!(paired.p_beyond < 0.025, "{}", paired.p_beyond);
+        // No discordant question: the interval is not collapsed to a point.
+        let none = paired_comparison(0, 0, 1319, 0.025, 0.015).expect("a comparison");
+        assert!(none.interval.0 < -0.001 && none.interval.1 > 0.001, "{:?}", none.interval);
+        assert_eq!(none.against(0.015), ToleranceOutcome::Within);
+        // GSM8K with 10% of questions disagreeing, no difference: the tolerance of 1.5 points
+        // is inside the interval, so the answer is undecided, not a pass or a fail.
+        let aa = paired_comparison(66, 66, 1319, 0.025, 0.015).expect("a comparison");
+        assert_eq!(aa.against(0.015), ToleranceOutcome::Undecided, "{:?}", aa.interval);
+        // Its p-value is the test's: far from "beyond the tolerance".
+        assert!(aa.p_beyond > 0.9 && aa.p_beyond < 0.99, "{}", aa.p_beyond);
+        assert_eq!(paired_comparison(3, 0, 2, 0.025, 0.015), None);
+    }
+
+    #[test]
+    fn the_unpaired_interval_is_newcombes_and_the_p_value_inverts_it() {
+        let unpaired = unpaired_comparison(80, 100, 70, 100, 0.025, 0.02).expect("a comparison");
         assert!(close(unpaired.difference, -0.10));
         // Newcombe's hybrid score interval by hand: Wilson 70/100 is (0.60416, 0.78107), Wilson
         // 80/100 is (0.71118, 0.86665); low = -0.1 - sqrt(0.09584² + 0.06665²) = -0.21673,
         // high = -0.1 + sqrt(0.08107² + 0.08882²) = 0.02025.
         assert!((unpaired.interval.0 + 0.21673).abs() < 0.0005, "{:?}", unpaired.interval);
         assert!((unpaired.interval.1 - 0.02025).abs() < 0.0005, "{:?}", unpaired.interval);
-        assert!(unpaired.p_worse < 0.06 && unpaired.p_worse > 0.04, "{}", unpaired.p_worse);
-        assert_eq!(unpaired_comparison(0, 0, 1, 1, 0.05), None);
+        assert_eq!(unpaired.against(0.02), ToleranceOutcome::Undecided);
+        // At its p-value the upper bound is the tolerance.
+        let at = newcombe(80, 100, 70, 100, unpaired.p_beyond).expect("an interval");
+        assert!((at.1 + 0.02).abs() < 1e-6, "{at:?} at p = {}", unpaired.p_beyond);
+        assert!(unpaired.p_beyond > 0.025, "{}", unpaired.p_beyond);
+        assert_eq!(unpaired_comparison(0, 0, 1, 1, 0.025, 0.02), None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_decision_and_the_p_value_agree(
+            base_only in 0u64..200,
+            pr_only in 0u64..200,
+            extra in 0u64..1000,
+            tolerance in 0.0f64..0.1,
+        ) {
+            let n = base_only + pr_only + extra + 1;
+            let c = paired_comparison(base_only, pr_only, n, 0.025, tolerance).expect("a comparison");
+            proptest::prop_assert!(c.interval.0 <= c.difference + 1e-9 && c.difference <= c.interval.1 + 1e-9);
+            let beyond = c.against(tolerance) == ToleranceOutcome::Beyond;
+            // Away from the boundary itself the two must agree.
+            if (c.interval.1 + tolerance).abs() > 1e-6 {
+                proptest::prop_assert_eq!(beyond, c.p_beyond < 0.025, "{:?}", c);
+            }
+        }
     }
 }

@@ -41,8 +41,12 @@ use crate::evidence::{
 };
 use crate::job::{Expect, ExpectedStep, JobPlan, Target, tier_checks};
 use crate::rules::RuleOutcome;
-use crate::speed::{Answer, CellContext, Pair, judge_cell};
-use crate::stats::{median, paired_comparison, unpaired_comparison};
+use crate::speed::{
+    Answer, Calibration, CellContext, CellJudgement, LEGACY_CALIBRATION_SAMPLES, Pair, judge_cell,
+};
+use crate::stats::{
+    ProportionComparison, ToleranceOutcome, median, paired_comparison, unpaired_comparison,
+};
 
 /// The version of the verdict's JSON format.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -153,8 +157,10 @@ pub struct Item {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Numbers {
-    /// One speed cell: medians of base and PR TPOT, the PR's change (`exp(mean log-ratio) - 1`)
-    /// and its interval, the pairs used and the confidence.
+    /// One speed cell: medians of base and PR runs' median TPOT (over the kept pairs; a
+    /// bracketed pair's base is the geometric mean of its two base runs), the PR's change
+    /// (`exp(mean log-ratio) - 1`, the tested quantity) and its interval, the pairs used and
+    /// the confidence, and the test: the noise and calibration it used and its error rates.
     Speed {
         concurrency: u32,
         covered: bool,
@@ -164,9 +170,13 @@ pub enum Numbers {
         interval: Option<(f64, f64)>,
         pairs: usize,
         confidence: Confidence,
+        #[serde(default)]
+        test: Option<SpeedTest>,
     },
-    /// One benchmark: accuracies as fractions, PR minus base and its interval, the questions,
-    /// whether the comparison was paired, the p-value of "PR worse" and the tolerance.
+    /// One benchmark: accuracies as fractions, PR minus base and its interval (each bound
+    /// one-sided at `alpha`), the questions, whether the comparison was paired, the p-value
+    /// of the same test ("the PR is at most the tolerance below base"; below `alpha` exactly
+    /// when the interval lies below `-tolerance`) and the tolerance.
     Accuracy {
         benchmark: String,
         base: f64,
@@ -177,6 +187,10 @@ pub enum Numbers {
         paired: bool,
         p_value: f64,
         tolerance: f64,
+        /// The level of each of the interval's one-sided bounds: the PR's accuracy alpha over
+        /// the benchmarks judged.
+        #[serde(default)]
+        alpha: Option<f64>,
     },
     /// One kernel: median time on each side and the PR's change.
     Kernel { kernel: String, base_us: f64, pr_us: f64, change: f64 },
@@ -184,13 +198,33 @@ pub enum Numbers {
     Tests { passed: usize, failed: usize, skipped: usize, errors: usize, pre_existing: usize },
 }
 
+/// What a speed cell's test used and guarantees.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpeedTest {
+    /// The run-to-run CV the test used (pooled, floored at `min-cv`).
+    pub run_cv: Option<f64>,
+    /// The degrees of freedom behind it.
+    pub degrees_of_freedom: Option<f64>,
+    /// In-band A/A differences (bracketed pairs' base runs) among them.
+    pub in_band_differences: usize,
+    /// The node's stored calibration: its base-vs-base differences, and the degrees of
+    /// freedom they counted for. `None`: the node had none for this cell.
+    pub calibration_samples: Option<u32>,
+    pub calibration_df: f64,
+    /// The bound on P(fail | no loss) for this cell, and on P(pass | a loss at the zone's top).
+    pub alpha: f64,
+    pub beta: f64,
+    /// Pairs (by index in run order) excluded as outliers and re-measured.
+    pub outliers: Vec<u32>,
+}
+
 /// How sure a speed decision is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Confidence {
-    /// The sequential test reached its bound.
+    /// The sequential test reached its bound: the error rates of `SpeedTest` hold.
     High,
-    /// Decided at the pair cap by the mean alone.
+    /// Decided at the pair cap by the mean against the line: outside those bounds.
     Low,
     /// Not decided: more pairs were needed.
     Open,
@@ -275,6 +309,16 @@ pub fn judge_with(request: JudgeRequest<'_>) -> Result<Verdict, EvidenceError> {
     }
     let new_models: BTreeSet<String> =
         plan.models.iter().filter(|model| model.new).map(|model| model.name.clone()).collect();
+    let accuracy_family = evidence
+        .iter()
+        .filter_map(|record| match &record.outcome {
+            Outcome::Accuracy { benchmark, .. } => {
+                Some((record.model.clone(), benchmark.to_ascii_lowercase()))
+            }
+            _ => None,
+        })
+        .collect::<BTreeSet<_>>()
+        .len();
     let mut judge = Judge {
         config,
         by_step,
@@ -283,6 +327,7 @@ pub fn judge_with(request: JudgeRequest<'_>) -> Result<Verdict, EvidenceError> {
         new_models,
         completion,
         evidence,
+        accuracy_family,
     };
 
     let rule_items: Vec<Item> = rules
@@ -409,6 +454,21 @@ pub fn judge_with(request: JudgeRequest<'_>) -> Result<Verdict, EvidenceError> {
     })
 }
 
+/// The paired comparison of one benchmark as the gate judges it: `counts` are (base right and
+/// PR wrong, PR right and base wrong, questions), `benchmarks` how many are judged together.
+/// `ProportionComparison::against` the benchmark's tolerance is the decision. The simulation
+/// calls this too, so what it measures is what the verdict does.
+pub fn paired_accuracy(
+    config: &GateConfig,
+    benchmark: &str,
+    benchmarks: usize,
+    counts: (u64, u64, u64),
+) -> Option<ProportionComparison> {
+    let alpha = config.accuracy_alpha.get() / benchmarks.max(1) as f64;
+    let tolerance = config.accuracy_tolerance(benchmark).get();
+    paired_comparison(counts.0, counts.1, counts.2, alpha, tolerance)
+}
+
 /// Evidence that does not belong to this plan: a model it does not have, or a PR commit that
 /// is not its head (a rerun's leftovers, another PR's results).
 fn check_against_plan(plan: &Plan, evidence: &[Evidence]) -> Result<(), EvidenceError> {
@@ -481,7 +541,7 @@ fn rule_text(name: &str) -> String {
 struct SpeedCell {
     covered: bool,
     pairs: Vec<(u32, Pair)>,
-    noise: Option<f64>,
+    noise: Option<Calibration>,
 }
 
 struct Judge<'a> {
@@ -493,6 +553,9 @@ struct Judge<'a> {
     new_models: BTreeSet<String>,
     completion: Completion,
     evidence: &'a [Evidence],
+    /// How many benchmarks (of every model) are judged together: accuracy's alpha is divided
+    /// over them.
+    accuracy_family: usize,
 }
 
 fn section_of(check: Check) -> SectionName {
@@ -890,7 +953,8 @@ impl<'a> Judge<'a> {
                 }
             }
         }
-        let alpha = self.config.accuracy_alpha.get();
+        // Each benchmark's bounds are one-sided at the PR's alpha over the benchmarks judged.
+        let alpha = self.config.accuracy_alpha.get() / self.accuracy_family.max(1) as f64;
         for (benchmark, (base, pr)) in sides {
             let (
                 Some(Outcome::Accuracy {
@@ -920,66 +984,54 @@ impl<'a> Judge<'a> {
             let tolerance = self.config.accuracy_tolerance(&benchmark).get();
             let paired = paired_counts(base_q.as_deref(), pr_q.as_deref());
             let comparison = match paired {
-                Some((base_only, pr_only, n)) => paired_comparison(base_only, pr_only, n, alpha),
-                None => unpaired_comparison(*base_c, *base_n, *pr_c, *pr_n, alpha),
+                Some((base_only, pr_only, n)) => paired_accuracy(
+                    self.config,
+                    &benchmark,
+                    self.accuracy_family,
+                    (base_only, pr_only, n),
+                ),
+                None => unpaired_comparison(*base_c, *base_n, *pr_c, *pr_n, alpha, tolerance),
             };
             let Some(comparison) = comparison else { continue };
-            let drop = -comparison.difference;
-            let half_width = (comparison.interval.1 - comparison.interval.0) / 2.0;
-            let significant = comparison.p_worse < alpha;
             let points = |x: f64| format!("{:.1}", x * 100.0);
-            let (state, mut summary) = if drop > tolerance && significant {
-                (
+            let p_value = if comparison.p_beyond < 0.001 {
+                "p < 0.001".to_owned()
+            } else {
+                format!("p = {:.3}", comparison.p_beyond)
+            };
+            let (state, mut summary) = match comparison.against(tolerance) {
+                ToleranceOutcome::Beyond => (
                     State::Fail,
                     format!(
-                        "the PR is {} points below base (tolerance {})",
-                        points(drop),
+                        "the PR is below base by more than the tolerance of {} points ({p_value})",
                         points(tolerance)
                     ),
-                )
-            } else if drop > tolerance {
-                (
+                ),
+                ToleranceOutcome::Within => (
+                    State::Pass,
+                    format!("within the tolerance of {} points of base", points(tolerance)),
+                ),
+                ToleranceOutcome::Undecided => (
                     State::Warn,
                     format!(
-                        "the PR is {} points below base, over the tolerance of {}, but within noise (p = {:.3})",
-                        points(drop),
-                        points(tolerance),
-                        comparison.p_worse
-                    ),
-                )
-            } else {
-                (
-                    State::Pass,
-                    format!(
-                        "{} points against base (tolerance {})",
-                        signed_points(comparison.difference),
+                        "undecided, low confidence: the interval holds -{} points, the tolerance ({p_value}); more samples (repeats or seeds) would decide",
                         points(tolerance)
                     ),
-                )
+                ),
             };
             let base_accuracy = *base_c as f64 / *base_n as f64;
             let pr_accuracy = *pr_c as f64 / *pr_n as f64;
             summary.push_str(&format!(
-                "; base {}%, PR {}%, difference {} [{}, {}] over {} questions{}",
+                "; base {}%, PR {}%, difference {} [{}, {}] ({:.1}% interval, {}) over {} questions",
                 points(base_accuracy),
                 points(pr_accuracy),
                 signed_points(comparison.difference),
                 signed_points(comparison.interval.0),
                 signed_points(comparison.interval.1),
+                (1.0 - 2.0 * alpha) * 100.0,
+                if paired.is_some() { "paired, Tango's score" } else { "unpaired, Newcombe's score" },
                 pr_n,
-                if paired.is_some() { ", paired" } else { "" }
             ));
-            let state = if tolerance < half_width && state == State::Pass {
-                summary.push_str(&format!(
-                    "; the tolerance of {} points is below what {} questions resolve (±{})",
-                    points(tolerance),
-                    pr_n,
-                    points(half_width)
-                ));
-                State::Warn
-            } else {
-                state
-            };
             self.push(
                 SectionName::Accuracy,
                 Item {
@@ -997,8 +1049,9 @@ impl<'a> Judge<'a> {
                         interval: comparison.interval,
                         questions: *pr_n,
                         paired: paired.is_some(),
-                        p_value: comparison.p_worse,
+                        p_value: comparison.p_beyond,
                         tolerance,
+                        alpha: Some(alpha),
                     }),
                 },
             );
@@ -1079,17 +1132,22 @@ impl<'a> Judge<'a> {
                     covered,
                     base_tpot_ms,
                     pr_tpot_ms,
+                    base_runs_ms,
                     ..
                 } => {
                     let cell = cells.entry(*concurrency).or_default();
                     cell.covered |= *covered;
-                    cell.pairs.push((
-                        *index,
-                        Pair { base_tpot_ms: *base_tpot_ms, pr_tpot_ms: *pr_tpot_ms },
-                    ));
+                    let pair = match base_runs_ms {
+                        Some([before, after]) => Pair::bracketed(*before, *pr_tpot_ms, *after),
+                        None => Pair::single(*base_tpot_ms, *pr_tpot_ms),
+                    };
+                    cell.pairs.push((*index, pair));
                 }
-                Outcome::SpeedNoise { concurrency, log_ratio_variance } => {
-                    cells.entry(*concurrency).or_default().noise = Some(*log_ratio_variance);
+                Outcome::SpeedNoise { concurrency, log_ratio_variance, samples } => {
+                    cells.entry(*concurrency).or_default().noise = Some(Calibration {
+                        log_ratio_variance: *log_ratio_variance,
+                        samples: samples.unwrap_or(LEGACY_CALIBRATION_SAMPLES),
+                    });
                 }
                 _ => {}
             }
@@ -1123,9 +1181,10 @@ impl<'a> Judge<'a> {
             if pairs.is_empty() {
                 continue;
             }
+            let indices: Vec<u32> = pairs.iter().map(|(index, _)| *index).collect();
             let pairs: Vec<Pair> = pairs.into_iter().map(|(_, pair)| pair).collect();
             let context =
-                CellContext { cells: covered_cells, gain_required: false, known_variance: noise };
+                CellContext { cells: covered_cells, gain_required: false, calibration: noise };
             let judgement = judge_cell(&pairs, self.config, &context);
             let (state, confidence) = match (covered, judgement.loss) {
                 (false, _) => (State::NotJudged, confidence_of(judgement.loss)),
@@ -1142,12 +1201,43 @@ impl<'a> Judge<'a> {
                 change_text(judgement.change, judgement.change_interval)
             );
             summary.push_str(&format!(", {} pairs", judgement.pairs));
-            summary.push_str(match (covered, confidence) {
-                (false, _) => "; not covered by the monokernels, so not judged",
-                (true, Confidence::Low) => "; low confidence: decided at the pair cap by the mean",
-                (true, Confidence::Open) => "; undecided: more pairs are needed",
-                (true, Confidence::High) => "",
+            let outliers: Vec<u32> =
+                judgement.outliers.iter().filter_map(|at| indices.get(*at).copied()).collect();
+            if !outliers.is_empty() {
+                let list: Vec<String> = outliers.iter().map(u32::to_string).collect();
+                summary.push_str(&format!(
+                    " ({} excluded as outliers and re-measured: pair {})",
+                    outliers.len(),
+                    list.join(", ")
+                ));
+            }
+            summary.push_str(&match (covered, confidence) {
+                (false, _) => "; not covered by the monokernels, so not judged".to_owned(),
+                (true, Confidence::Low) => {
+                    "; low confidence: still undecided at the pair cap, so no loss was shown"
+                        .to_owned()
+                }
+                (true, Confidence::Open) => "; undecided: more pairs are needed".to_owned(),
+                (true, Confidence::High) => format!(
+                    "; high confidence: P(fail | no loss) ≤ {}, P(pass | {:.0}% loss) ≤ {}",
+                    rate(judgement.alpha),
+                    self.config.speed.high * 100.0,
+                    rate(judgement.beta)
+                ),
             });
+            if covered {
+                summary.push_str(&format!("; {}", noise_text(&judgement, noise)));
+            }
+            let test = SpeedTest {
+                run_cv: judgement.noise.map(|n| n.run_cv),
+                degrees_of_freedom: judgement.noise.map(|n| n.degrees_of_freedom),
+                in_band_differences: judgement.noise.map_or(0, |n| n.in_band_differences),
+                calibration_samples: noise.map(|c| c.samples),
+                calibration_df: judgement.noise.map_or(0.0, |n| n.calibration_df),
+                alpha: judgement.alpha,
+                beta: judgement.beta,
+                outliers,
+            };
             self.push(
                 SectionName::E2ePerformance,
                 Item {
@@ -1168,6 +1258,7 @@ impl<'a> Judge<'a> {
                         interval: judgement.change_interval,
                         pairs: judgement.pairs,
                         confidence,
+                        test: Some(test),
                     }),
                 },
             );
@@ -1197,7 +1288,7 @@ impl<'a> Judge<'a> {
                     continue;
                 }
                 let pairs: Vec<Pair> = pairs.into_iter().map(|(_, pair)| pair).collect();
-                let context = CellContext { cells, gain_required: true, known_variance: noise };
+                let context = CellContext { cells, gain_required: true, calibration: noise };
                 let judgement = judge_cell(&pairs, self.config, &context);
                 let where_ = format!(
                     "{} c={concurrency}: TPOT {}",
@@ -1206,11 +1297,7 @@ impl<'a> Judge<'a> {
                 );
                 match judgement.gain {
                     Some(Answer::Yes { confident }) => {
-                        let note = if confident {
-                            ""
-                        } else {
-                            " (low confidence: decided at the pair cap)"
-                        };
+                        let note = if confident { "" } else { " (low confidence)" };
                         best = Some((State::Pass, format!("{where_}{note}")));
                     }
                     Some(Answer::Open) => open = true,
@@ -1258,6 +1345,30 @@ fn broke_on_base(records: &[&Evidence], record: &Evidence) -> bool {
                 if base_subject == subject
                     && matches!(reason.kind(), NotRunKind::Broken | NotRunKind::CannotJudge))
     })
+}
+
+/// An error rate as a percentage.
+fn rate(rate: f64) -> String {
+    let percent = rate * 100.0;
+    if percent >= 1.0 { format!("{percent:.0}%") } else { format!("{percent:.2}%") }
+}
+
+/// The noise a cell's test used, in words: what the comment shows as its calibration.
+fn noise_text(judgement: &CellJudgement, calibration: Option<Calibration>) -> String {
+    let stored = match calibration {
+        Some(c) => format!("the node's calibration ({} differences)", c.samples),
+        None => "no node calibration".to_owned(),
+    };
+    match judgement.noise {
+        Some(noise) => format!(
+            "noise CV {:.1}%{} from {} degrees of freedom ({} in-band A/A, {stored})",
+            noise.run_cv * 100.0,
+            if noise.floored { " (the min-cv floor)" } else { "" },
+            noise.degrees_of_freedom.round(),
+            noise.in_band_differences,
+        ),
+        None => format!("noise not yet known ({stored})"),
+    }
 }
 
 fn confidence_of(answer: Answer) -> Confidence {

@@ -375,6 +375,8 @@ struct SpeedRow {
     interval: String,
     pairs: usize,
     confidence: &'static str,
+    /// The noise and calibration the test used, and its error rates.
+    test: String,
     state_md: &'static str,
 }
 
@@ -819,6 +821,7 @@ fn model_view(name: &str, tier: Option<Tier>, items: &[&Item]) -> ModelView {
                 interval,
                 pairs,
                 confidence,
+                test,
             }) => view.speed.push(SpeedRow {
                 concurrency: *concurrency,
                 covered: if *covered { "yes" } else { "no: not judged" },
@@ -834,6 +837,7 @@ fn model_view(name: &str, tier: Option<Tier>, items: &[&Item]) -> ModelView {
                     Confidence::Low => "low: at the pair cap",
                     Confidence::Open => "open",
                 },
+                test: test.as_ref().map_or_else(unknown, speed_test),
                 state_md,
             }),
             Some(Numbers::Accuracy {
@@ -846,6 +850,7 @@ fn model_view(name: &str, tier: Option<Tier>, items: &[&Item]) -> ModelView {
                 paired,
                 p_value,
                 tolerance,
+                ..
             }) => view.accuracy.push(AccuracyRow {
                 benchmark: benchmark.clone(),
                 base: format!("{:.1}%", base * 100.0),
@@ -924,6 +929,28 @@ fn chart(name: &str, items: &[&Item]) -> Option<Chart> {
         base_md: join(points.iter().map(|(_, base, _)| format!("{base:.2}")).collect()),
         pr_md: join(points.iter().map(|(_, _, pr)| format!("{pr:.2}")).collect()),
     })
+}
+
+/// A speed cell's test in a few words: the noise it used, from what, and its error rates.
+fn speed_test(test: &prgate_gate::verdict::SpeedTest) -> String {
+    let rate = |rate: f64| {
+        let percent = rate * 100.0;
+        if percent >= 1.0 { format!("{percent:.0}%") } else { format!("{percent:.2}%") }
+    };
+    let calibration = match test.calibration_samples {
+        Some(samples) => format!("node calibration of {samples}"),
+        None => "no node calibration".to_owned(),
+    };
+    let noise = match (test.run_cv, test.degrees_of_freedom) {
+        (Some(cv), Some(df)) => format!("CV {:.1}% ({df:.0} df; {calibration})", cv * 100.0),
+        _ => format!("CV not yet known ({calibration})"),
+    };
+    let outliers = if test.outliers.is_empty() {
+        String::new()
+    } else {
+        format!("; {} outlier pairs re-measured", test.outliers.len())
+    };
+    format!("{noise}; false fail ≤ {}, miss ≤ {}{outliers}", rate(test.alpha), rate(test.beta))
 }
 
 /// A label Mermaid cannot read as syntax: letters, digits, `_`, `-`, `.` and spaces only,

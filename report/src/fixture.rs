@@ -149,7 +149,8 @@ pub(crate) fn accuracy(model: &str, side: Side, benchmark: &str, answers: &[bool
     )
 }
 
-/// Speed pairs at a concurrency: base at `base_ms`, the PR changed by each of `changes`.
+/// Speed pairs at a concurrency: base at `base_ms`, the PR changed by each of `changes`; each
+/// pair bracketed by two base runs 0.5% either side of `base_ms`, as the runner runs them.
 pub(crate) fn speed(
     model: &str,
     concurrency: u32,
@@ -161,6 +162,7 @@ pub(crate) fn speed(
         .iter()
         .enumerate()
         .map(|(index, change)| {
+            let spread = if index % 2 == 0 { 0.005f64 } else { -0.005 };
             record(
                 Some(model),
                 Check::Speed,
@@ -173,6 +175,7 @@ pub(crate) fn speed(
                     pr_tpot_ms: base_ms * (1.0 + change),
                     first: Side::Base,
                     family: None,
+                    base_runs_ms: Some([base_ms * spread.exp(), base_ms / spread.exp()]),
                 },
             )
         })
@@ -232,7 +235,7 @@ pub(crate) fn passing() -> Vec<Evidence> {
             Outcome::Routing { routed: true, line: Some("monokernel: routed decode".into()) },
         ));
         if full {
-            let answers: Vec<bool> = (0..200).map(|i| i % 5 != 0).collect();
+            let answers: Vec<bool> = (0..1319).map(|i| i % 5 != 0).collect();
             all.push(accuracy(model, Side::Base, "gsm8k", &answers));
             all.push(accuracy(model, Side::Pr, "gsm8k", &answers));
             all.push(kernels(model, Side::Base, "moe_ring", 100.0));

@@ -18,15 +18,19 @@
 //!
 //! # Speed noise (`<cache-dir>/speed-noise/<hash>.json`)
 //!
-//! `{"key": NoiseKey, "log_differences": [f64]}`: the differences of the logarithms of two
-//! consecutive base-side runs of one cell (same node, image, model, server and load), the last
-//! [`NOISE_KEPT`] of them. Under "no change" a pair's log ratio has the variance of such a
-//! difference, so their mean square, once there are [`NOISE_MIN_SAMPLES`], is the calibrated
-//! `speed-noise` the gate takes as a lower bound of the variance.
+//! `{"key": NoiseKey, "log_differences": [f64]}`: in-band A/A differences of one cell (same
+//! node, image, model, server, load and pairing order): the log-ratio of the two base runs
+//! that bracket each PR run, the last [`NOISE_KEPT`] of them. Once there are
+//! [`NOISE_MIN_SAMPLES`], their robust variance (`prgate_gate::stats::robust_log_ratio_variance`:
+//! median/MAD, differences more than 5 scales out rejected) and their count are the cell's
+//! `speed-noise` calibration, which the gate pools with the run's own pairs at a capped number
+//! of degrees of freedom. A run without a calibration measures its own noise the same way.
 
 use std::path::{Path, PathBuf};
 
 use prgate_gate::evidence::Outcome;
+use prgate_gate::speed::Calibration;
+use prgate_gate::stats::robust_log_ratio_variance;
 use serde::{Deserialize, Serialize};
 
 use crate::run::recipe_hash;
@@ -96,25 +100,22 @@ impl Cache {
         write(&self.accuracy_path(key), &entry)
     }
 
-    /// The calibrated variance of a pair's log ratio for `key`, once there are enough samples.
-    pub fn noise(&self, key: &NoiseKey) -> Option<f64> {
+    /// The calibration of `key` (robust variance of base-vs-base log-ratios, and how many
+    /// differences it is from), once there are enough differences.
+    pub fn noise(&self, key: &NoiseKey) -> Option<Calibration> {
         let entry: NoiseEntry = read(&self.noise_path(key))?;
         if entry.key != *key || entry.log_differences.len() < NOISE_MIN_SAMPLES {
             return None;
         }
-        let n = entry.log_differences.len() as f64;
-        let mean_square = entry.log_differences.iter().map(|d| d * d).sum::<f64>() / n;
-        mean_square.is_finite().then_some(mean_square)
+        let variance = robust_log_ratio_variance(&entry.log_differences)?;
+        let samples = u32::try_from(entry.log_differences.len()).unwrap_or(u32::MAX);
+        Some(Calibration { log_ratio_variance: variance, samples })
     }
 
-    /// Adds the differences of consecutive base runs' log TPOT (`base_tpot_ms` in run order).
-    pub fn add_noise(&self, key: &NoiseKey, base_tpot_ms: &[f64]) -> std::io::Result<()> {
-        let differences: Vec<f64> = base_tpot_ms
-            .windows(2)
-            .filter(|runs| runs[0] > 0.0 && runs[1] > 0.0)
-            .map(|runs| runs[1].ln() - runs[0].ln())
-            .filter(|difference| difference.is_finite())
-            .collect();
+    /// Adds base-vs-base log differences (`ln(after / before)` of bracketing base runs).
+    pub fn add_noise(&self, key: &NoiseKey, log_differences: &[f64]) -> std::io::Result<()> {
+        let differences: Vec<f64> =
+            log_differences.iter().copied().filter(|d| d.is_finite()).collect();
         if differences.is_empty() {
             return Ok(());
         }
@@ -214,7 +215,7 @@ mod tests {
     }
 
     #[test]
-    fn noise_needs_enough_differences_and_keeps_the_newest() {
+    fn noise_needs_enough_differences_is_robust_and_keeps_the_newest() {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let cache = Cache::new(dir.path());
         let key = NoiseKey {
@@ -224,18 +225,30 @@ mod tests {
             concurrency: 4,
             recipe_parts: "r".to_owned(),
         };
-        // Runs alternating 100 and 102 ms: every difference is ±ln(1.02).
-        let runs: Vec<f64> = (0..5).map(|i| if i % 2 == 0 { 100.0 } else { 102.0 }).collect();
-        cache.add_noise(&key, &runs).expect("the noise is written");
+        // Differences of ±ln(1.02), alternating: the MAD about the median 0 is ln(1.02).
+        let step = (1.02f64).ln();
+        let differences: Vec<f64> = (0..4).map(|i| if i % 2 == 0 { step } else { -step }).collect();
+        cache.add_noise(&key, &differences).expect("the noise is written");
         assert_eq!(cache.noise(&key), None, "4 differences are not enough");
-        cache.add_noise(&key, &runs).expect("the noise is written");
-        let expect = (1.02f64).ln().powi(2);
-        let variance = cache.noise(&key).expect("enough differences");
-        assert!((variance - expect).abs() < 1e-12, "{variance} vs {expect}");
+        cache.add_noise(&key, &differences).expect("the noise is written");
+        let calibration = cache.noise(&key).expect("enough differences");
+        let expect = (1.4826 * step).powi(2);
+        assert!((calibration.log_ratio_variance - expect).abs() < 1e-12, "{calibration:?}");
+        assert_eq!(calibration.samples, 8);
+        // One 32%-fast run is rejected: the calibration does not move.
+        cache.add_noise(&key, &[(0.68f64).ln()]).expect("the noise is written");
+        let with_outlier = cache.noise(&key).expect("enough differences");
+        assert!(
+            (with_outlier.log_ratio_variance - expect).abs() < 1e-12,
+            "{with_outlier:?} against {expect}"
+        );
+        assert_eq!(with_outlier.samples, 9);
         for _ in 0..40 {
-            cache.add_noise(&key, &runs).expect("the noise is written");
+            cache.add_noise(&key, &differences).expect("the noise is written");
         }
         let entry: NoiseEntry = read(&cache.noise_path(&key)).expect("the entry reads");
         assert_eq!(entry.log_differences.len(), NOISE_KEPT);
+        // Another key (another concurrency) is another calibration.
+        assert_eq!(cache.noise(&NoiseKey { concurrency: 8, ..key }), None);
     }
 }

@@ -50,6 +50,14 @@ pub struct Job {
 pub(crate) struct ModelRecipes {
     pub name: String,
     pub pr: RecipeSource,
+    /// What the base side runs ([`Recipe::with_commands_of`]): the PR's recipe with every
+    /// command from the base side's own recipe; the PR's as it is for a model new in the PR
+    /// (its baseline is SGLang's own path in the PR's tree); why there is none when the base
+    /// side has no recipe to take the commands from.
+    pub base: Result<Box<Recipe>, String>,
+    /// Whether both sides' recipe files are the same bytes: only then may the base side's
+    /// results go into the node's cache.
+    pub unchanged: bool,
 }
 
 /// A model's recipe as one side's tree has it.
@@ -108,7 +116,21 @@ impl Job {
             let (target, covered) = model_target(model, base.as_ref(), &pr, request.node);
             family = family.saturating_add(covered);
             targets.push(target);
-            models.push(ModelRecipes { name: model.name.clone(), pr });
+            let unchanged = base.as_ref().and_then(RecipeSource::hash).is_some()
+                && base.as_ref().and_then(RecipeSource::hash) == pr.hash();
+            let base_side = match (&pr, &base) {
+                (RecipeSource::Parsed { recipe, .. }, None) => Ok(recipe.clone()),
+                (
+                    RecipeSource::Parsed { recipe, .. },
+                    Some(RecipeSource::Parsed { recipe: base, .. }),
+                ) => Ok(Box::new(recipe.with_commands_of(base))),
+                (_, Some(base)) => Err(format!(
+                    "the base side has no valid recipe at {} to take its commands from (they never come from the PR)",
+                    base.path()
+                )),
+                (_, None) => Err("the PR has no valid recipe".to_owned()),
+            };
+            models.push(ModelRecipes { name: model.name.clone(), pr, base: base_side, unchanged });
         }
         Job {
             plan: JobPlan {
@@ -136,6 +158,15 @@ impl RecipeSource {
                 hash: hash.clone().unwrap_or_default(),
                 error: error.clone(),
             },
+        }
+    }
+
+    /// Where the recipe is (or would be) in its tree.
+    pub(crate) fn path(&self) -> &str {
+        match self {
+            RecipeSource::Parsed { path, .. }
+            | RecipeSource::Missing { path }
+            | RecipeSource::Invalid { path, .. } => path,
         }
     }
 

@@ -92,7 +92,7 @@ use prgate_scope::plan::{ModelPlan, Plan};
 
 use crate::cache::Cache;
 use crate::export::{ExportError, export_tree};
-use crate::job::{CommonSource, Job, JobRequest, RecipeSource};
+use crate::job::{CommonSource, Job, JobRequest, ModelRecipes, RecipeSource};
 use crate::lock::{HostLock, LockError, lock_path};
 use crate::node::NodeProfile;
 use crate::preflight::{ImageCheck, Preflight, Probes, SystemCommands, Thresholds};
@@ -250,13 +250,13 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
     };
     let targets: Vec<&Target> =
         job.plan.targets.iter().filter(|target| chosen(target.model.as_deref())).collect();
-    let models: Vec<(&ModelPlan, &RecipeSource, &Target)> = job
+    let models: Vec<(&ModelPlan, &ModelRecipes, &Target)> = job
         .models
         .iter()
         .filter_map(|recipes| {
             let target = targets.iter().find(|t| t.model.as_deref() == Some(&recipes.name))?;
             let model = plan.models.iter().find(|model| model.name == recipes.name)?;
-            Some((model, &recipes.pr, *target))
+            Some((model, recipes, *target))
         })
         .collect();
     let common = job.common.as_ref().zip(targets.iter().find(|t| t.model.is_none()).copied());
@@ -291,7 +291,7 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
         PreflightMode::On { root, thresholds } => {
             let mut checkpoints: Vec<String> = models
                 .iter()
-                .filter_map(|(_, recipe, _)| match recipe {
+                .filter_map(|(_, recipes, _)| match &recipes.pr {
                     RecipeSource::Parsed { recipe, .. } => Some(recipe.checkpoint().to_owned()),
                     _ => None,
                 })
@@ -440,15 +440,18 @@ fn completed_steps(results: &ResultsDir) -> Result<BTreeSet<StepId>, RunError> {
 /// A model's job.
 fn model_job<'j>(
     model: &'j ModelPlan,
-    recipe: &'j RecipeSource,
+    recipes: &'j ModelRecipes,
     target: &'j Target,
     base_tree: &'j Path,
     pr_tree: &'j Path,
     provenance: &dyn Fn(Option<&str>) -> Provenance,
 ) -> steps::ModelJob<'j> {
+    let recipe = &recipes.pr;
     steps::ModelJob {
         model,
         recipe,
+        base_recipe: recipes.base.as_deref().map_err(String::as_str),
+        cacheable: recipes.unchanged,
         target,
         base_tree: if model.new { None } else { Some(base_tree) },
         pr_tree,
@@ -537,7 +540,7 @@ struct RecordedCell {
     /// Its pairs by index, in order.
     pairs: Vec<(u32, prgate_gate::speed::Pair)>,
     /// Its calibrated noise.
-    noise: Option<f64>,
+    noise: Option<prgate_gate::speed::Calibration>,
 }
 
 /// The speed records of a model, by concurrency: the pairs a resumed cell goes on from.
@@ -551,15 +554,28 @@ fn recorded_pairs(
             continue;
         }
         match record.outcome {
-            Outcome::SpeedPair { concurrency, index, base_tpot_ms, pr_tpot_ms, .. } => {
-                cells
-                    .entry(concurrency)
-                    .or_default()
-                    .pairs
-                    .push((index, prgate_gate::speed::Pair { base_tpot_ms, pr_tpot_ms }));
+            Outcome::SpeedPair {
+                concurrency,
+                index,
+                base_tpot_ms,
+                pr_tpot_ms,
+                base_runs_ms,
+                ..
+            } => {
+                let pair = match base_runs_ms {
+                    Some([before, after]) => {
+                        prgate_gate::speed::Pair::bracketed(before, pr_tpot_ms, after)
+                    }
+                    None => prgate_gate::speed::Pair::single(base_tpot_ms, pr_tpot_ms),
+                };
+                cells.entry(concurrency).or_default().pairs.push((index, pair));
             }
-            Outcome::SpeedNoise { concurrency, log_ratio_variance } => {
-                cells.entry(concurrency).or_default().noise = Some(log_ratio_variance);
+            Outcome::SpeedNoise { concurrency, log_ratio_variance, samples } => {
+                cells.entry(concurrency).or_default().noise =
+                    Some(prgate_gate::speed::Calibration {
+                        log_ratio_variance,
+                        samples: samples.unwrap_or(prgate_gate::speed::LEGACY_CALIBRATION_SAMPLES),
+                    });
             }
             _ => {}
         }

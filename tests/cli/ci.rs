@@ -36,8 +36,9 @@ impl GitHub {
 struct ListComments(GitHub);
 impl Respond for ListComments {
     fn respond(&self, request: &Request) -> ResponseTemplate {
+        // The first page is asked without `page=` (later ones through the `Link` header).
         let first_page =
-            request.url.query_pairs().any(|(key, value)| key == "page" && value == "1");
+            request.url.query_pairs().all(|(key, value)| key != "page" || value == "1");
         let comments: Vec<Value> = if first_page {
             self.0.with(|repo| {
                 repo.comments

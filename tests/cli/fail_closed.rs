@@ -182,3 +182,31 @@ fn an_untouched_pr_passes_with_every_check_judged() {
     assert_eq!(gate.code, 0, "{}", gate.stderr);
     assert_eq!(verdict["checks"]["judged"], verdict["checks"]["expected"], "{verdict:#}");
 }
+
+#[test]
+fn the_base_side_runs_its_own_commands_and_a_changed_recipe_is_never_cached() {
+    // The PR's recipe starts its server twice as fast: only the PR side may run that command.
+    let fixture = Fixture::new(&Sample {
+        gate: TWO_PAIRS,
+        pr: |repo| {
+            let path = repo.path().join("test/e2e/alpha.toml");
+            let recipe = std::fs::read_to_string(&path).expect("the recipe");
+            assert!(recipe.contains("--tpot-ms 2 "), "{recipe}");
+            repo.write("test/e2e/alpha.toml", &recipe.replace("--tpot-ms 2 ", "--tpot-ms 1 "));
+        },
+        ..Sample::default()
+    });
+    for results in ["first", "second"] {
+        let run = fixture.run(results);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let pair = fixture.record(results, "alpha.speed.both.concurrency-1-pair-0");
+        let (base, pr) = (&pair["outcome"]["base_tpot_ms"], &pair["outcome"]["pr_tpot_ms"]);
+        let (base, pr) = (base.as_f64().expect("a number"), pr.as_f64().expect("a number"));
+        // The base side measured its own command (2 ms a token), not the PR's (1 ms).
+        assert!(base > 1.5 * pr, "base {base} ms, PR {pr} ms: the base side ran the PR's command");
+        // Nothing measured with a PR-changed recipe goes into the node's cache.
+        let accuracy = fixture.record(results, "alpha.accuracy.base.tiny");
+        assert_eq!(accuracy["outcome"]["cached"], false, "{accuracy}");
+    }
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}

@@ -62,20 +62,26 @@ fn write_passing(dir: &Path, tpot_change: f64) {
             ),
         ));
         let change = if model == "alpha" { tpot_change } else { 0.0 };
+        // Bracketed pairs, as the runner writes them: two base runs 0.5% either side of 20 ms.
         for (index, wobble) in [0.001, -0.001, 0.0].iter().enumerate() {
+            let spread: f64 = if index % 2 == 0 { 0.005 } else { -0.005 };
             files.push((
                 format!("{model}/speed-c64-{index}.json"),
                 record(Some(model), "speed", "both", json!({
                     "kind": "speed-pair", "concurrency": 64, "index": index, "covered": true,
-                    "base_tpot_ms": 20.0, "pr_tpot_ms": 20.0 * (1.0 + change + wobble), "first": "base"
+                    "base_tpot_ms": 20.0, "pr_tpot_ms": 20.0 * (1.0 + change + wobble), "first": "base",
+                    "base_runs_ms": [20.0 * spread.exp(), 20.0 / spread.exp()]
                 })),
             ));
         }
     }
+    // GSM8K's 1,319 questions, the same answers on both sides: within any tolerance.
+    let per_question: Vec<Value> =
+        (0..1319).map(|i| json!({ "id": format!("q{i}"), "correct": i % 4 != 0 })).collect();
     for side in ["base", "pr"] {
         files.push((format!("alpha/accuracy-{side}.json"), record(Some("alpha"), "accuracy", side, json!({
-            "kind": "accuracy", "benchmark": "gsm8k", "questions": 4, "correct": 3, "cached": false,
-            "per_question": [ {"id": "q1", "correct": true}, {"id": "q2", "correct": true}, {"id": "q3", "correct": false}, {"id": "q4", "correct": true} ]
+            "kind": "accuracy", "benchmark": "gsm8k", "questions": 1319, "correct": 989, "cached": false,
+            "per_question": per_question
         }))));
         files.push((format!("alpha/kernel-timing-{side}.json"), record(Some("alpha"), "kernel-timing", side, json!({
             "kind": "kernel-timing", "kernels": [ { "name": "k1", "samples_us": [10.0, 10.1, 9.9] } ]
@@ -227,8 +233,9 @@ fn bad_input_is_an_error_that_names_the_file_or_key() {
     let run = prgate(repo.path(), &["plan"]);
     assert_eq!(run.code, 2);
     assert!(
-        run.stderr
-            .contains("gate.speed.max-los: unknown key; expected one of alpha, beta, max-loss"),
+        run.stderr.contains(
+            "gate.speed.max-los: unknown key; expected one of alpha, beta, calibration-df, max-loss"
+        ),
         "{}",
         run.stderr
     );
@@ -265,14 +272,19 @@ fn plan_judges_the_title_at_once() {
 }
 
 #[test]
-fn the_simulation_prints_its_table() {
-    let run = prgate(Path::new("."), &["gate", "simulate", "--trials", "50", "--calibrated"]);
+fn the_simulation_prints_its_tables() {
+    let run = prgate(Path::new("."), &["gate", "simulate", "--trials", "20", "--seed", "3"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(run.stdout.contains("| CV | true change | sequential P(fail)"), "{}", run.stdout);
+    assert!(run.stdout.contains("| condition | measured | target | met |"), "{}", run.stdout);
+    assert!(run.stdout.contains("| CV | true change | cells | P(cell fails)"), "{}", run.stdout);
+    let rows = |prefix: &str| run.stdout.lines().filter(|line| line.starts_with(prefix)).count();
+    // The 11 targets, and 4 noise levels × 4 changes × 2 family sizes.
     assert_eq!(
-        run.stdout.lines().filter(|line| line.starts_with("| ") && line.contains('%')).count(),
-        20,
-        "{}",
-        run.stdout
+        rows("| A/A") + rows("| power") + rows("| ...") + rows("| mean") + rows("| GSM8K"),
+        11
     );
+    assert_eq!(rows("| 1%") + rows("| 2%") + rows("| 3%") + rows("| 5%"), 32, "{}", run.stdout);
+    // Seeded: the same seed prints the same tables.
+    let again = prgate(Path::new("."), &["gate", "simulate", "--trials", "20", "--seed", "3"]);
+    assert_eq!(run.stdout, again.stdout);
 }

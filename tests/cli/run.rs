@@ -809,8 +809,13 @@ fn the_servers_get_disjoint_gpus_or_take_turns_with_base_runs_bracketing() {
     };
     assert!(log("base").contains("HIP_VISIBLE_DEVICES=0\n"), "{}", log("base"));
     assert!(log("pr").contains("HIP_VISIBLE_DEVICES=1\n"), "{}", log("pr"));
+    // Every pair is bracketed, together too: base, PR, base, with base runs of its own.
     let second = fixture.record("results", "alpha.speed.both.concurrency-1-pair-1");
-    assert_eq!(second["outcome"]["first"], "pr", "together, the first side alternates");
+    assert_eq!(second["outcome"]["first"], "base", "{second}");
+    let runs = second["outcome"]["base_runs_ms"].as_array().expect("two base runs");
+    let geometric = (runs[0].as_f64().expect("ms") * runs[1].as_f64().expect("ms")).sqrt();
+    let base = second["outcome"]["base_tpot_ms"].as_f64().expect("ms");
+    assert!((geometric / base - 1.0).abs() < 1e-9, "{second}");
 
     // One GPU: one server at a time on GPU 0, restarted in turns; every PR run is bracketed by
     // base runs.
@@ -829,6 +834,7 @@ fn the_servers_get_disjoint_gpus_or_take_turns_with_base_runs_bracketing() {
         let pair =
             fixture.record("results", &format!("alpha.speed.both.concurrency-1-pair-{index}"));
         assert_eq!(pair["outcome"]["first"], "base", "{pair}");
+        assert_eq!(pair["outcome"]["base_runs_ms"].as_array().map(Vec::len), Some(2), "{pair}");
     }
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
 }

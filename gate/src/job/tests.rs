@@ -34,6 +34,7 @@ fn pair(concurrency: u32, index: u32) -> Outcome {
         pr_tpot_ms: 1.0,
         first: Side::Base,
         family: None,
+        base_runs_ms: None,
     }
 }
 
@@ -132,7 +133,7 @@ fn what_accounts_for_a_step() {
             vec![record(
                 Check::Speed,
                 Side::Both,
-                Outcome::SpeedNoise { concurrency: 8, log_ratio_variance: 0.1 },
+                Outcome::SpeedNoise { concurrency: 8, log_ratio_variance: 0.1, samples: None },
             )],
             false,
         ),

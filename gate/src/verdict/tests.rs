@@ -113,11 +113,14 @@ fn accuracy(model: &str, side: Side, benchmark: &str, answers: &[bool]) -> Evide
     )
 }
 
+/// Bracketed pairs with the PR's `changes`: each pair's base runs are 0.5% either side of 20 ms
+/// (their geometric mean), so the in-band A/A differences are ∓1%.
 fn speed(model: &str, concurrency: u32, covered: bool, changes: &[f64]) -> Vec<Evidence> {
     changes
         .iter()
         .enumerate()
         .map(|(index, change)| {
+            let spread = if index % 2 == 0 { 0.005f64 } else { -0.005 };
             record(
                 Some(model),
                 Check::Speed,
@@ -130,8 +133,22 @@ fn speed(model: &str, concurrency: u32, covered: bool, changes: &[f64]) -> Vec<E
                     pr_tpot_ms: 20.0 * (1.0 + change),
                     first: Side::Base,
                     family: None,
+                    base_runs_ms: Some([20.0 * spread.exp(), 20.0 / spread.exp()]),
                 },
             )
+        })
+        .collect()
+}
+
+/// Pairs of one base run each (an older runner's), with the PR's `changes`.
+fn single_speed(model: &str, concurrency: u32, changes: &[f64]) -> Vec<Evidence> {
+    speed(model, concurrency, true, changes)
+        .into_iter()
+        .map(|mut record| {
+            if let Outcome::SpeedPair { base_runs_ms, .. } = &mut record.outcome {
+                *base_runs_ms = None;
+            }
+            record
         })
         .collect()
 }
@@ -166,7 +183,7 @@ fn passing() -> Vec<Evidence> {
         ));
         all.extend(speed(model, 64, true, &[0.001, -0.002, 0.0]));
         if full {
-            let answers: Vec<bool> = (0..200).map(|i| i % 5 != 0).collect();
+            let answers: Vec<bool> = (0..1319).map(|i| i % 5 != 0).collect();
             all.push(accuracy(model, Side::Base, "gsm8k", &answers));
             all.push(accuracy(model, Side::Pr, "gsm8k", &answers));
             all.push(kernels(model, Side::Base, 100.0));
@@ -242,7 +259,7 @@ fn every_rule_decides_on_fixture_evidence() {
             "a TPOT regression",
             with(passing(), |e| replace_speed(e, "kimi", &[0.06, 0.061, 0.059])),
             None,
-            "result fail\nE2E performance fail kimi: TPOT +6.0% [+5.8%, +6.2%] at c=64, 3 pairs",
+            "result fail\nE2E performance fail kimi: TPOT +6.0% [+4.1%, +7.9%] at c=64, 3 pairs; high confidence: P(fail | no loss) ≤ 1%, P(pass | 4% loss) ≤ 5%; noise CV 1.0% (the min-cv floor) from 5 degrees of freedom (3 in-band A/A, no node calibration)",
         ),
         (
             "a perf PR without a gain",
@@ -301,11 +318,11 @@ fn every_rule_decides_on_fixture_evidence() {
                     "kimi",
                     Side::Pr,
                     "gsm8k",
-                    &(0..200).map(|i| i % 5 != 0 && i % 7 != 0).collect::<Vec<_>>(),
+                    &(0..1319).map(|i| i % 5 != 0 && i % 7 != 0).collect::<Vec<_>>(),
                 ));
             }),
             None,
-            "result fail\nAccuracy fail kimi: the PR is 11.5 points below base (tolerance 1.5); base 80.0%, PR 68.5%, difference -11.5 [-15.9, -7.1] over 200 questions, paired",
+            "result fail\nAccuracy fail kimi: the PR is below base by more than the tolerance of 1.5 points (p < 0.001); base 80.0%, PR 68.5%, difference -11.4 [-13.4, -9.8] (96.0% interval, paired, Tango's score) over 1319 questions",
         ),
         (
             "an accuracy drop within noise",
@@ -315,13 +332,61 @@ fn every_rule_decides_on_fixture_evidence() {
                     "kimi",
                     Side::Pr,
                     "gsm8k",
-                    &(0..200)
-                        .map(|i| i % 5 != 0 && i != 1 && i != 2 && i != 3 && i != 4)
-                        .collect::<Vec<_>>(),
+                    &(0..1319).map(|i| i % 5 != 0 && i % 50 != 1).collect::<Vec<_>>(),
                 ));
             }),
             None,
-            "result pass\nAccuracy warn kimi: the PR is 2.0 points below base, over the tolerance of 1.5, but within noise (p = 0.063); base 80.0%, PR 78.0%, difference -2.0 [-3.9, -0.1] over 200 questions, paired",
+            "result pass\nAccuracy warn kimi: undecided, low confidence: the interval holds -1.5 points, the tolerance (p = 0.051); more samples (repeats or seeds) would decide; base 80.0%, PR 77.9%, difference -2.0 [-3.0, -1.4] (96.0% interval, paired, Tango's score) over 1319 questions",
+        ),
+        (
+            "pairs of one base run each need more of them: no in-band A/A",
+            with(passing(), |e| {
+                e.retain(|r| !(r.model.as_deref() == Some("kimi") && r.check == Check::Speed));
+                e.extend(single_speed("kimi", 64, &[0.06, 0.061, 0.059]));
+            }),
+            None,
+            "result pending\nE2E performance pending kimi: TPOT +6.0% [+2.3%, +9.8%] at c=64, 3 pairs; undecided: more pairs are needed; noise CV 1.0% (the min-cv floor) from 2 degrees of freedom (0 in-band A/A, no node calibration)",
+        ),
+        (
+            "a 2x-slow base run is an outlier: excluded, re-measured, and the loss still fails",
+            with(passing(), |e| {
+                replace_speed(e, "kimi", &[0.06, 0.061, 0.059, 0.06]);
+                let base = 20.0 * 2.0f64.sqrt();
+                for r in e.iter_mut() {
+                    if let Outcome::SpeedPair {
+                        index: 1,
+                        concurrency: 64,
+                        base_tpot_ms,
+                        base_runs_ms,
+                        ..
+                    } = &mut r.outcome
+                        && r.model.as_deref() == Some("kimi")
+                    {
+                        *base_runs_ms = Some([20.0, 40.0]);
+                        *base_tpot_ms = base;
+                    }
+                }
+            }),
+            None,
+            "result fail\nE2E performance fail kimi: TPOT +6.0% [+4.1%, +7.9%] at c=64, 4 pairs (1 excluded as outliers and re-measured: pair 1); high confidence: P(fail | no loss) ≤ 1%, P(pass | 4% loss) ≤ 5%; noise CV 1.0% (the min-cv floor) from 5 degrees of freedom (3 in-band A/A, no node calibration)",
+        ),
+        (
+            "a node calibration adds its degrees of freedom",
+            with(passing(), |e| {
+                replace_speed(e, "kimi", &[0.03, 0.0, 0.03]);
+                e.push(record(
+                    Some("kimi"),
+                    Check::Speed,
+                    Side::Both,
+                    Outcome::SpeedNoise {
+                        concurrency: 64,
+                        log_ratio_variance: 0.0008,
+                        samples: Some(40),
+                    },
+                ));
+            }),
+            None,
+            "result pending\nE2E performance pending kimi: TPOT +2.0% [-0.6%, +4.7%] at c=64, 3 pairs; undecided: more pairs are needed; noise CV 1.7% from 15 degrees of freedom (3 in-band A/A, the node's calibration (40 differences))",
         ),
         (
             "a check that could not run",
@@ -532,9 +597,13 @@ proptest! {
         let verdict = judge(&plan, &evidence, vec![], true, &config).expect("valid evidence");
 
         let scaled: Vec<Evidence> = evidence.iter().cloned().map(|mut record| {
-            if let Outcome::SpeedPair { base_tpot_ms, pr_tpot_ms, .. } = &mut record.outcome {
+            if let Outcome::SpeedPair { base_tpot_ms, pr_tpot_ms, base_runs_ms, .. } = &mut record.outcome {
                 *base_tpot_ms *= scale;
                 *pr_tpot_ms *= scale;
+                if let Some(runs) = base_runs_ms {
+                    runs[0] *= scale;
+                    runs[1] *= scale;
+                }
             }
             record
         }).collect();
@@ -556,7 +625,7 @@ proptest! {
     fn evidence_round_trips_through_json(changes in prop::collection::vec(-0.5f64..0.5, 1..5)) {
         let mut evidence = passing();
         evidence.extend(speed("kimi", 8, true, &changes));
-        evidence.push(record(Some("kimi"), Check::Speed, Side::Both, Outcome::SpeedNoise { concurrency: 8, log_ratio_variance: 0.0004 }));
+        evidence.push(record(Some("kimi"), Check::Speed, Side::Both, Outcome::SpeedNoise { concurrency: 8, log_ratio_variance: 0.0004, samples: Some(20) }));
         evidence.push(record(None, Check::CommonTests, Side::Pr, Outcome::NotRun { reason: NotRunReason::Timeout, detail: "after 3600 s".into(), subject: None, failed_on: None }));
         for record in &evidence {
             let text = serde_json::to_string(record).expect("serializes");

@@ -288,6 +288,7 @@ fn record(step: &StepId, kind: &str) -> Evidence {
             pr_tpot_ms: 1.0,
             first: Side::Base,
             family: None,
+            base_runs_ms: None,
         },
         "not-run" => Outcome::NotRun {
             reason: NotRunReason::Crash,

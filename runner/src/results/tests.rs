@@ -44,6 +44,7 @@ fn pair(concurrency: u32, index: u32) -> Outcome {
         pr_tpot_ms: 19.5,
         first: Side::Base,
         family: None,
+        base_runs_ms: None,
     }
 }
 
@@ -86,7 +87,7 @@ fn file_stems_name_each_step_once() {
             Some("kimi_k31"),
             Check::Speed,
             Side::Both,
-            Outcome::SpeedNoise { concurrency: 8, log_ratio_variance: 0.01 },
+            Outcome::SpeedNoise { concurrency: 8, log_ratio_variance: 0.01, samples: None },
         ),
         "kimi_k31.speed.both.concurrency-8-noise",
     );

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use prgate_gate::evidence::{Check, KernelSamples, NotRunReason, Outcome, Provenance, Side};
-use prgate_gate::speed::{CellContext, Pair, needs_another_pair};
+use prgate_gate::speed::{Calibration, CellContext, Pair, needs_another_pair};
 use prgate_scope::plan::{ModelPlan, Tier};
 
 use super::emit::Emitter;
@@ -62,6 +62,12 @@ pub(super) struct Subject {
 pub(super) struct ModelJob<'j> {
     pub model: &'j ModelPlan,
     pub recipe: &'j RecipeSource,
+    /// What the base side runs: the PR's data with the base side's commands
+    /// ([`Recipe::with_commands_of`]), or why the base side has nothing to run.
+    pub base_recipe: Result<&'j Recipe, &'j str>,
+    /// Whether the base side's results may go into the node's cache: both sides' recipes are
+    /// the same file, so nothing of the PR's produced them.
+    pub cacheable: bool,
     /// What the job plan expects of it.
     pub target: &'j Target,
     /// The base tree; `None` for a model new in the PR.
@@ -94,6 +100,14 @@ impl ModelJob<'_> {
         match side {
             Side::Base => self.base_tree.unwrap_or(self.pr_tree),
             Side::Pr | Side::Both => self.pr_tree,
+        }
+    }
+
+    /// The recipe `side` runs: the PR side the PR's (`pr`), the base side its own commands.
+    fn side_recipe<'a>(&'a self, pr: &'a Recipe, side: Side) -> Result<&'a Recipe, String> {
+        match side {
+            Side::Base => self.base_recipe.map_err(str::to_owned),
+            Side::Pr | Side::Both => Ok(pr),
         }
     }
 
@@ -348,9 +362,18 @@ impl Runner<'_> {
         Ok(())
     }
 
-    /// Installs a side's tree for `recipe`.
-    fn install_side(&mut self, recipe: &Recipe, side: Side, tree: &Path) -> Result<(), String> {
+    /// Installs a side's tree with that side's recipe; the reason and detail when it cannot
+    /// (no recipe on the base side to take the command from, or the install failed).
+    fn install_side(
+        &mut self,
+        job: &ModelJob<'_>,
+        recipe: &Recipe,
+        side: Side,
+        tree: &Path,
+    ) -> Result<(), (NotRunReason, String)> {
+        let recipe = job.side_recipe(recipe, side).map_err(|why| (NotRunReason::NoRecipe, why))?;
         self.install(recipe.install(), recipe.timeouts().install, side, tree)
+            .map_err(|detail| (NotRunReason::Crash, detail))
     }
 
     /// Unit and kernel tests on each side (serving tests need the servers: see `served`).
@@ -371,7 +394,7 @@ impl Runner<'_> {
                 if self.skip_if_done(&job.subject, check, side, None)? {
                     continue;
                 }
-                let installed = self.install_side(recipe, side, tree);
+                let installed = self.install_side(job, recipe, side, tree);
                 let timeout = self.limit(timeout.unwrap_or(DEFAULT_STEP_TIMEOUT));
                 let gpus = recipe_gpus(self.request.node, recipe);
                 let exec = self.exec;
@@ -379,7 +402,7 @@ impl Runner<'_> {
                 let purpose = format!("{}-{}-{}", job.name(), side_name(side), check_slug(check));
                 self.step(&job.subject, check, side, None, |log| match installed {
                     Ok(()) => pytest(&exec, &run, log, purpose),
-                    Err(detail) => not_run(NotRunReason::Crash, detail, None),
+                    Err((reason, detail)) => not_run(reason, detail, None),
                 })?;
             }
         }
@@ -405,15 +428,16 @@ impl Runner<'_> {
             if self.skip_if_done(&job.subject, Check::KernelTiming, side, None)? {
                 continue;
             }
-            let installed = self.install_side(recipe, side, tree);
+            let installed = self.install_side(job, recipe, side, tree);
+            let side_recipe = job.side_recipe(recipe, side).unwrap_or(recipe);
             let timeout =
                 self.limit(recipe.timeouts().kernel_timing.unwrap_or(DEFAULT_STEP_TIMEOUT));
             let gpus = recipe_gpus(self.request.node, recipe);
             let exec = self.exec;
             let purpose = format!("{}-{}-kernel-timing", job.name(), side_name(side));
             self.step(&job.subject, Check::KernelTiming, side, None, |log| match installed {
-                Ok(()) => timing(&exec, recipe, tree, log, timeout, &gpus, &purpose),
-                Err(detail) => not_run(NotRunReason::Crash, detail, None),
+                Ok(()) => timing(&exec, side_recipe, tree, log, timeout, &gpus, &purpose),
+                Err((reason, detail)) => not_run(reason, detail, None),
             })?;
         }
         Ok(())
@@ -496,9 +520,8 @@ impl Runner<'_> {
         let mut slots = [Slot::Idle, Slot::Idle];
         for side in sides {
             let tree = job.server_tree(side);
-            if let Err(detail) = self.install_side(recipe, side, tree) {
-                slots[slot(side)] =
-                    Slot::Failed(ServerFailure { reason: NotRunReason::Crash, detail });
+            if let Err((reason, detail)) = self.install_side(job, recipe, side, tree) {
+                slots[slot(side)] = Slot::Failed(ServerFailure { reason, detail });
             }
             let log =
                 self.results.step_log_dir(&id(Check::Routing, side, None))?.join("server.log");
@@ -512,7 +535,9 @@ impl Runner<'_> {
                 purpose: format!("{}-{}-server", job.name(), side_name(side)),
             });
         }
-        let mut servers = Servers { recipe, launches, slots, together, up_once: [false, false] };
+        let recipes = [job.side_recipe(recipe, Side::Base).unwrap_or(recipe), recipe];
+        let mut servers =
+            Servers { recipe, recipes, launches, slots, together, up_once: [false, false] };
 
         for side in sides {
             let tree = job.server_tree(side);
@@ -540,13 +565,29 @@ impl Runner<'_> {
                 if self.skip_if_done(subject, Check::Accuracy, side, part)? {
                     continue;
                 }
-                let outcome = match self.server(&mut servers, side) {
-                    Ok(serving) => {
-                        self.evaluate(recipe, benchmark, &serving, &servers.launches[slot(side)])
-                    }
-                    Err(failure) => failed(&failure),
+                // The base side runs its own recipe's evaluator of the same name.
+                let side_benchmark = servers.recipes[slot(side)]
+                    .accuracy()
+                    .iter()
+                    .find(|other| other.name == benchmark.name);
+                let outcome = match (self.server(&mut servers, side), side_benchmark) {
+                    (Ok(serving), Some(side_benchmark)) => self.evaluate(
+                        servers.recipes[slot(side)],
+                        side_benchmark,
+                        &serving,
+                        &servers.launches[slot(side)],
+                    ),
+                    (Ok(_), None) => not_run(
+                        NotRunReason::NoRecipe,
+                        format!(
+                            "the base side's recipe has no command for benchmark {}: the base side never runs the PR's",
+                            benchmark.name
+                        ),
+                        Some(&benchmark.name),
+                    ),
+                    (Err(failure), _) => failed(&failure),
                 };
-                if side == Side::Base && !job.model.new {
+                if side == Side::Base && !job.model.new && job.cacheable {
                     self.store_accuracy(job, recipe, benchmark, &outcome);
                 }
                 self.record(subject, Check::Accuracy, side, part, outcome)?;
@@ -591,6 +632,8 @@ impl Runner<'_> {
         recipe: &Recipe,
         benchmark: &AccuracyBenchmark,
     ) -> Option<AccuracyKey> {
+        // What the base side runs: its own commands.
+        let recipe = job.side_recipe(recipe, Side::Base).ok()?;
         let image_digest = self.request.node.image().digest.clone()?;
         let base_tree = job.base_tree?;
         let evaluator = match &benchmark.evaluator {
@@ -617,11 +660,12 @@ impl Runner<'_> {
         };
         let server = recipe.server();
         let recipe_parts = format!(
-            "checkpoint={:?} tp={} server={:?} monokernel-flag={:?} {evaluator}",
+            "checkpoint={:?} tp={} server={:?} monokernel-flag={:?} install={:?} {evaluator}",
             recipe.checkpoint(),
             recipe.tp(),
             server.command_text(),
             server.monokernel_flag(),
+            recipe.install().map(Install::command_text),
         );
         Some(AccuracyKey {
             image_digest,
@@ -811,11 +855,15 @@ impl Runner<'_> {
             let mut noise = recorded.and_then(|cell| cell.noise);
             if recorded.is_none_or(|cell| cell.pairs.is_empty())
                 && noise.is_none()
-                && let Some(variance) = self.cache.noise(&noise_key)
+                && let Some(calibration) = self.cache.noise(&noise_key)
             {
-                let outcome = Outcome::SpeedNoise { concurrency, log_ratio_variance: variance };
+                let outcome = Outcome::SpeedNoise {
+                    concurrency,
+                    log_ratio_variance: calibration.log_ratio_variance,
+                    samples: Some(calibration.samples),
+                };
                 self.record(subject, Check::Speed, Side::Both, Some(&noise_part), outcome)?;
-                noise = Some(variance);
+                noise = Some(calibration);
             }
             let pairs: Vec<Pair> = recorded
                 .map(|cell| cell.pairs.iter().map(|(_, pair)| *pair).collect())
@@ -827,7 +875,7 @@ impl Runner<'_> {
                 pairs,
                 noise,
                 noise_key,
-                base_runs: Vec::new(),
+                aa_differences: Vec::new(),
                 closed: false,
             };
             if self.cell_open(&cell) {
@@ -852,6 +900,8 @@ impl Runner<'_> {
         sweep: &SpeedSweep,
         concurrency: u32,
     ) -> NoiseKey {
+        // What the base side runs: its own commands.
+        let recipe = job.side_recipe(recipe, Side::Base).unwrap_or(recipe);
         let node = self.request.node;
         let benchmark = match &sweep.benchmark {
             SpeedBenchmark::Builtin => "builtin".to_owned(),
@@ -862,8 +912,12 @@ impl Runner<'_> {
             image: node.image().digest.clone().unwrap_or_else(|| node.image().name.clone()),
             model: job.name().to_owned(),
             concurrency,
+            // The pairing order is part of the key: a bracketed pair's two base runs are one PR
+            // run apart, which is what the calibration's differences measure.
             recipe_parts: format!(
-                "checkpoint={:?} tp={} server={:?} monokernel={} in={} out={} requests={} warmup={} {benchmark}",
+                "order=bracketed base={:?} install={:?} checkpoint={:?} tp={} server={:?} monokernel={} in={} out={} requests={} warmup={} {benchmark}",
+                job.subject.provenance.base_commit,
+                recipe.install().map(Install::command_text),
                 recipe.checkpoint(),
                 recipe.tp(),
                 recipe.server().command_text(),
@@ -876,19 +930,27 @@ impl Runner<'_> {
         }
     }
 
+    /// Whether the gate wants another pair of the cell. The gate's own cap (`max-pairs` kept
+    /// pairs, outliers re-measured at most `max-outliers` times) ends every cell; the bound
+    /// here only guards against a gate that never decides.
     fn cell_open(&self, cell: &Cell) -> bool {
+        let speed = &self.request.gate.speed;
         let context = CellContext {
             cells: usize::try_from(self.family.max(1)).unwrap_or(usize::MAX),
             gain_required: self.request.gain_required && cell.covered,
-            known_variance: cell.noise,
+            calibration: cell.noise,
         };
-        cell.pairs.len() < self.request.gate.speed.max_pairs
+        cell.pairs.len() < speed.max_pairs + speed.max_outliers
             && needs_another_pair(&cell.pairs, self.request.gate, &context)
     }
 
-    /// Runs pairs in every open cell until the gate has decided each: with both servers up,
-    /// the side that goes first alternating; one at a time, in rounds where every PR run is
-    /// bracketed by base runs before and after it (the pair's base is their geometric mean).
+    /// Runs pairs in every open cell until the gate has decided each. Every pair is
+    /// bracketed: a base run, the PR run, another base run, its own (no run is shared between
+    /// pairs, so pairs are independent). The pair's base is the two base runs' geometric mean,
+    /// which cancels a linear drift, and their ratio is the in-band A/A difference that
+    /// measures the node's noise inside the run. With both servers up the three run in turn;
+    /// one server at a time, in rounds: an opening base run for every open cell, a PR run for
+    /// each, a closing base run for each (the base server stays up into the next round).
     fn speed(
         &mut self,
         job: &ModelJob<'_>,
@@ -909,21 +971,21 @@ impl Runner<'_> {
         if servers.together {
             for cell in &mut cells {
                 while self.cell_open(cell) {
-                    let first = if cell.pairs.len() % 2 == 0 { Side::Base } else { Side::Pr };
-                    let second = if first == Side::Base { Side::Pr } else { Side::Base };
                     let measured = self
-                        .measure(job, sweep, servers, first, cell)
-                        .map_err(|failure| (first, failure))
-                        .and_then(|one| {
-                            let other = self
-                                .measure(job, sweep, servers, second, cell)
-                                .map_err(|failure| (second, failure))?;
-                            Ok(if first == Side::Base { (one, other) } else { (other, one) })
+                        .measure(job, sweep, servers, Side::Base, cell)
+                        .map_err(|failure| (Side::Base, failure))
+                        .and_then(|before| {
+                            let pr = self
+                                .measure(job, sweep, servers, Side::Pr, cell)
+                                .map_err(|failure| (Side::Pr, failure))?;
+                            let after = self
+                                .measure(job, sweep, servers, Side::Base, cell)
+                                .map_err(|failure| (Side::Base, failure))?;
+                            Ok((before, pr, after))
                         });
                     match measured {
-                        Ok((base, pr)) => {
-                            cell.base_runs.push(base);
-                            self.record_pair(job, cell, base, pr, first)?;
+                        Ok((before, pr, after)) => {
+                            self.record_pair(job, cell, [before, after], pr)?;
                         }
                         Err((side, failure)) => {
                             self.cell_failed(job, cell, side, failure)?;
@@ -931,15 +993,16 @@ impl Runner<'_> {
                         }
                     }
                 }
-                self.calibrate(cell);
+                if job.cacheable {
+                    self.calibrate(cell);
+                }
             }
             return Ok(());
         }
-        // One server at a time, in rounds: a base run for each cell that has none to open
-        // with, a PR run for each, then a base run for each that closes the pair and opens
-        // the next one.
-        let mut opening: BTreeMap<u32, f64> = BTreeMap::new();
+        // One server at a time, in rounds: an opening base run for each open cell, a PR run
+        // for each, then a closing base run for each.
         loop {
+            let mut opening: BTreeMap<u32, f64> = BTreeMap::new();
             let open: Vec<usize> = (0..cells.len())
                 .filter(|&at| !cells[at].closed && self.cell_open(&cells[at]))
                 .collect();
@@ -948,12 +1011,8 @@ impl Runner<'_> {
             }
             for &at in &open {
                 let concurrency = cells[at].concurrency;
-                if opening.contains_key(&concurrency) {
-                    continue;
-                }
                 match self.measure(job, sweep, servers, Side::Base, &cells[at]) {
                     Ok(tpot) => {
-                        cells[at].base_runs.push(tpot);
                         opening.insert(concurrency, tpot);
                     }
                     Err(failure) => self.cell_failed(job, &mut cells[at], Side::Base, failure)?,
@@ -980,42 +1039,46 @@ impl Runner<'_> {
                 };
                 match self.measure(job, sweep, servers, Side::Base, &cells[at]) {
                     Ok(after) => {
-                        cells[at].base_runs.push(after);
-                        opening.insert(concurrency, after);
-                        let base = (before * after).sqrt();
-                        self.record_pair(job, &mut cells[at], base, pr, Side::Base)?;
+                        self.record_pair(job, &mut cells[at], [before, after], pr)?;
                     }
                     Err(failure) => self.cell_failed(job, &mut cells[at], Side::Base, failure)?,
                 }
             }
         }
-        for cell in &cells {
-            self.calibrate(cell);
+        // Only a base side that ran nothing of the PR's calibrates the node.
+        if job.cacheable {
+            for cell in &cells {
+                self.calibrate(cell);
+            }
         }
         Ok(())
     }
 
+    /// Records a bracketed pair: its two base runs (before and after) and its PR run.
     fn record_pair(
         &mut self,
         job: &ModelJob<'_>,
         cell: &mut Cell,
-        base_tpot_ms: f64,
+        base_runs_ms: [f64; 2],
         pr_tpot_ms: f64,
-        first: Side,
     ) -> Result<(), RunError> {
         let index = u32::try_from(cell.pairs.len()).unwrap_or(u32::MAX);
         let part = Part::Pair { concurrency: cell.concurrency, index };
+        let [before, after] = base_runs_ms;
+        let pair = Pair::bracketed(before, pr_tpot_ms, after);
         let outcome = Outcome::SpeedPair {
             concurrency: cell.concurrency,
             index,
             covered: cell.covered,
-            base_tpot_ms,
+            base_tpot_ms: pair.base_tpot_ms,
             pr_tpot_ms,
-            first,
+            first: Side::Base,
             family: Some(self.family),
+            base_runs_ms: Some(base_runs_ms),
         };
         self.record(&job.subject, Check::Speed, Side::Both, Some(&part), outcome)?;
-        cell.pairs.push(Pair { base_tpot_ms, pr_tpot_ms });
+        cell.aa_differences.push((after / before).ln());
+        cell.pairs.push(pair);
         Ok(())
     }
 
@@ -1032,9 +1095,9 @@ impl Runner<'_> {
         self.record(&job.subject, Check::Speed, Side::Both, Some(&part), outcome)
     }
 
-    /// Adds a cell's base runs of this run to the node's noise calibration.
+    /// Adds a cell's in-band A/A differences of this run to the node's noise calibration.
     fn calibrate(&mut self, cell: &Cell) {
-        if let Err(error) = self.cache.add_noise(&cell.noise_key, &cell.base_runs) {
+        if let Err(error) = self.cache.add_noise(&cell.noise_key, &cell.aa_differences) {
             self.summary.notes.push(format!(
                 "the speed noise at concurrency {} could not be saved: {error}",
                 cell.concurrency
@@ -1064,7 +1127,14 @@ impl Runner<'_> {
         let log = launch.log.clone();
         let server_tail = || server_log_tail(&log);
         let crash = |detail: String| ServerFailure { reason: NotRunReason::Crash, detail };
-        let measured = match &sweep.benchmark {
+        // Each side measures with its own recipe's benchmark: the base side never runs the PR's
+        // command.
+        let Some(benchmark) = servers.recipes[slot(side)].speed().map(|sweep| &sweep.benchmark)
+        else {
+            let detail = "the base side's recipe has no speed benchmark to run: the base side never runs the PR's".to_owned();
+            return Err(ServerFailure { reason: NotRunReason::NoRecipe, detail });
+        };
+        let measured = match benchmark {
             SpeedBenchmark::Builtin => {
                 let config = BenchConfig {
                     base_url: serving.url.clone(),
@@ -1192,7 +1262,10 @@ enum Slot {
 
 /// Both sides' servers of one model.
 pub(super) struct Servers<'a> {
+    /// The PR's recipe: what is measured (lengths, timeouts, the checkpoint).
     recipe: &'a Recipe,
+    /// What each side runs (base, PR): the base side's commands come from its own recipe.
+    recipes: [&'a Recipe; 2],
     /// How each side's server starts: base, PR.
     launches: Vec<Launch<'a>>,
     slots: [Slot; 2],
@@ -1230,13 +1303,14 @@ impl Servers<'_> {
                     self.slots[other] = Slot::Idle;
                 }
             }
-            self.slots[at] = match Server::start(self.recipe, exec, &self.launches[at], startup) {
-                Ok(server) => {
-                    self.up_once[at] = true;
-                    Slot::Up(server)
-                }
-                Err(failure) => Slot::Failed(failure),
-            };
+            self.slots[at] =
+                match Server::start(self.recipes[at], exec, &self.launches[at], startup) {
+                    Ok(server) => {
+                        self.up_once[at] = true;
+                        Slot::Up(server)
+                    }
+                    Err(failure) => Slot::Failed(failure),
+                };
         }
         match &self.slots[at] {
             Slot::Up(server) => Ok(Serving {
@@ -1272,11 +1346,12 @@ pub(super) struct Cell {
     covered: bool,
     /// Its pairs so far, earlier runs' included, in order.
     pairs: Vec<Pair>,
-    /// The calibrated variance of a pair's log ratio, when a `speed-noise` record has it.
-    noise: Option<f64>,
+    /// The node's stored calibration, when a `speed-noise` record has it.
+    noise: Option<Calibration>,
     noise_key: NoiseKey,
-    /// The base runs of this run, in order: the noise calibration's input.
-    base_runs: Vec<f64>,
+    /// The in-band A/A differences of this run (`ln(after / before)` of each pair's base
+    /// runs): the noise calibration's input.
+    aa_differences: Vec<f64>,
     /// Failed: no more pairs.
     closed: bool,
 }

@@ -354,7 +354,7 @@ fn the_job_plan_decides_what_must_report() {
             Some("kimi"),
             Check::Speed,
             Side::Both,
-            Outcome::SpeedNoise { concurrency: 1, log_ratio_variance: 0.0004 },
+            Outcome::SpeedNoise { concurrency: 1, log_ratio_variance: 0.0004, samples: None },
         ));
     });
     assert_eq!(short(&final_verdict(&plan, Some(&job), &without_cell)), "result error\nerror kimi");

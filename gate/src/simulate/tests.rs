@@ -1,0 +1,83 @@
+//! The simulation: seeded and reproducible, and small runs of it already show the rules meet
+//! their targets with room (the full runs are in bench/speed-rule.md).
+
+use super::*;
+
+fn scenario(cells: usize, regressed: usize, change: f64) -> SpeedScenario {
+    SpeedScenario {
+        cv: 0.02,
+        cells,
+        regressed,
+        true_change: change,
+        outlier_rate: 0.0,
+        calibration_samples: None,
+    }
+}
+
+#[test]
+fn the_same_seed_gives_the_same_numbers() {
+    let config = GateConfig::defaults();
+    let a = simulate_speed(&config, &scenario(2, 1, 0.04), 50, 7);
+    assert_eq!(a, simulate_speed(&config, &scenario(2, 1, 0.04), 50, 7));
+    assert_ne!(a, simulate_speed(&config, &scenario(2, 1, 0.04), 50, 8));
+}
+
+#[test]
+fn small_runs_meet_the_speed_targets_at_cv_2_percent() {
+    let config = GateConfig::defaults();
+    // 300 PRs of 4 cells: the measured 0.4% false-fail and 5.4 pairs (bench/speed-rule.md);
+    // a bound of 3% and 6.5 pairs leaves room for 300 trials' noise.
+    let aa = simulate_speed(&config, &scenario(4, 0, 0.0), 300, 11);
+    assert!(aa.p_pr_fail <= 0.03, "{aa:?}");
+    assert!(aa.mean_pairs <= 6.5 && aa.mean_pairs >= 3.0, "{aa:?}");
+    let power = simulate_speed(
+        &config,
+        &SpeedScenario { outlier_rate: 0.01, ..scenario(4, 4, 0.04) },
+        150,
+        12,
+    );
+    assert!(power.p_regressed_cell_fail >= 0.93, "{power:?}");
+    // A 7.5% loss is clear: a few pairs.
+    let clear = simulate_speed(&config, &scenario(1, 1, 0.075), 200, 13);
+    assert!(clear.p_regressed_cell_fail > 0.99 && clear.mean_pairs < 4.5, "{clear:?}");
+}
+
+#[test]
+fn small_runs_meet_the_accuracy_targets_on_gsm8k() {
+    let config = GateConfig::defaults();
+    let gsm8k = |true_difference: f64| AccuracyScenario {
+        benchmark: "gsm8k".to_owned(),
+        questions: 1319,
+        disagreement: 0.10,
+        true_difference,
+        benchmarks: 2,
+    };
+    let drop = simulate_accuracy(&config, &gsm8k(-0.01), 300, 21);
+    assert!(drop.p_beyond <= 0.03, "{drop:?}");
+    let aa = simulate_accuracy(&config, &gsm8k(0.0), 300, 22);
+    assert!(aa.p_pr_fail <= 0.01, "{aa:?}");
+    // A real 6-point drop fails (a 5-point one about 91% of the time at 10% disagreement).
+    let big = simulate_accuracy(&config, &gsm8k(-0.06), 100, 23);
+    assert!(big.p_beyond >= 0.95, "{big:?}");
+}
+
+#[test]
+fn the_fixed_design_grows_with_the_noise_and_the_family() {
+    let config = GateConfig::defaults();
+    let sizes: Vec<usize> =
+        [0.01, 0.02, 0.03, 0.05].iter().map(|cv| fixed_sample_size(&config, *cv, 1)).collect();
+    assert_eq!(sizes, vec![5, 12, 23, 57]);
+    assert_eq!(fixed_sample_size(&config, 0.02, 4), 18);
+}
+
+#[test]
+fn a_target_is_met_on_its_side_of_the_bound() {
+    let target = |measured: f64, at_most: bool| Target {
+        condition: String::new(),
+        measured,
+        bound: (0.02, at_most),
+        percent: true,
+    };
+    assert!(target(0.019, true).met() && !target(0.021, true).met());
+    assert!(target(0.021, false).met() && !target(0.019, false).met());
+}
