@@ -652,7 +652,7 @@ impl<'a> Judge<'a> {
                         item(State::NothingToCheck, "the recipe asks nothing of it", summary),
                     );
                 }
-                NotRunKind::CoverageGap if record.side == Side::Base && measured_pr => {
+                kind if judged_without_base(kind, base_side, measured_pr, check) => {
                     let summary = format!(
                         "{what} could not run on the base side: {}{detail}; the PR's results are judged without base",
                         reason.describe()
@@ -673,16 +673,6 @@ impl<'a> Judge<'a> {
                     let summary = format!("{what} could not run: {}{detail}", reason.describe());
                     let rule = "a check that cannot run on these nodes is provided by the author";
                     self.push(section_of(check), item(state, rule, summary));
-                }
-                NotRunKind::Broken if base_side && measured_pr && is_tests(check) => {
-                    let summary = format!(
-                        "{what} could not run on the base side: {}{detail}; the PR's results are judged without base",
-                        reason.describe()
-                    );
-                    self.push(
-                        section_of(check),
-                        item(State::Warn, "base and PR are compared side by side", summary),
-                    );
                 }
                 NotRunKind::Broken if base_side => {
                     let summary = format!(
@@ -1330,6 +1320,18 @@ impl<'a> Judge<'a> {
             Item { model: None, check: "gain".to_owned(), state, rule, summary, numbers: None },
         );
     }
+}
+
+/// Whether a base-side not-run of `kind` leaves the PR's own results to be judged without base
+/// (a warning): a coverage gap, or a test suite that broke on base while the PR's ran.
+fn judged_without_base(kind: NotRunKind, base_side: bool, measured_pr: bool, check: Check) -> bool {
+    base_side
+        && measured_pr
+        && match kind {
+            NotRunKind::CoverageGap => true,
+            NotRunKind::Broken => is_tests(check),
+            NotRunKind::CannotJudge | NotRunKind::NothingToCheck => false,
+        }
 }
 
 /// Whether `check` is a test suite (judged on the PR's results alone when base is missing).
