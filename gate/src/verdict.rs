@@ -17,7 +17,11 @@
 //!         "summary": "TPOT +3.1% [+2.2%, +4.0%] at c=64, 4 pairs",
 //!         "numbers": { "kind": "speed", "concurrency": 64, "covered": true, "base_ms": 20.1,
 //!                      "pr_ms": 20.7, "change": 0.031, "interval": [0.022, 0.040],
-//!                      "pairs": 4, "confidence": "high" } } ] } ],
+//!                      "pairs": 4, "confidence": "high",
+//!                      "test": { "run_cv": 0.012, "degrees_of_freedom": 7.0,
+//!                                "in_band_differences": 4, "calibration_samples": null,
+//!                                "calibration_df": 0.0, "alpha": 0.005, "beta": 0.05,
+//!                                "outliers": [] } } } ] } ],
 //!   "author_must_provide": [ "kimi_k31: accuracy (gpqa-diamond): a gated dataset and no token on the runner" ]
 //! }
 //! ```
@@ -26,7 +30,10 @@
 //! `tests`, `doc`. Item and section states: `pass`, `warn`, `author-provided`, `pending`,
 //! `fail`; a section's state is its worst item's. `numbers` is one of `speed`, `accuracy`,
 //! `kernel`, `tests` (see [`Numbers`]) or `null`. A speed item's interval is the two-sided 95%
-//! Student-t interval of the change, for the reader: the decision is the sequential test's.
+//! Student-t interval of the change on the test's pooled variance, for the reader: the decision
+//! is the sequential test's, whose noise, calibration and error bounds are in `test` (added in
+//! place, optional: see [`SpeedTest`]). An accuracy item's interval is the score interval whose
+//! one-sided bounds are at `alpha`, and its `p_value` that test's (see `docs/gate.md`).
 //! Readers ignore fields they do not know; a new value of an enumeration raises
 //! `schema_version`.
 
