@@ -483,6 +483,28 @@ mod tests {
     }
 
     #[test]
+    fn a_calibration_is_robust_to_an_outlier_run() {
+        // ±2% differences: the MAD about the median 0 is 0.02, the variance (1.4826 * 0.02)².
+        let clean: Vec<f64> = (0..20).map(|i| if i % 2 == 0 { 0.02 } else { -0.02 }).collect();
+        let expect = (1.4826f64 * 0.02).powi(2);
+        let variance = robust_log_ratio_variance(&clean).expect("a variance");
+        assert!((variance - expect).abs() < 1e-12, "{variance}");
+        // One 32%-fast run: the first scale is about 0.0297, five of them 0.148; -0.386 is
+        // dropped and the variance does not move. (A mean square would go from 0.0004 to 0.0075.)
+        let mut with_outlier = clean.clone();
+        with_outlier.push((0.68f64).ln());
+        let variance = robust_log_ratio_variance(&with_outlier).expect("a variance");
+        assert!((variance - expect).abs() < 1e-12, "{variance}");
+        // A difference of 0.12 is under five scales out: kept. The median moves to 0.02 and the
+        // MAD to 0.04 (the ±2% data are two-valued), so the variance is (1.4826 * 0.04)².
+        let mut near = clean.clone();
+        near.push(0.12);
+        let variance = robust_log_ratio_variance(&near).expect("a variance");
+        assert!((variance - (1.4826f64 * 0.04).powi(2)).abs() < 1e-12, "{variance}");
+        assert_eq!(robust_log_ratio_variance(&[0.01]), None);
+    }
+
+    #[test]
     fn the_paired_score_interval_is_tangos_and_the_p_value_is_its_test() {
         // 200 questions; base alone right on 12, PR alone right on 2.
         let paired = paired_comparison(12, 2, 200, 0.025, 0.015).expect("a comparison");

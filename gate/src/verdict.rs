@@ -17,7 +17,11 @@
 //!         "summary": "TPOT +3.1% [+2.2%, +4.0%] at c=64, 4 pairs",
 //!         "numbers": { "kind": "speed", "concurrency": 64, "covered": true, "base_ms": 20.1,
 //!                      "pr_ms": 20.7, "change": 0.031, "interval": [0.022, 0.040],
-//!                      "pairs": 4, "confidence": "high" } } ] } ],
+//!                      "pairs": 4, "confidence": "high",
+//!                      "test": { "run_cv": 0.012, "degrees_of_freedom": 7.0,
+//!                                "in_band_differences": 4, "calibration_samples": null,
+//!                                "calibration_df": 0.0, "alpha": 0.005, "beta": 0.05,
+//!                                "outliers": [] } } } ] } ],
 //!   "author_must_provide": [ "kimi_k31: accuracy (gpqa-diamond): a gated dataset and no token on the runner" ]
 //! }
 //! ```
@@ -26,7 +30,10 @@
 //! `tests`, `doc`. Item and section states: `pass`, `warn`, `author-provided`, `pending`,
 //! `fail`; a section's state is its worst item's. `numbers` is one of `speed`, `accuracy`,
 //! `kernel`, `tests` (see [`Numbers`]) or `null`. A speed item's interval is the two-sided 95%
-//! Student-t interval of the change, for the reader: the decision is the sequential test's.
+//! Student-t interval of the change on the test's pooled variance, for the reader: the decision
+//! is the sequential test's, whose noise, calibration and error bounds are in `test` (added in
+//! place, optional: see [`SpeedTest`]). An accuracy item's interval is the score interval whose
+//! one-sided bounds are at `alpha`, and its `p_value` that test's (see `docs/gate.md`).
 //! Readers ignore fields they do not know; a new value of an enumeration raises
 //! `schema_version`.
 
@@ -652,7 +659,7 @@ impl<'a> Judge<'a> {
                         item(State::NothingToCheck, "the recipe asks nothing of it", summary),
                     );
                 }
-                NotRunKind::CoverageGap if record.side == Side::Base && measured_pr => {
+                kind if judged_without_base(kind, base_side, measured_pr, check) => {
                     let summary = format!(
                         "{what} could not run on the base side: {}{detail}; the PR's results are judged without base",
                         reason.describe()
@@ -673,16 +680,6 @@ impl<'a> Judge<'a> {
                     let summary = format!("{what} could not run: {}{detail}", reason.describe());
                     let rule = "a check that cannot run on these nodes is provided by the author";
                     self.push(section_of(check), item(state, rule, summary));
-                }
-                NotRunKind::Broken if base_side && measured_pr && is_tests(check) => {
-                    let summary = format!(
-                        "{what} could not run on the base side: {}{detail}; the PR's results are judged without base",
-                        reason.describe()
-                    );
-                    self.push(
-                        section_of(check),
-                        item(State::Warn, "base and PR are compared side by side", summary),
-                    );
                 }
                 NotRunKind::Broken if base_side => {
                     let summary = format!(
@@ -1330,6 +1327,18 @@ impl<'a> Judge<'a> {
             Item { model: None, check: "gain".to_owned(), state, rule, summary, numbers: None },
         );
     }
+}
+
+/// Whether a base-side not-run of `kind` leaves the PR's own results to be judged without base
+/// (a warning): a coverage gap, or a test suite that broke on base while the PR's ran.
+fn judged_without_base(kind: NotRunKind, base_side: bool, measured_pr: bool, check: Check) -> bool {
+    base_side
+        && measured_pr
+        && match kind {
+            NotRunKind::CoverageGap => true,
+            NotRunKind::Broken => is_tests(check),
+            NotRunKind::CannotJudge | NotRunKind::NothingToCheck => false,
+        }
 }
 
 /// Whether `check` is a test suite (judged on the PR's results alone when base is missing).

@@ -462,7 +462,7 @@ fn health(request: Request, shared: &Shared, generates: bool) {
 }
 
 /// The largest request body the simulated server reads: 1 MiB. A longer one is answered 413:
-/// one that says so in its `Content-Length` without being read ([`refuse_unread`]), a chunked
+/// one that says so in its `Content-Length` without being read (`refuse_unread`), a chunked
 /// one once the limit is passed; so a client cannot make the server allocate what it announces.
 pub const MAX_REQUEST_BODY: usize = 1024 * 1024;
 

@@ -477,10 +477,16 @@ fn assert_isolated(argv: &[String], node: &NodeProfile, run: &RunId, command: &[
         "--device-cgroup-rule",
         "--gpus",
     ] {
+        // The one network option allowed is none at all.
+        let allowed = |at: usize| {
+            matches!(forbidden, "--network" | "--net")
+                && (options.get(at + 1).is_some_and(|next| next == "none")
+                    || options[at] == format!("{forbidden}=none"))
+        };
         assert!(
-            !options
-                .iter()
-                .any(|arg| arg == forbidden || arg.starts_with(&format!("{forbidden}="))),
+            !options.iter().enumerate().any(|(at, arg)| {
+                (arg == forbidden || arg.starts_with(&format!("{forbidden}="))) && !allowed(at)
+            }),
             "{forbidden} in {options:?}"
         );
     }

@@ -133,6 +133,17 @@ fn cells_are_decided_by_their_pairs_noise_and_settings() {
             "loss Yes { confident: true } gain None change +5.97% [+4.06%, +7.91%] cv 1.000% df 5.00 floored outliers [1] more false",
         ),
         (
+            "base runs 12% apart are an outlier, even with the right mean",
+            {
+                let mut p = bracketed(&[0.06, 0.061, 0.059, 0.06], 0.005);
+                p[2] = Pair::bracketed(20.0 * 0.06f64.exp(), 20.0 * 1.059, 20.0 / 0.06f64.exp());
+                p
+            },
+            defaults.clone(),
+            alone(),
+            "loss Yes { confident: true } gain None change +6.03% [+4.12%, +7.98%] cv 1.000% df 5.00 floored outliers [2] more false",
+        ),
+        (
             "a 20%-slow base run is excluded",
             with_base(bracketed(&[0.06, 0.061, 0.059, 0.06], 0.005), &[1], 1.2),
             defaults.clone(),
