@@ -58,6 +58,9 @@ pub(crate) struct ModelRecipes {
     /// Whether both sides' recipe files are the same bytes: only then may the base side's
     /// results go into the node's cache.
     pub unchanged: bool,
+    /// The base tree's own recipe, when it parsed: the gated datasets the node's token may
+    /// fetch are those it names.
+    pub base_own: Option<Box<Recipe>>,
 }
 
 /// A model's recipe as one side's tree has it.
@@ -130,7 +133,17 @@ impl Job {
                 )),
                 (_, None) => Err("the PR has no valid recipe".to_owned()),
             };
-            models.push(ModelRecipes { name: model.name.clone(), pr, base: base_side, unchanged });
+            let base_own = match base {
+                Some(RecipeSource::Parsed { recipe, .. }) => Some(recipe),
+                _ => None,
+            };
+            models.push(ModelRecipes {
+                name: model.name.clone(),
+                pr,
+                base: base_side,
+                unchanged,
+                base_own,
+            });
         }
         Job {
             plan: JobPlan {

@@ -387,9 +387,16 @@ impl Recipe {
             Evaluator::Builtin(_) => true,
             Evaluator::External(_) => {
                 let on_base = base.accuracy.iter().find(|other| other.name == benchmark.name);
-                match on_base.map(|other| &other.evaluator) {
-                    Some(Evaluator::External(external)) => {
+                match on_base {
+                    Some(
+                        other @ AccuracyBenchmark {
+                            evaluator: Evaluator::External(external), ..
+                        },
+                    ) => {
+                        // What the node's token fetches for it is the base side's to name too.
                         benchmark.evaluator = Evaluator::External(external.clone());
+                        benchmark.hub_dataset = other.hub_dataset.clone();
+                        benchmark.token = other.token.clone();
                         true
                     }
                     _ => false,

@@ -452,6 +452,7 @@ fn model_job<'j>(
         recipe,
         base_recipe: recipes.base.as_deref().map_err(String::as_str),
         cacheable: recipes.unchanged,
+        base_own: recipes.base_own.as_deref(),
         target,
         base_tree: if model.new { None } else { Some(base_tree) },
         pr_tree,

@@ -359,3 +359,35 @@ fn the_example_node_runs_the_example_recipe() {
     });
     assert_eq!(runs, Ok(Ok(())));
 }
+
+#[test]
+fn the_base_side_takes_every_command_from_its_own_recipe() {
+    let base = Recipe::parse(EXAMPLE, "base").expect("the example is valid");
+    // The PR changes what runs: the server's command, a timing script, the gated benchmark's
+    // command and dataset, and adds an external benchmark the base side does not have.
+    let pr_text = EXAMPLE
+        .replace("--enable-amd-monokernel", "--enable-amd-monokernel --slow-on-base")
+        .replace("example-org/gpqa-gated@", "someone/private@")
+        .replace("sgl-eval run gpqa", "sgl-eval run gpqa --leak")
+        + "\n[[accuracy]]\nname = \"extra\"\nevaluator = \"external\"\ncommand = \"eval --url http://127.0.0.1:{port} --out {results}\"\nmetrics = \"m.json\"\n";
+    let pr = Recipe::parse(&pr_text, "pr").expect("the PR's recipe is valid");
+    assert!(!pr.same_commands(&base));
+    assert!(base.same_commands(&base));
+    let on_base = pr.with_commands_of(&base);
+    assert_eq!(on_base.server().command_text(), base.server().command_text());
+    assert_eq!(on_base.server().monokernel_flag(), base.server().monokernel_flag());
+    assert_eq!(on_base.kernel_timing(), base.kernel_timing());
+    assert_eq!(on_base.install(), base.install());
+    let names: Vec<&str> = on_base.accuracy().iter().map(|b| b.name.as_str()).collect();
+    assert!(
+        !names.contains(&"extra"),
+        "a benchmark the base side lacks is not run there: {names:?}"
+    );
+    let gpqa = |recipe: &Recipe| {
+        recipe.accuracy().iter().find(|b| b.name == "gpqa-diamond").cloned().expect("gpqa")
+    };
+    assert_eq!(gpqa(&on_base), gpqa(&base), "the gated benchmark is the base side's");
+    // What it measures stays the PR's.
+    assert_eq!(on_base.speed(), pr.speed());
+    assert_eq!(on_base.tests(), pr.tests());
+}

@@ -68,6 +68,9 @@ pub(super) struct ModelJob<'j> {
     /// Whether the base side's results may go into the node's cache: both sides' recipes are
     /// the same file, so nothing of the PR's produced them.
     pub cacheable: bool,
+    /// The base tree's own recipe: a gated dataset is fetched with the node's token only when
+    /// it names it (a PR cannot point the token at another dataset).
+    pub base_own: Option<&'j Recipe>,
     /// What the job plan expects of it.
     pub target: &'j Target,
     /// The base tree; `None` for a model new in the PR.
@@ -570,7 +573,25 @@ impl Runner<'_> {
                     .accuracy()
                     .iter()
                     .find(|other| other.name == benchmark.name);
+                let gated_elsewhere =
+                    side_benchmark.and_then(|b| b.hub_dataset.as_ref()).filter(|dataset| {
+                        !job.base_own.is_some_and(|own| {
+                            own.accuracy().iter().any(|other| {
+                                other.name == benchmark.name
+                                    && other.hub_dataset.as_ref() == Some(*dataset)
+                            })
+                        })
+                    });
                 let outcome = match (self.server(&mut servers, side), side_benchmark) {
+                    (Ok(_), Some(_)) if gated_elsewhere.is_some() => not_run(
+                        NotRunReason::GatedDataset,
+                        format!(
+                            "benchmark {} names the gated dataset {}, which the base side's own recipe does not: the node's token fetches only what the base side names",
+                            benchmark.name,
+                            gated_elsewhere.map(ToString::to_string).unwrap_or_default()
+                        ),
+                        Some(&benchmark.name),
+                    ),
                     (Ok(serving), Some(side_benchmark)) => self.evaluate(
                         servers.recipes[slot(side)],
                         side_benchmark,
