@@ -60,6 +60,9 @@ pub const EVENTS_SCHEMA_VERSION: u32 = 1;
 use prgate_gate::job::JobPlan;
 pub use prgate_gate::job::{Part, StepId};
 
+/// How long a broken step's record waits for a stop signal that may be on its way.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(300);
+
 /// The job plan's file in a results directory.
 pub const JOB_FILE: &str = "job.json";
 
@@ -152,6 +155,15 @@ impl ResultsDir {
     /// the runner stopped its children failed because of the stop, and is no evidence.
     pub fn write(&self, record: &Evidence) -> Result<PathBuf, ResultsError> {
         crate::process::block_while_stopping();
+        // A signal that stops the run may reach its children first (SLURM's `scancel` signals
+        // every process of a job at once): a step that broke in that instant broke because of
+        // the stop. A broken step's record waits a moment for the signal to be seen.
+        if let Outcome::NotRun { reason, .. } = &record.outcome
+            && reason.kind() == evidence::NotRunKind::Broken
+        {
+            std::thread::sleep(STOP_GRACE);
+            crate::process::block_while_stopping();
+        }
         let record = &self.with_artifact_paths(record);
         let step = StepId::of(record);
         evidence::validate(std::slice::from_ref(record)).map_err(|error| {
