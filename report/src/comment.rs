@@ -18,11 +18,13 @@
 
 use std::fmt::Write as _;
 
-use prgate_gate::verdict::{Confidence, Item, Numbers, State, Verdict};
+use prgate_gate::verdict::{Confidence, Item, Numbers, Section, State, Verdict};
 use prgate_scope::plan::{Plan, Tier};
 use serde::Serialize;
 
-use crate::escape::{MarkdownPlace, html_text, markdown_code, markdown_text};
+use crate::escape::{
+    MarkdownPlace, html_text, markdown_code, markdown_text, markdown_text_with_code,
+};
 
 /// The hidden first line that identifies prgate's comment on a PR (with the bot's login: a
 /// comment by someone else that carries it is not ours).
@@ -307,7 +309,7 @@ struct View {
     progress_md: Option<String>,
     progress: Vec<ProgressRow>,
     sections: Vec<SectionView>,
-    author: Vec<String>,
+    author_md: Vec<String>,
     author_more: usize,
     models: Vec<ModelView>,
     scope_md: Option<String>,
@@ -347,9 +349,9 @@ struct ItemView {
     state_md: &'static str,
     who_md: String,
     check: String,
-    /// The summary's first line.
-    summary: String,
-    rule: Option<String>,
+    /// The summary's first line, its backticked parts as code.
+    summary_md: String,
+    rule_md: Option<String>,
     /// The summary's other lines (a log's tail), as an indented fenced code block.
     log_md: Option<String>,
 }
@@ -431,7 +433,7 @@ fn view(input: &CommentInput<'_>, detail: Detail, target: &Target) -> View {
             let lines = if detail == Detail::Minimal {
                 Vec::new()
             } else {
-                shown.iter().map(|line| detail.text(line)).collect()
+                shown.iter().map(|line| finding_md(&detail.text(line))).collect()
             };
             let more = verdict.author_must_provide.len() - lines.len();
             (lines, more)
@@ -442,7 +444,7 @@ fn view(input: &CommentInput<'_>, detail: Detail, target: &Target) -> View {
         marker_md: target.marker.then_some(MARKER),
         result_md: match input.error {
             Some(_) => "⚠️ AMD PR test: error".to_owned(),
-            None => result_md(verdict, input.progress),
+            None => result_md(verdict, input.progress, detail),
         },
         error_md: input.error.map(|problem| {
             format!(
@@ -466,7 +468,7 @@ fn view(input: &CommentInput<'_>, detail: Detail, target: &Target) -> View {
             _ => Vec::new(),
         },
         sections: verdict.map(|verdict| sections(verdict, detail)).unwrap_or_default(),
-        author,
+        author_md: author,
         author_more,
         models: match verdict {
             Some(verdict) if full => models(verdict, input.plan),
@@ -477,14 +479,16 @@ fn view(input: &CommentInput<'_>, detail: Detail, target: &Target) -> View {
     }
 }
 
-fn result_md(verdict: Option<&Verdict>, progress: Option<&Progress>) -> String {
+/// The headline: the result, and for a failure or an error what failed or could not be
+/// judged, so that a reviewer need not scan the sections for it.
+fn result_md(verdict: Option<&Verdict>, progress: Option<&Progress>, detail: Detail) -> String {
     let Some(verdict) = verdict else {
         return "⏳ AMD PR test: running".to_owned();
     };
     let worst = verdict.sections.iter().map(|section| section.state).max();
     let word = match verdict.result {
         State::Fail => "❌ AMD PR test: fail",
-        State::Error => "🛑 AMD PR test: error, some checks could not be judged",
+        State::Error => "🛑 AMD PR test: could not judge",
         State::Pending if progress.is_some() => "⏳ AMD PR test: running",
         State::Pending => "⏳ AMD PR test: pending",
         _ if worst.is_some_and(|state| state > State::Pass) => {
@@ -492,7 +496,74 @@ fn result_md(verdict: Option<&Verdict>, progress: Option<&Progress>) -> String {
         }
         _ => "✅ AMD PR test: pass",
     };
-    word.to_owned()
+    let named = match verdict.result {
+        State::Fail | State::Error => verdict.result,
+        _ => return word.to_owned(),
+    };
+    let items: Vec<&Item> = verdict
+        .sections
+        .iter()
+        .flat_map(|section| &section.items)
+        .filter(|item| item.state == named)
+        .collect();
+    // The same check on both sides (a harness that cannot start) is named once.
+    let mut phrases: Vec<String> = Vec::new();
+    for item in items {
+        let phrase = item_phrase_md(item, detail);
+        if !phrases.contains(&phrase) {
+            phrases.push(phrase);
+        }
+    }
+    const NAMED: usize = 2;
+    let mut text = capped(&phrases, Some(NAMED)).join(", ");
+    if phrases.len() > NAMED {
+        let _ = write!(text, " and {} more", phrases.len() - NAMED);
+    }
+    if text.is_empty() { word.to_owned() } else { format!("{word} — {text}") }
+}
+
+/// The longest summary the headline repeats.
+const HEADLINE_SUMMARY: usize = 60;
+
+/// An item in a few words, for the headline: the model, the check and the number that
+/// decided it (`` `glm53_flash` TPOT +24.7% at c=1 ``).
+fn item_phrase_md(item: &Item, detail: Detail) -> String {
+    let model = item
+        .model
+        .as_deref()
+        .map(|model| format!("{} ", markdown_code(&detail.text(model), MarkdownPlace::Paragraph)))
+        .unwrap_or_default();
+    let prose = |text: &str| markdown_text(&detail.text(text), MarkdownPlace::Paragraph);
+    let what = match &item.numbers {
+        Some(Numbers::Speed { concurrency, change: Some(change), .. }) => {
+            format!("TPOT {} at c={concurrency}", percent(*change))
+        }
+        Some(Numbers::Accuracy { benchmark, difference, .. }) => {
+            format!("accuracy {} {} points", prose(benchmark), points(*difference))
+        }
+        Some(Numbers::Kernel { kernel, change, .. }) => {
+            format!("{} {}", prose(kernel), percent(*change))
+        }
+        Some(Numbers::Tests { failed, errors, .. }) if failed + errors > 0 => {
+            let mut counts = Vec::new();
+            if *failed > 0 {
+                counts.push(format!("{failed} failed"));
+            }
+            if *errors > 0 {
+                counts.push(format!("{errors} errors"));
+            }
+            format!("{}: {}", prose(&item.check), counts.join(", "))
+        }
+        // A short summary says it all (`gain: no covered concurrency shows a 5% gain`); a
+        // long one is left to the checklist.
+        _ => match item.summary.lines().next() {
+            Some(summary) if summary.chars().count() <= HEADLINE_SUMMARY => {
+                format!("{}: {}", prose(&item.check), finding_md(summary))
+            }
+            _ => prose(&item.check),
+        },
+    };
+    format!("{model}{what}")
 }
 
 /// How many checklist items are in each state, worst first.
@@ -507,6 +578,7 @@ fn counts_md(verdict: Option<&Verdict>) -> String {
         State::AuthorProvided,
         State::Warn,
         State::Pass,
+        State::NotJudged,
     ];
     let parts: Vec<String> = states
         .iter()
@@ -710,18 +782,17 @@ fn sections(verdict: &Verdict, detail: Detail) -> Vec<SectionView> {
         .iter()
         .enumerate()
         .map(|(index, section)| {
-            let items: Vec<ItemView> = if detail == Detail::Minimal {
+            let shown: Vec<&Item> = if detail == Detail::Minimal {
                 Vec::new()
             } else {
                 worst_first(&section.items, detail.item_cap())
-                    .into_iter()
-                    .map(|item| item_view(item, detail))
-                    .collect()
             };
+            let state = section_state(section, &shown);
+            let items: Vec<ItemView> = shown.iter().map(|item| item_view(item, detail)).collect();
             SectionView {
                 number: index + 1,
                 title_md: section.name.title(),
-                state_md: state_md(section.state),
+                state_md: state_md(state),
                 items_shown: detail != Detail::Minimal,
                 more: section.items.len() - items.len(),
                 count_md: match section.items.len() {
@@ -732,6 +803,18 @@ fn sections(verdict: &Verdict, detail: Detail) -> Vec<SectionView> {
             }
         })
         .collect()
+}
+
+/// A section's state as its heading shows it: its worst item shown (the worst kept when some
+/// are left out) and never better than the gate's state for it; a section with no items is
+/// "nothing to check", not a pass.
+fn section_state(section: &Section, shown: &[&Item]) -> State {
+    let worst = shown.iter().map(|item| item.state).max();
+    match worst {
+        Some(worst) => worst.max(section.state),
+        None if section.items.is_empty() && section.state <= State::Pass => State::NothingToCheck,
+        None => section.state,
+    }
 }
 
 /// At most `cap` items, the worst kept first when some must go; shown in their own order.
@@ -746,6 +829,30 @@ fn worst_first(items: &[Item], cap: Option<usize>) -> Vec<&Item> {
     kept.into_iter().map(|index| &items[index]).collect()
 }
 
+/// A text of the gate (a summary, a finding, a rule) as Markdown: its backticked parts and
+/// `@` names as code spans, the rest escaped prose, and a number that rounds to zero shown
+/// as `+0.0`, as in the tables.
+fn finding_md(text: &str) -> String {
+    markdown_text_with_code(&unsigned_zero(text), MarkdownPlace::Paragraph)
+}
+
+/// The text with every `-0.0` that is a whole number (no digit after it) made `+0.0`: the
+/// gate signs before it rounds, the comment rounds first.
+fn unsigned_zero(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("-0.0") {
+        let after = &rest[at + 4..];
+        let whole = !after.starts_with(|c: char| c.is_ascii_digit())
+            && !rest[..at].ends_with(|c: char| c.is_ascii_digit() || c == '.');
+        out.push_str(&rest[..at]);
+        out.push_str(if whole { "+0.0" } else { "-0.0" });
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
 fn item_view(item: &Item, detail: Detail) -> ItemView {
     ItemView {
         state_md: state_md(item.state),
@@ -757,8 +864,8 @@ fn item_view(item: &Item, detail: Detail) -> ItemView {
             })
             .unwrap_or_default(),
         check: detail.text(&item.check),
-        summary: detail.text(item.summary.lines().next().unwrap_or_default()),
-        rule: (item.state != State::Pass).then(|| detail.text(&item.rule)),
+        summary_md: finding_md(&detail.text(item.summary.lines().next().unwrap_or_default())),
+        rule_md: (item.state != State::Pass).then(|| finding_md(&detail.text(&item.rule))),
         log_md: item
             .summary
             .split_once('\n')
@@ -796,10 +903,13 @@ fn models(verdict: &Verdict, plan: &Plan) -> Vec<ModelView> {
 }
 
 fn model_view(name: &str, tier: Option<Tier>, items: &[&Item]) -> ModelView {
-    let state = items.iter().map(|item| item.state).max().unwrap_or(State::Pass);
     let tier = tier.map(|tier| format!(" · {} tier", tier.as_str())).unwrap_or_default();
     let mut view = ModelView {
-        summary_html: format!("<code>{}</code>{tier} · {}", html_text(name), state_html(state)),
+        summary_html: format!(
+            "<code>{}</code>{tier} · {}",
+            html_text(name),
+            model_counts_html(items)
+        ),
         speed: Vec::new(),
         chart: None,
         accuracy: Vec::new(),
@@ -893,10 +1003,28 @@ fn model_view(name: &str, tier: Option<Tier>, items: &[&Item]) -> ModelView {
     view
 }
 
+/// A model's own items by state, worst first (`1 ❌ <b>fail</b> · 8 ✅ pass`): a model's
+/// line names only its own checks, so it counts them rather than claim a state for the model
+/// (a PR-wide check such as the gain may fail while every check of the model passes).
+fn model_counts_html(items: &[&Item]) -> String {
+    let mut states: Vec<State> = items.iter().map(|item| item.state).collect();
+    states.sort_unstable_by(|a, b| b.cmp(a));
+    states.dedup();
+    let parts: Vec<String> = states
+        .iter()
+        .map(|state| {
+            let count = items.iter().filter(|item| item.state == *state).count();
+            format!("{count} {}", state_html(*state))
+        })
+        .collect();
+    if parts.is_empty() { "no checks".to_owned() } else { parts.join(" · ") }
+}
+
 /// The state for the HTML of a `<summary>`, where Markdown is not parsed.
 fn state_html(state: State) -> &'static str {
     match state {
         State::Fail => "❌ <b>fail</b>",
+        State::Error => "🛑 <b>could not be judged</b>",
         other => state_md(other),
     }
 }

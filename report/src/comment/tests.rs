@@ -501,3 +501,68 @@ fn a_run_that_could_not_finish_says_why_and_what_ran() {
     assert!(comment.contains("> [!CAUTION]\n> prgate could not finish: the run was stopped"));
     insta::assert_snapshot!("could_not_finish", comment);
 }
+
+/// The checklist of a comment: each section's heading mark and the marks of its items.
+fn checklist(comment: &str) -> Vec<(String, Vec<String>)> {
+    let mark = |text: &str| text.split(" · ").next().unwrap_or_default().to_owned();
+    let mut sections: Vec<(String, Vec<String>)> = Vec::new();
+    let body = comment.split("### Checklist").nth(1).expect("a checklist");
+    let body = body.split("\n### ").next().unwrap_or(body);
+    for line in body.lines() {
+        if line.starts_with("**") {
+            let state = line.split_once("**: ").map(|(_, state)| state).unwrap_or_default();
+            sections.push((state.to_owned(), Vec::new()));
+        } else if let Some(item) = line.strip_prefix("- ")
+            && let Some((_, items)) = sections.last_mut()
+            && !item.starts_with('…')
+        {
+            items.push(mark(item));
+        }
+    }
+    sections
+}
+
+#[test]
+fn the_headline_names_the_failure_and_each_heading_is_its_worst_item() {
+    let plan = standard_plan();
+    let title = "[Fix] [MI355X] kimi_k31: a fix";
+    let evidence =
+        with(passing(), |e| replace_speed(e, "kimi_k31", 64, 20.1, &[0.06, 0.061, 0.059]));
+    let comment = check(&plan, Some(&judged(&plan, &evidence, Some(title))), &header(title), None);
+    assert!(
+        comment.contains("## ❌ AMD PR test: fail — `kimi_k31` TPOT +6.0% at c=64\n"),
+        "{comment}"
+    );
+    let order = [
+        "◻️ not judged",
+        "✅ pass",
+        "⚠️ warn",
+        "📝 author-provided",
+        "⏳ pending",
+        "🛑 **could not be judged**",
+        "❌ **fail**",
+    ];
+    let rank = |mark: &str| order.iter().position(|known| *known == mark).expect(mark);
+    let sections = checklist(&comment);
+    assert_eq!(sections.len(), 7, "{comment}");
+    for (heading, items) in &sections {
+        match items.iter().map(|item| rank(item)).max() {
+            Some(worst) => assert_eq!(heading, order[worst], "{comment}"),
+            None => assert_eq!(heading, "➖ nothing to check", "{comment}"),
+        }
+    }
+    // An uncovered concurrency is shown, never as a pass.
+    assert!(comment.contains("- ◻️ not judged · `kimi_k31` speed: TPOT +0.0%"), "{comment}");
+    assert!(!comment.contains("-0.0"), "{comment}");
+    // The counts are the items shown.
+    let shown: usize = sections.iter().map(|(_, items)| items.len()).sum();
+    let counted: usize = comment
+        .lines()
+        .find(|line| line.contains("checks judged"))
+        .expect("counts")
+        .split(" · ")
+        .skip(1)
+        .map(|part| part.split(' ').next().and_then(|n| n.parse::<usize>().ok()).expect(part))
+        .sum();
+    assert_eq!(counted, shown, "{comment}");
+}
