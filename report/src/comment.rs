@@ -369,12 +369,12 @@ struct ModelView {
 
 #[derive(Debug, Serialize)]
 struct SpeedRow {
-    concurrency: u32,
-    covered: &'static str,
-    base: String,
-    pr: String,
+    /// The concurrency, and `(not covered)` when no rule judges it.
+    concurrency: String,
+    /// `base → PR`.
+    medians: String,
+    /// The change and its interval, as the checklist writes it: `+2.7% [-3.0%, +8.8%]`.
     change: String,
-    interval: String,
     pairs: usize,
     confidence: &'static str,
     state_md: &'static str,
@@ -393,12 +393,12 @@ struct Chart {
 #[derive(Debug, Serialize)]
 struct AccuracyRow {
     benchmark: String,
-    base: String,
-    pr: String,
+    /// `base → PR`.
+    accuracies: String,
+    /// The difference and its interval: `-1.2 [-3.0, +0.6]`.
     difference: String,
-    interval: String,
-    questions: u64,
-    paired: &'static str,
+    /// The questions, and whether paired: `40, paired`.
+    questions: String,
     p_value: String,
     tolerance: String,
     state_md: &'static str,
@@ -407,8 +407,8 @@ struct AccuracyRow {
 #[derive(Debug, Serialize)]
 struct KernelRow {
     kernel: String,
-    base: String,
-    pr: String,
+    /// `base → PR`.
+    times: String,
     change: String,
     state_md: &'static str,
 }
@@ -930,14 +930,19 @@ fn model_view(name: &str, tier: Option<Tier>, items: &[&Item]) -> ModelView {
                 pairs,
                 confidence,
             }) => view.speed.push(SpeedRow {
-                concurrency: *concurrency,
-                covered: if *covered { "yes" } else { "no: not judged" },
-                base: milliseconds(*base_ms),
-                pr: milliseconds(*pr_ms),
-                change: change.map_or_else(unknown, percent),
-                interval: interval.map_or_else(unknown, |(low, high)| {
-                    format!("{} to {}", percent(low), percent(high))
-                }),
+                concurrency: if *covered {
+                    concurrency.to_string()
+                } else {
+                    format!("{concurrency} (not covered)")
+                },
+                medians: format!("{} → {}", milliseconds(*base_ms), milliseconds(*pr_ms)),
+                change: match (change, interval) {
+                    (Some(change), Some((low, high))) => {
+                        format!("{} [{}, {}]", percent(*change), percent(*low), percent(*high))
+                    }
+                    (Some(change), None) => percent(*change),
+                    (None, _) => unknown(),
+                },
                 pairs: *pairs,
                 confidence: match confidence {
                     Confidence::High => "high",
@@ -958,12 +963,14 @@ fn model_view(name: &str, tier: Option<Tier>, items: &[&Item]) -> ModelView {
                 tolerance,
             }) => view.accuracy.push(AccuracyRow {
                 benchmark: benchmark.clone(),
-                base: format!("{:.1}%", base * 100.0),
-                pr: format!("{:.1}%", pr * 100.0),
-                difference: points(*difference),
-                interval: format!("{} to {}", points(interval.0), points(interval.1)),
-                questions: *questions,
-                paired: if *paired { "yes" } else { "no" },
+                accuracies: format!("{:.1}% → {:.1}%", base * 100.0, pr * 100.0),
+                difference: format!(
+                    "{} [{}, {}]",
+                    points(*difference),
+                    points(interval.0),
+                    points(interval.1)
+                ),
+                questions: format!("{questions}, {}", if *paired { "paired" } else { "unpaired" }),
                 p_value: if *p_value < 0.001 {
                     "< 0.001".to_owned()
                 } else {
@@ -975,8 +982,7 @@ fn model_view(name: &str, tier: Option<Tier>, items: &[&Item]) -> ModelView {
             Some(Numbers::Kernel { kernel, base_us, pr_us, change }) => {
                 view.kernels.push(KernelRow {
                     kernel: kernel.clone(),
-                    base: format!("{base_us:.1}"),
-                    pr: format!("{pr_us:.1}"),
+                    times: format!("{base_us:.1} → {pr_us:.1}"),
                     change: percent(*change),
                     state_md,
                 })
@@ -1083,10 +1089,11 @@ fn points(fraction: f64) -> String {
     signed_tenths(fraction * 100.0)
 }
 
-/// A number with its sign and one decimal; what rounds to zero is `+0.0`, never `-0.0`.
+/// A number with its sign and one decimal, rounded first and signed after: what rounds to
+/// zero is `+0.0`, never `-0.0`.
 fn signed_tenths(value: f64) -> String {
-    let value = if value.abs() < 0.05 { 0.0 } else { value };
-    format!("{value:+.1}")
+    let text = format!("{value:+.1}");
+    if text == "-0.0" { "+0.0".to_owned() } else { text }
 }
 
 fn unknown() -> String {
