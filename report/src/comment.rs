@@ -380,14 +380,26 @@ struct SpeedRow {
     state_md: &'static str,
 }
 
-/// A Mermaid `xychart-beta` of median TPOT against concurrency: bars for base, a line for the
-/// PR. Every field holds only digits, dots, commas, spaces and the sanitized model name.
+/// A Mermaid `xychart-beta` of the TPOT change per concurrency, PR against base, with its
+/// interval, against the rule's lines. Every field holds only digits, dots, commas, spaces,
+/// minus signs, quotes around digits and the sanitized model name.
 #[derive(Debug, Serialize)]
 struct Chart {
     title_md: String,
     x_md: String,
-    base_md: String,
-    pr_md: String,
+    /// The y-axis range: `-10 --> 10`.
+    range_md: String,
+    /// Bars drawn over each other, tallest first, each from the bottom of the plot: the
+    /// interval's top, the change's mark, the interval again under it, then the chart's
+    /// background up to the interval's bottom. What shows is a band from the interval's low
+    /// to its high with a dark mark at the change.
+    bars_md: Vec<String>,
+    /// The rule's lines: the loss threshold, the gain threshold and zero.
+    lines_md: Vec<String>,
+    loss: String,
+    gain: String,
+    /// [`CHART_MIN_SPAN`] in words.
+    span: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -1035,29 +1047,78 @@ fn state_html(state: State) -> &'static str {
     }
 }
 
-/// The chart of median TPOT against concurrency, when at least two concurrencies have both
-/// medians.
+/// The least the chart's y-axis spans each side of zero, in percent: a change of noise stays
+/// small on it, and the rule's lines are always in view.
+const CHART_MIN_SPAN: f64 = 10.0;
+
+/// A concurrency in the chart: its change, the interval's low and high, in percent.
+type Cell = (u32, f64, f64, f64);
+
+/// The chart of the TPOT change per concurrency, when at least two concurrencies have a
+/// change and its interval.
 fn chart(name: &str, items: &[&Item]) -> Option<Chart> {
-    let points: Vec<(u32, f64, f64)> =
-        items
-            .iter()
-            .filter_map(|item| match item.numbers {
-                Some(Numbers::Speed {
-                    concurrency, base_ms: Some(base), pr_ms: Some(pr), ..
-                }) if base.is_finite() && pr.is_finite() => Some((concurrency, base, pr)),
-                _ => None,
-            })
-            .collect();
-    if points.len() < 2 {
+    let mut cells: Vec<Cell> = items
+        .iter()
+        .filter_map(|item| match item.numbers {
+            Some(Numbers::Speed {
+                concurrency,
+                change: Some(change),
+                interval: Some((low, high)),
+                ..
+            }) if change.is_finite() && low.is_finite() && high.is_finite() => {
+                Some((concurrency, change * 100.0, low * 100.0, high * 100.0))
+            }
+            _ => None,
+        })
+        .collect();
+    // A rule's line needs two points to show.
+    if cells.len() < 2 {
         return None;
     }
-    let join = |values: Vec<String>| values.join(", ");
+    cells.sort_by_key(|cell| cell.0);
+    let defaults = prgate_gate::config::GateConfig::defaults();
+    let loss = items
+        .iter()
+        .find_map(|item| percent_after(&item.rule, "loss over "))
+        .unwrap_or(defaults.speed.threshold.get() * 100.0);
+    let gain = defaults.gain.test.threshold.get() * 100.0;
+    let lowest = cells.iter().map(|cell| cell.2).fold(-CHART_MIN_SPAN, f64::min);
+    let highest = cells.iter().map(|cell| cell.3).fold(CHART_MIN_SPAN, f64::max);
+    // Past the least span, a margin of 1% beyond the widest interval.
+    let bottom = if lowest < -CHART_MIN_SPAN { (lowest - 1.0).floor() } else { -CHART_MIN_SPAN };
+    let top = if highest > CHART_MIN_SPAN { (highest + 1.0).ceil() } else { CHART_MIN_SPAN };
+    // The change's mark: 1% of the axis each side of the change.
+    let mark = (top - bottom) * 0.01;
+    let number = |value: f64| {
+        let text = format!("{value:.2}");
+        if text == "-0.00" { "0.00".to_owned() } else { text }
+    };
+    let series = |value: &dyn Fn(&Cell) -> f64| {
+        cells.iter().map(|cell| number(value(cell))).collect::<Vec<_>>().join(", ")
+    };
+    let constant = |value: f64| vec![number(value); cells.len()].join(", ");
     Some(Chart {
-        title_md: format!("{} median TPOT", chart_label(name)),
-        x_md: join(points.iter().map(|(c, _, _)| format!("\"{c}\"")).collect()),
-        base_md: join(points.iter().map(|(_, base, _)| format!("{base:.2}")).collect()),
-        pr_md: join(points.iter().map(|(_, _, pr)| format!("{pr:.2}")).collect()),
+        title_md: format!("{}: TPOT change, PR against base", chart_label(name)),
+        x_md: cells.iter().map(|cell| format!("\"{}\"", cell.0)).collect::<Vec<_>>().join(", "),
+        range_md: format!("{bottom:.0} --> {top:.0}"),
+        bars_md: vec![
+            series(&|&(_, change, _, high)| high.max(change + mark)),
+            series(&|&(_, change, _, _)| change + mark),
+            series(&|&(_, change, _, _)| change - mark),
+            series(&|&(_, change, low, _)| low.min(change - mark)),
+        ],
+        lines_md: vec![constant(loss), constant(-gain), constant(0.0)],
+        loss: format!("{loss:.0}%"),
+        gain: format!("{gain:.0}%"),
+        span: format!("{CHART_MIN_SPAN:.0}%"),
     })
+}
+
+/// The percentage a rule's text names after `words` (`loss over 2%` gives 2).
+fn percent_after(text: &str, words: &str) -> Option<f64> {
+    let rest = &text[text.find(words)? + words.len()..];
+    let number = &rest[..rest.find('%')?];
+    number.parse::<f64>().ok().filter(|value| value.is_finite() && *value > 0.0)
 }
 
 /// A label Mermaid cannot read as syntax: letters, digits, `_`, `-`, `.` and spaces only,

@@ -566,3 +566,46 @@ fn the_headline_names_the_failure_and_each_heading_is_its_worst_item() {
         .sum();
     assert_eq!(counted, shown, "{comment}");
 }
+
+/// A speed item with a change and its interval, as the gate writes it.
+fn speed_item(concurrency: u32, change: f64, interval: (f64, f64)) -> Item {
+    Item {
+        model: Some("kimi_k31".into()),
+        check: "speed".into(),
+        state: State::Pass,
+        rule: "a median-TPOT loss over 3% at a covered concurrency fails".into(),
+        summary: String::new(),
+        numbers: Some(Numbers::Speed {
+            concurrency,
+            covered: true,
+            base_ms: Some(20.0),
+            pr_ms: Some(20.0),
+            change: Some(change),
+            interval: Some(interval),
+            pairs: 3,
+            confidence: Confidence::High,
+        }),
+    }
+}
+
+#[test]
+fn the_chart_shows_the_change_against_the_rule_on_an_axis_noise_cannot_fill() {
+    // Noise: the axis keeps its least span, the change a band around its mark.
+    let noise = [speed_item(64, 0.0001, (-0.001, 0.0012)), speed_item(1, -0.0002, (-0.002, 0.001))];
+    let quiet = super::chart("kimi_k31", &noise.iter().collect::<Vec<_>>()).expect("a chart");
+    assert_eq!(quiet.range_md, "-10 --> 10");
+    // Concurrencies in order; the rule's lines from the item's rule (3% here), the gain's 5%.
+    assert_eq!(quiet.x_md, "\"1\", \"64\"");
+    assert_eq!(quiet.lines_md, ["3.00, 3.00", "-5.00, -5.00", "0.00, 0.00"]);
+    // Bars tallest first: the interval's top, the mark's top and bottom, the interval's bottom
+    // (each at least the mark's 0.2% from the change).
+    assert_eq!(quiet.bars_md, ["0.18, 0.21", "0.18, 0.21", "-0.22, -0.19", "-0.22, -0.19"]);
+    // A 25% loss widens the axis to hold its interval.
+    let loss = [speed_item(1, 0.25, (0.2, 0.3)), speed_item(4, 0.01, (0.0, 0.02))];
+    let wide = super::chart("kimi_k31", &loss.iter().collect::<Vec<_>>()).expect("a chart");
+    assert_eq!(wide.range_md, "-10 --> 31");
+    assert_eq!(wide.bars_md[0], "30.00, 2.00");
+    assert_eq!(wide.bars_md[3], "20.00, 0.00");
+    // One concurrency: a rule's line needs two points, the table says it all.
+    assert!(super::chart("kimi_k31", &[&loss[0]]).is_none());
+}
