@@ -566,14 +566,20 @@ fn item_phrase_md(item: &Item, detail: Detail) -> String {
             }
             format!("{}: {}", prose(&item.check), counts.join(", "))
         }
-        // A short summary says it all (`gain: no covered concurrency shows a 5% gain`); a
+        // A short summary says it all (`gain: no covered concurrency shows a 5% gain`), or
+        // its head before the details does (`accuracy (tiny-math): crashed — question…`); a
         // long one is left to the checklist.
-        _ => match item.summary.lines().next() {
-            Some(summary) if summary.chars().count() <= HEADLINE_SUMMARY => {
-                format!("{}: {}", prose(&item.check), finding_md(summary))
+        _ => {
+            let summary = item.summary.lines().next().unwrap_or_default();
+            let short = |text: &str| text.chars().count() <= HEADLINE_SUMMARY;
+            match summary.split_once(" — ") {
+                Some((head, _)) if short(head) => finding_md(&detail.text(head)),
+                None if short(summary) => {
+                    format!("{}: {}", prose(&item.check), finding_md(&detail.text(summary)))
+                }
+                _ => prose(&item.check),
             }
-            _ => prose(&item.check),
-        },
+        }
     };
     format!("{model}{what}")
 }
