@@ -1,7 +1,7 @@
 // What a reader of a rendered PR comment would check (.ci/render-comments loads this into the
 // page after cmark-gfm's HTML): the Mermaid charts render with no error; no literal backslash
-// or backtick shows outside code; every table fits the 800 px comment, so its State column is
-// in view; a failing or unjudged headline names what failed. The verdict goes into
+// or backtick shows outside code; every checks table fits the 800 px comment with no cell
+// wrapped, so its State column is in view; a failing or unjudged headline names what failed. The verdict goes into
 // <pre id="prgate-check"> ("ok" or the problems, one per "; "), and the page's height into
 // <pre id="prgate-height"> for the screenshot; what is worth knowing but not a failure (a scope
 // table whose long paths scroll) into <pre id="prgate-notes">.
@@ -52,6 +52,16 @@
     // The checks' tables must fit; the scope's (long paths) may scroll: see notes.
     if (table.scrollWidth > table.clientWidth + 1)
       (state ? problems : notes).push(`table "${name}" scrolls: ${table.scrollWidth} px in ${table.clientWidth} px`);
+    // A checks table reads row by row: no cell of it wraps (an interval over three lines).
+    if (state)
+      for (const cell of table.querySelectorAll("td, th")) {
+        const line = parseFloat(getComputedStyle(cell).lineHeight) || 24;
+        const padding = parseFloat(getComputedStyle(cell).paddingTop) + parseFloat(getComputedStyle(cell).paddingBottom);
+        if (cell.clientHeight - padding > line * 1.5) {
+          problems.push(`table "${name}": the cell "${cell.textContent.trim()}" wraps`);
+          break;
+        }
+      }
     if (state && state.getBoundingClientRect().right > width)
       problems.push(`table "${name}": the State column is outside the ${width} px view`);
   }

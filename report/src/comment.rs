@@ -369,7 +369,6 @@ struct ModelView {
 
 #[derive(Debug, Serialize)]
 struct SpeedRow {
-    /// The concurrency, and `(not covered)` when no rule judges it.
     concurrency: String,
     /// `base → PR`.
     medians: String,
@@ -409,7 +408,7 @@ struct AccuracyRow {
     accuracies: String,
     /// The difference and its interval: `-1.2 [-3.0, +0.6]`.
     difference: String,
-    /// The questions, and whether paired: `40, paired`.
+    /// The questions, and whether paired: `40 paired`.
     questions: String,
     p_value: String,
     tolerance: String,
@@ -948,7 +947,9 @@ fn model_view(name: &str, tier: Option<Tier>, items: &[&Item]) -> ModelView {
                 pairs,
                 confidence,
             }) => view.speed.push(SpeedRow {
-                concurrency: if *covered {
+                // An uncovered concurrency's state says "not judged" and the intro why; only
+                // a state that does not is told.
+                concurrency: if *covered || item.state == State::NotJudged {
                     concurrency.to_string()
                 } else {
                     format!("{concurrency} (not covered)")
@@ -981,20 +982,20 @@ fn model_view(name: &str, tier: Option<Tier>, items: &[&Item]) -> ModelView {
                 tolerance,
             }) => view.accuracy.push(AccuracyRow {
                 benchmark: benchmark.clone(),
-                accuracies: format!("{:.1}% → {:.1}%", base * 100.0, pr * 100.0),
+                accuracies: format!("{:.1} → {:.1}", base * 100.0, pr * 100.0),
                 difference: format!(
                     "{} [{}, {}]",
                     points(*difference),
                     points(interval.0),
                     points(interval.1)
                 ),
-                questions: format!("{questions}, {}", if *paired { "paired" } else { "unpaired" }),
+                questions: format!("{questions} {}", if *paired { "paired" } else { "unpaired" }),
                 p_value: if *p_value < 0.001 {
                     "< 0.001".to_owned()
                 } else {
                     format!("{p_value:.3}")
                 },
-                tolerance: format!("{:.1} points", tolerance * 100.0),
+                tolerance: format!("{:.1}", tolerance * 100.0),
                 state_md,
             }),
             Some(Numbers::Kernel { kernel, base_us, pr_us, change }) => {
