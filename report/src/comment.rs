@@ -18,11 +18,13 @@
 
 use std::fmt::Write as _;
 
-use prgate_gate::verdict::{Confidence, Item, Numbers, State, Verdict};
+use prgate_gate::verdict::{Confidence, Item, Numbers, Section, State, Verdict};
 use prgate_scope::plan::{Plan, Tier};
 use serde::Serialize;
 
-use crate::escape::{MarkdownPlace, html_text, markdown_code, markdown_text};
+use crate::escape::{
+    MarkdownPlace, html_text, markdown_code, markdown_text, markdown_text_with_code,
+};
 
 /// The hidden first line that identifies prgate's comment on a PR (with the bot's login: a
 /// comment by someone else that carries it is not ours).
@@ -307,7 +309,7 @@ struct View {
     progress_md: Option<String>,
     progress: Vec<ProgressRow>,
     sections: Vec<SectionView>,
-    author: Vec<String>,
+    author_md: Vec<String>,
     author_more: usize,
     models: Vec<ModelView>,
     scope_md: Option<String>,
@@ -347,9 +349,9 @@ struct ItemView {
     state_md: &'static str,
     who_md: String,
     check: String,
-    /// The summary's first line.
-    summary: String,
-    rule: Option<String>,
+    /// The summary's first line, its backticked parts as code.
+    summary_md: String,
+    rule_md: Option<String>,
     /// The summary's other lines (a log's tail), as an indented fenced code block.
     log_md: Option<String>,
 }
@@ -367,12 +369,11 @@ struct ModelView {
 
 #[derive(Debug, Serialize)]
 struct SpeedRow {
-    concurrency: u32,
-    covered: &'static str,
-    base: String,
-    pr: String,
+    concurrency: String,
+    /// `base → PR`.
+    medians: String,
+    /// The change and its interval, as the checklist writes it: `+2.7% [-3.0%, +8.8%]`.
     change: String,
-    interval: String,
     pairs: usize,
     confidence: &'static str,
     /// The noise and calibration the test used, and its error rates.
@@ -380,25 +381,37 @@ struct SpeedRow {
     state_md: &'static str,
 }
 
-/// A Mermaid `xychart-beta` of median TPOT against concurrency: bars for base, a line for the
-/// PR. Every field holds only digits, dots, commas, spaces and the sanitized model name.
+/// A Mermaid `xychart-beta` of the TPOT change per concurrency, PR against base, with its
+/// interval, against the rule's lines. Every field holds only digits, dots, commas, spaces,
+/// minus signs, quotes around digits and the sanitized model name.
 #[derive(Debug, Serialize)]
 struct Chart {
     title_md: String,
     x_md: String,
-    base_md: String,
-    pr_md: String,
+    /// The y-axis range: `-10 --> 10`.
+    range_md: String,
+    /// Bars drawn over each other, tallest first, each from the bottom of the plot: the
+    /// interval's top, the change's mark, the interval again under it, then the chart's
+    /// background up to the interval's bottom. What shows is a band from the interval's low
+    /// to its high with a dark mark at the change.
+    bars_md: Vec<String>,
+    /// The rule's lines: the loss threshold, the gain threshold and zero.
+    lines_md: Vec<String>,
+    loss: String,
+    gain: String,
+    /// [`CHART_MIN_SPAN`] in words.
+    span: String,
 }
 
 #[derive(Debug, Serialize)]
 struct AccuracyRow {
     benchmark: String,
-    base: String,
-    pr: String,
+    /// `base → PR`.
+    accuracies: String,
+    /// The difference and its interval: `-1.2 [-3.0, +0.6]`.
     difference: String,
-    interval: String,
-    questions: u64,
-    paired: &'static str,
+    /// The questions, and whether paired: `40 paired`.
+    questions: String,
     p_value: String,
     tolerance: String,
     state_md: &'static str,
@@ -407,8 +420,8 @@ struct AccuracyRow {
 #[derive(Debug, Serialize)]
 struct KernelRow {
     kernel: String,
-    base: String,
-    pr: String,
+    /// `base → PR`.
+    times: String,
     change: String,
     state_md: &'static str,
 }
@@ -433,7 +446,7 @@ fn view(input: &CommentInput<'_>, detail: Detail, target: &Target) -> View {
             let lines = if detail == Detail::Minimal {
                 Vec::new()
             } else {
-                shown.iter().map(|line| detail.text(line)).collect()
+                shown.iter().map(|line| finding_md(&detail.text(line))).collect()
             };
             let more = verdict.author_must_provide.len() - lines.len();
             (lines, more)
@@ -444,7 +457,7 @@ fn view(input: &CommentInput<'_>, detail: Detail, target: &Target) -> View {
         marker_md: target.marker.then_some(MARKER),
         result_md: match input.error {
             Some(_) => "⚠️ AMD PR test: error".to_owned(),
-            None => result_md(verdict, input.progress),
+            None => result_md(verdict, input.progress, detail),
         },
         error_md: input.error.map(|problem| {
             format!(
@@ -468,7 +481,7 @@ fn view(input: &CommentInput<'_>, detail: Detail, target: &Target) -> View {
             _ => Vec::new(),
         },
         sections: verdict.map(|verdict| sections(verdict, detail)).unwrap_or_default(),
-        author,
+        author_md: author,
         author_more,
         models: match verdict {
             Some(verdict) if full => models(verdict, input.plan),
@@ -479,14 +492,16 @@ fn view(input: &CommentInput<'_>, detail: Detail, target: &Target) -> View {
     }
 }
 
-fn result_md(verdict: Option<&Verdict>, progress: Option<&Progress>) -> String {
+/// The headline: the result, and for a failure or an error what failed or could not be
+/// judged, so that a reviewer need not scan the sections for it.
+fn result_md(verdict: Option<&Verdict>, progress: Option<&Progress>, detail: Detail) -> String {
     let Some(verdict) = verdict else {
         return "⏳ AMD PR test: running".to_owned();
     };
     let worst = verdict.sections.iter().map(|section| section.state).max();
     let word = match verdict.result {
         State::Fail => "❌ AMD PR test: fail",
-        State::Error => "🛑 AMD PR test: error, some checks could not be judged",
+        State::Error => "🛑 AMD PR test: could not judge",
         State::Pending if progress.is_some() => "⏳ AMD PR test: running",
         State::Pending => "⏳ AMD PR test: pending",
         _ if worst.is_some_and(|state| state > State::Pass) => {
@@ -494,7 +509,80 @@ fn result_md(verdict: Option<&Verdict>, progress: Option<&Progress>) -> String {
         }
         _ => "✅ AMD PR test: pass",
     };
-    word.to_owned()
+    let named = match verdict.result {
+        State::Fail | State::Error => verdict.result,
+        _ => return word.to_owned(),
+    };
+    let items: Vec<&Item> = verdict
+        .sections
+        .iter()
+        .flat_map(|section| &section.items)
+        .filter(|item| item.state == named)
+        .collect();
+    // The same check on both sides (a harness that cannot start) is named once.
+    let mut phrases: Vec<String> = Vec::new();
+    for item in items {
+        let phrase = item_phrase_md(item, detail);
+        if !phrases.contains(&phrase) {
+            phrases.push(phrase);
+        }
+    }
+    const NAMED: usize = 2;
+    let mut text = capped(&phrases, Some(NAMED)).join(", ");
+    if phrases.len() > NAMED {
+        let _ = write!(text, " and {} more", phrases.len() - NAMED);
+    }
+    if text.is_empty() { word.to_owned() } else { format!("{word} — {text}") }
+}
+
+/// The longest summary the headline repeats.
+const HEADLINE_SUMMARY: usize = 60;
+
+/// An item in a few words, for the headline: the model, the check and the number that
+/// decided it (`` `glm53_flash` TPOT +24.7% at c=1 ``).
+fn item_phrase_md(item: &Item, detail: Detail) -> String {
+    let model = item
+        .model
+        .as_deref()
+        .map(|model| format!("{} ", markdown_code(&detail.text(model), MarkdownPlace::Paragraph)))
+        .unwrap_or_default();
+    let prose = |text: &str| markdown_text(&detail.text(text), MarkdownPlace::Paragraph);
+    let what = match &item.numbers {
+        Some(Numbers::Speed { concurrency, change: Some(change), .. }) => {
+            format!("TPOT {} at c={concurrency}", percent(*change))
+        }
+        Some(Numbers::Accuracy { benchmark, difference, .. }) => {
+            format!("accuracy {} {} points", prose(benchmark), points(*difference))
+        }
+        Some(Numbers::Kernel { kernel, change, .. }) => {
+            format!("{} {}", prose(kernel), percent(*change))
+        }
+        Some(Numbers::Tests { failed, errors, .. }) if failed + errors > 0 => {
+            let mut counts = Vec::new();
+            if *failed > 0 {
+                counts.push(format!("{failed} failed"));
+            }
+            if *errors > 0 {
+                counts.push(format!("{errors} errors"));
+            }
+            format!("{}: {}", prose(&item.check), counts.join(", "))
+        }
+        // A short summary says it all (`gain: no covered concurrency shows a 5% gain`), or
+        // its head before the details does (`accuracy (tiny-math): crashed — question…`); a
+        // long one is left to the checklist.
+        _ => {
+            let summary = item.summary.lines().next().unwrap_or_default();
+            let short = |text: &str| text.chars().count() <= HEADLINE_SUMMARY;
+            match summary.split_once(" — ") {
+                Some((head, _)) if short(head) => finding_md(&detail.text(head)),
+                None if short(summary) => {
+                    format!("{}: {}", prose(&item.check), finding_md(&detail.text(summary)))
+                }
+                _ => prose(&item.check),
+            }
+        }
+    };
+    format!("{model}{what}")
 }
 
 /// How many checklist items are in each state, worst first.
@@ -509,6 +597,7 @@ fn counts_md(verdict: Option<&Verdict>) -> String {
         State::AuthorProvided,
         State::Warn,
         State::Pass,
+        State::NotJudged,
     ];
     let parts: Vec<String> = states
         .iter()
@@ -712,18 +801,17 @@ fn sections(verdict: &Verdict, detail: Detail) -> Vec<SectionView> {
         .iter()
         .enumerate()
         .map(|(index, section)| {
-            let items: Vec<ItemView> = if detail == Detail::Minimal {
+            let shown: Vec<&Item> = if detail == Detail::Minimal {
                 Vec::new()
             } else {
                 worst_first(&section.items, detail.item_cap())
-                    .into_iter()
-                    .map(|item| item_view(item, detail))
-                    .collect()
             };
+            let state = section_state(section, &shown);
+            let items: Vec<ItemView> = shown.iter().map(|item| item_view(item, detail)).collect();
             SectionView {
                 number: index + 1,
                 title_md: section.name.title(),
-                state_md: state_md(section.state),
+                state_md: state_md(state),
                 items_shown: detail != Detail::Minimal,
                 more: section.items.len() - items.len(),
                 count_md: match section.items.len() {
@@ -734,6 +822,18 @@ fn sections(verdict: &Verdict, detail: Detail) -> Vec<SectionView> {
             }
         })
         .collect()
+}
+
+/// A section's state as its heading shows it: its worst item shown (the worst kept when some
+/// are left out) and never better than the gate's state for it; a section with no items is
+/// "nothing to check", not a pass.
+fn section_state(section: &Section, shown: &[&Item]) -> State {
+    let worst = shown.iter().map(|item| item.state).max();
+    match worst {
+        Some(worst) => worst.max(section.state),
+        None if section.items.is_empty() && section.state <= State::Pass => State::NothingToCheck,
+        None => section.state,
+    }
 }
 
 /// At most `cap` items, the worst kept first when some must go; shown in their own order.
@@ -748,6 +848,30 @@ fn worst_first(items: &[Item], cap: Option<usize>) -> Vec<&Item> {
     kept.into_iter().map(|index| &items[index]).collect()
 }
 
+/// A text of the gate (a summary, a finding, a rule) as Markdown: its backticked parts and
+/// `@` names as code spans, the rest escaped prose, and a number that rounds to zero shown
+/// as `+0.0`, as in the tables.
+fn finding_md(text: &str) -> String {
+    markdown_text_with_code(&unsigned_zero(text), MarkdownPlace::Paragraph)
+}
+
+/// The text with every `-0.0` that is a whole number (no digit after it) made `+0.0`: the
+/// gate signs before it rounds, the comment rounds first.
+fn unsigned_zero(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("-0.0") {
+        let after = &rest[at + 4..];
+        let whole = !after.starts_with(|c: char| c.is_ascii_digit())
+            && !rest[..at].ends_with(|c: char| c.is_ascii_digit() || c == '.');
+        out.push_str(&rest[..at]);
+        out.push_str(if whole { "+0.0" } else { "-0.0" });
+        rest = after;
+    }
+    out.push_str(rest);
+    out
+}
+
 fn item_view(item: &Item, detail: Detail) -> ItemView {
     ItemView {
         state_md: state_md(item.state),
@@ -759,8 +883,8 @@ fn item_view(item: &Item, detail: Detail) -> ItemView {
             })
             .unwrap_or_default(),
         check: detail.text(&item.check),
-        summary: detail.text(item.summary.lines().next().unwrap_or_default()),
-        rule: (item.state != State::Pass).then(|| detail.text(&item.rule)),
+        summary_md: finding_md(&detail.text(item.summary.lines().next().unwrap_or_default())),
+        rule_md: (item.state != State::Pass).then(|| finding_md(&detail.text(&item.rule))),
         log_md: item
             .summary
             .split_once('\n')
@@ -798,10 +922,13 @@ fn models(verdict: &Verdict, plan: &Plan) -> Vec<ModelView> {
 }
 
 fn model_view(name: &str, tier: Option<Tier>, items: &[&Item]) -> ModelView {
-    let state = items.iter().map(|item| item.state).max().unwrap_or(State::Pass);
     let tier = tier.map(|tier| format!(" · {} tier", tier.as_str())).unwrap_or_default();
     let mut view = ModelView {
-        summary_html: format!("<code>{}</code>{tier} · {}", html_text(name), state_html(state)),
+        summary_html: format!(
+            "<code>{}</code>{tier} · {}",
+            html_text(name),
+            model_counts_html(items)
+        ),
         speed: Vec::new(),
         chart: None,
         accuracy: Vec::new(),
@@ -823,14 +950,21 @@ fn model_view(name: &str, tier: Option<Tier>, items: &[&Item]) -> ModelView {
                 confidence,
                 test,
             }) => view.speed.push(SpeedRow {
-                concurrency: *concurrency,
-                covered: if *covered { "yes" } else { "no: not judged" },
-                base: milliseconds(*base_ms),
-                pr: milliseconds(*pr_ms),
-                change: change.map_or_else(unknown, percent),
-                interval: interval.map_or_else(unknown, |(low, high)| {
-                    format!("{} to {}", percent(low), percent(high))
-                }),
+                // An uncovered concurrency's state says "not judged" and the intro why; only
+                // a state that does not is told.
+                concurrency: if *covered || item.state == State::NotJudged {
+                    concurrency.to_string()
+                } else {
+                    format!("{concurrency} (not covered)")
+                },
+                medians: format!("{} → {}", milliseconds(*base_ms), milliseconds(*pr_ms)),
+                change: match (change, interval) {
+                    (Some(change), Some((low, high))) => {
+                        format!("{} [{}, {}]", percent(*change), percent(*low), percent(*high))
+                    }
+                    (Some(change), None) => percent(*change),
+                    (None, _) => unknown(),
+                },
                 pairs: *pairs,
                 confidence: match confidence {
                     Confidence::High => "high",
@@ -853,25 +987,26 @@ fn model_view(name: &str, tier: Option<Tier>, items: &[&Item]) -> ModelView {
                 ..
             }) => view.accuracy.push(AccuracyRow {
                 benchmark: benchmark.clone(),
-                base: format!("{:.1}%", base * 100.0),
-                pr: format!("{:.1}%", pr * 100.0),
-                difference: points(*difference),
-                interval: format!("{} to {}", points(interval.0), points(interval.1)),
-                questions: *questions,
-                paired: if *paired { "yes" } else { "no" },
+                accuracies: format!("{:.1} → {:.1}", base * 100.0, pr * 100.0),
+                difference: format!(
+                    "{} [{}, {}]",
+                    points(*difference),
+                    points(interval.0),
+                    points(interval.1)
+                ),
+                questions: format!("{questions} {}", if *paired { "paired" } else { "unpaired" }),
                 p_value: if *p_value < 0.001 {
                     "< 0.001".to_owned()
                 } else {
                     format!("{p_value:.3}")
                 },
-                tolerance: format!("{:.1} points", tolerance * 100.0),
+                tolerance: format!("{:.1}", tolerance * 100.0),
                 state_md,
             }),
             Some(Numbers::Kernel { kernel, base_us, pr_us, change }) => {
                 view.kernels.push(KernelRow {
                     kernel: kernel.clone(),
-                    base: format!("{base_us:.1}"),
-                    pr: format!("{pr_us:.1}"),
+                    times: format!("{base_us:.1} → {pr_us:.1}"),
                     change: percent(*change),
                     state_md,
                 })
@@ -898,59 +1033,121 @@ fn model_view(name: &str, tier: Option<Tier>, items: &[&Item]) -> ModelView {
     view
 }
 
+/// A model's own items by state, worst first (`1 ❌ <b>fail</b> · 8 ✅ pass`): a model's
+/// line names only its own checks, so it counts them rather than claim a state for the model
+/// (a PR-wide check such as the gain may fail while every check of the model passes).
+fn model_counts_html(items: &[&Item]) -> String {
+    let mut states: Vec<State> = items.iter().map(|item| item.state).collect();
+    states.sort_unstable_by(|a, b| b.cmp(a));
+    states.dedup();
+    let parts: Vec<String> = states
+        .iter()
+        .map(|state| {
+            let count = items.iter().filter(|item| item.state == *state).count();
+            format!("{count} {}", state_html(*state))
+        })
+        .collect();
+    if parts.is_empty() { "no checks".to_owned() } else { parts.join(" · ") }
+}
+
 /// The state for the HTML of a `<summary>`, where Markdown is not parsed.
 fn state_html(state: State) -> &'static str {
     match state {
         State::Fail => "❌ <b>fail</b>",
+        State::Error => "🛑 <b>could not be judged</b>",
         other => state_md(other),
     }
 }
 
-/// The chart of median TPOT against concurrency, when at least two concurrencies have both
-/// medians.
+/// The least the chart's y-axis spans each side of zero, in percent: a change of noise stays
+/// small on it, and the rule's lines are always in view.
+const CHART_MIN_SPAN: f64 = 10.0;
+
+/// A concurrency in the chart: its change, the interval's low and high, in percent.
+type Cell = (u32, f64, f64, f64);
+
+/// The chart of the TPOT change per concurrency, when at least two concurrencies have a
+/// change and its interval.
 fn chart(name: &str, items: &[&Item]) -> Option<Chart> {
-    let points: Vec<(u32, f64, f64)> =
-        items
-            .iter()
-            .filter_map(|item| match item.numbers {
-                Some(Numbers::Speed {
-                    concurrency, base_ms: Some(base), pr_ms: Some(pr), ..
-                }) if base.is_finite() && pr.is_finite() => Some((concurrency, base, pr)),
-                _ => None,
-            })
-            .collect();
-    if points.len() < 2 {
+    let mut cells: Vec<Cell> = items
+        .iter()
+        .filter_map(|item| match item.numbers {
+            Some(Numbers::Speed {
+                concurrency,
+                change: Some(change),
+                interval: Some((low, high)),
+                ..
+            }) if change.is_finite() && low.is_finite() && high.is_finite() => {
+                Some((concurrency, change * 100.0, low * 100.0, high * 100.0))
+            }
+            _ => None,
+        })
+        .collect();
+    // A rule's line needs two points to show.
+    if cells.len() < 2 {
         return None;
     }
-    let join = |values: Vec<String>| values.join(", ");
+    cells.sort_by_key(|cell| cell.0);
+    let defaults = prgate_gate::config::GateConfig::defaults();
+    let loss = items
+        .iter()
+        .find_map(|item| percent_after(&item.rule, "loss over "))
+        .unwrap_or(defaults.speed.threshold.get() * 100.0);
+    let gain = defaults.gain.test.threshold.get() * 100.0;
+    let lowest = cells.iter().map(|cell| cell.2).fold(-CHART_MIN_SPAN, f64::min);
+    let highest = cells.iter().map(|cell| cell.3).fold(CHART_MIN_SPAN, f64::max);
+    // Past the least span, a margin of 1% beyond the widest interval.
+    let bottom = if lowest < -CHART_MIN_SPAN { (lowest - 1.0).floor() } else { -CHART_MIN_SPAN };
+    let top = if highest > CHART_MIN_SPAN { (highest + 1.0).ceil() } else { CHART_MIN_SPAN };
+    // The change's mark: 1% of the axis each side of the change.
+    let mark = (top - bottom) * 0.01;
+    let number = |value: f64| {
+        let text = format!("{value:.2}");
+        if text == "-0.00" { "0.00".to_owned() } else { text }
+    };
+    let series = |value: &dyn Fn(&Cell) -> f64| {
+        cells.iter().map(|cell| number(value(cell))).collect::<Vec<_>>().join(", ")
+    };
+    let constant = |value: f64| vec![number(value); cells.len()].join(", ");
     Some(Chart {
-        title_md: format!("{} median TPOT", chart_label(name)),
-        x_md: join(points.iter().map(|(c, _, _)| format!("\"{c}\"")).collect()),
-        base_md: join(points.iter().map(|(_, base, _)| format!("{base:.2}")).collect()),
-        pr_md: join(points.iter().map(|(_, _, pr)| format!("{pr:.2}")).collect()),
+        title_md: format!("{}: TPOT change, PR against base", chart_label(name)),
+        x_md: cells.iter().map(|cell| format!("\"{}\"", cell.0)).collect::<Vec<_>>().join(", "),
+        range_md: format!("{bottom:.0} --> {top:.0}"),
+        bars_md: vec![
+            series(&|&(_, change, _, high)| high.max(change + mark)),
+            series(&|&(_, change, _, _)| change + mark),
+            series(&|&(_, change, _, _)| change - mark),
+            series(&|&(_, change, low, _)| low.min(change - mark)),
+        ],
+        lines_md: vec![constant(loss), constant(-gain), constant(0.0)],
+        loss: format!("{loss:.0}%"),
+        gain: format!("{gain:.0}%"),
+        span: format!("{CHART_MIN_SPAN:.0}%"),
     })
 }
 
-/// A speed cell's test in a few words: the noise it used, from what, and its error rates.
+/// A speed cell's test in a few words, to fit a table cell: the noise it used and from what
+/// (its error rates are in the checklist's line).
 fn speed_test(test: &prgate_gate::verdict::SpeedTest) -> String {
-    let rate = |rate: f64| {
-        let percent = rate * 100.0;
-        if percent >= 1.0 { format!("{percent:.0}%") } else { format!("{percent:.2}%") }
-    };
     let calibration = match test.calibration_samples {
-        Some(samples) => format!("node calibration of {samples}"),
-        None => "no node calibration".to_owned(),
+        Some(samples) => format!(", cal. {samples}"),
+        None => String::new(),
     };
-    let noise = match (test.run_cv, test.degrees_of_freedom) {
-        (Some(cv), Some(df)) => format!("CV {:.1}% ({df:.0} df; {calibration})", cv * 100.0),
-        _ => format!("CV not yet known ({calibration})"),
+    let outliers = match test.outliers.len() {
+        0 => String::new(),
+        n => format!(", {n} re-measured"),
     };
-    let outliers = if test.outliers.is_empty() {
-        String::new()
-    } else {
-        format!("; {} outlier pairs re-measured", test.outliers.len())
-    };
-    format!("{noise}; false fail ≤ {}, miss ≤ {}{outliers}", rate(test.alpha), rate(test.beta))
+    match (test.run_cv, test.degrees_of_freedom) {
+        (Some(cv), Some(df)) => format!("CV {:.1}%, {df:.0} df{calibration}{outliers}", cv * 100.0),
+        _ => format!("CV unknown{calibration}{outliers}"),
+    }
+}
+
+/// The percentage a rule's text names after `words` (`loss over 2%` gives 2).
+fn percent_after(text: &str, words: &str) -> Option<f64> {
+    let rest = &text[text.find(words)? + words.len()..];
+    let number = &rest[..rest.find('%')?];
+    number.parse::<f64>().ok().filter(|value| value.is_finite() && *value > 0.0)
 }
 
 /// A label Mermaid cannot read as syntax: letters, digits, `_`, `-`, `.` and spaces only,
@@ -982,10 +1179,11 @@ fn points(fraction: f64) -> String {
     signed_tenths(fraction * 100.0)
 }
 
-/// A number with its sign and one decimal; what rounds to zero is `+0.0`, never `-0.0`.
+/// A number with its sign and one decimal, rounded first and signed after: what rounds to
+/// zero is `+0.0`, never `-0.0`.
 fn signed_tenths(value: f64) -> String {
-    let value = if value.abs() < 0.05 { 0.0 } else { value };
-    format!("{value:+.1}")
+    let text = format!("{value:+.1}");
+    if text == "-0.0" { "+0.0".to_owned() } else { text }
 }
 
 fn unknown() -> String {

@@ -102,6 +102,54 @@ pub fn markdown_text(text: &str, place: MarkdownPlace) -> String {
     out
 }
 
+/// Text that marks its code with backticks (a finding: ``line 5 `/a/ @team` became ...``) as
+/// Markdown: each backticked part a real code span ([`markdown_code`]), each `@name` a code
+/// span too (GitHub mentions no one inside code, so no invisible character is needed), and
+/// the rest prose ([`markdown_text`]). An unpaired backtick stays prose, escaped. Whatever the
+/// pairing, every part is inert: code spans show text literally and prose is escaped.
+pub fn markdown_text_with_code(text: &str, place: MarkdownPlace) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
+    let parts: Vec<&str> = text.split('`').collect();
+    // Parts at odd indexes are code when a closing backtick follows them.
+    let paired = parts.len() % 2 == 1;
+    for (index, part) in parts.iter().enumerate() {
+        let is_code = index % 2 == 1 && (paired || index + 1 < parts.len() - 1);
+        if is_code && part.is_empty() {
+            // Two backticks in a row: shown as they are.
+            out.push_str("\\`\\`");
+        } else if is_code {
+            out.push_str(&markdown_code(part, place));
+        } else {
+            if index % 2 == 1 {
+                // An unpaired backtick: shown as text.
+                out.push_str("\\`");
+            }
+            push_prose_with_handles(&mut out, part, place);
+        }
+    }
+    out
+}
+
+/// Prose in which each `@name` is a code span: it shows as written and notifies no one.
+fn push_prose_with_handles(out: &mut String, text: &str, place: MarkdownPlace) {
+    let handle_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '/' | '.');
+    let mut rest = text;
+    while let Some(at) = rest.find('@') {
+        let after = &rest[at + 1..];
+        let length = after.find(|c: char| !handle_char(c)).unwrap_or(after.len());
+        let handle = after[..length].trim_end_matches(['.', '/']);
+        if handle.is_empty() {
+            out.push_str(&markdown_text(&rest[..=at], place));
+            rest = after;
+            continue;
+        }
+        out.push_str(&markdown_text(&rest[..at], place));
+        out.push_str(&markdown_code(&format!("@{handle}"), place));
+        rest = &after[handle.len()..];
+    }
+    out.push_str(&markdown_text(rest, place));
+}
+
 /// Text inside raw HTML that GitHub keeps (a `<summary>`, a `<code>`): entities for what HTML
 /// could act on, and an `@` that cannot mention anyone. Markdown is not parsed there.
 pub fn html_text(text: &str) -> String {
@@ -234,6 +282,26 @@ mod tests {
         ];
         for (input, place, expected) in cases {
             assert_eq!(markdown_text(input, place), expected, "{input:?}");
+        }
+    }
+
+    #[test]
+    fn backticked_parts_and_handles_become_code_spans_and_the_rest_stays_prose() {
+        let cases = [
+            (
+                "line 5 `/a/ @team` became `/a/ @x`; owners of a/b.py (@team → @x)",
+                MarkdownPlace::Paragraph,
+                "line 5 `/a/ @team` became `/a/ @x`; owners of a/b.py \\(`@team` → `@x`\\)",
+            ),
+            ("mail @org/team.", MarkdownPlace::Paragraph, "mail `@org/team`."),
+            ("a lone ` and *b*", MarkdownPlace::Paragraph, "a lone \\` and \\*b\\*"),
+            ("`a|b` | c", MarkdownPlace::TableCell, "`a\\|b` \\| c"),
+            ("`<img src=x>` <b>", MarkdownPlace::Paragraph, "`<img src=x>` &lt;b&gt;"),
+            ("an @ alone", MarkdownPlace::Paragraph, "an @&#8203; alone"),
+            ("a `` b", MarkdownPlace::Paragraph, "a \\`\\` b"),
+        ];
+        for (input, place, expected) in cases {
+            assert_eq!(markdown_text_with_code(input, place), expected, "{input:?}");
         }
     }
 

@@ -501,3 +501,112 @@ fn a_run_that_could_not_finish_says_why_and_what_ran() {
     assert!(comment.contains("> [!CAUTION]\n> prgate could not finish: the run was stopped"));
     insta::assert_snapshot!("could_not_finish", comment);
 }
+
+/// The checklist of a comment: each section's heading mark and the marks of its items.
+fn checklist(comment: &str) -> Vec<(String, Vec<String>)> {
+    let mark = |text: &str| text.split(" · ").next().unwrap_or_default().to_owned();
+    let mut sections: Vec<(String, Vec<String>)> = Vec::new();
+    let body = comment.split("### Checklist").nth(1).expect("a checklist");
+    let body = body.split("\n### ").next().unwrap_or(body);
+    for line in body.lines() {
+        if line.starts_with("**") {
+            let state = line.split_once("**: ").map(|(_, state)| state).unwrap_or_default();
+            sections.push((state.to_owned(), Vec::new()));
+        } else if let Some(item) = line.strip_prefix("- ")
+            && let Some((_, items)) = sections.last_mut()
+            && !item.starts_with('…')
+        {
+            items.push(mark(item));
+        }
+    }
+    sections
+}
+
+#[test]
+fn the_headline_names_the_failure_and_each_heading_is_its_worst_item() {
+    let plan = standard_plan();
+    let title = "[Fix] [MI355X] kimi_k31: a fix";
+    let evidence =
+        with(passing(), |e| replace_speed(e, "kimi_k31", 64, 20.1, &[0.06, 0.061, 0.059]));
+    let comment = check(&plan, Some(&judged(&plan, &evidence, Some(title))), &header(title), None);
+    assert!(
+        comment.contains("## ❌ AMD PR test: fail — `kimi_k31` TPOT +6.0% at c=64\n"),
+        "{comment}"
+    );
+    let order = [
+        "◻️ not judged",
+        "✅ pass",
+        "⚠️ warn",
+        "📝 author-provided",
+        "⏳ pending",
+        "🛑 **could not be judged**",
+        "❌ **fail**",
+    ];
+    let rank = |mark: &str| order.iter().position(|known| *known == mark).expect(mark);
+    let sections = checklist(&comment);
+    assert_eq!(sections.len(), 7, "{comment}");
+    for (heading, items) in &sections {
+        match items.iter().map(|item| rank(item)).max() {
+            Some(worst) => assert_eq!(heading, order[worst], "{comment}"),
+            None => assert_eq!(heading, "➖ nothing to check", "{comment}"),
+        }
+    }
+    // An uncovered concurrency is shown, never as a pass.
+    assert!(comment.contains("- ◻️ not judged · `kimi_k31` speed: TPOT +0.0%"), "{comment}");
+    assert!(!comment.contains("-0.0"), "{comment}");
+    // The counts are the items shown.
+    let shown: usize = sections.iter().map(|(_, items)| items.len()).sum();
+    let counted: usize = comment
+        .lines()
+        .find(|line| line.contains("checks judged"))
+        .expect("counts")
+        .split(" · ")
+        .skip(1)
+        .map(|part| part.split(' ').next().and_then(|n| n.parse::<usize>().ok()).expect(part))
+        .sum();
+    assert_eq!(counted, shown, "{comment}");
+}
+
+/// A speed item with a change and its interval, as the gate writes it.
+fn speed_item(concurrency: u32, change: f64, interval: (f64, f64)) -> Item {
+    Item {
+        model: Some("kimi_k31".into()),
+        check: "speed".into(),
+        state: State::Pass,
+        rule: "a median-TPOT loss over 3% at a covered concurrency fails".into(),
+        summary: String::new(),
+        numbers: Some(Numbers::Speed {
+            concurrency,
+            covered: true,
+            base_ms: Some(20.0),
+            pr_ms: Some(20.0),
+            change: Some(change),
+            interval: Some(interval),
+            pairs: 3,
+            confidence: Confidence::High,
+            test: None,
+        }),
+    }
+}
+
+#[test]
+fn the_chart_shows_the_change_against_the_rule_on_an_axis_noise_cannot_fill() {
+    // Noise: the axis keeps its least span, the change a band around its mark.
+    let noise = [speed_item(64, 0.0001, (-0.001, 0.0012)), speed_item(1, -0.0002, (-0.002, 0.001))];
+    let quiet = super::chart("kimi_k31", &noise.iter().collect::<Vec<_>>()).expect("a chart");
+    assert_eq!(quiet.range_md, "-10 --> 10");
+    // Concurrencies in order; the rule's lines from the item's rule (3% here), the gain's 5%.
+    assert_eq!(quiet.x_md, "\"1\", \"64\"");
+    assert_eq!(quiet.lines_md, ["3.00, 3.00", "-5.00, -5.00", "0.00, 0.00"]);
+    // Bars tallest first: the interval's top, the mark's top and bottom, the interval's bottom
+    // (each at least the mark's 0.2% from the change).
+    assert_eq!(quiet.bars_md, ["0.18, 0.21", "0.18, 0.21", "-0.22, -0.19", "-0.22, -0.19"]);
+    // A 25% loss widens the axis to hold its interval.
+    let loss = [speed_item(1, 0.25, (0.2, 0.3)), speed_item(4, 0.01, (0.0, 0.02))];
+    let wide = super::chart("kimi_k31", &loss.iter().collect::<Vec<_>>()).expect("a chart");
+    assert_eq!(wide.range_md, "-10 --> 31");
+    assert_eq!(wide.bars_md[0], "30.00, 2.00");
+    assert_eq!(wide.bars_md[3], "20.00, 0.00");
+    // One concurrency: a rule's line needs two points, the table says it all.
+    assert!(super::chart("kimi_k31", &[&loss[0]]).is_none());
+}
