@@ -429,7 +429,14 @@ pub fn judge_with(request: JudgeRequest<'_>) -> Result<Verdict, EvidenceError> {
     let sections: Vec<Section> = order
         .iter()
         .map(|name| {
-            let items = judge.items.remove(name).unwrap_or_default();
+            let mut items = judge.items.remove(name).unwrap_or_default();
+            // Once the run is over, nothing is still to come: what is open could not be judged.
+            if completion == Completion::Final {
+                for item in items.iter_mut().filter(|item| item.state == State::Pending) {
+                    item.state = State::Error;
+                    item.summary.push_str("; the run ended before it was decided");
+                }
+            }
             let state = items.iter().map(|item| item.state).max().unwrap_or(State::NothingToCheck);
             Section { name: *name, state, items }
         })

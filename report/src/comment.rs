@@ -376,8 +376,6 @@ struct SpeedRow {
     change: String,
     pairs: usize,
     confidence: &'static str,
-    /// The noise and calibration the test used, and its error rates.
-    test: String,
     state_md: &'static str,
 }
 
@@ -948,7 +946,7 @@ fn model_view(name: &str, tier: Option<Tier>, items: &[&Item]) -> ModelView {
                 interval,
                 pairs,
                 confidence,
-                test,
+                ..
             }) => view.speed.push(SpeedRow {
                 // An uncovered concurrency's state says "not judged" and the intro why; only
                 // a state that does not is told.
@@ -971,7 +969,6 @@ fn model_view(name: &str, tier: Option<Tier>, items: &[&Item]) -> ModelView {
                     Confidence::Low => "low: at the pair cap",
                     Confidence::Open => "open",
                 },
-                test: test.as_ref().map_or_else(unknown, speed_test),
                 state_md,
             }),
             Some(Numbers::Accuracy {
@@ -1124,23 +1121,6 @@ fn chart(name: &str, items: &[&Item]) -> Option<Chart> {
         gain: format!("{gain:.0}%"),
         span: format!("{CHART_MIN_SPAN:.0}%"),
     })
-}
-
-/// A speed cell's test in a few words, to fit a table cell: the noise it used and from what
-/// (its error rates are in the checklist's line).
-fn speed_test(test: &prgate_gate::verdict::SpeedTest) -> String {
-    let calibration = match test.calibration_samples {
-        Some(samples) => format!(", cal. {samples}"),
-        None => String::new(),
-    };
-    let outliers = match test.outliers.len() {
-        0 => String::new(),
-        n => format!(", {n} re-measured"),
-    };
-    match (test.run_cv, test.degrees_of_freedom) {
-        (Some(cv), Some(df)) => format!("CV {:.1}%, {df:.0} df{calibration}{outliers}", cv * 100.0),
-        _ => format!("CV unknown{calibration}{outliers}"),
-    }
 }
 
 /// The percentage a rule's text names after `words` (`loss over 2%` gives 2).

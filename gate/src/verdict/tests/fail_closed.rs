@@ -369,3 +369,20 @@ fn the_job_plan_decides_what_must_report() {
     let verdict = final_verdict(&plan, Some(&forgetful), &passing());
     assert!(short(&verdict).starts_with("result error\nerror glm"), "{}", short(&verdict));
 }
+
+#[test]
+fn what_is_still_open_when_the_run_is_over_could_not_be_judged() {
+    // One pair of a covered cell: undecided. Pending while the run goes, an error once over.
+    let evidence = with(passing(), |e| {
+        e.retain(|r| {
+            !(r.model.as_deref() == Some("glm")
+                && matches!(r.outcome, Outcome::SpeedPair { index: 1 | 2, .. }))
+        })
+    });
+    let plan = standard_plan();
+    let over = final_verdict(&plan, None, &evidence);
+    assert_eq!(short(&over), "result error\nerror glm", "{over:#?}");
+    let config = GateConfig::defaults();
+    let going = judge(&plan, &evidence, vec![], false, &config).expect("valid");
+    assert_eq!(short(&going), "result pending\npending glm");
+}
