@@ -623,7 +623,7 @@ fn state_md(state: State) -> &'static str {
         State::Warn => "⚠️ warn",
         State::AuthorProvided => "📝 author-provided",
         State::Pending => "⏳ pending",
-        State::Error => "🛑 **could not be judged**",
+        State::Error => "🛑 **error**",
         State::Fail => "❌ **fail**",
         State::NothingToCheck => "➖ nothing to check",
         State::NotJudged => "◻️ not judged",
@@ -1051,7 +1051,7 @@ fn model_counts_html(items: &[&Item]) -> String {
 fn state_html(state: State) -> &'static str {
     match state {
         State::Fail => "❌ <b>fail</b>",
-        State::Error => "🛑 <b>could not be judged</b>",
+        State::Error => "🛑 <b>error</b>",
         other => state_md(other),
     }
 }

@@ -539,7 +539,7 @@ fn the_headline_names_the_failure_and_each_heading_is_its_worst_item() {
         "⚠️ warn",
         "📝 author-provided",
         "⏳ pending",
-        "🛑 **could not be judged**",
+        "🛑 **error**",
         "❌ **fail**",
     ];
     let rank = |mark: &str| order.iter().position(|known| *known == mark).expect(mark);
