@@ -977,6 +977,14 @@ impl<'a> Judge<'a> {
                 }),
             ) = (base, pr)
             else {
+                // The other side's not-run record, when there is one, is its item already.
+                let not_run = self.records(Some(model), Check::Accuracy).iter().any(|record| {
+                    matches!(&record.outcome, Outcome::NotRun { subject: Some(subject), .. }
+                        if subject.eq_ignore_ascii_case(&benchmark))
+                });
+                if not_run {
+                    continue;
+                }
                 self.push(
                     SectionName::Accuracy,
                     Item {
