@@ -217,11 +217,6 @@ impl CommonSource {
     }
 }
 
-/// `fnv1a64:` and the 64-bit FNV-1a hash of `bytes` in 16 hex digits.
-fn hash_of(bytes: &[u8]) -> String {
-    crate::run::recipe_hash(bytes)
-}
-
 fn read_recipe(tree: &Path, template: &str, model: &str, commit: &str) -> RecipeSource {
     let path = template.replace("{model}", model);
     if !plain_name(model) {
@@ -232,7 +227,7 @@ fn read_recipe(tree: &Path, template: &str, model: &str, commit: &str) -> Recipe
         Ok(None) => RecipeSource::Missing { path },
         Err(error) => RecipeSource::Invalid { path, error, hash: None },
         Ok(Some(bytes)) => {
-            let hash = hash_of(&bytes);
+            let hash = crate::run::recipe_hash(&bytes);
             let short = commit.get(..7).unwrap_or(commit);
             match Recipe::parse(&String::from_utf8_lossy(&bytes), &format!("{path} at {short}")) {
                 Ok(recipe) => RecipeSource::Parsed { recipe: Box::new(recipe), path, hash },
@@ -249,7 +244,7 @@ fn read_common(tree: &Path, path: &str, commit: &str) -> CommonSource {
         Ok(None) => CommonSource::Missing { path: path.to_owned() },
         Err(error) => CommonSource::Invalid { path: path.to_owned(), error, hash: None },
         Ok(Some(bytes)) => {
-            let hash = hash_of(&bytes);
+            let hash = crate::run::recipe_hash(&bytes);
             let short = commit.get(..7).unwrap_or(commit);
             let file = format!("{path} at {short}");
             match CommonRecipe::parse(&String::from_utf8_lossy(&bytes), &file) {
