@@ -63,21 +63,18 @@ pub(crate) struct ModelRecipes {
     pub base_own: Option<Box<Recipe>>,
 }
 
-/// A model's recipe as one side's tree has it.
+/// A recipe (of a model, or of the common checks) as one side's tree has it.
 #[derive(Debug)]
-pub(crate) enum RecipeSource {
-    Parsed { recipe: Box<Recipe>, path: String, hash: String },
+pub(crate) enum Source<R> {
+    Parsed { recipe: Box<R>, path: String, hash: String },
     Missing { path: String },
     Invalid { path: String, error: String, hash: Option<String> },
 }
 
+/// A model's recipe as one side's tree has it.
+pub(crate) type RecipeSource = Source<Recipe>;
 /// The common checks' recipe as one side's tree has it.
-#[derive(Debug)]
-pub(crate) enum CommonSource {
-    Parsed { recipe: Box<CommonRecipe>, path: String, hash: String },
-    Missing { path: String },
-    Invalid { path: String, error: String, hash: Option<String> },
-}
+pub(crate) type CommonSource = Source<CommonRecipe>;
 
 /// What a job plan is made from.
 #[derive(Debug, Clone, Copy)]
@@ -159,14 +156,14 @@ impl Job {
     }
 }
 
-impl RecipeSource {
+impl<R> Source<R> {
     fn state(&self) -> RecipeState {
         match self {
-            RecipeSource::Parsed { path, hash, .. } => {
+            Source::Parsed { path, hash, .. } => {
                 RecipeState::Parsed { path: path.clone(), hash: hash.clone() }
             }
-            RecipeSource::Missing { path } => RecipeState::Missing { path: path.clone() },
-            RecipeSource::Invalid { path, error, hash } => RecipeState::Invalid {
+            Source::Missing { path } => RecipeState::Missing { path: path.clone() },
+            Source::Invalid { path, error, hash } => RecipeState::Invalid {
                 path: path.clone(),
                 hash: hash.clone().unwrap_or_default(),
                 error: error.clone(),
@@ -177,42 +174,42 @@ impl RecipeSource {
     /// Where the recipe is (or would be) in its tree.
     pub(crate) fn path(&self) -> &str {
         match self {
-            RecipeSource::Parsed { path, .. }
-            | RecipeSource::Missing { path }
-            | RecipeSource::Invalid { path, .. } => path,
+            Source::Parsed { path, .. }
+            | Source::Missing { path }
+            | Source::Invalid { path, .. } => path,
         }
     }
 
     /// The hash of the recipe file, when there is one.
     pub(crate) fn hash(&self) -> Option<&str> {
         match self {
-            RecipeSource::Parsed { hash, .. } => Some(hash),
-            RecipeSource::Invalid { hash, .. } => hash.as_deref(),
-            RecipeSource::Missing { .. } => None,
+            Source::Parsed { hash, .. } => Some(hash),
+            Source::Invalid { hash, .. } => hash.as_deref(),
+            Source::Missing { .. } => None,
         }
     }
-}
 
-impl CommonSource {
-    fn state(&self) -> RecipeState {
-        match self {
-            CommonSource::Parsed { path, hash, .. } => {
-                RecipeState::Parsed { path: path.clone(), hash: hash.clone() }
+    /// The recipe at `path` in `tree` (of `commit`, for errors), checked by `parse`.
+    fn read<E: std::fmt::Display>(
+        tree: &Path,
+        path: String,
+        commit: &str,
+        parse: impl FnOnce(&str, &str) -> Result<R, E>,
+    ) -> Source<R> {
+        match read_tree_file(tree, &path, RECIPE_LIMIT) {
+            Ok(None) => Source::Missing { path },
+            Err(error) => Source::Invalid { path, error, hash: None },
+            Ok(Some(bytes)) => {
+                let hash = crate::run::recipe_hash(&bytes);
+                let short = commit.get(..7).unwrap_or(commit);
+                let file = format!("{path} at {short}");
+                match parse(&String::from_utf8_lossy(&bytes), &file) {
+                    Ok(recipe) => Source::Parsed { recipe: Box::new(recipe), path, hash },
+                    Err(error) => {
+                        Source::Invalid { path, error: error.to_string(), hash: Some(hash) }
+                    }
+                }
             }
-            CommonSource::Missing { path } => RecipeState::Missing { path: path.clone() },
-            CommonSource::Invalid { path, error, hash } => RecipeState::Invalid {
-                path: path.clone(),
-                hash: hash.clone().unwrap_or_default(),
-                error: error.clone(),
-            },
-        }
-    }
-
-    pub(crate) fn hash(&self) -> Option<&str> {
-        match self {
-            CommonSource::Parsed { hash, .. } => Some(hash),
-            CommonSource::Invalid { hash, .. } => hash.as_deref(),
-            CommonSource::Missing { .. } => None,
         }
     }
 }
@@ -221,44 +218,13 @@ fn read_recipe(tree: &Path, template: &str, model: &str, commit: &str) -> Recipe
     let path = template.replace("{model}", model);
     if !plain_name(model) {
         let error = format!("the model name {model:?} is not one plain path component");
-        return RecipeSource::Invalid { path, error, hash: None };
+        return Source::Invalid { path, error, hash: None };
     }
-    match read_tree_file(tree, &path, RECIPE_LIMIT) {
-        Ok(None) => RecipeSource::Missing { path },
-        Err(error) => RecipeSource::Invalid { path, error, hash: None },
-        Ok(Some(bytes)) => {
-            let hash = crate::run::recipe_hash(&bytes);
-            let short = commit.get(..7).unwrap_or(commit);
-            match Recipe::parse(&String::from_utf8_lossy(&bytes), &format!("{path} at {short}")) {
-                Ok(recipe) => RecipeSource::Parsed { recipe: Box::new(recipe), path, hash },
-                Err(error) => {
-                    RecipeSource::Invalid { path, error: error.to_string(), hash: Some(hash) }
-                }
-            }
-        }
-    }
+    Source::read(tree, path, commit, Recipe::parse)
 }
 
 fn read_common(tree: &Path, path: &str, commit: &str) -> CommonSource {
-    match read_tree_file(tree, path, RECIPE_LIMIT) {
-        Ok(None) => CommonSource::Missing { path: path.to_owned() },
-        Err(error) => CommonSource::Invalid { path: path.to_owned(), error, hash: None },
-        Ok(Some(bytes)) => {
-            let hash = crate::run::recipe_hash(&bytes);
-            let short = commit.get(..7).unwrap_or(commit);
-            let file = format!("{path} at {short}");
-            match CommonRecipe::parse(&String::from_utf8_lossy(&bytes), &file) {
-                Ok(recipe) => {
-                    CommonSource::Parsed { recipe: Box::new(recipe), path: path.to_owned(), hash }
-                }
-                Err(error) => CommonSource::Invalid {
-                    path: path.to_owned(),
-                    error: error.to_string(),
-                    hash: Some(hash),
-                },
-            }
-        }
-    }
+    Source::read(tree, path.to_owned(), commit, CommonRecipe::parse)
 }
 
 /// Whether `name` is one plain path component: not empty, no separator, not `.` or `..`.
