@@ -1,17 +1,16 @@
 //! `prgate plan --estimate`: each planned model's GPU time and the models scheduled onto nodes.
 //!
 //! The shell around `prgate_runner::schedule`: it reads the recipes from the plan's head (the
-//! PR's tree, as the runner will), the node profiles and the history files, and prints the
-//! result in the plan's three formats. The JSON object is documented in docs/plan.md; the
+//! PR's tree, as the runner will), the node profiles and the history files; `report::estimate`
+//! renders the result in the plan's three formats. The JSON object is documented in docs/plan.md; the
 //! estimate and the algorithm in docs/schedule.md.
 
-use std::collections::BTreeSet;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use clap::{ArgGroup, Args};
-use prgate_report::escape::{MarkdownPlace, markdown_code, markdown_text, terminal};
+pub(crate) use prgate_report::estimate::EstimateOutput;
+use prgate_report::estimate::{JobOutput, NodeOutput, PartOutput};
 use prgate_runner::node::NodeProfile;
 use prgate_runner::recipe::Recipe;
 use prgate_runner::recipe::common::CommonRecipe;
@@ -21,7 +20,6 @@ use prgate_runner::schedule::{
 };
 use prgate_scope::Plan;
 use prgate_scope::plan::Tier;
-use serde::Serialize;
 
 /// The estimate's options of `prgate plan`.
 #[derive(Debug, Args)]
@@ -51,47 +49,6 @@ pub(crate) struct EstimateArgs {
     /// Each part of a model's estimate comes from the latest run that has it.
     #[arg(long, value_name = "FILE", requires = "estimate")]
     history: Vec<PathBuf>,
-}
-
-/// The `estimate` object of `prgate plan --format json`; docs/plan.md documents it.
-#[derive(Debug, Serialize)]
-pub(crate) struct EstimateOutput {
-    pub(crate) nodes: Vec<NodeOutput>,
-    pub(crate) jobs: Vec<JobOutput>,
-    pub(crate) makespan_seconds: u64,
-    pub(crate) lower_bound_seconds: u64,
-    pub(crate) lower_bound_basis: String,
-    pub(crate) optimal: bool,
-    pub(crate) history_files: usize,
-}
-
-#[derive(Debug, Serialize)]
-pub(crate) struct NodeOutput {
-    pub(crate) name: String,
-    pub(crate) hardware: String,
-    pub(crate) seconds: u64,
-    /// Its jobs, longest first: model names, `null` for the common checks.
-    pub(crate) jobs: Vec<Option<String>>,
-}
-
-#[derive(Debug, Serialize)]
-pub(crate) struct JobOutput {
-    /// `null` for the common checks.
-    pub(crate) model: Option<String>,
-    pub(crate) tier: Option<Tier>,
-    pub(crate) seconds: u64,
-    pub(crate) source: &'static str,
-    pub(crate) node: Option<String>,
-    pub(crate) unschedulable: Option<String>,
-    pub(crate) note: Option<String>,
-    parts: Vec<PartOutput>,
-}
-
-#[derive(Debug, Serialize)]
-struct PartOutput {
-    part: String,
-    seconds: u64,
-    source: &'static str,
 }
 
 /// A recipe as head's tree has it.
@@ -162,10 +119,7 @@ pub(crate) fn estimate_plan(
         jobs.push(Job::for_common_checks(&estimate));
         details.push((None, estimate, recipe.note()));
     }
-    for model in &plan.models {
-        if model.removed || model.tier == Tier::None {
-            continue;
-        }
+    for model in plan.running_models() {
         let path = DEFAULT_RECIPE_PATH.replace("{model}", &model.name);
         let recipe = head.recipe(&path, Recipe::parse);
         let estimate = estimate_model(model, recipe.parsed(), history);
@@ -175,6 +129,8 @@ pub(crate) fn estimate_plan(
 
     let schedule = schedule::schedule(&jobs, nodes, Method::Exact);
     let seconds = schedule::whole_seconds;
+    let unplaced =
+        |job: usize| schedule.unschedulable().iter().find(|unschedulable| unschedulable.job == job);
     let node_name = |job: usize| schedule.node_of(job).map(|node| nodes[node].name.clone());
     let job_outputs = jobs
         .iter()
@@ -186,11 +142,8 @@ pub(crate) fn estimate_plan(
             seconds: seconds(job.duration),
             source: estimate.source().as_str(),
             node: node_name(index),
-            unschedulable: schedule
-                .unschedulable()
-                .iter()
-                .find(|unschedulable| unschedulable.job == index)
-                .map(|unschedulable| unschedulable.reason.clone()),
+            unschedulable: unplaced(index).map(|unschedulable| unschedulable.reason.clone()),
+            not_run: unplaced(index).map(|unschedulable| unschedulable.not_run),
             note,
             parts: estimate
                 .parts()
@@ -250,12 +203,7 @@ fn read_nodes(args: &EstimateArgs) -> anyhow::Result<Vec<Node>> {
                 profile.name()
             );
         }
-        nodes.push(Node {
-            name: profile.name().to_owned(),
-            hardware: profile.hardware().to_owned(),
-            gpus: Some(u32::try_from(profile.gpu_count()).unwrap_or(u32::MAX)),
-            checkpoints: Some(profile.checkpoints().keys().cloned().collect::<BTreeSet<_>>()),
-        });
+        nodes.push(Node::from(&profile));
     }
     Ok(nodes)
 }
@@ -314,168 +262,5 @@ impl HeadTree {
                 Err(error) => RecipeState::Invalid(error.to_string()),
             },
         }
-    }
-}
-
-/// `5h03m`, `42m`, `0m`: minutes rounded up.
-pub(crate) fn clock(seconds: u64) -> String {
-    let minutes = seconds.div_ceil(60);
-    if minutes >= 60 {
-        format!("{}h{:02}m", minutes / 60, minutes % 60)
-    } else {
-        format!("{minutes}m")
-    }
-}
-
-impl EstimateOutput {
-    fn job_name(job: &JobOutput) -> String {
-        job.model.clone().unwrap_or_else(|| "(common checks)".to_owned())
-    }
-
-    fn source_text(job: &JobOutput) -> String {
-        match (job.source, job.parts.iter().filter(|part| part.source == "history").count()) {
-            ("no-recipe", _) => "no recipe".to_owned(),
-            ("recipe", _) => "recipe".to_owned(),
-            (source, parts) => format!("{source} ({parts} parts)"),
-        }
-    }
-
-    fn summary(&self) -> String {
-        let bound =
-            format!("lower bound {} ({})", clock(self.lower_bound_seconds), self.lower_bound_basis);
-        if self.optimal {
-            format!("makespan {}; {bound}; no schedule is shorter", clock(self.makespan_seconds))
-        } else {
-            format!("makespan {}; {bound}", clock(self.makespan_seconds))
-        }
-    }
-
-    /// The estimate as terminal tables, after the plan's.
-    pub(crate) fn human(&self) -> String {
-        let mut out = String::new();
-        let history = match self.history_files {
-            0 => "no history".to_owned(),
-            1 => "1 history file".to_owned(),
-            files => format!("{files} history files"),
-        };
-        let _ = writeln!(out, "\nestimate on {} nodes, {history}", self.nodes.len());
-        let rows: Vec<[String; 5]> = self
-            .jobs
-            .iter()
-            .map(|job| {
-                let node = match (&job.node, &job.unschedulable) {
-                    (Some(node), _) => terminal(node),
-                    (None, Some(reason)) => format!("none: {}", terminal(reason)),
-                    (None, None) => "none".to_owned(),
-                };
-                [
-                    terminal(&Self::job_name(job)),
-                    job.tier.map_or("", Tier::as_str).to_owned(),
-                    clock(job.seconds),
-                    Self::source_text(job),
-                    node,
-                ]
-            })
-            .collect();
-        table(&mut out, ["model", "tier", "time", "from", "node"], &rows);
-        for job in &self.jobs {
-            if let Some(note) = &job.note {
-                // A recipe's error may run over lines (TOML's): each indented under the first.
-                let mut lines = note.lines();
-                let first = lines.next().unwrap_or_default();
-                let _ =
-                    writeln!(out, "note: {}: {}", terminal(&Self::job_name(job)), terminal(first));
-                for line in lines {
-                    let _ = writeln!(out, "      {}", terminal(line));
-                }
-            }
-        }
-        let _ = writeln!(out);
-        let rows: Vec<[String; 4]> = self
-            .nodes
-            .iter()
-            .map(|node| {
-                let jobs: Vec<String> = node
-                    .jobs
-                    .iter()
-                    .map(|job| terminal(job.as_deref().unwrap_or("(common checks)")))
-                    .collect();
-                [
-                    terminal(&node.name),
-                    terminal(&node.hardware),
-                    clock(node.seconds),
-                    jobs.join(", "),
-                ]
-            })
-            .collect();
-        table(&mut out, ["node", "hardware", "total", "models"], &rows);
-        let _ = writeln!(out, "\n{}", terminal(&self.summary()));
-        out
-    }
-
-    /// The estimate as Markdown, after the plan's.
-    pub(crate) fn markdown(&self) -> String {
-        let cell = |text: &str| markdown_code(text, MarkdownPlace::TableCell);
-        let prose = |text: &str| markdown_text(text, MarkdownPlace::TableCell);
-        let name = |model: Option<&str>| model.map_or_else(|| "common checks".to_owned(), cell);
-        let mut out = String::new();
-        let _ = writeln!(out, "\n### Estimate on {} nodes\n", self.nodes.len());
-        let _ = writeln!(out, "| model | tier | time | from | node |");
-        let _ = writeln!(out, "| --- | --- | --- | --- | --- |");
-        for job in &self.jobs {
-            let node = match (&job.node, &job.unschedulable) {
-                (Some(node), _) => cell(node),
-                (None, Some(reason)) => format!("none: {}", prose(reason)),
-                (None, None) => "none".to_owned(),
-            };
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {} | {node} |",
-                name(job.model.as_deref()),
-                job.tier.map_or("", Tier::as_str),
-                clock(job.seconds),
-                Self::source_text(job)
-            );
-        }
-        let _ = writeln!(out, "\n| node | hardware | total | models |");
-        let _ = writeln!(out, "| --- | --- | --- | --- |");
-        for node in &self.nodes {
-            let jobs: Vec<String> = node.jobs.iter().map(|job| name(job.as_deref())).collect();
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {} |",
-                cell(&node.name),
-                cell(&node.hardware),
-                clock(node.seconds),
-                jobs.join(", ")
-            );
-        }
-        let _ = writeln!(out, "\n{}", markdown_text(&self.summary(), MarkdownPlace::Paragraph));
-        out
-    }
-}
-
-/// Left-aligned columns two spaces apart; the last column is not padded.
-fn table<const N: usize>(out: &mut String, header: [&str; N], rows: &[[String; N]]) {
-    let mut widths = header.map(|title| title.chars().count());
-    for row in rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let mut line = |cells: Vec<&str>| {
-        let mut text = String::new();
-        for (index, cell) in cells.iter().enumerate() {
-            if index + 1 == N {
-                text.push_str(cell);
-            } else {
-                let _ = write!(text, "{cell:<width$}  ", width = widths[index]);
-            }
-        }
-        let _ = writeln!(out, "{}", text.trim_end());
-    };
-    line(header.to_vec());
-    for row in rows {
-        line(row.iter().map(String::as_str).collect());
     }
 }
