@@ -317,6 +317,7 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
     let failure = preflight.err();
     if let Some(failure) = &failure {
         runner.summary.notes.push(format!("the preflight found: {}", failure.to_not_run().1));
+        runner.summary.notes.extend(crate::health::record_preflight(node, failure, None));
     }
     if let Some(failure) = failure.as_ref().filter(|failure| failure.blocks_run()) {
         let (reason, detail) = failure.to_not_run();
