@@ -203,7 +203,7 @@ impl CommandRunner for SystemCommands {
                 let tail = crate::process::tail(&log, 5).unwrap_or_default();
                 Err(error(format!("{status}: {}", tail.trim())))
             }
-            Finished::TimedOut(_) => Err(error(format!(
+            Finished::TimedOut(_) | Finished::Stalled { .. } => Err(error(format!(
                 "gave no answer within {}s and was stopped",
                 self.timeout.as_secs()
             ))),
