@@ -589,4 +589,3 @@ fn recorded_pairs(
 fn any_missing(completed: &BTreeSet<StepId>, steps: &[StepId]) -> bool {
     steps.iter().any(|step| !completed.contains(step))
 }
-

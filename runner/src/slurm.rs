@@ -56,11 +56,11 @@ pub use job::{JobRecord, JobState, QUEUE_FORMAT, QueueEntry, parse_queue};
 use self::client::{BatchScript, Slurm};
 use self::gather::{not_run_record, steps_of, unrecorded};
 use self::progress::{Display, JobLine};
+use crate::key::Key;
 use crate::node::NodeProfile;
 use crate::recipe::Recipe;
 use crate::recipe::common::CommonRecipe;
 use crate::results::{Event, EventWriter, ResultsDir, ResultsError};
-use crate::key::Key;
 use crate::run::COMMON_CHECKS;
 use crate::schedule::{History, estimate_common, estimate_model};
 

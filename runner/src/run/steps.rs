@@ -12,15 +12,13 @@ use prgate_scope::plan::{ModelPlan, Tier};
 use super::emit::Emitter;
 use super::exec::{Command, Exec};
 use super::server::{Launch, Server, ServerFailure, routing, server_log_tail, with_log_tail};
-use super::{
-    RunError, RunRequest, RunSummary, any_missing, evidence, not_run, recorded_pairs,
-};
+use super::{RunError, RunRequest, RunSummary, any_missing, evidence, not_run, recorded_pairs};
 use crate::accuracy::{self, EvalConfig, gated, sgl_eval};
-use crate::key::Key;
 use crate::bench::{self, BenchConfig, Endpoint};
 use crate::cache::{AccuracyKey, Cache, NoiseKey};
 use crate::job::{CommonSource, RecipeSource};
 use crate::junit::{self, PytestCommand};
+use crate::key::Key;
 use crate::recipe::timing::parse_timing_output;
 use crate::recipe::{
     AccuracyBenchmark, Evaluator, ExternalSpeed, Install, NotRunnable, Recipe, SpeedBenchmark,
