@@ -27,6 +27,9 @@
 //! - [`container`]: the container launcher: a command for a run as the engine's `run`, with
 //!   the node's GPUs only, the checkpoints read-only, loopback ports and an explicit
 //!   environment; stopping, cleanup by label and the image's digest (`docs/container.md`);
+//! - [`health`]: the node health ledger: strikes attributed to a node (preflight findings,
+//!   a step broken on both sides, GPU errors in base-side logs), its drain after too many,
+//!   and its re-admission by a passing canary;
 //! - [`lock`]: the host lock: one run on a host at a time, a refusal that names the holder,
 //!   and no stale lock after a killed run;
 //! - [`preflight`]: before any install, whether the node has what the run needs: its GPUs
@@ -48,6 +51,7 @@ pub mod bench;
 pub mod cache;
 pub mod container;
 pub mod export;
+pub mod health;
 pub mod job;
 pub mod junit;
 pub mod key;

@@ -253,6 +253,10 @@ pub struct StepTimeouts {
     pub kernel_timing: Option<Duration>,
     pub accuracy: Option<Duration>,
     pub speed_run: Option<Duration>,
+    /// How long any command of the recipe may go without progress before it is stopped
+    /// (`crate::process::ProgressWatch`); `None` leaves the runner's default
+    /// ([`crate::process::DEFAULT_STALL`]).
+    pub stall: Option<crate::process::StallLimit>,
 }
 
 /// Why a recipe was refused: the file and what is wrong, as every config file says it.
@@ -967,6 +971,13 @@ impl Checker<'_> {
                 .optional_duration("timeouts.kernel-timing", raw.kernel_timing.as_ref())?,
             accuracy: self.optional_duration("timeouts.accuracy", raw.accuracy.as_ref())?,
             speed_run: self.optional_duration("timeouts.speed-run", raw.speed_run.as_ref())?,
+            stall: match raw.stall.as_ref() {
+                None => None,
+                Some(text) => Some(
+                    crate::process::StallLimit::try_from(self.duration("timeouts.stall", text)?)
+                        .map_err(|error| self.value("timeouts.stall", text, error.to_string()))?,
+                ),
+            },
         })
     }
 }
@@ -1141,4 +1152,5 @@ struct RawTimeouts {
     kernel_timing: Option<String>,
     accuracy: Option<String>,
     speed_run: Option<String>,
+    stall: Option<String>,
 }

@@ -56,6 +56,11 @@
 //! A whole-run time limit (`RunRequest::time_limit`) cuts every command to the time left; once
 //! it has passed, the steps still to run are recorded `timeout` without running.
 //!
+//! Every command also has a progress watchdog (`crate::process::ProgressWatch`): one whose log
+//! and output folder do not change for the recipe's `timeouts.stall` (20 minutes unless it
+//! says otherwise) is stopped and recorded `stalled`, a failure like `timeout`, whose detail
+//! names the limit that ended it.
+//!
 //! # Provenance
 //!
 //! Every record names the node, the image (its digest when the profile pins one, else its
@@ -280,6 +285,7 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
             node,
             processes: &processes,
             python: request.python,
+            stall: crate::process::StallLimit::default(),
         },
     };
     let removed = runner.exec.remove_leftovers();
@@ -317,6 +323,7 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
     let failure = preflight.err();
     if let Some(failure) = &failure {
         runner.summary.notes.push(format!("the preflight found: {}", failure.to_not_run().1));
+        runner.summary.notes.extend(crate::health::record_preflight(node, failure, None));
     }
     if let Some(failure) = failure.as_ref().filter(|failure| failure.blocks_run()) {
         let (reason, detail) = failure.to_not_run();
@@ -374,6 +381,7 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
         node,
         processes: &processes,
         python: request.python,
+        stall: crate::process::StallLimit::default(),
     }
     .remove_leftovers();
     summary.notes.extend(removed);

@@ -285,6 +285,8 @@ impl Runner<'_> {
                 return self.record_blocked(subject, target);
             }
         };
+        // The common recipe has no stall limit of its own.
+        self.exec.stall = crate::process::StallLimit::default();
         for &(side, tree) in sides {
             if self.skip_if_done(subject, Check::CommonTests, side, None)? {
                 continue;
@@ -312,6 +314,8 @@ impl Runner<'_> {
                 return self.record_blocked(&job.subject, job.target);
             }
         };
+        // Every command of the model's steps is stopped when it stalls for the recipe's limit.
+        self.exec.stall = recipe.timeouts().stall.unwrap_or_default();
         let blockers = recipe.check_runs_on(self.request.node).err();
         self.tests(job, recipe)?;
         if job.full() {
