@@ -128,10 +128,11 @@ pub fn markdown_text(text: &str, place: MarkdownPlace) -> String {
                 out.push('\\');
                 out.push(c);
             }
-            // Bare links (`https://…`, `www.…`) become clickable in the bot's comment: break
-            // them with a zero-width space.
+            // Bare links (`https://…`, `www.…`) become clickable in the bot's comment: a
+            // character reference for the `:` or the `.` keeps GFM's autolink from seeing them
+            // (and leaves no invisible character in the text a reader copies).
             ':' if chars.get(index + 1) == Some(&'/') && chars.get(index + 2) == Some(&'/') => {
-                out.push_str(":&#8203;");
+                out.push_str("&#58;");
             }
             '.' if index >= 3
                 && chars[index - 3..index]
@@ -139,7 +140,7 @@ pub fn markdown_text(text: &str, place: MarkdownPlace) -> String {
                     .collect::<String>()
                     .eq_ignore_ascii_case("www") =>
             {
-                out.push_str("&#8203;.");
+                out.push_str("&#46;");
             }
             _ => push_visible(&mut out, c),
         }
@@ -342,13 +343,13 @@ mod tests {
                 "&lt;img src=x onerror=alert\\(1\\)&gt;",
             ),
             ("-->", MarkdownPlace::Paragraph, "--&gt;"),
-            ("[click](http://x)", MarkdownPlace::Paragraph, "\\[click\\]\\(http:&#8203;//x\\)"),
+            ("[click](http://x)", MarkdownPlace::Paragraph, "\\[click\\]\\(http&#58;//x\\)"),
             (
                 "see org/repo#12 and #3",
                 MarkdownPlace::Paragraph,
                 "see org/repo\\#&#8203;12 and \\#&#8203;3",
             ),
-            ("www.evil.example", MarkdownPlace::Paragraph, "www&#8203;.evil.example"),
+            ("www.evil.example", MarkdownPlace::Paragraph, "www&#46;evil.example"),
             ("**bold** `code`", MarkdownPlace::Paragraph, "\\*\\*bold\\*\\* \\`code\\`"),
             ("a | b", MarkdownPlace::TableCell, "a \\| b"),
             ("line\nbreak", MarkdownPlace::Paragraph, "line\\u{a}break"),
