@@ -48,7 +48,7 @@
 //! | `at` | when, RFC 3339 in UTC to the second |
 //! | `node` | the node's name (the file's name without `.jsonl`) |
 //! | `event` | `strike`, `drain` or `admit` |
-//! | `source` | a strike's: `preflight`, `both-sides-broken`, `gpu-error-in-log`, `slurm-node-fail`, `manual`; a drain's: `strikes`, `manual`; an admit's: `canary`, `manual` |
+//! | `source` | a strike's: `preflight`, `both-sides-broken`, `gpu-error-in-log`, `slurm-node-fail`, `canary` (a failed canary), `manual`; a drain's: `strikes`, `manual`; an admit's: `canary`, `manual` |
 //! | `detail` | what happened, in words |
 //! | `run` | optional: the run that saw it |
 //!
@@ -67,8 +67,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::node::NodeProfile;
 
+mod canary;
 #[cfg(test)]
 mod tests;
+
+pub use canary::{Canary, CanaryReport};
 
 /// The version of the ledger's lines.
 pub const LEDGER_VERSION: u32 = 1;
@@ -128,7 +131,7 @@ pub enum Source {
     SlurmNodeFail,
     /// The strikes reached the policy's count.
     Strikes,
-    /// A passing canary.
+    /// The canary: an admit when it passes, a strike for each of its failures.
     Canary,
     /// A person, with `prgate node`.
     Manual,
@@ -206,6 +209,32 @@ impl NodeHealth {
             count => format!("{count} strike(s) since it was last admitted"),
         };
         format!("{}: {state}; {strikes}", self.node)
+    }
+}
+
+/// A node's state as `prgate node status --format json` prints it (docs/node.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Status {
+    pub node: String,
+    pub drained: bool,
+    /// When it was drained, RFC 3339; null when it is not.
+    pub drained_since: Option<String>,
+    /// Why, in words; null when it is not drained.
+    pub drained_because: Option<String>,
+    /// The strikes since it was last admitted.
+    pub strikes: usize,
+}
+
+impl From<&NodeHealth> for Status {
+    fn from(health: &NodeHealth) -> Status {
+        Status {
+            node: health.node.clone(),
+            drained: health.is_drained(),
+            drained_since: health.drained.as_ref().map(|drain| rfc3339(drain.at)),
+            drained_because: health.drained.as_ref().map(|drain| drain.detail.clone()),
+            strikes: health.strikes.len(),
+        }
     }
 }
 
