@@ -48,8 +48,10 @@
 //!   mean for the verdict ([`NotRunKind`], docs/gate.md "Not run"):
 //!   - a coverage gap, author-provided: `no-checkpoint`, `hardware-absent`, `no-recipe` (none on
 //!     either side), `gated-dataset`;
-//!   - broken by what it runs, a failure on the PR side: `timeout`, `crash`, `recipe-removed`,
-//!     `recipe-invalid`, `no-result`;
+//!   - broken by what it runs, a failure on the PR side: `timeout` (its wall-clock limit),
+//!     `stalled` (no progress for its stall limit: no new output in its log, no file written
+//!     in its output folder; added in place, an older gate reads it as `other`), `crash`,
+//!     `recipe-removed`, `recipe-invalid`, `no-result`;
 //!   - the node cannot judge, the run ends in `error`: `harness`, `run-time-limit`, `node`,
 //!     `no-evidence`, `other` (and any reason this gate does not know);
 //!   - `nothing-to-check`: the recipe asks nothing of the check.
@@ -224,7 +226,11 @@ pub enum NotRunReason {
     HardwareAbsent,
     NoRecipe,
     GatedDataset,
+    /// The step ran past its wall-clock limit.
     Timeout,
+    /// The step made no progress (no new output, no file written) for its stall limit and was
+    /// stopped before its wall-clock limit.
+    Stalled,
     Crash,
     /// The PR removed a recipe the base side has.
     RecipeRemoved,
@@ -272,6 +278,7 @@ impl NotRunReason {
             NotRunReason::NoRecipe => "no serving recipe",
             NotRunReason::GatedDataset => "a gated dataset and no token on the runner",
             NotRunReason::Timeout => "timed out",
+            NotRunReason::Stalled => "made no progress and was stopped",
             NotRunReason::Crash => "crashed",
             NotRunReason::RecipeRemoved => "the PR removed its recipe",
             NotRunReason::RecipeInvalid => "the PR's recipe is not valid",
@@ -293,6 +300,7 @@ impl NotRunReason {
             | NotRunReason::NoRecipe
             | NotRunReason::GatedDataset => NotRunKind::CoverageGap,
             NotRunReason::Timeout
+            | NotRunReason::Stalled
             | NotRunReason::Crash
             | NotRunReason::RecipeRemoved
             | NotRunReason::RecipeInvalid

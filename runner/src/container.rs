@@ -564,20 +564,26 @@ impl Container {
     /// ([`Container::stop`]). The exit status is the engine client's: the command's, or 125
     /// to 127 when the engine could not run it.
     pub fn wait_with_timeout(&mut self, timeout: Duration) -> Result<Finished, ContainerError> {
-        let deadline = crate::process::deadline_after(timeout);
-        let mut pause = Duration::from_millis(5);
+        self.wait_with_limits(&crate::process::Limits::wall_clock(timeout))
+    }
+
+    /// [`Container::wait_with_timeout`], and also stops the container when nothing of what
+    /// `limits.stall` watches changes for its limit (`crate::process::ProgressWatch`).
+    pub fn wait_with_limits(
+        &mut self,
+        limits: &crate::process::Limits,
+    ) -> Result<Finished, ContainerError> {
+        let mut waiter = crate::process::Waiter::new(limits);
         loop {
             if let Some(status) = self.client.try_wait()? {
                 let stopped = self.client.stop()?;
                 self.stopped = Some(stopped);
                 return Ok(Finished::Exited(status));
             }
-            let now = Instant::now();
-            if now >= deadline {
-                return self.stop().map(Finished::TimedOut);
+            if let Some(ending) = waiter.ended() {
+                return self.stop().map(|stopped| ending.finished(stopped));
             }
-            thread::sleep(pause.min(deadline - now));
-            pause = (pause * 2).min(Duration::from_millis(100));
+            waiter.pause();
         }
     }
 

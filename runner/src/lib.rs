@@ -42,6 +42,7 @@
 //!   job that did not complete recorded as `not-run` evidence (`docs/slurm.md`);
 //! - [`redact`]: the node's secret values replaced by `[redacted NAME]` in everything prgate
 //!   writes (evidence, events, comment, summary, report);
+//! - [`key`]: content keys (SHA-256) for recipes, cache entries and ids;
 //! - [`untrusted`]: reading a file of a PR's tree or a container's output folder: a regular
 //!   file below its root, no link followed at any component, size-capped.
 
@@ -53,6 +54,7 @@ pub mod export;
 pub mod health;
 pub mod job;
 pub mod junit;
+pub mod key;
 pub mod lock;
 pub mod node;
 pub mod preflight;

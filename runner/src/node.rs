@@ -129,39 +129,17 @@ pub struct Image {
     pub digest: Option<String>,
 }
 
-/// Why a node profile was refused. Every variant names the file it came from.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NodeError {
-    /// The file is not valid TOML or does not have the expected shape (unknown key, wrong type).
-    #[error("{file}: {message}")]
-    Syntax { file: String, message: String },
-    /// A value has the right type but is not acceptable.
-    #[error("{file}: {key} = {value}: {problem}")]
-    Value { file: String, key: String, value: String, problem: String },
-    /// A key is wrong as a whole (an empty list, two lists that do not match).
-    #[error("{file}: {key}: {problem}")]
-    Key { file: String, key: String, problem: String },
-}
+/// Why a node profile was refused: the file and what is wrong, as every config file says it.
+pub type NodeError = prgate_scope::ConfigError;
 
 impl NodeProfile {
     /// Parses and checks the text of a node profile. `file` names it in errors.
     pub fn parse(text: &str, file: &str) -> Result<NodeProfile, NodeError> {
-        let raw: RawNode = toml::from_str(text).map_err(|error| NodeError::Syntax {
-            file: file.to_owned(),
-            message: error.to_string().trim_end().to_owned(),
-        })?;
-        let value_error =
-            |key: &str, value: &dyn std::fmt::Debug, problem: String| NodeError::Value {
-                file: file.to_owned(),
-                key: key.to_owned(),
-                value: format!("{value:?}"),
-                problem,
-            };
-        let key_error = |key: &str, problem: &str| NodeError::Key {
-            file: file.to_owned(),
-            key: key.to_owned(),
-            problem: problem.to_owned(),
+        let raw: RawNode = NodeError::parse_toml(text, file)?;
+        let value_error = |key: &str, value: &dyn std::fmt::Debug, problem: String| {
+            NodeError::value(file, key, value, problem)
         };
+        let key_error = |key: &str, problem: &str| NodeError::key(file, key, problem);
 
         check_name(&raw.name).map_err(|problem| value_error("name", &raw.name, problem))?;
         check_hardware(&raw.hardware)

@@ -220,7 +220,7 @@ impl CommandRunner for SystemCommands {
                 let tail = crate::process::tail(&log, 5).unwrap_or_default();
                 Err(error(format!("{status}: {}", tail.trim())))
             }
-            Finished::TimedOut(_) => Err(CommandError {
+            Finished::TimedOut(_) | Finished::Stalled { .. } => Err(CommandError {
                 timed_out: true,
                 ..error(format!(
                     "gave no answer within {}s and was stopped",

@@ -34,6 +34,7 @@ mod group;
 mod health;
 mod port;
 mod registry;
+mod stall;
 mod tail;
 mod watchdog;
 
@@ -53,6 +54,9 @@ pub use health::{HEALTH_TAIL_LINES, HealthError, Healthy, wait_healthy};
 pub use port::{PortError, PortLease, PortRange};
 pub(crate) use registry::block_while_stopping;
 pub use registry::{before_dying_of_signal, live_groups, stop_all_on_signal};
+pub use stall::{
+    DEFAULT_STALL, Limits, MAX_STALL, MIN_STALL, ProgressWatch, StallLimit, StallLimitError,
+};
 pub use tail::{MAX_TAIL_BYTES, tail};
 
 /// How long a group has between `SIGTERM` and `SIGKILL` unless its spec says otherwise.
@@ -176,6 +180,8 @@ pub enum Finished {
     Exited(ExitStatus),
     /// The time ran out and the group was stopped.
     TimedOut(Stopped),
+    /// Nothing it watched changed for `silent` (its stall limit), and the group was stopped.
+    Stalled { stopped: Stopped, silent: Duration },
 }
 
 /// Why a child could not be started, waited for or stopped.
@@ -265,19 +271,23 @@ impl ChildGroup {
     /// Waits for the leader to exit, then stops what it left running; when `timeout` passes
     /// first, stops the group.
     pub fn wait_with_timeout(&mut self, timeout: Duration) -> Result<Finished, ProcessError> {
-        let deadline = deadline_after(timeout);
-        let mut pause = FIRST_PAUSE;
+        self.wait_with_limits(&Limits::wall_clock(timeout))
+    }
+
+    /// Waits for the leader to exit, then stops what it left running; when `limits.timeout`
+    /// passes first, or nothing of what `limits.stall` watches changes for its limit, stops
+    /// the group.
+    pub fn wait_with_limits(&mut self, limits: &Limits) -> Result<Finished, ProcessError> {
+        let mut waiter = Waiter::new(limits);
         loop {
             if let Some(status) = self.try_wait()? {
                 self.stop()?;
                 return Ok(Finished::Exited(status));
             }
-            let now = Instant::now();
-            if now >= deadline {
-                return self.stop().map(Finished::TimedOut);
+            if let Some(ending) = waiter.ended() {
+                return self.stop().map(|stopped| ending.finished(stopped));
             }
-            thread::sleep(pause.min(deadline - now));
-            pause = (pause * 2).min(MAX_PAUSE);
+            waiter.pause();
         }
     }
 
@@ -381,6 +391,64 @@ pub fn deadline_after(timeout: Duration) -> Instant {
     const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
     let now = Instant::now();
     now.checked_add(timeout).or_else(|| now.checked_add(CENTURY)).unwrap_or(now)
+}
+
+/// Why a wait stops a command that has not exited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// The wall-clock limit passed.
+    TimedOut,
+    /// Nothing watched changed for this long.
+    Stalled(Duration),
+}
+
+impl Ending {
+    /// How the wait finished, once the command was stopped.
+    pub fn finished(self, stopped: Stopped) -> Finished {
+        match self {
+            Ending::TimedOut => Finished::TimedOut(stopped),
+            Ending::Stalled(silent) => Finished::Stalled { stopped, silent },
+        }
+    }
+}
+
+/// The clock of a wait for a child (a group, a container's client): the caller asks it, each
+/// time the child has not exited, whether a limit has ended the wait, and pauses.
+#[derive(Debug)]
+pub struct Waiter {
+    deadline: Instant,
+    watch: Option<ProgressWatch>,
+    pause: Duration,
+}
+
+impl Waiter {
+    /// A wait under `limits`, from now.
+    pub fn new(limits: &Limits) -> Waiter {
+        Waiter {
+            deadline: deadline_after(limits.timeout),
+            watch: limits
+                .stall
+                .as_ref()
+                .map(|(limit, watched)| ProgressWatch::new(*limit, watched)),
+            pause: FIRST_PAUSE,
+        }
+    }
+
+    /// Whether a limit has ended the wait.
+    pub fn ended(&mut self) -> Option<Ending> {
+        let now = Instant::now();
+        if now >= self.deadline {
+            return Some(Ending::TimedOut);
+        }
+        let watch = self.watch.as_mut()?;
+        watch.stalled(now).then(|| Ending::Stalled(watch.limit()))
+    }
+
+    /// Sleeps a little: pauses double up to [`MAX_PAUSE`], never past the deadline.
+    pub fn pause(&mut self) {
+        thread::sleep(self.pause.min(self.deadline.saturating_duration_since(Instant::now())));
+        self.pause = (self.pause * 2).min(MAX_PAUSE);
+    }
 }
 
 /// The first pause between two looks at a child; pauses double up to [`MAX_PAUSE`].

@@ -2,8 +2,10 @@
 //! the test's own (tiny_http on 127.0.0.1, known per-token delay), and the parsers on samples
 //! written with the real field names of sglang `bench_serving` and InferenceX.
 //!
-//! The timing assertions leave a generous window (10%) so that they hold on two loaded cores;
-//! the 2% accuracy claim belongs to a benchmark. Each timing test prints what it measured.
+//! The timing assertions leave a generous window (10%) and a measurement that misses it is taken
+//! again, up to three times (`with_retries`): a descheduled client on two loaded cores can stretch
+//! one measurement, but a wrong computation misses every time. The 2% accuracy claim belongs to a
+//! benchmark (bench/client.sh). Each timing test prints what it measured.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -162,14 +164,36 @@ fn run(config: &BenchConfig) -> BenchResult {
     }
 }
 
-fn assert_within(name: &str, measured: Option<f64>, expected: f64, tolerance: f64) {
+/// Whether a measured time is within `tolerance` of the expected one: the message says by how much
+/// it is not.
+fn within(name: &str, measured: Option<f64>, expected: f64, tolerance: f64) -> Result<(), String> {
     let measured = measured.unwrap_or(f64::NAN);
     eprintln!("{name}: measured {measured:.3} ms, expected {expected:.3} ms");
-    assert!(
-        (measured - expected).abs() <= expected * tolerance,
-        "{name}: {measured} ms is not within {}% of {expected} ms",
-        tolerance * 100.0
-    );
+    if (measured - expected).abs() <= expected * tolerance {
+        Ok(())
+    } else {
+        Err(format!("{name}: {measured} ms is not within {}% of {expected} ms", tolerance * 100.0))
+    }
+}
+
+/// How often a timing measurement is taken before its miss is a failure.
+const TIMING_ATTEMPTS: usize = 3;
+
+/// Runs `measure` (a fresh server and run each time) until its timing checks hold, at most
+/// `TIMING_ATTEMPTS` times; fails with every attempt's miss. Assertions that are not about time
+/// panic inside `measure` on the first attempt.
+fn with_retries(mut measure: impl FnMut() -> Result<(), String>) {
+    let mut misses = Vec::new();
+    for attempt in 1..=TIMING_ATTEMPTS {
+        match measure() {
+            Ok(()) => return,
+            Err(miss) => {
+                eprintln!("attempt {attempt} missed: {miss}");
+                misses.push(miss);
+            }
+        }
+    }
+    panic!("every attempt missed its timing: {misses:?}");
 }
 
 #[test]
@@ -177,21 +201,22 @@ fn tpot_and_itl_match_the_known_per_token_delay() {
     for (endpoint, usage) in
         [(Endpoint::Completions, true), (Endpoint::Completions, false), (Endpoint::Chat, true)]
     {
-        let server = start(Behaviour { usage, ..Behaviour::default() });
-        let result = run(&BenchConfig { endpoint, ..config(&server.url) });
-        eprintln!("{endpoint:?}, usage {usage}:");
-        assert_eq!((result.completed, result.failed), (6, 0), "{:?}", result.errors);
-        assert_eq!(result.total_output_tokens, 66);
-        assert_within("median TPOT", result.median_tpot_ms, 40.0, 0.10);
-        assert_within("mean TPOT", result.mean_tpot_ms, 40.0, 0.10);
-        assert_within("median ITL", result.median_itl_ms, 40.0, 0.10);
-        assert!(
-            result.median_ttft_ms.is_some_and(|ttft| ttft < 40.0),
-            "{:?}",
-            result.median_ttft_ms
-        );
-        let expected_input = if usage { 6 * 9 } else { 6 * 8 };
-        assert_eq!(result.total_input_tokens, expected_input);
+        with_retries(|| {
+            let server = start(Behaviour { usage, ..Behaviour::default() });
+            let result = run(&BenchConfig { endpoint, ..config(&server.url) });
+            eprintln!("{endpoint:?}, usage {usage}:");
+            assert_eq!((result.completed, result.failed), (6, 0), "{:?}", result.errors);
+            assert_eq!(result.total_output_tokens, 66);
+            let expected_input = if usage { 6 * 9 } else { 6 * 8 };
+            assert_eq!(result.total_input_tokens, expected_input);
+            within("median TPOT", result.median_tpot_ms, 40.0, 0.10)?;
+            within("mean TPOT", result.mean_tpot_ms, 40.0, 0.10)?;
+            within("median ITL", result.median_itl_ms, 40.0, 0.10)?;
+            match result.median_ttft_ms {
+                Some(ttft) if ttft < 40.0 => Ok(()),
+                other => Err(format!("median TTFT {other:?} is not below 40 ms")),
+            }
+        });
     }
 }
 
@@ -236,30 +261,34 @@ fn concurrency_is_respected_and_kept_full() {
 #[test]
 fn warmup_requests_are_sent_first_and_not_counted() {
     // The three warm-up requests are slow; the measured ones are not.
-    let server = start(Behaviour {
-        slow_requests: 3,
-        slow_delay: Duration::from_millis(120),
-        ..Behaviour::default()
+    with_retries(|| {
+        let server = start(Behaviour {
+            slow_requests: 3,
+            slow_delay: Duration::from_millis(120),
+            ..Behaviour::default()
+        });
+        let result =
+            run(&BenchConfig { concurrency: 1, warmup: 3, requests: 4, ..config(&server.url) });
+        assert_eq!(server.counters.requests.load(Ordering::SeqCst), 7);
+        assert_eq!((result.completed, result.failed, result.num_prompts), (4, 0, 4));
+        assert_eq!(result.warmup_requests, 3);
+        assert_eq!(result.total_output_tokens, 44);
+        within("median TPOT after warm-up", result.median_tpot_ms, 40.0, 0.10)?;
+        within("max ITL after warm-up", result.max_itl_ms, 40.0, 0.25)
     });
-    let result =
-        run(&BenchConfig { concurrency: 1, warmup: 3, requests: 4, ..config(&server.url) });
-    assert_eq!(server.counters.requests.load(Ordering::SeqCst), 7);
-    assert_eq!((result.completed, result.failed, result.num_prompts), (4, 0, 4));
-    assert_eq!(result.warmup_requests, 3);
-    assert_eq!(result.total_output_tokens, 44);
-    assert_within("median TPOT after warm-up", result.median_tpot_ms, 40.0, 0.10);
-    assert_within("max ITL after warm-up", result.max_itl_ms, 40.0, 0.25);
 }
 
 #[test]
 fn failed_requests_are_counted_not_averaged() {
-    let server = start(Behaviour { fail_every: Some(3), ..Behaviour::default() });
-    let result = run(&BenchConfig { requests: 9, ..config(&server.url) });
-    assert_eq!((result.completed, result.failed), (6, 3));
-    assert_eq!(result.total_output_tokens, 66);
-    assert_within("median TPOT with failures", result.median_tpot_ms, 40.0, 0.10);
-    let expected = format!("{}/v1/completions: http status 500: boom", server.url);
-    assert_eq!(result.errors, [expected]);
+    with_retries(|| {
+        let server = start(Behaviour { fail_every: Some(3), ..Behaviour::default() });
+        let result = run(&BenchConfig { requests: 9, ..config(&server.url) });
+        assert_eq!((result.completed, result.failed), (6, 3));
+        assert_eq!(result.total_output_tokens, 66);
+        let expected = format!("{}/v1/completions: http status 500: boom", server.url);
+        assert_eq!(result.errors, [expected]);
+        within("median TPOT with failures", result.median_tpot_ms, 40.0, 0.10)
+    });
 }
 
 #[test]

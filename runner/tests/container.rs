@@ -441,6 +441,7 @@ fn run_to_end(harness: &Harness, site: &Site, launch: &Launch) -> i32 {
     match container.wait_with_timeout(STEP_TIMEOUT).expect("it is waited for") {
         Finished::Exited(status) => status.code().unwrap_or(-1),
         Finished::TimedOut(_) => panic!("the step timed out; the log:\n{}", site.logs()),
+        Finished::Stalled { .. } => panic!("no stall limit was set; the log:\n{}", site.logs()),
     }
 }
 

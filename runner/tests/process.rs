@@ -11,8 +11,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use prgate_runner::process::{
-    ChildGroup, Environment, Finished, HealthError, PortError, PortLease, PortRange, ProcessError,
-    ProcessSpec, group_members, live_groups, stop_all_on_signal, wait_healthy,
+    ChildGroup, Environment, Finished, HealthError, Limits, PortError, PortLease, PortRange,
+    ProcessError, ProcessSpec, StallLimit, group_members, live_groups, stop_all_on_signal,
+    wait_healthy,
 };
 
 const SIGINT: i32 = 2;
@@ -126,6 +127,79 @@ fn a_timeout_stops_the_group() {
     assert!(started.elapsed() >= Duration::from_millis(300));
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_all_gone(&members);
+}
+
+/// Limits of a long wall clock (a minute) and a stall limit of `stall_seconds`, watching the
+/// child's log and `out`.
+fn stall_limits(spec: &ProcessSpec, out: &Path, stall_seconds: u64) -> Limits {
+    let stall = StallLimit::try_from(Duration::from_secs(stall_seconds)).expect("in bounds");
+    Limits {
+        timeout: Duration::from_secs(60),
+        stall: Some((stall, vec![spec.log.clone(), out.to_path_buf()])),
+    }
+}
+
+#[test]
+fn a_child_that_prints_then_goes_silent_is_stopped_at_its_stall_limit_not_its_timeout() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(&out).expect("an output folder");
+    let spec = shell(dir.path(), "echo working; sleep 100 & sleep 100");
+    let mut child = ChildGroup::spawn(&spec).expect("it starts");
+    let members = members_when(child.id(), 2);
+    let finished = child.wait_with_limits(&stall_limits(&spec, &out, 1)).expect("waited for");
+    let Finished::Stalled { stopped, silent } = finished else {
+        panic!("not stopped as stalled: {finished:?}")
+    };
+    assert_eq!(silent, Duration::from_secs(1), "the limit that ended it");
+    assert!(stopped.status.signal().is_some(), "it was signalled");
+    assert_eq!(wait_for_log(&spec.log, "working"), "working\n");
+    assert_all_gone(&members);
+}
+
+#[test]
+fn a_child_that_keeps_printing_slowly_outlives_its_stall_limit() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(&out).expect("an output folder");
+    // Fifteen lines 0.2 s apart: three seconds in all, past the stall limit of two, with never
+    // more than a tenth of it between two lines.
+    let spec = shell(dir.path(), "for i in $(seq 15); do echo line $i; sleep 0.2; done");
+    let mut child = ChildGroup::spawn(&spec).expect("it starts");
+    let finished = child.wait_with_limits(&stall_limits(&spec, &out, 2)).expect("waited for");
+    let Finished::Exited(status) = finished else { panic!("it was stopped: {finished:?}") };
+    assert!(status.success());
+    let log = std::fs::read_to_string(&spec.log).expect("the log");
+    assert_eq!(log.lines().count(), 15, "{log}");
+}
+
+#[test]
+fn files_written_in_the_output_folder_are_progress_too() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(out.join("run")).expect("an output folder");
+    // Silent on its log: a result file a line longer every 0.2 s, three seconds in all.
+    let script = format!(
+        "for i in $(seq 15); do echo $i >> {}/run/results.jsonl; sleep 0.2; done",
+        out.display()
+    );
+    let spec = shell(dir.path(), &script);
+    let mut child = ChildGroup::spawn(&spec).expect("it starts");
+    let finished = child.wait_with_limits(&stall_limits(&spec, &out, 2)).expect("waited for");
+    assert!(matches!(finished, Finished::Exited(status) if status.success()), "{finished:?}");
+}
+
+#[test]
+fn progress_does_not_extend_the_wall_clock_limit() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(&out).expect("an output folder");
+    let spec = shell(dir.path(), "while true; do echo busy; sleep 0.1; done");
+    let mut child = ChildGroup::spawn(&spec).expect("it starts");
+    let mut limits = stall_limits(&spec, &out, 30);
+    limits.timeout = Duration::from_millis(500);
+    let finished = child.wait_with_limits(&limits).expect("waited for");
+    assert!(matches!(finished, Finished::TimedOut(_)), "{finished:?}");
 }
 
 #[test]

@@ -455,7 +455,7 @@ fn a_run_records_every_check_on_both_sides_and_a_second_run_resumes() {
         assert_eq!(routing["outcome"]["routed"], true, "{routing}");
         assert_eq!(routing["provenance"]["node"], "ci-node");
         assert!(
-            routing["provenance"]["recipe_hash"].as_str().expect("a hash").starts_with("fnv1a64:")
+            routing["provenance"]["recipe_hash"].as_str().expect("a hash").starts_with("sha256:")
         );
     }
     let pair = fixture.record("results", "alpha.speed.both.concurrency-1-pair-0");
@@ -605,6 +605,37 @@ fn a_test_failing_on_base_too_is_pre_existing() {
         gate.stderr
     );
     assert!(!gate.stdout.contains("failing on the PR:"), "{}", gate.stdout);
+}
+
+#[test]
+fn a_pr_test_that_goes_silent_is_stopped_at_the_stall_limit_and_recorded_stalled() {
+    let fixture = Fixture::new(&Sample {
+        gate: TWO_PAIRS,
+        // Under the recipe's `[timeouts]`: two minutes of wall clock, three seconds of silence.
+        recipe_extra: "stall = \"3s\"\n",
+        pr: |repo| {
+            repo.write(
+                "test/unit/alpha/test_layer.py",
+                "import time\n\ndef test_hangs():\n    time.sleep(300)\n",
+            );
+        },
+        ..Sample::default()
+    });
+    let run = fixture.run("results");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let pr = fixture.record("results", "alpha.unit-tests.pr");
+    assert_eq!(pr["outcome"]["kind"], "not-run", "{pr}");
+    assert_eq!(pr["outcome"]["reason"], "stalled", "{pr}");
+    let detail = pr["outcome"]["detail"].as_str().expect("a detail");
+    assert!(detail.contains("stopped after 3s without progress"), "{detail}");
+    assert!(detail.contains("before its time limit of 120s"), "{detail}");
+    // The base side's suite, and every other command, made progress and ran to its end.
+    let base = fixture.record("results", "alpha.unit-tests.base");
+    assert_eq!(base["outcome"]["kind"], "tests", "{base}");
+    let gate = fixture.gate("results");
+    assert_eq!(gate.code, 1, "{}{}", gate.stdout, gate.stderr);
+    assert!(gate.stdout.contains("made no progress and was stopped"), "{}", gate.stdout);
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
 }
 
 #[test]

@@ -457,6 +457,29 @@ fn every_rule_decides_on_fixture_evidence() {
             "result fail\nTests warn kimi: unit tests could not run on the base side: timed out; the PR's results are judged without base\nTests fail kimi: 5 passed, 1 failed, 0 errors, 0 skipped; failing on the PR: test_new; base was not run, so no failure could be found pre-existing",
         ),
         (
+            "a PR-side suite stopped for making no progress fails, as a timeout does",
+            with(passing(), |e| {
+                e.retain(|r| {
+                    !(r.model.as_deref() == Some("kimi")
+                        && r.check == Check::UnitTests
+                        && r.side == Side::Pr)
+                });
+                e.push(record(
+                    Some("kimi"),
+                    Check::UnitTests,
+                    Side::Pr,
+                    Outcome::NotRun {
+                        reason: NotRunReason::Stalled,
+                        detail: "no progress for 600s".into(),
+                        subject: None,
+                        failed_on: None,
+                    },
+                ));
+            }),
+            None,
+            "result fail\nTests fail kimi: unit tests: made no progress and was stopped — no progress for 600s",
+        ),
+        (
             "kernel timings with no base yet",
             with(passing(), |e| {
                 e.retain(|r| !(r.check == Check::KernelTiming && r.side == Side::Base))

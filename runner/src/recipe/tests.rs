@@ -88,7 +88,7 @@ fn optional_keys_take_their_defaults() {
     server.routing-pattern: routed
     tests: TestSelections { unit: [], kernel: [], serving: [] }
     speed: None
-    timeouts: StepTimeouts { install: None, unit_tests: None, kernel_tests: None, serving_tests: None, kernel_timing: None, accuracy: None, speed_run: None }
+    timeouts: StepTimeouts { install: None, unit_tests: None, kernel_tests: None, serving_tests: None, kernel_timing: None, accuracy: None, speed_run: None, stall: None }
     "#);
 }
 
@@ -177,6 +177,7 @@ fn every_kind_of_error_names_the_file_the_key_and_the_value() {
             "shell syntax in the install",
             format!("{MINIMAL}[install]\ncommand = \"pip install . && rm x\"\n"),
         ),
+        ("a stall limit past its bound", format!("{MINIMAL}[timeouts]\nstall = \"25h\"\n")),
         ("unknown top-level key", format!("model = \"m\"\n{MINIMAL}")),
         ("wrong type", with("tp", "tp = \"8\"")),
         ("missing server", MINIMAL.split("[server]").next().unwrap_or_default().to_owned()),

@@ -25,7 +25,9 @@ use crate::container::{
     TREE_DIR,
 };
 use crate::node::NodeProfile;
-use crate::process::{ChildGroup, DEFAULT_GRACE, Environment, Finished, ProcessSpec};
+use crate::process::{
+    ChildGroup, DEFAULT_GRACE, Environment, Finished, Limits, ProcessSpec, StallLimit,
+};
 use crate::recipe::Recipe;
 
 /// Where a side's `pip install --user` goes, inside its tree.
@@ -138,6 +140,9 @@ pub(super) struct Exec<'a> {
     pub processes: &'a Path,
     /// The Python interpreter on the host (in a container: the image's `python3`).
     pub python: &'a Path,
+    /// How long a command may go without progress (its log and output folder unchanged)
+    /// before it is stopped: the recipe's `timeouts.stall` of the model whose steps run.
+    pub stall: StallLimit,
 }
 
 impl Exec<'_> {
@@ -234,6 +239,11 @@ impl Exec<'_> {
     /// is the not-run outcome.
     pub(super) fn run(&self, command: &Command<'_>) -> Result<ExitStatus, Outcome> {
         let failed = |detail: String| not_run(NotRunReason::Crash, detail);
+        // Progress is the command's log growing or a file of its output folder written.
+        let limits = Limits {
+            timeout: command.timeout,
+            stall: Some((self.stall, vec![command.log.clone(), command.out.to_path_buf()])),
+        };
         let finished = match self.contained() {
             None => {
                 let mut spec = ProcessSpec::new(
@@ -251,7 +261,7 @@ impl Exec<'_> {
                 let mut group =
                     ChildGroup::spawn(&spec).map_err(|error| failed(error.to_string()))?;
                 let _entry = Entry::write(self.processes, group.id());
-                let finished = group.wait_with_timeout(command.timeout);
+                let finished = group.wait_with_limits(&limits);
                 // Stopped before it is crossed out, whatever the wait gave.
                 drop(group);
                 finished.map_err(|error| error.to_string())
@@ -272,7 +282,7 @@ impl Exec<'_> {
                 let mut container =
                     Container::start(engine, &launch).map_err(|error| failed(error.to_string()))?;
                 let _entry = Entry::write(self.processes, container.client().id());
-                let finished = container.wait_with_timeout(command.timeout);
+                let finished = container.wait_with_limits(&limits);
                 drop(container);
                 finished.map_err(|error| error.to_string())
             }
@@ -291,7 +301,20 @@ impl Exec<'_> {
             Ok(Finished::Exited(status)) => Ok(status),
             Ok(Finished::TimedOut(_stopped)) => Err(not_run(
                 NotRunReason::Timeout,
-                with_log_tail(format!("stopped after {:?}", command.timeout), &command.log),
+                with_log_tail(
+                    format!("stopped at its time limit of {:?}", command.timeout),
+                    &command.log,
+                ),
+            )),
+            Ok(Finished::Stalled { silent, .. }) => Err(not_run(
+                NotRunReason::Stalled,
+                with_log_tail(
+                    format!(
+                        "stopped after {silent:?} without progress (no new output in its log, no file written in its output folder), before its time limit of {:?}",
+                        command.timeout
+                    ),
+                    &command.log,
+                ),
             )),
             Err(error) => Err(not_run(NotRunReason::Other, error)),
         }

@@ -12,14 +12,13 @@ use prgate_scope::plan::{ModelPlan, Tier};
 use super::emit::Emitter;
 use super::exec::{Command, Exec};
 use super::server::{Launch, Server, ServerFailure, routing, server_log_tail, with_log_tail};
-use super::{
-    RunError, RunRequest, RunSummary, any_missing, evidence, not_run, recipe_hash, recorded_pairs,
-};
+use super::{RunError, RunRequest, RunSummary, any_missing, evidence, not_run, recorded_pairs};
 use crate::accuracy::{self, EvalConfig, gated, sgl_eval};
 use crate::bench::{self, BenchConfig, Endpoint};
 use crate::cache::{AccuracyKey, Cache, NoiseKey};
 use crate::job::{CommonSource, RecipeSource};
 use crate::junit::{self, PytestCommand};
+use crate::key::Key;
 use crate::recipe::timing::parse_timing_output;
 use crate::recipe::{
     AccuracyBenchmark, Evaluator, ExternalSpeed, Install, NotRunnable, Recipe, SpeedBenchmark,
@@ -233,14 +232,14 @@ impl Runner<'_> {
         if let Some(done) = self.installed.get(&key) {
             return done.clone();
         }
-        let stem = recipe_hash(argv.join("\0").as_bytes());
+        let stem = Key::of(argv.join("\0").as_bytes()).short();
         let side_name = side_name(side);
         let log = self
             .results
             .root()
             .join("logs")
             .join("install")
-            .join(format!("{side_name}-{}.log", stem.trim_start_matches("fnv1a64:")));
+            .join(format!("{side_name}-{stem}.log"));
         let out = log.with_extension("out");
         let command = Command {
             argv,
@@ -251,7 +250,7 @@ impl Runner<'_> {
             log: log.clone(),
             timeout: self.limit(timeout.unwrap_or(DEFAULT_STEP_TIMEOUT)),
             gpus: &[],
-            purpose: format!("{side_name}-install-{}", &stem["fnv1a64:".len()..]),
+            purpose: format!("{side_name}-install-{stem}"),
             server: None,
         };
         let outcome = std::fs::create_dir_all(&out)
@@ -286,6 +285,8 @@ impl Runner<'_> {
                 return self.record_blocked(subject, target);
             }
         };
+        // The common recipe has no stall limit of its own.
+        self.exec.stall = crate::process::StallLimit::default();
         for &(side, tree) in sides {
             if self.skip_if_done(subject, Check::CommonTests, side, None)? {
                 continue;
@@ -313,6 +314,8 @@ impl Runner<'_> {
                 return self.record_blocked(&job.subject, job.target);
             }
         };
+        // Every command of the model's steps is stopped when it stalls for the recipe's limit.
+        self.exec.stall = recipe.timeouts().stall.unwrap_or_default();
         let blockers = recipe.check_runs_on(self.request.node).err();
         self.tests(job, recipe)?;
         if job.full() {
@@ -668,7 +671,7 @@ impl Runner<'_> {
                 format!(
                     "builtin dataset={:?} {} limit={:?}",
                     builtin.dataset,
-                    recipe_hash(&dataset),
+                    Key::of(&dataset),
                     builtin.limit
                 )
             }
