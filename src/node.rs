@@ -235,3 +235,32 @@ fn open(target: &Target) -> anyhow::Result<(NodeProfile, Ledger)> {
     let ledger = Ledger::new(&health::health_dir(&node), &name)?;
     Ok((node, ledger))
 }
+
+/// The nodes the health ledger of the profile at `profile` has drained, for the comment's
+/// header; none when there is no profile to read (the ledger's own errors are in words).
+pub(crate) fn drained_for_report(
+    profile: &std::path::Path,
+) -> Vec<prgate_report::comment::DrainedNode> {
+    let Ok(text) = std::fs::read_to_string(profile) else { return Vec::new() };
+    let Ok(node) = NodeProfile::parse(&text, &profile.display().to_string()) else {
+        return Vec::new();
+    };
+    match health::drained_nodes(&health::health_dir(&node)) {
+        Ok(drained) => drained.iter().map(drained_node).collect(),
+        Err(error) => vec![prgate_report::comment::DrainedNode {
+            name: "?".to_owned(),
+            reason: format!("the health ledger cannot be read: {error}"),
+        }],
+    }
+}
+
+/// A drained node as the comment shows it.
+pub(crate) fn drained_node(health: &health::NodeHealth) -> prgate_report::comment::DrainedNode {
+    prgate_report::comment::DrainedNode {
+        name: health.node.clone(),
+        reason: health
+            .drained
+            .as_ref()
+            .map_or_else(|| "drained".to_owned(), |drain| drain.detail.clone()),
+    }
+}
