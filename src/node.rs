@@ -38,6 +38,19 @@ enum NodeCommand {
     /// Record the strikes a run's results directory holds against the node: steps broken on
     /// base and PR, GPU errors in base-side server logs.
     Scan(ScanArgs),
+    /// Print a nodes file (the workflow's nodes.toml) without the nodes the health ledger has
+    /// drained, so the schedule leaves them out; fails when every node is drained.
+    Filter(FilterArgs),
+}
+
+#[derive(Debug, Args)]
+struct FilterArgs {
+    /// A node profile whose health directory holds the nodes' ledgers (a shared health.dir).
+    #[arg(long, value_name = "FILE")]
+    node: PathBuf,
+    /// The nodes file: `[[node]]` tables with a `name`.
+    #[arg(long, value_name = "FILE")]
+    nodes: PathBuf,
 }
 
 /// Which node's ledger.
@@ -145,6 +158,24 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<Outcome> {
             Ok(Outcome::Pass)
         }
         NodeCommand::Canary(args) => canary(args),
+        NodeCommand::Filter(args) => {
+            let text = std::fs::read_to_string(&args.node)
+                .with_context(|| format!("reading the node profile {}", args.node.display()))?;
+            let node = NodeProfile::parse(&text, &args.node.display().to_string())?;
+            let drained = health::drained_nodes(&health::health_dir(&node))?;
+            let names: Vec<String> = drained.iter().map(|health| health.node.clone()).collect();
+            let nodes = std::fs::read_to_string(&args.nodes)
+                .with_context(|| format!("reading the nodes {}", args.nodes.display()))?;
+            let (filtered, left_out) =
+                health::without_drained(&nodes, &names).map_err(|problem| {
+                    anyhow::anyhow!("the nodes {}: {problem}", args.nodes.display())
+                })?;
+            for health in drained.iter().filter(|health| left_out.contains(&health.node)) {
+                eprintln!("left out: {}", health.summary());
+            }
+            print!("{filtered}");
+            Ok(Outcome::Pass)
+        }
         NodeCommand::Scan(args) => {
             let (node, ledger) = open(&args.target)?;
             let strikes = health::attribute(&args.results)

@@ -503,6 +503,34 @@ pub fn drained_nodes(dir: &Path) -> Result<Vec<NodeHealth>, HealthError> {
     Ok(all_nodes(dir)?.into_iter().filter(NodeHealth::is_drained).collect())
 }
 
+/// A nodes file (`[[node]]` tables with a `name`, the workflow's `nodes.toml`) without the
+/// tables of the nodes in `drained`, its other values kept (keys sorted, comments dropped). Returns the
+/// new text and the names it left out; an error names the problem (not TOML, no `[[node]]`,
+/// every node drained).
+pub fn without_drained(text: &str, drained: &[String]) -> Result<(String, Vec<String>), String> {
+    let mut table: toml::Table = toml::from_str(text).map_err(|error| error.to_string())?;
+    let Some(toml::Value::Array(nodes)) = table.get_mut("node") else {
+        return Err("it has no [[node]] tables".to_owned());
+    };
+    let mut left_out = Vec::new();
+    nodes.retain(|node| {
+        let name = node.get("name").and_then(toml::Value::as_str).unwrap_or_default();
+        let drained = drained.iter().any(|drained| drained == name);
+        if drained {
+            left_out.push(name.to_owned());
+        }
+        !drained
+    });
+    if nodes.is_empty() {
+        return Err(format!(
+            "every node is drained ({}): no node is left to run on\nhint: re-admit a mended node with `prgate node canary` on it (or `prgate node admit`)",
+            left_out.join(", ")
+        ));
+    }
+    let text = toml::to_string(&table).map_err(|error| error.to_string())?;
+    Ok((text, left_out))
+}
+
 /// The strikes a run's results directory holds against its node:
 ///
 /// - each step (model, check and part) whose base and PR records are both `not-run` for a

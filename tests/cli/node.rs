@@ -333,3 +333,30 @@ fn the_ledger_from_the_command_line() {
         unreadable.stderr
     );
 }
+
+#[test]
+fn the_schedule_leaves_drained_nodes_out_of_the_nodes_file() {
+    let fixture = Fixture::new(&Sample::default());
+    let _machine = Machine::new(&fixture, "");
+    let nodes = fixture.work.path().join("nodes.toml");
+    std::fs::write(
+        &nodes,
+        "[[node]]\nname = \"mi355x-1\"\nhardware = \"mi355x\"\n\n[[node]]\nname = \"mi355x-2\"\nhardware = \"mi355x\"\n",
+    )
+    .expect("a nodes file");
+    let nodes_arg = nodes.to_str().expect("UTF-8");
+    let all = node(&fixture, &["filter", "--nodes", nodes_arg]);
+    assert_eq!(all.code, 0, "{}", all.stderr);
+    assert_eq!(all.stdout.matches("[[node]]").count(), 2, "{}", all.stdout);
+    let drain = node(&fixture, &["drain", "--name", "mi355x-2", "--reason", "ECC"]);
+    assert_eq!(drain.code, 0, "{}", drain.stderr);
+    let one = node(&fixture, &["filter", "--nodes", nodes_arg]);
+    assert_eq!(one.code, 0, "{}", one.stderr);
+    assert_eq!(one.stdout, "[[node]]\nhardware = \"mi355x\"\nname = \"mi355x-1\"\n");
+    assert!(one.stderr.contains("left out: mi355x-2: drained since "), "{}", one.stderr);
+    let drain = node(&fixture, &["drain", "--name", "mi355x-1", "--reason", "fans"]);
+    assert_eq!(drain.code, 0, "{}", drain.stderr);
+    let none = node(&fixture, &["filter", "--nodes", nodes_arg]);
+    assert_eq!(none.code, 2, "{}", none.stderr);
+    assert!(none.stderr.contains("every node is drained (mi355x-1, mi355x-2)"), "{}", none.stderr);
+}

@@ -260,3 +260,21 @@ fn a_results_directory_is_struck_for_what_the_pr_cannot_cause() {
         ]
     );
 }
+
+#[test]
+fn a_nodes_file_without_its_drained_nodes() {
+    let nodes = "[[node]]\nname = \"mi355x-1\"\nhardware = \"mi355x\"\ngpus = 8\n\n[[node]]\nname = \"mi355x-2\"\nhardware = \"mi355x\"\n";
+    let drained = |names: &[&str]| names.iter().map(|name| (*name).to_owned()).collect::<Vec<_>>();
+    let (text, left_out) =
+        without_drained(nodes, &drained(&["mi355x-2", "elsewhere"])).expect("a file");
+    assert_eq!(left_out, ["mi355x-2"]);
+    // The same values, keys in order (comments are not kept).
+    assert_eq!(text, "[[node]]\ngpus = 8\nhardware = \"mi355x\"\nname = \"mi355x-1\"\n");
+    let (text, left_out) = without_drained(nodes, &[]).expect("a file");
+    assert!(left_out.is_empty());
+    assert_eq!(text.matches("[[node]]").count(), 2, "{text}");
+    let every = without_drained(nodes, &drained(&["mi355x-1", "mi355x-2"])).expect_err("none left");
+    assert!(every.starts_with("every node is drained (mi355x-1, mi355x-2)"), "{every}");
+    assert_eq!(without_drained("x = 1", &[]).expect_err("no nodes"), "it has no [[node]] tables");
+    assert!(without_drained("[[node]", &[]).is_err());
+}
