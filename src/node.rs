@@ -107,6 +107,9 @@ struct CanaryArgs {
     /// <work-dir>/canary].
     #[arg(long, value_name = "DIR")]
     log_dir: Option<PathBuf>,
+    /// How long each GPU tool, and the canary command, may take (90s, 10m).
+    #[arg(long, value_name = "DURATION", value_parser = crate::run::parse_time_limit, default_value = "30s")]
+    timeout: std::time::Duration,
     /// With a profile that has health.slurm-drain, the folder of SLURM's programs for
     /// `scontrol` [default: found in the PATH].
     #[arg(long, value_name = "DIR")]
@@ -222,7 +225,7 @@ fn status(args: &StatusArgs) -> anyhow::Result<Outcome> {
 fn canary(args: &CanaryArgs) -> anyhow::Result<Outcome> {
     let (node, ledger) = open(&args.target)?;
     let log_dir = args.log_dir.clone().unwrap_or_else(|| node.work_dir().join("canary"));
-    let commands = SystemCommands::new(&log_dir);
+    let commands = SystemCommands { timeout: args.timeout, ..SystemCommands::new(&log_dir) };
     let report =
         Canary { node: &node, ledger: &ledger, commands: &commands, root: &args.preflight_root }
             .run(SystemTime::now())?;
