@@ -360,3 +360,45 @@ fn the_schedule_leaves_drained_nodes_out_of_the_nodes_file() {
     assert_eq!(none.code, 2, "{}", none.stderr);
     assert!(none.stderr.contains("every node is drained (mi355x-1, mi355x-2)"), "{}", none.stderr);
 }
+
+#[test]
+fn a_slurm_job_whose_steps_break_on_both_sides_strikes_the_node_it_ran_on() {
+    require_slurm();
+    let vm = slurm_node();
+    // Neither side's server ever answers healthy: what needs it breaks on base and PR alike,
+    // which no PR can cause.
+    let fixture = Fixture::new(&Sample {
+        server_flags: "--never-healthy",
+        startup_timeout: "1s",
+        ..Sample::default()
+    });
+    let machine = Machine::new(&fixture, "strikes = 100\n");
+    machine.mend();
+    let _cancel = CancelJobs(fixture.results("results"));
+    let run = slurm_run(&fixture, &machine, "results", &[]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!("a strike against node {vm} (both-sides-broken)")),
+        "{}",
+        run.stderr
+    );
+    let strikes = node(&fixture, &["strikes", "--name", &vm]);
+    assert_eq!(strikes.code, 0, "{}", strikes.stderr);
+    // Each names the SLURM job that saw it.
+    let lines: Vec<&str> = strikes
+        .stdout
+        .lines()
+        .map(|line| line.split_once(" strike ").map_or(line, |(_at, rest)| rest))
+        .map(|line| line.split_once(" [job ").map_or(line, |(strike, _job)| strike))
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "(both-sides-broken): accuracy of alpha (tiny) broke on base and on the PR",
+            "(both-sides-broken): monokernel routing of alpha broke on base and on the PR",
+            "(both-sides-broken): serving tests of alpha broke on base and on the PR",
+        ],
+        "{}",
+        strikes.stdout
+    );
+}
