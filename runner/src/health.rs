@@ -333,7 +333,8 @@ impl Ledger {
         })
     }
 
-    /// Drains the node by hand (a no-op line when it already is: the reason is kept).
+    /// Drains the node by hand. On a node already drained the line is written too, and the
+    /// first drain's reason stays the reason.
     pub fn drain(&self, detail: &str, now: SystemTime) -> Result<(), HealthError> {
         let at = unix_seconds(now);
         self.update(|entries| {

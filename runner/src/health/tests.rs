@@ -291,7 +291,7 @@ impl crate::preflight::CommandRunner for CanaryCommands {
         let error = |problem: &str| crate::preflight::CommandError {
             program: argv[0].to_owned(),
             problem: problem.to_owned(),
-            timed_out: false,
+            timed_out_after: None,
         };
         match argv {
             ["amd-smi", "metric", "--ecc", "--json"] => Ok(self.ecc.to_owned()),
