@@ -928,6 +928,8 @@ struct ReporterArgs {
     /// `--check-run on`: keep a check run beside the status; its id is kept in
     /// `check-run.txt` of this state folder, so the finish stage edits the start's.
     check_run: Option<PathBuf>,
+    /// The node profile, whose health ledger names the drained nodes (docs/node.md).
+    node: PathBuf,
 }
 
 /// Posts to the PR: the progress while the run goes, the final verdict, or the error.
@@ -963,6 +965,7 @@ impl Reporter {
                 bot_login: args.bot_login.clone(),
                 work: args.work.clone(),
                 check_run: (args.check_run == Switch::On).then(|| state_dir(args)),
+                node: args.node.clone(),
             },
             plan: Mutex::new(None),
             progress: Mutex::new(Progress { steps: Vec::new() }),
@@ -983,6 +986,7 @@ impl Reporter {
             image: lock(&self.image).clone(),
             run_url: self.args.run_url.clone(),
             estimate: lock(&self.estimate).clone(),
+            drained: crate::node::drained_for_report(&self.args.node),
         }
     }
 
