@@ -904,6 +904,8 @@ struct ReporterArgs {
     /// `--check-run on`: keep a check run beside the status; its id is kept in
     /// `check-run.txt` of this state folder, so the finish stage edits the start's.
     check_run: Option<PathBuf>,
+    /// The node profile, whose health ledger names the drained nodes (docs/node.md).
+    node: PathBuf,
 }
 
 /// What the comment shows besides the verdict, in one place: the plan, the checks' progress
@@ -961,6 +963,7 @@ impl Reporter {
                 bot_login: args.bot_login.clone(),
                 work: args.work.clone(),
                 check_run: args.check_run.then(|| args.state.clone()),
+                node: args.node.clone(),
             },
             state: Mutex::new(CommentState::default()),
             finished: AtomicBool::new(false),
@@ -987,6 +990,7 @@ impl Reporter {
             image: state.image.clone(),
             run_url: self.args.run_url.clone(),
             estimate: state.estimate.clone(),
+            drained: crate::node::drained_for_report(&self.args.node),
         }
     }
 
