@@ -998,45 +998,49 @@ impl Reporter {
         StatusSettings { target_url: self.args.run_url.clone(), ..StatusSettings::default() }
     }
 
-    /// The pending status and the comment with the run's progress.
-    fn post_progress(&self) -> anyhow::Result<()> {
+    /// What the comment shows now, with `verdict` (the final comment: no progress) or
+    /// `error`, handed to `then`; `None` while there is no plan yet (no comment to show).
+    fn show<T>(
+        &self,
+        verdict: Option<&Verdict>,
+        error: Option<&str>,
+        then: impl FnOnce(&Plan, &CommentInput<'_>) -> T,
+    ) -> Option<T> {
         let state = self.state();
-        let Some(plan) = &state.plan else { return Ok(()) };
-        let progress = &state.progress;
+        let plan = state.plan.as_ref()?;
         let header = self.header(&state, plan);
         let link = self.report_link();
         let input = CommentInput {
-            verdict: None,
+            verdict,
             plan,
             header: &header,
-            progress: Some(progress),
+            progress: verdict.is_none().then_some(&state.progress),
             full_report: Some(&link),
-            error: None,
+            error,
         };
-        let status = commit_status(None, plan, Some(progress), &self.settings());
-        self.post(&input, &status)
+        Some(then(plan, &input))
+    }
+
+    /// The pending status and the comment with the run's progress.
+    fn post_progress(&self) -> anyhow::Result<()> {
+        self.show(None, None, |plan, input| {
+            let status = commit_status(None, plan, input.progress, &self.settings());
+            self.post(input, &status)
+        })
+        .unwrap_or(Ok(()))
     }
 
     /// The final comment and status, the full report and the job summary.
     fn post_final(&self, verdict: &Verdict) -> anyhow::Result<()> {
-        let state = self.state();
-        let Some(plan) = &state.plan else { return Ok(()) };
-        let header = self.header(&state, plan);
-        let link = self.report_link();
-        let input = CommentInput {
-            verdict: Some(verdict),
-            plan,
-            header: &header,
-            progress: None,
-            full_report: Some(&link),
-            error: None,
-        };
-        write(&self.args.work.join(REPORT_NAME), &render_full_report(&input)?)?;
-        crate::publish::actions_outputs(&input)?;
-        let status = commit_status(Some(verdict), plan, None, &self.settings());
-        self.post(&input, &status)?;
-        self.finished.store(true, Ordering::SeqCst);
-        Ok(())
+        self.show(Some(verdict), None, |plan, input| {
+            write(&self.args.work.join(REPORT_NAME), &render_full_report(input)?)?;
+            crate::publish::actions_outputs(input)?;
+            let status = commit_status(Some(verdict), plan, None, &self.settings());
+            self.post(input, &status)?;
+            self.finished.store(true, Ordering::SeqCst);
+            Ok(())
+        })
+        .unwrap_or(Ok(()))
     }
 
     /// The `error` status with `problem`, and the comment with what was done and what was
@@ -1047,26 +1051,15 @@ impl Reporter {
         }
         eprintln!("prgate: error: {problem}");
         let status = error_status(problem, &self.settings());
-        let state = self.state();
-        let result = match &state.plan {
-            Some(plan) => {
-                let header = self.header(&state, plan);
-                let link = self.report_link();
-                let input = CommentInput {
-                    verdict: None,
-                    plan,
-                    header: &header,
-                    progress: Some(&state.progress),
-                    full_report: Some(&link),
-                    error: Some(problem),
-                };
-                let _written = render_full_report(&input)
-                    .map_err(anyhow::Error::from)
-                    .and_then(|report| write(&self.args.work.join(REPORT_NAME), &report));
-                self.post(&input, &status)
-            }
-            // No plan yet: no comment to show, the status says it all.
-            None => self.runtime.block_on(async {
+        let posted = self.show(None, Some(problem), |_plan, input| {
+            let _written = render_full_report(input)
+                .map_err(anyhow::Error::from)
+                .and_then(|report| write(&self.args.work.join(REPORT_NAME), &report));
+            self.post(input, &status)
+        });
+        // No plan yet: no comment to show, the status says it all.
+        let result = posted.unwrap_or_else(|| {
+            self.runtime.block_on(async {
                 self.github
                     .set_status(
                         &self.pinned.sha,
@@ -1076,8 +1069,8 @@ impl Reporter {
                         status.target_url.as_deref(),
                     )
                     .await
-            }),
-        };
+            })
+        });
         if let Err(error) = result {
             eprintln!("prgate: could not post the error status: {error:#}");
         }
