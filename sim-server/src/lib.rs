@@ -6,6 +6,8 @@
 //! routing lines come from a [`Profile`]. [`serve`] starts it on a socket and returns a
 //! [`RunningServer`]; [`run`] blocks until it dies, for `prgate sim-server`, whose command line
 //! is the binary's. `docs/sim-server.md` is the reference of the profile and the endpoints.
+//! A crate of its own: a test double the runner, its tests and the demo use, never part of
+//! the runner that runs on a GPU node.
 //!
 //! Every request is handled on its own thread with its own clock, like a server with spare
 //! capacity, unless the profile's `max-concurrency` queues them. Every response closes its
@@ -13,7 +15,7 @@
 
 mod generate;
 mod profile;
-pub(crate) mod rng;
+pub mod rng;
 #[cfg(test)]
 mod tests;
 
