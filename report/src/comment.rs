@@ -65,6 +65,16 @@ pub struct Header {
     pub run_url: Option<String>,
     /// What the run is expected to take (GPU time, and the makespan on the nodes), in words.
     pub estimate: Option<String>,
+    /// The nodes prgate's health ledger had drained, which the run left out.
+    pub drained: Vec<DrainedNode>,
+}
+
+/// A node the health ledger drained (docs/node.md): its name, and why in a few words
+/// (`3 strikes within 7d`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DrainedNode {
+    pub name: String,
+    pub reason: String,
 }
 
 /// Where a run is: every planned step and its state. The runner fills it; as JSON (for
@@ -716,6 +726,23 @@ fn header_rows(header: &Header, detail: Detail) -> Vec<HeaderRow> {
                 .map_or_else(dash, |url| format!("[workflow run]({url})")),
         },
     ];
+    if !header.drained.is_empty() {
+        let drained = capped(&header.drained, detail.item_cap());
+        let mut listed: Vec<String> = drained
+            .iter()
+            .map(|node| {
+                let reason = markdown_text(&detail.text(&node.reason), MarkdownPlace::TableCell);
+                format!("{} ({reason})", code(&node.name))
+            })
+            .collect();
+        if drained.len() < header.drained.len() {
+            listed.push(format!("and {} more", header.drained.len() - drained.len()));
+        }
+        rows.push(HeaderRow {
+            label_md: "Drained",
+            value_md: format!("{}: left out of this run", listed.join(", ")),
+        });
+    }
     if let Some(estimate) = &header.estimate {
         rows.push(HeaderRow {
             label_md: "Estimate",

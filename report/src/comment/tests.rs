@@ -731,3 +731,24 @@ fn the_chart_colours_have_the_contrast_graphics_need() {
     assert!((contrast("#000000", "#ffffff") - 21.0).abs() < 1e-9);
     assert!((contrast(BAND, BAND) - 1.0).abs() < 1e-9);
 }
+
+#[test]
+fn a_drained_node_is_one_header_row() {
+    let plan = standard_plan();
+    let verdict = judged(&plan, &passing(), Some("[Fix] x"));
+    let mut header = header("[Fix] x");
+    header.drained = vec![crate::comment::DrainedNode {
+        name: "mi355x-2".into(),
+        reason: "3 strikes within 7d".into(),
+    }];
+    let comment = check(&plan, Some(&verdict), &header, None);
+    let row: Vec<&str> = comment.lines().filter(|line| line.contains("Drained")).collect();
+    assert_eq!(
+        row,
+        ["| Drained | `mi355x-2` (3 strikes within 7d): left out of this run |"],
+        "{comment}"
+    );
+    header.drained.clear();
+    let comment = check(&plan, Some(&verdict), &header, None);
+    assert!(!comment.contains("Drained"), "{comment}");
+}
