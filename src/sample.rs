@@ -158,6 +158,20 @@ pub(crate) fn build(dir: &Path) -> anyhow::Result<Vec<SamplePr>> {
         // The larger buffers overrun the device: the PR's server dies once it is loaded.
         append(files, "sgl_amd_mono/models/kimi_k3/sim-profile.toml", "die-after-requests = 3\n");
     })?;
+    pr(
+        124,
+        "pr/124-glm-names",
+        "[Fix] [MI355X] glm53_flash: name the decode step's buffers",
+        &|files| {
+            // An ordinary fix, run while the fleet's second node is drained (the demo strikes
+            // it before this PR: docs/node.md).
+            append(
+                files,
+                "sgl_amd_mono/models/glm53_flash/layer.py",
+                "\nDECODE_BUFFER_NAMES = (\"keys\", \"values\")\n",
+            );
+        },
+    )?;
     pr(116, "pr/116-codeowners", "[Chore] maintainer: hand kimi_k3 to a new team", &|files| {
         let codeowners = files.entry(".github/CODEOWNERS".to_owned()).or_default();
         *codeowners = codeowners.replace(
