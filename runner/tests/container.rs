@@ -1026,6 +1026,13 @@ fn cleanup_removes_the_runs_containers_and_no_one_elses() {
 
         let output = harness.client(&["rm", "-f", &foreign, &unlabelled]);
         assert!(output.status.success(), "{output:?}");
+
+        // Networks likewise: the run's go, another run's stays.
+        let ours = harness.engine.create_run_network(&run).expect("ours");
+        let theirs = harness.engine.create_run_network(&other).expect("theirs");
+        assert_eq!(harness.engine.remove_run_networks(&run).expect("removed"), vec![ours]);
+        assert_eq!(harness.engine.remove_run_networks(&other).expect("removed"), vec![theirs]);
+        assert!(harness.engine.remove_run_networks(&run).expect("again").is_empty());
     });
 }
 
