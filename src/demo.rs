@@ -263,7 +263,7 @@ fn write_pr_files(
         pr_number: u64::from(pr.number),
         title: Some(pr.title.to_owned()),
         pr_sha: plan.head.sha.clone(),
-        base_sha: plan.merge_base.clone().unwrap_or_else(|| plan.base.sha.clone()),
+        base_sha: plan.base_side_commit().to_owned(),
         nodes: vec![node.name().to_owned()],
         image: Some(node.image().name.clone()),
         run_url: None,

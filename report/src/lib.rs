@@ -9,11 +9,13 @@
 //! - [`verdict`]: a verdict for a terminal;
 //! - [`comment`]: the PR comment (tera template `templates/comment.md.tera`) and the full
 //!   report;
+//! - [`estimate`]: the estimate of `prgate plan --estimate` as tables and in words;
 //! - [`status`]: the commit status;
 //! - [`summary`]: the job summary and the annotations.
 
 pub mod comment;
 pub mod escape;
+pub mod estimate;
 pub mod plan;
 pub mod status;
 pub mod summary;

@@ -626,7 +626,7 @@ impl Orchestra<'_> {
             image_digest: Some(
                 node.image().digest.clone().unwrap_or_else(|| node.image().name.clone()),
             ),
-            base_commit: Some(plan.merge_base.clone().unwrap_or_else(|| plan.base.sha.clone())),
+            base_commit: Some(plan.base_side_commit().to_owned()),
             pr_commit: Some(plan.head.sha.clone()),
             recipe_hash,
         }
