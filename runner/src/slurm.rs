@@ -391,6 +391,8 @@ struct Job {
     state: Option<(JobState, String)>,
     ended: Option<Ended>,
     gathered: bool,
+    /// When it was submitted: the records it wrote are the newer ones.
+    submitted: SystemTime,
 }
 
 /// How a job ended.
@@ -433,6 +435,7 @@ impl Orchestra<'_> {
         std::fs::write(&script_path, script)
             .map_err(|source| SlurmError::Io { path: script_path.clone(), source })?;
         let forward = Forward::from_end(&events);
+        let submitted = SystemTime::now();
         let mut options = self.request.settings.sbatch_args.clone();
         options.extend(self.exclusion.sbatch_arg());
         let id = self
@@ -449,6 +452,7 @@ impl Orchestra<'_> {
             state: None,
             ended: None,
             gathered: false,
+            submitted,
         })
     }
 
@@ -513,6 +517,7 @@ impl Orchestra<'_> {
                         &job.dir,
                         &ended.state,
                         &format!("job {} ({})", job.id, self.job_name),
+                        job.submitted,
                     );
                     self.summary.notes.extend(notes);
                 }
