@@ -9,9 +9,12 @@
 //! A crate of its own: a test double the runner, its tests and the demo use, never part of
 //! the runner that runs on a GPU node.
 //!
-//! Every request is handled on its own thread with its own clock, like a server with spare
-//! capacity, unless the profile's `max-concurrency` queues them. Every response closes its
-//! connection (`Connection: close`), so a stopped or dead server leaves no connection open.
+//! Every request is handled on its own task with its own clock, like a server with spare
+//! capacity, unless the profile's `max-concurrency` queues them: the HTTP layer is hyper's on a
+//! tokio runtime of one thread, so an idle connection costs a task and a socket, never a thread
+//! (a test holds 1,500 of them open and is still answered). Every response closes its
+//! connection (`Connection: close`), so a stopped or dead server leaves no connection open; a
+//! crash (dying, stopping mid-answer) drops the connection, or breaks a stream off mid-body.
 
 mod generate;
 mod profile;
@@ -19,15 +22,19 @@ pub mod rng;
 #[cfg(test)]
 mod tests;
 
-use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::{self, Write};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, Once, PoisonError};
+use std::sync::{Arc, Mutex, Once, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime};
 
-use tiny_http::{HTTPVersion, Header, Method, Request, Response};
+use bytes::Bytes;
+use http_body_util::BodyExt as _;
+use hyper::body::{Frame, Incoming};
+use hyper::header::HeaderValue;
+use hyper::{Method, Request, Response};
 
 use generate::{Endpoint, GenerationRequest, Identity, Output};
 pub use profile::{
@@ -39,10 +46,14 @@ use rng::SplitMix64;
 /// [`RunningServer::addr`] reports. The server runs until it is stopped, dropped or dies.
 pub fn serve(profile: Profile, addr: SocketAddr) -> Result<RunningServer, SimServerError> {
     let log = open_log(profile.log_file.as_deref())?;
-    let listener =
-        TcpListener::bind(addr).map_err(|source| SimServerError::Bind { addr, source })?;
+    let listener = std::net::TcpListener::bind(addr)
+        .map_err(|source| SimServerError::Bind { addr, source })?;
     let local = listener.local_addr().map_err(|source| SimServerError::Bind { addr, source })?;
-    let server = tiny_http::Server::from_listener(listener, None)
+    listener.set_nonblocking(true).map_err(|source| SimServerError::Bind { addr, source })?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
         .map_err(|error| SimServerError::Server { message: error.to_string() })?;
     let shared = Arc::new(Shared::new(profile, log));
     shared.log(&format!(
@@ -58,7 +69,7 @@ pub fn serve(profile: Profile, addr: SocketAddr) -> Result<RunningServer, SimSer
         .name("sim-server".to_owned())
         .spawn({
             let shared = Arc::clone(&shared);
-            move || serve_loop(server, &shared)
+            move || runtime.block_on(serve_loop(listener, shared))
         })
         .map_err(|error| SimServerError::Server { message: error.to_string() })?;
     Ok(RunningServer { addr: local, shared, thread: Some(thread) })
@@ -189,7 +200,7 @@ impl std::fmt::Debug for Stopper {
 /// How often the serve loop and waiting requests look whether the server is stopping.
 const POLL: Duration = Duration::from_millis(20);
 
-/// What a serve loop and its request threads share.
+/// What a serve loop and its request tasks share.
 struct Shared {
     profile: Profile,
     started: Instant,
@@ -197,10 +208,13 @@ struct Shared {
     ready: AtomicBool,
     ready_once: Once,
     stopping: AtomicBool,
+    /// Tells every waiting task that the server stops.
+    stop_signal: tokio::sync::watch::Sender<bool>,
     died: AtomicBool,
     generation_requests: AtomicU64,
-    in_flight: AtomicUsize,
-    slots: Slots,
+    in_flight: Arc<AtomicUsize>,
+    /// The `max-concurrency` queue (unbounded without it).
+    slots: Arc<tokio::sync::Semaphore>,
     log: Mutex<Box<dyn Write + Send>>,
 }
 
@@ -209,7 +223,8 @@ impl Shared {
         let created = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |since| since.as_secs());
-        let slots = Slots::new(profile.max_concurrency.map(usize::from));
+        let permits =
+            profile.max_concurrency.map_or(tokio::sync::Semaphore::MAX_PERMITS, usize::from);
         Shared {
             profile,
             started: Instant::now(),
@@ -217,10 +232,11 @@ impl Shared {
             ready: AtomicBool::new(false),
             ready_once: Once::new(),
             stopping: AtomicBool::new(false),
+            stop_signal: tokio::sync::watch::Sender::new(false),
             died: AtomicBool::new(false),
             generation_requests: AtomicU64::new(0),
-            in_flight: AtomicUsize::new(0),
-            slots,
+            in_flight: Arc::new(AtomicUsize::new(0)),
+            slots: Arc::new(tokio::sync::Semaphore::new(permits)),
             log: Mutex::new(log),
         }
     }
@@ -254,7 +270,16 @@ impl Shared {
         self.log(&format!("[monokernel] routed {} decode batch={batch}", self.profile.model));
     }
 
-    /// How long the serve loop may wait for a request before it must look again.
+    fn log_finished(&self, number: u64, prompt_tokens: usize, output: &Output) {
+        self.log(&format!(
+            "[sim-server] request {number}: prompt_tokens={prompt_tokens} completion_tokens={} \
+             finish_reason={}",
+            output.len(),
+            output.finish_reason()
+        ));
+    }
+
+    /// How long the serve loop may wait for a connection before it must look again.
     fn poll_interval(&self) -> Duration {
         if self.ready.load(Ordering::Acquire) || self.profile.never_healthy {
             return POLL;
@@ -265,11 +290,16 @@ impl Shared {
 
     fn stop(&self) {
         self.stopping.store(true, Ordering::Release);
-        self.slots.freed.notify_all();
+        self.stop_signal.send_replace(true);
     }
 
     fn is_stopping(&self) -> bool {
         self.stopping.load(Ordering::Acquire)
+    }
+
+    /// What waits for the server to stop.
+    fn stopped(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.stop_signal.subscribe()
     }
 
     fn die(&self, limit: u64) {
@@ -282,75 +312,41 @@ impl Shared {
     }
 
     /// Sleeps until `deadline`; false when the server started stopping meanwhile.
-    fn sleep_until(&self, deadline: Instant) -> bool {
-        loop {
-            if self.is_stopping() {
-                return false;
+    async fn sleep_until(&self, deadline: Instant) -> bool {
+        let mut stopped = self.stopped();
+        tokio::select! {
+            _ = stopped.wait_for(|stop| *stop) => false,
+            () = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)) => {
+                !self.is_stopping()
             }
-            let now = Instant::now();
-            if now >= deadline {
-                return true;
-            }
-            thread::sleep((deadline - now).min(POLL));
         }
     }
-}
 
-/// The `max-concurrency` queue: a counting semaphore.
-struct Slots {
-    limit: Option<usize>,
-    used: Mutex<usize>,
-    freed: Condvar,
-}
-
-/// A slot held by one running request.
-struct Slot<'a> {
-    slots: &'a Slots,
-}
-
-impl Slots {
-    fn new(limit: Option<usize>) -> Slots {
-        Slots { limit, used: Mutex::new(0), freed: Condvar::new() }
-    }
-
-    /// Waits for a free slot; `None` when the server started stopping meanwhile.
-    fn acquire<'a>(&'a self, stopping: &AtomicBool) -> Option<Slot<'a>> {
-        let mut used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
-        loop {
-            if stopping.load(Ordering::Acquire) {
-                return None;
-            }
-            if self.limit.is_none_or(|limit| *used < limit) {
-                *used += 1;
-                return Some(Slot { slots: self });
-            }
-            used = self.freed.wait_timeout(used, POLL).unwrap_or_else(PoisonError::into_inner).0;
+    /// Waits for a free `max-concurrency` slot; `None` when the server started stopping
+    /// meanwhile.
+    async fn acquire_slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let mut stopped = self.stopped();
+        tokio::select! {
+            _ = stopped.wait_for(|stop| *stop) => None,
+            permit = Arc::clone(&self.slots).acquire_owned() => permit.ok(),
         }
-    }
-}
-
-impl Drop for Slot<'_> {
-    fn drop(&mut self) {
-        let mut used = self.slots.used.lock().unwrap_or_else(PoisonError::into_inner);
-        *used -= 1;
-        self.slots.freed.notify_one();
     }
 }
 
 /// A request counted in the decode batch while it lives.
-struct InFlight<'a> {
-    count: &'a AtomicUsize,
+struct InFlight {
+    count: Arc<AtomicUsize>,
 }
 
-impl<'a> InFlight<'a> {
+impl InFlight {
     /// Enters the batch; returns the guard and the batch's size with this request.
-    fn enter(count: &'a AtomicUsize) -> (InFlight<'a>, usize) {
+    fn enter(count: Arc<AtomicUsize>) -> (InFlight, usize) {
         let batch = count.fetch_add(1, Ordering::AcqRel) + 1;
         (InFlight { count }, batch)
     }
 }
 
-impl Drop for InFlight<'_> {
+impl Drop for InFlight {
     fn drop(&mut self) {
         self.count.fetch_sub(1, Ordering::AcqRel);
     }
@@ -368,24 +364,41 @@ fn open_log(path: Option<&Path>) -> Result<Box<dyn Write + Send>, SimServerError
     }
 }
 
-fn serve_loop(server: tiny_http::Server, shared: &Arc<Shared>) -> Result<(), SimServerError> {
-    while !shared.is_stopping() {
+/// Accepts connections until the server stops, each served on a task of its own (an idle
+/// connection costs a task, not a thread); stopping drops every connection, in flight or not,
+/// and the listening socket with them.
+async fn serve_loop(
+    listener: std::net::TcpListener,
+    shared: Arc<Shared>,
+) -> Result<(), SimServerError> {
+    let listener = tokio::net::TcpListener::from_std(listener)
+        .map_err(|error| SimServerError::Server { message: error.to_string() })?;
+    let mut connections = tokio::task::JoinSet::new();
+    let mut stopped = shared.stopped();
+    let failure = loop {
         shared.check_ready();
-        match server.recv_timeout(shared.poll_interval()) {
-            Ok(Some(request)) => dispatch(request, shared),
-            Ok(None) => {}
-            Err(error) => {
-                shared.stop();
-                return Err(SimServerError::Server { message: error.to_string() });
-            }
+        tokio::select! {
+            _ = stopped.wait_for(|stop| *stop) => break None,
+            () = tokio::time::sleep(shared.poll_interval()) => {}
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => {
+                    connections.spawn(connection(stream, Arc::clone(&shared)));
+                }
+                // A connection that failed before it was accepted (reset, say) is its own.
+                Err(error) if is_per_connection(&error) => {}
+                Err(error) => {
+                    shared.stop();
+                    break Some(SimServerError::Server { message: error.to_string() });
+                }
+            },
+            // Reaps finished connections so the set does not grow.
+            Some(_done) = connections.join_next(), if !connections.is_empty() => {}
         }
-    }
-    // Dropping the server closes the listening socket, on tiny_http's accept thread, a moment
-    // later; requests still queued in it get a 500.
-    let addr = server.server_addr().to_ip();
-    drop(server);
-    if let Some(addr) = addr {
-        wait_until_closed(addr);
+    };
+    drop(listener);
+    connections.shutdown().await;
+    if let Some(failure) = failure {
+        return Err(failure);
     }
     if shared.died.load(Ordering::Acquire) {
         let requests = shared.profile.die_after_requests.unwrap_or_default();
@@ -394,144 +407,154 @@ fn serve_loop(server: tiny_http::Server, shared: &Arc<Shared>) -> Result<(), Sim
     Ok(())
 }
 
-/// Waits until nothing listens on `addr` any more, for a second at most, so that a server
-/// that has stopped has stopped listening.
-fn wait_until_closed(addr: SocketAddr) {
-    let deadline = Instant::now() + Duration::from_secs(1);
-    while Instant::now() < deadline {
-        match TcpStream::connect_timeout(&addr, POLL) {
-            Ok(_) => thread::sleep(Duration::from_millis(2)),
-            Err(_) => return,
-        }
+/// Whether an `accept` error concerns only the connection being accepted.
+fn is_per_connection(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::Interrupted
+            | io::ErrorKind::WouldBlock
+    )
+}
+
+/// Serves one connection (one request: every response closes it) until it ends or the server
+/// stops, which drops it mid-way.
+async fn connection(stream: tokio::net::TcpStream, shared: Arc<Shared>) {
+    let mut stopped = shared.stopped();
+    let service = {
+        let shared = Arc::clone(&shared);
+        hyper::service::service_fn(move |request| {
+            let shared = Arc::clone(&shared);
+            async move { handle(request, &shared).await }
+        })
+    };
+    let serving = hyper::server::conn::http1::Builder::new()
+        .keep_alive(false)
+        .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+    tokio::select! {
+        // A connection broken off (a crash, a client gone) has nobody to tell.
+        _served = serving => {}
+        _ = stopped.wait_for(|stop| *stop) => {}
     }
 }
 
-/// Handles `request` on a thread of its own.
-fn dispatch(request: Request, shared: &Arc<Shared>) {
-    let for_thread = Arc::clone(shared);
-    let spawned = thread::Builder::new()
-        .name("sim-server-request".to_owned())
-        .spawn(move || handle(request, &for_thread));
-    if let Err(error) = spawned {
-        // The request went down with the closure: tiny_http answers it 500.
-        shared.log(&format!("[sim-server] cannot start a request thread: {error}"));
+/// Why a response is not sent: the connection is dropped instead, as a crashed server's would
+/// be, so no client mistakes it for an answer.
+#[derive(Debug)]
+struct Crash;
+
+impl std::fmt::Display for Crash {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("the simulated server broke the connection off")
     }
 }
 
-fn handle(request: Request, shared: &Shared) {
-    let path = request.url().split('?').next().unwrap_or_default().to_owned();
+impl std::error::Error for Crash {}
+
+type Answer = Result<Response<Body>, Crash>;
+
+async fn handle(request: Request<Incoming>, shared: &Arc<Shared>) -> Answer {
+    let path = request.uri().path().to_owned();
     let method = request.method().clone();
     match (method, path.as_str()) {
-        (Method::Get, "/health") => health(request, shared, false),
-        (Method::Get, "/health_generate") => health(request, shared, true),
-        (Method::Get, "/v1/models") => {
+        (Method::GET, "/health") => health(shared, false).await,
+        (Method::GET, "/health_generate") => health(shared, true).await,
+        (Method::GET, "/v1/models") => {
             if shared.check_ready() {
-                let body = generate::models_json(&shared.profile.model, shared.created);
-                respond(request, 200, &body);
+                Ok(respond(200, generate::models_json(&shared.profile.model, shared.created)))
             } else {
-                respond_not_ready(request);
+                Ok(respond_not_ready())
             }
         }
-        (Method::Post, "/v1/completions") => generation(request, shared, Endpoint::Completions),
-        (Method::Post, "/v1/chat/completions") => {
-            generation(request, shared, Endpoint::ChatCompletions);
+        (Method::POST, "/v1/completions") => {
+            generation(request, shared, Endpoint::Completions).await
         }
-        (Method::Post, "/generate") => generation(request, shared, Endpoint::Generate),
+        (Method::POST, "/v1/chat/completions") => {
+            generation(request, shared, Endpoint::ChatCompletions).await
+        }
+        (Method::POST, "/generate") => generation(request, shared, Endpoint::Generate).await,
         (_, "/health" | "/health_generate" | "/v1/models" | "/v1/completions")
-        | (_, "/v1/chat/completions" | "/generate") => {
-            let body = generate::error_json("method not allowed", "invalid_request_error", 405);
-            respond(request, 405, &body);
-        }
+        | (_, "/v1/chat/completions" | "/generate") => Ok(respond(
+            405,
+            generate::error_json("method not allowed", "invalid_request_error", 405),
+        )),
         _ => {
-            let body = generate::error_json("no such endpoint", "invalid_request_error", 404);
-            respond(request, 404, &body);
+            Ok(respond(404, generate::error_json("no such endpoint", "invalid_request_error", 404)))
         }
     }
 }
 
 /// `/health` answers at once; `/health_generate` generates one token first (a time to first
 /// token without noise).
-fn health(request: Request, shared: &Shared, generates: bool) {
+async fn health(shared: &Shared, generates: bool) -> Answer {
     if !shared.check_ready() {
-        respond(request, 503, "");
-        return;
+        return Ok(respond(503, String::new()));
     }
-    if generates && !shared.sleep_until(Instant::now() + shared.profile.time_to_first_token) {
-        break_connection(request);
-        return;
+    if generates && !shared.sleep_until(Instant::now() + shared.profile.time_to_first_token).await {
+        return Err(Crash);
     }
-    respond(request, 200, "");
+    Ok(respond(200, String::new()))
 }
 
 /// The largest request body the simulated server reads: 1 MiB. A longer one is answered 413:
-/// one that says so in its `Content-Length` without being read (`refuse_unread`), a chunked
-/// one once the limit is passed; so a client cannot make the server allocate what it announces.
+/// one that says so in its `Content-Length` without being read, a chunked one once the limit
+/// is passed; so a client cannot make the server allocate what it announces.
 pub const MAX_REQUEST_BODY: usize = 1024 * 1024;
 
 /// The body of `request` as text, at most [`MAX_REQUEST_BODY`] bytes, or the status and
 /// message of the refusal (413 for a body too long, announced or sent; 400 for one that cannot
-/// be read or is not UTF-8).
-fn request_body(request: &mut Request) -> Result<String, (u16, String)> {
+/// be read or is not UTF-8). An announced length over the limit is refused before any byte of
+/// the body is read.
+async fn request_body(request: Request<Incoming>) -> Result<String, (u16, String)> {
     let too_large = || (413, format!("the request's body is longer than {MAX_REQUEST_BODY} bytes"));
-    let mut bytes = Vec::new();
-    let limit = u64::try_from(MAX_REQUEST_BODY).unwrap_or(u64::MAX).saturating_add(1);
-    request
-        .as_reader()
-        .take(limit)
-        .read_to_end(&mut bytes)
-        .map_err(|error| (400, format!("error reading the request's body: {error}")))?;
-    if bytes.len() > MAX_REQUEST_BODY {
+    let announced = request
+        .headers()
+        .get(hyper::header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u64>().ok());
+    if announced.is_some_and(|length| length > MAX_REQUEST_BODY as u64) {
         return Err(too_large());
     }
-    String::from_utf8(bytes).map_err(|_| (400, "the request's body is not UTF-8".to_owned()))
+    let body = http_body_util::Limited::new(request.into_body(), MAX_REQUEST_BODY);
+    let bytes = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(error) if error.is::<http_body_util::LengthLimitError>() => return Err(too_large()),
+        Err(error) => return Err((400, format!("error reading the request's body: {error}"))),
+    };
+    String::from_utf8(bytes.to_vec())
+        .map_err(|_| (400, "the request's body is not UTF-8".to_owned()))
 }
 
-/// Answers 413 to a request that announces a body over [`MAX_REQUEST_BODY`], without reading
-/// the body, and abandons its connection. Dropping such a request is not an option: tiny_http
-/// 0.12 drains an unread body into a buffer of the announced size (`vec![0; remaining]` in
-/// `EqualReader`'s `drop`, tiny-http pull request 290), which aborts the process for a
-/// `Content-Length` of 99999999999. So the connection is taken over (`upgrade`) and forgotten:
-/// its socket and buffers (a few KiB) stay until the server exits.
-fn refuse_unread(request: Request) {
-    let message = format!("the request's body is longer than {MAX_REQUEST_BODY} bytes");
-    let response =
-        Response::from_string(generate::error_json(&message, "invalid_request_error", 413))
-            .with_status_code(413)
-            .with_header(header("Content-Type", "application/json"));
-    let connection = request.upgrade("prgate-refused", response);
-    std::mem::forget(connection);
-}
-
-fn generation(mut request: Request, shared: &Shared, endpoint: Endpoint) {
+async fn generation(
+    request: Request<Incoming>,
+    shared: &Arc<Shared>,
+    endpoint: Endpoint,
+) -> Answer {
     if !shared.check_ready() {
-        respond_not_ready(request);
-        return;
+        return Ok(respond_not_ready());
     }
     let number = shared.generation_requests.fetch_add(1, Ordering::AcqRel) + 1;
     if let Some(limit) = shared.profile.die_after_requests
         && number > limit
     {
         shared.die(limit);
-        break_connection(request);
-        return;
+        return Err(Crash);
     }
-    if request.body_length().is_some_and(|length| length > MAX_REQUEST_BODY) {
-        refuse_unread(request);
-        return;
-    }
-    let body = match request_body(&mut request) {
+    let http10 = request.version() == hyper::Version::HTTP_10;
+    let body = match request_body(request).await {
         Ok(body) => body,
         Err((status, message)) => {
-            let body = generate::error_json(&message, "invalid_request_error", status);
-            respond(request, status, &body);
-            return;
+            return Ok(respond(
+                status,
+                generate::error_json(&message, "invalid_request_error", status),
+            ));
         }
     };
     let parsed = match generate::parse_request(endpoint, &body) {
         Ok(parsed) => parsed,
         Err(message) => {
-            respond(request, 400, &generate::error_json(&message, "invalid_request_error", 400));
-            return;
+            return Ok(respond(400, generate::error_json(&message, "invalid_request_error", 400)));
         }
     };
     let profile = &shared.profile;
@@ -539,8 +562,7 @@ fn generation(mut request: Request, shared: &Shared, endpoint: Endpoint) {
     if rng.next_f64() < profile.error_rate.value() {
         shared.log(&format!("[sim-server] request {number}: simulated error 500 (error-rate)"));
         let body = generate::error_json("simulated server error (error-rate)", "server_error", 500);
-        respond(request, 500, &body);
-        return;
+        return Ok(respond(500, body));
     }
     let factor = rng.noise_factor(profile.noise.value());
     let output = Output::new(
@@ -549,38 +571,37 @@ fn generation(mut request: Request, shared: &Shared, endpoint: Endpoint) {
         parsed.ignore_eos,
     );
 
-    let Some(_slot) = shared.slots.acquire(&shared.stopping) else {
-        break_connection(request);
-        return;
+    let Some(slot) = shared.acquire_slot().await else {
+        return Err(Crash);
     };
     let timing = Timing {
         start: Instant::now(),
         first_token: profile.time_to_first_token.mul_f64(factor),
         per_token: profile.effective_time_per_output_token().mul_f64(factor),
     };
-    let (_in_flight, batch) = InFlight::enter(&shared.in_flight);
+    let (in_flight, batch) = InFlight::enter(Arc::clone(&shared.in_flight));
     if profile.monokernel {
         shared.log_routing(batch);
     }
-    let identity = Identity { endpoint, number, created: shared.created, model: &profile.model };
-    let finished = if parsed.stream {
-        stream(request, shared, &parsed, identity, &output, &timing)
-    } else if shared.sleep_until(timing.token_deadline(output.len().saturating_sub(1))) {
-        respond(request, 200, &generate::answer_json(identity, parsed.prompt_tokens, &output));
-        true
-    } else {
-        break_connection(request);
-        false
-    };
-    if finished {
-        shared.log(&format!(
-            "[sim-server] request {number}: prompt_tokens={} completion_tokens={} \
-             finish_reason={}",
-            parsed.prompt_tokens,
-            output.len(),
-            output.finish_reason()
+    if parsed.stream {
+        return Ok(stream(
+            Arc::clone(shared),
+            parsed,
+            number,
+            output,
+            timing,
+            (slot, in_flight),
+            http10,
         ));
     }
+    let last = timing.token_deadline(output.len().saturating_sub(1));
+    if !shared.sleep_until(last).await {
+        return Err(Crash);
+    }
+    let identity = Identity { endpoint, number, created: shared.created, model: &profile.model };
+    let answer = generate::answer_json(identity, parsed.prompt_tokens, &output);
+    shared.log_finished(number, parsed.prompt_tokens, &output);
+    Ok(respond(200, answer))
 }
 
 /// The answer the model gives a prompt with an `expected:` line: right with the profile's
@@ -613,109 +634,105 @@ impl Timing {
     }
 }
 
-/// Streams `output` as Server-Sent Events; false when the stream was broken off (the server
-/// stopping) or the client went away.
+/// The response that streams `output` as Server-Sent Events, one HTTP chunk per event (the
+/// whole body until the connection closes, for an HTTP/1.0 client), from a task of its own
+/// that holds the request's slot and batch place until the stream ends. A stream the server
+/// stops in is broken off (the body fails), so no client mistakes a cut stream for a whole one.
 fn stream(
-    request: Request,
-    shared: &Shared,
-    parsed: &GenerationRequest,
-    identity: Identity<'_>,
-    output: &Output,
-    timing: &Timing,
-) -> bool {
-    let chunked = *request.http_version() != HTTPVersion(1, 0);
-    let Ok(mut events) = EventStream::start(request.into_writer(), chunked) else {
-        return false;
-    };
-    for index in 0..output.len() {
-        if !shared.sleep_until(timing.token_deadline(index)) {
-            events.break_off();
-            return false;
+    shared: Arc<Shared>,
+    parsed: GenerationRequest,
+    number: u64,
+    output: Output,
+    timing: Timing,
+    held: (tokio::sync::OwnedSemaphorePermit, InFlight),
+    http10: bool,
+) -> Response<Body> {
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Crash>>(4);
+    tokio::spawn(async move {
+        let _held = held;
+        let profile = &shared.profile;
+        let endpoint = parsed.endpoint;
+        let identity =
+            Identity { endpoint, number, created: shared.created, model: &profile.model };
+        let event = |payload: String| Ok(Frame::data(Bytes::from(format!("data: {payload}\n\n"))));
+        for index in 0..output.len() {
+            if !shared.sleep_until(timing.token_deadline(index)).await {
+                let _broken = sender.send(Err(Crash)).await;
+                return;
+            }
+            let chunk = generate::chunk_json(identity, parsed.prompt_tokens, &output, index);
+            if sender.send(event(chunk)).await.is_err() {
+                return;
+            }
         }
-        if events
-            .send(&generate::chunk_json(identity, parsed.prompt_tokens, output, index))
-            .is_err()
-        {
-            return false;
+        if parsed.include_usage {
+            let usage = generate::usage_chunk_json(identity, parsed.prompt_tokens, &output);
+            if sender.send(event(usage)).await.is_err() {
+                return;
+            }
         }
+        if sender.send(event("[DONE]".to_owned())).await.is_ok() {
+            shared.log_finished(number, parsed.prompt_tokens, &output);
+        }
+    });
+    let mut response = Response::new(Body::Stream(receiver));
+    let headers = response.headers_mut();
+    headers.insert(hyper::header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    headers.insert(hyper::header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+    if http10 {
+        *response.version_mut() = hyper::Version::HTTP_10;
     }
-    let usage = parsed
-        .include_usage
-        .then(|| generate::usage_chunk_json(identity, parsed.prompt_tokens, output));
-    let ended = usage.iter().try_for_each(|usage| events.send(usage));
-    ended.and_then(|()| events.send("[DONE]")).and_then(|()| events.finish()).is_ok()
+    response
 }
 
-/// A response of Server-Sent Events written straight to the socket, one flushed HTTP chunk
-/// per event (tiny_http's own chunked writer would hold small events back in its buffer).
-struct EventStream {
-    writer: Box<dyn Write + Send>,
-    chunked: bool,
+/// A response body: the whole text at once, or a stream of events from a request's task.
+enum Body {
+    Full(Option<Bytes>),
+    Stream(tokio::sync::mpsc::Receiver<Result<Frame<Bytes>, Crash>>),
 }
 
-impl EventStream {
-    fn start(mut writer: Box<dyn Write + Send>, chunked: bool) -> io::Result<EventStream> {
-        let status = if chunked { "HTTP/1.1 200 OK" } else { "HTTP/1.0 200 OK" };
-        let framing = if chunked { "Transfer-Encoding: chunked\r\n" } else { "" };
-        write!(
-            writer,
-            "{status}\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n\
-             Connection: close\r\n{framing}\r\n"
-        )?;
-        writer.flush()?;
-        Ok(EventStream { writer, chunked })
+impl hyper::body::Body for Body {
+    type Data = Bytes;
+    type Error = Crash;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, Crash>>> {
+        match self.get_mut() {
+            Body::Full(bytes) => {
+                std::task::Poll::Ready(bytes.take().map(|bytes| Ok(Frame::data(bytes))))
+            }
+            Body::Stream(receiver) => receiver.poll_recv(context),
+        }
     }
 
-    /// Sends `data: <payload>` and flushes it.
-    fn send(&mut self, payload: &str) -> io::Result<()> {
-        let event = format!("data: {payload}\n\n");
-        if self.chunked {
-            write!(self.writer, "{:x}\r\n{event}\r\n", event.len())?;
-        } else {
-            self.writer.write_all(event.as_bytes())?;
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        match self {
+            Body::Full(bytes) => hyper::body::SizeHint::with_exact(
+                bytes.as_ref().map_or(0, |bytes| bytes.len() as u64),
+            ),
+            Body::Stream(_) => hyper::body::SizeHint::default(),
         }
-        self.writer.flush()
     }
 
-    fn finish(mut self) -> io::Result<()> {
-        if self.chunked {
-            self.writer.write_all(b"0\r\n\r\n")?;
-        }
-        self.writer.flush()
-    }
-
-    /// Ends the stream as a crash would: the client's HTTP parser sees a broken chunk, not an
-    /// end, so no client mistakes a cut stream for a whole one.
-    fn break_off(mut self) {
-        if self.chunked {
-            let _broken = self.writer.write_all(b"broken\r\n").and_then(|()| self.writer.flush());
-        }
+    fn is_end_stream(&self) -> bool {
+        matches!(self, Body::Full(None))
     }
 }
 
-/// Answers `request` with bytes that are no HTTP response, so the client fails as if the
-/// connection had been reset (tiny_http cannot reset a socket) and closes it.
-fn break_connection(request: Request) {
-    let mut writer = request.into_writer();
-    let _broken = writer.write_all(b"SIMULATED-CRASH\r\n\r\n").and_then(|()| writer.flush());
-}
-
-fn respond(request: Request, status: u16, body: &str) {
+fn respond(status: u16, body: String) -> Response<Body> {
     let content_type = if body.is_empty() { "text/plain" } else { "application/json" };
-    let response = Response::from_string(body)
-        .with_status_code(status)
-        .with_header(header("Content-Type", content_type))
-        .with_header(header("Connection", "close"));
-    // A client that went away has nobody to tell.
-    let _unanswered = request.respond(response);
+    let mut response = Response::new(Body::Full(Some(Bytes::from(body))));
+    *response.status_mut() =
+        hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    let headers = response.headers_mut();
+    headers.insert(hyper::header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
-fn respond_not_ready(request: Request) {
-    let body = generate::error_json("the server is not ready", "service_unavailable", 503);
-    respond(request, 503, &body);
-}
-
-fn header(name: &str, value: &str) -> Header {
-    Header::from_bytes(name.as_bytes(), value.as_bytes())
-        .expect("the server's own header names and values are ASCII")
+fn respond_not_ready() -> Response<Body> {
+    respond(503, generate::error_json("the server is not ready", "service_unavailable", 503))
 }
