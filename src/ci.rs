@@ -156,6 +156,11 @@ pub(crate) struct CiArgs {
     /// With --executor slurm: an sbatch option for every job (repeat for more).
     #[arg(long = "sbatch-arg", value_name = "OPTION", allow_hyphen_values = true)]
     sbatch_args: Vec<String>,
+    /// A second run of the same pinned PR commit and base on this node takes over every step
+    /// the earlier run judged with unchanged inputs and runs only what failed, could not be
+    /// judged or is missing (docs/rerun.md). Local executor and `--stage run`.
+    #[arg(long, value_enum, default_value_t = Switch::On)]
+    reuse: Switch,
 }
 
 /// The parts of `prgate ci`.
@@ -657,6 +662,9 @@ fn judge_and_post(
     let verdict = crate::gate::judge_final(plan, job, evidence, title, base)
         .map_err(|error| anyhow::anyhow!("evidence record {}: {}", error.record, error.problem))?;
     write(&args.work.join("verdict.json"), &(serde_json::to_string_pretty(&verdict)? + "\n"))?;
+    *lock(&reporter.reuse) = job
+        .and_then(|job| prgate_report::rerun::Reuse::of(job, evidence))
+        .map(|reuse| reuse.words());
     if verdict.result == State::Pending {
         // The run is over: a check still pending will never report.
         let missing: Vec<String> = verdict
@@ -760,6 +768,7 @@ fn slurm_run_args(args: &CiArgs, pinned: &Pinned, results: &Path, events: &Path)
         slurm_bin: args.slurm_bin.clone(),
         job_time_limit: args.job_time_limit,
         sbatch_args: args.sbatch_args.clone(),
+        reuse: Switch::Off,
     }
 }
 
@@ -810,6 +819,10 @@ fn run_plan(
         preflight: &preflight,
         only_models: target.only_models,
         observer: target.observer,
+        reuse: &crate::run::reuse_mode(
+            args.reuse,
+            &args.run_url.clone().unwrap_or_else(|| target.results.display().to_string()),
+        ),
     };
     Ok(prgate_runner::run::run(&request)?)
 }
@@ -965,6 +978,9 @@ struct Reporter {
     nodes: Mutex<Vec<String>>,
     /// What the run is expected to take, for the comment's header.
     estimate: Mutex<Option<String>>,
+    /// The GPU time the run measured, and what it reused, for the comment's header.
+    gpu_time: Mutex<Option<String>>,
+    reuse: Mutex<Option<String>>,
     /// The final status is posted: nothing may replace it.
     finished: AtomicBool,
 }
@@ -991,6 +1007,8 @@ impl Reporter {
             image: Mutex::new(None),
             nodes: Mutex::new(Vec::new()),
             estimate: Mutex::new(None),
+            gpu_time: Mutex::new(None),
+            reuse: Mutex::new(None),
             finished: AtomicBool::new(false),
         })
     }
@@ -1005,6 +1023,8 @@ impl Reporter {
             image: lock(&self.image).clone(),
             run_url: self.args.run_url.clone(),
             estimate: lock(&self.estimate).clone(),
+            gpu_time: lock(&self.gpu_time).clone(),
+            reuse: lock(&self.reuse).clone(),
         }
     }
 

@@ -194,6 +194,7 @@ fn run_pr(
         preflight: &PreflightMode::Off,
         only_models: None,
         observer: None,
+        reuse: &prgate_runner::reuse::ReuseMode::Off,
     };
     let started = Instant::now();
     let summary = prgate_runner::run::run(&run).context("running the plan")?;
@@ -241,6 +242,8 @@ fn write_pr_files(
         image: Some(node.image().name.clone()),
         run_url: None,
         estimate: None,
+        gpu_time: None,
+        reuse: None,
     };
     let link = ReportLink { name: "report.md".to_owned(), url: None };
     let input = CommentInput {

@@ -116,6 +116,11 @@ pub(crate) struct RunArgs {
     /// --sbatch-arg=--exclusive (repeat for more).
     #[arg(long = "sbatch-arg", value_name = "OPTION", allow_hyphen_values = true)]
     pub(crate) sbatch_args: Vec<String>,
+    /// Take over every step an earlier run of the same PR and base commits on this node judged
+    /// with unchanged inputs, run only what failed, could not be judged or is missing, and save
+    /// what this run judged for a later one (docs/rerun.md). Local executor only.
+    #[arg(long, value_enum, default_value_t = Switch::Off)]
+    pub(crate) reuse: Switch,
 }
 
 /// Where `prgate run` runs the steps.
@@ -197,18 +202,28 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
         preflight: &preflight,
         only_models: (!args.only_models.is_empty()).then_some(args.only_models.as_slice()),
         observer: None,
+        reuse: &reuse_mode(args.reuse, &args.results.display().to_string()),
     };
     let summary = prgate_runner::run::run(&request).context("running the plan")?;
     for note in &summary.notes {
         eprintln!("note: {note}");
     }
     eprintln!(
-        "{} steps recorded, {} already recorded by an earlier run; evidence in {}",
+        "{} steps recorded, {} already recorded by an earlier run ({} of them reused from another results directory); evidence in {}",
         summary.recorded,
         summary.skipped,
+        summary.reused,
         args.results.join("evidence").display()
     );
     Ok(())
+}
+
+/// Whether a run reuses (and saves) judged steps, from the command line; `run` names this run.
+pub(crate) fn reuse_mode(switch: Switch, run: &str) -> prgate_runner::reuse::ReuseMode {
+    match switch {
+        Switch::Off => prgate_runner::reuse::ReuseMode::Off,
+        Switch::On => prgate_runner::reuse::ReuseMode::Node { run: run.to_owned() },
+    }
 }
 
 /// Where a run's commands run, from the command line.

@@ -10,11 +10,13 @@
 //! - [`comment`]: the PR comment (tera template `templates/comment.md.tera`) and the full
 //!   report;
 //! - [`status`]: the commit status;
-//! - [`summary`]: the job summary and the annotations.
+//! - [`summary`]: the job summary and the annotations;
+//! - [`rerun`]: what a re-run took over from an earlier run.
 
 pub mod comment;
 pub mod escape;
 pub mod plan;
+pub mod rerun;
 pub mod status;
 pub mod summary;
 pub mod verdict;

@@ -56,6 +56,7 @@ pub mod process;
 pub mod recipe;
 pub mod redact;
 pub mod results;
+pub mod reuse;
 pub mod run;
 pub mod schedule;
 pub mod sim_server;

@@ -103,6 +103,7 @@ use crate::node::NodeProfile;
 use crate::preflight::{ImageCheck, Preflight, Probes, SystemCommands, Thresholds};
 use crate::process::ProcessError;
 use crate::results::{EventWriter, Part, ResultsDir, ResultsError, StepId};
+use crate::reuse::{Current, ReuseMode, ReuseStore, RunKey};
 pub use exec::Isolation;
 
 /// Where a model's recipe is in the PR's tree unless the request says otherwise.
@@ -153,6 +154,9 @@ pub struct RunRequest<'a> {
     /// covered cells of every model, so a run split by model (a SLURM job per model) records
     /// what one whole run would.
     pub only_models: Option<&'a [String]>,
+    /// Whether the run takes over what an earlier run of the same commits judged, and saves
+    /// what it judged for a later one ([`crate::reuse`], docs/rerun.md).
+    pub reuse: &'a ReuseMode,
 }
 
 /// Whether a run checks the node first ([`crate::preflight`]).
@@ -173,6 +177,8 @@ pub struct RunSummary {
     pub skipped: usize,
     /// What the run could not do and did not record, for the user.
     pub notes: Vec<String>,
+    /// The steps taken over from an earlier run ([`crate::reuse`]).
+    pub reused: usize,
 }
 
 /// Why a run stopped before its end. A step that fails is evidence, not an error: these are
@@ -252,6 +258,7 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
         base_commit: Some(base_commit.clone()),
         pr_commit: Some(pr_commit.clone()),
         recipe_hash: recipe_hash.map(str::to_owned),
+        reused: None,
     };
     let targets: Vec<&Target> =
         job.plan.targets.iter().filter(|target| chosen(target.model.as_deref())).collect();
@@ -265,6 +272,52 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
         })
         .collect();
     let common = job.common.as_ref().zip(targets.iter().find(|t| t.model.is_none()).copied());
+    // The PR side's recipe hash of a target: what its records' provenance names.
+    let target_hash = |target: &Target| match target.model.as_deref() {
+        None => job.common.as_ref().and_then(CommonSource::hash),
+        Some(name) => job.models.iter().find(|m| m.name == name).and_then(|m| m.pr.hash()),
+    };
+    let run_key = |target: &Target| RunKey {
+        prgate_version: env!("CARGO_PKG_VERSION").to_owned(),
+        pr_commit: pr_commit.clone(),
+        base_commit: base_commit.clone(),
+        target: target.model.clone().unwrap_or_else(|| COMMON_CHECKS.to_owned()),
+        node: node.name().to_owned(),
+        node_profile: RunKey::profile_hash(node),
+        image: node.image().digest.clone().unwrap_or_else(|| node.image().name.clone()),
+        isolation: match request.isolation {
+            Isolation::Host => format!("host python={}", request.python.display()),
+            Isolation::Container { .. } => "container".to_owned(),
+        },
+        family: job.plan.family,
+    };
+    let store = ReuseStore::new(node.cache_dir());
+    if let ReuseMode::Node { .. } = request.reuse {
+        let cell_open = |pairs: &[prgate_gate::speed::Pair], noise, covered| {
+            steps::cell_needs_pair(request, job.plan.family, pairs, noise, covered)
+        };
+        let recorded = results.completed_steps()?;
+        for target in &targets {
+            let Some(entry) = store.load(&run_key(target)) else { continue };
+            let current = Current {
+                key: &run_key(target),
+                target,
+                provenance: &provenance(target_hash(target)),
+                cell_open: &cell_open,
+            };
+            let selection = crate::reuse::select(&entry, &current);
+            if let Some(why) = selection.refused {
+                summary.notes.push(format!("nothing of {} reused: {why}", target.name()));
+            }
+            // What this results directory has already (a resumed run) stays.
+            for record in &selection.records {
+                if !recorded.contains(&StepId::of(record)) {
+                    results.write(record)?;
+                }
+            }
+            summary.reused += selection.steps.len();
+        }
+    }
 
     let mut runner = steps::Runner {
         request,
@@ -353,10 +406,7 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
     let records: Vec<Evidence> =
         results.records()?.into_iter().map(|(_step, record)| record).collect();
     for target in &targets {
-        let hash = match target.model.as_deref() {
-            None => job.common.as_ref().and_then(CommonSource::hash),
-            Some(name) => job.models.iter().find(|m| m.name == name).and_then(|m| m.pr.hash()),
-        };
+        let hash = target_hash(target);
         for step in target.evidence_steps() {
             if prgate_gate::job::accounted(&step, &records) {
                 continue;
@@ -373,6 +423,20 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
                 evidence(step.model(), step.check(), step.side(), &provenance(hash), outcome);
             results.write(&record)?;
             summary.notes.push(format!("no record of {step}: recorded as not run"));
+        }
+    }
+    // What this run judged, for a later run of the same commits to take over.
+    if let ReuseMode::Node { run } = request.reuse {
+        let records = results.records()?;
+        for target in &targets {
+            let mine: Vec<Evidence> = records
+                .iter()
+                .filter(|(_step, record)| record.model == target.model)
+                .map(|(_step, record)| record.clone())
+                .collect();
+            if let Err(error) = store.save(&run_key(target), run, target, &mine) {
+                summary.notes.push(format!("what {} judged was not saved: {error}", target.name()));
+            }
         }
     }
     let removed = exec::Exec {

@@ -577,6 +577,7 @@ impl Orchestra<'_> {
             base_commit: Some(plan.merge_base.clone().unwrap_or_else(|| plan.base.sha.clone())),
             pr_commit: Some(plan.head.sha.clone()),
             recipe_hash,
+            reused: None,
         }
     }
 

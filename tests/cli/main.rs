@@ -9,6 +9,7 @@ mod gate;
 mod github;
 mod github_teams;
 mod plan;
+mod rerun;
 mod run;
 mod sim;
 mod slurm;

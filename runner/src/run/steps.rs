@@ -959,14 +959,7 @@ impl Runner<'_> {
     /// pairs, outliers re-measured at most `max-outliers` times) ends every cell; the bound
     /// here only guards against a gate that never decides.
     fn cell_open(&self, cell: &Cell) -> bool {
-        let speed = &self.request.gate.speed;
-        let context = CellContext {
-            cells: usize::try_from(self.family.max(1)).unwrap_or(usize::MAX),
-            gain_required: self.request.gain_required && cell.covered,
-            calibration: cell.noise,
-        };
-        cell.pairs.len() < speed.max_pairs + speed.max_outliers
-            && needs_another_pair(&cell.pairs, self.request.gate, &context)
+        cell_needs_pair(self.request, self.family, &cell.pairs, cell.noise, cell.covered)
     }
 
     /// Runs pairs in every open cell until the gate has decided each. Every pair is
@@ -1373,6 +1366,25 @@ pub(super) struct Cell {
     aa_differences: Vec<f64>,
     /// Failed: no more pairs.
     closed: bool,
+}
+
+/// Whether a cell with `pairs` and `noise` (covered or not) needs another pair: the gate's
+/// rule with the request's settings, title and the run's `family`, within the gate's cap.
+pub(super) fn cell_needs_pair(
+    request: &RunRequest<'_>,
+    family: u32,
+    pairs: &[Pair],
+    noise: Option<Calibration>,
+    covered: bool,
+) -> bool {
+    let speed = &request.gate.speed;
+    let context = CellContext {
+        cells: usize::try_from(family.max(1)).unwrap_or(usize::MAX),
+        gain_required: request.gain_required && covered,
+        calibration: noise,
+    };
+    pairs.len() < speed.max_pairs + speed.max_outliers
+        && needs_another_pair(pairs, request.gate, &context)
 }
 
 /// The first `<dir>/<stem>-<n>` that does not exist yet, `n` from 1.
