@@ -448,6 +448,7 @@ fn finish(args: &CiArgs) -> anyhow::Result<Outcome> {
         }
         evidence.extend(unplaced_evidence(&plan, &schedule));
         *lock(&reporter.progress) = progress_from_evidence(&plan, &evidence);
+        *lock(&reporter.gpu_time) = gpu_time_words(&args.evidence);
         match args.jobs.as_deref() {
             None | Some("success" | "skipped") => {}
             Some(result) => anyhow::bail!(
@@ -463,6 +464,29 @@ fn finish(args: &CiArgs) -> anyhow::Result<Outcome> {
         );
         judge_and_post(args, &reporter, &plan, &base, job.as_ref(), &evidence)
     })
+}
+
+/// The GPU time the runs in `results` folders measured (`prgate_runner::gpu_time`), in words.
+fn gpu_time_words(results: &[PathBuf]) -> Option<String> {
+    use prgate_report::gpu_hours::{ModelTime, PhaseTime};
+    let models: Vec<ModelTime> = results
+        .iter()
+        .flat_map(|dir| prgate_runner::gpu_time::TargetTime::read_all(dir))
+        .map(|target| ModelTime {
+            model: target.model,
+            gpus: target.gpus,
+            phases: target
+                .phases
+                .iter()
+                .map(|phase| PhaseTime {
+                    phase: phase.phase.as_str().to_owned(),
+                    gpu_seconds: phase.gpu_seconds,
+                    estimate_gpu_seconds: phase.estimate_gpu_seconds,
+                })
+                .collect(),
+        })
+        .collect();
+    prgate_report::gpu_hours::words(&models)
 }
 
 /// The `not-run` records of the models no node could take, so that the verdict says why.
@@ -739,6 +763,7 @@ fn pipeline(
     }
     .context("running the plan")?;
     *lock(&reporter.progress) = read_progress(&plan, &events);
+    *lock(&reporter.gpu_time) = gpu_time_words(std::slice::from_ref(&results));
     let (_files, evidence) = crate::gate::read_evidence(&results.join("evidence"))?;
     let job_path = results.join(prgate_runner::results::JOB_FILE);
     let job = job_path.is_file().then(|| crate::gate::read_job(&job_path, &plan)).transpose()?;

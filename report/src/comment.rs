@@ -65,7 +65,8 @@ pub struct Header {
     pub run_url: Option<String>,
     /// What the run is expected to take (GPU time, and the makespan on the nodes), in words.
     pub estimate: Option<String>,
-    /// The GPU time the run measured, by model and phase, in words.
+    /// The GPU time the run measured, by model and phase, in words
+    /// ([`crate::gpu_hours::words`]).
     pub gpu_time: Option<String>,
     /// What the run took over from an earlier run of the same commits, in words
     /// ([`crate::rerun::Reuse::words`]).

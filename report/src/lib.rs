@@ -11,10 +11,12 @@
 //!   report;
 //! - [`status`]: the commit status;
 //! - [`summary`]: the job summary and the annotations;
+//! - [`gpu_hours`]: the GPU time a run measured and its estimate, by model and phase;
 //! - [`rerun`]: what a re-run took over from an earlier run.
 
 pub mod comment;
 pub mod escape;
+pub mod gpu_hours;
 pub mod plan;
 pub mod rerun;
 pub mod status;

@@ -47,6 +47,7 @@ pub mod bench;
 pub mod cache;
 pub mod container;
 pub mod export;
+pub mod gpu_time;
 pub mod job;
 pub mod junit;
 pub mod lock;

@@ -97,6 +97,7 @@ use prgate_scope::plan::{ModelPlan, Plan};
 
 use crate::cache::Cache;
 use crate::export::{ExportError, export_tree};
+use crate::gpu_time::TargetTime;
 use crate::job::{CommonSource, Job, JobRequest, ModelRecipes, RecipeSource};
 use crate::lock::{HostLock, LockError, lock_path};
 use crate::node::NodeProfile;
@@ -333,6 +334,7 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
         cache: Cache::new(node.cache_dir()),
         deadline: request.time_limit.map(|limit| Instant::now() + limit),
         installed: BTreeMap::new(),
+        clock: crate::gpu_time::PhaseClock::default(),
         exec: exec::Exec {
             isolation: request.isolation,
             node,
@@ -391,14 +393,38 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
         return Ok(summary);
     }
 
+    // The GPU time of each target, by phase (`crate::gpu_time`).
+    let mut times: Vec<(String, TargetTime)> = Vec::new();
+    let no_history = crate::schedule::History::default();
     if let Some((source, target)) = common {
         let subject = steps::Subject { model: None, provenance: provenance(source.hash()) };
         let sides = [(Side::Base, base_tree.as_path()), (Side::Pr, pr_tree.as_path())];
+        runner.clock.take();
         runner.common(&subject, source, target, &sides)?;
+        let estimate = match source {
+            CommonSource::Parsed { recipe, .. } => {
+                Some(crate::schedule::estimate_common(Some(recipe), &no_history))
+            }
+            _ => None,
+        };
+        // The common checks' commands get no GPU.
+        let spent = TargetTime::new(None, 0, &runner.clock.take(), estimate.as_ref());
+        times.push((COMMON_CHECKS.to_owned(), spent));
     }
     for &(model, recipe, target) in &models {
         let job = model_job(model, recipe, target, &base_tree, &pr_tree, &provenance);
+        runner.clock.take();
         runner.model(&job)?;
+        let (gpus, estimate) = match &recipe.pr {
+            RecipeSource::Parsed { recipe, .. } => (
+                crate::gpu_time::gpus_held(node, recipe),
+                Some(crate::schedule::estimate_model(model, Some(recipe), &no_history)),
+            ),
+            _ => (0, None),
+        };
+        let spent =
+            TargetTime::new(Some(&model.name), gpus, &runner.clock.take(), estimate.as_ref());
+        times.push((model.name.clone(), spent));
     }
     runner.emit.close();
     // Fail closed: a step the job plan expects that this run left without a record is
@@ -424,6 +450,22 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
             results.write(&record)?;
             summary.notes.push(format!("no record of {step}: recorded as not run"));
         }
+    }
+    // What each target's run cost, in the results and the node's history.
+    let run_name = match request.reuse {
+        ReuseMode::Node { run } => run.clone(),
+        ReuseMode::Off => request.results.display().to_string(),
+    };
+    let mut history = Vec::new();
+    for (name, spent) in times {
+        let lines = spent.history(node.name(), &run_name, &pr_commit, &base_commit);
+        history.extend(lines);
+        if let Err(error) = spent.save(results.root(), &name) {
+            summary.notes.push(format!("the GPU time of {name} was not saved: {error}"));
+        }
+    }
+    if let Err(error) = crate::gpu_time::append_history(node.cache_dir(), &history) {
+        summary.notes.push(format!("the node's GPU-time history was not written: {error}"));
     }
     // What this run judged, for a later run of the same commits to take over.
     if let ReuseMode::Node { run } = request.reuse {

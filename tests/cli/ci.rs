@@ -449,6 +449,7 @@ async fn a_second_run_ci_on_the_same_commits_reuses_what_the_first_judged_and_sa
     assert_eq!(code, 0, "{stderr}");
     let first = github.with(|repo| repo.comments[0].1.clone());
     assert!(!first.contains("Re-run"), "{first}");
+    assert!(first.contains("| GPU time | alpha \\(2 GPUs\\): "), "{first}");
     // The workflow's next job starts in an empty work folder; the node keeps its store.
     std::fs::remove_dir_all(fixture.work.path().join("ci")).expect("the work folder is gone");
     let child = spawn_ci(&fixture, &server, &head, &[]);

@@ -74,6 +74,18 @@ fn store_entry(fixture: &Fixture) -> PathBuf {
     entries.into_iter().next().expect("one entry")
 }
 
+/// The GPU time a run measured for the sample's model (`DIR/gpu-time/alpha.json`).
+pub(crate) fn gpu_time(fixture: &Fixture, results: &str) -> serde_json::Value {
+    let path = fixture.results(results).join("gpu-time").join("alpha.json");
+    serde_json::from_slice(&std::fs::read(&path).expect("the GPU time")).expect("JSON")
+}
+
+pub(crate) fn phase_seconds(spent: &serde_json::Value, phase: &str) -> f64 {
+    let phases = spent["phases"].as_array().expect("phases");
+    let found = phases.iter().find(|p| p["phase"] == phase).expect("every phase is listed");
+    found["seconds"].as_f64().expect("seconds")
+}
+
 fn reused_from(fixture: &Fixture, results: &str, stem: &str) -> serde_json::Value {
     fixture.record(results, stem)["provenance"]["reused"]["run"].clone()
 }
@@ -107,6 +119,12 @@ fn a_rerun_runs_only_the_failed_step_and_takes_the_rest_over() {
     }
     assert_eq!(reused_from(&fixture, "second", "alpha.unit-tests.pr"), serde_json::Value::Null);
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+    // The rerun's GPU time is the one suite's: no server started, nothing measured again.
+    let spent = gpu_time(&fixture, "second");
+    assert!(phase_seconds(&spent, "tests") > 0.0, "{spent}");
+    for phase in ["install", "servers", "accuracy", "speed"] {
+        assert_eq!(phase_seconds(&spent, phase), 0.0, "{phase}: {spent}");
+    }
 
     // A third run takes everything over, the second run's own measurement included, each
     // record naming the run that measured it.
@@ -170,4 +188,61 @@ fn nothing_is_reused_when_the_node_profile_changed() {
     assert!(second.stderr.contains("nothing of alpha reused"), "{}", second.stderr);
     assert!(second.stderr.contains("its node profile was"), "{}", second.stderr);
     assert_eq!(reused_from(&fixture, "second", "alpha.unit-tests.base"), serde_json::Value::Null);
+}
+
+#[test]
+fn a_run_records_its_gpu_time_by_phase_and_appends_the_nodes_history() {
+    let fixture = Fixture::new(&Sample { gate: TWO_PAIRS, ..Sample::default() });
+    run_reusing(&fixture, "first");
+    let spent = gpu_time(&fixture, "first");
+    // tp 1 on a node of two GPUs: both servers at once, so the run holds two.
+    assert_eq!(spent["gpus"], 2, "{spent}");
+    let phases: Vec<&str> = spent["phases"]
+        .as_array()
+        .expect("phases")
+        .iter()
+        .map(|phase| phase["phase"].as_str().expect("a name"))
+        .collect();
+    assert_eq!(phases, ["install", "servers", "tests", "accuracy", "speed"]);
+    // The sample has no install command; everything else ran.
+    assert_eq!(phase_seconds(&spent, "install"), 0.0);
+    for phase in ["servers", "tests", "accuracy", "speed"] {
+        assert!(phase_seconds(&spent, phase) > 0.0, "{phase}: {spent}");
+    }
+    for phase in spent["phases"].as_array().expect("phases") {
+        let seconds = phase["seconds"].as_f64().expect("seconds");
+        assert_eq!(phase["gpu_seconds"].as_f64(), Some(seconds * 2.0), "{phase}");
+        let estimate = phase["estimate_seconds"].as_u64().expect("an estimate from the recipe");
+        assert_eq!(phase["estimate_gpu_seconds"].as_u64(), Some(estimate * 2), "{phase}");
+    }
+    // The node's history: one line per phase that took time, with the run's commits; what a
+    // maintainer sums is what the run measured.
+    let history =
+        std::fs::read_to_string(fixture.work.path().join("cache").join("gpu-hours.jsonl"))
+            .expect("the history");
+    let lines: Vec<serde_json::Value> =
+        history.lines().map(|line| serde_json::from_str(line).expect("a line")).collect();
+    assert_eq!(lines.len(), 4, "{history}");
+    let head = fixture.repo.git(&["rev-parse", "pr"]).trim().to_owned();
+    for line in &lines {
+        assert_eq!(line["pr_commit"], head.as_str(), "{line}");
+        assert_eq!(line["model"], "alpha", "{line}");
+        assert_eq!(line["node"], "ci-node", "{line}");
+        assert_eq!(line["run"], fixture.results("first").display().to_string().as_str());
+    }
+    let summed: f64 =
+        lines.iter().map(|line| line["gpu_seconds"].as_f64().expect("a number")).sum();
+    let measured: f64 = spent["phases"]
+        .as_array()
+        .expect("phases")
+        .iter()
+        .map(|phase| phase["gpu_seconds"].as_f64().expect("a number"))
+        .sum();
+    assert!((summed - measured).abs() < 1e-9, "{summed} {measured}");
+    // A second run (reusing nothing) appends its own lines.
+    let second = fixture.run("second");
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    let again = std::fs::read_to_string(fixture.work.path().join("cache").join("gpu-hours.jsonl"))
+        .expect("the history");
+    assert!(again.starts_with(&history) && again.len() > history.len(), "{again}");
 }

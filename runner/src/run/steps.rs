@@ -18,6 +18,7 @@ use super::{
 use crate::accuracy::{self, EvalConfig, gated, sgl_eval};
 use crate::bench::{self, BenchConfig, Endpoint};
 use crate::cache::{AccuracyKey, Cache, NoiseKey};
+use crate::gpu_time::{Phase, PhaseClock};
 use crate::job::{CommonSource, RecipeSource};
 use crate::junit::{self, PytestCommand};
 use crate::recipe::timing::parse_timing_output;
@@ -50,6 +51,8 @@ pub(super) struct Runner<'r> {
     pub installed: BTreeMap<(PathBuf, Vec<String>), Result<(), String>>,
     /// Where commands run.
     pub exec: Exec<'r>,
+    /// Which phase the wall time goes to (`crate::gpu_time`).
+    pub clock: PhaseClock,
 }
 
 /// Whose steps these are: a model's, or the common checks' (`model` is `None`).
@@ -233,6 +236,7 @@ impl Runner<'_> {
         if let Some(done) = self.installed.get(&key) {
             return done.clone();
         }
+        let _phase = self.clock.enter(Phase::Install);
         let stem = recipe_hash(argv.join("\0").as_bytes());
         let side_name = side_name(side);
         let log = self
@@ -299,6 +303,7 @@ impl Runner<'_> {
             let run =
                 TestRun { selection: &recipe.selections, tree, timeout, server: None, gpus: &[] };
             let purpose = format!("common-{}-tests", side_name(side));
+            let _phase = self.clock.enter(Phase::Tests);
             self.step(subject, Check::CommonTests, side, None, |log| match installed {
                 Ok(()) => pytest(&exec, &run, log, purpose),
                 Err(detail) => not_run(NotRunReason::Crash, detail, None),
@@ -407,6 +412,7 @@ impl Runner<'_> {
                 let exec = self.exec;
                 let run = TestRun { selection, tree, timeout, server: None, gpus: &gpus };
                 let purpose = format!("{}-{}-{}", job.name(), side_name(side), check_slug(check));
+                let _phase = self.clock.enter(Phase::Tests);
                 self.step(&job.subject, check, side, None, |log| match installed {
                     Ok(()) => pytest(&exec, &run, log, purpose),
                     Err((reason, detail)) => not_run(reason, detail, None),
@@ -442,6 +448,7 @@ impl Runner<'_> {
             let gpus = recipe_gpus(self.request.node, recipe);
             let exec = self.exec;
             let purpose = format!("{}-{}-kernel-timing", job.name(), side_name(side));
+            let _phase = self.clock.enter(Phase::Tests);
             self.step(&job.subject, Check::KernelTiming, side, None, |log| match installed {
                 Ok(()) => timing(&exec, side_recipe, tree, log, timeout, &gpus, &purpose),
                 Err((reason, detail)) => not_run(reason, detail, None),
@@ -557,6 +564,7 @@ impl Runner<'_> {
                     self.limit(recipe.timeouts().serving_tests.unwrap_or(DEFAULT_STEP_TIMEOUT));
                 let exec = self.exec;
                 let purpose = format!("{}-{}-serving-tests", job.name(), side_name(side));
+                let _phase = self.clock.enter(Phase::Tests);
                 self.step(subject, Check::ServingTests, side, None, |log| match server {
                     Ok(serving) => {
                         let run =
@@ -596,12 +604,15 @@ impl Runner<'_> {
                         ),
                         Some(&benchmark.name),
                     ),
-                    (Ok(serving), Some(side_benchmark)) => self.evaluate(
-                        servers.recipes[slot(side)],
-                        side_benchmark,
-                        &serving,
-                        &servers.launches[slot(side)],
-                    ),
+                    (Ok(serving), Some(side_benchmark)) => {
+                        let _phase = self.clock.enter(Phase::Accuracy);
+                        self.evaluate(
+                            servers.recipes[slot(side)],
+                            side_benchmark,
+                            &serving,
+                            &servers.launches[slot(side)],
+                        )
+                    }
                     (Ok(_), None) => not_run(
                         NotRunReason::NoRecipe,
                         format!(
@@ -619,6 +630,7 @@ impl Runner<'_> {
             }
         }
         if !cells.is_empty() {
+            let _phase = self.clock.enter(Phase::Speed);
             self.speed(job, recipe, cells, &mut servers)?;
         }
         let pattern = &recipe.server().routing_pattern;
@@ -638,6 +650,7 @@ impl Runner<'_> {
             self.record(subject, Check::Routing, side, None, outcome)?;
         }
         // Dropping the servers stops them.
+        let _phase = self.clock.enter(Phase::Servers);
         drop(servers);
         Ok(())
     }
@@ -645,6 +658,7 @@ impl Runner<'_> {
     /// `side`'s server, started when it is not up (and, one at a time, the other side's
     /// stopped first).
     fn server(&self, servers: &mut Servers<'_>, side: Side) -> Result<Serving, ServerFailure> {
+        let _phase = self.clock.enter(Phase::Servers);
         let startup = self.limit(servers.recipe.server().startup_timeout);
         servers.get(&self.exec, side, startup)
     }
