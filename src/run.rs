@@ -272,9 +272,9 @@ pub(crate) fn preflight_mode(
 fn run_id(plan: &Plan, results: &std::path::Path) -> anyhow::Result<RunId> {
     let absolute = std::path::absolute(results)
         .with_context(|| format!("the results directory {}", results.display()))?;
-    let hash = prgate_runner::run::recipe_hash(absolute.as_os_str().as_encoded_bytes());
+    let key = prgate_runner::key::Key::of(absolute.as_os_str().as_encoded_bytes());
     let sha: String = plan.head.sha.chars().take(12).collect();
-    let id = format!("{sha}-{}", &hash["fnv1a64:".len().."fnv1a64:".len() + 8]);
+    let id = format!("{sha}-{}", key.short());
     Ok(RunId::new(&id)?)
 }
 

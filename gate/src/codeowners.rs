@@ -29,7 +29,8 @@
 //! default at prgate's top level, so a PR cannot loosen it.
 
 use prgate_scope::codeowners::{
-    CodeownersFacts, CodeownersLineChange, FileChangeKind, LineChangeKind, OwnerChange,
+    CodeownersFacts, CodeownersFileChange, CodeownersLineChange, FileChangeKind, LineChangeKind,
+    OwnerChange,
 };
 
 use crate::config::Severity;
@@ -162,17 +163,19 @@ impl Policy {
             .map_or((Some(Severity::Warn), None), |rule| (rule.verdict, Some(rule.kind)))
     }
 
-    /// Judges the facts of a plan.
+    /// Judges the facts of a plan. Each finding is a few short sentences, with paths, lines
+    /// and `@` names in backticks (the comment shows them as code), ending with the policy's
+    /// rule that decided.
     pub fn judge(&self, facts: &CodeownersFacts) -> RuleOutcome {
         let mut findings = Vec::new();
         let mut add = |kinds: &[ChangeKind], message: String| {
             let (verdict, decided_by) = self.decide(kinds);
             if let Some(severity) = verdict {
                 let rule = decided_by.map_or_else(
-                    || "no rule covers it".to_owned(),
-                    |kind| format!("rule {}", kind.name()),
+                    || "No rule of the policy covers it.".to_owned(),
+                    |kind| format!("Policy rule: {}.", code(kind.name())),
                 );
-                findings.push(Finding::new(severity, format!("{message} ({rule})")));
+                findings.push(Finding::new(severity, format!("{message} {rule}")));
             }
         };
         for change in &facts.file_changes {
@@ -182,23 +185,21 @@ impl Policy {
                 FileChangeKind::Shadowed => ChangeKind::FileShadowed,
                 FileChangeKind::Added => ChangeKind::FileAdded,
             };
-            let what = match change.kind {
-                FileChangeKind::Deleted => "deleted",
-                FileChangeKind::Moved => "moved",
-                FileChangeKind::Shadowed => "shadowed by a file GitHub reads first",
-                FileChangeKind::Added => "added",
-            };
-            add(&[kind], format!("{} {what}: {}", change.path, change.detail));
+            add(&[kind], describe_file(facts, change));
         }
         for change in &facts.line_changes {
             add(&line_kinds(change), describe_line(facts, change));
         }
+        let file = facts.head_path.as_deref().unwrap_or(&facts.path);
         for invalid in &facts.invalid_lines {
             add(
                 &[ChangeKind::InvalidLine],
                 format!(
-                    "line {} `{}` is skipped by GitHub: {}",
-                    invalid.line, invalid.text, invalid.problem
+                    "GitHub skips {} line {}, {}: {}.",
+                    code(file),
+                    invalid.line,
+                    code(&invalid.text),
+                    invalid.problem
                 ),
             );
         }
@@ -227,77 +228,115 @@ fn line_kinds(change: &CodeownersLineChange) -> Vec<ChangeKind> {
     }
 }
 
+/// Text the comment shows as code: a path, a line of CODEOWNERS, an owner.
+fn code(text: &str) -> String {
+    format!("`{text}`")
+}
+
+/// What happened to the file as a whole, in a sentence or two.
+fn describe_file(facts: &CodeownersFacts, change: &CodeownersFileChange) -> String {
+    let configured = code(&facts.path);
+    let path = code(&change.path);
+    match change.kind {
+        FileChangeKind::Deleted => format!("{path} is deleted."),
+        FileChangeKind::Moved => format!("{configured} moved to {path}."),
+        FileChangeKind::Shadowed => {
+            format!("The PR adds {path}. GitHub reads it before {configured}.")
+        }
+        FileChangeKind::Added => format!("Base has no {configured}. The PR adds {path}."),
+    }
+}
+
+/// What happened to a line, then what it does, in short sentences.
 fn describe_line(facts: &CodeownersFacts, change: &CodeownersLineChange) -> String {
-    let file = facts.head_path.as_deref().unwrap_or(&facts.path);
-    let text =
-        |text: &Option<String>| text.as_deref().map(|t| format!("`{t}`")).unwrap_or_default();
-    let mut message = match change.kind {
-        LineChangeKind::Added => format!(
-            "{file} line {} added: {}",
-            change.head_line.unwrap_or(0),
-            text(&change.head_text)
-        ),
-        LineChangeKind::Removed => format!(
-            "{} line {} removed: {}",
-            facts.path,
-            change.base_line.unwrap_or(0),
-            text(&change.base_text)
-        ),
+    let file = code(facts.head_path.as_deref().unwrap_or(&facts.path));
+    let base_file = code(&facts.path);
+    let text = |text: &Option<String>| text.as_deref().map(code).unwrap_or_default();
+    let (base_line, head_line) = (change.base_line.unwrap_or(0), change.head_line.unwrap_or(0));
+    let mut sentences = vec![match change.kind {
+        LineChangeKind::Added => {
+            format!("{file} line {head_line} added: {}.", text(&change.head_text))
+        }
+        LineChangeKind::Removed => {
+            format!("{base_file} line {base_line} removed: {}.", text(&change.base_text))
+        }
         LineChangeKind::Modified => format!(
-            "{} line {} modified: {} became {}",
-            facts.path,
-            change.base_line.unwrap_or(0),
+            "{base_file} line {base_line} modified: {} became {}.",
             text(&change.base_text),
             text(&change.head_text)
         ),
         LineChangeKind::Reordered => format!(
-            "{} line {} moved to line {}: {}",
-            facts.path,
-            change.base_line.unwrap_or(0),
-            change.head_line.unwrap_or(0),
+            "{base_file} line {base_line} moved to line {head_line}: {}.",
             text(&change.base_text)
         ),
         LineChangeKind::CommentOrBlank => format!(
-            "{file} comment or blank line {} changed",
+            "{file} comment or blank line {} changed.",
             change.head_line.or(change.base_line).unwrap_or(0)
         ),
-    };
+    }];
     if !change.new_models_only.is_empty() {
-        message.push_str(&format!(
-            "; it owns only files of the new model(s) {}",
-            change.new_models_only.join(", ")
-        ));
+        let models: Vec<String> = change.new_models_only.iter().map(|m| code(m)).collect();
+        let noun = if models.len() == 1 { "model" } else { "models" };
+        sentences.push(format!("It owns only files of the new {noun} {}.", and_list(&models)));
     }
     if change.owner_changes_total > 0 {
-        message.push_str(&format!(
-            "; it changes the owners of {} file(s) of the base tree: {}",
-            change.owner_changes_total,
-            owner_changes_text(&change.owner_changes, change.owner_changes_total)
-        ));
+        sentences.push(owner_changes_text(&change.owner_changes, change.owner_changes_total));
     }
-    message
+    sentences.join(" ")
 }
 
+/// How many files of the base tree get new owners, then the first few, one sentence per
+/// change of owners: `` From `@team` to `@someone`: `a.py`, `b.py`. ``
 fn owner_changes_text(changes: &[OwnerChange], total: usize) -> String {
     const SHOWN: usize = 3;
-    let owners =
-        |list: &[String]| if list.is_empty() { "nobody".to_owned() } else { list.join(" ") };
-    let mut text: Vec<String> = changes
-        .iter()
-        .take(SHOWN)
-        .map(|change| {
-            format!("{} ({} → {})", change.path, owners(&change.before), owners(&change.after))
-        })
-        .collect();
-    if total > SHOWN.min(changes.len()) {
-        text.push(format!("and {} more", total - SHOWN.min(changes.len())));
+    let owners = |list: &[String]| {
+        if list.is_empty() {
+            "nobody".to_owned()
+        } else {
+            and_list(&list.iter().map(|owner| code(owner)).collect::<Vec<_>>())
+        }
+    };
+    let files = if total == 1 { "file" } else { "files" };
+    let mut sentences = vec![format!("It changes the owners of {total} {files} of the base tree.")];
+    let shown = &changes[..SHOWN.min(changes.len())];
+    let mut groups: Vec<(&[String], &[String], Vec<String>)> = Vec::new();
+    for change in shown {
+        let path = code(&change.path);
+        match groups.iter_mut().find(|(before, after, _)| {
+            *before == change.before.as_slice() && *after == change.after.as_slice()
+        }) {
+            Some((_, _, paths)) => paths.push(path),
+            None => groups.push((&change.before, &change.after, vec![path])),
+        }
     }
-    text.join(", ")
+    for (before, after, paths) in &groups {
+        sentences.push(format!(
+            "From {} to {}: {}.",
+            owners(before),
+            owners(after),
+            paths.join(", ")
+        ));
+    }
+    let more = total.saturating_sub(shown.len());
+    if more > 0 && !shown.is_empty() {
+        let files = if more == 1 { "file changes" } else { "files change" };
+        sentences.push(format!("{more} more {files} owners too."));
+    }
+    sentences.join(" ")
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn and_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [only] => only.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use prgate_scope::codeowners::{CodeownersFileChange, InvalidCodeownersLine};
+    use prgate_scope::codeowners::InvalidCodeownersLine;
 
     use super::*;
 
@@ -356,6 +395,22 @@ mod tests {
         added_owner.owner_changes_total = 1200;
         let mut added_new_model = line(LineChangeKind::Added, None, Some((9, "/m/muse/ @muse")));
         added_new_model.new_models_only = vec!["muse".into()];
+        let mut moved_owners =
+            line(LineChangeKind::Modified, Some((5, "/k/ @k-team")), Some((5, "/k/ @else @other")));
+        let owner_change = |path: &str, before: &[&str]| OwnerChange {
+            path: path.into(),
+            before: before.iter().map(|owner| (*owner).to_owned()).collect(),
+            after: vec!["@else".into(), "@other".into()],
+        };
+        moved_owners.owner_changes = vec![
+            owner_change("k/a.py", &["@k-team"]),
+            owner_change("k/new.py", &[]),
+            owner_change("k/b.py", &["@k-team"]),
+            owner_change("k/c.py", &["@k-team"]),
+        ];
+        moved_owners.owner_changes_total = 5;
+        let mut two_new_models = line(LineChangeKind::Added, None, Some((9, "/m/ @muse")));
+        two_new_models.new_models_only = vec!["muse".into(), "lyre".into()];
         let cases = [
             ("nothing", facts(vec![], vec![]), "Pass"),
             (
@@ -373,12 +428,12 @@ mod tests {
                     )],
                     vec![],
                 ),
-                "Fail\nFail: .github/CODEOWNERS line 3 modified: `/m/a/ @a` became `/m/a/ @b` (rule line-modified)",
+                "Fail\nFail: `.github/CODEOWNERS` line 3 modified: `/m/a/ @a` became `/m/a/ @b`. Policy rule: `line-modified`.",
             ),
             (
                 "a removed line",
                 facts(vec![line(LineChangeKind::Removed, Some((4, "/m/b/ @b")), None)], vec![]),
-                "Fail\nFail: .github/CODEOWNERS line 4 removed: `/m/b/ @b` (rule line-removed)",
+                "Fail\nFail: `.github/CODEOWNERS` line 4 removed: `/m/b/ @b`. Policy rule: `line-removed`.",
             ),
             (
                 "a reordered line",
@@ -390,22 +445,22 @@ mod tests {
                     )],
                     vec![],
                 ),
-                "Fail\nFail: .github/CODEOWNERS line 4 moved to line 2: `/m/b/ @b` (rule line-reordered)",
+                "Fail\nFail: `.github/CODEOWNERS` line 4 moved to line 2: `/m/b/ @b`. Policy rule: `line-reordered`.",
             ),
             (
                 "an added line changing owners",
                 facts(vec![added_owner], vec![]),
-                "Fail\nFail: .github/CODEOWNERS line 9 added: `* @someone`; it changes the owners of 1200 file(s) of the base tree: a.py (@team → @someone), and 1199 more (rule line-added-changes-owners)",
+                "Fail\nFail: `.github/CODEOWNERS` line 9 added: `* @someone`. It changes the owners of 1200 files of the base tree. From `@team` to `@someone`: `a.py`. 1199 more files change owners too. Policy rule: `line-added-changes-owners`.",
             ),
             (
                 "an added line for a new model",
                 facts(vec![added_new_model], vec![]),
-                "Warn\nWarn: .github/CODEOWNERS line 9 added: `/m/muse/ @muse`; it owns only files of the new model(s) muse (rule line-added-owns-only-new-model)",
+                "Warn\nWarn: `.github/CODEOWNERS` line 9 added: `/m/muse/ @muse`. It owns only files of the new model `muse`. Policy rule: `line-added-owns-only-new-model`.",
             ),
             (
                 "an added line changing nothing",
                 facts(vec![line(LineChangeKind::Added, None, Some((9, "/gone/ @x")))], vec![]),
-                "Warn\nWarn: .github/CODEOWNERS line 9 added: `/gone/ @x` (rule line-added)",
+                "Warn\nWarn: `.github/CODEOWNERS` line 9 added: `/gone/ @x`. Policy rule: `line-added`.",
             ),
             (
                 "the file deleted",
@@ -417,19 +472,32 @@ mod tests {
                         detail: "no CODEOWNERS in head".into(),
                     }],
                 ),
-                "Fail\nFail: .github/CODEOWNERS deleted: no CODEOWNERS in head (rule file-deleted)",
+                "Fail\nFail: `.github/CODEOWNERS` is deleted. Policy rule: `file-deleted`.",
             ),
             (
                 "the file shadowed",
-                facts(
-                    vec![],
-                    vec![CodeownersFileChange {
-                        kind: FileChangeKind::Shadowed,
-                        path: ".github/CODEOWNERS".into(),
-                        detail: "GitHub reads it before CODEOWNERS".into(),
-                    }],
-                ),
-                "Fail\nFail: .github/CODEOWNERS shadowed by a file GitHub reads first: GitHub reads it before CODEOWNERS (rule file-shadowed)",
+                CodeownersFacts {
+                    path: "CODEOWNERS".into(),
+                    ..facts(
+                        vec![],
+                        vec![CodeownersFileChange {
+                            kind: FileChangeKind::Shadowed,
+                            path: ".github/CODEOWNERS".into(),
+                            detail: "GitHub reads it before CODEOWNERS".into(),
+                        }],
+                    )
+                },
+                "Fail\nFail: The PR adds `.github/CODEOWNERS`. GitHub reads it before `CODEOWNERS`. Policy rule: `file-shadowed`.",
+            ),
+            (
+                "a modified line that moves files between owners",
+                facts(vec![moved_owners], vec![]),
+                "Fail\nFail: `.github/CODEOWNERS` line 5 modified: `/k/ @k-team` became `/k/ @else @other`. It changes the owners of 5 files of the base tree. From `@k-team` to `@else` and `@other`: `k/a.py`, `k/b.py`. From nobody to `@else` and `@other`: `k/new.py`. 2 more files change owners too. Policy rule: `line-modified`.",
+            ),
+            (
+                "an added line for two new models",
+                facts(vec![two_new_models], vec![]),
+                "Warn\nWarn: `.github/CODEOWNERS` line 9 added: `/m/ @muse`. It owns only files of the new models `muse` and `lyre`. Policy rule: `line-added-owns-only-new-model`.",
             ),
         ];
         for (name, facts, expected) in cases {
@@ -443,7 +511,7 @@ mod tests {
         }];
         assert_eq!(
             check(&with_invalid),
-            "Warn\nWarn: line 5 `!x @a` is skipped by GitHub: negation is not supported (rule invalid-line)"
+            "Warn\nWarn: GitHub skips `.github/CODEOWNERS` line 5, `!x @a`: negation is not supported. Policy rule: `invalid-line`."
         );
     }
 

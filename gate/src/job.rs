@@ -19,7 +19,7 @@
 //!     { "model": "kimi_k31",             // null for the common checks
 //!       "tier": "full", "new": false,
 //!       "recipe": { "base": { "state": "parsed", "path": "test/e2e/kimi_k31.toml",
-//!                             "hash": "fnv1a64:..." },
+//!                             "hash": "sha256:..." },
 //!                   "pr":   { "state": "missing", "path": "test/e2e/kimi_k31.toml" } },
 //!       "steps": [
 //!         { "check": "unit-tests", "side": "pr", "part": null, "expect": { "kind": "run" } },

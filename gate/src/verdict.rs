@@ -21,7 +21,9 @@
 //!                      "test": { "run_cv": 0.012, "degrees_of_freedom": 7.0,
 //!                                "in_band_differences": 4, "calibration_samples": null,
 //!                                "calibration_df": 0.0, "alpha": 0.005, "beta": 0.05,
-//!                                "outliers": [] } } } ] } ],
+//!                                "outliers": [] },
+//!                      "thresholds": { "max_loss": 0.02, "min_gain": 0.05,
+//!                                      "gain_required": false } } } ] } ],
 //!   "author_must_provide": [ "kimi_k31: accuracy (gpqa-diamond): a gated dataset and no token on the runner" ]
 //! }
 //! ```
@@ -32,8 +34,11 @@
 //! `kernel`, `tests` (see [`Numbers`]) or `null`. A speed item's interval is the two-sided 95%
 //! Student-t interval of the change on the test's pooled variance, for the reader: the decision
 //! is the sequential test's, whose noise, calibration and error bounds are in `test` (added in
-//! place, optional: see [`SpeedTest`]). An accuracy item's interval is the score interval whose
-//! one-sided bounds are at `alpha`, and its `p_value` that test's (see `docs/gate.md`).
+//! place, optional: see [`SpeedTest`]), and the rule's lines it was judged against in
+//! `thresholds` (`max_loss` and `min_gain` as fractions, whether the title claims a gain; added
+//! in place, optional: see [`SpeedThresholds`]). An accuracy item's interval is the score
+//! interval whose one-sided bounds are at `alpha`, and its `p_value` that test's (see
+//! `docs/gate.md`).
 //! Readers ignore fields they do not know; a new value of an enumeration raises
 //! `schema_version`.
 
@@ -179,6 +184,10 @@ pub enum Numbers {
         confidence: Confidence,
         #[serde(default)]
         test: Option<SpeedTest>,
+        /// The rule's lines the gate judged this cell against (added in place, optional: a
+        /// verdict written before it has none).
+        #[serde(default)]
+        thresholds: Option<SpeedThresholds>,
     },
     /// One benchmark: accuracies as fractions, PR minus base and its interval (each bound
     /// one-sided at `alpha`), the questions, whether the comparison was paired, the p-value
@@ -223,6 +232,20 @@ pub struct SpeedTest {
     pub beta: f64,
     /// Pairs (by index in run order) excluded as outliers and re-measured.
     pub outliers: Vec<u32>,
+}
+
+/// The speed rule's lines as the gate used them for a cell, from the `[gate.speed]` and
+/// `[gate.gain]` settings: what a chart of the change draws its lines at.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SpeedThresholds {
+    /// The largest TPOT loss allowed, a fraction (`speed.max-loss`): a change over it fails a
+    /// covered concurrency.
+    pub max_loss: f64,
+    /// The TPOT gain, a fraction (`gain.min-gain`), that a PR whose title type claims one must
+    /// show at one covered concurrency (a chart draws it at a change of `-min_gain`).
+    pub min_gain: f64,
+    /// Whether this PR's title type claims a gain, so that `min_gain` is judged.
+    pub gain_required: bool,
 }
 
 /// How sure a speed decision is.
@@ -335,6 +358,7 @@ pub fn judge_with(request: JudgeRequest<'_>) -> Result<Verdict, EvidenceError> {
         completion,
         evidence,
         accuracy_family,
+        gain_required,
     };
 
     let rule_items: Vec<Item> = rules
@@ -347,11 +371,7 @@ pub fn judge_with(request: JudgeRequest<'_>) -> Result<Verdict, EvidenceError> {
             summary: if rule.findings.is_empty() {
                 "no findings".to_owned()
             } else {
-                rule.findings
-                    .iter()
-                    .map(|finding| finding.message.clone())
-                    .collect::<Vec<_>>()
-                    .join("; ")
+                findings_text(&rule.findings)
             },
             numbers: None,
         })
@@ -570,6 +590,8 @@ struct Judge<'a> {
     /// How many benchmarks (of every model) are judged together: accuracy's alpha is divided
     /// over them.
     accuracy_family: usize,
+    /// Whether the PR's title type claims a speed gain.
+    gain_required: bool,
 }
 
 fn section_of(check: Check) -> SectionName {
@@ -1276,6 +1298,11 @@ impl<'a> Judge<'a> {
                         pairs: judgement.pairs,
                         confidence,
                         test: Some(test),
+                        thresholds: Some(SpeedThresholds {
+                            max_loss: loss_limit,
+                            min_gain: self.config.gain.test.threshold.get(),
+                            gain_required: self.gain_required,
+                        }),
                     }),
                 },
             );
@@ -1374,6 +1401,19 @@ fn broke_on_base(records: &[&Evidence], record: &Evidence) -> bool {
                 if base_subject == subject
                     && matches!(reason.kind(), NotRunKind::Broken | NotRunKind::CannotJudge))
     })
+}
+
+/// A rule's findings as one line: a finding written as sentences is followed by a space, a
+/// phrase by `; `.
+fn findings_text(findings: &[crate::rules::Finding]) -> String {
+    let mut text = String::new();
+    for finding in findings {
+        if !text.is_empty() {
+            text.push_str(if text.ends_with('.') { " " } else { "; " });
+        }
+        text.push_str(&finding.message);
+    }
+    text
 }
 
 /// An error rate as a percentage.

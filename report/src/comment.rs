@@ -386,8 +386,9 @@ struct SpeedRow {
 }
 
 /// A Mermaid `xychart-beta` of the TPOT change per concurrency, PR against base, with its
-/// interval, against the rule's lines. Every field holds only digits, dots, commas, spaces,
-/// minus signs, quotes around digits and the sanitized model name.
+/// interval, against the rule's lines as the verdict gives them. Every field holds only
+/// digits, dots, commas, spaces, minus signs, `#`, hexadecimal colours, quotes around digits
+/// and the sanitized model name.
 #[derive(Debug, Serialize)]
 struct Chart {
     title_md: String,
@@ -399,12 +400,43 @@ struct Chart {
     /// background up to the interval's bottom. What shows is a band from the interval's low
     /// to its high with a dark mark at the change.
     bars_md: Vec<String>,
-    /// The rule's lines: the loss threshold, the gain threshold and zero.
+    /// The rule's lines: the loss threshold and the gain threshold when the verdict gives
+    /// them, and zero.
     lines_md: Vec<String>,
-    loss: String,
-    gain: String,
+    /// The series' colours in the order they are drawn (bars, then lines), for Mermaid's
+    /// `plotColorPalette`.
+    palette_md: String,
+    /// The chart's background, and its text and axes' colour.
+    ground_md: &'static str,
+    ink_md: &'static str,
+    /// The loss and gain thresholds in percent, when the verdict gives them.
+    loss: Option<String>,
+    gain: Option<String>,
+    /// Whether the PR's title claims a gain (so the gain line is judged).
+    gain_required: bool,
     /// [`CHART_MIN_SPAN`] in words.
     span: String,
+}
+
+/// The chart's colours. The ground is the chart's own (white in light and dark themes alike),
+/// and the interval's bottom is painted in it; every other colour has at least 3:1 contrast
+/// against it (WCAG 2.1's 1.4.11 for graphics), and the change's mark 3:1 against the band.
+/// `.ci/render-comments` measures them in the rendered SVG.
+pub(crate) mod colours {
+    /// The chart's background, and the bar that paints it over the band below the interval.
+    pub(crate) const GROUND: &str = "#ffffff";
+    /// Text and axes.
+    pub(crate) const INK: &str = "#1f2328";
+    /// The 95% interval's band.
+    pub(crate) const BAND: &str = "#4a90d9";
+    /// The change's mark inside the band.
+    pub(crate) const MARK: &str = "#0a3069";
+    /// The loss threshold's line.
+    pub(crate) const LOSS: &str = "#cf222e";
+    /// The gain threshold's line.
+    pub(crate) const GAIN: &str = "#1a7f37";
+    /// The line at no change.
+    pub(crate) const ZERO: &str = "#6e7781";
 }
 
 #[derive(Debug, Serialize)]
@@ -1099,15 +1131,26 @@ fn chart(name: &str, items: &[&Item]) -> Option<Chart> {
         return None;
     }
     cells.sort_by_key(|cell| cell.0);
-    let defaults = prgate_gate::config::GateConfig::defaults();
-    let loss = items
+    // The lines the gate judged these cells against; a verdict written before it said them
+    // has none, and the chart then draws only zero rather than guess.
+    let thresholds = items.iter().find_map(|item| match item.numbers {
+        Some(Numbers::Speed { thresholds: Some(thresholds), .. })
+            if thresholds.max_loss.is_finite() && thresholds.min_gain.is_finite() =>
+        {
+            Some(thresholds)
+        }
+        _ => None,
+    });
+    let loss = thresholds.map(|t| t.max_loss * 100.0);
+    let gain = thresholds.map(|t| t.min_gain * 100.0);
+    // The axis holds every interval and the rule's lines; past the least span, with a margin
+    // of 1% beyond the farthest.
+    let lowest = cells
         .iter()
-        .find_map(|item| percent_after(&item.rule, "loss over "))
-        .unwrap_or(defaults.speed.threshold.get() * 100.0);
-    let gain = defaults.gain.test.threshold.get() * 100.0;
-    let lowest = cells.iter().map(|cell| cell.2).fold(-CHART_MIN_SPAN, f64::min);
-    let highest = cells.iter().map(|cell| cell.3).fold(CHART_MIN_SPAN, f64::max);
-    // Past the least span, a margin of 1% beyond the widest interval.
+        .map(|cell| cell.2)
+        .chain(gain.map(|gain| -gain))
+        .fold(-CHART_MIN_SPAN, f64::min);
+    let highest = cells.iter().map(|cell| cell.3).chain(loss).fold(CHART_MIN_SPAN, f64::max);
     let bottom = if lowest < -CHART_MIN_SPAN { (lowest - 1.0).floor() } else { -CHART_MIN_SPAN };
     let top = if highest > CHART_MIN_SPAN { (highest + 1.0).ceil() } else { CHART_MIN_SPAN };
     // The change's mark: 1% of the axis each side of the change.
@@ -1120,6 +1163,15 @@ fn chart(name: &str, items: &[&Item]) -> Option<Chart> {
         cells.iter().map(|cell| number(value(cell))).collect::<Vec<_>>().join(", ")
     };
     let constant = |value: f64| vec![number(value); cells.len()].join(", ");
+    let mut lines_md = Vec::new();
+    let mut palette = vec![colours::BAND, colours::MARK, colours::BAND, colours::GROUND];
+    if let (Some(loss), Some(gain)) = (loss, gain) {
+        lines_md.push(constant(loss));
+        lines_md.push(constant(-gain));
+        palette.extend([colours::LOSS, colours::GAIN]);
+    }
+    lines_md.push(constant(0.0));
+    palette.push(colours::ZERO);
     Some(Chart {
         title_md: format!("{}: TPOT change, PR against base", chart_label(name)),
         x_md: cells.iter().map(|cell| format!("\"{}\"", cell.0)).collect::<Vec<_>>().join(", "),
@@ -1130,18 +1182,21 @@ fn chart(name: &str, items: &[&Item]) -> Option<Chart> {
             series(&|&(_, change, _, _)| change - mark),
             series(&|&(_, change, low, _)| low.min(change - mark)),
         ],
-        lines_md: vec![constant(loss), constant(-gain), constant(0.0)],
-        loss: format!("{loss:.0}%"),
-        gain: format!("{gain:.0}%"),
+        lines_md,
+        palette_md: palette.join(", "),
+        ground_md: colours::GROUND,
+        ink_md: colours::INK,
+        loss: loss.map(threshold_percent),
+        gain: gain.map(threshold_percent),
+        gain_required: thresholds.is_some_and(|t| t.gain_required),
         span: format!("{CHART_MIN_SPAN:.0}%"),
     })
 }
 
-/// The percentage a rule's text names after `words` (`loss over 2%` gives 2).
-fn percent_after(text: &str, words: &str) -> Option<f64> {
-    let rest = &text[text.find(words)? + words.len()..];
-    let number = &rest[..rest.find('%')?];
-    number.parse::<f64>().ok().filter(|value| value.is_finite() && *value > 0.0)
+/// A threshold in percent for the legend: `2%`, `2.5%`.
+fn threshold_percent(value: f64) -> String {
+    let text = format!("{value:.1}");
+    format!("{}%", text.strip_suffix(".0").unwrap_or(&text))
 }
 
 /// A label Mermaid cannot read as syntax: letters, digits, `_`, `-`, `.` and spaces only,

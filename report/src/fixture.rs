@@ -271,12 +271,21 @@ pub(crate) fn replace_speed(
 
 /// The verdict the gate gives, with its default settings and CODEOWNERS policy.
 pub(crate) fn judged(plan: &Plan, evidence: &[Evidence], title: Option<&str>) -> Verdict {
-    let config = GateConfig::defaults();
+    judged_with(plan, evidence, title, &GateConfig::defaults())
+}
+
+/// The verdict the gate gives with these settings and the default CODEOWNERS policy.
+pub(crate) fn judged_with(
+    plan: &Plan,
+    evidence: &[Evidence],
+    title: Option<&str>,
+    config: &GateConfig,
+) -> Verdict {
     let policy =
         Policy::parse(DEFAULT_POLICY, "CODEOWNERS.rules").expect("the default policy parses");
-    let rules = judge_rules(plan, title, &config, &policy);
+    let rules = judge_rules(plan, title, config, &policy);
     let gain = prgate_gate::title::requires_gain(title, &config.gain.types);
-    judge(plan, evidence, rules, gain, &config).expect("the fixture evidence is consistent")
+    judge(plan, evidence, rules, gain, config).expect("the fixture evidence is consistent")
 }
 
 pub(crate) fn header(title: &str) -> Header {

@@ -85,7 +85,7 @@ pub fn rules_markdown(rules: &[RuleOutcome]) -> String {
                 out,
                 "  - {}: {}",
                 severity_word(finding.severity),
-                crate::escape::markdown_text(
+                crate::escape::markdown_text_with_code(
                     &finding.message,
                     crate::escape::MarkdownPlace::Paragraph
                 )
@@ -126,5 +126,27 @@ fn severity_word(severity: Severity) -> &'static str {
         Severity::Pass => "pass",
         Severity::Warn => "warn",
         Severity::Fail => "FAIL",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use prgate_gate::rules::Finding;
+
+    use super::*;
+
+    #[test]
+    fn a_finding_under_a_plan_shows_its_paths_and_owners_as_code() {
+        let rules = [RuleOutcome::new(
+            "codeowners",
+            vec![Finding::new(
+                Severity::Fail,
+                "`CODEOWNERS` line 2 removed: `/m/ @team`. Policy rule: `line-removed`.".into(),
+            )],
+        )];
+        assert_eq!(
+            rules_markdown(&rules),
+            "\n**Rules**\n\n- `codeowners`: **FAIL**\n  - FAIL: `CODEOWNERS` line 2 removed: `/m/ @team`. Policy rule: `line-removed`.\n"
+        );
     }
 }

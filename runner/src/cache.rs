@@ -3,8 +3,8 @@
 //!
 //! Both are written only from base-side measurements, by prgate itself (never by a command
 //! from the PR), so a PR cannot plant a result that a later run would trust. Each entry is one
-//! JSON file, written to a temporary name and renamed, named by the 64-bit FNV-1a hash of its
-//! key; the key itself is stored in the file and compared on every read, so that a collision
+//! JSON file, written to a temporary name and renamed, named by the SHA-256 of its key
+//! ([`Key::hex`]); the key itself is stored in the file and compared on every read, so that a collision
 //! or a hand-edited file is a miss, never a wrong hit. A file that cannot be read or parsed is
 //! a miss too: the cache only ever saves time.
 //!
@@ -33,7 +33,7 @@ use prgate_gate::speed::Calibration;
 use prgate_gate::stats::robust_log_ratio_variance;
 use serde::{Deserialize, Serialize};
 
-use crate::run::recipe_hash;
+use crate::key::Key;
 
 /// How many base-vs-base differences a noise entry keeps (the newest).
 pub const NOISE_KEPT: usize = 64;
@@ -140,8 +140,7 @@ impl Cache {
 
 fn file_name(key: &impl Serialize) -> String {
     let text = serde_json::to_vec(key).unwrap_or_default();
-    let hash = recipe_hash(&text);
-    format!("{}.json", hash.trim_start_matches("fnv1a64:"))
+    format!("{}.json", Key::of(&text).hex())
 }
 
 fn read<T: for<'de> Deserialize<'de>>(path: &Path) -> Option<T> {
@@ -212,6 +211,25 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("accuracy")).expect("the folder is made");
         std::fs::write(cache.accuracy_path(&key), "{not json").expect("the file is written");
         assert_eq!(cache.accuracy(&key), None);
+    }
+
+    #[test]
+    fn an_entry_of_the_older_hash_naming_is_a_miss_and_is_written_again() {
+        // Before the SHA-256 keys, an entry was named by 16 hex digits of FNV-1a; such a file,
+        // even holding this very key, is never read: a miss, not an error.
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let cache = Cache::new(dir.path());
+        let key = accuracy_key();
+        let entry = serde_json::json!({ "key": key, "outcome": outcome() });
+        std::fs::create_dir_all(dir.path().join("accuracy")).expect("the folder is made");
+        std::fs::write(dir.path().join("accuracy/cbf29ce484222325.json"), entry.to_string())
+            .expect("the old file is written");
+        assert_eq!(cache.accuracy(&key), None);
+        cache.store_accuracy(&key, &outcome()).expect("the entry is written");
+        assert_eq!(cache.accuracy(&key), Some(outcome()));
+        let name = cache.accuracy_path(&key);
+        let stem = name.file_stem().and_then(|stem| stem.to_str()).expect("a UTF-8 name");
+        assert_eq!(stem.len(), 64, "{stem}");
     }
 
     #[test]

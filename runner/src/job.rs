@@ -200,7 +200,7 @@ impl<R> Source<R> {
             Ok(None) => Source::Missing { path },
             Err(error) => Source::Invalid { path, error, hash: None },
             Ok(Some(bytes)) => {
-                let hash = crate::run::recipe_hash(&bytes);
+                let hash = crate::key::Key::of(&bytes).to_string();
                 let short = commit.get(..7).unwrap_or(commit);
                 let file = format!("{path} at {short}");
                 match parse(&String::from_utf8_lossy(&bytes), &file) {

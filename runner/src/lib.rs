@@ -27,6 +27,9 @@
 //! - [`container`]: the container launcher: a command for a run as the engine's `run`, with
 //!   the node's GPUs only, the checkpoints read-only, loopback ports and an explicit
 //!   environment; stopping, cleanup by label and the image's digest (`docs/container.md`);
+//! - [`health`]: the node health ledger: strikes attributed to a node (preflight findings,
+//!   a step broken on both sides, GPU errors in base-side logs), its drain after too many,
+//!   and its re-admission by a passing canary;
 //! - [`lock`]: the host lock: one run on a host at a time, a refusal that names the holder,
 //!   and no stale lock after a killed run;
 //! - [`preflight`]: before any install, whether the node has what the run needs: its GPUs
@@ -39,6 +42,7 @@
 //!   job that did not complete recorded as `not-run` evidence (`docs/slurm.md`);
 //! - [`redact`]: the node's secret values replaced by `[redacted NAME]` in everything prgate
 //!   writes (evidence, events, comment, summary, report);
+//! - [`key`]: content keys (SHA-256) for recipes, cache entries and ids;
 //! - [`untrusted`]: reading a file of a PR's tree or a container's output folder: a regular
 //!   file below its root, no link followed at any component, size-capped.
 
@@ -48,8 +52,10 @@ pub mod cache;
 pub mod container;
 pub mod export;
 pub mod gpu_time;
+pub mod health;
 pub mod job;
 pub mod junit;
+pub mod key;
 pub mod lock;
 pub mod node;
 pub mod preflight;

@@ -202,7 +202,7 @@ fn host_name() -> String {
 }
 
 /// `time` as RFC 3339 in UTC to the second, e.g. `2026-11-29T18:00:00Z`.
-fn rfc3339_utc(time: SystemTime) -> String {
+pub(crate) fn rfc3339_utc(time: SystemTime) -> String {
     let seconds = time.duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs());
     let days = i64::try_from(seconds / 86_400).unwrap_or(i64::MAX);
     let of_day = seconds % 86_400;

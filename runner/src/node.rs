@@ -38,6 +38,77 @@ pub struct NodeProfile {
     cache_dir: PathBuf,
     work_dir: PathBuf,
     ports: Option<RangeInclusive<u16>>,
+    health: HealthSettings,
+}
+
+/// The `[health]` table: the GPU tools the preflight runs, the ECC limit, and when the
+/// [health ledger](crate::health) drains the node (docs/node.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthSettings {
+    amd_smi: PathBuf,
+    rocm_smi: PathBuf,
+    max_correctable_ecc: u64,
+    policy: crate::health::HealthPolicy,
+    dir: Option<PathBuf>,
+    slurm_drain: bool,
+    canary: Vec<String>,
+}
+
+/// The correctable ECC errors a GPU may have counted before the preflight calls it failing,
+/// unless `health.max-correctable-ecc` says otherwise.
+pub const DEFAULT_MAX_CORRECTABLE_ECC: u64 = 100;
+
+impl Default for HealthSettings {
+    fn default() -> HealthSettings {
+        HealthSettings {
+            amd_smi: PathBuf::from("amd-smi"),
+            rocm_smi: PathBuf::from("rocm-smi"),
+            max_correctable_ecc: DEFAULT_MAX_CORRECTABLE_ECC,
+            policy: crate::health::HealthPolicy::default(),
+            dir: None,
+            slurm_drain: false,
+            canary: Vec::new(),
+        }
+    }
+}
+
+impl HealthSettings {
+    /// The `amd-smi` program: a bare name is looked up in the `PATH`, then `/opt/rocm/bin`.
+    pub fn amd_smi(&self) -> &Path {
+        &self.amd_smi
+    }
+
+    /// The `rocm-smi` program, looked up like [`HealthSettings::amd_smi`].
+    pub fn rocm_smi(&self) -> &Path {
+        &self.rocm_smi
+    }
+
+    /// The most correctable ECC errors a GPU may have counted; more is a finding.
+    pub fn max_correctable_ecc(&self) -> u64 {
+        self.max_correctable_ecc
+    }
+
+    /// When the node is drained.
+    pub fn policy(&self) -> &crate::health::HealthPolicy {
+        &self.policy
+    }
+
+    /// The ledgers' folder, when the profile names one (else `<cache-dir>/health`).
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
+    /// Whether prgate may drain a SLURM node itself (`scontrol update state=drain`), rather
+    /// than only leave it out of its own jobs.
+    pub fn slurm_drain(&self) -> bool {
+        self.slurm_drain
+    }
+
+    /// The canary's command (no shell), run after the canary's preflight; empty: the
+    /// preflight alone.
+    pub fn canary(&self) -> &[String] {
+        &self.canary
+    }
 }
 
 /// One GPU the runner may hand out.
@@ -58,39 +129,17 @@ pub struct Image {
     pub digest: Option<String>,
 }
 
-/// Why a node profile was refused. Every variant names the file it came from.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NodeError {
-    /// The file is not valid TOML or does not have the expected shape (unknown key, wrong type).
-    #[error("{file}: {message}")]
-    Syntax { file: String, message: String },
-    /// A value has the right type but is not acceptable.
-    #[error("{file}: {key} = {value}: {problem}")]
-    Value { file: String, key: String, value: String, problem: String },
-    /// A key is wrong as a whole (an empty list, two lists that do not match).
-    #[error("{file}: {key}: {problem}")]
-    Key { file: String, key: String, problem: String },
-}
+/// Why a node profile was refused: the file and what is wrong, as every config file says it.
+pub type NodeError = prgate_scope::ConfigError;
 
 impl NodeProfile {
     /// Parses and checks the text of a node profile. `file` names it in errors.
     pub fn parse(text: &str, file: &str) -> Result<NodeProfile, NodeError> {
-        let raw: RawNode = toml::from_str(text).map_err(|error| NodeError::Syntax {
-            file: file.to_owned(),
-            message: error.to_string().trim_end().to_owned(),
-        })?;
-        let value_error =
-            |key: &str, value: &dyn std::fmt::Debug, problem: String| NodeError::Value {
-                file: file.to_owned(),
-                key: key.to_owned(),
-                value: format!("{value:?}"),
-                problem,
-            };
-        let key_error = |key: &str, problem: &str| NodeError::Key {
-            file: file.to_owned(),
-            key: key.to_owned(),
-            problem: problem.to_owned(),
+        let raw: RawNode = NodeError::parse_toml(text, file)?;
+        let value_error = |key: &str, value: &dyn std::fmt::Debug, problem: String| {
+            NodeError::value(file, key, value, problem)
         };
+        let key_error = |key: &str, problem: &str| NodeError::key(file, key, problem);
 
         check_name(&raw.name).map_err(|problem| value_error("name", &raw.name, problem))?;
         check_hardware(&raw.hardware)
@@ -196,6 +245,11 @@ impl NodeProfile {
             None => None,
         };
 
+        let health = match raw.health {
+            None => HealthSettings::default(),
+            Some(health) => health_settings(health, &value_error)?,
+        };
+
         Ok(NodeProfile {
             name: raw.name,
             hardware: raw.hardware,
@@ -207,6 +261,7 @@ impl NodeProfile {
             cache_dir,
             work_dir,
             ports,
+            health,
         })
     }
 
@@ -275,6 +330,76 @@ impl NodeProfile {
     pub fn ports(&self) -> Option<&RangeInclusive<u16>> {
         self.ports.as_ref()
     }
+
+    /// The `[health]` table, or its defaults.
+    pub fn health(&self) -> &HealthSettings {
+        &self.health
+    }
+}
+
+type ValueError<'a> = dyn Fn(&str, &dyn std::fmt::Debug, String) -> NodeError + 'a;
+
+fn health_settings(
+    raw: RawHealth,
+    value_error: &ValueError<'_>,
+) -> Result<HealthSettings, NodeError> {
+    let defaults = HealthSettings::default();
+    let program = |key: &str, value: Option<String>, default: PathBuf| match value {
+        None => Ok(default),
+        Some(text) if !text.is_empty() && !text.contains(char::is_whitespace) => {
+            Ok(PathBuf::from(text))
+        }
+        Some(text) => Err(value_error(
+            key,
+            &text,
+            "must be a program's name or path, without blanks".to_owned(),
+        )),
+    };
+    let amd_smi = program("health.amd-smi", raw.amd_smi, defaults.amd_smi)?;
+    let rocm_smi = program("health.rocm-smi", raw.rocm_smi, defaults.rocm_smi)?;
+    let strikes = raw.strikes.unwrap_or(defaults.policy.strikes);
+    if strikes == 0 {
+        return Err(value_error(
+            "health.strikes",
+            &strikes,
+            "must be 1 or more: how many strikes drain the node".to_owned(),
+        ));
+    }
+    let window = match raw.window {
+        None => defaults.policy.window,
+        Some(text) => {
+            parse_window(&text).map_err(|problem| value_error("health.window", &text, problem))?
+        }
+    };
+    let dir = raw
+        .dir
+        .map(|dir| absolute(&dir).map_err(|problem| value_error("health.dir", &dir, problem)))
+        .transpose()?;
+    let canary = raw.canary.unwrap_or_default();
+    if canary.first().is_some_and(String::is_empty) {
+        return Err(value_error("health.canary", &canary, "names no program".to_owned()));
+    }
+    Ok(HealthSettings {
+        amd_smi,
+        rocm_smi,
+        max_correctable_ecc: raw.max_correctable_ecc.unwrap_or(defaults.max_correctable_ecc),
+        policy: crate::health::HealthPolicy { strikes, window },
+        dir,
+        slurm_drain: raw.slurm_drain.unwrap_or(false),
+        canary,
+    })
+}
+
+/// A window: whole days (`7d`), or a duration such as `36h` or `90m`.
+fn parse_window(text: &str) -> Result<std::time::Duration, String> {
+    if let Some(days) = text.strip_suffix('d') {
+        return match days.parse::<u64>() {
+            Ok(days) if days > 0 => Ok(std::time::Duration::from_secs(days.saturating_mul(86_400))),
+            _ => Err("must be a window such as \"7d\", \"36h\" or \"90m\"".to_owned()),
+        };
+    }
+    crate::recipe::parse_duration(text)
+        .map_err(|_problem| "must be a window such as \"7d\", \"36h\" or \"90m\"".to_owned())
 }
 
 /// The environment variable that holds secret `name`'s value at run time.
@@ -369,6 +494,20 @@ struct RawNode {
     cache_dir: String,
     work_dir: String,
     ports: Option<RawPorts>,
+    health: Option<RawHealth>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawHealth {
+    amd_smi: Option<String>,
+    rocm_smi: Option<String>,
+    max_correctable_ecc: Option<u64>,
+    strikes: Option<u32>,
+    window: Option<String>,
+    dir: Option<String>,
+    slurm_drain: Option<bool>,
+    canary: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]

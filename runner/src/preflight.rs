@@ -30,12 +30,13 @@
 //!
 #![doc = include_str!("../../docs/preflight.md")]
 
+mod gpu_health;
 mod memory;
 
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -47,15 +48,24 @@ use crate::container::Engine;
 use crate::node::{Image, NodeProfile};
 use crate::process::{ChildGroup, Environment, Finished, ProcessSpec};
 
+use gpu_health::{Ecc, GpuProcess};
 use memory::{Listed, Vram};
 
 /// A tool's output read into the GPUs it lists.
 type ParseListed = fn(&str) -> Result<Listed, String>;
 
-/// The `amd-smi` command the preflight runs.
-pub const AMD_SMI: &[&str] = &["amd-smi", "metric", "--mem-usage", "--json"];
-/// The `rocm-smi` command the preflight runs when `amd-smi` gives no answer.
-pub const ROCM_SMI: &[&str] = &["rocm-smi", "--showmeminfo", "vram", "--json"];
+/// The arguments of the `amd-smi` command that gives the GPUs' memory (the program is the
+/// node profile's `health.amd-smi`).
+pub const AMD_SMI_MEMORY: &[&str] = &["metric", "--mem-usage", "--json"];
+/// The arguments of the `amd-smi` command that gives the GPUs' ECC error counts.
+pub const AMD_SMI_ECC: &[&str] = &["metric", "--ecc", "--json"];
+/// The arguments of the `amd-smi` command that lists the processes on the GPUs.
+pub const AMD_SMI_PROCESS: &[&str] = &["process", "--json"];
+/// The arguments of the `rocm-smi` command that gives the memory when `amd-smi` gives none.
+pub const ROCM_SMI_MEMORY: &[&str] = &["--showmeminfo", "vram", "--json"];
+/// The arguments of the `rocm-smi` command that lists the processes when `amd-smi` gives
+/// none.
+pub const ROCM_SMI_PIDS: &[&str] = &["--showpids", "--json"];
 /// Where ROCm installs its tools; [`SystemCommands::new`] looks there after the runner's
 /// `PATH`.
 pub const ROCM_BIN: &str = "/opt/rocm/bin";
@@ -115,8 +125,9 @@ impl Default for Thresholds {
 
 /// Runs a probe command and returns what it printed.
 pub trait CommandRunner: fmt::Debug {
-    /// Runs `argv` (no shell) and returns its output when it exits with status 0.
-    fn run(&self, argv: &[&str]) -> Result<String, CommandError>;
+    /// Runs `argv` (no shell) and returns its output when it exits with status 0; `log`
+    /// names its log (`<log>.log`).
+    fn run(&self, log: &str, argv: &[&str]) -> Result<String, CommandError>;
 }
 
 /// Whether the node has the run's image: the container engine's question.
@@ -140,10 +151,12 @@ impl ImageCheck for Engine {
 pub struct CommandError {
     pub program: String,
     pub problem: String,
+    /// It ran past its time limit and was stopped: a hung tool, GPU or driver.
+    pub timed_out: bool,
 }
 
 /// Probe commands run on this machine, each under [`ChildGroup`] with a timeout; its output
-/// (standard output and error together) is kept in `<log_dir>/<program>.log`.
+/// (standard output and error together) is kept in `<log_dir>/<log>.log`.
 #[derive(Debug, Clone)]
 pub struct SystemCommands {
     /// The commands' environment; its `PATH` is where they are looked up.
@@ -172,13 +185,17 @@ impl SystemCommands {
 }
 
 impl CommandRunner for SystemCommands {
-    fn run(&self, argv: &[&str]) -> Result<String, CommandError> {
+    fn run(&self, log: &str, argv: &[&str]) -> Result<String, CommandError> {
         let program = argv.first().copied().unwrap_or_default();
-        let error = |problem: String| CommandError { program: program.to_owned(), problem };
+        let error = |problem: String| CommandError {
+            program: program.to_owned(),
+            problem,
+            timed_out: false,
+        };
         std::fs::create_dir_all(&self.log_dir).map_err(|source| {
             error(format!("cannot create {}: {source}", self.log_dir.display()))
         })?;
-        let log = self.log_dir.join(format!("{program}.log"));
+        let log = self.log_dir.join(format!("{log}.log"));
         // The log is appended to; a run's answer is this run's output only.
         match std::fs::remove_file(&log) {
             Err(source) if source.kind() != std::io::ErrorKind::NotFound => {
@@ -203,10 +220,13 @@ impl CommandRunner for SystemCommands {
                 let tail = crate::process::tail(&log, 5).unwrap_or_default();
                 Err(error(format!("{status}: {}", tail.trim())))
             }
-            Finished::TimedOut(_) | Finished::Stalled { .. } => Err(error(format!(
-                "gave no answer within {}s and was stopped",
-                self.timeout.as_secs()
-            ))),
+            Finished::TimedOut(_) | Finished::Stalled { .. } => Err(CommandError {
+                timed_out: true,
+                ..error(format!(
+                    "gave no answer within {}s and was stopped",
+                    self.timeout.as_secs()
+                ))
+            }),
         }
     }
 }
@@ -224,6 +244,12 @@ pub enum PreflightCheck {
     Checkpoint,
     /// The image is on the node.
     Image,
+    /// A GPU's ECC error counters are within the node profile's limits.
+    GpuEcc,
+    /// No GPU memory is held by a process that is gone.
+    GpuLeftoverMemory,
+    /// The GPU management tool answers: a hung one means a hung GPU or driver.
+    GpuResponsive,
 }
 
 impl PreflightCheck {
@@ -235,7 +261,21 @@ impl PreflightCheck {
             PreflightCheck::Disk => "disk space",
             PreflightCheck::Checkpoint => "checkpoint on disk",
             PreflightCheck::Image => "image present",
+            PreflightCheck::GpuEcc => "GPU ECC errors",
+            PreflightCheck::GpuLeftoverMemory => "GPU memory of dead processes",
+            PreflightCheck::GpuResponsive => "GPU responsive",
         }
+    }
+
+    /// Whether a finding of this check is a fault of the node's GPUs, a strike in its
+    /// [health ledger](crate::health): ECC errors, memory a dead process left, a hung tool.
+    pub fn is_node_fault(self) -> bool {
+        matches!(
+            self,
+            PreflightCheck::GpuEcc
+                | PreflightCheck::GpuLeftoverMemory
+                | PreflightCheck::GpuResponsive
+        )
     }
 
     /// The `not-run` reason of a step this check stops.
@@ -246,6 +286,9 @@ impl PreflightCheck {
             PreflightCheck::GpuMemory | PreflightCheck::Disk | PreflightCheck::Image => {
                 NotRunReason::Other
             }
+            PreflightCheck::GpuEcc
+            | PreflightCheck::GpuLeftoverMemory
+            | PreflightCheck::GpuResponsive => NotRunReason::Node,
         }
     }
 }
@@ -292,6 +335,12 @@ impl PreflightFailure {
         self.findings.iter().any(|finding| finding.check != PreflightCheck::Checkpoint)
     }
 
+    /// The findings that are faults of the node's GPUs ([`PreflightCheck::is_node_fault`]):
+    /// each is a strike in its health ledger.
+    pub fn node_faults(&self) -> impl Iterator<Item = &Finding> {
+        self.findings.iter().filter(|finding| finding.check.is_node_fault())
+    }
+
     /// The finding about checkpoint `name`, when it is missing.
     pub fn missing_checkpoint(&self, name: &str) -> Option<&Finding> {
         self.findings
@@ -306,6 +355,8 @@ impl PreflightFailure {
             self.findings.iter().map(|finding| finding.check).collect();
         let reason = if reasons.contains(&PreflightCheck::GpuVisible) {
             NotRunReason::HardwareAbsent
+        } else if reasons.iter().any(|check| check.is_node_fault()) {
+            NotRunReason::Node
         } else if reasons.iter().any(|check| check.reason() == NotRunReason::Other) {
             NotRunReason::Other
         } else {
@@ -343,7 +394,11 @@ impl Preflight<'_> {
     fn gpus(&self) -> Vec<Finding> {
         let mut findings = Vec::new();
         let root = self.probes.root;
-        let (tool, tool_errors) = self.ask_tools();
+        let mut asked = Asked::default();
+        let (tool, tool_errors) = self.ask_tools(&mut asked);
+        let processes = self.processes(&mut asked);
+        let ecc = self.ecc(&mut asked);
+        let max_correctable = self.node.health().max_correctable_ecc();
         for gpu in self.node.gpus() {
             let subject = format!("GPU {} ({})", gpu.id, gpu.render_device.display());
             let finding =
@@ -373,6 +428,10 @@ impl Preflight<'_> {
                     .map(|vram| (vram, "sysfs"))
                     .map_err(|sysfs| format!("{}; sysfs: {sysfs}", tool_errors.join("; "))),
             };
+            let on_gpu = match &processes {
+                Processes::PerGpu(per_gpu) => per_gpu.get(&gpu.id).map(Vec::as_slice),
+                Processes::Unplaced(_) | Processes::Unknown => None,
+            };
             match vram {
                 Err(problem) => findings.push(finding(
                     PreflightCheck::GpuMemory,
@@ -380,8 +439,55 @@ impl Preflight<'_> {
                 )),
                 Ok((vram, source)) => {
                     if let Some(problem) = self.vram_problem(vram, source) {
-                        findings.push(finding(PreflightCheck::GpuMemory, problem));
+                        findings.push(match on_gpu {
+                            Some([]) => finding(
+                                PreflightCheck::GpuLeftoverMemory,
+                                format!(
+                                    "{} used ({source}) and amd-smi lists no process on it: memory a dead process left; reset the GPU or reboot the node",
+                                    gib(vram.used)
+                                ),
+                            ),
+                            Some(listed) => finding(
+                                PreflightCheck::GpuMemory,
+                                format!("{problem} ({})", held_by(listed)),
+                            ),
+                            None => finding(PreflightCheck::GpuMemory, problem),
+                        });
                     }
+                }
+            }
+            for process in on_gpu.unwrap_or_default() {
+                if !self.alive(process.pid) {
+                    findings.push(finding(PreflightCheck::GpuLeftoverMemory, dead(process)));
+                }
+            }
+            let counts = match &ecc {
+                Some((name, per_gpu)) => {
+                    per_gpu.get(&gpu.id).copied().flatten().map(|ecc| (ecc, *name))
+                }
+                None => None,
+            }
+            .or_else(|| {
+                gpu_health::read_sysfs_ecc(root, &gpu.render_device).map(|ecc| (ecc, "sysfs"))
+            });
+            if let Some((counts, source)) = counts {
+                if counts.uncorrectable > 0 {
+                    findings.push(finding(
+                        PreflightCheck::GpuEcc,
+                        format!(
+                            "{} uncorrectable ECC error(s) ({source}): its memory has corrupted data; reset the GPU, and replace it if they come back",
+                            counts.uncorrectable
+                        ),
+                    ));
+                }
+                if counts.correctable > max_correctable {
+                    findings.push(finding(
+                        PreflightCheck::GpuEcc,
+                        format!(
+                            "{} correctable ECC errors ({source}), more than health.max-correctable-ecc ({max_correctable}): its memory is failing",
+                            counts.correctable
+                        ),
+                    ));
                 }
             }
         }
@@ -394,19 +500,63 @@ impl Preflight<'_> {
                     .to_owned(),
             });
         }
+        if let Processes::Unplaced(listed) = &processes {
+            for process in listed.iter().filter(|process| !self.alive(process.pid)) {
+                findings.push(Finding {
+                    check: PreflightCheck::GpuLeftoverMemory,
+                    subject: "the GPUs".to_owned(),
+                    problem: dead(process),
+                });
+            }
+        }
+        for (program, command) in &asked.hung {
+            findings.push(Finding {
+                check: PreflightCheck::GpuResponsive,
+                subject: program.clone(),
+                problem: format!(
+                    "`{command}` gave no answer within {}s and was stopped: a hung GPU or driver",
+                    asked.timeout_seconds
+                ),
+            });
+        }
         findings
+    }
+
+    /// Runs `args` of the tool `program` (a path from the node profile), unless that tool
+    /// hung before: a hung tool is asked nothing more.
+    fn ask(
+        &self,
+        asked: &mut Asked,
+        program: &Path,
+        log: &str,
+        args: &[&str],
+    ) -> Result<String, String> {
+        let shown = program.display().to_string();
+        if asked.hung.iter().any(|(hung, _)| *hung == shown) {
+            return Err(format!("{shown}: hung before; not asked again"));
+        }
+        let mut argv = vec![shown.as_str()];
+        argv.extend_from_slice(args);
+        self.probes.commands.run(log, &argv).map_err(|error| {
+            if error.timed_out {
+                asked.timeout_seconds = timeout_seconds(&error.problem);
+                asked.hung.push((shown.clone(), argv.join(" ")));
+            }
+            error.to_string()
+        })
     }
 
     /// The first management tool that answers, with the GPUs it lists; otherwise why each
     /// gave no answer.
-    fn ask_tools(&self) -> (Option<(&'static str, Listed)>, Vec<String>) {
-        let tools: [(&'static str, &[&str], ParseListed); 2] = [
-            ("amd-smi", AMD_SMI, memory::parse_amd_smi),
-            ("rocm-smi", ROCM_SMI, memory::parse_rocm_smi),
+    fn ask_tools(&self, asked: &mut Asked) -> (Option<(&'static str, Listed)>, Vec<String>) {
+        let health = self.node.health();
+        let tools: [(&'static str, &Path, &[&str], ParseListed); 2] = [
+            ("amd-smi", health.amd_smi(), AMD_SMI_MEMORY, memory::parse_amd_smi),
+            ("rocm-smi", health.rocm_smi(), ROCM_SMI_MEMORY, memory::parse_rocm_smi),
         ];
         let mut errors = Vec::new();
-        for (name, argv, parse) in tools {
-            match self.probes.commands.run(argv).map_err(|error| error.to_string()) {
+        for (name, program, args, parse) in tools {
+            match self.ask(asked, program, name, args) {
                 Ok(output) => match parse(&output) {
                     Ok(listed) => return (Some((name, listed)), errors),
                     Err(problem) => errors.push(format!("{name}: {problem}")),
@@ -415,6 +565,35 @@ impl Preflight<'_> {
             }
         }
         (None, errors)
+    }
+
+    /// The processes on the GPUs: from amd-smi, per GPU; else from rocm-smi, on no GPU in
+    /// particular; else unknown.
+    fn processes(&self, asked: &mut Asked) -> Processes {
+        let health = self.node.health();
+        if let Ok(output) = self.ask(asked, health.amd_smi(), "amd-smi-process", AMD_SMI_PROCESS)
+            && let Ok(per_gpu) = gpu_health::parse_amd_smi_processes(&output)
+        {
+            return Processes::PerGpu(per_gpu);
+        }
+        if let Ok(output) = self.ask(asked, health.rocm_smi(), "rocm-smi-showpids", ROCM_SMI_PIDS)
+            && let Ok(listed) = gpu_health::parse_rocm_smi_pids(&output)
+        {
+            return Processes::Unplaced(listed);
+        }
+        Processes::Unknown
+    }
+
+    /// The ECC counts amd-smi gives, per GPU.
+    fn ecc(&self, asked: &mut Asked) -> Option<(&'static str, BTreeMap<u32, Option<Ecc>>)> {
+        let output =
+            self.ask(asked, self.node.health().amd_smi(), "amd-smi-ecc", AMD_SMI_ECC).ok()?;
+        gpu_health::parse_amd_smi_ecc(&output).ok().map(|counts| ("amd-smi", counts))
+    }
+
+    /// Whether process `pid` runs on this machine (`/proc/<pid>` under the root).
+    fn alive(&self, pid: u32) -> bool {
+        under_root(self.probes.root, Path::new(&format!("/proc/{pid}"))).exists()
     }
 
     fn vram_problem(&self, vram: Vram, source: &str) -> Option<String> {
@@ -486,6 +665,56 @@ impl Preflight<'_> {
             problem,
         })
     }
+}
+
+/// What the probes asked so far: the tools that hung.
+#[derive(Debug, Default)]
+struct Asked {
+    /// Each hung program, with the command that hung.
+    hung: Vec<(String, String)>,
+    /// The time limit they ran past, in seconds.
+    timeout_seconds: u64,
+}
+
+/// The processes that hold GPU memory, as the tools that answered say.
+#[derive(Debug)]
+enum Processes {
+    /// amd-smi: per GPU.
+    PerGpu(BTreeMap<u32, Vec<GpuProcess>>),
+    /// rocm-smi: on no GPU in particular.
+    Unplaced(Vec<GpuProcess>),
+    /// Neither tool answered.
+    Unknown,
+}
+
+/// The seconds of "gave no answer within 30s".
+fn timeout_seconds(problem: &str) -> u64 {
+    problem
+        .split_once("within ")
+        .and_then(|(_, rest)| rest.split('s').next())
+        .and_then(|number| number.parse().ok())
+        .unwrap_or(0)
+}
+
+/// "held by pid 4242 (python3, 118.2 GiB), pid 5150 (python3)".
+fn held_by(processes: &[GpuProcess]) -> String {
+    let listed: Vec<String> = processes
+        .iter()
+        .map(|process| match process.vram {
+            Some(bytes) => format!("pid {} ({}, {})", process.pid, process.name, gib(bytes)),
+            None => format!("pid {} ({})", process.pid, process.name),
+        })
+        .collect();
+    format!("held by {}", listed.join(", "))
+}
+
+/// The problem of a dead process that holds GPU memory.
+fn dead(process: &GpuProcess) -> String {
+    let holds = process.vram.map(|bytes| format!(" holds {} but", gib(bytes))).unwrap_or_default();
+    format!(
+        "pid {} ({}){holds} is not running: memory a dead process left; reset the GPU or reboot the node",
+        process.pid, process.name
+    )
 }
 
 /// `path` (absolute) under `root`.

@@ -259,19 +259,8 @@ pub struct StepTimeouts {
     pub stall: Option<crate::process::StallLimit>,
 }
 
-/// Why a recipe was refused. Every variant names the file it came from.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RecipeError {
-    /// The file is not valid TOML or does not have the expected shape (unknown key, wrong type).
-    #[error("{file}: {message}")]
-    Syntax { file: String, message: String },
-    /// A value has the right type but is not acceptable.
-    #[error("{file}: {key} = {value}: {problem}")]
-    Value { file: String, key: String, value: String, problem: String },
-    /// A key is wrong as a whole, or missing where another key needs it.
-    #[error("{file}: {key}: {problem}")]
-    Key { file: String, key: String, problem: String },
-}
+/// Why a recipe was refused: the file and what is wrong, as every config file says it.
+pub type RecipeError = prgate_scope::ConfigError;
 
 /// Why a recipe cannot run, wholly or in part, on a node: what the runner records as not-run
 /// evidence.
@@ -639,27 +628,15 @@ struct Checker<'a> {
 impl Checker<'_> {
     /// `text` read as TOML into `T`; a syntax or shape error names the file.
     fn toml<T: serde::de::DeserializeOwned>(&self, text: &str) -> Result<T, RecipeError> {
-        toml::from_str(text).map_err(|error| RecipeError::Syntax {
-            file: self.file.to_owned(),
-            message: error.to_string().trim_end().to_owned(),
-        })
+        RecipeError::parse_toml(text, self.file)
     }
 
     fn value(&self, key: &str, value: &dyn fmt::Debug, problem: impl fmt::Display) -> RecipeError {
-        RecipeError::Value {
-            file: self.file.to_owned(),
-            key: key.to_owned(),
-            value: format!("{value:?}"),
-            problem: problem.to_string(),
-        }
+        RecipeError::value(self.file, key, value, problem)
     }
 
     fn key(&self, key: &str, problem: impl fmt::Display) -> RecipeError {
-        RecipeError::Key {
-            file: self.file.to_owned(),
-            key: key.to_owned(),
-            problem: problem.to_string(),
-        }
+        RecipeError::key(self.file, key, problem)
     }
 
     fn template(

@@ -3,14 +3,23 @@
 //!
 //! The values are the runner's own: every non-empty `PRGATE_SECRET_<NAME>` of its environment
 //! (the one place a node keeps a secret's value, `docs/node-profile.md`), read once. A value is
-//! replaced wherever it appears, as written and as JSON writes it inside a string, by
-//! `[redacted NAME]`. No PR-named command receives a secret (`docs/container.md`), so a value
-//! should never reach prgate's outputs in the first place; this is the second wall, for a
-//! value that reaches them anyway (a guessed token, a trusted fetch's error message).
+//! replaced by `[redacted NAME]` wherever it appears in one of its forms ([`forms`]): as
+//! written; as JSON writes it inside a string; in hex (lower and upper case); URL-encoded
+//! (percent-encoding of the bytes outside RFC 3986's unreserved set, and of every byte, each in
+//! lower and upper case hex); and in base64, standard and URL-safe, at each of the three
+//! alignments the value can have inside a longer encoded text (`printenv | base64` puts it
+//! wherever it falls). For base64 the form is the run of characters that only the value's own
+//! bits decide, so that it matches whatever comes before and after; the one or two characters
+//! at its ends, which mix in a neighbour's bits, stay (at most 10 of the value's bits).
+//! No PR-named command receives a secret (`docs/container.md`), so a value should never reach
+//! prgate's outputs in the first place; this is the second wall, for a value that reaches them
+//! anyway (a guessed token, a trusted fetch's error message).
 //!
-//! What it does not do: recognise a value encoded otherwise (base64, URL-encoded, split across
-//! lines). Values shorter than [`MIN_SECRET_LEN`] bytes are not redacted: they would turn
-//! ordinary text into noise, and a secret that short protects nothing.
+//! What it does not do: recognise a value split across lines, or encoded some other way
+//! (gzip, a cipher, every other character). Values shorter than [`MIN_SECRET_LEN`] bytes are
+//! not redacted: they would turn ordinary text into noise, and a secret that short protects
+//! nothing; an encoded form shorter than [`MIN_ENCODED_LEN`] characters is not either (the
+//! base64 runs of a 4-byte value are 4 or 5 characters, which ordinary words contain).
 
 use std::borrow::Cow;
 use std::path::Path;
@@ -21,31 +30,31 @@ use crate::node::SECRET_ENV_PREFIX;
 /// The shortest value redacted: 4 bytes.
 pub const MIN_SECRET_LEN: usize = 4;
 
+/// The shortest encoded form (hex, URL-encoded, base64) redacted: 8 characters. Shorter runs
+/// of the base64 or hex alphabets are in ordinary text (words, short hashes); 8 characters of
+/// base64 (48 bits) are not, by chance, in a log of a few GiB.
+pub const MIN_ENCODED_LEN: usize = 8;
+
 /// The secret values to redact, each with its secret's name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Redactor {
-    /// (value as written, value as JSON escapes it, replacement), longest value first so that
-    /// a value that contains another is replaced whole.
-    secrets: Vec<(String, String, String)>,
+    /// (a form of a value, its replacement), longest form first so that a form that contains
+    /// another is replaced whole.
+    secrets: Vec<(String, String)>,
 }
 
 impl Redactor {
     /// A redactor for `secrets`: (name, value) pairs. Empty and short values are left out.
     pub fn new<'a>(secrets: impl IntoIterator<Item = (&'a str, &'a str)>) -> Redactor {
-        let mut list: Vec<(String, String, String)> = secrets
+        let mut list: Vec<(String, String)> = secrets
             .into_iter()
             .filter(|(_, value)| value.len() >= MIN_SECRET_LEN)
-            .map(|(name, value)| {
-                let quoted = serde_json::to_string(value).unwrap_or_default();
-                let escaped = quoted
-                    .strip_prefix('"')
-                    .and_then(|rest| rest.strip_suffix('"'))
-                    .unwrap_or(value)
-                    .to_owned();
-                (value.to_owned(), escaped, format!("[redacted {name}]"))
+            .flat_map(|(name, value)| {
+                let replacement = format!("[redacted {name}]");
+                forms(value).into_iter().map(move |form| (form, replacement.clone()))
             })
             .collect();
-        list.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+        list.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.cmp(b)));
         list.dedup_by(|a, b| a.0 == b.0);
         Redactor { secrets: list }
     }
@@ -70,11 +79,9 @@ impl Redactor {
     /// `text` with every secret value replaced by `[redacted NAME]`.
     pub fn redact<'t>(&self, text: &'t str) -> Cow<'t, str> {
         let mut text = Cow::Borrowed(text);
-        for (value, escaped, replacement) in &self.secrets {
-            for form in [value, escaped] {
-                if text.contains(form.as_str()) {
-                    text = Cow::Owned(text.replace(form.as_str(), replacement));
-                }
+        for (form, replacement) in &self.secrets {
+            if text.contains(form.as_str()) {
+                text = Cow::Owned(text.replace(form.as_str(), replacement));
             }
         }
         text
@@ -84,17 +91,85 @@ impl Redactor {
     /// a value are kept as they are.
     pub fn redact_bytes<'b>(&self, bytes: &'b [u8]) -> Cow<'b, [u8]> {
         let mut bytes = Cow::Borrowed(bytes);
-        for (value, escaped, replacement) in &self.secrets {
-            for form in [value, escaped] {
-                if let Some(replaced) =
-                    replace_bytes(&bytes, form.as_bytes(), replacement.as_bytes())
-                {
-                    bytes = Cow::Owned(replaced);
-                }
+        for (form, replacement) in &self.secrets {
+            if let Some(replaced) = replace_bytes(&bytes, form.as_bytes(), replacement.as_bytes()) {
+                bytes = Cow::Owned(replaced);
             }
         }
         bytes
     }
+}
+
+/// Every form of `value` that is redacted: as written, as JSON escapes it inside a string, and
+/// its encoded forms of at least [`MIN_ENCODED_LEN`] characters (hex, URL-encoded, base64 at
+/// each alignment; see the module's documentation). Without repeats.
+pub fn forms(value: &str) -> Vec<String> {
+    let bytes = value.as_bytes();
+    let quoted = serde_json::to_string(value).unwrap_or_default();
+    let escaped = quoted.strip_prefix('"').and_then(|rest| rest.strip_suffix('"')).unwrap_or(value);
+    let mut encoded = Vec::new();
+    for digits in [LOWER_HEX, UPPER_HEX] {
+        encoded.push(bytes.iter().map(|byte| hex_pair(*byte, digits)).collect::<String>());
+        let percent = |byte: &u8| format!("%{}", hex_pair(*byte, digits));
+        encoded.push(bytes.iter().map(percent).collect::<String>());
+        encoded.push(
+            bytes
+                .iter()
+                .map(|byte| {
+                    if byte.is_ascii_alphanumeric() || b"-._~".contains(byte) {
+                        char::from(*byte).to_string()
+                    } else {
+                        percent(byte)
+                    }
+                })
+                .collect::<String>(),
+        );
+    }
+    for alphabet in [BASE64_STANDARD, BASE64_URL_SAFE] {
+        for offset in 0..3 {
+            encoded.push(base64_run(bytes, offset, alphabet));
+        }
+    }
+    let mut forms = vec![value.to_owned(), escaped.to_owned()];
+    forms.extend(encoded.into_iter().filter(|form| form.len() >= MIN_ENCODED_LEN));
+    let mut seen = std::collections::BTreeSet::new();
+    forms.retain(|form| seen.insert(form.clone()));
+    forms
+}
+
+const LOWER_HEX: &[u8; 16] = b"0123456789abcdef";
+const UPPER_HEX: &[u8; 16] = b"0123456789ABCDEF";
+const BASE64_STANDARD: &[u8; 64] =
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+const BASE64_URL_SAFE: &[u8; 64] =
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+fn hex_pair(byte: u8, digits: &[u8; 16]) -> String {
+    let high = char::from(digits[usize::from(byte >> 4)]);
+    let low = char::from(digits[usize::from(byte & 0x0f)]);
+    [high, low].iter().collect()
+}
+
+/// The base64 characters (in `alphabet`) that `value`'s bits alone decide when `value` starts
+/// `offset` bytes (0 to 2) after a multiple of 3 in the encoded text: character `i` holds bits
+/// `6i..6i+6`, and the value has bits `8*offset..8*(offset+len)`.
+fn base64_run(value: &[u8], offset: usize, alphabet: &[u8; 64]) -> String {
+    let bits = |index: usize| -> usize {
+        // Bit `index` of the text: the value's, or 0 for the bytes before and after it.
+        let byte = index / 8;
+        match byte.checked_sub(offset).and_then(|at| value.get(at)) {
+            Some(byte_value) => usize::from(byte_value >> (7 - index % 8) & 1),
+            None => 0,
+        }
+    };
+    let first = (8 * offset).div_ceil(6);
+    let end = 8 * (offset + value.len()) / 6;
+    (first..end)
+        .map(|char_index| {
+            let sextet = (0..6).fold(0, |acc, bit| acc << 1 | bits(6 * char_index + bit));
+            char::from(alphabet[sextet])
+        })
+        .collect()
 }
 
 /// The runner's redactor ([`Redactor::from_environment`]), read once per process.
@@ -201,6 +276,51 @@ mod tests {
         // Too short to redact, and empty.
         check(&[("PIN", "123"), ("EMPTY", "")], "123 and more", "123 and more");
         assert_eq!(MIN_SECRET_LEN, 4);
+    }
+
+    #[test]
+    fn encoded_forms_of_a_value_are_replaced() {
+        // The value has bytes that URL encoding and base64's two alphabets treat differently.
+        let token = [("HF_TOKEN", "hf_ab+/?cdefSECRET~")];
+        let redacted = "[redacted HF_TOKEN]";
+        // Hex, lower and upper case.
+        check(&token, "68665f61622b2f3f636465665345435245547e", redacted);
+        check(&token, "x=68665F61622B2F3F636465665345435245547E;", &format!("x={redacted};"));
+        // URL-encoded: the reserved bytes only, in either case, or every byte.
+        check(&token, "?t=hf_ab%2B%2F%3FcdefSECRET~&", &format!("?t={redacted}&"));
+        check(&token, "?t=hf_ab%2b%2f%3fcdefSECRET~&", &format!("?t={redacted}&"));
+        let every_byte = "%68%66%5F%61%62%2B%2F%3F%63%64%65%66%53%45%43%52%45%54%7E";
+        check(&token, every_byte, redacted);
+        check(&token, &every_byte.to_lowercase(), redacted);
+        // Base64 of `<prefix>HF_TOKEN=<value>\n` (Python's base64 module): the value at each of
+        // the three alignments, in the standard and the URL-safe alphabets.
+        let cases = [
+            ("SEZfVE9LRU49aGZfYWIrLz9jZGVmU0VDUkVUfgo=", "SEZfVE9LRU49", "go="),
+            ("eEhGX1RPS0VOPWhmX2FiKy8/Y2RlZlNFQ1JFVH4K", "eEhGX1RPS0VOPW", "4K"),
+            ("eEhGX1RPS0VOPWhmX2FiKy8_Y2RlZlNFQ1JFVH4K", "eEhGX1RPS0VOPW", "4K"),
+            ("eHlIRl9UT0tFTj1oZl9hYisvP2NkZWZTRUNSRVR+Cg==", "eHlIRl9UT0tFTj1", "Cg=="),
+            ("eHlIRl9UT0tFTj1oZl9hYisvP2NkZWZTRUNSRVR-Cg==", "eHlIRl9UT0tFTj1", "Cg=="),
+        ];
+        for (encoded, before, after) in cases {
+            check(&token, encoded, &format!("{before}{redacted}{after}"));
+        }
+        // The value (its JSON form is the same), hex and URL-encoded in two cases, and base64
+        // at three alignments in two alphabets, of which one alignment has no `+` or `/`.
+        assert_eq!(forms(token[0].1).len(), 1 + 2 * 3 + 5);
+    }
+
+    #[test]
+    fn a_short_value_has_no_short_encoded_forms() {
+        // A 4-byte value: its hex (8 characters) and percent-encoded forms are redacted; its
+        // base64 runs (4 or 5 characters) are not, so ordinary base64 and words stay.
+        let pin = [("PIN", "Zk9v")];
+        check(&pin, "5a6b3976", "[redacted PIN]");
+        check(&pin, "%5A%6B%39%76", "[redacted PIN]");
+        let forms = forms("Zk9v");
+        assert!(forms.iter().all(|form| form == "Zk9v" || form.len() >= MIN_ENCODED_LEN));
+        assert_eq!(forms.len(), 1 + 2 * 2, "{forms:?}");
+        assert_eq!(MIN_ENCODED_LEN, 8);
+        check(&pin, "Wms5dg== and Wms5 stay", "Wms5dg== and Wms5 stay");
     }
 
     #[test]

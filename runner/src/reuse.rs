@@ -5,13 +5,13 @@
 //! # The store (`<cache-dir>/reuse/<hash>.json`)
 //!
 //! At the end of a run with reuse on, the runner saves each target of its job plan (a model, or
-//! the common checks) as one JSON file, written atomically, named by the 64-bit FNV-1a hash of
+//! the common checks) as one JSON file, written atomically, named by the SHA-256 (`crate::key`) of
 //! the PR commit, the base commit and the target's name:
 //!
 //! ```json
 //! { "schema_version": 1,
 //!   "key": { "prgate_version": "0.1.0", "pr_commit": "...", "base_commit": "...",
-//!            "target": "kimi_k31", "node": "mi355x-1", "node_profile": "fnv1a64:...",
+//!            "target": "kimi_k31", "node": "mi355x-1", "node_profile": "sha256:...",
 //!            "image": "sha256:...", "isolation": "container", "family": 4 },
 //!   "run": "https://github.com/org/repo/actions/runs/123",
 //!   "target": { ... the job plan's target (docs/job.md) ... },
@@ -59,7 +59,7 @@ use prgate_gate::job::{Expect, Part, StepId, Target};
 use prgate_gate::speed::{Calibration, Pair};
 use serde::{Deserialize, Serialize};
 
-use crate::run::recipe_hash;
+use crate::key::Key;
 
 /// The version of a store entry's format.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -98,7 +98,7 @@ impl RunKey {
     /// The hash of a node profile as [`RunKey::node_profile`] has it: every field, as this
     /// version of prgate reads it.
     pub fn profile_hash(node: &crate::node::NodeProfile) -> String {
-        recipe_hash(format!("{node:?}").as_bytes())
+        Key::of(format!("{node:?}").as_bytes()).to_string()
     }
 }
 
@@ -139,8 +139,7 @@ impl ReuseStore {
     /// Where the entry of `key`'s commits and target is.
     pub fn entry_path(&self, key: &RunKey) -> PathBuf {
         let name = format!("{}\0{}\0{}", key.pr_commit, key.base_commit, key.target);
-        let hash = recipe_hash(name.as_bytes());
-        self.root.join(format!("{}.json", hash.trim_start_matches("fnv1a64:")))
+        self.root.join(format!("{}.json", Key::of(name.as_bytes()).hex()))
     }
 
     /// The entry saved for `key`'s commits and target, when there is one that can be read.

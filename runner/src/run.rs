@@ -64,8 +64,8 @@
 //! # Provenance
 //!
 //! Every record names the node, the image (its digest when the profile pins one, else its
-//! name), the base and PR commits, and the recipe's hash: `fnv1a64:` and the 16 hex digits of
-//! the 64-bit FNV-1a hash of the recipe file's bytes (none when there is no recipe).
+//! name), the base and PR commits, and the recipe's hash: the [`crate::key::Key`] of the recipe file's bytes, `sha256:` and 64
+//! hex digits (none when there is no recipe).
 //!
 //! A run first takes the host lock ([`crate::lock`]: one run per node; `wait_lock` says how long
 //! to wait for another), then, after the trees are exported and the recipes read, runs the
@@ -378,6 +378,7 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
     let failure = preflight.err();
     if let Some(failure) = &failure {
         runner.summary.notes.push(format!("the preflight found: {}", failure.to_not_run().1));
+        runner.summary.notes.extend(crate::health::record_preflight(node, failure, None));
     }
     if let Some(failure) = failure.as_ref().filter(|failure| failure.blocks_run()) {
         let (reason, detail) = failure.to_not_run();
@@ -595,16 +596,6 @@ fn expected_steps(targets: &[&Target]) -> usize {
         .sum()
 }
 
-/// `fnv1a64:` and the 64-bit FNV-1a hash of `bytes` in 16 hex digits: stable across runs,
-/// machines and Rust versions (std's hashers are not).
-pub fn recipe_hash(bytes: &[u8]) -> String {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0000_0100_0000_01b3;
-    let hash =
-        bytes.iter().fold(OFFSET, |hash, byte| (hash ^ u64::from(*byte)).wrapping_mul(PRIME));
-    format!("fnv1a64:{hash:016x}")
-}
-
 /// Exports `commit` afresh into `<trees>/<commit>`: a tree left by an earlier run (perhaps cut
 /// short, perhaps written into by its tests) is replaced.
 fn export(repo: &Path, commit: &str, trees: &Path) -> Result<PathBuf, RunError> {
@@ -703,18 +694,4 @@ fn recorded_pairs(
 /// Whether any of `steps` has no record yet.
 fn any_missing(completed: &BTreeSet<StepId>, steps: &[StepId]) -> bool {
     steps.iter().any(|step| !completed.contains(step))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::recipe_hash;
-
-    #[test]
-    fn the_recipe_hash_is_fnv1a_64() {
-        // The published FNV-1a test vectors.
-        let cases = [("", "fnv1a64:cbf29ce484222325"), ("a", "fnv1a64:af63dc4c8601ec8c")];
-        for (text, expect) in cases {
-            assert_eq!(recipe_hash(text.as_bytes()), expect, "{text:?}");
-        }
-    }
 }

@@ -56,11 +56,12 @@ pub use job::{JobRecord, JobState, QUEUE_FORMAT, QueueEntry, parse_queue};
 use self::client::{BatchScript, Slurm};
 use self::gather::{not_run_record, steps_of, unrecorded};
 use self::progress::{Display, JobLine};
+use crate::key::Key;
 use crate::node::NodeProfile;
 use crate::recipe::Recipe;
 use crate::recipe::common::CommonRecipe;
 use crate::results::{Event, EventWriter, ResultsDir, ResultsError};
-use crate::run::{COMMON_CHECKS, recipe_hash};
+use crate::run::COMMON_CHECKS;
 use crate::schedule::{History, estimate_common, estimate_model};
 
 /// How often the jobs' states are read.
@@ -292,8 +293,7 @@ fn run_id(slurm_dir: &Path) -> Result<String, SlurmError> {
         }
     }
     let seed = format!("{}-{:?}-{}", std::process::id(), SystemTime::now(), slurm_dir.display());
-    let hash = recipe_hash(seed.as_bytes());
-    let id = hash.rsplit(':').next().unwrap_or_default().chars().take(8).collect::<String>();
+    let id = Key::of(seed.as_bytes()).short();
     std::fs::create_dir_all(slurm_dir)
         .and_then(|()| std::fs::write(&path, format!("{id}\n")))
         .map_err(|source| SlurmError::Io { path: path.clone(), source })?;

@@ -178,12 +178,20 @@ fn a_failing_amd_smi_falls_back_to_rocm_smi() {
 }
 
 #[test]
-fn a_hanging_amd_smi_is_stopped_and_counts_as_no_answer() {
+fn a_hanging_amd_smi_is_stopped_and_is_a_hung_device() {
     let machine = Machine::new();
     machine.tool("amd-smi", AMD_SMI_ARGS, "exec /bin/sleep 60");
     machine.tool_printing("rocm-smi", ROCM_SMI_ARGS, ROCM_SMI_VRAM);
     let started = Instant::now();
-    assert_eq!(machine.run(Duration::from_secs(1)), Ok(()));
+    // rocm-smi gives the memory; the hang is the finding, and amd-smi is asked nothing more.
+    let (check, finding, reason) = only_finding(machine.run(Duration::from_secs(1)));
+    assert_eq!(check, PreflightCheck::GpuResponsive);
+    assert_eq!(
+        finding,
+        "amd-smi: `amd-smi metric --mem-usage --json` gave no answer within 1s and was stopped: \
+         a hung GPU or driver"
+    );
+    assert_eq!(reason, NotRunReason::Node);
     let took = started.elapsed();
     assert!(took >= Duration::from_secs(1), "amd-smi was given its second: {took:?}");
     assert!(took < Duration::from_secs(20), "amd-smi was stopped: {took:?}");

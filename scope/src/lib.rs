@@ -2,6 +2,7 @@
 //! model runs — the full tier, the smoke tier or nothing — and whether the common checks run,
 //! with the changed paths and patterns that decided it.
 //!
+//! - [`config_file`] is the one error shape of every config file ([`ConfigError`]);
 //! - [`manifest`] parses `prgate.toml`, the repository's description of itself;
 //! - [`pattern`] compiles its git-style globs and `{model}` patterns;
 //! - [`change`] is a changed path, and the file-list format;
@@ -15,12 +16,14 @@
 pub mod base_side;
 pub mod change;
 pub mod codeowners;
+pub mod config_file;
 pub mod git;
 pub mod manifest;
 pub mod pattern;
 pub mod plan;
 
 pub use change::{Change, ChangeStatus};
+pub use config_file::{ConfigError, ConfigErrorKind};
 pub use git::{FileList, PlanRequest, ScopeError, plan};
 pub use manifest::{Manifest, ManifestError};
 pub use plan::{Plan, Tier};

@@ -9,6 +9,7 @@
 
 use serde::Deserialize;
 
+use crate::config_file::ConfigError;
 use crate::pattern::{MODEL_SLOT, ModelPattern, PathPattern, PatternError};
 
 /// Where the manifest lives in a repository, relative to its root.
@@ -25,42 +26,25 @@ pub struct Manifest {
     gate: Option<toml::Table>,
 }
 
-/// Why a manifest was refused. Every variant names the file it came from.
-#[derive(Debug, thiserror::Error)]
-pub enum ManifestError {
-    /// The file is not valid TOML or does not have the expected shape (unknown key, wrong type).
-    #[error("{file}: {message}")]
-    Syntax { file: String, message: String },
-    /// A value has the right type but is not acceptable.
-    #[error("{file}: {key} = \"{value}\": {problem}")]
-    Value { file: String, key: String, value: String, problem: String },
-    /// A required list is empty, or no model can ever be discovered from it.
-    #[error("{file}: {key}: {problem}")]
-    Key { file: String, key: String, problem: String },
-}
+/// Why a manifest was refused: the file and what is wrong, as every config file says it.
+pub type ManifestError = ConfigError;
 
 impl Manifest {
     /// Parses and checks the text of a manifest. `file` names it in errors, e.g.
     /// `prgate.toml at merge-base 1a2b3c4`.
     pub fn parse(text: &str, file: &str) -> Result<Manifest, ManifestError> {
-        let raw: RawManifest = toml::from_str(text).map_err(|error| ManifestError::Syntax {
-            file: file.to_owned(),
-            message: error.to_string().trim_end().to_owned(),
-        })?;
+        let raw: RawManifest = ConfigError::parse_toml(text, file)?;
         let scope = raw.scope;
-        let value_error = |key: String, value: &str, error: PatternError| ManifestError::Value {
-            file: file.to_owned(),
-            key,
-            value: value.to_owned(),
-            problem: error.to_string(),
+        let value_error = |key: String, value: &str, error: PatternError| {
+            ConfigError::value(file, &key, &value, error)
         };
 
         if scope.models.is_empty() {
-            return Err(ManifestError::Key {
-                file: file.to_owned(),
-                key: "scope.models".to_owned(),
-                problem: "is empty: list at least one pattern with {model} in it".to_owned(),
-            });
+            return Err(ConfigError::key(
+                file,
+                "scope.models",
+                "is empty: list at least one pattern with {model} in it",
+            ));
         }
         let mut models = Vec::with_capacity(scope.models.len());
         for (index, text) in scope.models.iter().enumerate() {
@@ -69,13 +53,12 @@ impl Manifest {
             models.push(pattern);
         }
         if !models.iter().any(ModelPattern::is_whole_segment) {
-            return Err(ManifestError::Key {
-                file: file.to_owned(),
-                key: "scope.models".to_owned(),
-                problem: "no pattern has {model} as a whole path segment, so no model can be \
-                          discovered\nhint: add one such as \"models/{model}/**\""
-                    .to_owned(),
-            });
+            return Err(ConfigError::key(
+                file,
+                "scope.models",
+                "no pattern has {model} as a whole path segment, so no model can be \
+                 discovered\nhint: add one such as \"models/{model}/**\"",
+            ));
         }
         let compile_list =
             |key: &str, texts: &[String]| -> Result<Vec<PathPattern>, ManifestError> {
@@ -93,12 +76,7 @@ impl Manifest {
 
         let codeowners = scope.codeowners.unwrap_or_else(|| DEFAULT_CODEOWNERS.to_owned());
         if let Err(problem) = check_repository_path(&codeowners) {
-            return Err(ManifestError::Value {
-                file: file.to_owned(),
-                key: "scope.codeowners".to_owned(),
-                value: codeowners,
-                problem,
-            });
+            return Err(ConfigError::value(file, "scope.codeowners", &codeowners, problem));
         }
         let readme = match scope.readme {
             Some(readme) => {
@@ -106,14 +84,13 @@ impl Manifest {
                     && check_repository_path(&readme.replace(MODEL_SLOT, "m")).is_ok()
                     && !readme.contains(['*', '?', '[', ']']);
                 if !fits {
-                    return Err(ManifestError::Value {
-                        file: file.to_owned(),
-                        key: "scope.readme".to_owned(),
-                        value: readme,
-                        problem: "must be a plain path with one {model}, such as \
-                                  \"models/{model}/README.md\""
-                            .to_owned(),
-                    });
+                    return Err(ConfigError::value(
+                        file,
+                        "scope.readme",
+                        &readme,
+                        "must be a plain path with one {model}, such as \
+                         \"models/{model}/README.md\"",
+                    ));
                 }
                 Some(readme)
             }

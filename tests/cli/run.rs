@@ -455,7 +455,7 @@ fn a_run_records_every_check_on_both_sides_and_a_second_run_resumes() {
         assert_eq!(routing["outcome"]["routed"], true, "{routing}");
         assert_eq!(routing["provenance"]["node"], "ci-node");
         assert!(
-            routing["provenance"]["recipe_hash"].as_str().expect("a hash").starts_with("fnv1a64:")
+            routing["provenance"]["recipe_hash"].as_str().expect("a hash").starts_with("sha256:")
         );
     }
     let pair = fixture.record("results", "alpha.speed.both.concurrency-1-pair-0");

@@ -3,7 +3,7 @@
 //! a second marker or its end, mentions, math, and tables whose rows lost or gained a cell.
 
 use prgate_gate::evidence::{Check, Evidence, NotRunReason, Outcome, Side};
-use prgate_gate::verdict::Verdict;
+use prgate_gate::verdict::{SpeedThresholds, Verdict};
 use prgate_scope::codeowners::{CodeownersFacts, CodeownersLineChange, LineChangeKind};
 use prgate_scope::plan::{Plan, Tier};
 
@@ -585,6 +585,11 @@ fn speed_item(concurrency: u32, change: f64, interval: (f64, f64)) -> Item {
             pairs: 3,
             confidence: Confidence::High,
             test: None,
+            thresholds: Some(SpeedThresholds {
+                max_loss: 0.03,
+                min_gain: 0.05,
+                gain_required: false,
+            }),
         }),
     }
 }
@@ -595,9 +600,12 @@ fn the_chart_shows_the_change_against_the_rule_on_an_axis_noise_cannot_fill() {
     let noise = [speed_item(64, 0.0001, (-0.001, 0.0012)), speed_item(1, -0.0002, (-0.002, 0.001))];
     let quiet = super::chart("kimi_k31", &noise.iter().collect::<Vec<_>>()).expect("a chart");
     assert_eq!(quiet.range_md, "-10 --> 10");
-    // Concurrencies in order; the rule's lines from the item's rule (3% here), the gain's 5%.
+    // Concurrencies in order; the rule's lines from the items' thresholds (3% here), the
+    // gain's 5%, each with its colour after the bars'.
     assert_eq!(quiet.x_md, "\"1\", \"64\"");
     assert_eq!(quiet.lines_md, ["3.00, 3.00", "-5.00, -5.00", "0.00, 0.00"]);
+    assert_eq!(quiet.palette_md, "#4a90d9, #0a3069, #4a90d9, #ffffff, #cf222e, #1a7f37, #6e7781");
+    assert_eq!((quiet.loss.as_deref(), quiet.gain.as_deref()), (Some("3%"), Some("5%")));
     // Bars tallest first: the interval's top, the mark's top and bottom, the interval's bottom
     // (each at least the mark's 0.2% from the change).
     assert_eq!(quiet.bars_md, ["0.18, 0.21", "0.18, 0.21", "-0.22, -0.19", "-0.22, -0.19"]);
@@ -609,4 +617,95 @@ fn the_chart_shows_the_change_against_the_rule_on_an_axis_noise_cannot_fill() {
     assert_eq!(wide.bars_md[3], "20.00, 0.00");
     // One concurrency: a rule's line needs two points, the table says it all.
     assert!(super::chart("kimi_k31", &[&loss[0]]).is_none());
+    // A line beyond the least span widens the axis to hold it.
+    let mut strict = noise.clone();
+    for item in &mut strict {
+        if let Some(Numbers::Speed { thresholds: Some(thresholds), .. }) = &mut item.numbers {
+            thresholds.min_gain = 0.125;
+        }
+    }
+    let far = super::chart("kimi_k31", &strict.iter().collect::<Vec<_>>()).expect("a chart");
+    assert_eq!((far.range_md.as_str(), far.gain.as_deref()), ("-14 --> 10", Some("12.5%")));
+    // A verdict that does not carry the thresholds: only zero is drawn, and its colour is the
+    // zero line's, not the loss line's.
+    let mut old = noise.clone();
+    for item in &mut old {
+        if let Some(Numbers::Speed { thresholds, .. }) = &mut item.numbers {
+            *thresholds = None;
+        }
+    }
+    let bare = super::chart("kimi_k31", &old.iter().collect::<Vec<_>>()).expect("a chart");
+    assert_eq!(bare.lines_md, ["0.00, 0.00"]);
+    assert_eq!(bare.palette_md, "#4a90d9, #0a3069, #4a90d9, #ffffff, #6e7781");
+    assert_eq!((bare.loss, bare.gain), (None, None));
+}
+
+#[test]
+fn the_chart_draws_the_lines_the_repository_configured() {
+    // A repository that allows a 3% loss and asks a [Perf] PR for an 8% gain: the gate's
+    // verdict carries both, and the chart draws them, not the defaults' 2% and 5%.
+    let overrides: toml::Table =
+        toml::from_str("[speed]\nmax-loss = 0.03\n[gain]\nmin-gain = 0.08\n").expect("TOML");
+    let config = prgate_gate::GateConfig::with_overrides(Some(&overrides), "prgate.toml")
+        .expect("the settings are valid");
+    let plan = standard_plan();
+    let title = "[Perf] [MI355X] kimi_k31: faster decode";
+    let verdict = crate::fixture::judged_with(&plan, &passing(), Some(title), &config);
+    let comment = check(&plan, Some(&verdict), &header(title), None);
+    let chart = comment
+        .split("xychart-beta")
+        .nth(1)
+        .expect("a chart")
+        .split("```")
+        .next()
+        .expect("its end");
+    let lines: Vec<&str> =
+        chart.lines().filter(|line| line.trim_start().starts_with("line [")).collect();
+    assert_eq!(
+        lines,
+        [
+            "    line [3.00, 3.00, 3.00, 3.00]",
+            "    line [-8.00, -8.00, -8.00, -8.00]",
+            "    line [0.00, 0.00, 0.00, 0.00]"
+        ],
+        "{chart}"
+    );
+    assert!(comment.contains("🟥 the red line at +3%"), "{comment}");
+    assert!(
+        comment.contains("🟩 the green line at −8%: this PR's title claims a gain"),
+        "{comment}"
+    );
+}
+
+/// The WCAG 2.1 contrast ratio of two `#rrggbb` colours.
+fn contrast(a: &str, b: &str) -> f64 {
+    let luminance = |hex: &str| {
+        let channel = |at: usize| {
+            let value = f64::from(u8::from_str_radix(&hex[at..at + 2], 16).expect("hex")) / 255.0;
+            if value <= 0.040_45 { value / 12.92 } else { ((value + 0.055) / 1.055).powf(2.4) }
+        };
+        0.2126 * channel(1) + 0.7152 * channel(3) + 0.0722 * channel(5)
+    };
+    let (la, lb) = (luminance(a), luminance(b));
+    (la.max(lb) + 0.05) / (la.min(lb) + 0.05)
+}
+
+#[test]
+fn the_chart_colours_have_the_contrast_graphics_need() {
+    use super::colours::*;
+    // WCAG 2.1 1.4.11: a graphic's parts need 3:1 against what they sit on; text 4.5:1.
+    for (name, colour) in
+        [("band", BAND), ("mark", MARK), ("loss", LOSS), ("gain", GAIN), ("zero", ZERO)]
+    {
+        assert!(
+            contrast(colour, GROUND) >= 3.0,
+            "{name} {colour}: {:.2}",
+            contrast(colour, GROUND)
+        );
+    }
+    assert!(contrast(MARK, BAND) >= 3.0, "the mark in its band: {:.2}", contrast(MARK, BAND));
+    assert!(contrast(INK, GROUND) >= 4.5, "text: {:.2}", contrast(INK, GROUND));
+    // The computation itself: black on white is 21:1, a colour on itself 1:1.
+    assert!((contrast("#000000", "#ffffff") - 21.0).abs() < 1e-9);
+    assert!((contrast(BAND, BAND) - 1.0).abs() < 1e-9);
 }

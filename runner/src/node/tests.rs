@@ -142,3 +142,64 @@ fn every_kind_of_error_names_the_file_the_key_and_the_value() {
         cases.iter().map(|(name, text)| format!("## {name}\n{}", check(text))).collect();
     insta::assert_snapshot!(rendered.join("\n\n"));
 }
+
+#[test]
+fn the_health_table() {
+    let health = |table: &str| {
+        let text = format!("{MINIMAL}[health]\n{table}\n");
+        match NodeProfile::parse(&text, "node.toml") {
+            Ok(node) => {
+                let health = node.health();
+                format!(
+                    "{} {} ecc<={} {}x/{}s dir={:?} drain={} canary={:?}",
+                    health.amd_smi().display(),
+                    health.rocm_smi().display(),
+                    health.max_correctable_ecc(),
+                    health.policy().strikes,
+                    health.policy().window.as_secs(),
+                    health.dir(),
+                    health.slurm_drain(),
+                    health.canary(),
+                )
+            }
+            Err(error) => format!("error: {error}"),
+        }
+    };
+    let cases = [
+        ("", "amd-smi rocm-smi ecc<=100 3x/604800s dir=None drain=false canary=[]"),
+        (
+            "amd-smi = \"/opt/rocm/bin/amd-smi\"\nrocm-smi = \"/opt/rocm/bin/rocm-smi\"\nmax-correctable-ecc = 0\nstrikes = 1\nwindow = \"36h\"\ndir = \"/shared/prgate/health\"\nslurm-drain = true\ncanary = [\"/opt/prgate/canary.sh\", \"--quick\"]",
+            "/opt/rocm/bin/amd-smi /opt/rocm/bin/rocm-smi ecc<=0 1x/129600s dir=Some(\"/shared/prgate/health\") drain=true canary=[\"/opt/prgate/canary.sh\", \"--quick\"]",
+        ),
+        ("window = \"7d\"", "amd-smi rocm-smi ecc<=100 3x/604800s dir=None drain=false canary=[]"),
+        (
+            "strikes = 0",
+            "error: node.toml: health.strikes = 0: must be 1 or more: how many strikes drain the node",
+        ),
+        (
+            "window = \"a week\"",
+            "error: node.toml: health.window = \"a week\": must be a window such as \"7d\", \"36h\" or \"90m\"",
+        ),
+        (
+            "window = \"0d\"",
+            "error: node.toml: health.window = \"0d\": must be a window such as \"7d\", \"36h\" or \"90m\"",
+        ),
+        (
+            "dir = \"health\"",
+            "error: node.toml: health.dir = \"health\": must be an absolute path with no empty, . or .. segments",
+        ),
+        (
+            "amd-smi = \"/opt/my tools/amd-smi\"",
+            "error: node.toml: health.amd-smi = \"/opt/my tools/amd-smi\": must be a program's name or path, without blanks",
+        ),
+        ("canary = [\"\"]", "error: node.toml: health.canary = [\"\"]: names no program"),
+        ("strike = 3", "error: node.toml: TOML parse error at line 12, column 1"),
+    ];
+    for (table, expect) in cases {
+        let got = health(table);
+        assert!(got.starts_with(expect), "{table}:\n{got}\nnot\n{expect}");
+        if table.starts_with("strike ") {
+            assert!(got.contains("unknown field `strike`"), "{got}");
+        }
+    }
+}

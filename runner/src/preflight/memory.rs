@@ -37,24 +37,8 @@ const MIB: u64 = 1024 * 1024;
 /// The GPUs in the output of `amd-smi metric --mem-usage --json`.
 pub(crate) fn parse_amd_smi(output: &str) -> Result<Listed, String> {
     let value = first_json(output)?;
-    let entries = match &value {
-        Value::Array(entries) => entries,
-        Value::Object(fields) => match fields.get("gpu_data") {
-            Some(Value::Array(entries)) => entries,
-            _ => return Err("its JSON is an object without a \"gpu_data\" list".to_owned()),
-        },
-        _ => return Err("its JSON is neither a list nor an object".to_owned()),
-    };
     let mut listed = Listed::new();
-    for entry in entries {
-        let Some(id) = entry.get("gpu").and_then(Value::as_u64) else {
-            // A CPU's or a core's entry, which builds with CPU support print too.
-            if entry.get("cpu").is_some() || entry.get("core").is_some() {
-                continue;
-            }
-            return Err(format!("an entry has no \"gpu\" number: {}", shorten(entry)));
-        };
-        let id = u32::try_from(id).map_err(|_too_big| format!("GPU number {id} is too large"))?;
+    for (id, entry) in gpu_entries(&value)? {
         let usage = entry.get("mem_usage");
         let field = |name: &str| usage.and_then(|usage| usage.get(name)).and_then(amd_smi_bytes);
         let total = field("total_vram");
@@ -66,6 +50,32 @@ pub(crate) fn parse_amd_smi(output: &str) -> Result<Listed, String> {
         listed.insert(id, vram);
     }
     Ok(listed)
+}
+
+/// The GPUs' entries of an amd-smi JSON output, by id: the output is a list of GPUs, or an
+/// object with that list under `"gpu_data"` (newer releases). Entries of a CPU or a core,
+/// which builds with CPU support print too, are skipped.
+pub(crate) fn gpu_entries(value: &Value) -> Result<Vec<(u32, &Value)>, String> {
+    let entries = match value {
+        Value::Array(entries) => entries,
+        Value::Object(fields) => match fields.get("gpu_data") {
+            Some(Value::Array(entries)) => entries,
+            _ => return Err("its JSON is an object without a \"gpu_data\" list".to_owned()),
+        },
+        _ => return Err("its JSON is neither a list nor an object".to_owned()),
+    };
+    let mut gpus = Vec::new();
+    for entry in entries {
+        let Some(id) = entry.get("gpu").and_then(Value::as_u64) else {
+            if entry.get("cpu").is_some() || entry.get("core").is_some() {
+                continue;
+            }
+            return Err(format!("an entry has no \"gpu\" number: {}", shorten(entry)));
+        };
+        let id = u32::try_from(id).map_err(|_too_big| format!("GPU number {id} is too large"))?;
+        gpus.push((id, entry));
+    }
+    Ok(gpus)
 }
 
 /// The GPUs in the output of `rocm-smi --showmeminfo vram --json`.
@@ -105,7 +115,7 @@ pub(crate) fn read_sysfs(root: &Path, render_device: &Path) -> Result<Vram, Stri
 }
 
 /// The first JSON value in a tool's output, after any lines of warnings.
-fn first_json(output: &str) -> Result<Value, String> {
+pub(crate) fn first_json(output: &str) -> Result<Value, String> {
     let mut offset = 0;
     for line in output.split_inclusive('\n') {
         if line.trim_start().starts_with(['{', '[']) {
@@ -126,6 +136,15 @@ fn first_json(output: &str) -> Result<Value, String> {
 fn amd_smi_bytes(value: &Value) -> Option<u64> {
     match value {
         Value::Number(number) => number.as_u64()?.checked_mul(MIB),
+        other => amd_smi_bytes_with_unit(other),
+    }
+}
+
+/// An amd-smi figure with its unit, `{"value": N, "unit": "B"}`, in bytes; a bare number is
+/// bytes (a process's memory); nothing for `"N/A"` and anything else.
+pub(crate) fn amd_smi_bytes_with_unit(value: &Value) -> Option<u64> {
+    match value {
+        Value::Number(number) => number.as_u64(),
         Value::Object(fields) => {
             let number = fields.get("value")?.as_u64()?;
             let unit = match fields.get("unit") {

@@ -129,23 +129,37 @@ fn sysfs_is_read_in_the_render_nodes_device_folder() {
     assert!(problem.contains("renderD136/device/mem_info_vram_total: No such file"), "{problem}");
 }
 
-/// Canned answers of the probe commands, by program; a program without one cannot start.
+/// A canned answer: the output, a failure, or a hang.
+#[derive(Debug, Clone)]
+enum Answer {
+    Prints(&'static str),
+    Fails(&'static str),
+    Hangs,
+}
+
+/// Canned answers of the probe commands, by command line; a command without one cannot
+/// start.
 #[derive(Debug, Default)]
 struct FakeCommands {
-    answers: BTreeMap<&'static str, Result<String, String>>,
+    answers: BTreeMap<String, Answer>,
 }
 
 impl CommandRunner for FakeCommands {
-    fn run(&self, argv: &[&str]) -> Result<String, CommandError> {
-        assert!(argv == AMD_SMI || argv == ROCM_SMI, "unexpected command {argv:?}");
-        let program = argv[0];
-        let problem = match self.answers.get(program) {
-            Some(Ok(output)) => return Ok(output.clone()),
-            Some(Err(problem)) => problem.clone(),
-            None => "cannot start: No such file or directory (os error 2)".to_owned(),
+    fn run(&self, _log: &str, argv: &[&str]) -> Result<String, CommandError> {
+        let program = argv[0].to_owned();
+        let (problem, timed_out) = match self.answers.get(&argv.join(" ")) {
+            Some(Answer::Prints(output)) => return Ok((*output).to_owned()),
+            Some(Answer::Fails(problem)) => ((*problem).to_owned(), false),
+            Some(Answer::Hangs) => ("gave no answer within 30s and was stopped".to_owned(), true),
+            None => ("cannot start: No such file or directory (os error 2)".to_owned(), false),
         };
-        Err(CommandError { program: program.to_owned(), problem })
+        Err(CommandError { program, problem, timed_out })
     }
+}
+
+/// `program` with `args`, as [`FakeCommands`] keys it.
+fn command(program: &str, args: &[&str]) -> String {
+    std::iter::once(program).chain(args.iter().copied()).collect::<Vec<_>>().join(" ")
 }
 
 #[derive(Debug)]
@@ -158,6 +172,7 @@ impl ImageCheck for FakeImage {
 }
 
 /// A machine to preflight: GPUs 2 and 3 of the node profile, with what the test changes.
+#[derive(Clone)]
 struct Machine {
     amd_smi: Option<Result<&'static str, &'static str>>,
     rocm_smi: Option<Result<&'static str, &'static str>>,
@@ -170,6 +185,14 @@ struct Machine {
     needed: Vec<&'static str>,
     thresholds: Thresholds,
     image: Option<Result<(), &'static str>>,
+    /// More answers: (program, args, answer).
+    more: Vec<(&'static str, &'static [&'static str], Answer)>,
+    /// The pids that run (`/proc/<pid>` exists).
+    alive: Vec<u32>,
+    /// sysfs RAS counters: (render node, block file, text).
+    ras: Vec<(&'static str, &'static str, &'static str)>,
+    /// More of the profile's `[health]` table.
+    health: &'static str,
 }
 
 impl Default for Machine {
@@ -188,6 +211,10 @@ impl Default for Machine {
                 ..Thresholds::default()
             },
             image: Some(Ok(())),
+            more: Vec::new(),
+            alive: Vec::new(),
+            ras: Vec::new(),
+            health: "",
         }
     }
 }
@@ -213,6 +240,14 @@ fn check(machine: Machine) -> String {
         std::fs::write(device.join("mem_info_vram_used"), format!("{}\n", used * MIB))
             .expect("used");
     }
+    for pid in &machine.alive {
+        std::fs::create_dir_all(root.join("proc").join(pid.to_string())).expect("a process");
+    }
+    for (node, block, text) in &machine.ras {
+        let folder = root.join("sys/class/drm").join(node).join("device/ras");
+        std::fs::create_dir_all(&folder).expect("the ras folder");
+        std::fs::write(folder.join(block), text).expect("a counter");
+    }
     for (path, filled) in &machine.store {
         let folder = tmp.join("models").join(path);
         std::fs::create_dir_all(&folder).expect("a checkpoint folder");
@@ -235,15 +270,28 @@ name = "lmsysorg/sglang:v0.5.5-rocm700-mi30x"
 llama = "meta/Llama-4"
 qwen = "qwen/Qwen3"
 deepseek = "deepseek-ai/DeepSeek-V4"
+[health]
+{health}
 "#,
-        tmp = tmp.display()
+        tmp = tmp.display(),
+        health = machine.health,
     );
     let node = NodeProfile::parse(&profile, "node.toml").expect("the profile");
     let mut commands = FakeCommands::default();
-    for (program, answer) in [("amd-smi", machine.amd_smi), ("rocm-smi", machine.rocm_smi)] {
-        if let Some(answer) = answer {
-            commands.answers.insert(program, answer.map(str::to_owned).map_err(str::to_owned));
-        }
+    let memory = [
+        ("amd-smi", AMD_SMI_MEMORY, machine.amd_smi),
+        ("rocm-smi", ROCM_SMI_MEMORY, machine.rocm_smi),
+    ];
+    for (program, args, answer) in memory {
+        let answer = match answer {
+            Some(Ok(output)) => Answer::Prints(output),
+            Some(Err(problem)) => Answer::Fails(problem),
+            None => continue,
+        };
+        commands.answers.insert(command(program, args), answer);
+    }
+    for (program, args, answer) in &machine.more {
+        commands.answers.insert(command(program, args), answer.clone());
     }
     let image = machine.image.map(|answer| FakeImage(answer.map_err(str::to_owned)));
     let needed: Vec<String> = machine.needed.iter().map(|name| (*name).to_owned()).collect();
@@ -423,4 +471,138 @@ fn the_default_thresholds() {
     assert_eq!(defaults.min_free_vram_percent, 90);
     assert_eq!(defaults.min_free_work_bytes, 50 << 30);
     assert_eq!(defaults.min_free_cache_bytes, 10 << 30);
+}
+
+const AMD_SMI_ECC_LIST: &str = include_str!("fixtures/amd-smi-metric-ecc.json");
+const AMD_SMI_PROCESSES: &str = include_str!("fixtures/amd-smi-process-gpu-data.json");
+const ROCM_SMI_PIDS_OUT: &str = include_str!("fixtures/rocm-smi-showpids.json");
+
+#[test]
+fn gpu_health_over_fake_machines() {
+    let ecc = |answer| ("amd-smi", AMD_SMI_ECC, answer);
+    let processes = |answer| ("amd-smi", AMD_SMI_PROCESS, answer);
+    let busy = Machine { amd_smi: Some(Ok(AMD_SMI_GPU_DATA)), ..Machine::default() };
+    let cases = [
+        (
+            "ECC: GPU 2 over the correctable limit, GPU 3 with uncorrectable errors",
+            Machine { more: vec![ecc(Answer::Prints(AMD_SMI_ECC_LIST))], ..Machine::default() },
+        ),
+        (
+            "ECC: a higher correctable limit in the profile",
+            Machine {
+                more: vec![ecc(Answer::Prints(AMD_SMI_ECC_LIST))],
+                health: "max-correctable-ecc = 1000",
+                ..Machine::default()
+            },
+        ),
+        (
+            "ECC: N/A from amd-smi, no RAS folder",
+            Machine {
+                more: vec![ecc(Answer::Prints(
+                    r#"[{"gpu": 2, "ecc": {"total_correctable_count": "N/A", "total_uncorrectable_count": "N/A"}}, {"gpu": 3}]"#,
+                ))],
+                ..Machine::default()
+            },
+        ),
+        (
+            "ECC: amd-smi fails, the driver's RAS counters answer",
+            Machine {
+                more: vec![ecc(Answer::Fails("exit status: 1: AMDSMI_STATUS_NOT_SUPPORTED"))],
+                ras: vec![
+                    ("renderD144", "umc_err_count", "ue: 0\nce: 3\n"),
+                    ("renderD152", "umc_err_count", "ue: 0\nce: 0\n"),
+                    ("renderD152", "gfx_err_count", "ue: 1\nce: 0\n"),
+                    ("renderD152", "features", "feature mask: 0x3fff\n"),
+                ],
+                ..Machine::default()
+            },
+        ),
+        (
+            "GPU 3 busy, held by a process that is gone; GPU 2's is alive",
+            Machine {
+                more: vec![processes(Answer::Prints(AMD_SMI_PROCESSES))],
+                alive: vec![4242],
+                ..busy.clone()
+            },
+        ),
+        (
+            "GPU 3 busy, held by a live process: busy, not a fault",
+            Machine {
+                more: vec![processes(Answer::Prints(AMD_SMI_PROCESSES))],
+                alive: vec![4242, 28389],
+                ..busy.clone()
+            },
+        ),
+        (
+            "GPU 3 busy and amd-smi lists no process on it",
+            Machine {
+                more: vec![processes(Answer::Prints(
+                    r#"[{"gpu": 2, "process_list": [{"process_info": "No running processes detected"}]}, {"gpu": 3, "process_list": []}]"#,
+                ))],
+                ..busy.clone()
+            },
+        ),
+        (
+            "no amd-smi process list: rocm-smi's pids, one gone",
+            Machine {
+                more: vec![
+                    processes(Answer::Fails("exit status: 2")),
+                    ("rocm-smi", ROCM_SMI_PIDS, Answer::Prints(ROCM_SMI_PIDS_OUT)),
+                ],
+                alive: vec![4242],
+                ..Machine::default()
+            },
+        ),
+        (
+            "amd-smi hangs: rocm-smi answers, amd-smi is asked nothing more",
+            Machine {
+                amd_smi: None,
+                more: vec![
+                    ("amd-smi", AMD_SMI_MEMORY, Answer::Hangs),
+                    ecc(Answer::Prints(AMD_SMI_ECC_LIST)),
+                ],
+                ..Machine::default()
+            },
+        ),
+        (
+            "tool paths from the profile",
+            Machine {
+                amd_smi: None,
+                rocm_smi: None,
+                more: vec![
+                    ("/opt/rocm-7.0/bin/amd-smi", AMD_SMI_MEMORY, Answer::Prints(AMD_SMI_GPU_DATA)),
+                    ("/opt/rocm-7.0/bin/amd-smi", AMD_SMI_ECC, Answer::Hangs),
+                ],
+                health: "amd-smi = \"/opt/rocm-7.0/bin/amd-smi\"\nrocm-smi = \"/nowhere/rocm-smi\"",
+                ..Machine::default()
+            },
+        ),
+    ];
+    let rendered: Vec<String> =
+        cases.into_iter().map(|(name, machine)| format!("== {name}\n{}", check(machine))).collect();
+    insta::assert_snapshot!(rendered.join("\n\n"));
+}
+
+#[test]
+fn node_faults_are_strikes_and_stop_the_run_as_the_nodes() {
+    let finding = |check| Finding { check, subject: "s".to_owned(), problem: "p".to_owned() };
+    let checks = [
+        (PreflightCheck::GpuEcc, true),
+        (PreflightCheck::GpuLeftoverMemory, true),
+        (PreflightCheck::GpuResponsive, true),
+        (PreflightCheck::GpuMemory, false),
+        (PreflightCheck::GpuVisible, false),
+        (PreflightCheck::Disk, false),
+        (PreflightCheck::Checkpoint, false),
+        (PreflightCheck::Image, false),
+    ];
+    for (check, fault) in checks {
+        assert_eq!(check.is_node_fault(), fault, "{check:?}");
+        let failure =
+            PreflightFailure { findings: vec![finding(check), finding(PreflightCheck::Disk)] };
+        assert_eq!(failure.node_faults().count(), usize::from(fault), "{check:?}");
+        if fault {
+            assert_eq!(failure.to_not_run().0, NotRunReason::Node, "{check:?}");
+        }
+    }
 }

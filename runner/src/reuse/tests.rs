@@ -17,7 +17,7 @@ fn key() -> RunKey {
         base_commit: "b".repeat(40),
         target: "alpha".into(),
         node: "mi355x-1".into(),
-        node_profile: "fnv1a64:0000000000000001".into(),
+        node_profile: "sha256:01".into(),
         image: "sha256:abc".into(),
         isolation: "container".into(),
         family: 1,
@@ -30,7 +30,7 @@ fn provenance() -> Provenance {
         image_digest: Some("sha256:abc".into()),
         base_commit: Some("b".repeat(40)),
         pr_commit: Some("p".repeat(40)),
-        recipe_hash: Some("fnv1a64:00000000000000aa".into()),
+        recipe_hash: Some("sha256:aa".into()),
         reused: None,
     }
 }
@@ -231,7 +231,7 @@ fn a_failed_broken_or_open_step_runs_again() {
 #[test]
 fn a_record_of_other_provenance_or_a_duplicate_runs_again() {
     let mut records = judged();
-    records[0].provenance.recipe_hash = Some("fnv1a64:00000000000000bb".into());
+    records[0].provenance.recipe_hash = Some("sha256:bb".into());
     records[2].provenance.node = Some("mi355x-2".into());
     records[4].provenance.image_digest = Some("sha256:def".into());
     check(records, &[ALL[1], ALL[3]]);
@@ -250,7 +250,7 @@ fn another_key_or_target_reuses_nothing() {
     let cases: Vec<(RunKey, &str)> = vec![
         (RunKey { prgate_version: "0.0.9".into(), ..key() }, "its prgate version was 0.0.9"),
         (RunKey { base_commit: "c".repeat(40), ..key() }, "its base commit was cccc"),
-        (RunKey { node_profile: "fnv1a64:0000000000000002".into(), ..key() }, "its node profile"),
+        (RunKey { node_profile: "sha256:02".into(), ..key() }, "its node profile"),
         (RunKey { image: "local:tag".into(), ..key() }, "its image was local:tag"),
         (RunKey { isolation: "host python=python3".into(), ..key() }, "its isolation was host"),
         (RunKey { family: 2, ..key() }, "its speed family was 2, this run's is 1"),

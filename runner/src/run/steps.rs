@@ -12,15 +12,14 @@ use prgate_scope::plan::{ModelPlan, Tier};
 use super::emit::Emitter;
 use super::exec::{Command, Exec};
 use super::server::{Launch, Server, ServerFailure, routing, server_log_tail, with_log_tail};
-use super::{
-    RunError, RunRequest, RunSummary, any_missing, evidence, not_run, recipe_hash, recorded_pairs,
-};
+use super::{RunError, RunRequest, RunSummary, any_missing, evidence, not_run, recorded_pairs};
 use crate::accuracy::{self, EvalConfig, gated, sgl_eval};
 use crate::bench::{self, BenchConfig, Endpoint};
 use crate::cache::{AccuracyKey, Cache, NoiseKey};
 use crate::gpu_time::{Phase, PhaseClock};
 use crate::job::{CommonSource, RecipeSource};
 use crate::junit::{self, PytestCommand};
+use crate::key::Key;
 use crate::recipe::timing::parse_timing_output;
 use crate::recipe::{
     AccuracyBenchmark, Evaluator, ExternalSpeed, Install, NotRunnable, Recipe, SpeedBenchmark,
@@ -237,14 +236,14 @@ impl Runner<'_> {
             return done.clone();
         }
         let _phase = self.clock.enter(Phase::Install);
-        let stem = recipe_hash(argv.join("\0").as_bytes());
+        let stem = Key::of(argv.join("\0").as_bytes()).short();
         let side_name = side_name(side);
         let log = self
             .results
             .root()
             .join("logs")
             .join("install")
-            .join(format!("{side_name}-{}.log", stem.trim_start_matches("fnv1a64:")));
+            .join(format!("{side_name}-{stem}.log"));
         let out = log.with_extension("out");
         let command = Command {
             argv,
@@ -255,7 +254,7 @@ impl Runner<'_> {
             log: log.clone(),
             timeout: self.limit(timeout.unwrap_or(DEFAULT_STEP_TIMEOUT)),
             gpus: &[],
-            purpose: format!("{side_name}-install-{}", &stem["fnv1a64:".len()..]),
+            purpose: format!("{side_name}-install-{stem}"),
             server: None,
         };
         let outcome = std::fs::create_dir_all(&out)
@@ -686,7 +685,7 @@ impl Runner<'_> {
                 format!(
                     "builtin dataset={:?} {} limit={:?}",
                     builtin.dataset,
-                    recipe_hash(&dataset),
+                    Key::of(&dataset),
                     builtin.limit
                 )
             }

@@ -1,0 +1,702 @@
+//! The node health ledger: the failures prgate attributes to a node, and whether the node is
+//! drained.
+//!
+//! Each node has one ledger file, `<health-dir>/<node>.jsonl` ([`Ledger`]), one JSON object a
+//! line, oldest first (the format is below and in `docs/node.md`). Three events are written:
+//!
+//! - a **strike**: a failure attributed to the node: a preflight finding about its GPUs (ECC
+//!   errors, memory a dead process left, a hung device), the same step broken on base and PR
+//!   (what the PR cannot cause alone), or a GPU error in a base-side server log
+//!   ([`GPU_ERROR_PATTERNS`]); see [`attribute`];
+//! - a **drain**: the node takes no more work, written by [`Ledger::strike`] when the strikes
+//!   since the node was last admitted, within the [policy](HealthPolicy)'s window, reach its
+//!   count, or by hand ([`Ledger::drain`]);
+//! - an **admit**: the node is back: a passing canary ([`crate::canary`]) or by hand.
+//!
+//! A node is drained while its last drain is later than its last admit ([`NodeHealth`]); a
+//! drain stays until an admit, however old its strikes grow. Strikes before the last admit
+//! no longer count.
+//!
+//! Writes take an exclusive `flock` on `<health-dir>/<node>.lock` (the [host lock]'s model:
+//! the kernel lets it go when the holder dies), read the file, and replace it with the old
+//! lines and the new ones through a temporary file renamed over it, so a reader never sees
+//! half a line and a killed writer loses nothing already written. Readers take no lock.
+//!
+//! The health directory is `<cache-dir>/health` unless the node profile's `health.dir` says
+//! otherwise; a SLURM cluster or a fleet of workflow runners points every node at one shared
+//! folder, so the orchestrator sees every node's ledger. A node's ledger is named by the name
+//! the scheduler knows it by: the node profile's `name`, or SLURM's node name for the SLURM
+//! executor.
+//!
+//! What it leaves to others: what the preflight finds ([`crate::preflight`]), running the
+//! canary, and what a drain does to scheduling (the SLURM executor's `--exclude`, the
+//! workflow's `prgate node status`).
+//!
+//! [host lock]: crate::lock
+//!
+//! # The ledger's lines (`version` 1)
+//!
+//! ```json
+//! {"version":1,"at":"2026-12-01T15:00:00Z","node":"mi355x-2","event":"strike","source":"preflight","detail":"GPU 3 (/dev/dri/renderD152): 2 uncorrectable ECC errors (amd-smi)","run":"prgate run for PR #12"}
+//! {"version":1,"at":"2026-12-01T15:00:00Z","node":"mi355x-2","event":"drain","source":"strikes","detail":"3 strikes within 7d"}
+//! {"version":1,"at":"2026-12-02T09:30:00Z","node":"mi355x-2","event":"admit","source":"canary","detail":"the canary passed"}
+//! ```
+//!
+//! | field | meaning |
+//! | --- | --- |
+//! | `version` | 1 |
+//! | `at` | when, RFC 3339 in UTC to the second |
+//! | `node` | the node's name (the file's name without `.jsonl`) |
+//! | `event` | `strike`, `drain` or `admit` |
+//! | `source` | a strike's: `preflight`, `both-sides-broken`, `gpu-error-in-log`, `slurm-node-fail`, `manual`; a drain's: `strikes`, `manual`; an admit's: `canary`, `manual` |
+//! | `detail` | what happened, in words |
+//! | `run` | optional: the run that saw it |
+//!
+//! A line that does not parse is an error naming the file and the line: a ledger is never
+//! read as "healthy" because it could not be read.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write as _};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use prgate_gate::evidence::{Evidence, NotRunKind, Outcome, Side};
+use serde::{Deserialize, Serialize};
+
+use crate::node::NodeProfile;
+
+#[cfg(test)]
+mod tests;
+
+/// The version of the ledger's lines.
+pub const LEDGER_VERSION: u32 = 1;
+
+/// The folder of the ledgers under the cache directory when the profile names none.
+pub const DEFAULT_DIR_NAME: &str = "health";
+
+/// GPU errors in a server's log that the node, not the code, is blamed for: each is a
+/// case-sensitive substring of a line. The HIP runtime's and the amdgpu kernel driver's own
+/// words (HIP's `hipGetErrorString` names, the driver's fault and ring-timeout messages, as
+/// PyTorch and SGLang pass them on).
+pub const GPU_ERROR_PATTERNS: &[&str] = &[
+    // hipErrorNoDevice: the runtime sees no GPU at all, though the node profile lists them.
+    "hipErrorNoDevice",
+    // The runtime lost the device mid-run (a reset, a fallen-off bus).
+    "hipErrorLaunchFailure",
+    "hipErrorIllegalState",
+    // The HSA runtime's word for a page fault the GPU took.
+    "Memory access fault by GPU",
+    "GPU memory access fault",
+    // The kernel driver (dmesg lines a container's log may carry): a ring that stopped.
+    "amdgpu: ring",
+    "ring gfx timeout",
+    "ring sdma0 timeout",
+    // An uncorrectable ECC error the driver reported.
+    "amdgpu: uncorrectable",
+    "HW Exception by GPU node",
+];
+
+/// When a node is drained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HealthPolicy {
+    /// How many strikes drain the node.
+    pub strikes: u32,
+    /// The window they must fall in: older strikes do not count.
+    pub window: Duration,
+}
+
+impl Default for HealthPolicy {
+    /// Three strikes within seven days.
+    fn default() -> HealthPolicy {
+        HealthPolicy { strikes: 3, window: Duration::from_secs(7 * 24 * 3600) }
+    }
+}
+
+/// What a strike, drain or admit came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Source {
+    /// A preflight finding about the node's GPUs.
+    Preflight,
+    /// The same step broken on base and PR.
+    BothSidesBroken,
+    /// A GPU error in a base-side server log.
+    GpuErrorInLog,
+    /// SLURM ended a job `NODE_FAIL`.
+    SlurmNodeFail,
+    /// The strikes reached the policy's count.
+    Strikes,
+    /// A passing canary.
+    Canary,
+    /// A person, with `prgate node`.
+    Manual,
+}
+
+impl Source {
+    /// The source as the ledger writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Preflight => "preflight",
+            Source::BothSidesBroken => "both-sides-broken",
+            Source::GpuErrorInLog => "gpu-error-in-log",
+            Source::SlurmNodeFail => "slurm-node-fail",
+            Source::Strikes => "strikes",
+            Source::Canary => "canary",
+            Source::Manual => "manual",
+        }
+    }
+}
+
+/// What a ledger line records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EventKind {
+    Strike,
+    Drain,
+    Admit,
+}
+
+/// One line of a ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Seconds since the Unix epoch.
+    pub at: u64,
+    pub node: String,
+    pub event: EventKind,
+    pub source: Source,
+    pub detail: String,
+    pub run: Option<String>,
+}
+
+/// A strike to record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Strike {
+    pub source: Source,
+    pub detail: String,
+}
+
+/// A node's state, read from its ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeHealth {
+    pub node: String,
+    /// The drain in force, when the node is drained.
+    pub drained: Option<Entry>,
+    /// The strikes since the last admit, oldest first (all of them: the window applies when
+    /// a strike is recorded).
+    pub strikes: Vec<Entry>,
+}
+
+impl NodeHealth {
+    /// Whether the node takes work.
+    pub fn is_drained(&self) -> bool {
+        self.drained.is_some()
+    }
+
+    /// The node's state in one line: `mi355x-2: drained since 2026-12-01T15:00:00Z (3 strikes
+    /// within 7d); 3 strike(s) since it was last admitted` or `mi355x-1: admitted; no strike`.
+    pub fn summary(&self) -> String {
+        let state = match &self.drained {
+            Some(drain) => format!("drained since {} ({})", rfc3339(drain.at), drain.detail),
+            None => "admitted".to_owned(),
+        };
+        let strikes = match self.strikes.len() {
+            0 => "no strike since it was last admitted".to_owned(),
+            count => format!("{count} strike(s) since it was last admitted"),
+        };
+        format!("{}: {state}; {strikes}", self.node)
+    }
+}
+
+/// What [`Ledger::strike`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StrikeOutcome {
+    /// The strikes within the window since the last admit, this one included.
+    pub in_window: u32,
+    /// Whether this strike drained the node.
+    pub drained_now: bool,
+}
+
+/// Why a ledger could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum HealthError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{path}, line {line}: {problem}")]
+    Line { path: PathBuf, line: usize, problem: String },
+    #[error(
+        "{name:?} is not a node name: ASCII letters, digits, '.', '_' and '-' (not '.' or '..')"
+    )]
+    NodeName { name: String },
+}
+
+/// The ledgers' folder of `node`: the profile's `health.dir`, else `<cache-dir>/health`.
+pub fn health_dir(node: &NodeProfile) -> PathBuf {
+    match node.health().dir() {
+        Some(dir) => dir.to_path_buf(),
+        None => node.cache_dir().join(DEFAULT_DIR_NAME),
+    }
+}
+
+/// One node's ledger.
+#[derive(Debug, Clone)]
+pub struct Ledger {
+    dir: PathBuf,
+    node: String,
+}
+
+impl Ledger {
+    /// The ledger of `node` in `dir`; nothing is read or created yet.
+    pub fn new(dir: &Path, node: &str) -> Result<Ledger, HealthError> {
+        crate::node::check_name(node)
+            .map_err(|_problem| HealthError::NodeName { name: node.to_owned() })?;
+        Ok(Ledger { dir: dir.to_path_buf(), node: node.to_owned() })
+    }
+
+    /// The node's name.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// The ledger file.
+    pub fn path(&self) -> PathBuf {
+        self.dir.join(format!("{}.jsonl", self.node))
+    }
+
+    /// Every line, oldest first; none when the file does not exist.
+    pub fn entries(&self) -> Result<Vec<Entry>, HealthError> {
+        let path = self.path();
+        match std::fs::read_to_string(&path) {
+            Ok(text) => parse_lines(&text, &path),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+            Err(source) => Err(HealthError::Io { path, source }),
+        }
+    }
+
+    /// The node's state.
+    pub fn health(&self) -> Result<NodeHealth, HealthError> {
+        Ok(health_of(&self.node, &self.entries()?))
+    }
+
+    /// Records `strike` at `now` for `run`; when the strikes since the last admit within the
+    /// window reach `policy.strikes` and the node is not drained yet, drains it.
+    pub fn strike(
+        &self,
+        strike: &Strike,
+        run: Option<&str>,
+        policy: &HealthPolicy,
+        now: SystemTime,
+    ) -> Result<StrikeOutcome, HealthError> {
+        let at = unix_seconds(now);
+        self.update(|entries| {
+            entries.push(self.entry(at, EventKind::Strike, strike.source, &strike.detail, run));
+            let health = health_of(&self.node, entries);
+            let since = at.saturating_sub(policy.window.as_secs());
+            let in_window = health.strikes.iter().filter(|strike| strike.at >= since).count();
+            let in_window = u32::try_from(in_window).unwrap_or(u32::MAX);
+            let drained_now = !health.is_drained() && in_window >= policy.strikes.max(1);
+            if drained_now {
+                let detail = format!("{in_window} strikes within {}", format_window(policy.window));
+                entries.push(self.entry(at, EventKind::Drain, Source::Strikes, &detail, run));
+            }
+            StrikeOutcome { in_window, drained_now }
+        })
+    }
+
+    /// Drains the node by hand (a no-op line when it already is: the reason is kept).
+    pub fn drain(&self, detail: &str, now: SystemTime) -> Result<(), HealthError> {
+        let at = unix_seconds(now);
+        self.update(|entries| {
+            entries.push(self.entry(at, EventKind::Drain, Source::Manual, detail, None));
+        })
+    }
+
+    /// Admits the node: its strikes so far no longer count.
+    pub fn admit(&self, source: Source, detail: &str, now: SystemTime) -> Result<(), HealthError> {
+        let at = unix_seconds(now);
+        self.update(|entries| {
+            entries.push(self.entry(at, EventKind::Admit, source, detail, None));
+        })
+    }
+
+    fn entry(
+        &self,
+        at: u64,
+        event: EventKind,
+        source: Source,
+        detail: &str,
+        run: Option<&str>,
+    ) -> Entry {
+        Entry {
+            at,
+            node: self.node.clone(),
+            event,
+            source,
+            detail: detail.to_owned(),
+            run: run.map(str::to_owned),
+        }
+    }
+
+    /// Under the ledger's lock: reads the lines, lets `change` add to them, writes them back
+    /// atomically.
+    fn update<T>(&self, change: impl FnOnce(&mut Vec<Entry>) -> T) -> Result<T, HealthError> {
+        let io_error = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| HealthError::Io { path, source }
+        };
+        std::fs::create_dir_all(&self.dir).map_err(io_error(&self.dir))?;
+        let lock_path = self.dir.join(format!("{}.lock", self.node));
+        let lock = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&lock_path)
+            .map_err(io_error(&lock_path))?;
+        lock.lock().map_err(io_error(&lock_path))?;
+        let mut entries = self.entries()?;
+        let before = entries.len();
+        let answer = change(&mut entries);
+        if entries.len() != before {
+            let path = self.path();
+            let temporary = self.dir.join(format!(".{}.jsonl.tmp", self.node));
+            let mut text = String::new();
+            for entry in &entries {
+                text.push_str(&to_line(entry));
+                text.push('\n');
+            }
+            let mut file = File::create(&temporary).map_err(io_error(&temporary))?;
+            file.write_all(text.as_bytes())
+                .and_then(|()| file.sync_all())
+                .map_err(io_error(&temporary))?;
+            std::fs::rename(&temporary, &path).map_err(io_error(&path))?;
+            if let Ok(dir) = File::open(&self.dir) {
+                let _ignored = dir.sync_all();
+            }
+        }
+        drop(lock);
+        Ok(answer)
+    }
+}
+
+/// The name `node`'s ledger goes by on this machine: SLURM's name for it inside a SLURM job
+/// (`SLURMD_NODENAME`), since one profile serves every node of a partition; else the
+/// profile's `name`.
+pub fn ledger_name(node: &NodeProfile) -> String {
+    std::env::var("SLURMD_NODENAME")
+        .ok()
+        .filter(|name| crate::node::check_name(name).is_ok())
+        .unwrap_or_else(|| node.name().to_owned())
+}
+
+/// Records `strikes` against the node named `name` in `node`'s health directory, now; returns
+/// what a person should know, in words (a strike, a drain, or why the ledger could not be
+/// written: a ledger that fails never fails the run).
+pub fn record(
+    node: &NodeProfile,
+    name: &str,
+    strikes: &[Strike],
+    run: Option<&str>,
+) -> Vec<String> {
+    if strikes.is_empty() {
+        return Vec::new();
+    }
+    let dir = health_dir(node);
+    let ledger = match Ledger::new(&dir, name) {
+        Ok(ledger) => ledger,
+        Err(error) => return vec![format!("the health ledger: {error}")],
+    };
+    let policy = node.health().policy();
+    let mut notes = Vec::new();
+    for strike in strikes {
+        match ledger.strike(strike, run, policy, SystemTime::now()) {
+            Ok(outcome) => {
+                notes.push(format!(
+                    "a strike against node {name} ({}): {}; {} of {} within {}",
+                    strike.source.name(),
+                    strike.detail,
+                    outcome.in_window,
+                    policy.strikes,
+                    format_window(policy.window)
+                ));
+                if outcome.drained_now {
+                    notes.push(format!(
+                        "node {name} is drained: {} strikes within {}; `prgate node canary` re-admits it",
+                        outcome.in_window,
+                        format_window(policy.window)
+                    ));
+                }
+            }
+            Err(error) => notes.push(format!("the health ledger: {error}")),
+        }
+    }
+    notes
+}
+
+/// Records the node faults of a failed preflight ([`crate::preflight::PreflightFailure::node_faults`])
+/// as strikes against this machine's node ([`ledger_name`]).
+pub fn record_preflight(
+    node: &NodeProfile,
+    failure: &crate::preflight::PreflightFailure,
+    run: Option<&str>,
+) -> Vec<String> {
+    let strikes: Vec<Strike> = failure
+        .node_faults()
+        .map(|finding| Strike { source: Source::Preflight, detail: finding.to_string() })
+        .collect();
+    record(node, &ledger_name(node), &strikes, run)
+}
+
+/// Every ledger in `dir`, by node name; none when the folder does not exist.
+pub fn all_nodes(dir: &Path) -> Result<Vec<NodeHealth>, HealthError> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(HealthError::Io { path: dir.to_path_buf(), source }),
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| HealthError::Io { path: dir.to_path_buf(), source })?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str().and_then(|name| name.strip_suffix(".jsonl")) else {
+            continue;
+        };
+        if crate::node::check_name(name).is_ok() {
+            names.push(name.to_owned());
+        }
+    }
+    names.sort();
+    names.iter().map(|name| Ledger::new(dir, name)?.health()).collect()
+}
+
+/// The drained nodes of `dir`, by name.
+pub fn drained_nodes(dir: &Path) -> Result<Vec<NodeHealth>, HealthError> {
+    Ok(all_nodes(dir)?.into_iter().filter(NodeHealth::is_drained).collect())
+}
+
+/// The strikes a run's results directory holds against its node:
+///
+/// - each step (model, check and part) whose base and PR records are both `not-run` for a
+///   reason that means the step broke (`crash`, `timeout`, `no-result`, ...): the PR cannot
+///   break the base side, so both breaking is the node's;
+/// - each base-side step whose logs (`logs/<step>/`) have a line with one of
+///   [`GPU_ERROR_PATTERNS`]: only the base side's, since a PR's code could print the words
+///   to have a node drained.
+///
+/// A step is struck once, whatever it matches. The detail names the step, and for a log the
+/// pattern and the file.
+pub fn attribute(results: &Path) -> Result<Vec<Strike>, crate::results::ResultsError> {
+    let dir = crate::results::ResultsDir::open(results)?;
+    let records = dir.records()?;
+    let mut strikes = Vec::new();
+    let mut broken: BTreeMap<(Option<String>, String, Option<String>), [bool; 2]> = BTreeMap::new();
+    for (step, record) in &records {
+        if let Some(side) = broken_side(record) {
+            let key = (
+                step.model().map(str::to_owned),
+                step.check().describe().to_owned(),
+                step.part().map(ToString::to_string),
+            );
+            broken.entry(key).or_default()[side] = true;
+        }
+    }
+    for ((model, check, part), sides) in broken {
+        if sides == [true, true] {
+            let model = model.as_deref().unwrap_or("the common checks");
+            let part = part.map(|part| format!(" ({part})")).unwrap_or_default();
+            strikes.push(Strike {
+                source: Source::BothSidesBroken,
+                detail: format!("{check} of {model}{part} broke on base and on the PR"),
+            });
+        }
+    }
+    for (step, _record) in records.iter().filter(|(step, _)| step.side() == Side::Base) {
+        let folder = results.join("logs").join(crate::results::file_stem(step));
+        if let Some((pattern, file)) = first_gpu_error(&folder) {
+            strikes.push(Strike {
+                source: Source::GpuErrorInLog,
+                detail: format!("{step}: {pattern:?} in {}", file.display()),
+            });
+        }
+    }
+    Ok(strikes)
+}
+
+/// 0 for base, 1 for the PR, when `record` is a not-run that means the step broke.
+fn broken_side(record: &Evidence) -> Option<usize> {
+    let Outcome::NotRun { reason, .. } = &record.outcome else { return None };
+    if reason.kind() != NotRunKind::Broken {
+        return None;
+    }
+    match record.side {
+        Side::Base => Some(0),
+        Side::Pr => Some(1),
+        Side::Both => None,
+    }
+}
+
+/// The first of [`GPU_ERROR_PATTERNS`] a file in `folder` (not below it) has, with the file.
+fn first_gpu_error(folder: &Path) -> Option<(&'static str, PathBuf)> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(folder)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_file()))
+        .map(|entry| entry.path())
+        .collect();
+    files.sort();
+    files.into_iter().find_map(|file| {
+        let bytes = std::fs::read(&file).ok()?;
+        let text = String::from_utf8_lossy(&bytes);
+        let pattern = GPU_ERROR_PATTERNS.iter().find(|pattern| text.contains(*pattern))?;
+        Some((*pattern, file))
+    })
+}
+
+/// The state the lines say.
+fn health_of(node: &str, entries: &[Entry]) -> NodeHealth {
+    let last_admit = entries.iter().rposition(|entry| entry.event == EventKind::Admit);
+    let since: &[Entry] = match last_admit {
+        Some(index) => &entries[index + 1..],
+        None => entries,
+    };
+    NodeHealth {
+        node: node.to_owned(),
+        drained: since.iter().find(|entry| entry.event == EventKind::Drain).cloned(),
+        strikes: since.iter().filter(|entry| entry.event == EventKind::Strike).cloned().collect(),
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawEntry {
+    version: u32,
+    at: String,
+    node: String,
+    event: EventKind,
+    source: Source,
+    detail: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    run: Option<String>,
+}
+
+fn to_line(entry: &Entry) -> String {
+    let raw = RawEntry {
+        version: LEDGER_VERSION,
+        at: rfc3339(entry.at),
+        node: entry.node.clone(),
+        event: entry.event,
+        source: entry.source,
+        detail: entry.detail.clone(),
+        run: entry.run.clone(),
+    };
+    serde_json::to_string(&raw).unwrap_or_default()
+}
+
+fn parse_lines(text: &str, path: &Path) -> Result<Vec<Entry>, HealthError> {
+    let mut entries = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let problem = |problem: String| HealthError::Line {
+            path: path.to_path_buf(),
+            line: index + 1,
+            problem,
+        };
+        let raw: RawEntry =
+            serde_json::from_str(line).map_err(|error| problem(error.to_string()))?;
+        if raw.version != LEDGER_VERSION {
+            return Err(problem(format!(
+                "version {} is not one this prgate reads ({LEDGER_VERSION})",
+                raw.version
+            )));
+        }
+        let at = parse_rfc3339(&raw.at).ok_or_else(|| {
+            problem(format!("at = {:?} is not a UTC time such as 2026-12-01T15:00:00Z", raw.at))
+        })?;
+        entries.push(Entry {
+            at,
+            node: raw.node,
+            event: raw.event,
+            source: raw.source,
+            detail: raw.detail,
+            run: raw.run,
+        });
+    }
+    Ok(entries)
+}
+
+/// Seconds since the Unix epoch.
+pub fn unix_seconds(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs())
+}
+
+/// Seconds since the Unix epoch as RFC 3339 in UTC: `2026-12-01T15:00:00Z`.
+pub fn rfc3339(seconds: u64) -> String {
+    crate::lock::rfc3339_utc(UNIX_EPOCH + Duration::from_secs(seconds))
+}
+
+/// `2026-12-01T15:00:00Z` as seconds since the Unix epoch; `None` for anything else.
+fn parse_rfc3339(text: &str) -> Option<u64> {
+    let bytes = text.as_bytes();
+    let fits = bytes.len() == 20
+        && bytes[4] == b'-'
+        && bytes[7] == b'-'
+        && bytes[10] == b'T'
+        && bytes[13] == b':'
+        && bytes[16] == b':'
+        && bytes[19] == b'Z';
+    if !fits {
+        return None;
+    }
+    let number = |range: std::ops::Range<usize>| -> Option<i64> {
+        let part = text.get(range)?;
+        part.chars().all(|char| char.is_ascii_digit()).then(|| part.parse().ok())?
+    };
+    let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
+    let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 {
+        return None;
+    }
+    if second > 59 {
+        return None;
+    }
+    // Howard Hinnant's days_from_civil.
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year.rem_euclid(400);
+    let month_index = if month > 2 { month - 3 } else { month + 9 };
+    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    let days = era * 146_097 + day_of_era - 719_468;
+    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second;
+    let seconds = u64::try_from(seconds).ok()?;
+    // A day the month does not have (02-30) would land on another date.
+    (rfc3339(seconds) == text).then_some(seconds)
+}
+
+/// A window in the largest whole unit: `7d`, `36h`, `90m`, `45s`.
+pub fn format_window(window: Duration) -> String {
+    let seconds = window.as_secs();
+    for (unit, size) in [("d", 86_400), ("h", 3600), ("m", 60)] {
+        if seconds >= size && seconds.is_multiple_of(size) {
+            return format!("{}{unit}", seconds / size);
+        }
+    }
+    format!("{seconds}s")
+}
+
+impl fmt::Display for Entry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let event = match self.event {
+            EventKind::Strike => "strike",
+            EventKind::Drain => "drain",
+            EventKind::Admit => "admit",
+        };
+        write!(f, "{} {event} ({}): {}", rfc3339(self.at), self.source.name(), self.detail)?;
+        if let Some(run) = &self.run {
+            write!(f, " [{run}]")?;
+        }
+        Ok(())
+    }
+}

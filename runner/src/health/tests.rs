@@ -1,0 +1,262 @@
+//! Tests of the health ledger: strikes, drains and admits over time as tables, the file's
+//! lines, errors that name the line, and what a results directory is struck for.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use prgate_gate::evidence::{Check, NotRunReason, Provenance, SCHEMA_VERSION};
+
+use super::*;
+
+const DAY: u64 = 86_400;
+/// 2026-12-01T00:00:00Z.
+const T0: u64 = 1_796_083_200;
+
+fn at(seconds: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(seconds)
+}
+
+/// What a test does to the ledger, at a time in days after [`T0`].
+enum Step {
+    Strike(u64),
+    Admit(u64),
+    Drain(u64),
+}
+
+/// Runs `steps` on a fresh ledger under `policy`; returns, per step, `in-window/drained-now`
+/// for a strike, then the node's state.
+fn check(policy: HealthPolicy, steps: &[Step]) -> (Vec<String>, String) {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let ledger = Ledger::new(dir.path(), "mi355x-2").expect("a ledger");
+    let mut outcomes = Vec::new();
+    for step in steps {
+        match step {
+            Step::Strike(day) => {
+                let strike = Strike { source: Source::Preflight, detail: format!("day {day}") };
+                let outcome = ledger
+                    .strike(&strike, Some("a run"), &policy, at(T0 + day * DAY))
+                    .expect("a strike");
+                outcomes.push(format!(
+                    "{}{}",
+                    outcome.in_window,
+                    if outcome.drained_now { " drained" } else { "" }
+                ));
+            }
+            Step::Admit(day) => {
+                ledger.admit(Source::Canary, "canary", at(T0 + day * DAY)).expect("an admit");
+            }
+            Step::Drain(day) => {
+                ledger.drain("by hand", at(T0 + day * DAY)).expect("a drain");
+            }
+        }
+    }
+    (outcomes, ledger.health().expect("the state").summary())
+}
+
+/// A case: its name, the policy, the steps, each strike's outcome, the state at the end.
+type Case = (&'static str, HealthPolicy, Vec<Step>, &'static [&'static str], &'static str);
+
+#[test]
+fn strikes_drain_a_node_and_an_admit_forgives_them() {
+    use Step::*;
+    let default = HealthPolicy::default();
+    let cases: Vec<Case> = vec![
+        (
+            "three strikes in a week drain",
+            default,
+            vec![Strike(0), Strike(1), Strike(2)],
+            &["1", "2", "3 drained"],
+            "mi355x-2: drained since 2026-12-03T00:00:00Z (3 strikes within 7d); 3 strike(s) since it was last admitted",
+        ),
+        (
+            "strikes older than the window do not count",
+            default,
+            vec![Strike(0), Strike(1), Strike(9)],
+            &["1", "2", "1"],
+            "mi355x-2: admitted; 3 strike(s) since it was last admitted",
+        ),
+        (
+            "a drain stays after its strikes age, until an admit",
+            default,
+            vec![Strike(0), Strike(0), Strike(0), Strike(30), Admit(31)],
+            &["1", "2", "3 drained", "1"],
+            "mi355x-2: admitted; no strike since it was last admitted",
+        ),
+        (
+            "strikes before an admit no longer count",
+            default,
+            vec![Strike(0), Strike(0), Admit(1), Strike(1), Strike(2)],
+            &["1", "2", "1", "2"],
+            "mi355x-2: admitted; 2 strike(s) since it was last admitted",
+        ),
+        (
+            "one strike drains with a policy of one",
+            HealthPolicy { strikes: 1, window: Duration::from_secs(3600) },
+            vec![Strike(0)],
+            &["1 drained"],
+            "mi355x-2: drained since 2026-12-01T00:00:00Z (1 strikes within 1h); 1 strike(s) since it was last admitted",
+        ),
+        (
+            "a drain by hand, without strikes",
+            default,
+            vec![Drain(0)],
+            &[],
+            "mi355x-2: drained since 2026-12-01T00:00:00Z (by hand); no strike since it was last admitted",
+        ),
+        (
+            "strikes on a drained node do not drain it again",
+            default,
+            vec![Drain(0), Strike(0), Strike(0), Strike(0), Strike(0)],
+            &["1", "2", "3", "4"],
+            "mi355x-2: drained since 2026-12-01T00:00:00Z (by hand); 4 strike(s) since it was last admitted",
+        ),
+    ];
+    for (name, policy, steps, outcomes, state) in cases {
+        let (got, summary) = check(policy, &steps);
+        assert_eq!(got, outcomes, "{name}");
+        assert_eq!(summary, state, "{name}");
+    }
+}
+
+#[test]
+fn the_ledgers_lines_and_files() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let ledger = Ledger::new(dir.path(), "vm").expect("a ledger");
+    let policy = HealthPolicy { strikes: 2, ..HealthPolicy::default() };
+    let strike =
+        Strike { source: Source::GpuErrorInLog, detail: "\"hipErrorNoDevice\"".to_owned() };
+    ledger.strike(&strike, Some("PR #12"), &policy, at(T0)).expect("a strike");
+    ledger.strike(&strike, None, &policy, at(T0 + 60)).expect("a strike");
+    ledger.admit(Source::Manual, "mended", at(T0 + 120)).expect("an admit");
+    let text = std::fs::read_to_string(dir.path().join("vm.jsonl")).expect("the ledger");
+    insta::assert_snapshot!(text, @r#"
+    {"version":1,"at":"2026-12-01T00:00:00Z","node":"vm","event":"strike","source":"gpu-error-in-log","detail":"\"hipErrorNoDevice\"","run":"PR #12"}
+    {"version":1,"at":"2026-12-01T00:01:00Z","node":"vm","event":"strike","source":"gpu-error-in-log","detail":"\"hipErrorNoDevice\""}
+    {"version":1,"at":"2026-12-01T00:01:00Z","node":"vm","event":"drain","source":"strikes","detail":"2 strikes within 7d"}
+    {"version":1,"at":"2026-12-01T00:02:00Z","node":"vm","event":"admit","source":"manual","detail":"mended"}
+    "#);
+    // No temporary file is left beside it; the lock file stays (it is never the lock).
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .expect("the folder")
+        .map(|entry| entry.expect("an entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["vm.jsonl", "vm.lock"]);
+
+    let other = Ledger::new(dir.path(), "mi355x-1").expect("a ledger");
+    other.drain("by hand", at(T0)).expect("a drain");
+    let all: Vec<String> = all_nodes(dir.path())
+        .expect("the ledgers")
+        .iter()
+        .map(|health| format!("{} {}", health.node, health.is_drained()))
+        .collect();
+    assert_eq!(all, ["mi355x-1 true", "vm false"]);
+    let drained: Vec<String> =
+        drained_nodes(dir.path()).expect("the ledgers").into_iter().map(|h| h.node).collect();
+    assert_eq!(drained, ["mi355x-1"]);
+    assert_eq!(all_nodes(&dir.path().join("none")).expect("no folder"), []);
+}
+
+#[test]
+fn a_ledger_that_does_not_read_is_an_error_naming_its_line() {
+    let good = r#"{"version":1,"at":"2026-12-01T00:00:00Z","node":"vm","event":"admit","source":"manual","detail":"x"}"#;
+    let cases = [
+        ("{", "line 1: EOF while parsing an object"),
+        (
+            &good.replace("\"version\":1", "\"version\":2"),
+            "line 1: version 2 is not one this prgate reads (1)",
+        ),
+        (&good.replace("2026-12-01T00", "2026-02-30T00"), "line 1: at = \"2026-02-30T00:00:00Z\""),
+        (&good.replace("12-01T00:00:00Z", "12-01 00:00"), "line 1: at = \"2026-12-01 00:00\""),
+        (&good.replace("admit", "pardon"), "line 1: unknown variant `pardon`"),
+        (
+            &format!("{good}\n\n{}", good.replace("}", ",\"extra\":1}")),
+            "line 3: unknown field `extra`",
+        ),
+    ];
+    for (text, expect) in cases {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        std::fs::write(dir.path().join("vm.jsonl"), text).expect("a ledger");
+        let error = Ledger::new(dir.path(), "vm").expect("a ledger").health().expect_err(text);
+        let message = error.to_string();
+        assert!(message.contains(expect), "{text}: {message}");
+        assert!(message.starts_with(&dir.path().join("vm.jsonl").display().to_string()));
+    }
+    for name in ["", "..", "a/b", "x y"] {
+        assert!(Ledger::new(Path::new("/tmp"), name).is_err(), "{name:?}");
+    }
+}
+
+#[test]
+fn times_and_windows_in_words() {
+    for seconds in [0, T0, T0 + 86_399, 951_782_400 /* 2000-02-29 */] {
+        assert_eq!(parse_rfc3339(&rfc3339(seconds)), Some(seconds), "{seconds}");
+    }
+    let cases =
+        [(7 * DAY, "7d"), (36 * 3600, "36h"), (90 * 60, "90m"), (45, "45s"), (DAY + 1, "86401s")];
+    for (seconds, expect) in cases {
+        assert_eq!(format_window(Duration::from_secs(seconds)), expect);
+    }
+}
+
+/// A record of `check` on `side` of model `alpha`.
+fn record(check: Check, side: Side, outcome: Outcome) -> Evidence {
+    Evidence {
+        schema_version: SCHEMA_VERSION,
+        model: Some("alpha".to_owned()),
+        check,
+        side,
+        provenance: Provenance::default(),
+        outcome,
+    }
+}
+
+fn not_run(reason: NotRunReason) -> Outcome {
+    Outcome::NotRun { reason, detail: "d".to_owned(), subject: None, failed_on: None }
+}
+
+#[test]
+fn a_results_directory_is_struck_for_what_the_pr_cannot_cause() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let results = crate::results::ResultsDir::open(dir.path()).expect("a results dir");
+    let records = [
+        // Broken on both sides: the node's.
+        record(Check::ServingTests, Side::Base, not_run(NotRunReason::Crash)),
+        record(Check::ServingTests, Side::Pr, not_run(NotRunReason::Timeout)),
+        // Broken on the PR only: the PR's.
+        record(Check::Routing, Side::Base, Outcome::Routing { routed: true, line: None }),
+        record(Check::Routing, Side::Pr, not_run(NotRunReason::Crash)),
+        // Not judgeable on both sides, but not broken: not a strike.
+        record(Check::UnitTests, Side::Base, not_run(NotRunReason::Harness)),
+        record(Check::UnitTests, Side::Pr, not_run(NotRunReason::Harness)),
+        record(Check::KernelTests, Side::Base, not_run(NotRunReason::NoResult)),
+        record(Check::KernelTests, Side::Pr, not_run(NotRunReason::NoResult)),
+    ];
+    for record in &records {
+        results.write(record).expect("a record");
+    }
+    let log = |record: &Evidence, name: &str, text: &str| {
+        let step = prgate_gate::job::StepId::of(record);
+        let folder = results.step_log_dir(&step).expect("a log folder");
+        std::fs::write(folder.join(name), text).expect("a log");
+    };
+    // A GPU error in the base side's server log strikes; the same words from the PR do not.
+    log(&records[2], "server.log", "loading\nRuntimeError: HIP error: hipErrorNoDevice\n");
+    log(&records[3], "server.log", "Memory access fault by GPU node-2\n");
+    log(&records[4], "pytest.log", "all fine\n");
+    let strikes: Vec<String> = attribute(dir.path())
+        .expect("the strikes")
+        .iter()
+        .map(|strike| format!("{}: {}", strike.source.name(), strike.detail))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|line| line.replace(&dir.path().display().to_string(), "[results]"))
+        .collect();
+    assert_eq!(
+        strikes,
+        [
+            "both-sides-broken: kernel tests of alpha broke on base and on the PR",
+            "both-sides-broken: serving tests of alpha broke on base and on the PR",
+            "gpu-error-in-log: monokernel routing of alpha on the base side: \"hipErrorNoDevice\" in [results]/logs/alpha.routing.base/server.log",
+        ]
+    );
+}
