@@ -467,7 +467,7 @@ fn finish(args: &CiArgs) -> anyhow::Result<Outcome> {
 }
 
 /// The GPU time the runs in `results` folders measured (`prgate_runner::gpu_time`), in words.
-fn gpu_time_words(results: &[PathBuf]) -> Option<String> {
+pub(crate) fn gpu_time_words(results: &[PathBuf]) -> Option<String> {
     use prgate_report::gpu_hours::{ModelTime, PhaseTime};
     let models: Vec<ModelTime> = results
         .iter()
