@@ -25,7 +25,7 @@ use anyhow::Context as _;
 use clap::Args;
 use std::collections::{BTreeMap, BTreeSet};
 
-use prgate_gate::evidence::{Check, Evidence, NotRunReason, Outcome as Recorded, Provenance, Side};
+use prgate_gate::evidence::{Evidence, NotRunReason};
 use prgate_gate::{State, Verdict};
 use prgate_report::comment::{
     CommentInput, Header, Progress, ReportLink, StepProgress, StepState, render_comment,
@@ -141,8 +141,8 @@ pub(crate) struct CiArgs {
     evidence: Vec<PathBuf>,
     /// finish: how the node jobs ended (success, failure, cancelled, skipped): anything but
     /// success or skipped posts `error`.
-    #[arg(long, value_name = "RESULT")]
-    jobs: Option<String>,
+    #[arg(long, value_name = "RESULT", value_parser = JobsResult::parse)]
+    jobs: Option<JobsResult>,
     /// all: where the steps run: on this node, or as SLURM jobs, one per model (`prgate run
     /// --executor slurm`, docs/slurm.md).
     #[arg(long, value_enum, default_value_t = Executor::Local)]
@@ -161,6 +161,40 @@ pub(crate) struct CiArgs {
     /// judged or is missing (docs/rerun.md). Local executor and `--stage run`.
     #[arg(long, value_enum, default_value_t = Switch::On)]
     reuse: Switch,
+}
+
+/// How the node jobs ended, as the workflow's `needs.<job>.result` says (`--jobs`). Any other
+/// word is kept, not refused: a finish stage that cannot parse its flags would leave the
+/// status pending, so an unknown result is an error posted like a failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum JobsResult {
+    Success,
+    Skipped,
+    Failure,
+    Cancelled,
+    Other(String),
+}
+
+impl JobsResult {
+    fn parse(text: &str) -> Result<JobsResult, std::convert::Infallible> {
+        Ok(match text {
+            "success" => JobsResult::Success,
+            "skipped" => JobsResult::Skipped,
+            "failure" => JobsResult::Failure,
+            "cancelled" => JobsResult::Cancelled,
+            other => JobsResult::Other(other.to_owned()),
+        })
+    }
+
+    fn as_str(&self) -> &str {
+        match self {
+            JobsResult::Success => "success",
+            JobsResult::Skipped => "skipped",
+            JobsResult::Failure => "failure",
+            JobsResult::Cancelled => "cancelled",
+            JobsResult::Other(other) => other,
+        }
+    }
 }
 
 /// The parts of `prgate ci`.
@@ -322,7 +356,7 @@ fn start(args: &CiArgs) -> anyhow::Result<Outcome> {
         Pin::Started(reporter, files) => (reporter, files),
     };
     guarded(&reporter, || {
-        let (plan, _base) = make_plan(args, &reporter, files, false)?;
+        let (plan, _base) = make_plan(args, &reporter, files)?;
         let nodes = read_nodes(args)?;
         let estimate =
             crate::estimate::estimate_plan(&args.repo, &plan, &nodes, &History::default(), 0)?;
@@ -338,14 +372,15 @@ fn start(args: &CiArgs) -> anyhow::Result<Outcome> {
             }
         }
         for job in &estimate.jobs {
-            if let Some(reason) = &job.unschedulable {
+            if let (Some(reason), Some(not_run)) = (&job.unschedulable, job.not_run) {
                 assignment.unschedulable.push(Unplaced {
                     model: job.model.clone().unwrap_or_else(|| COMMON_CHECKS.to_owned()),
                     reason: reason.clone(),
+                    not_run,
                 });
             }
         }
-        assignment.estimate = Some(estimate_words(&estimate));
+        assignment.estimate = Some(prgate_report::estimate::estimate_words(&estimate));
         *lock(&reporter.estimate) = assignment.estimate.clone();
         let state = state_dir(args);
         let names: Vec<&String> = assignment.nodes.keys().collect();
@@ -449,10 +484,11 @@ fn finish(args: &CiArgs) -> anyhow::Result<Outcome> {
         evidence.extend(unplaced_evidence(&plan, &schedule));
         *lock(&reporter.progress) = progress_from_evidence(&plan, &evidence);
         *lock(&reporter.gpu_time) = gpu_time_words(&args.evidence);
-        match args.jobs.as_deref() {
-            None | Some("success" | "skipped") => {}
+        match &args.jobs {
+            None | Some(JobsResult::Success | JobsResult::Skipped) => {}
             Some(result) => anyhow::bail!(
-                "the node jobs ended as '{result}': what they recorded is shown, the rest did not run"
+                "the node jobs ended as '{}': what they recorded is shown, the rest did not run",
+                result.as_str()
             ),
         }
         let silent: Vec<&String> =
@@ -491,47 +527,14 @@ pub(crate) fn gpu_time_words(results: &[PathBuf]) -> Option<String> {
 
 /// The `not-run` records of the models no node could take, so that the verdict says why.
 fn unplaced_evidence(plan: &Plan, schedule: &ScheduleFile) -> Vec<Evidence> {
-    let base = plan.merge_base.clone().unwrap_or_else(|| plan.base.sha.clone());
-    let mut records = Vec::new();
-    for unplaced in &schedule.unschedulable {
-        let reason = if unplaced.reason.contains("checkpoint") {
-            NotRunReason::NoCheckpoint
-        } else {
-            NotRunReason::HardwareAbsent
-        };
-        let detail = format!("no CI node can run it: {}", unplaced.reason);
-        let checks: Vec<(Option<String>, Check)> = if unplaced.model == COMMON_CHECKS {
-            vec![(None, Check::CommonTests)]
-        } else {
-            let model = plan.models.iter().find(|model| model.name == unplaced.model);
-            model
-                .map(planned_checks)
-                .unwrap_or_default()
-                .iter()
-                .map(|&check| (Some(unplaced.model.clone()), check))
-                .collect()
-        };
-        for (model, check) in checks {
-            records.push(Evidence {
-                schema_version: prgate_gate::evidence::SCHEMA_VERSION,
-                model,
-                check,
-                side: if check == Check::Speed { Side::Both } else { Side::Pr },
-                provenance: Provenance {
-                    base_commit: Some(base.clone()),
-                    pr_commit: Some(plan.head.sha.clone()),
-                    ..Provenance::default()
-                },
-                outcome: Recorded::NotRun {
-                    reason,
-                    detail: detail.clone(),
-                    subject: None,
-                    failed_on: None,
-                },
-            });
-        }
-    }
-    records
+    schedule
+        .unschedulable
+        .iter()
+        .flat_map(|unplaced| {
+            let model = (unplaced.model != COMMON_CHECKS).then_some(unplaced.model.as_str());
+            prgate_runner::run::unplaced_evidence(plan, model, unplaced.not_run, &unplaced.reason)
+        })
+        .collect()
 }
 
 /// The plan's checks, done when a record of them is in `evidence`.
@@ -560,24 +563,13 @@ struct ScheduleFile {
     estimate: Option<String>,
 }
 
-/// `about 5h53m of GPU time; about 3h10m on 2 nodes (no schedule is shorter than 2h58m)`.
-fn estimate_words(estimate: &crate::estimate::EstimateOutput) -> String {
-    let clock = crate::estimate::clock;
-    let total: u64 = estimate.jobs.iter().map(|job| job.seconds).sum();
-    let busy = estimate.nodes.iter().filter(|node| !node.jobs.is_empty()).count();
-    let plural = if busy == 1 { "" } else { "s" };
-    format!(
-        "about {} of GPU time; about {} on {busy} node{plural} (no schedule is shorter than {})",
-        clock(total),
-        clock(estimate.makespan_seconds),
-        clock(estimate.lower_bound_seconds)
-    )
-}
-
 #[derive(Debug, Serialize, Deserialize)]
 struct Unplaced {
     model: String,
+    /// Each node's reason, in words.
     reason: String,
+    /// What the model's `not-run` records say.
+    not_run: NotRunReason,
 }
 
 /// The nodes of `--nodes FILE` (`[[node]]` tables of `name`, `hardware`, and optionally `gpus`
@@ -597,13 +589,7 @@ fn read_nodes(args: &CiArgs) -> anyhow::Result<Vec<ScheduleNode>> {
         checkpoints: Option<BTreeSet<String>>,
     }
     let Some(path) = &args.nodes else {
-        let node = read_node(&args.node)?;
-        return Ok(vec![ScheduleNode {
-            name: node.name().to_owned(),
-            hardware: node.hardware().to_owned(),
-            gpus: Some(u32::try_from(node.gpu_count()).unwrap_or(u32::MAX)),
-            checkpoints: Some(node.checkpoints().keys().cloned().collect()),
-        }]);
+        return Ok(vec![ScheduleNode::from(&read_node(&args.node)?)]);
     };
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading the nodes {}", path.display()))?;
@@ -628,13 +614,13 @@ fn read_node(path: &Path) -> anyhow::Result<NodeProfile> {
     Ok(NodeProfile::parse(&text, &path.display().to_string())?)
 }
 
-/// The plan from the base side's manifest, over the PR's files as the API listed them; with
-/// `post`, the pending status and the comment go out at once.
+/// The plan from the base side's manifest, over the PR's files as the API listed them; the
+/// reporter keeps it (the caller posts the pending status and the comment once it has the
+/// estimate).
 fn make_plan(
     args: &CiArgs,
     reporter: &Arc<Reporter>,
     files: Vec<String>,
-    post: bool,
 ) -> anyhow::Result<(Plan, crate::gate::BaseSide)> {
     let pinned = &reporter.pinned;
     let repository = git2::Repository::open(&args.repo)
@@ -667,9 +653,6 @@ fn make_plan(
     let base = crate::gate::BaseSide::read(&args.repo, &plan)?;
     *lock(&reporter.plan) = Some(plan.clone());
     *lock(&reporter.progress) = planned_progress(&plan);
-    if post {
-        reporter.post_progress()?;
-    }
     Ok((plan, base))
 }
 
@@ -714,16 +697,11 @@ fn pipeline(
     let node = read_node(&args.node)?;
     *lock(&reporter.nodes) = vec![node.name().to_owned()];
     *lock(&reporter.image) = Some(node.image().name.clone());
-    let (plan, base) = make_plan(args, reporter, files, false)?;
-    let this_node = [ScheduleNode {
-        name: node.name().to_owned(),
-        hardware: node.hardware().to_owned(),
-        gpus: Some(u32::try_from(node.gpu_count()).unwrap_or(u32::MAX)),
-        checkpoints: Some(node.checkpoints().keys().cloned().collect()),
-    }];
+    let (plan, base) = make_plan(args, reporter, files)?;
+    let this_node = [ScheduleNode::from(&node)];
     let estimate =
         crate::estimate::estimate_plan(&args.repo, &plan, &this_node, &History::default(), 0)?;
-    *lock(&reporter.estimate) = Some(estimate_words(&estimate));
+    *lock(&reporter.estimate) = Some(prgate_report::estimate::estimate_words(&estimate));
     reporter.post_progress()?;
 
     // The run, with the comment observing the step loop's events (on the local executor), or
@@ -988,6 +966,8 @@ struct ReporterArgs {
     /// `--check-run on`: keep a check run beside the status; its id is kept in
     /// `check-run.txt` of this state folder, so the finish stage edits the start's.
     check_run: Option<PathBuf>,
+    /// The node profile, whose health ledger names the drained nodes (docs/node.md).
+    node: PathBuf,
 }
 
 /// Posts to the PR: the progress while the run goes, the final verdict, or the error.
@@ -1026,6 +1006,7 @@ impl Reporter {
                 bot_login: args.bot_login.clone(),
                 work: args.work.clone(),
                 check_run: (args.check_run == Switch::On).then(|| state_dir(args)),
+                node: args.node.clone(),
             },
             plan: Mutex::new(None),
             progress: Mutex::new(Progress { steps: Vec::new() }),
@@ -1043,13 +1024,14 @@ impl Reporter {
             pr_number: self.pinned.number,
             title: Some(self.pinned.title.clone()),
             pr_sha: self.pinned.sha.clone(),
-            base_sha: plan.merge_base.clone().unwrap_or_else(|| plan.base.sha.clone()),
+            base_sha: plan.base_side_commit().to_owned(),
             nodes: lock(&self.nodes).clone(),
             image: lock(&self.image).clone(),
             run_url: self.args.run_url.clone(),
             estimate: lock(&self.estimate).clone(),
             gpu_time: lock(&self.gpu_time).clone(),
             reuse: lock(&self.reuse).clone(),
+            drained: crate::node::drained_for_report(&self.args.node),
         }
     }
 
@@ -1192,4 +1174,19 @@ fn write(path: &Path, text: &str) -> anyhow::Result<()> {
     // The node's secret values are redacted from everything prgate writes.
     let text = prgate_runner::redact::redact(text);
     std::fs::write(path, text.as_bytes()).with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::JobsResult;
+
+    #[test]
+    fn every_jobs_result_reads_back_and_an_unknown_one_is_kept() {
+        for word in ["success", "skipped", "failure", "cancelled", "", "timed_out"] {
+            let result = JobsResult::parse(word).unwrap_or_else(|never| match never {});
+            assert_eq!(result.as_str(), word);
+            let known = !matches!(result, JobsResult::Other(_));
+            assert_eq!(known, ["success", "skipped", "failure", "cancelled"].contains(&word));
+        }
+    }
 }

@@ -148,6 +148,28 @@ struct PrOutcome {
     why: Vec<String>,
 }
 
+/// The sample PR that runs while the fleet's second node is drained.
+const DRAINED_PR: u32 = 124;
+/// The fleet's second node. Before [`DRAINED_PR`] the demo strikes it three times in the
+/// node's health ledger, as three earlier runs whose preflight found ECC errors on its GPU
+/// would have (a laptop has no GPU to fail): the default policy drains it.
+const DRAINED_NODE: &str = "demo-node-2";
+
+/// Strikes [`DRAINED_NODE`] three times; returns the ledger's notes.
+fn drain_second_node(node: &NodeProfile) -> Vec<String> {
+    use prgate_runner::health::{Source, Strike};
+    let strikes: Vec<Strike> = (1..=3)
+        .map(|count| Strike {
+            source: Source::Preflight,
+            detail: format!(
+                "GPU 0 (/dev/dri/renderD128): {count} uncorrectable ECC error(s) (amd-smi): its memory has corrupted data; reset the GPU, and replace it if they come back"
+            ),
+        })
+        .collect();
+    let run = format!("demo: an earlier run on {DRAINED_NODE}");
+    prgate_runner::health::record(node, DRAINED_NODE, &strikes, Some(&run))
+}
+
 /// Plan, run and gate one sample PR; prints its summary and verdict.
 fn run_pr(
     repo: &Path,
@@ -158,6 +180,11 @@ fn run_pr(
 ) -> anyhow::Result<PrOutcome> {
     writeln!(out, "=== PR #{}: {}", pr.number, prgate_report::escape::terminal(pr.title))?;
     writeln!(out, "    branch {}", pr.branch)?;
+    if pr.number == DRAINED_PR {
+        for note in drain_second_node(node) {
+            writeln!(out, "    note: {note}")?;
+        }
+    }
     out.flush()?;
     let request = PlanRequest {
         repo: repo.to_path_buf(),
@@ -273,13 +300,17 @@ fn write_pr_files(
         pr_number: u64::from(pr.number),
         title: Some(pr.title.to_owned()),
         pr_sha: plan.head.sha.clone(),
-        base_sha: plan.merge_base.clone().unwrap_or_else(|| plan.base.sha.clone()),
+        base_sha: plan.base_side_commit().to_owned(),
         nodes: vec![node.name().to_owned()],
         image: Some(node.image().name.clone()),
         run_url: None,
         estimate: None,
         gpu_time: crate::ci::gpu_time_words(&[results.to_path_buf()]),
         reuse,
+        drained: prgate_runner::health::drained_nodes(&prgate_runner::health::health_dir(node))?
+            .iter()
+            .map(crate::node::drained_node)
+            .collect(),
     };
     let link = ReportLink { name: "report.md".to_owned(), url: None };
     let input = CommentInput {

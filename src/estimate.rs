@@ -1,27 +1,21 @@
 //! `prgate plan --estimate`: each planned model's GPU time and the models scheduled onto nodes.
 //!
-//! The shell around `prgate_runner::schedule`: it reads the recipes from the plan's head (the
-//! PR's tree, as the runner will), the node profiles and the history files, and prints the
-//! result in the plan's three formats. The JSON object is documented in docs/plan.md; the
+//! The shell around `prgate_runner::estimate`, which reads the recipes from the plan's head (the
+//! PR's tree, as the runner will) and schedules: this reads the node profiles and the history
+//! files, fills the `estimate` object, and `report::estimate` renders it in the plan's three
+//! formats. The JSON object is documented in docs/plan.md; the
 //! estimate and the algorithm in docs/schedule.md.
 
-use std::collections::BTreeSet;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use clap::{ArgGroup, Args};
-use prgate_report::escape::{MarkdownPlace, markdown_code, markdown_text, terminal};
+pub(crate) use prgate_report::estimate::EstimateOutput;
+use prgate_report::estimate::{JobOutput, NodeOutput, PartOutput};
+use prgate_runner::estimate::{self, PlanEstimate};
 use prgate_runner::node::NodeProfile;
-use prgate_runner::recipe::Recipe;
-use prgate_runner::recipe::common::CommonRecipe;
-use prgate_runner::run::{DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH};
-use prgate_runner::schedule::{
-    self, Estimate, History, Job, Method, Node, estimate_common, estimate_model,
-};
+use prgate_runner::schedule::{self, History, Node};
 use prgate_scope::Plan;
-use prgate_scope::plan::Tier;
-use serde::Serialize;
 
 /// The estimate's options of `prgate plan`.
 #[derive(Debug, Args)]
@@ -53,76 +47,6 @@ pub(crate) struct EstimateArgs {
     history: Vec<PathBuf>,
 }
 
-/// The `estimate` object of `prgate plan --format json`; docs/plan.md documents it.
-#[derive(Debug, Serialize)]
-pub(crate) struct EstimateOutput {
-    pub(crate) nodes: Vec<NodeOutput>,
-    pub(crate) jobs: Vec<JobOutput>,
-    pub(crate) makespan_seconds: u64,
-    pub(crate) lower_bound_seconds: u64,
-    pub(crate) lower_bound_basis: String,
-    pub(crate) optimal: bool,
-    pub(crate) history_files: usize,
-}
-
-#[derive(Debug, Serialize)]
-pub(crate) struct NodeOutput {
-    pub(crate) name: String,
-    pub(crate) hardware: String,
-    pub(crate) seconds: u64,
-    /// Its jobs, longest first: model names, `null` for the common checks.
-    pub(crate) jobs: Vec<Option<String>>,
-}
-
-#[derive(Debug, Serialize)]
-pub(crate) struct JobOutput {
-    /// `null` for the common checks.
-    pub(crate) model: Option<String>,
-    pub(crate) tier: Option<Tier>,
-    pub(crate) seconds: u64,
-    pub(crate) source: &'static str,
-    pub(crate) node: Option<String>,
-    pub(crate) unschedulable: Option<String>,
-    pub(crate) note: Option<String>,
-    parts: Vec<PartOutput>,
-}
-
-#[derive(Debug, Serialize)]
-struct PartOutput {
-    part: String,
-    seconds: u64,
-    source: &'static str,
-}
-
-/// A recipe as head's tree has it.
-enum RecipeState<T> {
-    Parsed(Box<T>),
-    Missing(String),
-    Invalid(String),
-}
-
-impl<T> RecipeState<T> {
-    fn parsed(&self) -> Option<&T> {
-        match self {
-            RecipeState::Parsed(recipe) => Some(recipe),
-            RecipeState::Missing(_) | RecipeState::Invalid(_) => None,
-        }
-    }
-
-    /// Why there is no recipe to estimate from.
-    fn note(&self) -> Option<String> {
-        match self {
-            RecipeState::Parsed(_) => None,
-            RecipeState::Missing(path) => {
-                Some(format!("no recipe at {path}: every check is recorded not-run"))
-            }
-            RecipeState::Invalid(error) => Some(format!(
-                "the recipe is not valid, so every check is recorded not-run: {error}"
-            )),
-        }
-    }
-}
-
 /// The estimate of `plan`, when `--estimate` asks for it.
 pub(crate) fn estimate(
     args: &EstimateArgs,
@@ -143,8 +67,8 @@ pub(crate) fn estimate(
     estimate_plan(repo, plan, &nodes, &history, args.history.len()).map(Some)
 }
 
-/// Each planned model's estimate (from its recipe in head's tree and `history`) and the
-/// schedule onto `nodes`.
+/// Each planned model's estimate (from its recipe in head's tree and `history`, read by the
+/// runner) and the schedule onto `nodes`, as the `estimate` object.
 pub(crate) fn estimate_plan(
     repo: &Path,
     plan: &Plan,
@@ -152,47 +76,26 @@ pub(crate) fn estimate_plan(
     history: &History,
     history_files: usize,
 ) -> anyhow::Result<EstimateOutput> {
-    let head = HeadTree::open(repo, plan)?;
-
-    let mut jobs: Vec<Job> = Vec::new();
-    let mut details: Vec<(Option<Tier>, Estimate, Option<String>)> = Vec::new();
-    if plan.common.selected {
-        let recipe = head.recipe(DEFAULT_COMMON_RECIPE_PATH, CommonRecipe::parse);
-        let estimate = estimate_common(recipe.parsed(), history);
-        jobs.push(Job::for_common_checks(&estimate));
-        details.push((None, estimate, recipe.note()));
-    }
-    for model in &plan.models {
-        if model.removed || model.tier == Tier::None {
-            continue;
-        }
-        let path = DEFAULT_RECIPE_PATH.replace("{model}", &model.name);
-        let recipe = head.recipe(&path, Recipe::parse);
-        let estimate = estimate_model(model, recipe.parsed(), history);
-        jobs.push(Job::for_model(&model.name, &estimate, recipe.parsed()));
-        details.push((Some(model.tier), estimate, recipe.note()));
-    }
-
-    let schedule = schedule::schedule(&jobs, nodes, Method::Exact);
+    let PlanEstimate { jobs, schedule } = estimate::estimate_plan(repo, plan, nodes, history)?;
     let seconds = schedule::whole_seconds;
+    let unplaced =
+        |job: usize| schedule.unschedulable().iter().find(|unschedulable| unschedulable.job == job);
     let node_name = |job: usize| schedule.node_of(job).map(|node| nodes[node].name.clone());
+    let model = |job: usize| jobs[job].job.model.clone();
     let job_outputs = jobs
         .iter()
-        .zip(details)
         .enumerate()
-        .map(|(index, (job, (tier, estimate, note)))| JobOutput {
-            model: job.model.clone(),
-            tier,
-            seconds: seconds(job.duration),
-            source: estimate.source().as_str(),
+        .map(|(index, job)| JobOutput {
+            model: job.job.model.clone(),
+            tier: job.tier,
+            seconds: seconds(job.job.duration),
+            source: job.estimate.source().as_str(),
             node: node_name(index),
-            unschedulable: schedule
-                .unschedulable()
-                .iter()
-                .find(|unschedulable| unschedulable.job == index)
-                .map(|unschedulable| unschedulable.reason.clone()),
-            note,
-            parts: estimate
+            unschedulable: unplaced(index).map(|unschedulable| unschedulable.reason.clone()),
+            not_run: unplaced(index).map(|unschedulable| unschedulable.not_run),
+            note: job.note.clone(),
+            parts: job
+                .estimate
                 .parts()
                 .iter()
                 .map(|part| PartOutput {
@@ -203,8 +106,7 @@ pub(crate) fn estimate_plan(
                 .collect(),
         })
         .collect();
-    let name =
-        |job: usize| jobs[job].model.clone().unwrap_or_else(|| "the common checks".to_owned());
+    let name = |job: usize| model(job).unwrap_or_else(|| "the common checks".to_owned());
     Ok(EstimateOutput {
         nodes: schedule
             .nodes()
@@ -213,7 +115,7 @@ pub(crate) fn estimate_plan(
                 name: load.node.clone(),
                 hardware: load.hardware.clone(),
                 seconds: load.total.as_secs(),
-                jobs: load.jobs.iter().map(|&job| jobs[job].model.clone()).collect(),
+                jobs: load.jobs.iter().map(|&job| model(job)).collect(),
             })
             .collect(),
         jobs: job_outputs,
@@ -250,232 +152,7 @@ fn read_nodes(args: &EstimateArgs) -> anyhow::Result<Vec<Node>> {
                 profile.name()
             );
         }
-        nodes.push(Node {
-            name: profile.name().to_owned(),
-            hardware: profile.hardware().to_owned(),
-            gpus: Some(u32::try_from(profile.gpu_count()).unwrap_or(u32::MAX)),
-            checkpoints: Some(profile.checkpoints().keys().cloned().collect::<BTreeSet<_>>()),
-        });
+        nodes.push(Node::from(&profile));
     }
     Ok(nodes)
-}
-
-/// Head's tree, where the runner reads the recipes: the commit, or the working tree with
-/// `--worktree`.
-struct HeadTree {
-    repository: PathBuf,
-    commit: String,
-    workdir: Option<PathBuf>,
-}
-
-impl HeadTree {
-    fn open(repo: &Path, plan: &Plan) -> anyhow::Result<HeadTree> {
-        let workdir = if plan.head.worktree {
-            let repository = git2::Repository::discover(repo)
-                .with_context(|| format!("opening the repository around {}", repo.display()))?;
-            Some(
-                repository
-                    .workdir()
-                    .context("the repository has no working tree to read the recipes from")?
-                    .to_path_buf(),
-            )
-        } else {
-            None
-        };
-        Ok(HeadTree { repository: repo.to_path_buf(), commit: plan.head.sha.clone(), workdir })
-    }
-
-    /// The recipe at `path`, parsed with `parse(text, name)`.
-    fn recipe<T, E: std::fmt::Display>(
-        &self,
-        path: &str,
-        parse: impl Fn(&str, &str) -> Result<T, E>,
-    ) -> RecipeState<T> {
-        let (text, name) = match &self.workdir {
-            Some(workdir) => match std::fs::read(workdir.join(path)) {
-                Ok(bytes) => (
-                    Some(String::from_utf8_lossy(&bytes).into_owned()),
-                    format!("{path} in the working tree"),
-                ),
-                Err(_) => (None, String::new()),
-            },
-            None => {
-                let short = self.commit.get(..7).unwrap_or(&self.commit);
-                match prgate_scope::base_side::read_text_at(&self.repository, &self.commit, path) {
-                    Ok(text) => (text, format!("{path} at {short}")),
-                    Err(error) => return RecipeState::Invalid(error.to_string()),
-                }
-            }
-        };
-        match text {
-            None => RecipeState::Missing(path.to_owned()),
-            Some(text) => match parse(&text, &name) {
-                Ok(recipe) => RecipeState::Parsed(Box::new(recipe)),
-                Err(error) => RecipeState::Invalid(error.to_string()),
-            },
-        }
-    }
-}
-
-/// `5h03m`, `42m`, `0m`: minutes rounded up.
-pub(crate) fn clock(seconds: u64) -> String {
-    let minutes = seconds.div_ceil(60);
-    if minutes >= 60 {
-        format!("{}h{:02}m", minutes / 60, minutes % 60)
-    } else {
-        format!("{minutes}m")
-    }
-}
-
-impl EstimateOutput {
-    fn job_name(job: &JobOutput) -> String {
-        job.model.clone().unwrap_or_else(|| "(common checks)".to_owned())
-    }
-
-    fn source_text(job: &JobOutput) -> String {
-        match (job.source, job.parts.iter().filter(|part| part.source == "history").count()) {
-            ("no-recipe", _) => "no recipe".to_owned(),
-            ("recipe", _) => "recipe".to_owned(),
-            (source, parts) => format!("{source} ({parts} parts)"),
-        }
-    }
-
-    fn summary(&self) -> String {
-        let bound =
-            format!("lower bound {} ({})", clock(self.lower_bound_seconds), self.lower_bound_basis);
-        if self.optimal {
-            format!("makespan {}; {bound}; no schedule is shorter", clock(self.makespan_seconds))
-        } else {
-            format!("makespan {}; {bound}", clock(self.makespan_seconds))
-        }
-    }
-
-    /// The estimate as terminal tables, after the plan's.
-    pub(crate) fn human(&self) -> String {
-        let mut out = String::new();
-        let history = match self.history_files {
-            0 => "no history".to_owned(),
-            1 => "1 history file".to_owned(),
-            files => format!("{files} history files"),
-        };
-        let _ = writeln!(out, "\nestimate on {} nodes, {history}", self.nodes.len());
-        let rows: Vec<[String; 5]> = self
-            .jobs
-            .iter()
-            .map(|job| {
-                let node = match (&job.node, &job.unschedulable) {
-                    (Some(node), _) => terminal(node),
-                    (None, Some(reason)) => format!("none: {}", terminal(reason)),
-                    (None, None) => "none".to_owned(),
-                };
-                [
-                    terminal(&Self::job_name(job)),
-                    job.tier.map_or("", Tier::as_str).to_owned(),
-                    clock(job.seconds),
-                    Self::source_text(job),
-                    node,
-                ]
-            })
-            .collect();
-        table(&mut out, ["model", "tier", "time", "from", "node"], &rows);
-        for job in &self.jobs {
-            if let Some(note) = &job.note {
-                // A recipe's error may run over lines (TOML's): each indented under the first.
-                let mut lines = note.lines();
-                let first = lines.next().unwrap_or_default();
-                let _ =
-                    writeln!(out, "note: {}: {}", terminal(&Self::job_name(job)), terminal(first));
-                for line in lines {
-                    let _ = writeln!(out, "      {}", terminal(line));
-                }
-            }
-        }
-        let _ = writeln!(out);
-        let rows: Vec<[String; 4]> = self
-            .nodes
-            .iter()
-            .map(|node| {
-                let jobs: Vec<String> = node
-                    .jobs
-                    .iter()
-                    .map(|job| terminal(job.as_deref().unwrap_or("(common checks)")))
-                    .collect();
-                [
-                    terminal(&node.name),
-                    terminal(&node.hardware),
-                    clock(node.seconds),
-                    jobs.join(", "),
-                ]
-            })
-            .collect();
-        table(&mut out, ["node", "hardware", "total", "models"], &rows);
-        let _ = writeln!(out, "\n{}", terminal(&self.summary()));
-        out
-    }
-
-    /// The estimate as Markdown, after the plan's.
-    pub(crate) fn markdown(&self) -> String {
-        let cell = |text: &str| markdown_code(text, MarkdownPlace::TableCell);
-        let prose = |text: &str| markdown_text(text, MarkdownPlace::TableCell);
-        let name = |model: Option<&str>| model.map_or_else(|| "common checks".to_owned(), cell);
-        let mut out = String::new();
-        let _ = writeln!(out, "\n### Estimate on {} nodes\n", self.nodes.len());
-        let _ = writeln!(out, "| model | tier | time | from | node |");
-        let _ = writeln!(out, "| --- | --- | --- | --- | --- |");
-        for job in &self.jobs {
-            let node = match (&job.node, &job.unschedulable) {
-                (Some(node), _) => cell(node),
-                (None, Some(reason)) => format!("none: {}", prose(reason)),
-                (None, None) => "none".to_owned(),
-            };
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {} | {node} |",
-                name(job.model.as_deref()),
-                job.tier.map_or("", Tier::as_str),
-                clock(job.seconds),
-                Self::source_text(job)
-            );
-        }
-        let _ = writeln!(out, "\n| node | hardware | total | models |");
-        let _ = writeln!(out, "| --- | --- | --- | --- |");
-        for node in &self.nodes {
-            let jobs: Vec<String> = node.jobs.iter().map(|job| name(job.as_deref())).collect();
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {} |",
-                cell(&node.name),
-                cell(&node.hardware),
-                clock(node.seconds),
-                jobs.join(", ")
-            );
-        }
-        let _ = writeln!(out, "\n{}", markdown_text(&self.summary(), MarkdownPlace::Paragraph));
-        out
-    }
-}
-
-/// Left-aligned columns two spaces apart; the last column is not padded.
-fn table<const N: usize>(out: &mut String, header: [&str; N], rows: &[[String; N]]) {
-    let mut widths = header.map(|title| title.chars().count());
-    for row in rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let mut line = |cells: Vec<&str>| {
-        let mut text = String::new();
-        for (index, cell) in cells.iter().enumerate() {
-            if index + 1 == N {
-                text.push_str(cell);
-            } else {
-                let _ = write!(text, "{cell:<width$}  ", width = widths[index]);
-            }
-        }
-        let _ = writeln!(out, "{}", text.trim_end());
-    };
-    line(header.to_vec());
-    for row in rows {
-        line(row.iter().map(String::as_str).collect());
-    }
 }

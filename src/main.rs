@@ -17,6 +17,7 @@ mod estimate;
 mod files;
 mod gate;
 mod github;
+mod node;
 mod plan;
 mod publish;
 mod run;
@@ -57,6 +58,7 @@ enum Command {
     Demo(demo::DemoArgs),
     Run(run::RunArgs),
     Ci(ci::CiArgs),
+    Node(node::NodeArgs),
 }
 
 fn main() -> ExitCode {
@@ -76,6 +78,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args).map(|()| gate::Outcome::Pass),
         Command::Run(args) => run::run(&args).map(|()| gate::Outcome::Pass),
         Command::Ci(args) => ci::run(&args),
+        Command::Node(args) => node::run(&args),
     };
     match outcome {
         Ok(gate::Outcome::Pass) => ExitCode::from(EXIT_OK),

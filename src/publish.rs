@@ -129,13 +129,14 @@ fn load(facts: &RunFacts) -> anyhow::Result<Loaded> {
         pr_number: facts.pr,
         title: facts.title.clone(),
         pr_sha: plan.head.sha.clone(),
-        base_sha: plan.merge_base.clone().unwrap_or_else(|| plan.base.sha.clone()),
+        base_sha: plan.base_side_commit().to_owned(),
         nodes: facts.nodes.clone(),
         image: facts.image.clone(),
         run_url: facts.run_url.clone(),
         estimate: None,
         gpu_time: None,
         reuse: None,
+        drained: Vec::new(),
     };
     let link = ReportLink { name: facts.report_name.clone(), url: facts.report_url.clone() };
     Ok(Loaded { plan, verdict, progress, header, link })

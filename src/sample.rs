@@ -161,6 +161,20 @@ pub(crate) fn build(dir: &Path) -> anyhow::Result<Vec<SamplePr>> {
         // The larger buffers overrun the device: the PR's server dies once it is loaded.
         append(files, "sgl_amd_mono/models/kimi_k3/sim-profile.toml", "die-after-requests = 3\n");
     })?;
+    pr(
+        124,
+        "pr/124-glm-names",
+        "[Fix] [MI355X] glm53_flash: name the decode step's buffers",
+        &|files| {
+            // An ordinary fix, run while the fleet's second node is drained (the demo strikes
+            // it before this PR: docs/node.md).
+            append(
+                files,
+                "sgl_amd_mono/models/glm53_flash/layer.py",
+                "\nDECODE_BUFFER_NAMES = (\"keys\", \"values\")\n",
+            );
+        },
+    )?;
     pr(116, "pr/116-codeowners", "[Chore] maintainer: hand kimi_k3 to a new team", &|files| {
         let codeowners = files.entry(".github/CODEOWNERS".to_owned()).or_default();
         *codeowners = codeowners.replace(
@@ -169,7 +183,7 @@ pub(crate) fn build(dir: &Path) -> anyhow::Result<Vec<SamplePr>> {
         );
     })?;
 
-    pr(124, "pr/124-glm-cache", "[Fix] [MI355X] glm53_flash: warm the kernel cache", &|files| {
+    pr(126, "pr/126-glm-cache", "[Fix] [MI355X] glm53_flash: warm the kernel cache", &|files| {
         append(files, "sgl_amd_mono/models/glm53_flash/layer.py", "\nWARM_CACHE = True\n");
         // A flaky test: it fails the first time it runs on the node and passes afterwards.
         append(files, "test/unit/glm53_flash/test_cache.py", FLAKY_TEST);
@@ -325,14 +339,14 @@ speed-run = "1m"
     )
 }
 
-/// PR #124's flaky unit test: its marker is in the node's `trees/` folder, which outlives a
+/// PR #126's flaky unit test: its marker is in the node's `trees/` folder, which outlives a
 /// run (each run exports its trees afresh below it).
 const FLAKY_TEST: &str = r#"from pathlib import Path
 
 
 def test_warm_cache():
     # Flaky: the first run on a node finds the kernel cache cold; every later run passes.
-    mark = Path(__file__).resolve().parents[4] / "pr-124-kernel-cache"
+    mark = Path(__file__).resolve().parents[4] / "pr-126-kernel-cache"
     if not mark.exists():
         mark.write_text("warm\n")
         raise AssertionError("the kernel cache was cold (a flaky failure: a rerun passes)")

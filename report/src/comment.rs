@@ -71,6 +71,16 @@ pub struct Header {
     /// What the run took over from an earlier run of the same commits, in words
     /// ([`crate::rerun::Reuse::words`]).
     pub reuse: Option<String>,
+    /// The nodes prgate's health ledger had drained, which the run left out.
+    pub drained: Vec<DrainedNode>,
+}
+
+/// A node the health ledger drained (docs/node.md): its name, and why in a few words
+/// (`3 strikes within 7d`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DrainedNode {
+    pub name: String,
+    pub reason: String,
 }
 
 /// Where a run is: every planned step and its state. The runner fills it; as JSON (for
@@ -606,6 +616,8 @@ fn item_phrase_md(item: &Item, detail: Detail) -> String {
         // A short summary says it all (`gain: no covered concurrency shows a 5% gain`), or
         // its head before the details does (`accuracy (tiny-math): crashed — question…`); a
         // long one is left to the checklist.
+        // A finding written as sentences names its subject before a colon (`` `CODEOWNERS`
+        // line 5 modified: ... ``): that head says what failed.
         _ => {
             let summary = item.summary.lines().next().unwrap_or_default();
             let short = |text: &str| text.chars().count() <= HEADLINE_SUMMARY;
@@ -614,11 +626,38 @@ fn item_phrase_md(item: &Item, detail: Detail) -> String {
                 None if short(summary) => {
                     format!("{}: {}", prose(&item.check), finding_md(&detail.text(summary)))
                 }
-                _ => prose(&item.check),
+                _ => match finding_head(summary)
+                    .filter(|head| short(head) && summary.contains(". "))
+                {
+                    Some(head) => {
+                        format!("{}: {}", prose(&item.check), finding_md(&detail.text(head)))
+                    }
+                    None => prose(&item.check),
+                },
             }
         }
     };
     format!("{model}{what}")
+}
+
+/// A finding's first sentence up to its first `: ` outside code and brackets (`` `CODEOWNERS`
+/// line 5 modified ``), when that sentence has one.
+fn finding_head(summary: &str) -> Option<&str> {
+    let sentence = summary.split(". ").next().unwrap_or(summary);
+    let mut in_code = false;
+    let mut depth = 0usize;
+    for (at, c) in sentence.char_indices() {
+        match c {
+            '`' => in_code = !in_code,
+            '(' | '[' if !in_code => depth += 1,
+            ')' | ']' if !in_code => depth = depth.saturating_sub(1),
+            ':' if !in_code && depth == 0 && sentence[at + 1..].starts_with(' ') => {
+                return Some(&sentence[..at]).filter(|head| !head.trim().is_empty());
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// How many checklist items are in each state, worst first.
@@ -693,6 +732,23 @@ fn header_rows(header: &Header, detail: Detail) -> Vec<HeaderRow> {
                 .map_or_else(dash, |url| format!("[workflow run]({url})")),
         },
     ];
+    if !header.drained.is_empty() {
+        let drained = capped(&header.drained, detail.item_cap());
+        let mut listed: Vec<String> = drained
+            .iter()
+            .map(|node| {
+                let reason = markdown_text(&detail.text(&node.reason), MarkdownPlace::TableCell);
+                format!("{} ({reason})", code(&node.name))
+            })
+            .collect();
+        if drained.len() < header.drained.len() {
+            listed.push(format!("and {} more", header.drained.len() - drained.len()));
+        }
+        rows.push(HeaderRow {
+            label_md: "Drained",
+            value_md: format!("{}: left out of this run", listed.join(", ")),
+        });
+    }
     if let Some(estimate) = &header.estimate {
         rows.push(HeaderRow {
             label_md: "Estimate",

@@ -46,6 +46,51 @@ pub fn markdown_code(text: &str, place: MarkdownPlace) -> String {
     format!("{fence}{pad}{body}{pad}{fence}")
 }
 
+/// A path (or a path pattern) as code that a narrow table may break after each `/`: GitHub's
+/// sanitizer keeps `<code>` and `<wbr>` (a break opportunity, not a character: nothing
+/// invisible is copied with the path). Markdown is parsed inside inline HTML, so what it could
+/// act on is a numeric character reference (`&#42;`), which Markdown shows as it is and which
+/// no autolink, emphasis or table pipe reads: every ASCII punctuation character but the few
+/// that cannot start anything there (`-`, `,`, `+`, `=`, `%`, `(`, `)`, `{`, `}`, `'`, `"`,
+/// `;`, `?`), a `_` unless a letter or digit stands on each side (where it cannot emphasize),
+/// and a `.` after `www`. An `@` also has a `<wbr>` before it, which keeps GFM's e-mail
+/// autolink away (GitHub mentions no one inside code). Controls and bidirectional overrides
+/// become visible escapes, as in [`markdown_code`]. Safe in a table cell and in a paragraph.
+pub fn markdown_path(text: &str) -> String {
+    if text.is_empty() {
+        return "` `".to_owned();
+    }
+    let mut visible = String::with_capacity(text.len());
+    for c in text.chars() {
+        push_visible(&mut visible, c);
+    }
+    let chars: Vec<char> = visible.chars().collect();
+    let mut out = String::with_capacity(visible.len() + 32);
+    out.push_str("<code>");
+    for (index, &c) in chars.iter().enumerate() {
+        let before = index.checked_sub(1).map(|at| chars[at]);
+        let after = chars.get(index + 1).copied();
+        let alphanumeric = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+        let after_www = index >= 3
+            && chars[index - 3..index].iter().collect::<String>().eq_ignore_ascii_case("www");
+        match c {
+            '/' => out.push_str("/<wbr>"),
+            '@' => out.push_str("<wbr>&#64;"),
+            '_' if alphanumeric(before) && alphanumeric(after) => out.push('_'),
+            '.' if !after_www => out.push('.'),
+            '-' | ',' | '+' | '=' | '%' | '(' | ')' | '{' | '}' | '\'' | '"' | ';' | '?' | ' ' => {
+                out.push(c)
+            }
+            c if c.is_ascii_punctuation() => {
+                let _ = write!(out, "&#{};", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push_str("</code>");
+    out
+}
+
 /// Lines of text (a log's tail) as a fenced Markdown code block, each line after `indent`
 /// (two spaces to sit in a list item): shown literally, lines kept, no `@` notifies anyone,
 /// and other control characters become visible escapes. The fence is longer than any run of
@@ -83,10 +128,11 @@ pub fn markdown_text(text: &str, place: MarkdownPlace) -> String {
                 out.push('\\');
                 out.push(c);
             }
-            // Bare links (`https://…`, `www.…`) become clickable in the bot's comment: break
-            // them with a zero-width space.
+            // Bare links (`https://…`, `www.…`) become clickable in the bot's comment: a
+            // character reference for the `:` or the `.` keeps GFM's autolink from seeing them
+            // (and leaves no invisible character in the text a reader copies).
             ':' if chars.get(index + 1) == Some(&'/') && chars.get(index + 2) == Some(&'/') => {
-                out.push_str(":&#8203;");
+                out.push_str("&#58;");
             }
             '.' if index >= 3
                 && chars[index - 3..index]
@@ -94,7 +140,7 @@ pub fn markdown_text(text: &str, place: MarkdownPlace) -> String {
                     .collect::<String>()
                     .eq_ignore_ascii_case("www") =>
             {
-                out.push_str("&#8203;.");
+                out.push_str("&#46;");
             }
             _ => push_visible(&mut out, c),
         }
@@ -259,6 +305,35 @@ mod tests {
     }
 
     #[test]
+    fn a_path_breaks_after_its_slashes_and_nothing_in_it_acts() {
+        let cases = [
+            ("sgl_amd/models/k.py", "<code>sgl_amd/<wbr>models/<wbr>k.py</code>"),
+            // Emphasis, code, a table's pipe, HTML: references, shown as written. A `_` between
+            // letters or digits cannot emphasize and stays.
+            (
+                "m/__init__.py|`x`<b>*a_b*",
+                "<code>m/<wbr>&#95;&#95;init&#95;&#95;.py&#124;&#96;x&#96;&#60;b&#62;&#42;a_b&#42;</code>",
+            ),
+            // An autolink (a URL, `www.`, an e-mail) and a mention: none can form.
+            (
+                "http://x/WWW.y/a@b.com",
+                "<code>http&#58;/<wbr>/<wbr>x/<wbr>WWW&#46;y/<wbr>a<wbr>&#64;b.com</code>",
+            ),
+            ("m/{model}/**", "<code>m/<wbr>{model}/<wbr>&#42;&#42;</code>"),
+            (
+                "[a](b) ~c~ $d$ #1 !e &f",
+                "<code>&#91;a&#93;(b) &#126;c&#126; &#36;d&#36; &#35;1 &#33;e &#38;f</code>",
+            ),
+            ("tab\there\u{202e}", "<code>tab&#92;u{9}here&#92;u{202e}</code>"),
+            ("ünï-code", "<code>ünï-code</code>"),
+            ("", "` `"),
+        ];
+        for (input, expected) in cases {
+            assert_eq!(markdown_path(input), expected, "{input:?}");
+        }
+    }
+
+    #[test]
     fn prose_cannot_mention_link_or_open_html() {
         let cases = [
             ("@maintainers please", MarkdownPlace::Paragraph, "@&#8203;maintainers please"),
@@ -268,13 +343,13 @@ mod tests {
                 "&lt;img src=x onerror=alert\\(1\\)&gt;",
             ),
             ("-->", MarkdownPlace::Paragraph, "--&gt;"),
-            ("[click](http://x)", MarkdownPlace::Paragraph, "\\[click\\]\\(http:&#8203;//x\\)"),
+            ("[click](http://x)", MarkdownPlace::Paragraph, "\\[click\\]\\(http&#58;//x\\)"),
             (
                 "see org/repo#12 and #3",
                 MarkdownPlace::Paragraph,
                 "see org/repo\\#&#8203;12 and \\#&#8203;3",
             ),
-            ("www.evil.example", MarkdownPlace::Paragraph, "www&#8203;.evil.example"),
+            ("www.evil.example", MarkdownPlace::Paragraph, "www&#46;evil.example"),
             ("**bold** `code`", MarkdownPlace::Paragraph, "\\*\\*bold\\*\\* \\`code\\`"),
             ("a | b", MarkdownPlace::TableCell, "a \\| b"),
             ("line\nbreak", MarkdownPlace::Paragraph, "line\\u{a}break"),

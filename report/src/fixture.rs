@@ -300,5 +300,6 @@ pub(crate) fn header(title: &str) -> Header {
         estimate: None,
         gpu_time: None,
         reuse: None,
+        drained: Vec::new(),
     }
 }

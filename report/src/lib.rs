@@ -9,6 +9,7 @@
 //! - [`verdict`]: a verdict for a terminal;
 //! - [`comment`]: the PR comment (tera template `templates/comment.md.tera`) and the full
 //!   report;
+//! - [`estimate`]: the estimate of `prgate plan --estimate` as tables and in words;
 //! - [`status`]: the commit status;
 //! - [`summary`]: the job summary and the annotations;
 //! - [`gpu_hours`]: the GPU time a run measured and its estimate, by model and phase;
@@ -16,6 +17,7 @@
 
 pub mod comment;
 pub mod escape;
+pub mod estimate;
 pub mod gpu_hours;
 pub mod plan;
 pub mod rerun;

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use prgate_scope::plan::{ChangedPath, DiffSource, PathMatch, Plan, Reason, Tier};
 
-use crate::escape::{MarkdownPlace, markdown_code, markdown_text, terminal};
+use crate::escape::{MarkdownPlace, markdown_code, markdown_path, markdown_text, terminal};
 
 /// How text from the PR is shown: as-is but with controls escaped on a terminal, as code
 /// spans and escaped prose in Markdown.
@@ -24,6 +24,15 @@ impl Style {
         match self {
             Style::Terminal => terminal(text),
             Style::Markdown(place) => markdown_code(text, place),
+        }
+    }
+
+    /// A path or a path pattern: as code that a Markdown table may break after each `/`, so
+    /// that a long path does not make the scope's tables scroll at a comment's 800 px.
+    fn path(self, text: &str) -> String {
+        match self {
+            Style::Terminal => terminal(text),
+            Style::Markdown(_) => markdown_path(text),
         }
     }
 
@@ -167,8 +176,8 @@ pub fn markdown(plan: &Plan) -> String {
         let _ = writeln!(out, "| --- | --- | --- |");
         for changed in plan.changed.iter().take(CHANGED_ROWS_SHOWN) {
             let path = match &changed.old_path {
-                Some(old) => format!("{} ← {}", CELL.code(&changed.path), CELL.code(old)),
-                None => CELL.code(&changed.path),
+                Some(old) => format!("{} ← {}", CELL.path(&changed.path), CELL.path(old)),
+                None => CELL.path(&changed.path),
             };
             let _ = writeln!(
                 out,
@@ -308,7 +317,7 @@ fn matches_text(changed: &ChangedPath, show: Style) -> String {
         .iter()
         .map(|(what, pattern, on_new_path)| {
             let side = if *on_new_path { "" } else { " (old path)" };
-            format!("{what}{side} ({})", show.code(pattern))
+            format!("{what}{side} ({})", show.path(pattern))
         })
         .collect::<Vec<_>>()
         .join(", ")
@@ -355,7 +364,7 @@ const REASONS_SHOWN: usize = 5;
 fn reason_text(reason: &Reason, show: Style) -> String {
     match reason {
         Reason::ChangedPath { path, pattern } => {
-            format!("{} ({})", show.code(path), show.code(pattern))
+            format!("{} ({})", show.path(path), show.path(pattern))
         }
         Reason::UntrustedDiff { detail } => format!("diff not trusted: {}", show.prose(detail)),
         Reason::SharedChange => "shared paths changed: see the common checks".to_owned(),

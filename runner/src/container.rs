@@ -1,6 +1,6 @@
 //! The container launcher: "run this command for this run" turned into a container engine's
-//! command line, and the engine's other answers the runner needs (the published port, stop,
-//! cleanup by label, the image's digest).
+//! command line, and the engine's other answers the runner needs (a server's address on the
+//! run's network, stop, cleanup by label, the image's digest).
 //!
 //! On a GPU node every PR-controlled command runs inside the node's image; only prgate runs
 //! outside. [`Engine::launch`] builds the `docker run` (or `podman run`) of one
@@ -23,7 +23,7 @@ mod tests;
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::io::{self, Read};
-use std::net::SocketAddr;
+use std::net::IpAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
@@ -44,7 +44,8 @@ pub const MODELS_DIR: &str = "/models";
 /// Where the node's dataset cache is in the container, read-only, when a request mounts it.
 pub const DATASETS_DIR: &str = crate::accuracy::gated::DATASETS_DIR;
 
-/// The label every container of a run carries: `prgate.run=<run id>`. Cleanup removes by it.
+/// The label every container and network of a run carries: `prgate.run=<run id>`. Cleanup
+/// removes by it.
 pub const RUN_LABEL: &str = "prgate.run";
 /// The label that says what a container is for within its run (`pr-server`).
 pub const PURPOSE_LABEL: &str = "prgate.purpose";
@@ -154,13 +155,8 @@ pub struct ContainerRequest<'a> {
     pub out: &'a Path,
     /// The variables the command gets, on top of the launcher's and the image's.
     pub env: &'a ContainerEnv,
-    /// Container ports to publish on the host's loopback; the engine picks the host ports.
-    pub ports: &'a [u16],
-    /// The name of a running container of this run whose network namespace this one joins
-    /// (`--network container:<name>`): how a client reaches a server on its loopback. Such a
-    /// container publishes no port. A container that neither joins one nor publishes a port
-    /// has no network at all (`--network none`).
-    pub network_of: Option<&'a str>,
+    /// What the container can reach over a network ([`ContainerNetwork`]).
+    pub network: ContainerNetwork<'a>,
     /// The node's dataset cache (`<cache-dir>/datasets`, what prgate fetched for a gated
     /// benchmark), mounted read-only at [`DATASETS_DIR`]; `None` for no such mount.
     pub datasets: Option<&'a Path>,
@@ -172,6 +168,23 @@ pub struct ContainerRequest<'a> {
     pub log: &'a Path,
     /// How long the command has between `SIGTERM` and `SIGKILL` when it is stopped.
     pub grace: Duration,
+}
+
+/// What a container can reach over a network. No container ever gets the engine's default
+/// network (which routes to the outside and to the node's services): see `docs/container.md`,
+/// "Network".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContainerNetwork<'a> {
+    /// Nothing to reach and nothing reaches it: `--network none` (a loopback device only).
+    None,
+    /// The run's internal network ([`run_network_name`], made by
+    /// [`Engine::create_run_network`]): no route off it, no DNS; the host reaches the
+    /// container at its address there ([`Engine::address`]). What a server gets.
+    Run,
+    /// The network namespace of a running container of this run, by name
+    /// (`--network container:<name>`): how a client reaches a server on its loopback, and
+    /// nothing the server cannot reach.
+    JoinedTo(&'a str),
 }
 
 /// A container ready to start: its name, and the engine client's process.
@@ -235,11 +248,11 @@ pub enum ContainerError {
     )]
     DigestMismatch { image: String, digest: String, found: Vec<String> },
     #[error(
-        "container {name} ended ({status}) before it published port {port}\nlast lines of {log}:\n{tail}"
+        "container {name} ended ({status}) before it had an address on network {network}\nlast lines of {log}:\n{tail}"
     )]
-    Exited { name: String, port: u16, status: ExitStatus, log: PathBuf, tail: String },
-    #[error("container {name} did not publish port {port} within {timeout:?}: {last}")]
-    PortTimedOut { name: String, port: u16, timeout: Duration, last: String },
+    Exited { name: String, network: String, status: ExitStatus, log: PathBuf, tail: String },
+    #[error("container {name} had no address on network {network} within {timeout:?}: {last}")]
+    AddressTimedOut { name: String, network: String, timeout: Duration, last: String },
     #[error(transparent)]
     Process(#[from] ProcessError),
 }
@@ -328,17 +341,63 @@ impl Engine {
         Ok(Launch { name, spec })
     }
 
-    /// The host address a container's `container_port` is published on: `<engine> port`,
-    /// the `127.0.0.1` line (else the `[::1]` one). Any other address is an error.
-    pub fn host_port(&self, name: &str, container_port: u16) -> Result<SocketAddr, ContainerError> {
-        let port = format!("{container_port}/tcp");
-        let output = self.output(&["port", name, &port], COMMAND_TIMEOUT)?;
-        loopback_address(&output).ok_or_else(|| ContainerError::Unexpected {
-            engine: self.display(),
-            command: format!("port {name} {port}"),
-            output: output.trim().to_owned(),
-            expected: "a loopback address such as 127.0.0.1:49153".to_owned(),
-        })
+    /// Makes the run's network ([`run_network_name`]): `<engine> network create --internal`
+    /// (no route off it: no outbound traffic, and of the host's addresses only its own on the
+    /// network, the gateway, which the node's firewall closes: `docs/container.md`,
+    /// "Network"), labelled with the run. DNS stays on: podman (4.3) gives an internal network
+    /// without DNS no gateway at all, and the host could not reach its server. A network of
+    /// that name that is already there is taken as it is (a resumed run's). Returns its name.
+    pub fn create_run_network(&self, run: &RunId) -> Result<String, ContainerError> {
+        let name = run_network_name(run);
+        let label = format!("{RUN_LABEL}={run}");
+        let command = ["network", "create", "--internal", "--label", &label, &name];
+        match self.output(&command, COMMAND_TIMEOUT) {
+            Err(ContainerError::Failed { stderr, .. })
+                if stderr.to_lowercase().contains("already exists") =>
+            {
+                Ok(name)
+            }
+            Err(error) => Err(error),
+            Ok(_) => Ok(name),
+        }
+    }
+
+    /// Removes every network labelled `prgate.run=<run>` (and, on podman, a container still
+    /// attached to one: only the run's are); returns their names. A run calls it after
+    /// [`Engine::remove_run`], when it starts and when it ends.
+    pub fn remove_run_networks(&self, run: &RunId) -> Result<Vec<String>, ContainerError> {
+        let filter = format!("label={RUN_LABEL}={run}");
+        let command = ["network", "ls", "--filter", &filter, "--format", "{{.Name}}"];
+        let output = self.output(&command, COMMAND_TIMEOUT)?;
+        let names: Vec<String> = output.split_whitespace().map(str::to_owned).collect();
+        if let Some(odd) = names.iter().find(|name| !name.chars().all(is_name_char)) {
+            return Err(ContainerError::Unexpected {
+                engine: self.display(),
+                command: command.join(" "),
+                output: odd.clone(),
+                expected: "network names".to_owned(),
+            });
+        }
+        for name in &names {
+            self.output(&["network", "rm", "-f", name], COMMAND_TIMEOUT)?;
+        }
+        Ok(names)
+    }
+
+    /// Container `name`'s address on network `network`: `<engine> inspect`. An answer that
+    /// is not one address (none yet, or an unspecified one) is an error.
+    pub fn address(&self, name: &str, network: &str) -> Result<IpAddr, ContainerError> {
+        let format = format!("{{{{(index .NetworkSettings.Networks \"{network}\").IPAddress}}}}");
+        let command = ["inspect", "--format", &format, name];
+        let output = self.output(&command, COMMAND_TIMEOUT)?;
+        output.trim().parse::<IpAddr>().ok().filter(|address| !address.is_unspecified()).ok_or_else(
+            || ContainerError::Unexpected {
+                engine: self.display(),
+                command: command.join(" "),
+                output: output.trim().to_owned(),
+                expected: format!("the container's address on {network}, such as 10.89.0.2"),
+            },
+        )
     }
 
     /// Stops container `name`: `SIGTERM` to its first process, `SIGKILL` after `grace` (in
@@ -523,25 +582,25 @@ impl Container {
         &mut self.client
     }
 
-    /// Waits until the engine has published `container_port` and returns the host address
-    /// (`127.0.0.1:<port the engine chose>`). Fails when the client exits first, or after
-    /// `timeout`.
-    pub fn wait_host_port(
+    /// Waits until the container has its address on the run's network ([`run_network_name`]
+    /// of `run`) and returns it: where the host reaches a server. Fails when the client exits
+    /// first, or after `timeout`.
+    pub fn wait_address(
         &mut self,
-        container_port: u16,
+        run: &RunId,
         timeout: Duration,
-    ) -> Result<SocketAddr, ContainerError> {
+    ) -> Result<IpAddr, ContainerError> {
+        let network = run_network_name(run);
         let deadline = crate::process::deadline_after(timeout);
         loop {
-            let last = match self.engine.host_port(&self.name, container_port) {
+            let last = match self.engine.address(&self.name, &network) {
                 Ok(address) => return Ok(address),
-                Err(error @ ContainerError::Unexpected { .. }) => return Err(error),
                 Err(error) => error,
             };
             if let Some(status) = self.client.try_wait()? {
                 return Err(ContainerError::Exited {
                     name: self.name.clone(),
-                    port: container_port,
+                    network,
                     status,
                     log: self.client.log().to_path_buf(),
                     tail: tail(self.client.log(), 40)
@@ -549,9 +608,9 @@ impl Container {
                 });
             }
             if Instant::now() >= deadline {
-                return Err(ContainerError::PortTimedOut {
+                return Err(ContainerError::AddressTimedOut {
                     name: self.name.clone(),
-                    port: container_port,
+                    network,
                     timeout,
                     last: last.to_string(),
                 });
@@ -640,6 +699,11 @@ pub fn container_checkpoint_path(node: &NodeProfile, name: &str) -> Option<Strin
     node.checkpoints().get(name).map(|relative| format!("{MODELS_DIR}/{relative}"))
 }
 
+/// The run's network: `prgate-<run>` (a container's name has a purpose after it).
+pub fn run_network_name(run: &RunId) -> String {
+    format!("prgate-{run}")
+}
+
 /// A container's name: `prgate-<run>-<purpose>`, the purpose's characters other than ASCII
 /// letters, digits, `.`, `_` and `-` replaced by `-`, and cut to 64.
 pub fn container_name(run: &RunId, purpose: &str) -> Result<String, ContainerError> {
@@ -710,30 +774,17 @@ fn run_arguments(
         devices.push(gpu.render_device.clone());
     }
 
-    if let Some(joined) = request.network_of {
-        if !request.ports.is_empty() {
+    if let ContainerNetwork::JoinedTo(joined) = request.network {
+        let ours = joined
+            .strip_prefix(&format!("prgate-{}-", request.run))
+            .is_some_and(|purpose| !purpose.is_empty() && purpose.chars().all(is_name_char));
+        if !ours {
             return Err(invalid(
                 "the network",
                 joined.to_owned(),
-                "a container that joins another's network publishes no port of its own",
+                "is not the name of a container of this run",
             ));
         }
-        if !joined.starts_with("prgate-")
-            || !joined.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
-        {
-            return Err(invalid(
-                "the network",
-                joined.to_owned(),
-                "is not a prgate container's name",
-            ));
-        }
-    }
-    let mut ports: Vec<u16> = Vec::new();
-    for port in request.ports {
-        if *port == 0 || ports.contains(port) {
-            return Err(invalid("the container port", port.to_string(), "is 0 or listed twice"));
-        }
-        ports.push(*port);
     }
 
     if !(1..=1024).contains(&request.shm_gib) {
@@ -768,14 +819,16 @@ fn run_arguments(
     for label in labels {
         arguments.extend(["--label".to_owned(), label]);
     }
-    if let Some(joined) = request.network_of {
-        // The server's namespace: its loopback is this container's, nothing else is added.
-        arguments.extend(["--network".to_owned(), format!("container:{joined}")]);
-    } else if ports.is_empty() {
+    let network = match request.network {
         // Nothing to reach and nothing reaches it: no network namespace with a route, no
-        // outbound traffic, no node service (docs/container.md, "Network and ports").
-        arguments.extend(["--network".to_owned(), "none".to_owned()]);
-    }
+        // outbound traffic, no node service (docs/container.md, "Network").
+        ContainerNetwork::None => "none".to_owned(),
+        // The run's internal network: the host reaches it there, it reaches nothing off it.
+        ContainerNetwork::Run => run_network_name(request.run),
+        // The server's namespace: its loopback is this container's, nothing else is added.
+        ContainerNetwork::JoinedTo(joined) => format!("container:{joined}"),
+    };
+    arguments.extend(["--network".to_owned(), network]);
     arguments.extend(["--security-opt", "no-new-privileges", "--shm-size"].map(str::to_owned));
     arguments.push(format!("{}g", request.shm_gib));
     if !devices.is_empty() {
@@ -821,9 +874,6 @@ fn run_arguments(
         for variable in PODMAN_DEFAULT_VARIABLES {
             arguments.extend(["--unsetenv".to_owned(), (*variable).to_owned()]);
         }
-    }
-    for port in ports {
-        arguments.extend(["-p".to_owned(), format!("127.0.0.1::{port}")]);
     }
     arguments.push(image_reference(node.image()));
     arguments.extend(request.command.iter().cloned());
@@ -902,17 +952,6 @@ fn check_label(key: &str, value: &str) -> Result<(), ContainerError> {
         return Err(invalid("its value must be at most 256 bytes, with no control characters"));
     }
     Ok(())
-}
-
-/// The address in `docker port`'s answer: the `127.0.0.1` line, else the `[::1]` one.
-fn loopback_address(output: &str) -> Option<SocketAddr> {
-    let addresses: Vec<SocketAddr> =
-        output.lines().filter_map(|line| line.trim().parse().ok()).collect();
-    addresses
-        .iter()
-        .find(|address| address.is_ipv4() && address.ip().is_loopback())
-        .or_else(|| addresses.iter().find(|address| address.ip().is_loopback()))
-        .copied()
 }
 
 /// `image inspect`'s answer in [`IMAGE_FORMAT`]; podman writes the id without `sha256:`.

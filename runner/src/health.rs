@@ -48,7 +48,7 @@
 //! | `at` | when, RFC 3339 in UTC to the second |
 //! | `node` | the node's name (the file's name without `.jsonl`) |
 //! | `event` | `strike`, `drain` or `admit` |
-//! | `source` | a strike's: `preflight`, `both-sides-broken`, `gpu-error-in-log`, `slurm-node-fail`, `manual`; a drain's: `strikes`, `manual`; an admit's: `canary`, `manual` |
+//! | `source` | a strike's: `preflight`, `both-sides-broken`, `gpu-error-in-log`, `slurm-node-fail`, `canary` (a failed canary), `manual`; a drain's: `strikes`, `manual`; an admit's: `canary`, `manual` |
 //! | `detail` | what happened, in words |
 //! | `run` | optional: the run that saw it |
 //!
@@ -67,8 +67,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::node::NodeProfile;
 
+mod canary;
 #[cfg(test)]
 mod tests;
+
+pub use canary::{Canary, CanaryReport};
 
 /// The version of the ledger's lines.
 pub const LEDGER_VERSION: u32 = 1;
@@ -128,7 +131,7 @@ pub enum Source {
     SlurmNodeFail,
     /// The strikes reached the policy's count.
     Strikes,
-    /// A passing canary.
+    /// The canary: an admit when it passes, a strike for each of its failures.
     Canary,
     /// A person, with `prgate node`.
     Manual,
@@ -206,6 +209,32 @@ impl NodeHealth {
             count => format!("{count} strike(s) since it was last admitted"),
         };
         format!("{}: {state}; {strikes}", self.node)
+    }
+}
+
+/// A node's state as `prgate node status --format json` prints it (docs/node.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Status {
+    pub node: String,
+    pub drained: bool,
+    /// When it was drained, RFC 3339; null when it is not.
+    pub drained_since: Option<String>,
+    /// Why, in words; null when it is not drained.
+    pub drained_because: Option<String>,
+    /// The strikes since it was last admitted.
+    pub strikes: usize,
+}
+
+impl From<&NodeHealth> for Status {
+    fn from(health: &NodeHealth) -> Status {
+        Status {
+            node: health.node.clone(),
+            drained: health.is_drained(),
+            drained_since: health.drained.as_ref().map(|drain| rfc3339(drain.at)),
+            drained_because: health.drained.as_ref().map(|drain| drain.detail.clone()),
+            strikes: health.strikes.len(),
+        }
     }
 }
 
@@ -304,7 +333,8 @@ impl Ledger {
         })
     }
 
-    /// Drains the node by hand (a no-op line when it already is: the reason is kept).
+    /// Drains the node by hand. On a node already drained the line is written too, and the
+    /// first drain's reason stays the reason.
     pub fn drain(&self, detail: &str, now: SystemTime) -> Result<(), HealthError> {
         let at = unix_seconds(now);
         self.update(|entries| {
@@ -472,6 +502,34 @@ pub fn all_nodes(dir: &Path) -> Result<Vec<NodeHealth>, HealthError> {
 /// The drained nodes of `dir`, by name.
 pub fn drained_nodes(dir: &Path) -> Result<Vec<NodeHealth>, HealthError> {
     Ok(all_nodes(dir)?.into_iter().filter(NodeHealth::is_drained).collect())
+}
+
+/// A nodes file (`[[node]]` tables with a `name`, the workflow's `nodes.toml`) without the
+/// tables of the nodes in `drained`, its other values kept (keys sorted, comments dropped). Returns the
+/// new text and the names it left out; an error names the problem (not TOML, no `[[node]]`,
+/// every node drained).
+pub fn without_drained(text: &str, drained: &[String]) -> Result<(String, Vec<String>), String> {
+    let mut table: toml::Table = toml::from_str(text).map_err(|error| error.to_string())?;
+    let Some(toml::Value::Array(nodes)) = table.get_mut("node") else {
+        return Err("it has no [[node]] tables".to_owned());
+    };
+    let mut left_out = Vec::new();
+    nodes.retain(|node| {
+        let name = node.get("name").and_then(toml::Value::as_str).unwrap_or_default();
+        let drained = drained.iter().any(|drained| drained == name);
+        if drained {
+            left_out.push(name.to_owned());
+        }
+        !drained
+    });
+    if nodes.is_empty() {
+        return Err(format!(
+            "every node is drained ({}): no node is left to run on\nhint: re-admit a mended node with `prgate node canary` on it (or `prgate node admit`)",
+            left_out.join(", ")
+        ));
+    }
+    let text = toml::to_string(&table).map_err(|error| error.to_string())?;
+    Ok((text, left_out))
 }
 
 /// The strikes a run's results directory holds against its node:

@@ -410,4 +410,4 @@ fn recipe_steps(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -30,6 +30,8 @@
 //! - [`health`]: the node health ledger: strikes attributed to a node (preflight findings,
 //!   a step broken on both sides, GPU errors in base-side logs), its drain after too many,
 //!   and its re-admission by a passing canary;
+//! - [`estimate`]: a plan's estimate: the recipes read from head's tree, each job's GPU time
+//!   and the schedule onto the nodes;
 //! - [`lock`]: the host lock: one run on a host at a time, a refusal that names the holder,
 //!   and no stale lock after a killed run;
 //! - [`preflight`]: before any install, whether the node has what the run needs: its GPUs
@@ -50,6 +52,7 @@ pub mod accuracy;
 pub mod bench;
 pub mod cache;
 pub mod container;
+pub mod estimate;
 pub mod export;
 pub mod gpu_time;
 pub mod health;

@@ -151,8 +151,8 @@ impl ImageCheck for Engine {
 pub struct CommandError {
     pub program: String,
     pub problem: String,
-    /// It ran past its time limit and was stopped: a hung tool, GPU or driver.
-    pub timed_out: bool,
+    /// The time limit it ran past and was stopped at: a hung tool, GPU or driver.
+    pub timed_out_after: Option<Duration>,
 }
 
 /// Probe commands run on this machine, each under [`ChildGroup`] with a timeout; its output
@@ -190,7 +190,7 @@ impl CommandRunner for SystemCommands {
         let error = |problem: String| CommandError {
             program: program.to_owned(),
             problem,
-            timed_out: false,
+            timed_out_after: None,
         };
         std::fs::create_dir_all(&self.log_dir).map_err(|source| {
             error(format!("cannot create {}: {source}", self.log_dir.display()))
@@ -221,7 +221,7 @@ impl CommandRunner for SystemCommands {
                 Err(error(format!("{status}: {}", tail.trim())))
             }
             Finished::TimedOut(_) | Finished::Stalled { .. } => Err(CommandError {
-                timed_out: true,
+                timed_out_after: Some(self.timeout),
                 ..error(format!(
                     "gave no answer within {}s and was stopped",
                     self.timeout.as_secs()
@@ -515,7 +515,7 @@ impl Preflight<'_> {
                 subject: program.clone(),
                 problem: format!(
                     "`{command}` gave no answer within {}s and was stopped: a hung GPU or driver",
-                    asked.timeout_seconds
+                    asked.timeout.as_secs()
                 ),
             });
         }
@@ -538,8 +538,8 @@ impl Preflight<'_> {
         let mut argv = vec![shown.as_str()];
         argv.extend_from_slice(args);
         self.probes.commands.run(log, &argv).map_err(|error| {
-            if error.timed_out {
-                asked.timeout_seconds = timeout_seconds(&error.problem);
+            if let Some(timeout) = error.timed_out_after {
+                asked.timeout = timeout;
                 asked.hung.push((shown.clone(), argv.join(" ")));
             }
             error.to_string()
@@ -672,8 +672,8 @@ impl Preflight<'_> {
 struct Asked {
     /// Each hung program, with the command that hung.
     hung: Vec<(String, String)>,
-    /// The time limit they ran past, in seconds.
-    timeout_seconds: u64,
+    /// The time limit they ran past.
+    timeout: Duration,
 }
 
 /// The processes that hold GPU memory, as the tools that answered say.
@@ -685,15 +685,6 @@ enum Processes {
     Unplaced(Vec<GpuProcess>),
     /// Neither tool answered.
     Unknown,
-}
-
-/// The seconds of "gave no answer within 30s".
-fn timeout_seconds(problem: &str) -> u64 {
-    problem
-        .split_once("within ")
-        .and_then(|(_, rest)| rest.split('s').next())
-        .and_then(|number| number.parse().ok())
-        .unwrap_or(0)
 }
 
 /// "held by pid 4242 (python3, 118.2 GiB), pid 5150 (python3)".

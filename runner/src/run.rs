@@ -583,6 +583,39 @@ pub fn planned_checks(model: &ModelPlan) -> &'static [Check] {
     if model.removed { &[] } else { prgate_gate::job::tier_checks(model.tier) }
 }
 
+/// The `not-run` records of a target no node can take (`model`, or the common checks when
+/// `None`): one per planned check, on the PR side (both sides for speed), each with `reason`
+/// (the schedule's [`crate::schedule::Unschedulable::not_run`]) and `why` in its detail.
+pub fn unplaced_evidence(
+    plan: &Plan,
+    model: Option<&str>,
+    reason: NotRunReason,
+    why: &str,
+) -> Vec<Evidence> {
+    let checks: &[Check] = match model {
+        None => &[Check::CommonTests],
+        Some(name) => plan
+            .models
+            .iter()
+            .find(|planned| planned.name == name)
+            .map(planned_checks)
+            .unwrap_or_default(),
+    };
+    let provenance = Provenance {
+        base_commit: Some(plan.base_side_commit().to_owned()),
+        pr_commit: Some(plan.head.sha.clone()),
+        ..Provenance::default()
+    };
+    let detail = format!("no CI node can run it: {why}");
+    checks
+        .iter()
+        .map(|&check| {
+            let side = if check == Check::Speed { Side::Both } else { Side::Pr };
+            evidence(model, check, side, &provenance, not_run(reason, detail.as_str(), None))
+        })
+        .collect()
+}
+
 /// About how many steps a run takes, for the progress line's estimate: the job plan's steps
 /// that produce evidence, a speed cell counting as its expected pairs.
 fn expected_steps(targets: &[&Target]) -> usize {
@@ -694,4 +727,38 @@ fn recorded_pairs(
 /// Whether any of `steps` has no record yet.
 fn any_missing(completed: &BTreeSet<StepId>, steps: &[StepId]) -> bool {
     steps.iter().any(|step| !completed.contains(step))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::tests::{model, plan};
+    use prgate_scope::plan::Tier;
+
+    #[test]
+    fn a_target_no_node_can_take_is_a_not_run_record_per_planned_check() {
+        let plan = plan(vec![model("kimi", Tier::Smoke, false)], true);
+        let records = unplaced_evidence(&plan, Some("kimi"), NotRunReason::NoCheckpoint, "n1: x");
+        let checks: Vec<(Check, Side)> =
+            records.iter().map(|record| (record.check, record.side)).collect();
+        let expect: Vec<(Check, Side)> = planned_checks(&plan.models[0])
+            .iter()
+            .map(|&check| (check, if check == Check::Speed { Side::Both } else { Side::Pr }))
+            .collect();
+        assert_eq!(checks, expect);
+        for record in &records {
+            assert_eq!(record.model.as_deref(), Some("kimi"));
+            assert_eq!(record.provenance.base_commit.as_deref(), Some(plan.base_side_commit()));
+            assert_eq!(
+                record.outcome,
+                not_run(NotRunReason::NoCheckpoint, "no CI node can run it: n1: x", None)
+            );
+        }
+        let common = unplaced_evidence(&plan, None, NotRunReason::HardwareAbsent, "none");
+        assert_eq!(common.len(), 1);
+        assert_eq!((common[0].model.as_deref(), common[0].check), (None, Check::CommonTests));
+        assert!(
+            unplaced_evidence(&plan, Some("gone"), NotRunReason::HardwareAbsent, "").is_empty()
+        );
+    }
 }

@@ -28,9 +28,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::Duration;
 
-use prgate_gate::evidence::{Check, Side};
+use prgate_gate::evidence::{Check, NotRunReason, Side};
 use prgate_scope::plan::{ModelPlan, Tier};
 
+use crate::node::NodeProfile;
 use crate::recipe::common::CommonRecipe;
 use crate::recipe::{Blocker, Recipe};
 
@@ -147,6 +148,18 @@ pub struct Node {
     pub checkpoints: Option<BTreeSet<String>>,
 }
 
+impl From<&NodeProfile> for Node {
+    /// The node a profile describes: everything known (its GPUs and checkpoints).
+    fn from(profile: &NodeProfile) -> Node {
+        Node {
+            name: profile.name().to_owned(),
+            hardware: profile.hardware().to_owned(),
+            gpus: Some(u32::try_from(profile.gpu_count()).unwrap_or(u32::MAX)),
+            checkpoints: Some(profile.checkpoints().keys().cloned().collect()),
+        }
+    }
+}
+
 /// How hard [`schedule`] works.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
@@ -187,7 +200,11 @@ pub struct NodeLoad {
 pub struct Unschedulable {
     /// An index into the jobs given to [`schedule`].
     pub job: usize,
+    /// Each node's reason, in words.
     pub reason: String,
+    /// What its checks' `not-run` records say: no checkpoint when some node lacks only that
+    /// (it has the hardware and the GPUs), else absent hardware.
+    pub not_run: NotRunReason,
 }
 
 /// A duration no schedule of the jobs onto the nodes can beat, and the argument that gives it.
@@ -326,8 +343,18 @@ pub fn schedule(jobs: &[Job], nodes: &[Node], method: Method) -> Schedule {
         let fits: Vec<usize> =
             (0..nodes.len()).filter(|&node| job.needs.blocker(&nodes[node]).is_none()).collect();
         if fits.is_empty() {
-            unschedulable
-                .push(Unschedulable { job: index, reason: why_none_fits(&job.needs, nodes) });
+            let lacks_checkpoint = nodes
+                .iter()
+                .any(|node| matches!(job.needs.blocker(node), Some(Blocker::NoCheckpoint { .. })));
+            unschedulable.push(Unschedulable {
+                job: index,
+                reason: why_none_fits(&job.needs, nodes),
+                not_run: if lacks_checkpoint {
+                    NotRunReason::NoCheckpoint
+                } else {
+                    NotRunReason::HardwareAbsent
+                },
+            });
         }
         eligible.push(fits);
     }

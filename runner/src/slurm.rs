@@ -36,6 +36,7 @@
 
 mod client;
 mod gather;
+mod health;
 mod job;
 mod progress;
 
@@ -150,6 +151,9 @@ pub struct SlurmSummary {
     pub not_run: usize,
     /// What the user should know and no record says.
     pub notes: Vec<String>,
+    /// The nodes left out of every job, drained by prgate's health ledger: each in one line
+    /// ([`crate::health::NodeHealth::summary`]).
+    pub drained: Vec<String>,
 }
 
 /// How one job ended.
@@ -185,6 +189,19 @@ pub enum SlurmError {
     UnknownModel { model: String },
     #[error(transparent)]
     Run(#[from] Box<crate::run::RunError>),
+    #[error("the health ledger: {0}")]
+    Health(crate::health::HealthError),
+    #[error(
+        "{source}\nprgate left these drained nodes out of the job (sbatch --exclude):\n  {nodes}\nhint: when no other node can run it, re-admit a mended node with `prgate node canary --node FILE` (or `prgate node admit NODE`)"
+    )]
+    Drained { nodes: String, source: Box<SlurmError> },
+}
+
+/// Resumes node `name` in SLURM (`scontrol update NodeName=name State=RESUME`), with SLURM's
+/// programs from `bin_dir` or the `PATH`: what re-admitting a node prgate drained in SLURM
+/// does.
+pub fn resume_node(bin_dir: Option<&Path>, name: &str) -> Result<(), SlurmError> {
+    Slurm::new(bin_dir).resume_node(name)
 }
 
 /// Runs `request.plan` as SLURM jobs and gathers their evidence; returns once every job has
@@ -219,6 +236,9 @@ pub fn run(request: &SlurmRequest<'_>) -> Result<SlurmSummary, SlurmError> {
     let targets: Vec<Option<String>> =
         job_plan.plan.targets.iter().map(|target| target.model.clone()).collect();
     summary.notes.extend(cancel_leftovers(&client, &job_name)?);
+    let (exclusion, notes) = health::Exclusion::read(&client, request.node)?;
+    summary.notes.extend(notes);
+    summary.drained = exclusion.drained.iter().map(crate::health::NodeHealth::summary).collect();
 
     let mut orchestra = Orchestra {
         request,
@@ -230,6 +250,7 @@ pub fn run(request: &SlurmRequest<'_>) -> Result<SlurmSummary, SlurmError> {
         armed: true,
         summary,
         job_plan,
+        exclusion,
     };
     for target in targets {
         let job = orchestra.submit(target, &slurm_dir)?;
@@ -347,6 +368,8 @@ struct Orchestra<'r> {
     summary: SlurmSummary,
     /// What every job must record.
     job_plan: crate::job::Job,
+    /// The drained nodes the jobs leave out.
+    exclusion: health::Exclusion,
 }
 
 /// One submitted job.
@@ -374,6 +397,8 @@ struct Ended {
     exit_code: String,
     /// SLURM no longer knew the job: its record was dropped before it was read.
     lost: bool,
+    /// The node it ran on (`BatchHost=`), when SLURM says.
+    host: Option<String>,
 }
 
 impl Orchestra<'_> {
@@ -405,7 +430,12 @@ impl Orchestra<'_> {
         std::fs::write(&script_path, script)
             .map_err(|source| SlurmError::Io { path: script_path.clone(), source })?;
         let forward = Forward::from_end(&events);
-        let id = self.client.submit(&script_path, &self.request.settings.sbatch_args)?;
+        let mut options = self.request.settings.sbatch_args.clone();
+        options.extend(self.exclusion.sbatch_arg());
+        let id = self
+            .client
+            .submit(&script_path, &options)
+            .map_err(|error| self.exclusion.refused(error))?;
         Ok(Job {
             target: name,
             model: target,
@@ -441,6 +471,7 @@ impl Orchestra<'_> {
                                 reason: reason.clone(),
                                 exit_code: record.exit_code().unwrap_or("?").to_owned(),
                                 lost: false,
+                                host: record.get("BatchHost").map(str::to_owned),
                             });
                         }
                         job.state = Some((state, reason));
@@ -450,8 +481,13 @@ impl Orchestra<'_> {
                             .state
                             .clone()
                             .unwrap_or_else(|| (JobState::new("UNKNOWN"), String::new()));
-                        job.ended =
-                            Some(Ended { state, reason, exit_code: "?".to_owned(), lost: true });
+                        job.ended = Some(Ended {
+                            state,
+                            reason,
+                            exit_code: "?".to_owned(),
+                            lost: true,
+                            host: None,
+                        });
                     }
                 },
             }
@@ -466,6 +502,17 @@ impl Orchestra<'_> {
                 self.jobs[index].events.pump(self.events.as_ref());
                 self.gather(index, true)?;
                 self.jobs[index].gathered = true;
+                let job = &self.jobs[index];
+                if let Some(ended) = &job.ended {
+                    let notes = health::strike_job(
+                        self.request.node,
+                        ended.host.as_deref(),
+                        &job.dir,
+                        &ended.state,
+                        &format!("job {} ({})", job.id, self.job_name),
+                    );
+                    self.summary.notes.extend(notes);
+                }
             }
         }
         Ok(())
@@ -574,7 +621,7 @@ impl Orchestra<'_> {
             image_digest: Some(
                 node.image().digest.clone().unwrap_or_else(|| node.image().name.clone()),
             ),
-            base_commit: Some(plan.merge_base.clone().unwrap_or_else(|| plan.base.sha.clone())),
+            base_commit: Some(plan.base_side_commit().to_owned()),
             pr_commit: Some(plan.head.sha.clone()),
             recipe_hash,
             reused: None,
@@ -657,7 +704,8 @@ fn ended(client: &Slurm, id: u64, entry: &QueueEntry) -> Result<Ended, SlurmErro
     let state = record.as_ref().and_then(JobRecord::state).unwrap_or_else(|| entry.state.clone());
     let reason = record.as_ref().and_then(JobRecord::reason).unwrap_or(&entry.reason).to_owned();
     let exit_code = record.as_ref().and_then(JobRecord::exit_code).unwrap_or("?").to_owned();
-    Ok(Ended { state, reason, exit_code, lost: false })
+    let host = record.as_ref().and_then(|record| record.get("BatchHost")).map(str::to_owned);
+    Ok(Ended { state, reason, exit_code, lost: false, host })
 }
 
 /// A job's time limit from its estimated time.

@@ -17,8 +17,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use prgate_runner::container::{
-    Container, ContainerEnv, ContainerError, ContainerRequest, DEFAULT_SHM_GIB, Engine, EngineKind,
-    Launch, RunId, image_reference,
+    Container, ContainerEnv, ContainerError, ContainerNetwork, ContainerRequest, DEFAULT_SHM_GIB,
+    Engine, EngineKind, Launch, RunId, image_reference, run_network_name,
 };
 use prgate_runner::node::NodeProfile;
 use prgate_runner::process::{Finished, wait_healthy};
@@ -380,7 +380,7 @@ fn run_id(test: &str) -> RunId {
 struct Step<'a> {
     purpose: &'a str,
     gpus: &'a [u32],
-    ports: &'a [u16],
+    network: ContainerNetwork<'a>,
     env: ContainerEnv,
     command: Vec<String>,
 }
@@ -390,7 +390,7 @@ impl Step<'_> {
         Step {
             purpose: "probe",
             gpus: &[],
-            ports: &[],
+            network: ContainerNetwork::None,
             env: ContainerEnv::new(node),
             command: strings(&[
                 "python3",
@@ -424,8 +424,7 @@ fn launch(
         tree: &site.tree,
         out: &site.out,
         env: &step.env,
-        ports: step.ports,
-        network_of: None,
+        network: step.network,
         datasets: None,
         shm_gib: DEFAULT_SHM_GIB,
         command: &step.command,
@@ -478,11 +477,14 @@ fn assert_isolated(argv: &[String], node: &NodeProfile, run: &RunId, command: &[
         "--device-cgroup-rule",
         "--gpus",
     ] {
-        // The one network option allowed is none at all.
+        // The network options allowed: none at all, the run's internal network, or a
+        // container of the run's namespace.
+        let network = run_network_name(run);
+        let joined = format!("container:prgate-{run}-");
+        let allowed_value =
+            |value: &str| value == "none" || value == network || value.starts_with(&joined);
         let allowed = |at: usize| {
-            matches!(forbidden, "--network" | "--net")
-                && (options.get(at + 1).is_some_and(|next| next == "none")
-                    || options[at] == format!("{forbidden}=none"))
+            forbidden == "--network" && options.get(at + 1).is_some_and(|next| allowed_value(next))
         };
         assert!(
             !options.iter().enumerate().any(|(at, arg)| {
@@ -505,9 +507,8 @@ fn assert_isolated(argv: &[String], node: &NodeProfile, run: &RunId, command: &[
     assert!(mounts.contains(&format!("type=bind,src={store},dst=/models,readonly").as_str()));
     assert!(mounts.iter().any(|m| m.ends_with(",dst=/work/tree")), "{mounts:?}");
     assert!(mounts.iter().any(|m| m.ends_with(",dst=/work/out")), "{mounts:?}");
-    for port in values(options, "-p") {
-        assert!(port.starts_with("127.0.0.1::"), "{port} is not on loopback");
-    }
+    assert!(values(options, "-p").is_empty() && values(options, "--publish").is_empty());
+    assert_eq!(values(options, "--network").len(), 1, "one network option: {options:?}");
     let variables = values(options, "-e");
     assert!(
         variables.contains(&"HF_HUB_OFFLINE=1") && variables.contains(&"TRANSFORMERS_OFFLINE=1")
@@ -747,43 +748,173 @@ fn http_get(address: std::net::SocketAddr, path: &str) -> String {
     answer
 }
 
+/// What the probe of [`a_server_is_reached_on_the_runs_network_and_reaches_nothing_else`]
+/// tries from the server's network namespace: every `host:port` of its arguments, then a name
+/// lookup. Writes `{"host:port": "connected" | the error}` to `<out>/reach.json`.
+const REACH: &str = r#"import json, socket, sys
+result = {}
+for target in sys.argv[2:]:
+    host, port = target.rsplit(":", 1)
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.settimeout(3)
+    try:
+        sock.connect((host, int(port)))
+        result[target] = "connected"
+    except OSError as error:
+        result[target] = repr(error)
+    finally:
+        sock.close()
+try:
+    socket.setdefaulttimeout(3)
+    result["dns:example.com"] = "resolved %s" % socket.gethostbyname("example.com")
+except OSError as error:
+    result["dns:example.com"] = repr(error)
+with open(sys.argv[1], "w") as file:
+    json.dump(result, file)
+"#;
+
+/// The host's IPv4 addresses other than loopback (`ip -o -4 addr show`): what a container
+/// could try to reach the node's services at.
+fn host_addresses() -> Vec<String> {
+    let output = Command::new("ip")
+        .args(["-o", "-4", "addr", "show"])
+        .output()
+        .expect("`ip` (iproute2) lists the host's addresses");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let at = words.iter().position(|word| *word == "inet")?;
+            words.get(at + 1)?.split('/').next().map(str::to_owned)
+        })
+        .filter(|address| !address.starts_with("127."))
+        .collect()
+}
+
+/// The run network's gateway: the host's own address on it.
+fn gateway(harness: &Harness, network: &str) -> String {
+    let format = match harness.engine.kind() {
+        EngineKind::Podman => "{{range .Subnets}}{{.Gateway}}{{end}}",
+        EngineKind::Docker => "{{range .IPAM.Config}}{{.Gateway}}{{end}}",
+    };
+    let output = harness.client(&["network", "inspect", "--format", format, network]);
+    assert!(output.status.success(), "network inspect {network}: {output:?}");
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
 #[test]
-fn a_server_is_published_on_loopback_and_its_port_read_back() {
+fn a_server_is_reached_on_the_runs_network_and_reaches_nothing_else() {
     for_each_engine(|harness| {
         let site = Site::new();
+        std::fs::write(site.tree.join("reach.py"), REACH).expect("the reach probe");
         let node = harness.node(&site);
-        let run = run_id("server");
+        let run = run_id("network");
+        let network = harness.engine.create_run_network(&run).expect("the run's network");
+        assert_eq!(network, run_network_name(&run));
+        assert_eq!(harness.engine.create_run_network(&run).expect("taken as it is"), network);
+
         // The stand-in runs the server on the host, so its container port must be free here;
         // in a real container it listens on every interface of its own namespace.
         let (port, bind) =
             if harness.real() { (8000, "0.0.0.0") } else { (free_port(), "127.0.0.1") };
-        let ports = [port];
         let port_text = port.to_string();
         let step = Step {
             purpose: "pr-server",
             gpus: &[],
-            ports: &ports,
+            network: ContainerNetwork::Run,
             env: ContainerEnv::new(&node),
             command: strings(&["python3", "-m", "http.server", &port_text, "--bind", bind]),
         };
-        let launch = launch(harness, &site, &node, &run, &step);
-        let args = argv(&launch);
+        let server_launch = launch(harness, &site, &node, &run, &step);
+        let args = argv(&server_launch);
         assert_isolated(&args, &node, &run, &step.command);
-        assert_eq!(values(&args, "-p"), [format!("127.0.0.1::{port}")]);
+        assert_eq!(values(&args, "--network"), [network.as_str()]);
 
-        let mut container = Container::start(&harness.engine, &launch).expect("it starts");
+        // The host (prgate's health check and clients) reaches it at its address there.
+        let mut container = Container::start(&harness.engine, &server_launch).expect("it starts");
         let address =
-            container.wait_host_port(port, Duration::from_secs(60)).expect("the port is published");
-        assert_eq!(address.ip(), Ipv4Addr::LOCALHOST, "published on loopback only");
-        let url = format!("http://{address}/hello.txt");
+            container.wait_address(&run, Duration::from_secs(60)).expect("an address on it");
+        assert!(!address.is_unspecified(), "{address}");
+        let url = format!("http://{address}:{port}/hello.txt");
         wait_healthy(&url, Duration::from_secs(60), container.client()).expect("the server is up");
-        let answer = http_get(address, "/hello.txt");
+        let answer = http_get(std::net::SocketAddr::new(address, port), "/hello.txt");
         assert!(answer.contains("hello from the tree"), "{answer}");
+
+        // A client in the server's namespace reaches it on its loopback.
+        let fetch = format!(
+            "import sys, urllib.request; open(sys.argv[1], 'wb').write(urllib.request.urlopen('http://127.0.0.1:{port}/hello.txt', timeout=30).read())"
+        );
+        let client = Step {
+            purpose: "pr-serving-tests",
+            gpus: &[],
+            network: ContainerNetwork::JoinedTo(container.name()),
+            env: ContainerEnv::new(&node),
+            command: strings(&["python3", "-c", &fetch, "/work/out/client.txt"]),
+        };
+        let client_launch = launch(harness, &site, &node, &run, &client);
+        assert_isolated(&argv(&client_launch), &node, &run, &client.command);
+        assert_eq!(run_to_end(harness, &site, &client_launch), 0, "{}", site.logs());
+        let fetched = std::fs::read_to_string(site.out.join("client.txt")).expect("it fetched");
+        assert_eq!(fetched, "hello from the tree");
+
+        if harness.real() {
+            // From the server's namespace: no node service on the host's loopback, on any of
+            // the host's addresses (its address on the run's network, the gateway, among
+            // them), nor an outside address, nor a name lookup.
+            let loopback = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("a host service");
+            let wildcard = TcpListener::bind((Ipv4Addr::UNSPECIFIED, 0)).expect("a host service");
+            let any_port = wildcard.local_addr().expect("its address").port();
+            let gateway = gateway(harness, &network);
+            let mut targets = vec![
+                format!("127.0.0.1:{}", loopback.local_addr().expect("its address").port()),
+                format!("{gateway}:{any_port}"),
+                "1.1.1.1:80".to_owned(),
+                "8.8.8.8:53".to_owned(),
+            ];
+            targets.extend(host_addresses().into_iter().map(|host| format!("{host}:{any_port}")));
+            let mut command = strings(&["python3", "reach.py", "/work/out/reach.json"]);
+            command.extend(targets.iter().cloned());
+            let probe = Step {
+                purpose: "pr-reach",
+                gpus: &[],
+                network: ContainerNetwork::JoinedTo(container.name()),
+                env: ContainerEnv::new(&node),
+                command,
+            };
+            let probe_launch = launch(harness, &site, &node, &run, &probe);
+            assert_eq!(run_to_end(harness, &site, &probe_launch), 0, "{}", site.logs());
+            let reach: Value = serde_json::from_str(
+                &std::fs::read_to_string(site.out.join("reach.json")).expect("the probe wrote"),
+            )
+            .expect("its JSON");
+            let reached: Vec<String> = reach
+                .as_object()
+                .expect("an object")
+                .iter()
+                .filter(|(_, outcome)| {
+                    outcome
+                        .as_str()
+                        .is_some_and(|text| text == "connected" || text.starts_with("resolved"))
+                })
+                .map(|(target, _)| target.clone())
+                .collect();
+            assert!(
+                reached.is_empty(),
+                "the server's namespace reached {reached:?} (all of it: {reach})\nhint: the \
+                 host's address on the run's network answers unless the node's firewall drops \
+                 new connections from it (docs/container.md, \"Network\"; .ci/engine-up)"
+            );
+            for listener in [&loopback, &wildcard] {
+                listener.set_nonblocking(true).expect("non-blocking");
+                assert!(listener.accept().is_err(), "a host service was reached");
+            }
+        }
 
         let name = container.name().to_owned();
         container.stop().expect("it stops");
         assert!(!harness.exists(&name), "the container is gone");
-        assert!(TcpStream::connect(address).is_err(), "nothing listens on {address} any more");
+        assert_eq!(harness.engine.remove_run_networks(&run).expect("removed"), vec![network]);
+        assert!(harness.engine.remove_run_networks(&run).expect("again").is_empty());
     });
 }
 
@@ -796,7 +927,7 @@ fn a_timed_out_container_is_stopped_and_removed() {
         let step = Step {
             purpose: "slow-tests",
             gpus: &[],
-            ports: &[],
+            network: ContainerNetwork::None,
             env: ContainerEnv::new(&node),
             command: strings(&[
                 "python3",
@@ -855,7 +986,7 @@ fn cleanup_removes_the_runs_containers_and_no_one_elses() {
         let step = Step {
             purpose: "server",
             gpus: &[],
-            ports: &[],
+            network: ContainerNetwork::None,
             env: ContainerEnv::new(&node),
             command: strings(&["python3", "-c", "import time; time.sleep(600)"]),
         };
@@ -921,9 +1052,9 @@ fn engine_errors_name_the_engine_the_command_and_what_it_said() {
         let message = error.to_string();
         assert!(message.contains(&harness.engine.program().display().to_string()), "{message}");
         assert!(message.contains(&format!("stop --time 2 {name}")), "{message}");
-        let error = harness.engine.host_port(name, 8000).expect_err("no such container");
-        assert!(error.is_no_such_container(), "{error}");
-        assert!(error.to_string().contains(&format!("port {name} 8000/tcp")), "{error}");
+        let error = harness.engine.address(name, "prgate-net").expect_err("no such container");
+        assert!(error.to_string().contains("inspect --format"), "{error}");
+        assert!(error.to_string().contains(name), "{error}");
     });
 }
 
@@ -942,7 +1073,7 @@ fn the_clients_exit_status_is_the_commands() {
             let step = Step {
                 purpose,
                 gpus: &[],
-                ports: &[],
+                network: ContainerNetwork::None,
                 env: ContainerEnv::new(&node),
                 command: strings(command),
             };
@@ -971,9 +1102,10 @@ fn the_stand_in_refuses_what_prgate_must_never_ask_for() {
     let run = run_id("refusals");
     let launch = launch(&harness, &site, &node, &run, &Step::probe(&node));
     let good: Vec<String> = argv(&launch)[1..].to_vec();
-    let bad: [&[&str]; 14] = [
+    let bad: [&[&str]; 15] = [
         &["--privileged"],
         &["--network", "host"],
+        &["--network", "bridge"],
         &["--ipc=host"],
         &["--cap-add", "SYS_ADMIN"],
         &["-p", "8000:8000"],

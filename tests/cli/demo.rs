@@ -13,7 +13,7 @@ fn the_demo_runs_and_judges_every_sample_pr_and_keeps_its_results() {
     let stdout = &run.stdout;
 
     // A verdict for every PR.
-    let prs = [95, 101, 103, 110, 112, 114, 116, 118, 120, 122, 124];
+    let prs = [95, 101, 103, 110, 112, 114, 116, 118, 120, 122, 124, 126];
     for pr in prs {
         assert!(stdout.contains(&format!("=== PR #{pr}: ")), "no PR #{pr} in\n{stdout}");
         // What the PR would get on GitHub, as files.
@@ -71,18 +71,36 @@ fn the_demo_runs_and_judges_every_sample_pr_and_keeps_its_results() {
     assert!(crashing.contains("[FAIL] kimi_k3: speed"), "{crashing}");
     assert!(status(122).starts_with("AMD PR test failure: "), "{}", status(122));
 
+    // A run while the fleet's second node is drained: the comment says it was left out, and
+    // only that PR's (the demo strikes the node just before it).
+    let drained = section(124);
+    assert!(drained.contains("node demo-node-2 is drained: 3 strikes within 7d"), "{drained}");
+    let comment = |pr: u32| {
+        std::fs::read_to_string(out.join(format!("results/pr-{pr}/comment.md"))).expect("comment")
+    };
+    assert!(
+        comment(124)
+            .contains("| Drained | `demo-node-2` (3 strikes within 7d): left out of this run |"),
+        "{}",
+        comment(124)
+    );
+    assert!(!comment(122).contains("Drained"), "{}", comment(122));
+    let ledger =
+        std::fs::read_to_string(out.join("cache/health/demo-node-2.jsonl")).expect("the ledger");
+    assert_eq!(ledger.lines().count(), 4, "three strikes and a drain: {ledger}");
+
     // A PR run twice after a flaky failure: the second run takes over what the first judged
     // and runs only the failed suite, which passes; the comment says what was reused.
-    let rerun = section(124);
+    let rerun = section(126);
     assert!(rerun.contains("first run: "), "{rerun}");
     assert!(rerun.contains("FAIL: glm53_flash: unit-tests:"), "{rerun}");
     assert!(rerun.contains("    ran 1 steps in "), "{rerun}");
     assert!(rerun.contains("took 13 judged steps over from the first run"), "{rerun}");
     assert!(rerun.contains("AMD PR test: PASS"), "{rerun}");
-    let comment = std::fs::read_to_string(out.join("results/pr-124/comment.md")).expect("comment");
+    let comment = std::fs::read_to_string(out.join("results/pr-126/comment.md")).expect("comment");
     assert!(
         comment.contains(
-            "| Re-run | 13 of 14 steps reused from run results/pr-124-first-run \\(their inputs unchanged\\); the rest ran again. |"
+            "| Re-run | 13 of 14 steps reused from run results/pr-126-first-run \\(their inputs unchanged\\); the rest ran again. |"
         ),
         "{comment}"
     );

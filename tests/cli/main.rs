@@ -8,6 +8,7 @@ mod fail_closed;
 mod gate;
 mod github;
 mod github_teams;
+mod node;
 mod plan;
 mod rerun;
 mod run;

@@ -1021,13 +1021,24 @@ fn in_containers_every_command_from_the_pr_goes_through_the_engine() {
         assert!(command.contains("--network container:prgate-"), "{command}");
         assert!(command.contains("/work/out/junit.xml"), "{command}");
     }
-    // The servers publish on loopback only.
-    for command in commands.iter().filter(|command| command.contains("sim-server")) {
-        assert!(command.contains(" -p 127.0.0.1::"), "{command}");
+    // The servers are on the run's internal network and publish nothing; every other
+    // container has no network or a server's.
+    for command in &commands {
+        let network = if command.contains("sim-server") {
+            " --network prgate-"
+        } else if command.contains("test_alpha_serving") {
+            " --network container:prgate-"
+        } else {
+            " --network none "
+        };
+        let (options, _image_and_command) = command.split_once(" local:none@").expect("an image");
+        assert!(options.contains(network), "{network} in {command}");
+        assert!(!options.contains(" -p ") && !options.contains("--publish"), "{command}");
     }
-    // Nothing of the run is left.
+    // Nothing of the run is left: no container, no network.
     let state: serde_json::Value = read_json(&fixture.work.path().join("engine-state/state.json"));
     assert_eq!(state["containers"].as_array().map(Vec::len), Some(0), "{state}");
+    assert_eq!(state["networks"].as_array().map(Vec::len), Some(0), "{state}");
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
 }
 

@@ -298,3 +298,21 @@ fn a_refused_event_never_shares_a_group_with_an_accepted_run() {
         assert_eq!(queue, "amd-pr-test-queue-2ffea6db159f6b6c47a24e778fb9ef40cf6b1c7d", "{name}");
     }
 }
+
+#[test]
+fn the_two_node_workflow_leaves_drained_nodes_out() {
+    let two = template("amd-pr-test.yml");
+    let start = block(&block(&two, "jobs:"), "  start:");
+    // The schedule reads the nodes file without the drained nodes.
+    let filter = start.find("\"$PRGATE\" node filter --node \"$PRGATE_NODE\" --nodes \"$PRGATE_NODES\" > \"$RUNNER_TEMP/prgate-nodes.toml\"");
+    let stage = start.find("--nodes \"$RUNNER_TEMP/prgate-nodes.toml\"");
+    assert!(filter.is_some() && stage.is_some() && filter < stage, "{start}");
+    assert!(!start.contains("--nodes \"$PRGATE_NODES\" --label"), "{start}");
+    // Each node checks its own ledger before it runs anything, and records its strikes after.
+    let run = block(&block(&two, "jobs:"), "  run:");
+    let status =
+        run.find("\"$PRGATE\" node status --node \"$PRGATE_NODE\"").expect("a health check");
+    let stage = run.find("\"$PRGATE\" ci --stage run").expect("the run stage");
+    let scan = run.find("\"$PRGATE\" node scan --node \"$PRGATE_NODE\"").expect("a scan");
+    assert!(status < stage && stage < scan, "{run}");
+}

@@ -709,3 +709,29 @@ fn a_test_that_passed_on_a_rerun_passes_and_is_named_flaky() {
 }
 
 mod fail_closed;
+
+#[test]
+fn a_speed_item_carries_the_thresholds_it_was_judged_against() {
+    let overrides: toml::Table =
+        toml::from_str("[speed]\nmax-loss = 0.03\n[gain]\nmin-gain = 0.08\n").expect("TOML");
+    let config = GateConfig::with_overrides(Some(&overrides), "prgate.toml").expect("valid");
+    let plan = standard_plan();
+    for (title, gain_required) in
+        [("[Perf] [MI355X] kimi: faster", true), ("[Fix] [MI355X] kimi: x", false)]
+    {
+        let gain = crate::title::requires_gain(Some(title), &config.gain.types);
+        let verdict = judge(&plan, &passing(), vec![], gain, &config).expect("judged");
+        let thresholds: Vec<Option<SpeedThresholds>> = verdict
+            .sections
+            .iter()
+            .flat_map(|section| &section.items)
+            .filter_map(|item| match &item.numbers {
+                Some(Numbers::Speed { thresholds, .. }) => Some(*thresholds),
+                _ => None,
+            })
+            .collect();
+        assert!(!thresholds.is_empty(), "speed items");
+        let expected = SpeedThresholds { max_loss: 0.03, min_gain: 0.08, gain_required };
+        assert!(thresholds.iter().all(|t| *t == Some(expected)), "{title}: {thresholds:?}");
+    }
+}

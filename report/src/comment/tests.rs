@@ -427,7 +427,7 @@ fn assert_inert(comment: &str) {
     assert_eq!(prose.matches("<!--").count(), 1, "only the marker opens a comment");
     assert_eq!(prose.find("-->"), Some(MARKER.len() - 3), "only the marker closes one");
     assert_eq!(prose.matches("-->").count(), 1, "only the marker closes a comment");
-    const TAGS: [&str; 12] = [
+    const TAGS: [&str; 13] = [
         MARKER,
         "<details>",
         "</details>",
@@ -440,6 +440,7 @@ fn assert_inert(comment: &str) {
         "<sub>",
         "</sub>",
         "<br>",
+        "<wbr>",
     ];
     for (at, _) in prose.match_indices('<') {
         let rest: String = prose[at..].chars().take(40).collect();
@@ -520,6 +521,27 @@ fn checklist(comment: &str) -> Vec<(String, Vec<String>)> {
         }
     }
     sections
+}
+
+#[test]
+fn a_finding_in_the_headline_is_its_subject() {
+    let cases = [
+        (
+            "`.github/CODEOWNERS` line 5 modified: `/k/ @a` became `/k/ @b`. It changes owners.",
+            Some("`.github/CODEOWNERS` line 5 modified"),
+        ),
+        // A colon inside code or brackets is not the head's end.
+        (
+            "the title is not `[Type] [Hardware] scope: summary`: no type",
+            Some("the title is not `[Type] [Hardware] scope: summary`"),
+        ),
+        ("[Speedup] is not a known type (known: Perf, Feat)", None),
+        ("no colon here. Another: sentence", None),
+        (": nothing before", None),
+    ];
+    for (summary, head) in cases {
+        assert_eq!(finding_head(summary), head, "{summary}");
+    }
 }
 
 #[test]
@@ -708,4 +730,25 @@ fn the_chart_colours_have_the_contrast_graphics_need() {
     // The computation itself: black on white is 21:1, a colour on itself 1:1.
     assert!((contrast("#000000", "#ffffff") - 21.0).abs() < 1e-9);
     assert!((contrast(BAND, BAND) - 1.0).abs() < 1e-9);
+}
+
+#[test]
+fn a_drained_node_is_one_header_row() {
+    let plan = standard_plan();
+    let verdict = judged(&plan, &passing(), Some("[Fix] x"));
+    let mut header = header("[Fix] x");
+    header.drained = vec![crate::comment::DrainedNode {
+        name: "mi355x-2".into(),
+        reason: "3 strikes within 7d".into(),
+    }];
+    let comment = check(&plan, Some(&verdict), &header, None);
+    let row: Vec<&str> = comment.lines().filter(|line| line.contains("Drained")).collect();
+    assert_eq!(
+        row,
+        ["| Drained | `mi355x-2` (3 strikes within 7d): left out of this run |"],
+        "{comment}"
+    );
+    header.drained.clear();
+    let comment = check(&plan, Some(&verdict), &header, None);
+    assert!(!comment.contains("Drained"), "{comment}");
 }

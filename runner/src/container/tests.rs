@@ -55,7 +55,7 @@ impl Dirs {
 /// The parts of a request a case changes; the rest is fixed.
 struct Case<'a> {
     gpus: &'a [u32],
-    ports: &'a [u16],
+    network: ContainerNetwork<'a>,
     labels: &'a [(&'a str, &'a str)],
     purpose: &'a str,
     tree: Option<&'a Path>,
@@ -71,7 +71,7 @@ impl Default for Case<'_> {
     fn default() -> Self {
         Case {
             gpus: &[],
-            ports: &[],
+            network: ContainerNetwork::None,
             labels: &[],
             purpose: "pr-tests",
             tree: None,
@@ -105,8 +105,7 @@ fn check(dirs: &Dirs, case: Case<'_>) -> String {
         tree: &tree,
         out: &out,
         env: &env,
-        ports: case.ports,
-        network_of: None,
+        network: case.network,
         datasets: case.datasets,
         shm_gib: case.shm_gib,
         command: &command,
@@ -146,7 +145,7 @@ fn a_server_on_two_gpus() {
         &Dirs::new(),
         Case {
             gpus: &[3, 2],
-            ports: &[30000],
+            network: ContainerNetwork::Run,
             labels: &[("prgate.model", "kimi-k3"), ("prgate.side", "pr")],
             purpose: "pr-server",
             command: &["python3", "-m", "sglang.launch_server", "--port", "30000"],
@@ -168,13 +167,27 @@ fn a_step_without_gpus_gets_no_device() {
 }
 
 #[test]
-fn a_container_with_nothing_to_reach_has_no_network_and_a_server_has_its_own() {
+fn a_container_gets_no_network_the_runs_internal_one_or_a_servers_namespace() {
     let dirs = Dirs::new();
-    let one_shot = check(&dirs, Case::default());
-    assert!(one_shot.contains("\n--network none\n"), "{one_shot}");
-    let server = check(&dirs, Case { ports: &[30000], ..Case::default() });
-    assert!(!server.contains("--network"), "{server}");
-    assert!(server.contains("\n-p 127.0.0.1::30000\n"), "{server}");
+    let network = |network| {
+        let argv = check(&dirs, Case { network, ..Case::default() });
+        let lines: Vec<&str> = argv.lines().filter(|line| line.starts_with("--network")).collect();
+        assert!(!argv.contains("\n-p ") && !argv.contains("--publish"), "{argv}");
+        lines.join("\n")
+    };
+    assert_eq!(network(ContainerNetwork::None), "--network none");
+    assert_eq!(network(ContainerNetwork::Run), "--network prgate-run-7");
+    assert_eq!(
+        network(ContainerNetwork::JoinedTo("prgate-run-7-pr-server")),
+        "--network container:prgate-run-7-pr-server"
+    );
+    // Only a container of this run is joined: not another run's, not the host's.
+    for foreign in ["prgate-run-8-pr-server", "prgate-run-7-", "host", "prgate-run-7-a b"] {
+        let refused =
+            check(&dirs, Case { network: ContainerNetwork::JoinedTo(foreign), ..Case::default() });
+        assert!(refused.contains("is not the name of a container of this run"), "{refused}");
+    }
+    assert_eq!(run_network_name(&RunId::new("run-7").expect("a run id")), "prgate-run-7");
 }
 
 #[test]
@@ -219,8 +232,6 @@ fn every_kind_of_refused_request() {
     let cases: Vec<(&str, Case<'_>)> = vec![
         ("a GPU the node lacks", Case { gpus: &[0], ..Case::default() }),
         ("a GPU twice", Case { gpus: &[2, 2], ..Case::default() }),
-        ("port 0", Case { ports: &[0], ..Case::default() }),
-        ("a port twice", Case { ports: &[8000, 8000], ..Case::default() }),
         ("no shared memory", Case { shm_gib: 0, ..Case::default() }),
         ("an empty command", Case { command: &[], ..Case::default() }),
         ("a NUL in the command", Case { command: &["echo", "a\0b"], ..Case::default() }),
@@ -314,23 +325,6 @@ fn names_are_sanitised() {
     }
     for good in ["r", "pr-123.base_7", &"r".repeat(64)] {
         assert_eq!(RunId::new(good).expect("accepted").as_str(), good);
-    }
-}
-
-#[test]
-fn the_published_address_is_the_loopback_one() {
-    let cases = [
-        ("127.0.0.1:49153\n", Some("127.0.0.1:49153")),
-        ("[::1]:49154\n127.0.0.1:49153\n", Some("127.0.0.1:49153")),
-        ("[::1]:49154\n", Some("[::1]:49154")),
-        ("0.0.0.0:49153\n[::]:49153\n", None),
-        ("0.0.0.0:49153\n", None),
-        ("", None),
-        ("8000/tcp -> 127.0.0.1:49153", None),
-    ];
-    for (output, expected) in cases {
-        let found = loopback_address(output).map(|address| address.to_string());
-        assert_eq!(found.as_deref(), expected, "{output:?}");
     }
 }
 

@@ -260,3 +260,112 @@ fn a_results_directory_is_struck_for_what_the_pr_cannot_cause() {
         ]
     );
 }
+
+#[test]
+fn a_nodes_file_without_its_drained_nodes() {
+    let nodes = "[[node]]\nname = \"mi355x-1\"\nhardware = \"mi355x\"\ngpus = 8\n\n[[node]]\nname = \"mi355x-2\"\nhardware = \"mi355x\"\n";
+    let drained = |names: &[&str]| names.iter().map(|name| (*name).to_owned()).collect::<Vec<_>>();
+    let (text, left_out) =
+        without_drained(nodes, &drained(&["mi355x-2", "elsewhere"])).expect("a file");
+    assert_eq!(left_out, ["mi355x-2"]);
+    // The same values, keys in order (comments are not kept).
+    assert_eq!(text, "[[node]]\ngpus = 8\nhardware = \"mi355x\"\nname = \"mi355x-1\"\n");
+    let (text, left_out) = without_drained(nodes, &[]).expect("a file");
+    assert!(left_out.is_empty());
+    assert_eq!(text.matches("[[node]]").count(), 2, "{text}");
+    let every = without_drained(nodes, &drained(&["mi355x-1", "mi355x-2"])).expect_err("none left");
+    assert!(every.starts_with("every node is drained (mi355x-1, mi355x-2)"), "{every}");
+    assert_eq!(without_drained("x = 1", &[]).expect_err("no nodes"), "it has no [[node]] tables");
+    assert!(without_drained("[[node]", &[]).is_err());
+}
+
+/// The canary's commands: amd-smi's ECC answer, and the canary command's exit.
+#[derive(Debug)]
+struct CanaryCommands {
+    ecc: &'static str,
+    canary_fails: bool,
+}
+
+impl crate::preflight::CommandRunner for CanaryCommands {
+    fn run(&self, _log: &str, argv: &[&str]) -> Result<String, crate::preflight::CommandError> {
+        let error = |problem: &str| crate::preflight::CommandError {
+            program: argv[0].to_owned(),
+            problem: problem.to_owned(),
+            timed_out_after: None,
+        };
+        match argv {
+            ["amd-smi", "metric", "--ecc", "--json"] => Ok(self.ecc.to_owned()),
+            ["/opt/canary", "--quick"] if self.canary_fails => {
+                Err(error("exit status: 3: NaN in the matmul"))
+            }
+            ["/opt/canary", "--quick"] => Ok(String::new()),
+            _ => Err(error("cannot start")),
+        }
+    }
+}
+
+#[test]
+fn a_canary_admits_a_mended_node_and_strikes_one_that_is_not() {
+    const CLEAN: &str =
+        r#"[{"gpu": 0, "ecc": {"total_correctable_count": 0, "total_uncorrectable_count": 0}}]"#;
+    const BAD: &str =
+        r#"[{"gpu": 0, "ecc": {"total_correctable_count": 0, "total_uncorrectable_count": 1}}]"#;
+    let cases = [
+        (CLEAN, false, "", Ok(()), "mi355x-2: admitted; no strike since it was last admitted"),
+        (
+            CLEAN,
+            false,
+            "canary = [\"/opt/canary\", \"--quick\"]",
+            Ok(()),
+            "mi355x-2: admitted; no strike since it was last admitted",
+        ),
+        (
+            CLEAN,
+            true,
+            "canary = [\"/opt/canary\", \"--quick\"]\nstrikes = 9",
+            Err(
+                "the canary command `/opt/canary --quick`: /opt/canary: exit status: 3: NaN in the matmul",
+            ),
+            "mi355x-2: drained since 2026-12-01T00:00:00Z (by hand); 1 strike(s) since it was last admitted",
+        ),
+        (
+            BAD,
+            false,
+            "canary = [\"/opt/canary\", \"--quick\"]\nstrikes = 9",
+            Err(
+                "preflight: GPU 0 (/dev/dri/renderD128): 1 uncorrectable ECC error(s) (amd-smi): its memory has corrupted data; reset the GPU, and replace it if they come back",
+            ),
+            "mi355x-2: drained since 2026-12-01T00:00:00Z (by hand); 1 strike(s) since it was last admitted",
+        ),
+    ];
+    for (index, (ecc, canary_fails, health, expect, state)) in cases.into_iter().enumerate() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let root = dir.path().join("root");
+        std::fs::create_dir_all(root.join("dev/dri")).expect("dev/dri");
+        std::fs::write(root.join("dev/dri/renderD128"), "").expect("a render node");
+        std::fs::write(root.join("dev/kfd"), "").expect("kfd");
+        let device = root.join("sys/class/drm/renderD128/device");
+        std::fs::create_dir_all(&device).expect("sysfs");
+        std::fs::write(device.join("mem_info_vram_total"), "1000\n").expect("total");
+        std::fs::write(device.join("mem_info_vram_used"), "1\n").expect("used");
+        let profile = format!(
+            "name = \"mi355x-2\"\nhardware = \"mi355x\"\ncheckpoint-store = \"/data\"\ncache-dir = \"{tmp}/cache\"\nwork-dir = \"{tmp}/work\"\n[gpus]\nids = [0]\nrender-devices = [\"/dev/dri/renderD128\"]\n[image]\nname = \"x:y\"\n[health]\n{health}\n",
+            tmp = dir.path().display()
+        );
+        let node = NodeProfile::parse(&profile, "node.toml").expect("a profile");
+        let ledger = Ledger::new(&health_dir(&node), "mi355x-2").expect("a ledger");
+        ledger.drain("by hand", at(T0)).expect("a drain");
+        let commands = CanaryCommands { ecc, canary_fails };
+        let report = Canary { node: &node, ledger: &ledger, commands: &commands, root: &root }
+            .run(at(T0 + 60))
+            .expect("a canary");
+        match expect {
+            Ok(()) => assert!(report.passed && report.failures.is_empty(), "{index}: {report:?}"),
+            Err(failure) => {
+                assert!(!report.passed, "{index}");
+                assert_eq!(report.failures, [failure], "{index}");
+            }
+        }
+        assert_eq!(ledger.health().expect("the state").summary(), state, "{index}");
+    }
+}

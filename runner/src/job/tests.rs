@@ -54,7 +54,7 @@ fn node(hardware: &str, checkpoints: &[&str]) -> NodeProfile {
     NodeProfile::parse(&text, "node.toml").expect("the test's node profile is valid")
 }
 
-fn model(name: &str, tier: Tier, new: bool) -> ModelPlan {
+pub(crate) fn model(name: &str, tier: Tier, new: bool) -> ModelPlan {
     ModelPlan {
         name: name.to_owned(),
         tier,
@@ -65,7 +65,7 @@ fn model(name: &str, tier: Tier, new: bool) -> ModelPlan {
     }
 }
 
-fn plan(models: Vec<ModelPlan>, common: bool) -> Plan {
+pub(crate) fn plan(models: Vec<ModelPlan>, common: bool) -> Plan {
     use prgate_scope::plan::{CommonPlan, DiffInfo, DiffSource, Head, ManifestSource, Revision};
     let sha = |c: &str| c.repeat(40);
     Plan {

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
 
 use super::memory::{Listed, parse_amd_smi, parse_rocm_smi, read_sysfs};
 use super::*;
@@ -147,13 +148,16 @@ struct FakeCommands {
 impl CommandRunner for FakeCommands {
     fn run(&self, _log: &str, argv: &[&str]) -> Result<String, CommandError> {
         let program = argv[0].to_owned();
-        let (problem, timed_out) = match self.answers.get(&argv.join(" ")) {
+        let (problem, timed_out_after) = match self.answers.get(&argv.join(" ")) {
             Some(Answer::Prints(output)) => return Ok((*output).to_owned()),
-            Some(Answer::Fails(problem)) => ((*problem).to_owned(), false),
-            Some(Answer::Hangs) => ("gave no answer within 30s and was stopped".to_owned(), true),
-            None => ("cannot start: No such file or directory (os error 2)".to_owned(), false),
+            Some(Answer::Fails(problem)) => ((*problem).to_owned(), None),
+            Some(Answer::Hangs) => (
+                "gave no answer within 30s and was stopped".to_owned(),
+                Some(Duration::from_secs(30)),
+            ),
+            None => ("cannot start: No such file or directory (os error 2)".to_owned(), None),
         };
-        Err(CommandError { program, problem, timed_out })
+        Err(CommandError { program, problem, timed_out_after })
     }
 }
 

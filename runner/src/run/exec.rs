@@ -5,11 +5,12 @@
 //! ([`Exec::tree_view`], [`Exec::out_view`], [`Exec::checkpoint_view`]): on the host these are
 //! the host paths; in a container the tree is [`TREE_DIR`], the step's output directory
 //! [`OUT_DIR`] and the checkpoints under [`crate::container::MODELS_DIR`]. A server in a
-//! container listens on a container port and is published on the host's loopback, where
-//! prgate's own clients (health, the built-in evaluator and benchmark) reach it; a command
-//! that talks to it (serving tests, an external evaluator or benchmark) runs in a container
-//! that joins the server container's network namespace and reaches it on its own loopback at
-//! the same port.
+//! container listens on a port of its container on the run's internal network (no route off
+//! it), where prgate's own clients on the host (health, the built-in evaluator and benchmark)
+//! reach it at the container's address; a command that talks to it (serving tests, an
+//! external evaluator or benchmark) runs in a container that joins the server container's
+//! network namespace and reaches it on its own loopback at the same port. Every other
+//! container has no network at all.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -21,8 +22,8 @@ use prgate_gate::evidence::{NotRunReason, Outcome};
 use super::leftovers::Entry;
 use super::server::with_log_tail;
 use crate::container::{
-    self, Container, ContainerEnv, ContainerRequest, DEFAULT_SHM_GIB, Engine, OUT_DIR, RunId,
-    TREE_DIR,
+    self, Container, ContainerEnv, ContainerNetwork, ContainerRequest, DEFAULT_SHM_GIB, Engine,
+    OUT_DIR, RunId, TREE_DIR,
 };
 use crate::node::NodeProfile;
 use crate::process::{
@@ -116,7 +117,7 @@ pub(super) struct ServerCommand<'a> {
     pub purpose: String,
     /// The port it listens on, as it sees it.
     pub port: u16,
-    /// How long it may take to publish its port.
+    /// How long it may take to have its address on the run's network.
     pub startup: Duration,
 }
 
@@ -277,7 +278,11 @@ impl Exec<'_> {
                     argv: &command.argv,
                     log: &command.log,
                 };
-                let request = self.request(run, &shape, &env, &[], command.server);
+                let network = match command.server {
+                    Some(server) => ContainerNetwork::JoinedTo(server),
+                    None => ContainerNetwork::None,
+                };
+                let request = self.request(run, &shape, &env, network);
                 let launch = engine.launch(&request).map_err(|error| failed(error.to_string()))?;
                 let mut container =
                     Container::start(engine, &launch).map_err(|error| failed(error.to_string()))?;
@@ -350,30 +355,42 @@ impl Exec<'_> {
                     argv: &command.argv,
                     log: &command.log,
                 };
-                let ports = [command.port];
-                let request = self.request(run, &shape, &env, &ports, None);
+                // The run's network is made with its first server (and taken as it is when a
+                // resumed run finds it); the run's cleanup removes it.
+                let other = |detail: String| (NotRunReason::Other, detail);
+                engine.create_run_network(run).map_err(|error| other(error.to_string()))?;
+                let request = self.request(run, &shape, &env, ContainerNetwork::Run);
                 let launch = engine.launch(&request).map_err(|error| crash(error.to_string()))?;
                 let mut container =
                     Container::start(engine, &launch).map_err(|error| crash(error.to_string()))?;
                 let address = container
-                    .wait_host_port(command.port, command.startup)
+                    .wait_address(run, command.startup)
                     .map_err(|error| crash(error.to_string()))?;
-                Ok((ServerProcess::Container(Box::new(container)), format!("http://{address}")))
+                let url = match address {
+                    std::net::IpAddr::V4(v4) => format!("http://{v4}:{}", command.port),
+                    std::net::IpAddr::V6(v6) => format!("http://[{v6}]:{}", command.port),
+                };
+                Ok((ServerProcess::Container(Box::new(container)), url))
             }
         }
     }
 
     /// Removes every container of the run (a killed earlier attempt's, or this one's left
-    /// behind); returns a note for each one removed.
+    /// behind), then the run's network; returns a note for each container removed, and for
+    /// what could not be removed.
     pub(super) fn remove_leftovers(&self) -> Vec<String> {
         let Some((engine, run)) = self.contained() else { return Vec::new() };
-        match engine.remove_run(run) {
+        let mut notes: Vec<String> = match engine.remove_run(run) {
             Ok(removed) => removed
                 .into_iter()
                 .map(|id| format!("removed container {id} left by an earlier run of {run}"))
                 .collect(),
             Err(error) => vec![format!("could not remove the run's containers: {error}")],
+        };
+        if let Err(error) = engine.remove_run_networks(run) {
+            notes.push(format!("could not remove the run's network: {error}"));
         }
+        notes
     }
 
     /// The container request of one command.
@@ -382,8 +399,7 @@ impl Exec<'_> {
         run: &'r RunId,
         shape: &Shape<'r>,
         env: &'r ContainerEnv,
-        ports: &'r [u16],
-        network_of: Option<&'r str>,
+        network: ContainerNetwork<'r>,
     ) -> ContainerRequest<'r> {
         ContainerRequest {
             node: self.node,
@@ -394,8 +410,7 @@ impl Exec<'_> {
             tree: shape.tree,
             out: shape.out,
             env,
-            ports,
-            network_of,
+            network,
             datasets: shape.datasets,
             shm_gib: DEFAULT_SHM_GIB,
             command: shape.argv,

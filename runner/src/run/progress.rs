@@ -1,13 +1,15 @@
-//! Progress on a terminal: one line on standard error, rewritten as steps start and finish,
-//! with the steps done, the step running, the time spent and an estimate of the time left.
-//! Off when standard error is not a terminal (the event stream is the record in a log).
+//! Progress on a terminal: one line on standard error (an `indicatif` bar), redrawn as steps
+//! start and finish, with the steps done, the step running, the time spent and an estimate of
+//! the time left. Quiet when standard error is not a terminal (`indicatif` hides it; the event
+//! stream is the record in a log), and off when the caller says so.
 //!
 //! The estimate: the steps still expected (a speed cell counts as [`EXPECTED_PAIRS`] pairs)
 //! times the mean duration of the steps this run has run so far. It is labelled "about" and
 //! printed only once a step has finished.
 
-use std::io::Write as _;
 use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::results::{Event, EventKind, StepId};
 
@@ -16,7 +18,7 @@ use crate::results::{Event, EventKind, StepId};
 pub(super) const EXPECTED_PAIRS: usize = 5;
 
 pub(super) struct Progress {
-    enabled: bool,
+    bar: ProgressBar,
     started: Instant,
     expected: usize,
     done: usize,
@@ -25,10 +27,23 @@ pub(super) struct Progress {
 }
 
 impl Progress {
-    /// Progress over about `expected` steps; printed only when `enabled`.
+    /// Progress over about `expected` steps; shown only when `enabled` and standard error is a
+    /// terminal.
     pub(super) fn new(enabled: bool, expected: usize) -> Progress {
+        let target =
+            if enabled { ProgressDrawTarget::stderr() } else { ProgressDrawTarget::hidden() };
+        Progress::drawn_on(target, expected)
+    }
+
+    fn drawn_on(target: ProgressDrawTarget, expected: usize) -> Progress {
+        let bar = ProgressBar::with_draw_target(None, target).with_style(
+            ProgressStyle::with_template("{wide_msg}").unwrap_or_else(|_| {
+                // The template is a constant that parses; the default style is the fallback.
+                ProgressStyle::default_spinner()
+            }),
+        );
         Progress {
-            enabled,
+            bar,
             started: Instant::now(),
             expected,
             done: 0,
@@ -51,7 +66,7 @@ impl Progress {
     }
 
     fn started(&mut self, step: &StepId) {
-        if !self.enabled {
+        if self.bar.is_hidden() {
             return;
         }
         let what = describe(step);
@@ -60,15 +75,12 @@ impl Progress {
             .estimate()
             .map_or_else(String::new, |left| format!(" · about {} left", clock(left)));
         let total = self.expected.max(self.done + 1);
-        let mut stderr = std::io::stderr().lock();
-        let _ignored = write!(
-            stderr,
-            "\r\x1b[2K{}/{} steps · {what} · {} elapsed{left}",
+        self.bar.set_message(format!(
+            "{}/{} steps · {what} · {} elapsed{left}",
             self.done,
             total,
             clock(elapsed)
-        );
-        let _ignored = stderr.flush();
+        ));
     }
 
     fn finished(&mut self, took: Option<Duration>) {
@@ -81,8 +93,14 @@ impl Progress {
 
     /// Ends the line, at the end of the run.
     pub(super) fn close(&self) {
-        if self.enabled && self.done > 0 {
-            eprintln!("\r\x1b[2K{} steps in {}", self.done, clock(self.started.elapsed()));
+        if self.done > 0 {
+            self.bar.finish_with_message(format!(
+                "{} steps in {}",
+                self.done,
+                clock(self.started.elapsed())
+            ));
+        } else {
+            self.bar.finish_and_clear();
         }
     }
 
@@ -134,6 +152,67 @@ mod tests {
         for (seconds, expect) in cases {
             assert_eq!(clock(Duration::from_secs(seconds)), expect);
         }
+    }
+
+    /// A terminal that keeps what is written to it.
+    #[derive(Debug, Default, Clone)]
+    struct Screen(std::sync::Arc<std::sync::Mutex<String>>);
+
+    impl indicatif::TermLike for Screen {
+        fn width(&self) -> u16 {
+            200
+        }
+        fn move_cursor_up(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_down(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_right(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn move_cursor_left(&self, _: usize) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn write_line(&self, text: &str) -> std::io::Result<()> {
+            self.write_str(&format!("{text}\n"))
+        }
+        fn write_str(&self, text: &str) -> std::io::Result<()> {
+            self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push_str(text);
+            Ok(())
+        }
+        fn clear_line(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn flush(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn on_a_terminal_the_line_names_the_step_and_ends_with_the_count() {
+        let screen = Screen::default();
+        let mut progress =
+            Progress::drawn_on(ProgressDrawTarget::term_like(Box::new(screen.clone())), 3);
+        let step = StepId::new(
+            Some("kimi_k3"),
+            prgate_gate::evidence::Check::UnitTests,
+            prgate_gate::evidence::Side::Pr,
+            None,
+        );
+        progress.started(&step);
+        progress.finished(Some(Duration::from_secs(1)));
+        progress.close();
+        let shown = screen.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        // The first draw is never held back; the last is forced by the close.
+        assert!(shown.contains("0/3 steps · kimi_k3 "), "{shown}");
+        assert!(shown.contains("1 steps in 0s"), "{shown}");
+    }
+
+    #[test]
+    fn off_it_writes_nothing() {
+        let progress = Progress::new(false, 3);
+        assert!(progress.bar.is_hidden());
     }
 
     #[test]

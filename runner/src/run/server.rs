@@ -26,7 +26,8 @@ pub(super) struct Server {
     /// Crossed out once the process is stopped: declared after it, so dropped after it.
     _entry: Entry,
     _lease: PortLease,
-    /// Where prgate reaches it: `http://127.0.0.1:<port>` (a container's published port).
+    /// Where prgate reaches it: `http://127.0.0.1:<port>` on the host, `http://<address>:<port>`
+    /// in a container (its address on the run's internal network).
     pub url: String,
     /// The port it listens on, as it and the commands that join it see it.
     pub port: u16,

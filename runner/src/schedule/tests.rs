@@ -387,6 +387,23 @@ fn render(schedule: &Schedule, jobs: &[Job], nodes: usize) -> String {
     out
 }
 
+#[test]
+fn an_unschedulable_job_records_no_checkpoint_only_where_a_node_lacks_just_that() {
+    use prgate_gate::evidence::NotRunReason::{HardwareAbsent, NoCheckpoint};
+    let cases: [(&[&str], &str, _); 4] = [
+        (&["n1:mi355x:8:glm", "n2:mi355x:4:qwen"], "qwen 40 mi355x 8 qwen", NoCheckpoint),
+        (&["n1:mi355x:4:qwen"], "qwen 40 mi355x 8 qwen", HardwareAbsent),
+        (&["n1:mi350x:8:qwen"], "qwen 40 mi355x 8 qwen", HardwareAbsent),
+        (&[], "qwen 40 mi355x 8 qwen", HardwareAbsent),
+    ];
+    for (nodes, spec, expect) in cases {
+        let nodes: Vec<Node> = nodes.iter().map(|spec| node(spec)).collect();
+        let schedule = schedule(&[job(spec)], &nodes, Method::Exact);
+        let found: Vec<_> = schedule.unschedulable().iter().map(|job| job.not_run).collect();
+        assert_eq!(found, [expect], "{nodes:?}");
+    }
+}
+
 fn check_schedule(nodes: &[&str], jobs: &[&str], method: Method, expect: &str) {
     let nodes: Vec<Node> = nodes.iter().map(|spec| node(spec)).collect();
     let jobs: Vec<Job> = jobs.iter().map(|spec| job(spec)).collect();

@@ -16,12 +16,12 @@ use super::job::{JobRecord, QUEUE_FORMAT, QueueEntry, parse_queue};
 
 /// SLURM's client programs, from a folder or, without one, from the `PATH`.
 #[derive(Debug, Clone)]
-pub(super) struct Slurm {
+pub(crate) struct Slurm {
     bin_dir: Option<PathBuf>,
 }
 
 impl Slurm {
-    pub(super) fn new(bin_dir: Option<&Path>) -> Slurm {
+    pub(crate) fn new(bin_dir: Option<&Path>) -> Slurm {
         Slurm { bin_dir: bin_dir.map(Path::to_path_buf) }
     }
 
@@ -78,6 +78,25 @@ impl Slurm {
     /// whether or not a job matched: read the states afterwards.
     pub(super) fn cancel_name(&self, name: &str) -> Result<(), SlurmError> {
         self.run("scancel", &[format!("--name={name}").into()]).map(drop)
+    }
+
+    /// Drains node `name` in SLURM with `reason` (`scontrol update`): it takes no new job
+    /// until an administrator, or `prgate node admit`, resumes it.
+    pub(crate) fn drain_node(&self, name: &str, reason: &str) -> Result<(), SlurmError> {
+        let args: Vec<OsString> = vec![
+            "update".into(),
+            format!("NodeName={name}").into(),
+            "State=DRAIN".into(),
+            format!("Reason={reason}").into(),
+        ];
+        self.run("scontrol", &args).map(drop)
+    }
+
+    /// Resumes node `name` in SLURM (`scontrol update state=resume`).
+    pub(crate) fn resume_node(&self, name: &str) -> Result<(), SlurmError> {
+        let args: Vec<OsString> =
+            vec!["update".into(), format!("NodeName={name}").into(), "State=RESUME".into()];
+        self.run("scontrol", &args).map(drop)
     }
 
     /// Runs `program` with `args` and returns its standard output; a failure carries its

@@ -1,0 +1,105 @@
+//! The SLURM executor's part of node health: drained nodes are left out of every job
+//! (`sbatch --exclude`), or drained in SLURM itself where the node profile allows it
+//! (`health.slurm-drain`), and what a finished job says against its node is struck in that
+//! node's ledger.
+//!
+//! What it leaves to others: the ledger and what counts as a strike ([`crate::health`]).
+
+use std::path::Path;
+
+use super::SlurmError;
+use super::client::Slurm;
+use super::job::JobState;
+use crate::health::{self, NodeHealth, Source, Strike};
+use crate::node::NodeProfile;
+
+/// The drained nodes a run leaves out.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Exclusion {
+    pub(super) drained: Vec<NodeHealth>,
+}
+
+impl Exclusion {
+    /// The drained nodes of `node`'s health directory; with `health.slurm-drain`, each is
+    /// drained in SLURM too (`scontrol update`), which is a no-op for a node already drained.
+    /// Returns what a person should know.
+    pub(super) fn read(
+        client: &Slurm,
+        node: &NodeProfile,
+    ) -> Result<(Exclusion, Vec<String>), SlurmError> {
+        let dir = health::health_dir(node);
+        let drained = health::drained_nodes(&dir).map_err(SlurmError::Health)?;
+        let mut notes = Vec::new();
+        for health in &drained {
+            notes.push(format!("left out of every job, drained by prgate: {}", health.summary()));
+            if node.health().slurm_drain() {
+                let reason = drain_reason(health);
+                client.drain_node(&health.node, &reason)?;
+                notes.push(format!(
+                    "drained SLURM node {} (scontrol update state=drain reason=\"{reason}\")",
+                    health.node
+                ));
+            }
+        }
+        Ok((Exclusion { drained }, notes))
+    }
+
+    /// `--exclude=a,b`, when a node is drained.
+    pub(super) fn sbatch_arg(&self) -> Option<String> {
+        if self.drained.is_empty() {
+            return None;
+        }
+        let names: Vec<&str> = self.drained.iter().map(|health| health.node.as_str()).collect();
+        Some(format!("--exclude={}", names.join(",")))
+    }
+
+    /// The error of an `sbatch` that refused a job while nodes were left out: SLURM says
+    /// "Requested node configuration is not available" when no node is left to run it.
+    pub(super) fn refused(&self, error: SlurmError) -> SlurmError {
+        if self.drained.is_empty() {
+            return error;
+        }
+        let nodes: Vec<String> = self.drained.iter().map(NodeHealth::summary).collect();
+        SlurmError::Drained { nodes: nodes.join("\n  "), source: Box::new(error) }
+    }
+}
+
+/// The reason SLURM shows for a node prgate drained: `prgate: 3 strikes within 7d`.
+fn drain_reason(health: &NodeHealth) -> String {
+    let detail = health.drained.as_ref().map_or("drained", |drain| drain.detail.as_str());
+    let reason: String = format!("prgate: {detail}")
+        .chars()
+        .map(|char| if char.is_ascii_graphic() || char == ' ' { char } else { '_' })
+        .filter(|char| *char != '"')
+        .take(120)
+        .collect();
+    reason
+}
+
+/// Strikes what job `job_name` (in `dir`, run on `host`) says against its node: a
+/// `NODE_FAIL`, and what [`health::attribute`] finds in its results. Returns the notes.
+pub(super) fn strike_job(
+    node: &NodeProfile,
+    host: Option<&str>,
+    dir: &Path,
+    state: &JobState,
+    job: &str,
+) -> Vec<String> {
+    let Some(host) = host.filter(|host| !host.is_empty() && *host != "(null)") else {
+        return Vec::new();
+    };
+    let mut strikes = Vec::new();
+    if state.name() == "NODE_FAIL" {
+        strikes.push(Strike {
+            source: Source::SlurmNodeFail,
+            detail: format!("SLURM ended {job} NODE_FAIL"),
+        });
+    }
+    match health::attribute(dir) {
+        Ok(found) => strikes.extend(found),
+        Err(error) => {
+            return vec![format!("the health ledger: reading {}: {error}", dir.display())];
+        }
+    }
+    health::record(node, host, &strikes, Some(job))
+}
