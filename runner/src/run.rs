@@ -298,6 +298,8 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
             steps::cell_needs_pair(request, job.plan.family, pairs, noise, covered)
         };
         let recorded = results.completed_steps()?;
+        let recorded_records: Vec<Evidence> =
+            results.records()?.into_iter().map(|(_step, record)| record).collect();
         for target in &targets {
             let Some(entry) = store.load(&run_key(target)) else { continue };
             let current = Current {
@@ -311,12 +313,15 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
                 summary.notes.push(format!("nothing of {} reused: {why}", target.name()));
             }
             // What this results directory has already (a resumed run) stays.
-            for record in &selection.records {
-                if !recorded.contains(&StepId::of(record)) {
-                    results.write(record)?;
-                }
+            let fresh = |record: &Evidence| !recorded.contains(&StepId::of(record));
+            for record in selection.records.iter().filter(|record| fresh(record)) {
+                results.write(record)?;
             }
-            summary.reused += selection.steps.len();
+            summary.reused += selection
+                .steps
+                .iter()
+                .filter(|step| !prgate_gate::job::accounted(step, &recorded_records))
+                .count();
         }
     }
 
