@@ -33,7 +33,9 @@
 //! ```
 //!
 //! A recipe `state` is `parsed` (with its `hash`), `missing`, `invalid` (with `hash` and
-//! `error`), or `no-tree` (the base side of a model new in the PR). A step is a [`StepId`]
+//! `error`), or `no-tree` (the base side of a model new in the PR). When both sides' trees have
+//! the recipe file and its bytes differ, `recipe` also has a `diff` ([`RecipeDiff`]:
+//! `{"text": "@@ -3,1 +3,1 @@\n-tp = 8\n+tp = 4\n", "omitted": 0}`), which the comment shows. A step is a [`StepId`]
 //! without its model (the target's); `part` is a benchmark's name (lowercase), or
 //! `concurrency-C` for a speed cell (whose evidence is its pairs `concurrency-C-pair-I`, its
 //! calibration `concurrency-C-noise`, or its not-run). `expect` is `run` (it must produce
@@ -83,6 +85,22 @@ pub struct Target {
 pub struct Recipes {
     pub base: RecipeState,
     pub pr: RecipeState,
+    /// The PR's recipe file against the base side's, when both trees have one and their bytes
+    /// differ; `None` otherwise (and in a job plan written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<RecipeDiff>,
+}
+
+/// A recipe's change against the base side's, as a reviewer reads it: the hunks of a unified
+/// diff of the two files' text (`@@ -a,b +c,d @@` lines, then lines that start with ` `, `-`
+/// or `+`), with two lines of context. The runner makes it (`prgate_runner::job`): the node's
+/// secret values redacted, then cut to a few lines; `omitted` says how many lines were left out
+/// at the end. Like all PR text, it is data: shown escaped, in a code block.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecipeDiff {
+    pub text: String,
+    #[serde(default)]
+    pub omitted: usize,
 }
 
 /// A recipe as one side's tree has it.

@@ -38,7 +38,9 @@
 //! `thresholds` (`max_loss` and `min_gain` as fractions, whether the title claims a gain; added
 //! in place, optional: see [`SpeedThresholds`]). An accuracy item's interval is the score
 //! interval whose one-sided bounds are at `alpha`, and its `p_value` that test's (see
-//! `docs/gate.md`).
+//! `docs/gate.md`). `recipe_changes` (added in place, left out when empty) lists the recipes
+//! the PR changed against base, from the job plan: `{"model": "kimi_k31", "path":
+//! "test/e2e/kimi_k31.toml", "diff": {"text": "@@ ...", "omitted": 0}}` ([`RecipeChange`]).
 //! Readers ignore fields they do not know; a new value of an enumeration raises
 //! `schema_version`.
 
@@ -51,7 +53,7 @@ use crate::config::{GateConfig, Severity};
 use crate::evidence::{
     Check, Evidence, EvidenceError, NotRunKind, Outcome, Side, TestOutcome, validate,
 };
-use crate::job::{Expect, ExpectedStep, JobPlan, Target, tier_checks};
+use crate::job::{Expect, ExpectedStep, JobPlan, RecipeDiff, Target, tier_checks};
 use crate::rules::RuleOutcome;
 use crate::speed::{
     Answer, Calibration, CellContext, CellJudgement, LEGACY_CALIBRATION_SAMPLES, Pair, judge_cell,
@@ -78,6 +80,18 @@ pub struct Verdict {
     /// "nothing to check" and "not judged").
     #[serde(default)]
     pub checks: CheckCounts,
+    /// The recipes the PR changed against base, from the job plan (`Recipes::diff`), in its
+    /// order: what the comment shows a reviewer. Empty without a job plan.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recipe_changes: Vec<RecipeChange>,
+}
+
+/// A recipe the PR changed: its model (`None`: the common recipe), its path and the diff.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecipeChange {
+    pub model: Option<String>,
+    pub path: String,
+    pub diff: RecipeDiff,
 }
 
 /// How many checks the verdict judged of those it expected.
@@ -485,7 +499,25 @@ pub fn judge_with(request: JudgeRequest<'_>) -> Result<Verdict, EvidenceError> {
         sections,
         author_must_provide: judge.author.into_iter().collect(),
         checks,
+        recipe_changes: job.map(recipe_changes).unwrap_or_default(),
     })
+}
+
+/// The job plan's recipe diffs, target by target.
+fn recipe_changes(job: &JobPlan) -> Vec<RecipeChange> {
+    job.targets
+        .iter()
+        .filter_map(|target| {
+            let diff = target.recipe.diff.clone()?;
+            let path = match &target.recipe.pr {
+                crate::job::RecipeState::Parsed { path, .. }
+                | crate::job::RecipeState::Missing { path }
+                | crate::job::RecipeState::Invalid { path, .. } => path.clone(),
+                crate::job::RecipeState::NoTree => String::new(),
+            };
+            Some(RecipeChange { model: target.model.clone(), path, diff })
+        })
+        .collect()
 }
 
 /// The paired comparison of one benchmark as the gate judges it: `counts` are (base right and

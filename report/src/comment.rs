@@ -327,6 +327,8 @@ struct View {
     sections: Vec<SectionView>,
     author_md: Vec<String>,
     author_more: usize,
+    /// The recipes the PR changed, each as a diff against base (not in the shortest renderings).
+    recipe_changes: Vec<RecipeChangeView>,
     models: Vec<ModelView>,
     scope_md: Option<String>,
     footer_md: String,
@@ -370,6 +372,15 @@ struct ItemView {
     rule_md: Option<String>,
     /// The summary's other lines (a log's tail), as an indented fenced code block.
     log_md: Option<String>,
+}
+
+/// A recipe the PR changed: whose it is, and its diff against base as a fenced `diff` block
+/// (shown literally; the runner redacted and cut it), with a note when lines were left out.
+#[derive(Debug, Serialize)]
+struct RecipeChangeView {
+    who_html: String,
+    diff_md: String,
+    omitted: usize,
 }
 
 #[derive(Debug, Serialize)]
@@ -529,6 +540,12 @@ fn view(input: &CommentInput<'_>, detail: Detail, target: &Target) -> View {
         sections: verdict.map(|verdict| sections(verdict, detail)).unwrap_or_default(),
         author_md: author,
         author_more,
+        recipe_changes: match verdict {
+            Some(verdict) if matches!(detail, Detail::Full | Detail::NoDetails) => {
+                recipe_changes(verdict)
+            }
+            _ => Vec::new(),
+        },
         models: match verdict {
             Some(verdict) if full => models(verdict, input.plan),
             _ => Vec::new(),
@@ -992,6 +1009,29 @@ fn item_view(item: &Item, detail: Detail) -> ItemView {
             .filter(|rest| !rest.trim().is_empty())
             .map(|rest| crate::escape::markdown_code_block(&detail.text(rest), "  ")),
     }
+}
+
+/// The verdict's recipe changes, as the comment shows them.
+fn recipe_changes(verdict: &Verdict) -> Vec<RecipeChangeView> {
+    verdict
+        .recipe_changes
+        .iter()
+        .map(|change| {
+            let whose = match &change.model {
+                Some(model) => format!("<code>{}</code>", html_text(model)),
+                None => "the common checks".to_owned(),
+            };
+            RecipeChangeView {
+                who_html: format!("{whose}: <code>{}</code>", html_text(&change.path)),
+                diff_md: crate::escape::markdown_code_block_as(
+                    change.diff.text.trim_end(),
+                    "",
+                    "diff",
+                ),
+                omitted: change.diff.omitted,
+            }
+        })
+        .collect()
 }
 
 /// The models with items in the verdict: the plan's order, then any the plan does not list.

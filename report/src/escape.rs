@@ -96,6 +96,12 @@ pub fn markdown_path(text: &str) -> String {
 /// and other control characters become visible escapes. The fence is longer than any run of
 /// backticks inside.
 pub fn markdown_code_block(text: &str, indent: &str) -> String {
+    markdown_code_block_as(text, indent, "text")
+}
+
+/// [`markdown_code_block`] with `language` as the fence's info string (`diff`: GitHub colours
+/// the lines that start with `-` and `+`).
+pub fn markdown_code_block_as(text: &str, indent: &str, language: &str) -> String {
     let mut body = String::with_capacity(text.len() + 16);
     for line in text.lines() {
         body.push_str(indent);
@@ -106,7 +112,7 @@ pub fn markdown_code_block(text: &str, indent: &str) -> String {
     }
     let longest_run = body.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     let fence = "`".repeat(longest_run.max(2) + 1);
-    format!("{indent}{fence}text\n{body}{indent}{fence}")
+    format!("{indent}{fence}{language}\n{body}{indent}{fence}")
 }
 
 /// Text as Markdown prose: every character that Markdown or HTML could act on is escaped,

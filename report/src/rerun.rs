@@ -83,7 +83,7 @@ mod tests {
                 model: Some("alpha".into()),
                 tier: Tier::Smoke,
                 new: false,
-                recipe: Recipes { base: recipe.clone(), pr: recipe },
+                recipe: Recipes { base: recipe.clone(), pr: recipe, diff: None },
                 steps: vec![
                     run(Check::UnitTests, Side::Base),
                     run(Check::UnitTests, Side::Pr),

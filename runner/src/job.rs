@@ -16,14 +16,18 @@
 //! everything else must produce evidence. The step loop, the progress line, the SLURM gather and
 //! the gate count against this list; none of them derives it again.
 //!
+//! When both sides' trees have a recipe file and its bytes differ, the target's recipe carries
+//! the diff of the two texts ([`recipe_diff`]) for the comment: the node's secret values
+//! redacted, at most [`DIFF_LINES`] lines of at most [`DIFF_LINE_CHARS`] characters.
+//!
 //! What it leaves to others: running the steps (`crate::run`), judging (the gate).
 
 use std::path::Path;
 
 use prgate_gate::evidence::{Check, NotRunReason, Side};
 use prgate_gate::job::{
-    Expect, ExpectedStep, JobPlan, Part, RecipeState, Recipes, SCHEMA_VERSION, Target, tier_checks,
-    whole_check_side,
+    Expect, ExpectedStep, JobPlan, Part, RecipeDiff, RecipeState, Recipes, SCHEMA_VERSION, Target,
+    tier_checks, whole_check_side,
 };
 use prgate_scope::plan::{ModelPlan, Plan, Tier};
 
@@ -33,6 +37,13 @@ use crate::recipe::common::CommonRecipe;
 
 /// The largest recipe prgate reads.
 pub const RECIPE_LIMIT: u64 = 1024 * 1024;
+
+/// The most lines of a recipe's diff that the job plan (and the comment) carries: 60.
+pub const DIFF_LINES: usize = 60;
+/// The most characters of one line of a recipe's diff; a longer line is cut, with `…`: 200.
+pub const DIFF_LINE_CHARS: usize = 200;
+/// The longest the diff of two recipes may take: 1 s (then it is coarser, not wrong).
+const DIFF_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A job plan and the recipes it was made from.
 #[derive(Debug)]
@@ -101,19 +112,25 @@ impl Job {
             let path = request.common_recipe_path;
             let base = read_common(request.base_tree, path, &base_commit);
             let pr = read_common(request.pr_tree, path, &pr_commit);
-            targets.push(common_target(&base, &pr));
-            common = Some(pr);
+            let mut target = common_target(&base.0, &pr.0);
+            target.recipe.diff = recipe_diff(base.1.as_deref(), pr.1.as_deref());
+            targets.push(target);
+            common = Some(pr.0);
         }
         let mut models = Vec::new();
         let mut family = 0u32;
         for model in plan.running_models() {
-            let base = if model.new {
-                None
+            let (base, base_text) = if model.new {
+                (None, None)
             } else {
-                Some(read_recipe(request.base_tree, request.recipe_path, &model.name, &base_commit))
+                let (base, text) =
+                    read_recipe(request.base_tree, request.recipe_path, &model.name, &base_commit);
+                (Some(base), text)
             };
-            let pr = read_recipe(request.pr_tree, request.recipe_path, &model.name, &pr_commit);
-            let (target, covered) = model_target(model, base.as_ref(), &pr, request.node);
+            let (pr, pr_text) =
+                read_recipe(request.pr_tree, request.recipe_path, &model.name, &pr_commit);
+            let (mut target, covered) = model_target(model, base.as_ref(), &pr, request.node);
+            target.recipe.diff = recipe_diff(base_text.as_deref(), pr_text.as_deref());
             family = family.saturating_add(covered);
             targets.push(target);
             let unchanged = base.as_ref().and_then(RecipeSource::hash).is_some()
@@ -189,42 +206,99 @@ impl<R> Source<R> {
         }
     }
 
-    /// The recipe at `path` in `tree` (of `commit`, for errors), checked by `parse`.
+    /// The recipe at `path` in `tree` (of `commit`, for errors), checked by `parse`, and the
+    /// file's text when there is one (for the diff against the other side's).
     fn read<E: std::fmt::Display>(
         tree: &Path,
         path: String,
         commit: &str,
         parse: impl FnOnce(&str, &str) -> Result<R, E>,
-    ) -> Source<R> {
+    ) -> (Source<R>, Option<String>) {
         match read_tree_file(tree, &path, RECIPE_LIMIT) {
-            Ok(None) => Source::Missing { path },
-            Err(error) => Source::Invalid { path, error, hash: None },
+            Ok(None) => (Source::Missing { path }, None),
+            Err(error) => (Source::Invalid { path, error, hash: None }, None),
             Ok(Some(bytes)) => {
                 let hash = crate::key::Key::of(&bytes).to_string();
                 let short = commit.get(..7).unwrap_or(commit);
                 let file = format!("{path} at {short}");
-                match parse(&String::from_utf8_lossy(&bytes), &file) {
+                let text = String::from_utf8_lossy(&bytes).into_owned();
+                let source = match parse(&text, &file) {
                     Ok(recipe) => Source::Parsed { recipe: Box::new(recipe), path, hash },
                     Err(error) => {
                         Source::Invalid { path, error: error.to_string(), hash: Some(hash) }
                     }
-                }
+                };
+                (source, Some(text))
             }
         }
     }
 }
 
-fn read_recipe(tree: &Path, template: &str, model: &str, commit: &str) -> RecipeSource {
+fn read_recipe(
+    tree: &Path,
+    template: &str,
+    model: &str,
+    commit: &str,
+) -> (RecipeSource, Option<String>) {
     let path = template.replace("{model}", model);
     if !plain_name(model) {
         let error = format!("the model name {model:?} is not one plain path component");
-        return Source::Invalid { path, error, hash: None };
+        return (Source::Invalid { path, error, hash: None }, None);
     }
     Source::read(tree, path, commit, Recipe::parse)
 }
 
-fn read_common(tree: &Path, path: &str, commit: &str) -> CommonSource {
+fn read_common(tree: &Path, path: &str, commit: &str) -> (CommonSource, Option<String>) {
     Source::read(tree, path.to_owned(), commit, CommonRecipe::parse)
+}
+
+/// The PR's recipe text against the base side's, when both sides have one and they differ:
+/// the hunks of a unified diff with two lines of context, the node's secret values redacted
+/// (before anything is cut, so that no part of a value is left), then at most [`DIFF_LINES`]
+/// lines of at most [`DIFF_LINE_CHARS`] characters.
+pub fn recipe_diff(base: Option<&str>, pr: Option<&str>) -> Option<RecipeDiff> {
+    recipe_diff_with(crate::redact::runner_redactor(), base?, pr?)
+}
+
+/// [`recipe_diff`] with `redactor`.
+pub fn recipe_diff_with(
+    redactor: &crate::redact::Redactor,
+    base: &str,
+    pr: &str,
+) -> Option<RecipeDiff> {
+    if base == pr {
+        return None;
+    }
+    let diff = similar::TextDiff::configure().timeout(DIFF_TIMEOUT).diff_lines(base, pr);
+    let mut text = String::new();
+    for hunk in diff.unified_diff().context_radius(2).iter_hunks() {
+        text.push_str(&hunk.header().to_string());
+        text.push('\n');
+        for change in hunk.iter_changes() {
+            let sign = match change.tag() {
+                similar::ChangeTag::Equal => ' ',
+                similar::ChangeTag::Delete => '-',
+                similar::ChangeTag::Insert => '+',
+            };
+            text.push(sign);
+            text.push_str(change.value().trim_end_matches(['\n', '\r']));
+            text.push('\n');
+        }
+    }
+    let redacted = redactor.redact(&text);
+    let lines: Vec<&str> = redacted.lines().collect();
+    let mut kept = String::new();
+    for line in lines.iter().take(DIFF_LINES) {
+        match line.char_indices().nth(DIFF_LINE_CHARS) {
+            Some((end, _)) => {
+                kept.push_str(&line[..end]);
+                kept.push('…');
+            }
+            None => kept.push_str(line),
+        }
+        kept.push('\n');
+    }
+    Some(RecipeDiff { text: kept, omitted: lines.len().saturating_sub(DIFF_LINES) })
 }
 
 /// Whether `name` is one plain path component: not empty, no separator, not `.` or `..`.
@@ -272,7 +346,7 @@ fn broken_recipe(base: Option<&RecipeState>, pr: &RecipeState) -> (NotRunReason,
 }
 
 fn common_target(base: &CommonSource, pr: &CommonSource) -> Target {
-    let recipe = Recipes { base: base.state(), pr: pr.state() };
+    let recipe = Recipes { base: base.state(), pr: pr.state(), diff: None };
     let steps = match pr {
         CommonSource::Parsed { .. } => [Side::Base, Side::Pr]
             .map(|side| step(Check::CommonTests, side, None, Expect::Run))
@@ -292,8 +366,11 @@ fn model_target(
     pr: &RecipeSource,
     node: &NodeProfile,
 ) -> (Target, u32) {
-    let recipe =
-        Recipes { base: base.map_or(RecipeState::NoTree, RecipeSource::state), pr: pr.state() };
+    let recipe = Recipes {
+        base: base.map_or(RecipeState::NoTree, RecipeSource::state),
+        pr: pr.state(),
+        diff: None,
+    };
     let target = |steps| Target {
         model: Some(model.name.clone()),
         tier: model.tier,

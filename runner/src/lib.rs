@@ -25,8 +25,8 @@
 //! - [`node`]: the node profile, trusted and local to the node: its hardware, GPUs, image,
 //!   checkpoints, secrets and directories;
 //! - [`container`]: the container launcher: a command for a run as the engine's `run`, with
-//!   the node's GPUs only, the checkpoints read-only, loopback ports and an explicit
-//!   environment; stopping, cleanup by label and the image's digest (`docs/container.md`);
+//!   the node's GPUs only, the checkpoints read-only, no network (or the run's internal one
+//!   for a server, a server's namespace for its clients) and an explicit environment; stopping, cleanup by label and the image's digest (`docs/container.md`);
 //! - [`health`]: the node health ledger: strikes attributed to a node (preflight findings,
 //!   a step broken on both sides, GPU errors in base-side logs), its drain after too many,
 //!   and its re-admission by a passing canary;

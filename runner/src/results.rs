@@ -110,6 +110,71 @@ pub struct ResultsDir {
     root: PathBuf,
     evidence: PathBuf,
     logs: PathBuf,
+    /// Where the node exports the trees (`<work-dir>/trees`), as given and resolved: a path
+    /// below it is written as its path in its tree ([`TreePaths`]).
+    trees: TreePaths,
+}
+
+/// The folder the node exports a run's trees into (`<work-dir>/trees/<commit>`), as given and
+/// resolved. What prgate writes names a file of a tree by its path in the tree
+/// (`test/e2e/alpha.toml`; the tree itself `.`), never by where one node exported it: an error
+/// about a PR's file (a link refused, a recipe that does not parse) or a command's output that
+/// printed an absolute path.
+#[derive(Debug, Clone, Default)]
+pub struct TreePaths {
+    prefixes: Vec<String>,
+}
+
+impl TreePaths {
+    /// The trees folder `trees` (it need not exist yet).
+    pub fn new(trees: &Path) -> TreePaths {
+        let mut prefixes = vec![format!("{}/", trees.display())];
+        if let Ok(resolved) = trees.canonicalize() {
+            prefixes.push(format!("{}/", resolved.display()));
+        }
+        prefixes.retain(|prefix| prefix.len() > 1);
+        prefixes.sort_by_key(|prefix| std::cmp::Reverse(prefix.len()));
+        prefixes.dedup();
+        TreePaths { prefixes }
+    }
+
+    /// `text` with every `<trees>/<commit>/<path>` written as `<path>`, and every
+    /// `<trees>/<commit>` that is not followed by a `/` as `.`.
+    pub fn relative<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
+        let mut text = std::borrow::Cow::Borrowed(text);
+        for prefix in &self.prefixes {
+            if !text.contains(prefix.as_str()) {
+                continue;
+            }
+            let mut out = String::with_capacity(text.len());
+            let mut rest: &str = &text;
+            while let Some(at) = rest.find(prefix.as_str()) {
+                out.push_str(&rest[..at]);
+                let after = &rest[at + prefix.len()..];
+                let commit =
+                    after.find(|c: char| !c.is_ascii_alphanumeric()).unwrap_or(after.len());
+                match after[commit..].strip_prefix('/') {
+                    Some(inside) => rest = inside,
+                    None => {
+                        out.push('.');
+                        rest = &after[commit..];
+                    }
+                }
+            }
+            out.push_str(rest);
+            text = std::borrow::Cow::Owned(out);
+        }
+        text
+    }
+
+    /// [`TreePaths::relative`] for bytes that are UTF-8 (what serde_json writes); other bytes
+    /// are left as they are.
+    fn relative_bytes<'b>(&self, bytes: &'b [u8]) -> std::borrow::Cow<'b, [u8]> {
+        match std::str::from_utf8(bytes).map(|text| self.relative(text)) {
+            Ok(std::borrow::Cow::Owned(text)) => std::borrow::Cow::Owned(text.into_bytes()),
+            _ => std::borrow::Cow::Borrowed(bytes),
+        }
+    }
 }
 
 impl ResultsDir {
@@ -120,6 +185,7 @@ impl ResultsDir {
             root: root.to_path_buf(),
             evidence: root.join("evidence"),
             logs: root.join("logs"),
+            trees: TreePaths::default(),
         };
         for path in [&dir.evidence, &dir.logs] {
             std::fs::create_dir_all(path)
@@ -140,6 +206,13 @@ impl ResultsDir {
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// This directory, writing paths below `trees` (the node's `<work-dir>/trees`) as paths in
+    /// their trees ([`TreePaths`]) in the records and the job plan.
+    pub fn naming_trees(mut self, trees: &TreePaths) -> ResultsDir {
+        self.trees = trees.clone();
+        self
     }
 
     /// The folder of the evidence records: what the gate reads.
@@ -179,8 +252,10 @@ impl ResultsDir {
         let mut json = serde_json::to_vec_pretty(record)
             .map_err(|error| ResultsError::Write { path: path.clone(), source: error.into() })?;
         json.push(b'\n');
-        // The node's secret values never reach a record (`crate::redact`).
+        // The node's secret values never reach a record (`crate::redact`), nor where the node
+        // exported the trees.
         let json = crate::redact::redact_bytes(&json);
+        let json = self.trees.relative_bytes(&json);
         write_atomically(&path, &json)
             .map_err(|source| ResultsError::Write { path: path.clone(), source })?;
         Ok(path)
@@ -217,6 +292,7 @@ impl ResultsDir {
         let mut json = serde_json::to_vec_pretty(job)
             .map_err(|error| ResultsError::Write { path: path.clone(), source: error.into() })?;
         json.push(b'\n');
+        let json = self.trees.relative_bytes(&json);
         write_atomically(&path, &json)
             .map_err(|source| ResultsError::Write { path: path.clone(), source })?;
         Ok(path)
@@ -306,6 +382,7 @@ pub enum EventKind {
 pub struct EventWriter {
     path: PathBuf,
     file: Mutex<File>,
+    trees: TreePaths,
 }
 
 /// When a step started, for its finished event.
@@ -322,7 +399,17 @@ impl EventWriter {
             .append(true)
             .open(path)
             .map_err(|source| ResultsError::Create { path: path.to_path_buf(), source })?;
-        Ok(EventWriter { path: path.to_path_buf(), file: Mutex::new(file) })
+        Ok(EventWriter {
+            path: path.to_path_buf(),
+            file: Mutex::new(file),
+            trees: TreePaths::default(),
+        })
+    }
+
+    /// This writer, writing paths below the node's trees as paths in their trees.
+    pub fn naming_trees(mut self, trees: &TreePaths) -> EventWriter {
+        self.trees = trees.clone();
+        self
     }
 
     /// Records that `step` started.
@@ -358,6 +445,7 @@ impl EventWriter {
         let mut line = serde_json::to_vec(event).map_err(|error| write_error(error.into()))?;
         line.push(b'\n');
         let line = crate::redact::redact_bytes(&line);
+        let line = self.trees.relative_bytes(&line);
         let mut file = self.file.lock().unwrap_or_else(PoisonError::into_inner);
         file.write_all(&line).and_then(|()| file.flush()).map_err(write_error)
     }

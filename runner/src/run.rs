@@ -210,8 +210,13 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
         request.results.display()
     );
     let _lock = HostLock::acquire(&lock_path(request.node), &description, request.wait_lock)?;
-    let results = ResultsDir::open(request.results)?;
-    let events = request.events.map(EventWriter::create).transpose()?;
+    // What the run writes names a tree's files by their paths in the tree.
+    let trees = crate::results::TreePaths::new(&request.node.work_dir().join("trees"));
+    let results = ResultsDir::open(request.results)?.naming_trees(&trees);
+    let events = request
+        .events
+        .map(|path| EventWriter::create(path).map(|events| events.naming_trees(&trees)))
+        .transpose()?;
     let processes = leftovers::folder(results.root());
     let stopped_leftovers = leftovers::stop_leftovers(&processes);
     let plan = request.plan;

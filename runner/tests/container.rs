@@ -802,6 +802,19 @@ fn gateway(harness: &Harness, network: &str) -> String {
     String::from_utf8_lossy(&output.stdout).trim().to_owned()
 }
 
+/// Removes a run's containers and networks when dropped.
+struct RunCleanup<'a> {
+    engine: &'a Engine,
+    run: &'a RunId,
+}
+
+impl Drop for RunCleanup<'_> {
+    fn drop(&mut self) {
+        let _containers = self.engine.remove_run(self.run);
+        let _networks = self.engine.remove_run_networks(self.run);
+    }
+}
+
 #[test]
 fn a_server_is_reached_on_the_runs_network_and_reaches_nothing_else() {
     for_each_engine(|harness| {
@@ -809,6 +822,9 @@ fn a_server_is_reached_on_the_runs_network_and_reaches_nothing_else() {
         std::fs::write(site.tree.join("reach.py"), REACH).expect("the reach probe");
         let node = harness.node(&site);
         let run = run_id("network");
+        // Removed however the test ends, so that a failed assertion leaves no network behind
+        // for `.ci/e2e-container`'s check.
+        let _cleanup = RunCleanup { engine: &harness.engine, run: &run };
         let network = harness.engine.create_run_network(&run).expect("the run's network");
         assert_eq!(network, run_network_name(&run));
         assert_eq!(harness.engine.create_run_network(&run).expect("taken as it is"), network);
@@ -1010,6 +1026,13 @@ fn cleanup_removes_the_runs_containers_and_no_one_elses() {
 
         let output = harness.client(&["rm", "-f", &foreign, &unlabelled]);
         assert!(output.status.success(), "{output:?}");
+
+        // Networks likewise: the run's go, another run's stays.
+        let ours = harness.engine.create_run_network(&run).expect("ours");
+        let theirs = harness.engine.create_run_network(&other).expect("theirs");
+        assert_eq!(harness.engine.remove_run_networks(&run).expect("removed"), vec![ours]);
+        assert_eq!(harness.engine.remove_run_networks(&other).expect("removed"), vec![theirs]);
+        assert!(harness.engine.remove_run_networks(&run).expect("again").is_empty());
     });
 }
 

@@ -1306,3 +1306,136 @@ fn a_gated_dataset_is_fetched_by_prgate_and_no_secret_or_host_file_reaches_any_o
     }
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
 }
+
+/// The PR's change of the sample: a longer unit-test timeout, and a comment with the node's
+/// secret value in the recipe.
+fn change_the_recipe(repo: &Repo) {
+    let recipe = std::fs::read_to_string(repo.path().join("test/e2e/alpha.toml")).expect("it");
+    let changed = recipe.replace("unit-tests = \"2m\"", "unit-tests = \"3m\"");
+    repo.write("test/e2e/alpha.toml", &format!("{changed}# the token: {SECRET_VALUE}\n"));
+}
+
+#[test]
+fn a_changed_recipe_shows_its_redacted_diff_and_no_output_names_the_work_dir_or_the_secret() {
+    let fixture =
+        Fixture::new(&Sample { gate: TWO_PAIRS, pr: change_the_recipe, ..Sample::default() });
+    let args = fixture.run_args("changed");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let secret = [("PRGATE_SECRET_HF_TOKEN", SECRET_VALUE)];
+    let run = crate::support::prgate_with_env(fixture.repo.path(), &args, &secret);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // The job plan carries the diff, redacted.
+    let job = read_json(&fixture.results("changed").join("job.json"));
+    let diff = job["targets"][0]["recipe"]["diff"]["text"].as_str().expect("a diff").to_owned();
+    assert!(diff.contains("\n-unit-tests = \"2m\"\n+unit-tests = \"3m\"\n"), "{diff}");
+    assert!(diff.contains("\n+# the token: [redacted HF_TOKEN]\n"), "{diff}");
+
+    // The verdict, the comment and the full report show it.
+    let gate = fixture.gate("changed");
+    let plan = fixture.plan.to_str().expect("UTF-8");
+    let evidence = fixture.evidence("changed");
+    let verdict = crate::support::prgate_with_env(
+        fixture.repo.path(),
+        &[
+            "gate",
+            "--plan",
+            plan,
+            "--evidence",
+            evidence.to_str().expect("UTF-8"),
+            "--format",
+            "json",
+        ],
+        &secret,
+    );
+    assert!(verdict.stdout.contains("recipe_changes"), "{}{}", gate.stdout, verdict.stderr);
+    let verdict_path = fixture.work.path().join("verdict.json");
+    std::fs::write(&verdict_path, &verdict.stdout).expect("the verdict");
+    let report = crate::support::prgate_with_env(
+        fixture.repo.path(),
+        &[
+            "report",
+            "--pr",
+            "7",
+            "--plan",
+            plan,
+            "--verdict",
+            verdict_path.to_str().expect("UTF-8"),
+        ],
+        &secret,
+    );
+    assert_eq!(report.code, 0, "{}", report.stderr);
+    let comment = report.stdout;
+    let at = comment.find("### Recipes changed against base").expect("the diff's section");
+    let section = &comment[at..];
+    assert!(section.contains("<code>alpha</code>: <code>test/e2e/alpha.toml</code>"), "{section}");
+    assert!(section.contains("```diff\n"), "{section}");
+    assert!(section.contains("\n-unit-tests = \"2m\"\n+unit-tests = \"3m\"\n"), "{section}");
+    assert!(section.contains("+# the token: [redacted HF_TOKEN]"), "{section}");
+    std::fs::write(fixture.work.path().join("comment.md"), &comment).expect("the comment");
+
+    // No output of the run names the node's work directory (where the trees are exported)
+    // or holds the secret's value: the evidence, the job plan, the events, the verdict, the
+    // comment.
+    let work_dir = fixture.work.path().join("work").display().to_string();
+    let outputs = [
+        fixture.evidence("changed"),
+        fixture.results("changed").join("job.json"),
+        fixture.events("changed"),
+        verdict_path,
+        fixture.work.path().join("comment.md"),
+    ];
+    for needle in [SECRET_VALUE, work_dir.as_str()] {
+        let found: Vec<PathBuf> = outputs
+            .iter()
+            .flat_map(|output| {
+                if output.is_dir() {
+                    files_containing(output, needle)
+                } else {
+                    let text = std::fs::read_to_string(output).unwrap_or_default();
+                    if text.contains(needle) { vec![output.clone()] } else { Vec::new() }
+                }
+            })
+            .collect();
+        assert!(found.is_empty(), "{needle} found in {found:#?}");
+    }
+
+    // An unchanged recipe has no diff and no section.
+    let same = Fixture::new(&Sample { gate: TWO_PAIRS, ..Sample::default() });
+    let run = same.run("same");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let job = read_json(&same.results("same").join("job.json"));
+    assert!(job["targets"][0]["recipe"].get("diff").is_none(), "{job}");
+}
+
+/// The PR's change of the sample: its recipe is a link to a file of the node.
+fn link_the_recipe(repo: &Repo) {
+    let recipe = repo.path().join("test/e2e/alpha.toml");
+    std::fs::remove_file(&recipe).expect("the recipe goes");
+    std::os::unix::fs::symlink("/etc/hostname", &recipe).expect("a link");
+}
+
+#[test]
+fn a_refused_recipe_is_named_by_its_path_in_the_tree_not_where_the_node_exported_it() {
+    let fixture =
+        Fixture::new(&Sample { gate: TWO_PAIRS, pr: link_the_recipe, ..Sample::default() });
+    let run = fixture.run("linked");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let job = std::fs::read_to_string(fixture.results("linked").join("job.json")).expect("it");
+    assert!(
+        job.contains("\"test/e2e/alpha.toml: `test/e2e/alpha.toml` is a symbolic link"),
+        "{job}"
+    );
+    let gate = fixture.gate("linked");
+    assert!(gate.stdout.contains("test/e2e/alpha.toml"), "{}{}", gate.stdout, gate.stderr);
+    let work_dir = fixture.work.path().join("work").display().to_string();
+    let mut found = files_containing(&fixture.results("linked"), &work_dir);
+    for output in [fixture.events("linked")] {
+        if std::fs::read_to_string(&output).unwrap_or_default().contains(&work_dir) {
+            found.push(output);
+        }
+    }
+    if gate.stdout.contains(&work_dir) {
+        found.push("the verdict".into());
+    }
+    assert!(found.is_empty(), "{work_dir} found in {found:#?}");
+}

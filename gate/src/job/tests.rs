@@ -168,6 +168,7 @@ fn the_format_reads_back() {
             recipe: Recipes {
                 base: RecipeState::Parsed { path: "r.toml".to_owned(), hash: "h".to_owned() },
                 pr: RecipeState::Missing { path: "r.toml".to_owned() },
+                diff: Some(RecipeDiff { text: "@@ -1 +1 @@\n-a\n+b\n".to_owned(), omitted: 2 }),
             },
             steps: vec![
                 ExpectedStep {

@@ -733,6 +733,53 @@ fn the_chart_colours_have_the_contrast_graphics_need() {
 }
 
 #[test]
+fn a_changed_recipe_is_shown_as_its_diff_and_is_inert() {
+    use prgate_gate::job::RecipeDiff;
+    use prgate_gate::verdict::RecipeChange;
+    let plan = standard_plan();
+    let mut verdict = judged(&plan, &passing(), Some("[Fix] kimi_k31: a recipe"));
+    let unchanged = check(&plan, Some(&verdict), &header("t"), None);
+    assert!(!unchanged.contains("Recipes changed against base"), "{unchanged}");
+    let hostile = "+extra-args = \"``` </details> <img src=x> @admin\"";
+    verdict.recipe_changes = vec![RecipeChange {
+        model: Some("kimi_k31<b>".into()),
+        path: "test/e2e/kimi_k31.toml".into(),
+        diff: RecipeDiff {
+            text: format!("@@ -3 +3 @@\n-tp = 8\n+tp = 4\n{hostile}\n"),
+            omitted: 7,
+        },
+    }];
+    let comment = check(&plan, Some(&verdict), &header("t"), None);
+    let at = comment.find("### Recipes changed against base").expect("the section");
+    let section = &comment[at..];
+    assert!(section.contains(
+        "<details><summary><code>kimi_k31&lt;b&gt;</code>: <code>test/e2e/kimi_k31.toml</code></summary>"
+    ), "{section}");
+    // The fence is longer than any run of backticks in the diff, so nothing leaves the block.
+    assert!(
+        section.contains("\n````diff\n@@ -3 +3 @@\n-tp = 8\n+tp = 4\n+extra-args"),
+        "{section}"
+    );
+    assert!(section.contains("… and 7 more lines of the diff, not shown here."), "{section}");
+    let prose = outside_code(&comment).join("\n");
+    for raw in ["@admin", "<img", "tp = 4"] {
+        assert!(!prose.contains(raw), "{raw} is outside the code block");
+    }
+    // The full report shows it too; the shortest renderings drop it.
+    let link = link();
+    let header = header("t");
+    let input = CommentInput {
+        verdict: Some(&verdict),
+        plan: &plan,
+        header: &header,
+        progress: None,
+        full_report: Some(&link),
+        error: None,
+    };
+    assert!(render_full_report(&input).expect("renders").contains("+tp = 4"));
+}
+
+#[test]
 fn a_drained_node_is_one_header_row() {
     let plan = standard_plan();
     let verdict = judged(&plan, &passing(), Some("[Fix] x"));

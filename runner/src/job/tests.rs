@@ -346,3 +346,57 @@ fn what_accounts_for_the_steps_of_a_job_that_died() {
         ["alpha.unit-tests.base", "alpha.unit-tests.pr", "alpha.routing.base", "alpha.routing.pr"]
     );
 }
+
+#[test]
+fn a_changed_recipe_carries_its_diff_against_base_and_an_unchanged_one_none() {
+    let node = node("cpu-sim", &["alpha-ckpt"]);
+    let plan = plan(vec![model("alpha", Tier::Full, false)], false);
+    let changed = RECIPE.replace("tp = 1", "tp = 2");
+    let job = build(&plan, &trees(&[(ALPHA, RECIPE)], &[(ALPHA, &changed)]), &node);
+    let diff = job.plan.targets[0].recipe.diff.as_ref().expect("a diff");
+    assert_eq!(
+        diff.text,
+        "@@ -1,5 +1,5 @@\n hardware = [\"cpu-sim\"]\n checkpoint = \"alpha-ckpt\"\n-tp = 1\n+tp = 2\n \n [server]\n"
+    );
+    assert_eq!(diff.omitted, 0);
+    // The same bytes on both sides, a model new in the PR, a recipe the PR removed: no diff.
+    let same = build(&plan, &trees(&[(ALPHA, RECIPE)], &[(ALPHA, RECIPE)]), &node);
+    assert_eq!(same.plan.targets[0].recipe.diff, None);
+    let new = plan_with_new_alpha();
+    let fresh = build(&new, &trees(&[], &[(ALPHA, RECIPE)]), &node);
+    assert_eq!(fresh.plan.targets[0].recipe.diff, None);
+    let removed = build(&plan, &trees(&[(ALPHA, RECIPE)], &[]), &node);
+    assert_eq!(removed.plan.targets[0].recipe.diff, None);
+    // A recipe that no longer parses still shows what changed.
+    let broken = build(&plan, &trees(&[(ALPHA, RECIPE)], &[(ALPHA, "tp = \n")]), &node);
+    let diff = broken.plan.targets[0].recipe.diff.as_ref().expect("a diff");
+    assert!(diff.text.contains("\n+tp = \n") && diff.text.contains("\n-tp = 1\n"), "{diff:?}");
+}
+
+fn plan_with_new_alpha() -> Plan {
+    plan(vec![model("alpha", Tier::Full, true)], false)
+}
+
+#[test]
+fn a_recipes_diff_is_redacted_then_cut() {
+    let redactor = crate::redact::Redactor::new([("HF_TOKEN", "hf_SECRETvalue42")]);
+    let base = "a = 1\n";
+    let pr = "a = 1\ntoken = \"hf_SECRETvalue42\"\n";
+    let diff = recipe_diff_with(&redactor, base, pr).expect("a diff");
+    assert_eq!(diff.text, "@@ -1 +1,2 @@\n a = 1\n+token = \"[redacted HF_TOKEN]\"\n");
+    assert!(recipe_diff_with(&redactor, base, base).is_none());
+    // Long: at most DIFF_LINES lines, each at most DIFF_LINE_CHARS characters.
+    let long_base: String = (0..100).map(|i| format!("line{i} = {i}\n")).collect();
+    let long_pr: String =
+        (0..100).map(|i| format!("line{i} = {}\n", "x".repeat(300 + i))).collect();
+    let diff = recipe_diff_with(&redactor, &long_base, &long_pr).expect("a diff");
+    let lines: Vec<&str> = diff.text.lines().collect();
+    assert_eq!(lines.len(), DIFF_LINES);
+    assert_eq!(diff.omitted, 1 + 200 - DIFF_LINES);
+    let wide = recipe_diff_with(&redactor, base, &format!("a = \"{}\"\n", "é".repeat(500)))
+        .expect("a diff");
+    let longest = wide.text.lines().map(|line| line.chars().count()).max().unwrap_or(0);
+    assert_eq!(longest, DIFF_LINE_CHARS + 1, "cut, with an ellipsis: {wide:?}");
+    assert!(wide.text.contains("é…\n"), "{wide:?}");
+    assert_eq!((DIFF_LINES, DIFF_LINE_CHARS), (60, 200));
+}

@@ -257,3 +257,36 @@ fn events_are_json_lines_appended_per_event() {
         })
     );
 }
+
+#[test]
+fn paths_in_the_nodes_trees_are_written_as_paths_in_their_tree() {
+    let trees = TreePaths::new(Path::new("/var/lib/prgate/trees"));
+    let sha = "1286a51c82de1679dc7cd7cc1f810a755079c5d2";
+    let cases = [
+        (
+            format!("/var/lib/prgate/trees/{sha}/test/e2e/alpha.toml: `test` is a symbolic link"),
+            "test/e2e/alpha.toml: `test` is a symbolic link".to_owned(),
+        ),
+        (
+            format!("cannot start in /var/lib/prgate/trees/{sha}: gone"),
+            "cannot start in .: gone".to_owned(),
+        ),
+        (
+            format!(
+                "File \"/var/lib/prgate/trees/{sha}/a.py\", and /var/lib/prgate/trees/{sha}/b.py"
+            ),
+            "File \"a.py\", and b.py".to_owned(),
+        ),
+        (
+            "/var/lib/prgate/cache/x and /var/lib/prgate/treesx".to_owned(),
+            "/var/lib/prgate/cache/x and /var/lib/prgate/treesx".to_owned(),
+        ),
+    ];
+    for (text, expected) in cases {
+        assert_eq!(trees.relative(&text), expected, "{text}");
+    }
+    assert_eq!(
+        TreePaths::default().relative("/var/lib/prgate/trees/a/b"),
+        "/var/lib/prgate/trees/a/b"
+    );
+}

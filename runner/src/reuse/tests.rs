@@ -45,7 +45,7 @@ fn target() -> Target {
         model: Some("alpha".into()),
         tier: Tier::Full,
         new: false,
-        recipe: Recipes { base: recipe.clone(), pr: recipe },
+        recipe: Recipes { base: recipe.clone(), pr: recipe, diff: None },
         steps: vec![
             run_step(Check::UnitTests, Side::Base, None),
             run_step(Check::UnitTests, Side::Pr, None),

@@ -293,7 +293,7 @@ fn job_plan() -> JobPlan {
             model: Some(name.to_owned()),
             tier: if full { Tier::Full } else { Tier::Smoke },
             new: false,
-            recipe: Recipes { base: parsed.clone(), pr: parsed },
+            recipe: Recipes { base: parsed.clone(), pr: parsed, diff: None },
             steps,
         }
     };
