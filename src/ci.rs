@@ -121,6 +121,11 @@ pub(crate) struct CiArgs {
     jobs: Option<JobsResult>,
     /// How the run runs, as `prgate run` takes it (with --stage all, --executor slurm runs a
     /// SLURM job per model, docs/slurm.md).
+    /// A second run of the same pinned PR commit and base on this node takes over every step
+    /// the earlier run judged with unchanged inputs and runs only what failed, could not be
+    /// judged or is missing (docs/rerun.md). Local executor and `--stage run`.
+    #[arg(long, value_enum, default_value_t = Switch::On)]
+    reuse: Switch,
     #[command(flatten)]
     run: RunOptions,
 }
@@ -148,6 +153,8 @@ struct Settings {
     nodes: Option<PathBuf>,
     evidence: Vec<PathBuf>,
     jobs: Option<JobsResult>,
+    /// `--reuse`.
+    reuse: Switch,
     run: RunSettings,
 }
 
@@ -177,6 +184,7 @@ impl Settings {
             nodes: args.nodes.clone(),
             evidence: args.evidence.clone(),
             jobs: args.jobs.clone(),
+            reuse: args.reuse,
             run,
         })
     }
@@ -503,6 +511,7 @@ fn finish(args: &Settings) -> anyhow::Result<Outcome> {
         reporter.update(|state| {
             state.progress = progress_from_evidence(&plan, &evidence);
             state.image = images(&evidence);
+            state.gpu_time = gpu_time_words(&args.evidence);
         });
         match &args.jobs {
             None | Some(JobsResult::Success | JobsResult::Skipped) => {}
@@ -520,6 +529,29 @@ fn finish(args: &Settings) -> anyhow::Result<Outcome> {
         );
         judge_and_post(args, &reporter, &plan, &base, job.as_ref(), &evidence)
     })
+}
+
+/// The GPU time the runs in `results` folders measured (`prgate_runner::gpu_time`), in words.
+pub(crate) fn gpu_time_words(results: &[PathBuf]) -> Option<String> {
+    use prgate_report::gpu_hours::{ModelTime, PhaseTime};
+    let models: Vec<ModelTime> = results
+        .iter()
+        .flat_map(|dir| prgate_runner::gpu_time::TargetTime::read_all(dir))
+        .map(|target| ModelTime {
+            model: target.model,
+            gpus: target.gpus,
+            phases: target
+                .phases
+                .iter()
+                .map(|phase| PhaseTime {
+                    phase: phase.phase.as_str().to_owned(),
+                    gpu_seconds: phase.gpu_seconds,
+                    estimate_gpu_seconds: phase.estimate_gpu_seconds,
+                })
+                .collect(),
+        })
+        .collect();
+    prgate_report::gpu_hours::words(&models)
 }
 
 /// The `not-run` records of the models no node could take, so that the verdict says why.
@@ -668,6 +700,11 @@ fn judge_and_post(
     let verdict = crate::gate::judge_final(plan, job, evidence, title, base)
         .map_err(|error| anyhow::anyhow!("evidence record {}: {}", error.record, error.problem))?;
     write(&args.work.join("verdict.json"), &(serde_json::to_string_pretty(&verdict)? + "\n"))?;
+    reporter.update(|state| {
+        state.reuse = job
+            .and_then(|job| prgate_report::rerun::Reuse::of(job, evidence))
+            .map(|reuse| reuse.words());
+    });
     if verdict.result == State::Pending {
         // The run is over: a check still pending will never report.
         let missing: Vec<String> = verdict
@@ -744,7 +781,10 @@ fn pipeline(
         }
     }
     .context("running the plan")?;
-    reporter.update(|state| state.progress = comment.progress());
+    reporter.update(|state| {
+        state.progress = comment.progress();
+        state.gpu_time = gpu_time_words(std::slice::from_ref(&results));
+    });
     let (_files, evidence) = crate::gate::read_evidence(&results.join("evidence"))?;
     let job_path = results.join(prgate_runner::results::JOB_FILE);
     let job = job_path.is_file().then(|| crate::gate::read_job(&job_path, &plan)).transpose()?;
@@ -792,6 +832,10 @@ fn run_plan(
         preflight: &preflight,
         only_models: target.only_models,
         observer: target.observer,
+        reuse: &crate::run::reuse_mode(
+            args.reuse,
+            &args.run_url.clone().unwrap_or_else(|| target.results.display().to_string()),
+        ),
     };
     Ok(prgate_runner::run::run(&request)?)
 }
@@ -921,6 +965,10 @@ struct CommentState {
     nodes: Vec<String>,
     /// What the run is expected to take.
     estimate: Option<String>,
+    /// The GPU time the run measured, for the comment's header.
+    gpu_time: Option<String>,
+    /// What the run reused from an earlier one.
+    reuse: Option<String>,
 }
 
 /// The images the evidence names (a digest, or a tag when the profile pins none), in order,
@@ -990,6 +1038,8 @@ impl Reporter {
             image: state.image.clone(),
             run_url: self.args.run_url.clone(),
             estimate: state.estimate.clone(),
+            gpu_time: state.gpu_time.clone(),
+            reuse: state.reuse.clone(),
             drained: crate::node::drained_for_report(&self.args.node),
         }
     }

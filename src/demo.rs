@@ -20,6 +20,7 @@ use prgate_report::comment::{
 use prgate_report::status::{StatusSettings, commit_status};
 use prgate_runner::node::NodeProfile;
 use prgate_runner::results::ResultsDir;
+use prgate_runner::reuse::ReuseMode;
 use prgate_runner::run::{
     DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, Isolation, PreflightMode, RunRequest,
 };
@@ -201,6 +202,13 @@ fn run_pr(
     let title = Some(pr.title);
     let gain_required = prgate_gate::title::requires_gain(title, &base.config.gain.types);
     let python = PathBuf::from("python3");
+    // A PR the demo runs twice: its first run, whose judged steps the second takes over.
+    let first = dir.join("results").join(format!("pr-{}-first-run", pr.number));
+    let reuse = if pr.reruns {
+        ReuseMode::Node { run: format!("results/pr-{}-first-run", pr.number) }
+    } else {
+        ReuseMode::Off
+    };
     let run = RunRequest {
         plan: &plan,
         repo,
@@ -221,7 +229,27 @@ fn run_pr(
         preflight: &PreflightMode::Off,
         only_models: None,
         observer: None,
+        reuse: &reuse,
     };
+    if pr.reruns {
+        let first_run = RunRequest { results: &first, events: None, ..run };
+        let summary = prgate_runner::run::run(&first_run).context("running the plan")?;
+        let records = ResultsDir::open(&first)?.records()?;
+        let evidence: Vec<_> = records.into_iter().map(|(_step, record)| record).collect();
+        let job = crate::gate::read_job(&first.join(prgate_runner::results::JOB_FILE), &plan)?;
+        let verdict = crate::gate::judge_final(&plan, Some(&job), &evidence, title, &base)
+            .map_err(|error| anyhow::anyhow!("judging the evidence: {}", error.problem))?;
+        writeln!(
+            out,
+            "    first run: {} steps, {}: {}",
+            summary.recorded,
+            result_word(&verdict),
+            why(&verdict).join("; ")
+        )?;
+        writeln!(out, "    a maintainer runs it again: what the first run judged is reused")?;
+    }
+    let rerun = ReuseMode::Node { run: format!("results/pr-{}", pr.number) };
+    let run = if pr.reruns { RunRequest { reuse: &rerun, ..run } } else { run };
     let started = Instant::now();
     let summary = prgate_runner::run::run(&run).context("running the plan")?;
     writeln!(
@@ -230,6 +258,9 @@ fn run_pr(
         summary.recorded,
         started.elapsed().as_secs_f64()
     )?;
+    if summary.reused > 0 {
+        writeln!(out, "    took {} judged steps over from the first run", summary.reused)?;
+    }
     for note in &summary.notes {
         writeln!(out, "    note: {note}")?;
     }
@@ -241,14 +272,19 @@ fn run_pr(
     let verdict = crate::gate::judge_final(&plan, Some(&job), &evidence, title, &base)
         .map_err(|error| anyhow::anyhow!("judging the evidence: {}", error.problem))?;
     write_json(&results.join("verdict.json"), &verdict)?;
-    write_pr_files(&results, &plan, &verdict, pr, node)?;
+    let reuse = prgate_report::rerun::Reuse::of(&job, &evidence).map(|reuse| reuse.words());
+    write_pr_files(&results, &plan, &verdict, pr, node, reuse.clone())?;
     writeln!(out)?;
     for line in prgate_report::verdict::human(&verdict).lines() {
         writeln!(out, "    {line}")?;
     }
     writeln!(out)?;
     out.flush()?;
-    Ok(PrOutcome { result: result_word(&verdict).to_owned(), why: why(&verdict) })
+    let mut why = why(&verdict);
+    if let Some(reuse) = reuse {
+        why.insert(0, format!("re-run after a flaky failure: {reuse}"));
+    }
+    Ok(PrOutcome { result: result_word(&verdict).to_owned(), why })
 }
 
 /// What the PR would get on GitHub: the comment, the status line and the full report.
@@ -258,6 +294,7 @@ fn write_pr_files(
     verdict: &Verdict,
     pr: &SamplePr,
     node: &NodeProfile,
+    reuse: Option<String>,
 ) -> anyhow::Result<()> {
     let header = Header {
         pr_number: u64::from(pr.number),
@@ -268,6 +305,8 @@ fn write_pr_files(
         image: Some(node.image().name.clone()),
         run_url: None,
         estimate: None,
+        gpu_time: crate::ci::gpu_time_words(&[results.to_path_buf()]),
+        reuse,
         drained: prgate_runner::health::drained_nodes(&prgate_runner::health::health_dir(node))?
             .iter()
             .map(crate::node::drained_node)

@@ -134,6 +134,8 @@ fn load(facts: &RunFacts) -> anyhow::Result<Loaded> {
         image: facts.image.clone(),
         run_url: facts.run_url.clone(),
         estimate: None,
+        gpu_time: None,
+        reuse: None,
         drained: Vec::new(),
     };
     let link = ReportLink { name: facts.report_name.clone(), url: facts.report_url.clone() };

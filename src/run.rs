@@ -72,6 +72,11 @@ pub(crate) struct RunArgs {
     /// Without it, every model and the common checks run. Local executor only.
     #[arg(long = "only-model", value_name = "NAME")]
     only_models: Vec<String>,
+    /// Take over every step an earlier run of the same PR and base commits on this node judged
+    /// with unchanged inputs, run only what failed, could not be judged or is missing, and save
+    /// what this run judged for a later one (docs/rerun.md). Local executor only.
+    #[arg(long, value_enum, default_value_t = Switch::Off)]
+    reuse: Switch,
     #[command(flatten)]
     options: RunOptions,
 }
@@ -307,6 +312,9 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
                 "--only-model is for --executor local: the SLURM executor runs a job per model"
             );
         }
+        if args.reuse == Switch::On {
+            anyhow::bail!("--reuse on is for --executor local: SLURM jobs do not reuse steps yet");
+        }
         return run_slurm(&settings, slurm, &files, &plan, &node, None);
     }
     for name in &args.only_models {
@@ -337,18 +345,28 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
         preflight: &preflight,
         only_models: (!args.only_models.is_empty()).then_some(args.only_models.as_slice()),
         observer: None,
+        reuse: &reuse_mode(args.reuse, &files.results.display().to_string()),
     };
     let summary = prgate_runner::run::run(&request).context("running the plan")?;
     for note in &summary.notes {
         eprintln!("note: {note}");
     }
     eprintln!(
-        "{} steps recorded, {} already recorded by an earlier run; evidence in {}",
+        "{} steps recorded, {} already recorded by an earlier run ({} of them reused from another results directory); evidence in {}",
         summary.recorded,
         summary.skipped,
+        summary.reused,
         files.results.join("evidence").display()
     );
     Ok(())
+}
+
+/// Whether a run reuses (and saves) judged steps, from the command line; `run` names this run.
+pub(crate) fn reuse_mode(switch: Switch, run: &str) -> prgate_runner::reuse::ReuseMode {
+    match switch {
+        Switch::Off => prgate_runner::reuse::ReuseMode::Off,
+        Switch::On => prgate_runner::reuse::ReuseMode::Node { run: run.to_owned() },
+    }
 }
 
 /// The run's id, which names its containers: the PR commit's first 12 digits and a hash of the

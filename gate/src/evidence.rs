@@ -20,6 +20,12 @@
 //! }
 //! ```
 //!
+//! `provenance.reused`, when present, is `{"run": "..."}`: the record was measured by an
+//! earlier run of the same PR commit and base (that run's name: its workflow run's page or its
+//! results directory) and taken over unchanged, because every input of its step was the same
+//! (docs/rerun.md). It is absent on what this run measured; added in place, so readers that do
+//! not know it judge the record as they would have.
+//!
 //! The outcomes, by `kind`:
 //! - `tests`: `results` [{`id`, `outcome` (`passed`, `failed`, `skipped`, `error`),
 //!   `message`, and `flaky: true` for a test that passed only on a rerun (absent otherwise;
@@ -119,6 +125,19 @@ pub struct Provenance {
     pub base_commit: Option<String>,
     pub pr_commit: Option<String>,
     pub recipe_hash: Option<String>,
+    /// The record was measured by an earlier run of the same PR commit and base, and taken
+    /// over unchanged by this one (re-running only what is missing); absent when this run
+    /// measured it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reused: Option<Reused>,
+}
+
+/// Where a reused record was measured.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reused {
+    /// The run that measured it, as that run named itself (its workflow run's page, or its
+    /// results directory).
+    pub run: String,
 }
 
 /// What a step measured, or why it could not run.

@@ -65,6 +65,12 @@ pub struct Header {
     pub run_url: Option<String>,
     /// What the run is expected to take (GPU time, and the makespan on the nodes), in words.
     pub estimate: Option<String>,
+    /// The GPU time the run measured, by model and phase, in words
+    /// ([`crate::gpu_hours::words`]).
+    pub gpu_time: Option<String>,
+    /// What the run took over from an earlier run of the same commits, in words
+    /// ([`crate::rerun::Reuse::words`]).
+    pub reuse: Option<String>,
     /// The nodes prgate's health ledger had drained, which the run left out.
     pub drained: Vec<DrainedNode>,
 }
@@ -765,6 +771,14 @@ fn header_rows(header: &Header, detail: Detail) -> Vec<HeaderRow> {
             label_md: "Estimate",
             value_md: markdown_text(&detail.text(estimate), MarkdownPlace::TableCell),
         });
+    }
+    for (label_md, words) in [("GPU time", &header.gpu_time), ("Re-run", &header.reuse)] {
+        if let Some(words) = words {
+            rows.push(HeaderRow {
+                label_md,
+                value_md: markdown_text(&detail.text(words), MarkdownPlace::TableCell),
+            });
+        }
     }
     rows
 }

@@ -298,6 +298,8 @@ pub(crate) fn header(title: &str) -> Header {
         image: Some("rocm/sglang@sha256:4f2a9c".into()),
         run_url: Some("https://github.com/org/models/actions/runs/123456".into()),
         estimate: None,
+        gpu_time: None,
+        reuse: None,
         drained: Vec::new(),
     }
 }

@@ -11,12 +11,16 @@
 //!   report;
 //! - [`estimate`]: the estimate of `prgate plan --estimate` as tables and in words;
 //! - [`status`]: the commit status;
-//! - [`summary`]: the job summary and the annotations.
+//! - [`summary`]: the job summary and the annotations;
+//! - [`gpu_hours`]: the GPU time a run measured and its estimate, by model and phase;
+//! - [`rerun`]: what a re-run took over from an earlier run.
 
 pub mod comment;
 pub mod escape;
 pub mod estimate;
+pub mod gpu_hours;
 pub mod plan;
+pub mod rerun;
 pub mod status;
 pub mod summary;
 pub mod verdict;

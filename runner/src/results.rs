@@ -7,7 +7,13 @@
 //! DIR/job.json               the job plan (prgate_gate::job): what the run must produce
 //! DIR/evidence/<step>.json   one evidence record (prgate_gate::evidence) per finished step
 //! DIR/logs/<step>/           the logs of that step (server output, pytest, benchmarks)
+//! DIR/gpu-time/<target>.json the GPU time of a model (or `~common`) by phase, against its
+//!                            estimate (`crate::gpu_time`, docs/gpu-hours.md)
 //! ```
+//!
+//! A record taken over from an earlier run of the same commits (`crate::reuse`,
+//! docs/rerun.md) is in `DIR/evidence` like any other, with `provenance.reused` naming the run
+//! that measured it.
 //!
 //! `<step>` is the [`StepId`]'s [file stem](file_stem): model, check, side and part,
 //! so a rerun of a step replaces its file. A record is written to a temporary file in the same

@@ -97,12 +97,14 @@ use prgate_scope::plan::{ModelPlan, Plan};
 
 use crate::cache::Cache;
 use crate::export::{ExportError, export_tree};
+use crate::gpu_time::TargetTime;
 use crate::job::{CommonSource, Job, JobRequest, ModelRecipes, RecipeSource};
 use crate::lock::{HostLock, LockError, lock_path};
 use crate::node::NodeProfile;
 use crate::preflight::{ImageCheck, Preflight, Probes, SystemCommands, Thresholds};
 use crate::process::ProcessError;
 use crate::results::{EventWriter, Part, ResultsDir, ResultsError, StepId};
+use crate::reuse::{Current, ReuseMode, ReuseStore, RunKey};
 pub use exec::Isolation;
 
 /// Where a model's recipe is in the PR's tree unless the request says otherwise.
@@ -153,6 +155,9 @@ pub struct RunRequest<'a> {
     /// covered cells of every model, so a run split by model (a SLURM job per model) records
     /// what one whole run would.
     pub only_models: Option<&'a [String]>,
+    /// Whether the run takes over what an earlier run of the same commits judged, and saves
+    /// what it judged for a later one ([`crate::reuse`], docs/rerun.md).
+    pub reuse: &'a ReuseMode,
 }
 
 /// Whether a run checks the node first ([`crate::preflight`]).
@@ -173,6 +178,8 @@ pub struct RunSummary {
     pub skipped: usize,
     /// What the run could not do and did not record, for the user.
     pub notes: Vec<String>,
+    /// The steps taken over from an earlier run ([`crate::reuse`]).
+    pub reused: usize,
 }
 
 /// Why a run stopped before its end. A step that fails is evidence, not an error: these are
@@ -257,6 +264,7 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
         base_commit: Some(base_commit.clone()),
         pr_commit: Some(pr_commit.clone()),
         recipe_hash: recipe_hash.map(str::to_owned),
+        reused: None,
     };
     let targets: Vec<&Target> =
         job.plan.targets.iter().filter(|target| chosen(target.model.as_deref())).collect();
@@ -270,6 +278,57 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
         })
         .collect();
     let common = job.common.as_ref().zip(targets.iter().find(|t| t.model.is_none()).copied());
+    // The PR side's recipe hash of a target: what its records' provenance names.
+    let target_hash = |target: &Target| match target.model.as_deref() {
+        None => job.common.as_ref().and_then(CommonSource::hash),
+        Some(name) => job.models.iter().find(|m| m.name == name).and_then(|m| m.pr.hash()),
+    };
+    let run_key = |target: &Target| RunKey {
+        prgate_version: env!("CARGO_PKG_VERSION").to_owned(),
+        pr_commit: pr_commit.clone(),
+        base_commit: base_commit.clone(),
+        target: target.model.clone().unwrap_or_else(|| COMMON_CHECKS.to_owned()),
+        node: node.name().to_owned(),
+        node_profile: RunKey::profile_hash(node),
+        image: node.image().digest.clone().unwrap_or_else(|| node.image().name.clone()),
+        isolation: match request.isolation {
+            Isolation::Host => format!("host python={}", request.python.display()),
+            Isolation::Container { .. } => "container".to_owned(),
+        },
+        family: job.plan.family,
+    };
+    let store = ReuseStore::new(node.cache_dir());
+    if let ReuseMode::Node { .. } = request.reuse {
+        let cell_open = |pairs: &[prgate_gate::speed::Pair], noise, covered| {
+            steps::cell_needs_pair(request, job.plan.family, pairs, noise, covered)
+        };
+        let recorded = results.completed_steps()?;
+        let recorded_records: Vec<Evidence> =
+            results.records()?.into_iter().map(|(_step, record)| record).collect();
+        for target in &targets {
+            let Some(entry) = store.load(&run_key(target)) else { continue };
+            let current = Current {
+                key: &run_key(target),
+                target,
+                provenance: &provenance(target_hash(target)),
+                cell_open: &cell_open,
+            };
+            let selection = crate::reuse::select(&entry, &current);
+            if let Some(why) = selection.refused {
+                summary.notes.push(format!("nothing of {} reused: {why}", target.name()));
+            }
+            // What this results directory has already (a resumed run) stays.
+            let fresh = |record: &Evidence| !recorded.contains(&StepId::of(record));
+            for record in selection.records.iter().filter(|record| fresh(record)) {
+                results.write(record)?;
+            }
+            summary.reused += selection
+                .steps
+                .iter()
+                .filter(|step| !prgate_gate::job::accounted(step, &recorded_records))
+                .count();
+        }
+    }
 
     let mut runner = steps::Runner {
         request,
@@ -285,6 +344,7 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
         cache: Cache::new(node.cache_dir()),
         deadline: request.time_limit.map(|limit| Instant::now() + limit),
         installed: BTreeMap::new(),
+        clock: crate::gpu_time::PhaseClock::default(),
         exec: exec::Exec {
             isolation: request.isolation,
             node,
@@ -344,14 +404,38 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
         return Ok(summary);
     }
 
+    // The GPU time of each target, by phase (`crate::gpu_time`).
+    let mut times: Vec<(String, TargetTime)> = Vec::new();
+    let no_history = crate::schedule::History::default();
     if let Some((source, target)) = common {
         let subject = steps::Subject { model: None, provenance: provenance(source.hash()) };
         let sides = [(Side::Base, base_tree.as_path()), (Side::Pr, pr_tree.as_path())];
+        runner.clock.take();
         runner.common(&subject, source, target, &sides)?;
+        let estimate = match source {
+            CommonSource::Parsed { recipe, .. } => {
+                Some(crate::schedule::estimate_common(Some(recipe), &no_history))
+            }
+            _ => None,
+        };
+        // The common checks' commands get no GPU.
+        let spent = TargetTime::new(None, 0, &runner.clock.take(), estimate.as_ref());
+        times.push((COMMON_CHECKS.to_owned(), spent));
     }
     for &(model, recipe, target) in &models {
         let job = model_job(model, recipe, target, &base_tree, &pr_tree, &provenance);
+        runner.clock.take();
         runner.model(&job)?;
+        let (gpus, estimate) = match &recipe.pr {
+            RecipeSource::Parsed { recipe, .. } => (
+                crate::gpu_time::gpus_held(node, recipe),
+                Some(crate::schedule::estimate_model(model, Some(recipe), &no_history)),
+            ),
+            _ => (0, None),
+        };
+        let spent =
+            TargetTime::new(Some(&model.name), gpus, &runner.clock.take(), estimate.as_ref());
+        times.push((model.name.clone(), spent));
     }
     runner.emit.close();
     // Fail closed: a step the job plan expects that this run left without a record is
@@ -359,10 +443,7 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
     let records: Vec<Evidence> =
         results.records()?.into_iter().map(|(_step, record)| record).collect();
     for target in &targets {
-        let hash = match target.model.as_deref() {
-            None => job.common.as_ref().and_then(CommonSource::hash),
-            Some(name) => job.models.iter().find(|m| m.name == name).and_then(|m| m.pr.hash()),
-        };
+        let hash = target_hash(target);
         for step in target.evidence_steps() {
             if prgate_gate::job::accounted(&step, &records) {
                 continue;
@@ -379,6 +460,36 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
                 evidence(step.model(), step.check(), step.side(), &provenance(hash), outcome);
             results.write(&record)?;
             summary.notes.push(format!("no record of {step}: recorded as not run"));
+        }
+    }
+    // What each target's run cost, in the results and the node's history.
+    let run_name = match request.reuse {
+        ReuseMode::Node { run } => run.clone(),
+        ReuseMode::Off => request.results.display().to_string(),
+    };
+    let mut history = Vec::new();
+    for (name, spent) in times {
+        let lines = spent.history(node.name(), &run_name, &pr_commit, &base_commit);
+        history.extend(lines);
+        if let Err(error) = spent.save(results.root(), &name) {
+            summary.notes.push(format!("the GPU time of {name} was not saved: {error}"));
+        }
+    }
+    if let Err(error) = crate::gpu_time::append_history(node.cache_dir(), &history) {
+        summary.notes.push(format!("the node's GPU-time history was not written: {error}"));
+    }
+    // What this run judged, for a later run of the same commits to take over.
+    if let ReuseMode::Node { run } = request.reuse {
+        let records = results.records()?;
+        for target in &targets {
+            let mine: Vec<Evidence> = records
+                .iter()
+                .filter(|(_step, record)| record.model == target.model)
+                .map(|(_step, record)| record.clone())
+                .collect();
+            if let Err(error) = store.save(&run_key(target), run, target, &mine) {
+                summary.notes.push(format!("what {} judged was not saved: {error}", target.name()));
+            }
         }
     }
     let removed = exec::Exec {

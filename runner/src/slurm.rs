@@ -630,6 +630,7 @@ impl Orchestra<'_> {
             base_commit: Some(plan.base_side_commit().to_owned()),
             pr_commit: Some(plan.head.sha.clone()),
             recipe_hash,
+            reused: None,
         }
     }
 

@@ -441,6 +441,35 @@ async fn ci_runs_on_the_configured_executor_slurm() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_second_run_ci_on_the_same_commits_reuses_what_the_first_judged_and_says_so() {
+    let fixture = Fixture::new(&Sample { gate: TWO_PAIRS, ..Sample::default() });
+    let (server, github, head) = stand_in(&fixture).await;
+    let child = spawn_ci(&fixture, &server, &head, &[]);
+    let (code, stderr) = tokio::task::spawn_blocking(move || output(child)).await.expect("joined");
+    assert_eq!(code, 0, "{stderr}");
+    let first = github.with(|repo| repo.comments[0].1.clone());
+    assert!(!first.contains("Re-run"), "{first}");
+    assert!(first.contains("| GPU time | alpha \\(2 GPUs\\): "), "{first}");
+    // The workflow's next job starts in an empty work folder; the node keeps its store.
+    std::fs::remove_dir_all(fixture.work.path().join("ci")).expect("the work folder is gone");
+    let child = spawn_ci(&fixture, &server, &head, &[]);
+    let (code, stderr) = tokio::task::spawn_blocking(move || output(child)).await.expect("joined");
+    assert_eq!(code, 0, "{stderr}");
+    github.with(|repo| {
+        assert_eq!(repo.comments.len(), 1, "the one comment is edited");
+        let last = &repo.comments[0].1;
+        assert!(last.contains("✅ AMD PR test: pass"), "{last}");
+        // The run's page is shown as text, made inert as a link (text from the node is data).
+        let row = last.lines().find(|line| line.starts_with("| Re-run | ")).expect("a Re-run row");
+        assert!(row.starts_with("| Re-run | 14 of 14 steps reused from run https"), "{row}");
+        assert!(row.contains("//github.com/amd/mono/actions/runs/1 "), "{row}");
+        assert!(row.ends_with("\\(their inputs unchanged\\); nothing ran again. |"), "{row}");
+        assert_eq!(repo.statuses.last().map(|(state, _)| state.as_str()), Some("success"));
+    });
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn the_start_stage_schedules_around_a_drained_node_and_the_comment_says_so() {
     let fixture = Fixture::new(&Sample { gate: TWO_PAIRS, ..Sample::default() });
     let (server, github, head) = stand_in(&fixture).await;

@@ -13,7 +13,7 @@ fn the_demo_runs_and_judges_every_sample_pr_and_keeps_its_results() {
     let stdout = &run.stdout;
 
     // A verdict for every PR.
-    let prs = [95, 101, 103, 110, 112, 114, 116, 118, 120, 122, 124];
+    let prs = [95, 101, 103, 110, 112, 114, 116, 118, 120, 122, 124, 126];
     for pr in prs {
         assert!(stdout.contains(&format!("=== PR #{pr}: ")), "no PR #{pr} in\n{stdout}");
         // What the PR would get on GitHub, as files.
@@ -88,6 +88,25 @@ fn the_demo_runs_and_judges_every_sample_pr_and_keeps_its_results() {
     let ledger =
         std::fs::read_to_string(out.join("cache/health/demo-node-2.jsonl")).expect("the ledger");
     assert_eq!(ledger.lines().count(), 4, "three strikes and a drain: {ledger}");
+
+    // A PR run twice after a flaky failure: the second run takes over what the first judged
+    // and runs only the failed suite, which passes; the comment says what was reused.
+    let rerun = section(126);
+    assert!(rerun.contains("first run: "), "{rerun}");
+    assert!(rerun.contains("FAIL: glm53_flash: unit-tests:"), "{rerun}");
+    assert!(rerun.contains("    ran 1 steps in "), "{rerun}");
+    assert!(rerun.contains("took 13 judged steps over from the first run"), "{rerun}");
+    assert!(rerun.contains("AMD PR test: PASS"), "{rerun}");
+    let comment = std::fs::read_to_string(out.join("results/pr-126/comment.md")).expect("comment");
+    assert!(
+        comment.contains(
+            "| Re-run | 13 of 14 steps reused from run results/pr-126-first-run \\(their inputs unchanged\\); the rest ran again. |"
+        ),
+        "{comment}"
+    );
+    // Every comment says what its run cost in GPU time.
+    assert!(comment.contains("| GPU time | glm53\\_flash \\(1 GPU\\): "), "{comment}");
+    assert!(out.join("cache/gpu-hours.jsonl").is_file());
 
     // --out keeps the repository, the node profile and the evidence.
     assert!(stdout.contains("Everything is in"), "{stdout}");

@@ -10,6 +10,7 @@ mod github;
 mod github_teams;
 mod node;
 mod plan;
+mod rerun;
 mod run;
 mod sim;
 mod slurm;

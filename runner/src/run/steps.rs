@@ -16,6 +16,7 @@ use super::{RunError, RunRequest, RunSummary, any_missing, evidence, not_run, re
 use crate::accuracy::{self, EvalConfig, gated, sgl_eval};
 use crate::bench::{self, BenchConfig, Endpoint};
 use crate::cache::{AccuracyKey, Cache, NoiseKey};
+use crate::gpu_time::{Phase, PhaseClock};
 use crate::job::{CommonSource, RecipeSource};
 use crate::junit::{self, PytestCommand};
 use crate::key::Key;
@@ -49,6 +50,8 @@ pub(super) struct Runner<'r> {
     pub installed: BTreeMap<(PathBuf, Vec<String>), Result<(), String>>,
     /// Where commands run.
     pub exec: Exec<'r>,
+    /// Which phase the wall time goes to (`crate::gpu_time`).
+    pub clock: PhaseClock,
 }
 
 /// Whose steps these are: a model's, or the common checks' (`model` is `None`).
@@ -232,6 +235,7 @@ impl Runner<'_> {
         if let Some(done) = self.installed.get(&key) {
             return done.clone();
         }
+        let _phase = self.clock.enter(Phase::Install);
         let stem = Key::of(argv.join("\0").as_bytes()).short();
         let side_name = side_name(side);
         let log = self
@@ -298,6 +302,7 @@ impl Runner<'_> {
             let run =
                 TestRun { selection: &recipe.selections, tree, timeout, server: None, gpus: &[] };
             let purpose = format!("common-{}-tests", side_name(side));
+            let _phase = self.clock.enter(Phase::Tests);
             self.step(subject, Check::CommonTests, side, None, |log| match installed {
                 Ok(()) => pytest(&exec, &run, log, purpose),
                 Err(detail) => not_run(NotRunReason::Crash, detail, None),
@@ -406,6 +411,7 @@ impl Runner<'_> {
                 let exec = self.exec;
                 let run = TestRun { selection, tree, timeout, server: None, gpus: &gpus };
                 let purpose = format!("{}-{}-{}", job.name(), side_name(side), check_slug(check));
+                let _phase = self.clock.enter(Phase::Tests);
                 self.step(&job.subject, check, side, None, |log| match installed {
                     Ok(()) => pytest(&exec, &run, log, purpose),
                     Err((reason, detail)) => not_run(reason, detail, None),
@@ -441,6 +447,7 @@ impl Runner<'_> {
             let gpus = recipe_gpus(self.request.node, recipe);
             let exec = self.exec;
             let purpose = format!("{}-{}-kernel-timing", job.name(), side_name(side));
+            let _phase = self.clock.enter(Phase::Tests);
             self.step(&job.subject, Check::KernelTiming, side, None, |log| match installed {
                 Ok(()) => timing(&exec, side_recipe, tree, log, timeout, &gpus, &purpose),
                 Err((reason, detail)) => not_run(reason, detail, None),
@@ -556,6 +563,7 @@ impl Runner<'_> {
                     self.limit(recipe.timeouts().serving_tests.unwrap_or(DEFAULT_STEP_TIMEOUT));
                 let exec = self.exec;
                 let purpose = format!("{}-{}-serving-tests", job.name(), side_name(side));
+                let _phase = self.clock.enter(Phase::Tests);
                 self.step(subject, Check::ServingTests, side, None, |log| match server {
                     Ok(serving) => {
                         let run =
@@ -595,12 +603,15 @@ impl Runner<'_> {
                         ),
                         Some(&benchmark.name),
                     ),
-                    (Ok(serving), Some(side_benchmark)) => self.evaluate(
-                        servers.recipes[slot(side)],
-                        side_benchmark,
-                        &serving,
-                        &servers.launches[slot(side)],
-                    ),
+                    (Ok(serving), Some(side_benchmark)) => {
+                        let _phase = self.clock.enter(Phase::Accuracy);
+                        self.evaluate(
+                            servers.recipes[slot(side)],
+                            side_benchmark,
+                            &serving,
+                            &servers.launches[slot(side)],
+                        )
+                    }
                     (Ok(_), None) => not_run(
                         NotRunReason::NoRecipe,
                         format!(
@@ -618,6 +629,7 @@ impl Runner<'_> {
             }
         }
         if !cells.is_empty() {
+            let _phase = self.clock.enter(Phase::Speed);
             self.speed(job, recipe, cells, &mut servers)?;
         }
         let pattern = &recipe.server().routing_pattern;
@@ -637,6 +649,7 @@ impl Runner<'_> {
             self.record(subject, Check::Routing, side, None, outcome)?;
         }
         // Dropping the servers stops them.
+        let _phase = self.clock.enter(Phase::Servers);
         drop(servers);
         Ok(())
     }
@@ -644,6 +657,7 @@ impl Runner<'_> {
     /// `side`'s server, started when it is not up (and, one at a time, the other side's
     /// stopped first).
     fn server(&self, servers: &mut Servers<'_>, side: Side) -> Result<Serving, ServerFailure> {
+        let _phase = self.clock.enter(Phase::Servers);
         let startup = self.limit(servers.recipe.server().startup_timeout);
         servers.get(&self.exec, side, startup)
     }
@@ -958,14 +972,7 @@ impl Runner<'_> {
     /// pairs, outliers re-measured at most `max-outliers` times) ends every cell; the bound
     /// here only guards against a gate that never decides.
     fn cell_open(&self, cell: &Cell) -> bool {
-        let speed = &self.request.gate.speed;
-        let context = CellContext {
-            cells: usize::try_from(self.family.max(1)).unwrap_or(usize::MAX),
-            gain_required: self.request.gain_required && cell.covered,
-            calibration: cell.noise,
-        };
-        cell.pairs.len() < speed.max_pairs + speed.max_outliers
-            && needs_another_pair(&cell.pairs, self.request.gate, &context)
+        cell_needs_pair(self.request, self.family, &cell.pairs, cell.noise, cell.covered)
     }
 
     /// Runs pairs in every open cell until the gate has decided each. Every pair is
@@ -1372,6 +1379,25 @@ pub(super) struct Cell {
     aa_differences: Vec<f64>,
     /// Failed: no more pairs.
     closed: bool,
+}
+
+/// Whether a cell with `pairs` and `noise` (covered or not) needs another pair: the gate's
+/// rule with the request's settings, title and the run's `family`, within the gate's cap.
+pub(super) fn cell_needs_pair(
+    request: &RunRequest<'_>,
+    family: u32,
+    pairs: &[Pair],
+    noise: Option<Calibration>,
+    covered: bool,
+) -> bool {
+    let speed = &request.gate.speed;
+    let context = CellContext {
+        cells: usize::try_from(family.max(1)).unwrap_or(usize::MAX),
+        gain_required: request.gain_required && covered,
+        calibration: noise,
+    };
+    pairs.len() < speed.max_pairs + speed.max_outliers
+        && needs_another_pair(pairs, request.gate, &context)
 }
 
 /// The first `<dir>/<stem>-<n>` that does not exist yet, `n` from 1.
