@@ -6,7 +6,8 @@
 //!
 //! Exit codes, for every subcommand:
 //! - 0: success (for the gate: the PR passed; for the trigger: a run starts);
-//! - 1: the gate failed the PR, or checks are pending; the trigger started no run;
+//! - 1: the gate failed the PR, or checks are pending; the trigger started no run; the node
+//!   is drained (`prgate node status`) or its canary failed (`prgate node canary`);
 //! - 2: an error: bad input, an unknown ref, an unreadable file (the message on stderr names
 //!   it); for the gate, also a verdict of `error`: some check could not be judged (the
 //!   verdict says which and why).

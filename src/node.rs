@@ -181,7 +181,7 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<Outcome> {
         }
         NodeCommand::Scan(args) => {
             let (node, ledger) = open(&args.target)?;
-            let strikes = health::attribute(&args.results)
+            let strikes = health::attribute(&args.results, None)
                 .with_context(|| format!("reading {}", args.results.display()))?;
             for note in health::record(&node, ledger.node(), &strikes, args.run.as_deref()) {
                 eprintln!("note: {note}");

@@ -542,10 +542,21 @@ pub fn without_drained(text: &str, drained: &[String]) -> Result<(String, Vec<St
 ///   to have a node drained.
 ///
 /// A step is struck once, whatever it matches. The detail names the step, and for a log the
-/// pattern and the file.
-pub fn attribute(results: &Path) -> Result<Vec<Strike>, crate::results::ResultsError> {
+/// pattern and the file. With `since`, only records written since then count (a resumed run's
+/// older records were struck by the run that wrote them).
+pub fn attribute(
+    results: &Path,
+    since: Option<SystemTime>,
+) -> Result<Vec<Strike>, crate::results::ResultsError> {
     let dir = crate::results::ResultsDir::open(results)?;
-    let records = dir.records()?;
+    let mut records = dir.records()?;
+    if let Some(since) = since {
+        records.retain(|(step, _record)| {
+            std::fs::metadata(dir.evidence_path(step))
+                .and_then(|metadata| metadata.modified())
+                .is_ok_and(|written| written >= since)
+        });
+    }
     let mut strikes = Vec::new();
     let mut broken: BTreeMap<(Option<String>, String, Option<String>), [bool; 2]> = BTreeMap::new();
     for (step, record) in &records {

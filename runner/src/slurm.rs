@@ -388,6 +388,8 @@ struct Job {
     state: Option<(JobState, String)>,
     ended: Option<Ended>,
     gathered: bool,
+    /// When it was submitted: the records it wrote are the newer ones.
+    submitted: SystemTime,
 }
 
 /// How a job ended.
@@ -430,6 +432,7 @@ impl Orchestra<'_> {
         std::fs::write(&script_path, script)
             .map_err(|source| SlurmError::Io { path: script_path.clone(), source })?;
         let forward = Forward::from_end(&events);
+        let submitted = SystemTime::now();
         let mut options = self.request.settings.sbatch_args.clone();
         options.extend(self.exclusion.sbatch_arg());
         let id = self
@@ -446,6 +449,7 @@ impl Orchestra<'_> {
             state: None,
             ended: None,
             gathered: false,
+            submitted,
         })
     }
 
@@ -510,6 +514,7 @@ impl Orchestra<'_> {
                         &job.dir,
                         &ended.state,
                         &format!("job {} ({})", job.id, self.job_name),
+                        job.submitted,
                     );
                     self.summary.notes.extend(notes);
                 }

@@ -439,3 +439,58 @@ async fn ci_runs_on_the_configured_executor_slurm() {
     });
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_start_stage_schedules_around_a_drained_node_and_the_comment_says_so() {
+    let fixture = Fixture::new(&Sample { gate: TWO_PAIRS, ..Sample::default() });
+    let (server, github, head) = stand_in(&fixture).await;
+    let event = event_file(&fixture, &head);
+    // Two nodes that could both run it; the health ledger (the profile's cache-dir/health)
+    // drained the first.
+    let nodes = fixture.work.path().join("nodes.toml");
+    std::fs::write(
+        &nodes,
+        "[[node]]\nname = \"ci-node\"\nhardware = \"cpu-sim\"\n\n[[node]]\nname = \"ci-node-2\"\nhardware = \"cpu-sim\"\n",
+    )
+    .expect("nodes.toml");
+    let node = fixture.node.to_str().expect("UTF-8").to_owned();
+    let drain = crate::support::prgate(
+        fixture.work.path(),
+        &["node", "drain", "--node", &node, "--name", "ci-node", "--reason", "3 strikes within 7d"],
+    );
+    assert_eq!(drain.code, 0, "{}", drain.stderr);
+    // The workflow's step: the nodes file without the drained node.
+    let filter = crate::support::prgate(
+        fixture.work.path(),
+        &["node", "filter", "--node", &node, "--nodes", nodes.to_str().expect("UTF-8")],
+    );
+    assert_eq!(filter.code, 0, "{}", filter.stderr);
+    let filtered = fixture.work.path().join("prgate-nodes.toml");
+    std::fs::write(&filtered, &filter.stdout).expect("the filtered nodes");
+
+    let args = [
+        "--stage",
+        "start",
+        "--event",
+        &event,
+        "--nodes",
+        filtered.to_str().expect("UTF-8"),
+        "--node",
+        &node,
+    ];
+    let (code, stderr) = tokio::task::block_in_place(|| stage(&fixture, &server, &args));
+    assert_eq!(code, 0, "{stderr}");
+    let state = fixture.work.path().join("ci/state");
+    let names: Value = serde_json::from_str(
+        &std::fs::read_to_string(state.join("nodes.json")).expect("nodes.json"),
+    )
+    .expect("JSON");
+    assert_eq!(names, json!(["ci-node-2"]), "the work goes to the node that is not drained");
+    github.with(|repo| {
+        let first = &repo.comment_history[0].1;
+        assert!(
+            first.contains("| Drained | `ci-node` (3 strikes within 7d): left out of this run |"),
+            "{first}"
+        );
+    });
+}

@@ -315,4 +315,9 @@ fn the_two_node_workflow_leaves_drained_nodes_out() {
     let stage = run.find("\"$PRGATE\" ci --stage run").expect("the run stage");
     let scan = run.find("\"$PRGATE\" node scan --node \"$PRGATE_NODE\"").expect("a scan");
     assert!(status < stage && stage < scan, "{run}");
+    // The single node records its strikes after its run too.
+    let one = template("amd-pr-test-single-node.yml");
+    let ci = one.find("\"$PRGATE\" ci --event").expect("the run");
+    let scan = one.find("\"$PRGATE\" node scan --node \"$PRGATE_NODE\"").expect("a scan");
+    assert!(ci < scan, "{one}");
 }

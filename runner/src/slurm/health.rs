@@ -6,6 +6,7 @@
 //! What it leaves to others: the ledger and what counts as a strike ([`crate::health`]).
 
 use std::path::Path;
+use std::time::SystemTime;
 
 use super::SlurmError;
 use super::client::Slurm;
@@ -76,14 +77,16 @@ fn drain_reason(health: &NodeHealth) -> String {
     reason
 }
 
-/// Strikes what job `job_name` (in `dir`, run on `host`) says against its node: a
-/// `NODE_FAIL`, and what [`health::attribute`] finds in its results. Returns the notes.
+/// Strikes what job `job` (in `dir`, run on `host`, submitted at `submitted`) says against
+/// its node: a `NODE_FAIL`, and what [`health::attribute`] finds in the records it wrote.
+/// Returns the notes.
 pub(super) fn strike_job(
     node: &NodeProfile,
     host: Option<&str>,
     dir: &Path,
     state: &JobState,
     job: &str,
+    submitted: SystemTime,
 ) -> Vec<String> {
     let Some(host) = host.filter(|host| !host.is_empty() && *host != "(null)") else {
         return Vec::new();
@@ -95,7 +98,7 @@ pub(super) fn strike_job(
             detail: format!("SLURM ended {job} NODE_FAIL"),
         });
     }
-    match health::attribute(dir) {
+    match health::attribute(dir, Some(submitted)) {
         Ok(found) => strikes.extend(found),
         Err(error) => {
             return vec![format!("the health ledger: reading {}: {error}", dir.display())];
