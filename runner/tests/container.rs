@@ -999,6 +999,12 @@ fn the_gateway_check_finds_the_host_closed_and_a_host_that_answers_open() {
             assert_eq!(gateway.to_string(), self::gateway(harness, &network));
         }
 
+        // What was at the probe's log (here a link to a host file) is removed, not followed.
+        let host_file = site.root().join("host-file");
+        std::fs::write(&host_file, "prgate-probe:connected\n").expect("a host file");
+        std::fs::create_dir_all(log.parent().expect("a folder")).expect("the logs' folder");
+        std::os::unix::fs::symlink(&host_file, &log).expect("a link");
+
         // The node's firewall drops new connections from the run's network to the host
         // (.ci/engine-up's rule on podman; the stand-in's default): the probe times out on
         // podman, and is refused on the stand-in (its commands run on the host).
@@ -1011,6 +1017,9 @@ fn the_gateway_check_finds_the_host_closed_and_a_host_that_answers_open() {
             }
             open => panic!("{open}\n{}", site.logs()),
         }
+        let untouched = std::fs::read_to_string(&host_file).expect("the host file");
+        assert_eq!(untouched, "prgate-probe:connected\n");
+        assert!(!log.is_symlink(), "the probe's log is its own file");
 
         // The host answers at one port of the gateway: on podman, a rule that lets that port
         // through (not the DROP rule removed: other tests run meanwhile); on the stand-in, its

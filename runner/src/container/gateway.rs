@@ -101,20 +101,14 @@ impl Engine {
 
     /// Checks that the host does not answer on the run's network (module docs): `request`
     /// is the probe container's (its network must be [`ContainerNetwork::Run`], the network
-    /// must exist); its command is replaced by the probe's, its output goes to its log. An
+    /// must exist); its command is replaced by the probe's, its output goes to its log (which
+    /// is emptied first). An
     /// error is a check that cannot tell (no gateway, the probe did not run, or said
     /// something else).
     pub fn check_gateway(
         &self,
         request: &ContainerRequest<'_>,
     ) -> Result<GatewayCheck, ContainerError> {
-        if request.network != ContainerNetwork::Run {
-            return Err(ContainerError::Request {
-                what: "the gateway probe's network".to_owned(),
-                value: format!("{:?}", request.network),
-                problem: "must be the run's network".to_owned(),
-            });
-        }
         let gateway = self.network_gateway(&run_network_name(request.run))?;
         let every_interface = match gateway {
             IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
@@ -164,6 +158,17 @@ impl Engine {
         ]
         .map(str::to_owned)
         .into();
+        // The log starts empty: only what this probe prints is read (a file or link left
+        // there is removed, never followed).
+        match std::fs::remove_file(request.log) {
+            Err(error) if error.kind() != io::ErrorKind::NotFound => {
+                return Err(probe_error(format!(
+                    "cannot empty the probe's log {}: {error}",
+                    request.log.display()
+                )));
+            }
+            _ => {}
+        }
         let probe = ContainerRequest { command: &command, gpus: &[], datasets: None, ..*request };
         let launch = self.launch(&probe)?;
         let mut container = Container::start(self, &launch)?;
