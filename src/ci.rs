@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::gate::Outcome;
 use crate::github::GitHub;
-use crate::run::{Executor, IsolationArg, RunArgs, Switch, parse_time_limit};
+use crate::run::{ExecutorSettings, RunFiles, RunOptions, RunSettings, Switch, parse_time_limit};
 use crate::trigger::queue::QueueVerdict;
 use crate::trigger::{Decision, Event, Pinned};
 use prgate_gate::JobPlan;
@@ -100,30 +100,6 @@ pub(crate) struct CiArgs {
     /// required check.
     #[arg(long, value_enum, default_value_t = Switch::Off)]
     check_run: Switch,
-    /// Where commands from the PR run (see `prgate run --help`).
-    #[arg(long, value_enum, default_value_t = IsolationArg::Container)]
-    isolation: IsolationArg,
-    /// The container engine's client.
-    #[arg(long, value_name = "PROGRAM")]
-    engine: Option<PathBuf>,
-    /// The run's time limit: what has not run by then is recorded as a timeout.
-    #[arg(long, value_name = "DURATION", value_parser = parse_time_limit)]
-    time_limit: Option<Duration>,
-    /// Wait this long for another run's host lock.
-    #[arg(long, value_name = "DURATION", value_parser = parse_time_limit)]
-    wait_lock: Option<Duration>,
-    /// Check the node before any install.
-    #[arg(long, value_enum, default_value_t = Switch::On)]
-    preflight: Switch,
-    /// Read device nodes and sysfs under this folder (for testing the preflight).
-    #[arg(long, value_name = "DIR", default_value = "/")]
-    preflight_root: PathBuf,
-    /// The free disk space the preflight asks for, in GiB.
-    #[arg(long, value_name = "GIB")]
-    min_free_disk: Option<u64>,
-    /// The Python interpreter that runs pytest on the host (`--isolation host`).
-    #[arg(long, value_name = "PROGRAM", default_value = "python3")]
-    python: PathBuf,
     /// Which part of the test to run: `all` (one job on one node), or the two-node workflow's
     /// `start` (trigger, plan, schedule, pending status), `run` (this node's share, no GitHub)
     /// and `finish` (gather, gate, post) (docs/workflow.md).
@@ -143,19 +119,67 @@ pub(crate) struct CiArgs {
     /// success or skipped posts `error`.
     #[arg(long, value_name = "RESULT", value_parser = JobsResult::parse)]
     jobs: Option<JobsResult>,
-    /// all: where the steps run: on this node, or as SLURM jobs, one per model (`prgate run
-    /// --executor slurm`, docs/slurm.md).
-    #[arg(long, value_enum, default_value_t = Executor::Local)]
-    executor: Executor,
-    /// With --executor slurm: the folder of SLURM's programs [default: the PATH].
-    #[arg(long, value_name = "DIR")]
-    slurm_bin: Option<PathBuf>,
-    /// With --executor slurm: each job's time limit.
-    #[arg(long, value_name = "DURATION", value_parser = parse_time_limit)]
-    job_time_limit: Option<Duration>,
-    /// With --executor slurm: an sbatch option for every job (repeat for more).
-    #[arg(long = "sbatch-arg", value_name = "OPTION", allow_hyphen_values = true)]
-    sbatch_args: Vec<String>,
+    /// How the run runs, as `prgate run` takes it (with --stage all, --executor slurm runs a
+    /// SLURM job per model, docs/slurm.md).
+    #[command(flatten)]
+    run: RunOptions,
+}
+
+/// `prgate ci`'s settings: its flags, checked once; every stage takes these, not the flags.
+#[derive(Debug)]
+struct Settings {
+    event: Option<PathBuf>,
+    pr: Option<u64>,
+    sha: Option<String>,
+    actor: Option<String>,
+    repository: String,
+    repo: PathBuf,
+    node: PathBuf,
+    work: PathBuf,
+    /// The state folder (`--state`, else WORK/state).
+    state: PathBuf,
+    label: String,
+    run_url: Option<String>,
+    update_every: Duration,
+    bot_login: Option<String>,
+    /// `--check-run on`.
+    check_run: bool,
+    stage: Stage,
+    nodes: Option<PathBuf>,
+    evidence: Vec<PathBuf>,
+    jobs: Option<JobsResult>,
+    run: RunSettings,
+}
+
+impl Settings {
+    fn new(args: &CiArgs) -> anyhow::Result<Settings> {
+        let run = args.run.settings()?;
+        anyhow::ensure!(
+            args.stage != Stage::Run || matches!(run.executor, ExecutorSettings::Local),
+            "--stage run runs this node's share itself: --executor slurm is for --stage all"
+        );
+        Ok(Settings {
+            event: args.event.clone(),
+            pr: args.pr,
+            sha: args.sha.clone(),
+            actor: args.actor.clone(),
+            repository: args.repository.clone(),
+            repo: args.repo.clone(),
+            node: args.node.clone(),
+            work: args.work.clone(),
+            state: args.state.clone().unwrap_or_else(|| args.work.join("state")),
+            label: args.label.clone(),
+            run_url: args.run_url.clone(),
+            update_every: args.update_every,
+            bot_login: args.bot_login.clone(),
+            check_run: args.check_run == Switch::On,
+            stage: args.stage,
+            nodes: args.nodes.clone(),
+            evidence: args.evidence.clone(),
+            jobs: args.jobs.clone(),
+            run,
+        })
+    }
 }
 
 /// How the node jobs ended, as the workflow's `needs.<job>.result` says (`--jobs`). Any other
@@ -201,18 +225,15 @@ pub(crate) enum Stage {
     Finish,
 }
 
+/// `prgate ci`: the flags turned into settings once, then the stage.
 pub(crate) fn run(args: &CiArgs) -> anyhow::Result<Outcome> {
-    match args.stage {
-        Stage::All => all(args),
-        Stage::Start => start(args),
-        Stage::Run => node_run(args),
-        Stage::Finish => finish(args),
+    let ci = Settings::new(args)?;
+    match ci.stage {
+        Stage::All => all(&ci),
+        Stage::Start => start(&ci),
+        Stage::Run => node_run(&ci),
+        Stage::Finish => finish(&ci),
     }
-}
-
-/// The state folder.
-fn state_dir(args: &CiArgs) -> PathBuf {
-    args.state.clone().unwrap_or_else(|| args.work.join("state"))
 }
 
 /// What the trigger gave.
@@ -228,8 +249,8 @@ enum Pin {
 /// The trigger. On a start, the pin is written to the state folder. A merge queue's commit is
 /// judged first (`trigger::queue`): the PR's result holds (`success` is posted, and the state
 /// folder gets `settled.txt`), or the paths that run again replace the PR's files.
-fn pin(args: &CiArgs) -> anyhow::Result<Pin> {
-    let state = state_dir(args);
+fn pin(args: &Settings) -> anyhow::Result<Pin> {
+    let state = args.state.clone();
     std::fs::create_dir_all(&state).with_context(|| format!("creating {}", state.display()))?;
     let event = match (&args.event, args.pr, &args.sha) {
         (Some(path), _, _) => crate::files::read_json(path, "event")?,
@@ -333,7 +354,7 @@ fn guarded(
 }
 
 /// `--stage all`: everything, on this node.
-fn all(args: &CiArgs) -> anyhow::Result<Outcome> {
+fn all(args: &Settings) -> anyhow::Result<Outcome> {
     let (reporter, files) = match pin(args)? {
         Pin::NoRun => return Ok(Outcome::NotPass),
         Pin::Settled => return Ok(Outcome::Pass),
@@ -344,7 +365,7 @@ fn all(args: &CiArgs) -> anyhow::Result<Outcome> {
 
 /// `--stage start`: the trigger, the plan, the schedule onto the nodes, and the pending status
 /// and comment. Writes `nodes.json` (the nodes with work) and `schedule.json`.
-fn start(args: &CiArgs) -> anyhow::Result<Outcome> {
+fn start(args: &Settings) -> anyhow::Result<Outcome> {
     let (reporter, files) = match pin(args)? {
         Pin::NoRun => return Ok(Outcome::NotPass),
         Pin::Settled => return Ok(Outcome::Pass),
@@ -376,13 +397,13 @@ fn start(args: &CiArgs) -> anyhow::Result<Outcome> {
             }
         }
         assignment.estimate = Some(prgate_report::estimate::estimate_words(&estimate));
-        *lock(&reporter.estimate) = assignment.estimate.clone();
-        let state = state_dir(args);
+        reporter.update(|state| state.estimate = assignment.estimate.clone());
+        let state = args.state.clone();
         let names: Vec<&String> = assignment.nodes.keys().collect();
         write(&state.join("nodes.json"), &(serde_json::to_string(&names)? + "\n"))?;
         write(&state.join("schedule.json"), &(serde_json::to_string_pretty(&assignment)? + "\n"))?;
         write(&state.join("estimate.json"), &(serde_json::to_string_pretty(&estimate)? + "\n"))?;
-        *lock(&reporter.nodes) = names.iter().map(|name| (*name).clone()).collect();
+        reporter.update(|state| state.nodes = names.iter().map(|name| (*name).clone()).collect());
         reporter.post_progress()?;
         eprintln!("prgate: scheduled on {}", serde_json::to_string(&assignment.nodes)?);
         Ok(Outcome::Pass)
@@ -391,8 +412,8 @@ fn start(args: &CiArgs) -> anyhow::Result<Outcome> {
 
 /// `--stage run`: this node's share of the schedule, into `<work>/results/<node>`. Talks to
 /// no one: the finish stage reports.
-fn node_run(args: &CiArgs) -> anyhow::Result<Outcome> {
-    let state = state_dir(args);
+fn node_run(args: &Settings) -> anyhow::Result<Outcome> {
+    let state = args.state.clone();
     let plan: Plan = crate::files::read_json(&state.join("plan.json"), "plan")?;
     let pinned: Pinned = crate::files::read_json(&state.join("trigger.json"), "trigger")?;
     let schedule: ScheduleFile = crate::files::read_json(&state.join("schedule.json"), "schedule")?;
@@ -426,8 +447,8 @@ fn node_run(args: &CiArgs) -> anyhow::Result<Outcome> {
 
 /// `--stage finish`: the evidence of every node job gathered, judged and posted; `error` when
 /// a job failed or was cancelled, a scheduled node sent nothing, or a check never reported.
-fn finish(args: &CiArgs) -> anyhow::Result<Outcome> {
-    let state = state_dir(args);
+fn finish(args: &Settings) -> anyhow::Result<Outcome> {
+    let state = args.state.clone();
     let pinned: Pinned = crate::files::read_json(&state.join("trigger.json"), "trigger")?;
     let (runtime, github) = crate::github::connect(&args.repository)?;
     let reporter = Reporter::new(args, runtime, github, pinned);
@@ -436,13 +457,15 @@ fn finish(args: &CiArgs) -> anyhow::Result<Outcome> {
         anyhow::ensure!(plan_path.is_file(), "the start stage ended before it made a plan");
         let plan: Plan = crate::files::read_json(&plan_path, "plan")?;
         let base = crate::gate::BaseSide::read(&args.repo, &plan)?;
-        *lock(&reporter.plan) = Some(plan.clone());
+        reporter.update(|state| state.plan = Some(plan.clone()));
         let schedule: ScheduleFile = match state.join("schedule.json") {
             path if path.is_file() => crate::files::read_json(&path, "schedule")?,
             _ => ScheduleFile::default(),
         };
-        *lock(&reporter.nodes) = schedule.nodes.keys().cloned().collect();
-        *lock(&reporter.estimate) = schedule.estimate.clone();
+        reporter.update(|state| {
+            state.nodes = schedule.nodes.keys().cloned().collect();
+            state.estimate = schedule.estimate.clone();
+        });
         let mut evidence = Vec::new();
         let mut reported = BTreeSet::new();
         let mut job: Option<JobPlan> = None;
@@ -477,7 +500,10 @@ fn finish(args: &CiArgs) -> anyhow::Result<Outcome> {
             evidence.extend(found);
         }
         evidence.extend(unplaced_evidence(&plan, &schedule));
-        *lock(&reporter.progress) = progress_from_evidence(&plan, &evidence);
+        reporter.update(|state| {
+            state.progress = progress_from_evidence(&plan, &evidence);
+            state.image = images(&evidence);
+        });
         match &args.jobs {
             None | Some(JobsResult::Success | JobsResult::Skipped) => {}
             Some(result) => anyhow::bail!(
@@ -545,7 +571,7 @@ struct Unplaced {
 
 /// The nodes of `--nodes FILE` (`[[node]]` tables of `name`, `hardware`, and optionally `gpus`
 /// and `checkpoints`), else this node's profile.
-fn read_nodes(args: &CiArgs) -> anyhow::Result<Vec<ScheduleNode>> {
+fn read_nodes(args: &Settings) -> anyhow::Result<Vec<ScheduleNode>> {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     struct NodesFile {
@@ -589,7 +615,7 @@ fn read_node(path: &Path) -> anyhow::Result<NodeProfile> {
 /// reporter keeps it (the caller posts the pending status and the comment once it has the
 /// estimate).
 fn make_plan(
-    args: &CiArgs,
+    args: &Settings,
     reporter: &Arc<Reporter>,
     files: Vec<String>,
 ) -> anyhow::Result<(Plan, crate::gate::BaseSide)> {
@@ -620,16 +646,18 @@ fn make_plan(
     if let Some(note) = pinned.merge_group.as_ref().and_then(|queue| queue.note.clone()) {
         plan.warnings.push(note);
     }
-    write(&state_dir(args).join("plan.json"), &(serde_json::to_string_pretty(&plan)? + "\n"))?;
+    write(&args.state.clone().join("plan.json"), &(serde_json::to_string_pretty(&plan)? + "\n"))?;
     let base = crate::gate::BaseSide::read(&args.repo, &plan)?;
-    *lock(&reporter.plan) = Some(plan.clone());
-    *lock(&reporter.progress) = planned_progress(&plan);
+    reporter.update(|state| {
+        state.plan = Some(plan.clone());
+        state.progress = planned_progress(&plan);
+    });
     Ok((plan, base))
 }
 
 /// The gate on `evidence`, then the final comment and status.
 fn judge_and_post(
-    args: &CiArgs,
+    args: &Settings,
     reporter: &Reporter,
     plan: &Plan,
     base: &crate::gate::BaseSide,
@@ -657,23 +685,27 @@ fn judge_and_post(
 
 /// Everything after the pin, on this node; any error here is posted as the `error` status.
 fn pipeline(
-    args: &CiArgs,
+    args: &Settings,
     reporter: &Arc<Reporter>,
     files: Vec<String>,
 ) -> anyhow::Result<Outcome> {
     let pinned = &reporter.pinned;
     let node = read_node(&args.node)?;
-    *lock(&reporter.nodes) = vec![node.name().to_owned()];
-    *lock(&reporter.image) = Some(node.image().name.clone());
+    reporter.update(|state| {
+        state.nodes = vec![node.name().to_owned()];
+        state.image = Some(node.image().name.clone());
+    });
     let (plan, base) = make_plan(args, reporter, files)?;
     let this_node = [ScheduleNode::from(&node)];
     let estimate =
         crate::estimate::estimate_plan(&args.repo, &plan, &this_node, &History::default(), 0)?;
-    *lock(&reporter.estimate) = Some(prgate_report::estimate::estimate_words(&estimate));
+    reporter.update(|state| {
+        state.estimate = Some(prgate_report::estimate::estimate_words(&estimate));
+    });
     reporter.post_progress()?;
 
-    // The run, with the comment observing the step loop's events (on the local executor), or
-    // following the events the SLURM jobs write, which the executor passes on to the stream.
+    // The run, with the comment observing the step loop's events: the local executor's, or the
+    // SLURM jobs' as the executor passes them on.
     let results = args.work.join("results");
     let events = args.work.join("events.jsonl");
     let comment = CommentObserver {
@@ -690,55 +722,33 @@ fn pipeline(
         progress: false,
         observer: Some(&comment),
     };
-    match args.executor {
-        Executor::Local => run_plan(args, &plan, &base, pinned, &target).map(|summary| {
+    match &args.run.executor {
+        ExecutorSettings::Local => run_plan(args, &plan, &base, pinned, &target).map(|summary| {
             for note in &summary.notes {
                 eprintln!("note: {note}");
             }
         }),
-        Executor::Slurm => {
-            let done = AtomicBool::new(false);
-            std::thread::scope(|scope| {
-                let follower = scope.spawn(|| follow(reporter, &events, args.update_every, &done));
-                let ran = crate::run::run(&slurm_run_args(args, pinned, &results, &events));
-                done.store(true, Ordering::SeqCst);
-                let _followed = follower.join();
-                ran
-            })
+        ExecutorSettings::Slurm(slurm) => {
+            // The jobs read the plan the start of this stage wrote.
+            let plan_path = args.state.join("plan.json");
+            let files = RunFiles {
+                plan: &plan_path,
+                node: &args.node,
+                results: &results,
+                repo: &args.repo,
+                events: Some(&events),
+                title: Some(&pinned.title),
+                common_recipe: DEFAULT_COMMON_RECIPE_PATH,
+            };
+            crate::run::run_slurm(&args.run, slurm, &files, &plan, &node, Some(&comment))
         }
     }
     .context("running the plan")?;
-    *lock(&reporter.progress) = read_progress(&plan, &events);
+    reporter.update(|state| state.progress = comment.progress());
     let (_files, evidence) = crate::gate::read_evidence(&results.join("evidence"))?;
     let job_path = results.join(prgate_runner::results::JOB_FILE);
     let job = job_path.is_file().then(|| crate::gate::read_job(&job_path, &plan)).transpose()?;
     judge_and_post(args, reporter, &plan, &base, job.as_ref(), &evidence)
-}
-
-/// `prgate run --executor slurm` for the plan in the state folder.
-fn slurm_run_args(args: &CiArgs, pinned: &Pinned, results: &Path, events: &Path) -> RunArgs {
-    RunArgs {
-        plan: state_dir(args).join("plan.json"),
-        node: args.node.clone(),
-        results: results.to_path_buf(),
-        repo: args.repo.clone(),
-        events: Some(events.to_path_buf()),
-        title: Some(pinned.title.clone()),
-        python: args.python.clone(),
-        time_limit: args.time_limit,
-        common_recipe: DEFAULT_COMMON_RECIPE_PATH.to_owned(),
-        isolation: args.isolation,
-        engine: args.engine.clone(),
-        wait_lock: args.wait_lock,
-        preflight: args.preflight,
-        preflight_root: args.preflight_root.clone(),
-        min_free_disk: args.min_free_disk,
-        executor: Executor::Slurm,
-        only_models: Vec::new(),
-        slurm_bin: args.slurm_bin.clone(),
-        job_time_limit: args.job_time_limit,
-        sbatch_args: args.sbatch_args.clone(),
-    }
 }
 
 /// Where and what a run of the plan runs.
@@ -754,22 +764,16 @@ struct Target<'a> {
 
 /// Runs `plan` on this node as the command line says.
 fn run_plan(
-    args: &CiArgs,
+    args: &Settings,
     plan: &Plan,
     base: &crate::gate::BaseSide,
     pinned: &Pinned,
     target: &Target<'_>,
 ) -> anyhow::Result<prgate_runner::run::RunSummary> {
-    anyhow::ensure!(
-        args.executor == Executor::Local || target.only_models.is_none(),
-        "--stage run runs this node's share itself: --executor slurm is for --stage all"
-    );
     let gain_required =
         prgate_gate::title::requires_gain(Some(pinned.title.as_str()), &base.config.gain.types);
-    let isolation =
-        crate::run::isolation(args.isolation, args.engine.as_deref(), plan, target.results)?;
-    let preflight =
-        crate::run::preflight_mode(args.preflight, &args.preflight_root, args.min_free_disk);
+    let isolation = args.run.isolation(plan, target.results)?;
+    let preflight = args.run.preflight_mode();
     let request = RunRequest {
         plan,
         repo: &args.repo,
@@ -779,43 +783,17 @@ fn run_plan(
         recipe_path: DEFAULT_RECIPE_PATH,
         gate: &base.config,
         gain_required,
-        python: &args.python,
+        python: &args.run.python,
         common_recipe_path: DEFAULT_COMMON_RECIPE_PATH,
-        time_limit: args.time_limit,
+        time_limit: args.run.time_limit,
         progress: target.progress,
         isolation: &isolation,
-        wait_lock: args.wait_lock,
+        wait_lock: args.run.wait_lock,
         preflight: &preflight,
         only_models: target.only_models,
         observer: target.observer,
     };
     Ok(prgate_runner::run::run(&request)?)
-}
-
-/// Edits the comment as the event stream shows checks finishing, at most once per `every`.
-fn follow(reporter: &Reporter, events: &Path, every: Duration, done: &AtomicBool) {
-    let Some(plan) = lock(&reporter.plan).clone() else { return };
-    let mut last_post = Instant::now();
-    let mut last_shown = lock(&reporter.progress).clone();
-    while !done.load(Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_millis(200));
-        if last_post.elapsed() < every {
-            continue;
-        }
-        let progress = read_progress(&plan, events);
-        if progress == last_shown {
-            continue;
-        }
-        *lock(&reporter.progress) = progress.clone();
-        match reporter.post_progress() {
-            Ok(()) => {
-                last_shown = progress;
-                last_post = Instant::now();
-            }
-            // A comment that cannot be edited now is edited at the next step or at the end.
-            Err(error) => eprintln!("prgate: could not update the comment: {error:#}"),
-        }
-    }
 }
 
 /// Every check the plan runs, waiting: one line per model and check (the comment's table).
@@ -838,19 +816,6 @@ fn planned_progress(plan: &Plan) -> Progress {
         }
     }
     Progress { steps }
-}
-
-/// The plan's checks with the states the event stream gives them: a check is running once a
-/// step of it started, and done once every step of it that started has finished.
-fn read_progress(plan: &Plan, events: &Path) -> Progress {
-    let text = std::fs::read_to_string(events).unwrap_or_default();
-    let mut checks = CheckStates::default();
-    for line in text.lines() {
-        if let Ok(event) = serde_json::from_str::<RunEvent>(line) {
-            checks.follow(&event);
-        }
-    }
-    checks.progress(plan)
 }
 
 /// Which checks have started and how many of their steps are running, from the step loop's
@@ -894,6 +859,13 @@ struct CommentObserver<'r> {
     state: Mutex<(CheckStates, Instant)>,
 }
 
+impl CommentObserver<'_> {
+    /// The plan's checks as the events so far leave them.
+    fn progress(&self) -> Progress {
+        lock(&self.state).0.progress(self.plan)
+    }
+}
+
 impl std::fmt::Debug for CommentObserver<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CommentObserver").field("every", &self.every).finish_non_exhaustive()
@@ -908,10 +880,14 @@ impl prgate_runner::results::StepObserver for CommentObserver<'_> {
             return;
         }
         let progress = state.0.progress(self.plan);
-        if progress == *lock(&self.reporter.progress) {
+        let changed = self.reporter.update(|shown| {
+            let changed = shown.progress != progress;
+            shown.progress = progress;
+            changed
+        });
+        if !changed {
             return;
         }
-        *lock(&self.reporter.progress) = progress;
         match self.reporter.post_progress() {
             Ok(()) => state.1 = Instant::now(),
             // A comment that cannot be edited now is edited at the next step or at the end.
@@ -932,26 +908,48 @@ struct ReporterArgs {
     node: PathBuf,
 }
 
+/// What the comment shows besides the verdict, in one place: the plan, the checks' progress
+/// (from the step loop's events, or from the evidence in the finish stage), and the header's
+/// nodes, image and estimate.
+#[derive(Debug, Clone, Default)]
+struct CommentState {
+    plan: Option<Plan>,
+    progress: Progress,
+    /// The image the checks ran in: the node's, or what the evidence names.
+    image: Option<String>,
+    /// The nodes the run uses.
+    nodes: Vec<String>,
+    /// What the run is expected to take.
+    estimate: Option<String>,
+}
+
+/// The images the evidence names (a digest, or a tag when the profile pins none), in order,
+/// each once; `None` when no record names one.
+fn images(evidence: &[Evidence]) -> Option<String> {
+    let mut images: Vec<&str> = Vec::new();
+    for image in evidence.iter().filter_map(|record| record.provenance.image_digest.as_deref()) {
+        if !images.contains(&image) {
+            images.push(image);
+        }
+    }
+    (!images.is_empty()).then(|| images.join(", "))
+}
+
 /// Posts to the PR: the progress while the run goes, the final verdict, or the error.
 struct Reporter {
     runtime: tokio::runtime::Runtime,
     github: GitHub,
     pinned: Pinned,
     args: ReporterArgs,
-    plan: Mutex<Option<Plan>>,
-    progress: Mutex<Progress>,
-    image: Mutex<Option<String>>,
-    /// The nodes the run uses.
-    nodes: Mutex<Vec<String>>,
-    /// What the run is expected to take, for the comment's header.
-    estimate: Mutex<Option<String>>,
+    /// What the comment shows besides the verdict, changed only through [`Reporter::update`].
+    state: Mutex<CommentState>,
     /// The final status is posted: nothing may replace it.
     finished: AtomicBool,
 }
 
 impl Reporter {
     fn new(
-        args: &CiArgs,
+        args: &Settings,
         runtime: tokio::runtime::Runtime,
         github: GitHub,
         pinned: Pinned,
@@ -964,28 +962,34 @@ impl Reporter {
                 run_url: args.run_url.clone(),
                 bot_login: args.bot_login.clone(),
                 work: args.work.clone(),
-                check_run: (args.check_run == Switch::On).then(|| state_dir(args)),
+                check_run: args.check_run.then(|| args.state.clone()),
                 node: args.node.clone(),
             },
-            plan: Mutex::new(None),
-            progress: Mutex::new(Progress { steps: Vec::new() }),
-            image: Mutex::new(None),
-            nodes: Mutex::new(Vec::new()),
-            estimate: Mutex::new(None),
+            state: Mutex::new(CommentState::default()),
             finished: AtomicBool::new(false),
         })
     }
 
-    fn header(&self, plan: &Plan) -> Header {
+    /// Changes what the comment shows; returns what `change` returns.
+    fn update<T>(&self, change: impl FnOnce(&mut CommentState) -> T) -> T {
+        change(&mut lock(&self.state))
+    }
+
+    /// What the comment shows now.
+    fn state(&self) -> CommentState {
+        lock(&self.state).clone()
+    }
+
+    fn header(&self, state: &CommentState, plan: &Plan) -> Header {
         Header {
             pr_number: self.pinned.number,
             title: Some(self.pinned.title.clone()),
             pr_sha: self.pinned.sha.clone(),
             base_sha: plan.base_side_commit().to_owned(),
-            nodes: lock(&self.nodes).clone(),
-            image: lock(&self.image).clone(),
+            nodes: state.nodes.clone(),
+            image: state.image.clone(),
             run_url: self.args.run_url.clone(),
-            estimate: lock(&self.estimate).clone(),
+            estimate: state.estimate.clone(),
             drained: crate::node::drained_for_report(&self.args.node),
         }
     }
@@ -994,43 +998,49 @@ impl Reporter {
         StatusSettings { target_url: self.args.run_url.clone(), ..StatusSettings::default() }
     }
 
-    /// The pending status and the comment with the run's progress.
-    fn post_progress(&self) -> anyhow::Result<()> {
-        let Some(plan) = lock(&self.plan).clone() else { return Ok(()) };
-        let progress = lock(&self.progress).clone();
-        let header = self.header(&plan);
+    /// What the comment shows now, with `verdict` (the final comment: no progress) or
+    /// `error`, handed to `then`; `None` while there is no plan yet (no comment to show).
+    fn show<T>(
+        &self,
+        verdict: Option<&Verdict>,
+        error: Option<&str>,
+        then: impl FnOnce(&Plan, &CommentInput<'_>) -> T,
+    ) -> Option<T> {
+        let state = self.state();
+        let plan = state.plan.as_ref()?;
+        let header = self.header(&state, plan);
         let link = self.report_link();
         let input = CommentInput {
-            verdict: None,
-            plan: &plan,
+            verdict,
+            plan,
             header: &header,
-            progress: Some(&progress),
+            progress: verdict.is_none().then_some(&state.progress),
             full_report: Some(&link),
-            error: None,
+            error,
         };
-        let status = commit_status(None, &plan, Some(&progress), &self.settings());
-        self.post(&input, &status)
+        Some(then(plan, &input))
+    }
+
+    /// The pending status and the comment with the run's progress.
+    fn post_progress(&self) -> anyhow::Result<()> {
+        self.show(None, None, |plan, input| {
+            let status = commit_status(None, plan, input.progress, &self.settings());
+            self.post(input, &status)
+        })
+        .unwrap_or(Ok(()))
     }
 
     /// The final comment and status, the full report and the job summary.
     fn post_final(&self, verdict: &Verdict) -> anyhow::Result<()> {
-        let Some(plan) = lock(&self.plan).clone() else { return Ok(()) };
-        let header = self.header(&plan);
-        let link = self.report_link();
-        let input = CommentInput {
-            verdict: Some(verdict),
-            plan: &plan,
-            header: &header,
-            progress: None,
-            full_report: Some(&link),
-            error: None,
-        };
-        write(&self.args.work.join(REPORT_NAME), &render_full_report(&input)?)?;
-        crate::publish::actions_outputs(&input)?;
-        let status = commit_status(Some(verdict), &plan, None, &self.settings());
-        self.post(&input, &status)?;
-        self.finished.store(true, Ordering::SeqCst);
-        Ok(())
+        self.show(Some(verdict), None, |plan, input| {
+            write(&self.args.work.join(REPORT_NAME), &render_full_report(input)?)?;
+            crate::publish::actions_outputs(input)?;
+            let status = commit_status(Some(verdict), plan, None, &self.settings());
+            self.post(input, &status)?;
+            self.finished.store(true, Ordering::SeqCst);
+            Ok(())
+        })
+        .unwrap_or(Ok(()))
     }
 
     /// The `error` status with `problem`, and the comment with what was done and what was
@@ -1041,27 +1051,15 @@ impl Reporter {
         }
         eprintln!("prgate: error: {problem}");
         let status = error_status(problem, &self.settings());
-        let plan = lock(&self.plan).clone();
-        let result = match &plan {
-            Some(plan) => {
-                let progress = lock(&self.progress).clone();
-                let header = self.header(plan);
-                let link = self.report_link();
-                let input = CommentInput {
-                    verdict: None,
-                    plan,
-                    header: &header,
-                    progress: Some(&progress),
-                    full_report: Some(&link),
-                    error: Some(problem),
-                };
-                let _written = render_full_report(&input)
-                    .map_err(anyhow::Error::from)
-                    .and_then(|report| write(&self.args.work.join(REPORT_NAME), &report));
-                self.post(&input, &status)
-            }
-            // No plan yet: no comment to show, the status says it all.
-            None => self.runtime.block_on(async {
+        let posted = self.show(None, Some(problem), |_plan, input| {
+            let _written = render_full_report(input)
+                .map_err(anyhow::Error::from)
+                .and_then(|report| write(&self.args.work.join(REPORT_NAME), &report));
+            self.post(input, &status)
+        });
+        // No plan yet: no comment to show, the status says it all.
+        let result = posted.unwrap_or_else(|| {
+            self.runtime.block_on(async {
                 self.github
                     .set_status(
                         &self.pinned.sha,
@@ -1071,8 +1069,8 @@ impl Reporter {
                         status.target_url.as_deref(),
                     )
                     .await
-            }),
-        };
+            })
+        });
         if let Err(error) = result {
             eprintln!("prgate: could not post the error status: {error:#}");
         }

@@ -12,6 +12,7 @@ use clap::{Args, ValueEnum};
 use prgate_runner::container::{Engine, RunId};
 use prgate_runner::node::NodeProfile;
 use prgate_runner::preflight::Thresholds;
+use prgate_runner::results::StepObserver;
 use prgate_runner::run::{
     COMMON_CHECKS, DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, Isolation, PreflightMode,
     RunRequest,
@@ -46,76 +47,203 @@ const JOB_WAIT_LOCK: Duration = Duration::from_secs(7 * 24 * 3600);
 pub(crate) struct RunArgs {
     /// The plan, as `prgate plan --format json` wrote it.
     #[arg(long, value_name = "FILE")]
-    pub(crate) plan: PathBuf,
+    plan: PathBuf,
     /// This node's profile (docs/node-profile.md).
     #[arg(long, value_name = "FILE")]
-    pub(crate) node: PathBuf,
+    node: PathBuf,
     /// The results directory: evidence, logs. A relative path is taken from the current
     /// directory, once, here.
     #[arg(long, value_name = "DIR", value_parser = parse_absolute_path)]
-    pub(crate) results: PathBuf,
+    results: PathBuf,
     /// The git repository that holds the plan's commits.
     #[arg(long, value_name = "DIR", default_value = ".")]
-    pub(crate) repo: PathBuf,
+    repo: PathBuf,
     /// Append the JSON-lines event stream to this file.
     #[arg(long, value_name = "FILE")]
-    pub(crate) events: Option<PathBuf>,
+    events: Option<PathBuf>,
     /// The PR's title, for the gain rule: a [Perf] or [Feat] PR's speed cells run until the
     /// gain is decided too.
     #[arg(long, value_name = "TEXT")]
-    pub(crate) title: Option<String>,
-    /// The Python interpreter that runs pytest.
-    #[arg(long, value_name = "PROGRAM", default_value = "python3")]
-    pub(crate) python: PathBuf,
-    /// The whole run's time limit (90s, 20m, 1h30m): once it has passed, every step still to
-    /// run is recorded as a timeout without running.
-    #[arg(long, value_name = "DURATION", value_parser = parse_time_limit)]
-    pub(crate) time_limit: Option<std::time::Duration>,
+    title: Option<String>,
     /// Where the common checks' recipe is in the PR's tree.
     #[arg(long, value_name = "PATH", default_value = DEFAULT_COMMON_RECIPE_PATH)]
-    pub(crate) common_recipe: String,
-    /// Where commands from the PR run: in the node's container image, or on this machine
-    /// (only for trees you trust: nothing isolates them).
-    #[arg(long, value_enum, default_value_t = IsolationArg::Container)]
-    pub(crate) isolation: IsolationArg,
-    /// The container engine's client (default: docker on the PATH, else podman).
-    #[arg(long, value_name = "PROGRAM")]
-    pub(crate) engine: Option<PathBuf>,
-    /// When another run holds this host's lock, wait up to this long (90s, 20m, 2h) instead
-    /// of refusing at once.
-    #[arg(long, value_name = "DURATION", value_parser = parse_time_limit)]
-    pub(crate) wait_lock: Option<std::time::Duration>,
-    /// Check the node before any install (docs/preflight.md): GPUs visible and free, disk,
-    /// checkpoints, image. What it finds lacking is recorded as not-run evidence.
-    #[arg(long, value_enum, default_value_t = Switch::On)]
-    pub(crate) preflight: Switch,
-    /// Read device nodes and sysfs under this folder instead of / (for testing the preflight).
-    #[arg(long, value_name = "DIR", default_value = "/")]
-    pub(crate) preflight_root: PathBuf,
-    /// The free disk space the preflight asks of the work and cache directories, in GiB
-    /// (default: 50 for the work directory, 10 for the cache).
-    #[arg(long, value_name = "GIB")]
-    pub(crate) min_free_disk: Option<u64>,
-    /// Where the steps run: on this node, or as SLURM jobs, one per model.
-    #[arg(long, value_enum, default_value_t = Executor::Local)]
-    pub(crate) executor: Executor,
+    common_recipe: String,
     /// Run only this model of the plan (repeat for more); ~common names the common checks.
     /// Without it, every model and the common checks run. Local executor only.
     #[arg(long = "only-model", value_name = "NAME")]
-    pub(crate) only_models: Vec<String>,
-    /// The folder of SLURM's programs (sbatch, squeue, scontrol, scancel) [default: found in
-    /// the PATH].
-    #[arg(long, value_name = "DIR")]
-    pub(crate) slurm_bin: Option<PathBuf>,
-    /// Each SLURM job's time limit (20m, 2h), rounded up to whole minutes [default:
-    /// --time-limit plus 5 minutes, else twice the job's estimate from its recipe plus 15
-    /// minutes].
+    only_models: Vec<String>,
+    #[command(flatten)]
+    options: RunOptions,
+}
+
+/// How a run runs, shared by `prgate run` and `prgate ci` (flattened into both), and turned
+/// once into [`RunSettings`]: nothing past that conversion sees these flags.
+#[derive(Debug, Args)]
+pub(crate) struct RunOptions {
+    /// The Python interpreter that runs pytest (on the host: `--isolation host`).
+    #[arg(long, value_name = "PROGRAM", default_value = "python3")]
+    python: PathBuf,
+    /// The whole run's time limit (90s, 20m, 1h30m): once it has passed, every step still to
+    /// run is recorded as a timeout without running.
     #[arg(long, value_name = "DURATION", value_parser = parse_time_limit)]
-    pub(crate) job_time_limit: Option<Duration>,
-    /// An sbatch option for every job, such as --sbatch-arg=--partition=gpu or
-    /// --sbatch-arg=--exclusive (repeat for more).
+    time_limit: Option<Duration>,
+    /// Where commands from the PR run: in the node's container image, or on this machine
+    /// (only for trees you trust: nothing isolates them).
+    #[arg(long, value_enum, default_value_t = IsolationArg::Container)]
+    isolation: IsolationArg,
+    /// The container engine's client (default: docker on the PATH, else podman).
+    #[arg(long, value_name = "PROGRAM")]
+    engine: Option<PathBuf>,
+    /// When another run holds this host's lock, wait up to this long (90s, 20m, 2h) instead
+    /// of refusing at once.
+    #[arg(long, value_name = "DURATION", value_parser = parse_time_limit)]
+    wait_lock: Option<Duration>,
+    /// Check the node before any install (docs/preflight.md): GPUs visible and free, disk,
+    /// checkpoints, image. What it finds lacking is recorded as not-run evidence.
+    #[arg(long, value_enum, default_value_t = Switch::On)]
+    preflight: Switch,
+    /// Read device nodes and sysfs under this folder instead of / (for testing the preflight).
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    preflight_root: PathBuf,
+    /// The free disk space the preflight asks of the work and cache directories, in GiB
+    /// (default: 50 for the work directory, 10 for the cache).
+    #[arg(long, value_name = "GIB")]
+    min_free_disk: Option<u64>,
+    /// Where the steps run: on this node, or as SLURM jobs, one per model (docs/slurm.md).
+    #[arg(long, value_enum, default_value_t = Executor::Local)]
+    executor: Executor,
+    /// With --executor slurm: the folder of SLURM's programs (sbatch, squeue, scontrol,
+    /// scancel) [default: found in the PATH].
+    #[arg(long, value_name = "DIR")]
+    slurm_bin: Option<PathBuf>,
+    /// With --executor slurm: each job's time limit (20m, 2h), rounded up to whole minutes
+    /// [default: --time-limit plus 5 minutes, else twice the job's estimate from its recipe
+    /// plus 15 minutes].
+    #[arg(long, value_name = "DURATION", value_parser = parse_time_limit)]
+    job_time_limit: Option<Duration>,
+    /// With --executor slurm: an sbatch option for every job, such as
+    /// --sbatch-arg=--partition=gpu or --sbatch-arg=--exclusive (repeat for more).
     #[arg(long = "sbatch-arg", value_name = "OPTION", allow_hyphen_values = true)]
+    sbatch_args: Vec<String>,
+}
+
+/// The run's settings, checked: what the rest of the program takes instead of flags.
+#[derive(Debug, Clone)]
+pub(crate) struct RunSettings {
+    pub(crate) python: PathBuf,
+    pub(crate) time_limit: Option<Duration>,
+    pub(crate) isolation: IsolationArg,
+    pub(crate) engine: Option<PathBuf>,
+    pub(crate) wait_lock: Option<Duration>,
+    /// `None` with `--preflight off`.
+    pub(crate) preflight: Option<PreflightSettings>,
+    pub(crate) executor: ExecutorSettings,
+}
+
+/// The preflight's settings.
+#[derive(Debug, Clone)]
+pub(crate) struct PreflightSettings {
+    pub(crate) root: PathBuf,
+    pub(crate) min_free_disk: Option<u64>,
+}
+
+/// Where the steps run, with what only that executor takes.
+#[derive(Debug, Clone)]
+pub(crate) enum ExecutorSettings {
+    Local,
+    Slurm(SlurmOptions),
+}
+
+/// What only the SLURM executor takes.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SlurmOptions {
+    pub(crate) bin_dir: Option<PathBuf>,
+    pub(crate) job_time_limit: Option<Duration>,
     pub(crate) sbatch_args: Vec<String>,
+}
+
+impl RunOptions {
+    /// The settings; refuses SLURM's flags without `--executor slurm`.
+    pub(crate) fn settings(&self) -> anyhow::Result<RunSettings> {
+        let slurm = SlurmOptions {
+            bin_dir: self.slurm_bin.clone(),
+            job_time_limit: self.job_time_limit,
+            sbatch_args: self.sbatch_args.clone(),
+        };
+        let executor = match self.executor {
+            Executor::Slurm => ExecutorSettings::Slurm(slurm),
+            Executor::Local => {
+                if slurm.bin_dir.is_some()
+                    || slurm.job_time_limit.is_some()
+                    || !slurm.sbatch_args.is_empty()
+                {
+                    anyhow::bail!(
+                        "--slurm-bin, --job-time-limit and --sbatch-arg are for --executor slurm"
+                    );
+                }
+                ExecutorSettings::Local
+            }
+        };
+        Ok(RunSettings {
+            python: self.python.clone(),
+            time_limit: self.time_limit,
+            isolation: self.isolation,
+            engine: self.engine.clone(),
+            wait_lock: self.wait_lock,
+            preflight: (self.preflight == Switch::On).then(|| PreflightSettings {
+                root: self.preflight_root.clone(),
+                min_free_disk: self.min_free_disk,
+            }),
+            executor,
+        })
+    }
+}
+
+impl RunSettings {
+    /// The preflight as the runner takes it.
+    pub(crate) fn preflight_mode(&self) -> PreflightMode {
+        match &self.preflight {
+            None => PreflightMode::Off,
+            Some(preflight) => {
+                let mut thresholds = Thresholds::default();
+                if let Some(gib) = preflight.min_free_disk {
+                    thresholds.min_free_work_bytes = gib.saturating_mul(1 << 30);
+                    thresholds.min_free_cache_bytes = gib.saturating_mul(1 << 30);
+                }
+                PreflightMode::On { root: preflight.root.clone(), thresholds }
+            }
+        }
+    }
+
+    /// Where a run's commands run: `results` names its containers.
+    pub(crate) fn isolation(&self, plan: &Plan, results: &Path) -> anyhow::Result<Isolation> {
+        Ok(match self.isolation {
+            IsolationArg::Host => Isolation::Host,
+            IsolationArg::Container => {
+                let engine = match &self.engine {
+                    Some(program) => Engine::at(program),
+                    None => Engine::detect(std::env::var_os("PATH").as_deref()).context(
+                        "no container engine; install docker or podman, or run trusted trees with --isolation host",
+                    )?,
+                };
+                Isolation::Container { engine, run: run_id(plan, results)? }
+            }
+        })
+    }
+}
+
+/// The files of a run, besides its settings: what `prgate run` names on its command line and
+/// `prgate ci` has in its work folder.
+#[derive(Debug)]
+pub(crate) struct RunFiles<'a> {
+    /// The plan's file (a SLURM job reads it again).
+    pub(crate) plan: &'a Path,
+    pub(crate) node: &'a Path,
+    pub(crate) results: &'a Path,
+    pub(crate) repo: &'a Path,
+    pub(crate) events: Option<&'a Path>,
+    pub(crate) title: Option<&'a str>,
+    pub(crate) common_recipe: &'a str,
 }
 
 /// Where `prgate run` runs the steps.
@@ -151,22 +279,35 @@ pub(crate) fn parse_absolute_path(text: &str) -> Result<PathBuf, String> {
     std::path::absolute(text).map_err(|error| format!("cannot resolve {text:?}: {error}"))
 }
 
+/// `prgate run`: the flags turned into settings once, then the plan run.
 pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
-    let plan: Plan = read_json(&args.plan, "plan")?;
-    let node_text = std::fs::read_to_string(&args.node)
-        .with_context(|| format!("reading the node profile {}", args.node.display()))?;
-    let node = NodeProfile::parse(&node_text, &args.node.display().to_string())?;
-    let base = crate::gate::BaseSide::read(&args.repo, &plan).with_context(|| {
+    let settings = args.options.settings()?;
+    let files = RunFiles {
+        plan: &args.plan,
+        node: &args.node,
+        results: &args.results,
+        repo: &args.repo,
+        events: args.events.as_deref(),
+        title: args.title.as_deref(),
+        common_recipe: &args.common_recipe,
+    };
+    let plan: Plan = read_json(files.plan, "plan")?;
+    let node_text = std::fs::read_to_string(files.node)
+        .with_context(|| format!("reading the node profile {}", files.node.display()))?;
+    let node = NodeProfile::parse(&node_text, &files.node.display().to_string())?;
+    let base = crate::gate::BaseSide::read(files.repo, &plan).with_context(|| {
         format!(
             "reading the base side's settings in {} (name the repository with --repo)",
-            args.repo.display()
+            files.repo.display()
         )
     })?;
-    if args.executor == Executor::Slurm {
-        return run_slurm(args, &plan, &node);
-    }
-    if args.slurm_bin.is_some() || args.job_time_limit.is_some() || !args.sbatch_args.is_empty() {
-        anyhow::bail!("--slurm-bin, --job-time-limit and --sbatch-arg are for --executor slurm");
+    if let ExecutorSettings::Slurm(slurm) = &settings.executor {
+        if !args.only_models.is_empty() {
+            anyhow::bail!(
+                "--only-model is for --executor local: the SLURM executor runs a job per model"
+            );
+        }
+        return run_slurm(&settings, slurm, &files, &plan, &node, None);
     }
     for name in &args.only_models {
         if name != COMMON_CHECKS && !plan.models.iter().any(|model| &model.name == name) {
@@ -175,25 +316,24 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
             );
         }
     }
-    let gain_required =
-        prgate_gate::title::requires_gain(args.title.as_deref(), &base.config.gain.types);
-    let isolation = isolation(args.isolation, args.engine.as_deref(), &plan, &args.results)?;
-    let preflight = preflight_mode(args.preflight, &args.preflight_root, args.min_free_disk);
+    let gain_required = prgate_gate::title::requires_gain(files.title, &base.config.gain.types);
+    let isolation = settings.isolation(&plan, files.results)?;
+    let preflight = settings.preflight_mode();
     let request = RunRequest {
         plan: &plan,
-        repo: &args.repo,
+        repo: files.repo,
         node: &node,
-        results: &args.results,
-        events: args.events.as_deref(),
+        results: files.results,
+        events: files.events,
         recipe_path: DEFAULT_RECIPE_PATH,
         gate: &base.config,
         gain_required,
-        python: &args.python,
-        common_recipe_path: &args.common_recipe,
-        time_limit: args.time_limit,
+        python: &settings.python,
+        common_recipe_path: files.common_recipe,
+        time_limit: settings.time_limit,
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
         isolation: &isolation,
-        wait_lock: args.wait_lock,
+        wait_lock: settings.wait_lock,
         preflight: &preflight,
         only_models: (!args.only_models.is_empty()).then_some(args.only_models.as_slice()),
         observer: None,
@@ -206,49 +346,9 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
         "{} steps recorded, {} already recorded by an earlier run; evidence in {}",
         summary.recorded,
         summary.skipped,
-        args.results.join("evidence").display()
+        files.results.join("evidence").display()
     );
     Ok(())
-}
-
-/// Where a run's commands run, from the command line.
-pub(crate) fn isolation(
-    choice: IsolationArg,
-    engine: Option<&std::path::Path>,
-    plan: &Plan,
-    results: &std::path::Path,
-) -> anyhow::Result<Isolation> {
-    Ok(match choice {
-        IsolationArg::Host => Isolation::Host,
-        IsolationArg::Container => {
-            let engine = match engine {
-                Some(program) => Engine::at(program),
-                None => Engine::detect(std::env::var_os("PATH").as_deref()).context(
-                    "no container engine; install docker or podman, or run trusted trees with --isolation host",
-                )?,
-            };
-            Isolation::Container { engine, run: run_id(plan, results)? }
-        }
-    })
-}
-
-/// The preflight, from the command line.
-pub(crate) fn preflight_mode(
-    switch: Switch,
-    root: &std::path::Path,
-    min_free_disk: Option<u64>,
-) -> PreflightMode {
-    match switch {
-        Switch::Off => PreflightMode::Off,
-        Switch::On => {
-            let mut thresholds = Thresholds::default();
-            if let Some(gib) = min_free_disk {
-                thresholds.min_free_work_bytes = gib.saturating_mul(1 << 30);
-                thresholds.min_free_cache_bytes = gib.saturating_mul(1 << 30);
-            }
-            PreflightMode::On { root: root.to_path_buf(), thresholds }
-        }
-    }
 }
 
 /// The run's id, which names its containers: the PR commit's first 12 digits and a hash of the
@@ -264,34 +364,41 @@ fn run_id(plan: &Plan, results: &std::path::Path) -> anyhow::Result<RunId> {
 }
 
 /// `prgate run --executor slurm`: a job per model, each running this program's local executor
-/// on its model alone, then their evidence gathered.
-fn run_slurm(args: &RunArgs, plan: &Plan, node: &NodeProfile) -> anyhow::Result<()> {
-    if !args.only_models.is_empty() {
-        anyhow::bail!(
-            "--only-model is for --executor local: the SLURM executor runs a job per model"
-        );
-    }
+/// on its model alone (with this run's settings written back as flags), then their evidence
+/// gathered.
+pub(crate) fn run_slurm(
+    settings: &RunSettings,
+    slurm: &SlurmOptions,
+    files: &RunFiles<'_>,
+    plan: &Plan,
+    node: &NodeProfile,
+    observer: Option<&dyn StepObserver>,
+) -> anyhow::Result<()> {
     let program = std::env::current_exe().context("finding this program, for the jobs to run")?;
     let absolute = |path: &Path| {
         std::path::absolute(path).with_context(|| format!("resolving {}", path.display()))
     };
-    let plan_path = absolute(&args.plan)?;
-    let node_path = absolute(&args.node)?;
-    let repo = absolute(&args.repo)?;
+    let plan_path = absolute(files.plan)?;
+    let node_path = absolute(files.node)?;
+    let repo = absolute(files.repo)?;
     // A bare program name is looked up in the job's PATH; a path must work from anywhere.
-    let python = if args.python.components().count() > 1 {
-        absolute(&args.python)?
+    let python = if settings.python.components().count() > 1 {
+        absolute(&settings.python)?
     } else {
-        args.python.clone()
+        settings.python.clone()
     };
-    let preflight_root = absolute(&args.preflight_root)?;
-    let engine = match &args.engine {
+    let preflight = match &settings.preflight {
+        Some(preflight) => Some((absolute(&preflight.root)?, preflight.min_free_disk)),
+        None => None,
+    };
+    let engine = match &settings.engine {
         Some(engine) if engine.components().count() > 1 => Some(absolute(engine)?),
         other => other.clone(),
     };
-    let time_limit = args.job_time_limit.or(args.time_limit.map(|limit| limit + JOB_TIME_SLACK));
+    let time_limit =
+        slurm.job_time_limit.or(settings.time_limit.map(|limit| limit + JOB_TIME_SLACK));
     // Jobs on one node take its host lock in turn; SLURM's time limit bounds the wait.
-    let wait_lock = args.wait_lock.or(time_limit).unwrap_or(JOB_WAIT_LOCK);
+    let wait_lock = settings.wait_lock.or(time_limit).unwrap_or(JOB_WAIT_LOCK);
     let command = |target: &JobTarget<'_>| -> Vec<OsString> {
         let mut argv: Vec<OsString> =
             vec![program.clone().into(), "run".into(), "--executor".into(), "local".into()];
@@ -303,22 +410,27 @@ fn run_slurm(args: &RunArgs, plan: &Plan, node: &NodeProfile) -> anyhow::Result<
             ("--events", target.events.into()),
             ("--only-model", target.name.into()),
             ("--python", python.clone().into()),
-            ("--common-recipe", args.common_recipe.clone().into()),
-            ("--isolation", value_name(args.isolation).into()),
+            ("--common-recipe", files.common_recipe.into()),
+            ("--isolation", value_name(settings.isolation).into()),
             ("--wait-lock", seconds(wait_lock).into()),
-            ("--preflight", value_name(args.preflight).into()),
-            ("--preflight-root", preflight_root.clone().into()),
         ];
+        match &preflight {
+            Some((root, min_free_disk)) => {
+                options.push(("--preflight", value_name(Switch::On).into()));
+                options.push(("--preflight-root", root.clone().into()));
+                if let Some(gib) = min_free_disk {
+                    options.push(("--min-free-disk", gib.to_string().into()));
+                }
+            }
+            None => options.push(("--preflight", value_name(Switch::Off).into())),
+        }
         if let Some(engine) = &engine {
             options.push(("--engine", engine.clone().into()));
         }
-        if let Some(gib) = args.min_free_disk {
-            options.push(("--min-free-disk", gib.to_string().into()));
-        }
-        if let Some(title) = &args.title {
+        if let Some(title) = files.title {
             options.push(("--title", title.into()));
         }
-        if let Some(limit) = args.time_limit {
+        if let Some(limit) = settings.time_limit {
             options.push(("--time-limit", seconds(limit).into()));
         }
         for (name, value) in options {
@@ -327,22 +439,23 @@ fn run_slurm(args: &RunArgs, plan: &Plan, node: &NodeProfile) -> anyhow::Result<
         }
         argv
     };
-    let settings = SlurmSettings {
-        bin_dir: args.slurm_bin.clone(),
+    let slurm_settings = SlurmSettings {
+        bin_dir: slurm.bin_dir.clone(),
         time_limit,
-        sbatch_args: args.sbatch_args.clone(),
+        sbatch_args: slurm.sbatch_args.clone(),
     };
     let request = SlurmRequest {
         plan,
         repo: &repo,
         node,
-        results: &args.results,
-        events: args.events.as_deref(),
+        results: files.results,
+        events: files.events,
         recipe_path: DEFAULT_RECIPE_PATH,
-        common_recipe_path: &args.common_recipe,
+        common_recipe_path: files.common_recipe,
         command: &command,
-        settings: &settings,
+        settings: &slurm_settings,
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        observer,
     };
     let summary = prgate_runner::slurm::run(&request).context("running the plan on SLURM")?;
     for note in &summary.notes {
@@ -367,7 +480,7 @@ fn run_slurm(args: &RunArgs, plan: &Plan, node: &NodeProfile) -> anyhow::Result<
         summary.copied,
         summary.jobs.len(),
         summary.job_name,
-        args.results.join("evidence").display()
+        files.results.join("evidence").display()
     );
     Ok(())
 }

@@ -1,5 +1,5 @@
 //! `prgate sim-server`: the simulated OpenAI-compatible server, for tests, the demo and trying
-//! the runner without a GPU. The server itself is the runner's (`sim_server`); this is its CLI.
+//! the runner without a GPU. The server itself is the `prgate-sim-server` crate's; this is its CLI.
 
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
-use prgate_runner::sim_server::{self, Profile};
+use prgate_sim_server::{self as sim_server, Profile};
 
 /// Serve a simulated OpenAI-compatible model server (completions, chat, streaming, /health,
 /// /v1/models) whose speed, noise, failures and accuracy come from a profile file and flags.

@@ -1,10 +1,9 @@
 //! The runner: turns a plan into evidence on a GPU node.
 //!
 //! It owns every process, socket, container and cluster job prgate starts: installing base
-//! and PR, the servers, tests, accuracy evals and speed benchmarks.
+//! and PR, the servers, tests, accuracy evals and speed benchmarks. The simulated server it
+//! is tested against is a crate of its own (`prgate-sim-server`), not part of the runner.
 //!
-//! - [`sim_server`]: a real OpenAI-compatible HTTP server whose speed, noise, failures and
-//!   accuracy are configured, so the runner and the demo can be exercised without a GPU;
 //! - [`export`]: a commit's tree as a clean directory (no `.git`), for installing and testing;
 //! - [`bench`](mod@bench): the built-in speed client (`prgate bench`), with `bench_serving`'s definitions;
 //! - [`junit`]: the pytest command line for a selection, and its JUnit XML read into per-test
@@ -67,6 +66,5 @@ pub mod redact;
 pub mod results;
 pub mod run;
 pub mod schedule;
-pub mod sim_server;
 pub mod slurm;
 pub mod untrusted;

@@ -61,7 +61,7 @@ use crate::key::Key;
 use crate::node::NodeProfile;
 use crate::recipe::Recipe;
 use crate::recipe::common::CommonRecipe;
-use crate::results::{Event, EventWriter, ResultsDir, ResultsError};
+use crate::results::{Event, EventWriter, ResultsDir, ResultsError, StepObserver};
 use crate::run::COMMON_CHECKS;
 use crate::schedule::{History, estimate_common, estimate_model};
 
@@ -101,6 +101,9 @@ pub struct SlurmRequest<'a> {
     pub settings: &'a SlurmSettings,
     /// Show progress on one rewritten line (a terminal) rather than a line per change.
     pub progress: bool,
+    /// Who watches the jobs' events as they are passed on (the PR comment), besides the
+    /// event stream's file: each event once, as the local step loop hands them.
+    pub observer: Option<&'a dyn StepObserver>,
 }
 
 impl fmt::Debug for SlurmRequest<'_> {
@@ -503,7 +506,7 @@ impl Orchestra<'_> {
     fn gather_ended(&mut self) -> Result<(), SlurmError> {
         for index in 0..self.jobs.len() {
             if self.jobs[index].ended.is_some() && !self.jobs[index].gathered {
-                self.jobs[index].events.pump(self.events.as_ref());
+                self.jobs[index].events.pump(self.events.as_ref(), self.request.observer);
                 self.gather(index, true)?;
                 self.jobs[index].gathered = true;
                 let job = &self.jobs[index];
@@ -565,12 +568,10 @@ impl Orchestra<'_> {
         let detail = detail(job, ended, &self.job_name);
         for step in unrecorded(target, &records) {
             let record = not_run_record(&step, &provenance, reason, &detail);
-            let started =
-                self.events.as_ref().map(|events| events.step_started(&step)).transpose()?;
+            let started = Event::started(&step);
+            self.emit(&started)?;
             self.results.write(&record)?;
-            if let (Some(events), Some(started)) = (&self.events, started) {
-                events.step_finished(&step, started, &record)?;
-            }
+            self.emit(&Event::finished(&step, started.as_started(), &record))?;
             self.summary.not_run += 1;
         }
         Ok(())
@@ -632,10 +633,21 @@ impl Orchestra<'_> {
         }
     }
 
-    /// Passes the jobs' new events on to the run's stream.
+    /// `event` to the run's stream and the observer.
+    fn emit(&self, event: &Event) -> Result<(), ResultsError> {
+        if let Some(events) = &self.events {
+            events.append(event)?;
+        }
+        if let Some(observer) = self.request.observer {
+            observer.observe(event);
+        }
+        Ok(())
+    }
+
+    /// Passes the jobs' new events on to the run's stream and the observer.
     fn forward_events(&mut self) {
         for job in &mut self.jobs {
-            job.events.pump(self.events.as_ref());
+            job.events.pump(self.events.as_ref(), self.request.observer);
         }
     }
 
@@ -767,9 +779,12 @@ impl Forward {
         Forward { path: path.to_path_buf(), offset }
     }
 
-    /// Passes the new whole lines on to `to`; a line that is not an event is dropped.
-    fn pump(&mut self, to: Option<&EventWriter>) {
-        let Some(to) = to else { return };
+    /// Passes the new whole lines on to `to` and `observer`; a line that is not an event is
+    /// dropped.
+    fn pump(&mut self, to: Option<&EventWriter>, observer: Option<&dyn StepObserver>) {
+        if to.is_none() && observer.is_none() {
+            return;
+        }
         let Ok(mut file) = File::open(&self.path) else { return };
         let mut bytes = Vec::new();
         if file
@@ -781,10 +796,14 @@ impl Forward {
         }
         let Some(end) = bytes.iter().rposition(|byte| *byte == b'\n') else { return };
         for line in bytes[..end].split(|byte| *byte == b'\n') {
-            if let Ok(event) = serde_json::from_slice::<Event>(line)
+            let Ok(event) = serde_json::from_slice::<Event>(line) else { continue };
+            if let Some(to) = to
                 && to.append(&event).is_err()
             {
                 return;
+            }
+            if let Some(observer) = observer {
+                observer.observe(&event);
             }
         }
         self.offset += end as u64 + 1;

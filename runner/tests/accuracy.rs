@@ -9,7 +9,7 @@ use prgate_runner::accuracy::sgl_eval::{self, Metrics};
 use prgate_runner::accuracy::{
     AccuracyError, EvalConfig, Evaluation, Question, evaluate, parse_dataset, read_dataset,
 };
-use prgate_runner::sim_server::{self, Probability, Profile, RunningServer};
+use prgate_sim_server::{self as sim_server, Probability, Profile, RunningServer};
 
 fn dataset(count: usize) -> Vec<Question> {
     (0..count)

@@ -20,8 +20,10 @@ models = ["pkg/models/{model}/**", "test/unit/{model}/**", "test/kernels/*_{mode
 shared = ["pkg/__init__.py"]
 "#;
 
-/// Two pairs per speed cell: a run's set of steps does not depend on timing noise.
-pub(crate) const TWO_PAIRS: &str = "\n[gate.speed]\nmin-pairs = 2\nmax-pairs = 2\n";
+/// Exactly two speed pairs per cell: no outlier re-measured either, so the steps a run records
+/// do not depend on how loaded the machine is.
+pub(crate) const TWO_PAIRS: &str =
+    "\n[gate.speed]\nmin-pairs = 2\nmax-pairs = 2\nmax-outliers = 0\n";
 
 const TIMING_SCRIPT: &str = r#"import json, sys
 json.dump({"kernels": [{"name": "k1", "samples_us": [10.0, 10.5, 9.8]}]}, open(sys.argv[1], "w"))

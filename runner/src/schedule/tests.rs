@@ -533,7 +533,7 @@ n1 0: \nn2 0: \nmakespan 0, bound 0 (no jobs), optimal",
 }
 
 /// The simulated server's SplitMix64, so the sweep is the same on every machine.
-struct Random(crate::sim_server::rng::SplitMix64);
+struct Random(prgate_sim_server::rng::SplitMix64);
 
 impl Random {
     /// Uniform in `low..=high`.
@@ -565,7 +565,7 @@ fn assert_valid(schedule: &Schedule, jobs: &[Job], nodes: &[Node]) {
 #[test]
 fn a_sweep_of_random_sets_keeps_every_invariant_and_is_optimal_or_within_ten_percent_of_the_bound()
 {
-    let mut random = Random(crate::sim_server::rng::SplitMix64::new(2026));
+    let mut random = Random(prgate_sim_server::rng::SplitMix64::new(2026));
     // The bound is not always reachable (three equal jobs on two nodes): a schedule proven
     // optimal may be further from it.
     let mut worst_unproven: f64 = 1.0;

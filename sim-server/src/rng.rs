@@ -10,12 +10,12 @@ pub(super) const MIN_NOISE_FACTOR: f64 = 0.05;
 
 /// SplitMix64 (Steele, Lea and Flood, 2014): one 64-bit state, a good spread from any seed.
 #[derive(Debug, Clone)]
-pub(crate) struct SplitMix64 {
+pub struct SplitMix64 {
     state: u64,
 }
 
 impl SplitMix64 {
-    pub(crate) fn new(seed: u64) -> SplitMix64 {
+    pub fn new(seed: u64) -> SplitMix64 {
         SplitMix64 { state: seed }
     }
 
@@ -25,7 +25,7 @@ impl SplitMix64 {
         SplitMix64::new(mix(seed ^ mix(request)))
     }
 
-    pub(crate) fn next_u64(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(GOLDEN_GAMMA);
         mix(self.state)
     }

@@ -586,6 +586,38 @@ fn stopping_closes_the_socket() {
     assert!(std::net::TcpStream::connect(addr).is_err(), "still listening after stopping");
 }
 
+/// How many idle connections the server must hold open while it still answers.
+const IDLE_CONNECTIONS: usize = 1_500;
+
+#[test]
+fn idle_connections_take_no_thread_each_and_the_server_still_answers() {
+    let server = start(fast());
+    let idle: Vec<std::net::TcpStream> = (0..IDLE_CONNECTIONS)
+        .map(|_| std::net::TcpStream::connect(server.addr()).expect("an idle connection"))
+        .collect();
+    // The listen queue is first come, first served: this connection is accepted after them.
+    assert_eq!(Client::new(&server).get("/health").0, 200, "answered past the idle ones");
+    // Every idle connection is still open: a thread per connection would be 1,500 threads
+    // here; the server has one (the test harness has a few more).
+    let status = std::fs::read_to_string("/proc/self/status").expect("the process's status");
+    let threads: usize = status
+        .lines()
+        .find_map(|line| line.strip_prefix("Threads:"))
+        .and_then(|count| count.trim().parse().ok())
+        .expect("a thread count");
+    assert!(threads < IDLE_CONNECTIONS / 10, "{threads} threads for {} connections", idle.len());
+    for mut connection in idle {
+        use std::io::Read as _;
+        connection.set_nonblocking(true).expect("a non-blocking socket");
+        let mut byte = [0u8; 1];
+        let read = connection.read(&mut byte);
+        assert!(
+            matches!(&read, Err(error) if error.kind() == std::io::ErrorKind::WouldBlock),
+            "an idle connection was closed or answered: {read:?}"
+        );
+    }
+}
+
 #[test]
 fn binding_a_busy_port_names_it() {
     let server = start(fast());
