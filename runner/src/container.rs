@@ -1,6 +1,7 @@
 //! The container launcher: "run this command for this run" turned into a container engine's
 //! command line, and the engine's other answers the runner needs (a server's address on the
-//! run's network, stop, cleanup by label, the image's digest).
+//! run's network, stop, cleanup by label, the image's digest), and the gateway check (a probe
+//! container proving the host closed to the run's network: `gateway`).
 //!
 //! On a GPU node every PR-controlled command runs inside the node's image; only prgate runs
 //! outside. [`Engine::launch`] builds the `docker run` (or `podman run`) of one
@@ -17,6 +18,7 @@
 #![doc = include_str!("../../docs/container.md")]
 
 mod env;
+mod gateway;
 #[cfg(test)]
 mod tests;
 
@@ -31,6 +33,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 pub use env::{ContainerEnv, EnvError, RESERVED_VARIABLES};
+pub use gateway::{GATEWAY_HINT, GatewayCheck, PROBE_CONNECT_TIMEOUT, PROBE_LIMIT, PROBE_SCRIPT};
 
 use crate::node::{Image, NodeProfile, secret_env_var};
 use crate::process::{ChildGroup, Environment, Finished, ProcessError, ProcessSpec, Stopped, tail};
@@ -253,6 +256,8 @@ pub enum ContainerError {
     Exited { name: String, network: String, status: ExitStatus, log: PathBuf, tail: String },
     #[error("container {name} had no address on network {network} within {timeout:?}: {last}")]
     AddressTimedOut { name: String, network: String, timeout: Duration, last: String },
+    #[error("the gateway probe of {gateway} cannot tell whether the host answers there: {problem}")]
+    GatewayProbe { gateway: IpAddr, problem: String },
     #[error(transparent)]
     Process(#[from] ProcessError),
 }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use prgate_runner::container::{
     Container, ContainerEnv, ContainerError, ContainerNetwork, ContainerRequest, DEFAULT_SHM_GIB,
-    Engine, EngineKind, Launch, RunId, image_reference, run_network_name,
+    Engine, EngineKind, GatewayCheck, Launch, RunId, image_reference, run_network_name,
 };
 use prgate_runner::node::NodeProfile;
 use prgate_runner::process::{Finished, wait_healthy};
@@ -931,6 +931,118 @@ fn a_server_is_reached_on_the_runs_network_and_reaches_nothing_else() {
         assert!(!harness.exists(&name), "the container is gone");
         assert_eq!(harness.engine.remove_run_networks(&run).expect("removed"), vec![network]);
         assert!(harness.engine.remove_run_networks(&run).expect("again").is_empty());
+    });
+}
+
+/// While it lives, the node's firewall lets new connections from podman's bridges to one port
+/// of the host through (`iptables -I INPUT -i podman+ -p tcp --dport PORT -j ACCEPT`, ahead
+/// of `.ci/engine-up`'s DROP). Only that port: the one a listener of the test holds, so that
+/// tests running at the same time (which check that nothing else answers) see no change.
+struct FirewallHole {
+    rule: Vec<String>,
+}
+
+impl FirewallHole {
+    fn open(port: u16) -> FirewallHole {
+        let rule = strings(&[
+            "INPUT",
+            "-i",
+            "podman+",
+            "-p",
+            "tcp",
+            "--dport",
+            &port.to_string(),
+            "-j",
+            "ACCEPT",
+        ]);
+        let status =
+            Command::new("iptables").arg("-I").args(&rule).status().expect("iptables runs");
+        assert!(status.success(), "iptables -I {rule:?}: {status}");
+        FirewallHole { rule }
+    }
+}
+
+impl Drop for FirewallHole {
+    fn drop(&mut self) {
+        let _status = Command::new("iptables").arg("-D").args(&self.rule).status();
+    }
+}
+
+#[test]
+fn the_gateway_check_finds_the_host_closed_and_a_host_that_answers_open() {
+    for_each_engine(|harness| {
+        let site = Site::new();
+        let node = harness.node(&site);
+        let run = run_id("gateway");
+        let _cleanup = RunCleanup { engine: &harness.engine, run: &run };
+        let network = harness.engine.create_run_network(&run).expect("the run's network");
+        let env = ContainerEnv::new(&node);
+        let log = site.log("gateway-probe");
+        let request = ContainerRequest {
+            node: &node,
+            run: &run,
+            purpose: "gateway-probe",
+            labels: &[],
+            gpus: &[],
+            tree: &site.tree,
+            out: &site.out,
+            env: &env,
+            network: ContainerNetwork::Run,
+            datasets: None,
+            shm_gib: DEFAULT_SHM_GIB,
+            command: &[],
+            log: &log,
+            grace: Duration::from_secs(2),
+        };
+        let gateway = harness.engine.network_gateway(&network).expect("the network's gateway");
+        if harness.real() {
+            assert_eq!(gateway.to_string(), self::gateway(harness, &network));
+        }
+
+        // What was at the probe's log (here a link to a host file) is removed, not followed.
+        let host_file = site.root().join("host-file");
+        std::fs::write(&host_file, "prgate-probe:connected\n").expect("a host file");
+        std::fs::create_dir_all(log.parent().expect("a folder")).expect("the logs' folder");
+        std::os::unix::fs::symlink(&host_file, &log).expect("a link");
+
+        // The node's firewall drops new connections from the run's network to the host
+        // (.ci/engine-up's rule on podman; the stand-in's default): the probe times out on
+        // podman, and is refused on the stand-in (its commands run on the host).
+        match harness.engine.check_gateway(&request).expect("the check tells") {
+            GatewayCheck::Closed { gateway: probed, answer, .. } => {
+                assert_eq!(probed, gateway);
+                let expected =
+                    if harness.real() { "no answer within 3s" } else { "Connection refused" };
+                assert_eq!(answer, expected, "{}", site.logs());
+            }
+            open => panic!("{open}\n{}", site.logs()),
+        }
+        let untouched = std::fs::read_to_string(&host_file).expect("the host file");
+        assert_eq!(untouched, "prgate-probe:connected\n");
+        assert!(!log.is_symlink(), "the probe's log is its own file");
+
+        // The host answers at one port of the gateway: on podman, a rule that lets that port
+        // through (not the DROP rule removed: other tests run meanwhile); on the stand-in, its
+        // `gateway-open` switch.
+        let listener = TcpListener::bind((Ipv4Addr::UNSPECIFIED, 0)).expect("a host service");
+        let port = listener.local_addr().expect("its address").port();
+        let _hole = match &harness.stand_in {
+            None => Some(FirewallHole::open(port)),
+            Some(state) => {
+                std::fs::write(state.join("gateway-open"), "").expect("the switch");
+                None
+            }
+        };
+        match harness.engine.probe_gateway(&request, gateway, listener).expect("the check tells") {
+            GatewayCheck::Open { gateway: probed, port: at, how } => {
+                assert_eq!((probed, at), (gateway, port));
+                assert!(how.contains("accepted a connection from"), "{how}");
+            }
+            closed => panic!("{closed}\n{}", site.logs()),
+        }
+        // The probes' containers are gone.
+        let name = prgate_runner::container::container_name(&run, "gateway-probe").expect("a name");
+        assert!(!harness.exists(&name), "a probe is left");
     });
 }
 

@@ -1008,6 +1008,9 @@ fn in_containers_every_command_from_the_pr_goes_through_the_engine() {
     assert_eq!(count("-m pytest"), 6, "{commands:#?}");
     assert_eq!(count("alpha_timing.py"), 2, "{commands:#?}");
     assert_eq!(count("sim-server"), 2, "{commands:#?}");
+    // Before each server, the gateway check's probe on the run's network (it found the host
+    // closed: the stand-in's firewall drops).
+    assert_eq!(count("prgate-probe"), 2, "{commands:#?}");
     for command in &commands {
         assert!(command.contains("--rm --init"), "{command}");
         assert!(command.contains(&format!("local:none@{IMAGE_DIGEST}")), "{command}");
@@ -1026,7 +1029,7 @@ fn in_containers_every_command_from_the_pr_goes_through_the_engine() {
     // The servers are on the run's internal network and publish nothing; every other
     // container has no network or a server's.
     for command in &commands {
-        let network = if command.contains("sim-server") {
+        let network = if command.contains("sim-server") || command.contains("prgate-probe") {
             " --network prgate-"
         } else if command.contains("test_alpha_serving") {
             " --network container:prgate-"
@@ -1041,6 +1044,53 @@ fn in_containers_every_command_from_the_pr_goes_through_the_engine() {
     let state: serde_json::Value = read_json(&fixture.work.path().join("engine-state/state.json"));
     assert_eq!(state["containers"].as_array().map(Vec::len), Some(0), "{state}");
     assert_eq!(state["networks"].as_array().map(Vec::len), Some(0), "{state}");
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+#[test]
+fn a_node_whose_host_answers_on_the_runs_network_starts_no_server() {
+    let fixture = Fixture::new(&Sample { gate: TWO_PAIRS, ..Sample::default() });
+    let engine = fake_engine(fixture.work.path());
+    // The stand-in's node has no firewall rule: the host answers at the gateway.
+    std::fs::write(fixture.work.path().join("engine-state/gateway-open"), "").expect("written");
+    let mut args = fixture.run_args("contained");
+    let at = args.iter().position(|arg| arg == "host").expect("--isolation host");
+    args[at] = "container".to_owned();
+    args.extend(["--engine".to_owned(), engine.to_str().expect("UTF-8").to_owned()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = prgate(fixture.repo.path(), &args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for side in ["base", "pr"] {
+        // What needs no server runs as before.
+        let unit = fixture.record("contained", &format!("alpha.unit-tests.{side}"));
+        assert_eq!(unit["outcome"]["results"][0]["outcome"], "passed", "{unit}");
+        // What needs one is the node's failure, with the fix.
+        for stem in [format!("alpha.serving-tests.{side}"), format!("alpha.routing.{side}")] {
+            let record = fixture.record("contained", &stem);
+            assert_eq!(record["outcome"]["kind"], "not-run", "{record}");
+            assert_eq!(record["outcome"]["reason"], "node", "{record}");
+            let detail = record["outcome"]["detail"].as_str().expect("a detail");
+            assert!(detail.contains("the node is not isolated"), "{detail}");
+            assert!(detail.contains("accepted a connection"), "{detail}");
+            assert!(
+                detail.contains("iptables -I INPUT -i podman+ -m conntrack --ctstate NEW -j DROP"),
+                "{detail}"
+            );
+        }
+    }
+    // No server of either side was started: only the probes were on the run's network.
+    let log = std::fs::read_to_string(fixture.work.path().join("engine-state/log.jsonl"))
+        .expect("the engine's log");
+    let runs: Vec<String> = log
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("JSON"))
+        .filter(|entry| entry["argv"][0] == "run")
+        .map(|entry| entry["argv"].to_string())
+        .collect();
+    assert_eq!(runs.iter().filter(|run| run.contains("sim-server")).count(), 0, "{runs:#?}");
+    assert_eq!(runs.iter().filter(|run| run.contains("prgate-probe")).count(), 2, "{runs:#?}");
+    let state: serde_json::Value = read_json(&fixture.work.path().join("engine-state/state.json"));
+    assert_eq!(state["containers"].as_array().map(Vec::len), Some(0), "{state}");
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
 }
 

@@ -23,7 +23,7 @@ use super::leftovers::Entry;
 use super::server::with_log_tail;
 use crate::container::{
     self, Container, ContainerEnv, ContainerNetwork, ContainerRequest, DEFAULT_SHM_GIB, Engine,
-    OUT_DIR, RunId, TREE_DIR,
+    GATEWAY_HINT, GatewayCheck, OUT_DIR, RunId, TREE_DIR,
 };
 use crate::node::NodeProfile;
 use crate::process::{
@@ -359,6 +359,7 @@ impl Exec<'_> {
                 // resumed run finds it); the run's cleanup removes it.
                 let other = |detail: String| (NotRunReason::Other, detail);
                 engine.create_run_network(run).map_err(|error| other(error.to_string()))?;
+                self.check_gateway(engine, run, command)?;
                 let request = self.request(run, &shape, &env, ContainerNetwork::Run);
                 let launch = engine.launch(&request).map_err(|error| crash(error.to_string()))?;
                 let mut container =
@@ -372,6 +373,41 @@ impl Exec<'_> {
                 };
                 Ok((ServerProcess::Container(Box::new(container)), url))
             }
+        }
+    }
+
+    /// Fails closed unless the host is proven closed to the run's network (the gateway
+    /// check, `docs/container.md`, "Network"): a probe container on it, before the server
+    /// starts. An open gateway, or a check that cannot tell, is the node's failure: every step
+    /// that needs the server is not run, with the firewall rule that fixes it.
+    fn check_gateway(
+        &self,
+        engine: &Engine,
+        run: &RunId,
+        command: &ServerCommand<'_>,
+    ) -> Result<(), (NotRunReason, String)> {
+        let node = |detail: String| (NotRunReason::Node, format!("{detail}\n{GATEWAY_HINT}"));
+        let purpose = format!("{}-gateway-probe", command.purpose);
+        let log = command.out.join("gateway-probe.log");
+        let env = ContainerEnv::new(self.node);
+        let shape = Shape {
+            purpose: &purpose,
+            datasets: None,
+            gpus: &[],
+            tree: command.tree,
+            out: command.out,
+            argv: &[],
+            log: &log,
+        };
+        let probe = self.request(run, &shape, &env, ContainerNetwork::Run);
+        match engine.check_gateway(&probe) {
+            Ok(GatewayCheck::Closed { .. }) => Ok(()),
+            Ok(open @ GatewayCheck::Open { .. }) => {
+                Err(node(format!("the node is not isolated: {open}")))
+            }
+            Err(error) => Err(node(format!(
+                "the node's isolation cannot be checked, so no server starts on the run's network: {error}"
+            ))),
         }
     }
 
