@@ -302,6 +302,36 @@ impl TargetTime {
         Ok(total)
     }
 
+    /// Copies every target's file of the results directory `from` (a SLURM job's, which adds
+    /// up its own attempts) into `to`'s, replacing what `to` held for that target: the run's
+    /// GPU time is its jobs'. A file that does not read as a [`TargetTime`] is not copied.
+    /// Returns how many were copied.
+    pub fn copy_all(from: &Path, to: &Path) -> Result<usize, String> {
+        let Ok(entries) = std::fs::read_dir(from.join(RESULTS_FOLDER)) else { return Ok(0) };
+        let mut copied = 0;
+        for path in entries.flatten().map(|entry| entry.path()) {
+            let Some(name) =
+                path.file_name().filter(|_| path.extension().is_some_and(|e| e == "json"))
+            else {
+                continue;
+            };
+            let Some(time) = std::fs::read(&path)
+                .ok()
+                .and_then(|bytes| serde_json::from_slice::<TargetTime>(&bytes).ok())
+            else {
+                continue;
+            };
+            let into = to.join(RESULTS_FOLDER).join(name);
+            let error = |error: String| format!("{}: {error}", into.display());
+            std::fs::create_dir_all(to.join(RESULTS_FOLDER)).map_err(|e| error(e.to_string()))?;
+            let mut json = serde_json::to_vec_pretty(&time).map_err(|e| error(e.to_string()))?;
+            json.push(b'\n');
+            crate::results::write_atomically(&into, &json).map_err(|e| error(e.to_string()))?;
+            copied += 1;
+        }
+        Ok(copied)
+    }
+
     /// Reads every target's file of a results directory, in file-name order.
     pub fn read_all(results: &Path) -> Vec<TargetTime> {
         let Ok(entries) = std::fs::read_dir(results.join(RESULTS_FOLDER)) else {

@@ -544,6 +544,11 @@ impl Orchestra<'_> {
             self.results.write(record)?;
         }
         self.summary.copied += records.len();
+        if let Err(error) = crate::gpu_time::TargetTime::copy_all(&job.dir, self.request.results) {
+            self.summary
+                .notes
+                .push(format!("the GPU time of job {} was not gathered: {error}", job.id));
+        }
         let Some(ended) = job.ended.as_ref().filter(|_| not_run) else { return Ok(()) };
         let reason = match ended.state.not_run_reason() {
             Some(reason) => reason,

@@ -177,6 +177,24 @@ fn the_slurm_executor_records_what_the_local_executor_records() {
     assert!(script.contains("--only-model alpha"), "{script}");
     // No limit given: twice the estimate from the recipe, plus a quarter of an hour.
     assert!(script.contains("#SBATCH --time="), "{script}");
+    // The jobs' GPU time is the run's, target by target, as a local run writes it.
+    let gpu_time = |results: &str| -> Vec<String> {
+        let dir = fixture.results(results).join("gpu-time");
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|error| panic!("{}: {error}", dir.display()))
+            .filter_map(Result::ok)
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(gpu_time("slurm"), gpu_time("local"));
+    let alpha = read(&fixture.results("slurm").join("gpu-time/alpha.json"));
+    assert_eq!(
+        alpha,
+        read(&fixture.results("slurm").join("slurm/alpha/gpu-time/alpha.json")),
+        "the job's file, copied"
+    );
 
     // A second run resubmits; each job resumes from its own directory and records nothing.
     let again = prgate(fixture.repo.path(), &args);
