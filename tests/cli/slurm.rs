@@ -328,12 +328,13 @@ fn a_job_over_its_time_limit_is_a_timeout_with_the_jobs_output() {
 #[test]
 fn slurm_flags_are_checked_before_any_job() {
     let fixture = Fixture::new(&Sample::default());
-    let cases: [(&[&str], &str); 3] = [
+    let cases: [(&[&str], &str); 4] = [
         (
             &["--executor", "slurm", "--slurm-bin", "/nonexistent/slurm"],
             "cannot run /nonexistent/slurm/squeue",
         ),
         (&["--executor", "slurm", "--only-model", "alpha"], "is for --executor local"),
+        (&["--executor", "slurm", "--reuse", "on"], "--reuse on is for --executor local"),
         (&["--job-time-limit", "1m"], "are for --executor slurm"),
     ];
     for (extra, expect) in cases {
