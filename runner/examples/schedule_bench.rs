@@ -30,117 +30,125 @@ struct Model {
     timing_scripts: usize,
 }
 
+/// What most of the seed's models have; a row of [`MODELS`] names the fields where it differs.
+const SEED_MODEL: Model = Model {
+    name: "",
+    hardware: "mi355x",
+    checkpoint_on_nodes: true,
+    concurrencies: "1",
+    covered: "1",
+    accuracy: &["gsm8k", "gpqa-diamond"],
+    output_len: 1024,
+    timing_scripts: 1,
+};
+
 const MODELS: [Model; 12] = [
-    model(
-        "deepseek_v41",
-        "mi355x",
-        true,
-        "1, 4, 16, 64, 128",
-        "1, 4, 16",
-        &["gsm8k", "gpqa-diamond", "aime26"],
-        1024,
-        1,
-    ),
-    model(
-        "kimi_k3",
-        "mi355x",
-        true,
-        "1, 4, 16, 64",
-        "1, 4, 16",
-        &["gsm8k", "gpqa-diamond", "aime26"],
-        2048,
-        2,
-    ),
-    model(
-        "kimi_k31",
-        "mi355x",
-        false,
-        "1, 4, 8, 16, 64",
-        "1, 4, 8",
-        &["gsm8k", "gpqa-diamond", "aime26"],
-        2048,
-        2,
-    ),
-    model(
-        "glm53_flash",
-        "mi355x",
-        true,
-        "1, 8, 32, 128",
-        "1, 8",
-        &["gsm8k", "gpqa-diamond", "aime26"],
-        1024,
-        1,
-    ),
-    model(
-        "glm53_flash_mxfp4",
-        "mi355x",
-        false,
-        "1, 8, 32, 128",
-        "1, 8",
-        &["gsm8k", "gpqa-diamond"],
-        1024,
-        1,
-    ),
-    model(
-        "qwen38_flash_next",
-        "mi355x",
-        true,
-        "1, 4, 16, 64",
-        "1, 4",
-        &["gsm8k", "gpqa-diamond"],
-        1024,
-        1,
-    ),
-    model(
-        "qwen38_flash_next_mxfp4",
-        "mi355x",
-        false,
-        "1, 4, 16, 64",
-        "1, 4",
-        &["gsm8k", "gpqa-diamond"],
-        1024,
-        1,
-    ),
-    model("qwen38_vl", "mi355x", true, "1, 8, 32", "1, 8", &["gsm8k", "mmmu-pro"], 512, 1),
-    model("step4_flash", "mi355x", true, "1, 16, 64", "1, 16", &["gsm8k", "gpqa-diamond"], 1024, 0),
-    model(
-        "minimax_m31_flash",
-        "mi350x",
-        true,
-        "1, 4, 16",
-        "1, 4",
-        &["gsm8k", "gpqa-diamond"],
-        1024,
-        1,
-    ),
-    model("muse_spark", "mi355x", true, "1", "1", &[], 1024, 0),
-    model("qwen38_24t", "mi355x", true, "1", "1", &[], 1024, 0),
+    Model {
+        name: "deepseek_v41",
+        concurrencies: "1, 4, 16, 64, 128",
+        covered: "1, 4, 16",
+        accuracy: &["gsm8k", "gpqa-diamond", "aime26"],
+        ..SEED_MODEL
+    },
+    Model {
+        name: "kimi_k3",
+        concurrencies: "1, 4, 16, 64",
+        covered: "1, 4, 16",
+        accuracy: &["gsm8k", "gpqa-diamond", "aime26"],
+        output_len: 2048,
+        timing_scripts: 2,
+        ..SEED_MODEL
+    },
+    Model {
+        name: "kimi_k31",
+        checkpoint_on_nodes: false,
+        concurrencies: "1, 4, 8, 16, 64",
+        covered: "1, 4, 8",
+        accuracy: &["gsm8k", "gpqa-diamond", "aime26"],
+        output_len: 2048,
+        timing_scripts: 2,
+        ..SEED_MODEL
+    },
+    Model {
+        name: "glm53_flash",
+        concurrencies: "1, 8, 32, 128",
+        covered: "1, 8",
+        accuracy: &["gsm8k", "gpqa-diamond", "aime26"],
+        ..SEED_MODEL
+    },
+    Model {
+        name: "glm53_flash_mxfp4",
+        checkpoint_on_nodes: false,
+        concurrencies: "1, 8, 32, 128",
+        covered: "1, 8",
+        ..SEED_MODEL
+    },
+    Model {
+        name: "qwen38_flash_next",
+        concurrencies: "1, 4, 16, 64",
+        covered: "1, 4",
+        ..SEED_MODEL
+    },
+    Model {
+        name: "qwen38_flash_next_mxfp4",
+        checkpoint_on_nodes: false,
+        concurrencies: "1, 4, 16, 64",
+        covered: "1, 4",
+        ..SEED_MODEL
+    },
+    Model {
+        name: "qwen38_vl",
+        concurrencies: "1, 8, 32",
+        covered: "1, 8",
+        accuracy: &["gsm8k", "mmmu-pro"],
+        output_len: 512,
+        ..SEED_MODEL
+    },
+    Model {
+        name: "step4_flash",
+        concurrencies: "1, 16, 64",
+        covered: "1, 16",
+        timing_scripts: 0,
+        ..SEED_MODEL
+    },
+    Model {
+        name: "minimax_m31_flash",
+        hardware: "mi350x",
+        concurrencies: "1, 4, 16",
+        covered: "1, 4",
+        ..SEED_MODEL
+    },
+    Model {
+        name: "muse_spark",
+        concurrencies: "1",
+        covered: "1",
+        accuracy: &[],
+        timing_scripts: 0,
+        ..SEED_MODEL
+    },
+    Model {
+        name: "qwen38_24t",
+        concurrencies: "1",
+        covered: "1",
+        accuracy: &[],
+        timing_scripts: 0,
+        ..SEED_MODEL
+    },
 ];
 
-#[expect(clippy::too_many_arguments, reason = "a table of constants reads best as calls")]
-const fn model(
-    name: &'static str,
-    hardware: &'static str,
-    checkpoint_on_nodes: bool,
-    concurrencies: &'static str,
-    covered: &'static str,
-    accuracy: &'static [&'static str],
-    output_len: u32,
-    timing_scripts: usize,
-) -> Model {
-    Model {
-        name,
-        hardware,
-        checkpoint_on_nodes,
-        concurrencies,
-        covered,
-        accuracy,
-        output_len,
-        timing_scripts,
-    }
-}
-
 impl Model {
+    /// The model's entry in a plan that runs it on `tier` (not new, not removed, no reasons).
+    fn plan(&self, tier: Tier) -> ModelPlan {
+        ModelPlan {
+            name: self.name.to_owned(),
+            tier,
+            new: false,
+            removed: false,
+            readme: None,
+            reasons: Vec::new(),
+        }
+    }
+
     fn recipe(&self) -> Option<Recipe> {
         // The seed's two models without a serving recipe.
         if matches!(self.name, "muse_spark" | "qwen38_24t") {
@@ -200,16 +208,8 @@ fn seed_jobs(full: &[&str], shared: bool) -> Vec<Job> {
         } else {
             continue;
         };
-        let plan = ModelPlan {
-            name: model.name.to_owned(),
-            tier,
-            new: false,
-            removed: false,
-            readme: None,
-            reasons: Vec::new(),
-        };
         let recipe = model.recipe();
-        let estimate = estimate_model(&plan, recipe.as_ref(), &history);
+        let estimate = estimate_model(&model.plan(tier), recipe.as_ref(), &history);
         jobs.push(Job::for_model(model.name, &estimate, recipe.as_ref()));
     }
     if shared {
@@ -294,15 +294,9 @@ fn seed_models() {
     for model in &MODELS {
         let recipe = model.recipe();
         let estimate = |tier| {
-            let plan = ModelPlan {
-                name: model.name.to_owned(),
-                tier,
-                new: false,
-                removed: false,
-                readme: None,
-                reasons: Vec::new(),
-            };
-            hours(estimate_model(&plan, recipe.as_ref(), &History::default()).duration())
+            hours(
+                estimate_model(&model.plan(tier), recipe.as_ref(), &History::default()).duration(),
+            )
         };
         let runs = match (recipe.is_some(), model.hardware, model.checkpoint_on_nodes) {
             (false, _, _) => "yes (no recipe: every check not-run at once)",

@@ -114,23 +114,19 @@ while [ "$#" -gt 0 ]; do
             usage
             exit 0
             ;;
-        --url) need_value "$@"; url="$2"; shift 2 ;;
-        --token) need_value "$@"; token="$2"; shift 2 ;;
-        --role) need_value "$@"; role="$2"; shift 2 ;;
-        --node) need_value "$@"; node="$2"; shift 2 ;;
-        --name) need_value "$@"; name="$2"; shift 2 ;;
-        --group) need_value "$@"; group="$2"; shift 2 ;;
+        # The options whose variable is their name without the dashes (only these names reach
+        # printf -v: the pattern lists them).
+        --url | --token | --role | --node | --name | --group | --user | --dir | --work | \
+            --tarball | --profile | --prgate)
+            need_value "$@"
+            printf -v "${1#--}" '%s' "$2"
+            shift 2
+            ;;
         --labels) need_value "$@"; extra_labels="$2"; shift 2 ;;
-        --user) need_value "$@"; user="$2"; shift 2 ;;
-        --dir) need_value "$@"; dir="$2"; shift 2 ;;
-        --work) need_value "$@"; work="$2"; shift 2 ;;
-        --replace) replace=1; shift ;;
-        --version) need_value "$@"; version="${2#v}"; shift 2 ;;
-        --tarball) need_value "$@"; tarball="$2"; shift 2 ;;
-        --sha256) need_value "$@"; sha256="${2,,}"; shift 2 ;;
-        --profile) need_value "$@"; profile="$2"; shift 2 ;;
         --nodes) need_value "$@"; nodes_file="$2"; shift 2 ;;
-        --prgate) need_value "$@"; prgate="$2"; shift 2 ;;
+        --version) need_value "$@"; version="${2#v}"; shift 2 ;;
+        --sha256) need_value "$@"; sha256="${2,,}"; shift 2 ;;
+        --replace) replace=1; shift ;;
         --dry-run) dry_run=1; shift ;;
         *) die "unknown argument '$1' (see --help)" ;;
     esac

@@ -213,24 +213,13 @@ pub fn parse_bench_serving_jsonl(text: &str) -> Result<Vec<SpeedRecord>, ParseEr
             .map_err(|source| ParseError::Json { at, source })?;
         let object = as_object(&value, at)?;
         let fields = Fields { object, at };
+        let statistics = millisecond_statistics(&fields, "median_e2e_latency_ms")?;
         records.push(SpeedRecord {
-            concurrency: fields.concurrency("max_concurrency")?,
-            median_tpot_ms: fields.time_per_token("median_tpot_ms", 1.0)?,
-            mean_tpot_ms: fields.number("mean_tpot_ms")?,
-            p99_tpot_ms: fields.number("p99_tpot_ms")?,
-            median_ttft_ms: fields.number("median_ttft_ms")?,
-            mean_ttft_ms: fields.number("mean_ttft_ms")?,
-            p99_ttft_ms: fields.number("p99_ttft_ms")?,
-            median_itl_ms: fields.number("median_itl_ms")?,
-            mean_itl_ms: fields.number("mean_itl_ms")?,
-            median_e2e_latency_ms: fields.number("median_e2e_latency_ms")?,
-            request_throughput: fields.number("request_throughput")?,
-            output_throughput: fields.number("output_throughput")?,
-            completed: fields.completed()?,
             input_len: first_some(fields.count("random_input_len")?, || fields.count("input_len"))?,
             output_len: first_some(fields.count("random_output_len")?, || {
                 fields.count("output_len")
             })?,
+            ..statistics
         });
     }
     if records.is_empty() {
@@ -263,63 +252,24 @@ fn inferencex_record(value: &Value, at: Location) -> Result<SpeedRecord, ParseEr
     let fields = Fields { object, at };
     if object.contains_key("median_tpot_ms") {
         // benchmark_serving.py --save-result: milliseconds, vLLM's names.
-        Ok(SpeedRecord {
-            concurrency: fields.concurrency("max_concurrency")?,
-            median_tpot_ms: fields.time_per_token("median_tpot_ms", 1.0)?,
-            mean_tpot_ms: fields.number("mean_tpot_ms")?,
-            p99_tpot_ms: fields.number("p99_tpot_ms")?,
-            median_ttft_ms: fields.number("median_ttft_ms")?,
-            mean_ttft_ms: fields.number("mean_ttft_ms")?,
-            p99_ttft_ms: fields.number("p99_ttft_ms")?,
-            median_itl_ms: fields.number("median_itl_ms")?,
-            mean_itl_ms: fields.number("mean_itl_ms")?,
-            median_e2e_latency_ms: fields.number("median_e2el_ms")?,
-            request_throughput: fields.number("request_throughput")?,
-            output_throughput: fields.number("output_throughput")?,
-            completed: fields.completed()?,
-            input_len: None,
-            output_len: None,
-        })
+        millisecond_statistics(&fields, "median_e2el_ms")
     } else if object.contains_key("conc") && object.contains_key("median_tpot") {
         // process_result.py: seconds, `_ms` dropped from the names; throughputs per GPU only.
-        let ms = |field| fields.number(field).map(|value| value.map(|s| s * 1000.0));
+        let statistics = seconds_statistics(&fields, "conc")?;
         Ok(SpeedRecord {
-            concurrency: fields.concurrency("conc")?,
-            median_tpot_ms: fields.time_per_token("median_tpot", 1000.0)?,
-            mean_tpot_ms: ms("mean_tpot")?,
-            p99_tpot_ms: ms("p99_tpot")?,
-            median_ttft_ms: ms("median_ttft")?,
-            mean_ttft_ms: ms("mean_ttft")?,
-            p99_ttft_ms: ms("p99_ttft")?,
-            median_itl_ms: ms("median_itl")?,
-            mean_itl_ms: ms("mean_itl")?,
-            median_e2e_latency_ms: ms("median_e2el")?,
-            request_throughput: None,
-            output_throughput: None,
-            completed: None,
             input_len: fields.count("isl")?,
             output_len: fields.count("osl")?,
+            ..statistics
         })
     } else if object.contains_key("max_concurrency") && object.contains_key("median_tpot") {
         // The experimental token-position scripts: vLLM's names for the run, seconds and no
         // `_ms` for the statistics.
-        let ms = |field| fields.number(field).map(|value| value.map(|s| s * 1000.0));
+        let statistics = seconds_statistics(&fields, "max_concurrency")?;
         Ok(SpeedRecord {
-            concurrency: fields.concurrency("max_concurrency")?,
-            median_tpot_ms: fields.time_per_token("median_tpot", 1000.0)?,
-            mean_tpot_ms: ms("mean_tpot")?,
-            p99_tpot_ms: ms("p99_tpot")?,
-            median_ttft_ms: ms("median_ttft")?,
-            mean_ttft_ms: ms("mean_ttft")?,
-            p99_ttft_ms: ms("p99_ttft")?,
-            median_itl_ms: ms("median_itl")?,
-            mean_itl_ms: ms("mean_itl")?,
-            median_e2e_latency_ms: ms("median_e2el")?,
             request_throughput: fields.number("request_throughput")?,
             output_throughput: fields.number("output_throughput")?,
             completed: fields.completed()?,
-            input_len: None,
-            output_len: None,
+            ..statistics
         })
     } else {
         Err(ParseError::UnknownShape { at })
@@ -349,6 +299,59 @@ fn kind(value: &Value) -> &'static str {
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
     }
+}
+
+/// A benchmark_serving.py record in milliseconds under vLLM's names (`median_tpot_ms`, …):
+/// its statistics, throughputs and completed count, the lengths left `None` for the caller.
+/// The two writers differ only in the median end-to-end latency's name, `e2e_field`.
+fn millisecond_statistics(
+    fields: &Fields<'_>,
+    e2e_field: &'static str,
+) -> Result<SpeedRecord, ParseError> {
+    Ok(SpeedRecord {
+        concurrency: fields.concurrency("max_concurrency")?,
+        median_tpot_ms: fields.time_per_token("median_tpot_ms", 1.0)?,
+        mean_tpot_ms: fields.number("mean_tpot_ms")?,
+        p99_tpot_ms: fields.number("p99_tpot_ms")?,
+        median_ttft_ms: fields.number("median_ttft_ms")?,
+        mean_ttft_ms: fields.number("mean_ttft_ms")?,
+        p99_ttft_ms: fields.number("p99_ttft_ms")?,
+        median_itl_ms: fields.number("median_itl_ms")?,
+        mean_itl_ms: fields.number("mean_itl_ms")?,
+        median_e2e_latency_ms: fields.number(e2e_field)?,
+        request_throughput: fields.number("request_throughput")?,
+        output_throughput: fields.number("output_throughput")?,
+        completed: fields.completed()?,
+        input_len: None,
+        output_len: None,
+    })
+}
+
+/// The latency statistics of an InferenceX record that gives them in seconds under names without
+/// `_ms` (`process_result.py` and the token-position scripts), converted to milliseconds; the
+/// throughputs, the completed count and the lengths are left `None` for the caller to fill.
+fn seconds_statistics(
+    fields: &Fields<'_>,
+    concurrency_field: &'static str,
+) -> Result<SpeedRecord, ParseError> {
+    let ms = |field| fields.number(field).map(|value| value.map(|s| s * 1000.0));
+    Ok(SpeedRecord {
+        concurrency: fields.concurrency(concurrency_field)?,
+        median_tpot_ms: fields.time_per_token("median_tpot", 1000.0)?,
+        mean_tpot_ms: ms("mean_tpot")?,
+        p99_tpot_ms: ms("p99_tpot")?,
+        median_ttft_ms: ms("median_ttft")?,
+        mean_ttft_ms: ms("mean_ttft")?,
+        p99_ttft_ms: ms("p99_ttft")?,
+        median_itl_ms: ms("median_itl")?,
+        mean_itl_ms: ms("mean_itl")?,
+        median_e2e_latency_ms: ms("median_e2el")?,
+        request_throughput: None,
+        output_throughput: None,
+        completed: None,
+        input_len: None,
+        output_len: None,
+    })
 }
 
 /// The fields of one record, read by name with errors that name the field.
