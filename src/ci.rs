@@ -35,7 +35,7 @@ use prgate_report::status::{StatusSettings, commit_status, error_status};
 use prgate_runner::node::NodeProfile;
 use prgate_runner::results::{Event as RunEvent, EventKind};
 use prgate_runner::run::{COMMON_CHECKS, planned_checks};
-use prgate_runner::run::{DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, RunRequest};
+use prgate_runner::run::{DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, RunInputs, RunRequest};
 use prgate_runner::schedule::{History, Node as ScheduleNode};
 use prgate_scope::{FileList, Plan, PlanRequest};
 use serde::{Deserialize, Serialize};
@@ -815,16 +815,18 @@ fn run_plan(
     let isolation = args.run.isolation(plan, target.results)?;
     let preflight = args.run.preflight_mode();
     let request = RunRequest {
-        plan,
-        repo: &args.repo,
-        node: target.node,
-        results: target.results,
-        events: Some(target.events),
-        recipe_path: DEFAULT_RECIPE_PATH,
+        inputs: RunInputs {
+            plan,
+            repo: &args.repo,
+            node: target.node,
+            results: target.results,
+            events: Some(target.events),
+            recipe_path: DEFAULT_RECIPE_PATH,
+            common_recipe_path: DEFAULT_COMMON_RECIPE_PATH,
+        },
         gate: &base.config,
         gain_required,
         python: &args.run.python,
-        common_recipe_path: DEFAULT_COMMON_RECIPE_PATH,
         time_limit: args.run.time_limit,
         progress: target.progress,
         isolation: &isolation,

@@ -22,7 +22,8 @@ use prgate_runner::node::NodeProfile;
 use prgate_runner::results::ResultsDir;
 use prgate_runner::reuse::ReuseMode;
 use prgate_runner::run::{
-    DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, Isolation, PreflightMode, RunRequest,
+    DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, Isolation, PreflightMode, RunInputs,
+    RunRequest,
 };
 use prgate_scope::PlanRequest;
 use prgate_scope::plan::{Plan, Tier};
@@ -210,16 +211,18 @@ fn run_pr(
         ReuseMode::Off
     };
     let run = RunRequest {
-        plan: &plan,
-        repo,
-        node,
-        results: &results,
-        events: Some(&results.join("events.jsonl")),
-        recipe_path: DEFAULT_RECIPE_PATH,
+        inputs: RunInputs {
+            plan: &plan,
+            repo,
+            node,
+            results: &results,
+            events: Some(&results.join("events.jsonl")),
+            recipe_path: DEFAULT_RECIPE_PATH,
+            common_recipe_path: DEFAULT_COMMON_RECIPE_PATH,
+        },
         gate: &base.config,
         gain_required,
         python: &python,
-        common_recipe_path: DEFAULT_COMMON_RECIPE_PATH,
         time_limit: None,
         progress: false,
         // The sample's trees are prgate's own: no container needed on a laptop.
@@ -232,7 +235,8 @@ fn run_pr(
         reuse: &reuse,
     };
     if pr.reruns {
-        let first_run = RunRequest { results: &first, events: None, ..run };
+        let first_run =
+            RunRequest { inputs: RunInputs { results: &first, events: None, ..run.inputs }, ..run };
         let summary = prgate_runner::run::run(&first_run).context("running the plan")?;
         let records = ResultsDir::open(&first)?.records()?;
         let evidence: Vec<_> = records.into_iter().map(|(_step, record)| record).collect();

@@ -15,7 +15,7 @@ use prgate_runner::preflight::Thresholds;
 use prgate_runner::results::StepObserver;
 use prgate_runner::run::{
     COMMON_CHECKS, DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, Isolation, PreflightMode,
-    RunRequest,
+    RunInputs, RunRequest,
 };
 use prgate_runner::slurm::{JobTarget, SlurmRequest, SlurmSettings};
 use prgate_scope::Plan;
@@ -328,16 +328,18 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
     let isolation = settings.isolation(&plan, files.results)?;
     let preflight = settings.preflight_mode();
     let request = RunRequest {
-        plan: &plan,
-        repo: files.repo,
-        node: &node,
-        results: files.results,
-        events: files.events,
-        recipe_path: DEFAULT_RECIPE_PATH,
+        inputs: RunInputs {
+            plan: &plan,
+            repo: files.repo,
+            node: &node,
+            results: files.results,
+            events: files.events,
+            recipe_path: DEFAULT_RECIPE_PATH,
+            common_recipe_path: files.common_recipe,
+        },
         gate: &base.config,
         gain_required,
         python: &settings.python,
-        common_recipe_path: files.common_recipe,
         time_limit: settings.time_limit,
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
         isolation: &isolation,
@@ -463,13 +465,15 @@ pub(crate) fn run_slurm(
         sbatch_args: slurm.sbatch_args.clone(),
     };
     let request = SlurmRequest {
-        plan,
-        repo: &repo,
-        node,
-        results: files.results,
-        events: files.events,
-        recipe_path: DEFAULT_RECIPE_PATH,
-        common_recipe_path: files.common_recipe,
+        inputs: RunInputs {
+            plan,
+            repo: &repo,
+            node,
+            results: files.results,
+            events: files.events,
+            recipe_path: DEFAULT_RECIPE_PATH,
+            common_recipe_path: files.common_recipe,
+        },
         command: &command,
         settings: &slurm_settings,
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),

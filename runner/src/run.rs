@@ -115,19 +115,32 @@ pub const DEFAULT_COMMON_RECIPE_PATH: &str = "test/e2e/common.toml";
 /// names): no model is named so.
 pub const COMMON_CHECKS: &str = "~common";
 
-/// What to run, where, and where the evidence goes.
+/// What a run is of and where its evidence goes: the part of a request the local step loop
+/// ([`RunRequest`]) and the SLURM executor ([`crate::slurm::SlurmRequest`]) share, and what
+/// [`build_job`] makes the job plan from.
 #[derive(Debug, Clone, Copy)]
-pub struct RunRequest<'a> {
+pub struct RunInputs<'a> {
     pub plan: &'a Plan,
-    /// The git repository that holds both commits.
+    /// The git repository that holds both commits (the SLURM executor reads the recipes of a
+    /// job that did not complete from it, to know the steps it left).
     pub repo: &'a Path,
     pub node: &'a NodeProfile,
-    /// The results directory ([`ResultsDir`]).
+    /// The results directory ([`ResultsDir`]); with the SLURM executor, on a filesystem every
+    /// compute node sees at this path.
     pub results: &'a Path,
-    /// The JSON-lines event stream, when wanted.
+    /// The JSON-lines event stream, when wanted (the SLURM executor passes its jobs' events
+    /// on to it).
     pub events: Option<&'a Path>,
     /// Where a model's recipe is in the PR tree; `{model}` is the model's name.
     pub recipe_path: &'a str,
+    /// Where the common checks' recipe is in the PR tree.
+    pub common_recipe_path: &'a str,
+}
+
+/// What to run, where, and where the evidence goes.
+#[derive(Debug, Clone, Copy)]
+pub struct RunRequest<'a> {
+    pub inputs: RunInputs<'a>,
     /// The gate's settings: when a speed cell is decided.
     pub gate: &'a GateConfig,
     /// Whether the PR must show a speed gain (its title type): a cell stays open until that
@@ -135,8 +148,6 @@ pub struct RunRequest<'a> {
     pub gain_required: bool,
     /// The Python interpreter that runs pytest (`python3`).
     pub python: &'a Path,
-    /// Where the common checks' recipe is in the PR tree.
-    pub common_recipe_path: &'a str,
     /// The whole run's time limit: once it has passed, every step still to run is recorded
     /// `timeout` without running, and running commands are given no more than the time left.
     pub time_limit: Option<Duration>,
@@ -200,26 +211,28 @@ pub enum RunError {
     Lock(#[from] LockError),
 }
 
-/// Runs `request.plan` on this node; returns once every step is recorded or skipped.
+/// Runs `request.inputs.plan` on this node; returns once every step is recorded or skipped.
 pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
     crate::process::stop_all_on_signal().map_err(RunError::Signals)?;
     // One run per host: held until the run returns.
     let description = format!(
         "prgate run of {} into {}",
-        request.plan.head.sha.get(..12).unwrap_or(&request.plan.head.sha),
-        request.results.display()
+        request.inputs.plan.head.sha.get(..12).unwrap_or(&request.inputs.plan.head.sha),
+        request.inputs.results.display()
     );
-    let _lock = HostLock::acquire(&lock_path(request.node), &description, request.wait_lock)?;
+    let _lock =
+        HostLock::acquire(&lock_path(request.inputs.node), &description, request.wait_lock)?;
     // What the run writes names a tree's files by their paths in the tree.
-    let trees = crate::results::TreePaths::new(&request.node.work_dir().join("trees"));
-    let results = ResultsDir::open(request.results)?.naming_trees(&trees);
+    let trees = crate::results::TreePaths::new(&request.inputs.node.work_dir().join("trees"));
+    let results = ResultsDir::open(request.inputs.results)?.naming_trees(&trees);
     let events = request
+        .inputs
         .events
         .map(|path| EventWriter::create(path).map(|events| events.naming_trees(&trees)))
         .transpose()?;
     let processes = leftovers::folder(results.root());
     let stopped_leftovers = leftovers::stop_leftovers(&processes);
-    let plan = request.plan;
+    let plan = request.inputs.plan;
     let base_commit = plan.base_side_commit().to_owned();
     let pr_commit = plan.head.sha.clone();
 
@@ -247,15 +260,9 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
     }
 
     // What the run must produce, once, before anything runs.
-    let Exported { job, base_tree, pr_tree } = build_job(&JobSource {
-        plan,
-        repo: request.repo,
-        node: request.node,
-        recipe_path: request.recipe_path,
-        common_recipe_path: request.common_recipe_path,
-    })?;
+    let Exported { job, base_tree, pr_tree } = build_job(&request.inputs)?;
     results.write_job(&job.plan)?;
-    let node = request.node;
+    let node = request.inputs.node;
     let provenance = |recipe_hash: Option<&str>| Provenance {
         node: Some(node.name().to_owned()),
         image_digest: Some(
@@ -465,7 +472,7 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
     // What each target's run cost, in the results and the node's history.
     let run_name = match request.reuse {
         ReuseMode::Node { run } => run.clone(),
-        ReuseMode::Off => request.results.display().to_string(),
+        ReuseMode::Off => request.inputs.results.display().to_string(),
     };
     let mut history = Vec::new();
     for (name, spent) in times {
@@ -504,16 +511,6 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
     Ok(summary)
 }
 
-/// What [`build_job`] makes a job plan from.
-#[derive(Debug, Clone, Copy)]
-pub struct JobSource<'a> {
-    pub plan: &'a Plan,
-    pub repo: &'a Path,
-    pub node: &'a NodeProfile,
-    pub recipe_path: &'a str,
-    pub common_recipe_path: &'a str,
-}
-
 /// A job plan and the trees it was made from.
 #[derive(Debug)]
 pub struct Exported {
@@ -522,9 +519,10 @@ pub struct Exported {
     pub pr_tree: PathBuf,
 }
 
-/// The job plan of `source`, from both sides' trees exported afresh into the node's work
-/// folder (the SLURM executor needs the list before its jobs start, too).
-pub fn build_job(source: &JobSource<'_>) -> Result<Exported, RunError> {
+/// The job plan of `source` (its results and events are not used), from both sides' trees
+/// exported afresh into the node's work folder (the SLURM executor needs the list before its
+/// jobs start, too).
+pub fn build_job(source: &RunInputs<'_>) -> Result<Exported, RunError> {
     let plan = source.plan;
     let trees = source.node.work_dir().join("trees");
     let base_commit = plan.base_side_commit();

@@ -48,7 +48,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use prgate_gate::evidence::{Evidence, NotRunReason, Provenance};
-use prgate_scope::plan::{ModelPlan, Plan};
+use prgate_scope::plan::ModelPlan;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -58,11 +58,10 @@ use self::client::{BatchScript, Slurm};
 use self::gather::{not_run_record, steps_of, unrecorded};
 use self::progress::{Display, JobLine};
 use crate::key::Key;
-use crate::node::NodeProfile;
 use crate::recipe::Recipe;
 use crate::recipe::common::CommonRecipe;
 use crate::results::{Event, EventWriter, ResultsDir, ResultsError, StepObserver};
-use crate::run::COMMON_CHECKS;
+use crate::run::{COMMON_CHECKS, RunInputs};
 use crate::schedule::{History, estimate_common, estimate_model};
 
 /// How often the jobs' states are read.
@@ -82,19 +81,7 @@ const ESTIMATE_SLACK: Duration = Duration::from_secs(15 * 60);
 
 /// What to run on the cluster, and where the evidence goes.
 pub struct SlurmRequest<'a> {
-    pub plan: &'a Plan,
-    /// The git repository of the plan's commits: the recipes are read from it when a job
-    /// did not complete, to know the steps it left.
-    pub repo: &'a Path,
-    pub node: &'a NodeProfile,
-    /// The run's results directory, on a filesystem every compute node sees at this path.
-    pub results: &'a Path,
-    /// The run's JSON-lines event stream, when wanted: the jobs' events are passed on to it.
-    pub events: Option<&'a Path>,
-    /// Where a model's recipe is in the PR tree; `{model}` is the model's name.
-    pub recipe_path: &'a str,
-    /// Where the common checks' recipe is in the PR tree.
-    pub common_recipe_path: &'a str,
+    pub inputs: RunInputs<'a>,
     /// The command a job runs: the step loop for one target, writing into the target's
     /// results directory and event stream.
     pub command: &'a dyn Fn(&JobTarget<'_>) -> Vec<OsString>,
@@ -109,10 +96,10 @@ pub struct SlurmRequest<'a> {
 impl fmt::Debug for SlurmRequest<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SlurmRequest")
-            .field("repo", &self.repo)
-            .field("node", &self.node.name())
-            .field("results", &self.results)
-            .field("events", &self.events)
+            .field("repo", &self.inputs.repo)
+            .field("node", &self.inputs.node.name())
+            .field("results", &self.inputs.results)
+            .field("events", &self.inputs.events)
             .field("settings", &self.settings)
             .finish_non_exhaustive()
     }
@@ -207,11 +194,11 @@ pub fn resume_node(bin_dir: Option<&Path>, name: &str) -> Result<(), SlurmError>
     Slurm::new(bin_dir).resume_node(name)
 }
 
-/// Runs `request.plan` as SLURM jobs and gathers their evidence; returns once every job has
+/// Runs `request.inputs.plan` as SLURM jobs and gathers their evidence; returns once every job has
 /// ended and been gathered.
 pub fn run(request: &SlurmRequest<'_>) -> Result<SlurmSummary, SlurmError> {
     let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP]).map_err(SlurmError::Signals)?;
-    let results = ResultsDir::open(request.results)?;
+    let results = ResultsDir::open(request.inputs.results)?;
     let root = results
         .root()
         .canonicalize()
@@ -220,26 +207,19 @@ pub fn run(request: &SlurmRequest<'_>) -> Result<SlurmSummary, SlurmError> {
     let run_id = run_id(&slurm_dir)?;
     let job_name = format!("prgate-{run_id}");
     let client = Slurm::new(request.settings.bin_dir.as_deref());
-    let events = request.events.map(EventWriter::create).transpose()?;
+    let events = request.inputs.events.map(EventWriter::create).transpose()?;
     let mut summary = SlurmSummary { job_name: job_name.clone(), ..SlurmSummary::default() };
-    if request.plan.running_models().next().is_none() && !request.plan.common.selected {
+    if request.inputs.plan.running_models().next().is_none() && !request.inputs.plan.common.selected
+    {
         return Ok(summary);
     }
     // What every job must record, made once before any is submitted.
-    let job_plan = crate::run::build_job(&crate::run::JobSource {
-        plan: request.plan,
-        repo: request.repo,
-        node: request.node,
-        recipe_path: request.recipe_path,
-        common_recipe_path: request.common_recipe_path,
-    })
-    .map_err(Box::new)?
-    .job;
+    let job_plan = crate::run::build_job(&request.inputs).map_err(Box::new)?.job;
     results.write_job(&job_plan.plan)?;
     let targets: Vec<Option<String>> =
         job_plan.plan.targets.iter().map(|target| target.model.clone()).collect();
     summary.notes.extend(cancel_leftovers(&client, &job_name)?);
-    let (exclusion, notes) = health::Exclusion::read(&client, request.node)?;
+    let (exclusion, notes) = health::Exclusion::read(&client, request.inputs.node)?;
     summary.notes.extend(notes);
     summary.drained = exclusion.drained.iter().map(crate::health::NodeHealth::summary).collect();
 
@@ -512,7 +492,7 @@ impl Orchestra<'_> {
                 let job = &self.jobs[index];
                 if let Some(ended) = &job.ended {
                     let notes = health::strike_job(
-                        self.request.node,
+                        self.request.inputs.node,
                         ended.host.as_deref(),
                         &job.dir,
                         &ended.state,
@@ -544,7 +524,9 @@ impl Orchestra<'_> {
             self.results.write(record)?;
         }
         self.summary.copied += records.len();
-        if let Err(error) = crate::gpu_time::TargetTime::copy_all(&job.dir, self.request.results) {
+        if let Err(error) =
+            crate::gpu_time::TargetTime::copy_all(&job.dir, self.request.inputs.results)
+        {
             self.summary
                 .notes
                 .push(format!("the GPU time of job {} was not gathered: {error}", job.id));
@@ -589,13 +571,13 @@ impl Orchestra<'_> {
         let estimate = match model {
             Some(model) => {
                 let plan = self.model_plan(model)?;
-                let path = self.request.recipe_path.replace("{model}", model);
+                let path = self.request.inputs.recipe_path.replace("{model}", model);
                 let recipe =
                     self.read_pr_file(&path).and_then(|text| Recipe::parse(&text, &path).ok());
                 estimate_model(&plan, recipe.as_ref(), &history)
             }
             None => {
-                let path = self.request.common_recipe_path;
+                let path = self.request.inputs.common_recipe_path;
                 let recipe =
                     self.read_pr_file(path).and_then(|text| CommonRecipe::parse(&text, path).ok());
                 estimate_common(recipe.as_ref(), &history)
@@ -607,6 +589,7 @@ impl Orchestra<'_> {
     /// The plan of `model`.
     fn model_plan(&self, model: &str) -> Result<ModelPlan, SlurmError> {
         self.request
+            .inputs
             .plan
             .models
             .iter()
@@ -618,15 +601,19 @@ impl Orchestra<'_> {
     /// The text of `path` in the PR's tree, when it has the file as text.
     fn read_pr_file(&self, path: &str) -> Option<String> {
         let request = self.request;
-        prgate_scope::base_side::read_text_at(request.repo, &request.plan.head.sha, path)
-            .ok()
-            .flatten()
+        prgate_scope::base_side::read_text_at(
+            request.inputs.repo,
+            &request.inputs.plan.head.sha,
+            path,
+        )
+        .ok()
+        .flatten()
     }
 
     /// The provenance the step loop gives a model's records.
     fn provenance(&self, recipe_hash: Option<String>) -> Provenance {
-        let plan = self.request.plan;
-        let node = self.request.node;
+        let plan = self.request.inputs.plan;
+        let node = self.request.inputs.node;
         Provenance {
             node: Some(node.name().to_owned()),
             image_digest: Some(

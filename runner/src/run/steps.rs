@@ -321,7 +321,7 @@ impl Runner<'_> {
         };
         // Every command of the model's steps is stopped when it stalls for the recipe's limit.
         self.exec.stall = recipe.timeouts().stall.unwrap_or_default();
-        let blockers = recipe.check_runs_on(self.request.node).err();
+        let blockers = recipe.check_runs_on(self.request.inputs.node).err();
         self.tests(job, recipe)?;
         if job.full() {
             self.kernel_timing(job, recipe, blockers.as_ref())?;
@@ -407,7 +407,7 @@ impl Runner<'_> {
                 }
                 let installed = self.install_side(job, recipe, side, tree);
                 let timeout = self.limit(timeout.unwrap_or(DEFAULT_STEP_TIMEOUT));
-                let gpus = recipe_gpus(self.request.node, recipe);
+                let gpus = recipe_gpus(self.request.inputs.node, recipe);
                 let exec = self.exec;
                 let run = TestRun { selection, tree, timeout, server: None, gpus: &gpus };
                 let purpose = format!("{}-{}-{}", job.name(), side_name(side), check_slug(check));
@@ -444,7 +444,7 @@ impl Runner<'_> {
             let side_recipe = job.side_recipe(recipe, side).unwrap_or(recipe);
             let timeout =
                 self.limit(recipe.timeouts().kernel_timing.unwrap_or(DEFAULT_STEP_TIMEOUT));
-            let gpus = recipe_gpus(self.request.node, recipe);
+            let gpus = recipe_gpus(self.request.inputs.node, recipe);
             let exec = self.exec;
             let purpose = format!("{}-{}-kernel-timing", job.name(), side_name(side));
             let _phase = self.clock.enter(Phase::Tests);
@@ -523,7 +523,7 @@ impl Runner<'_> {
 
         // The servers: both up at once on disjoint GPUs when the node has room, else one at a
         // time on the same GPUs. A side whose install failed has no server.
-        let node = self.request.node;
+        let node = self.request.inputs.node;
         let gpus: Vec<u32> = node.gpus().iter().map(|gpu| gpu.id).collect();
         let tp = (recipe.tp() as usize).min(gpus.len());
         let together = gpus.len() >= 2 * tp;
@@ -672,7 +672,7 @@ impl Runner<'_> {
     ) -> Option<AccuracyKey> {
         // What the base side runs: its own commands.
         let recipe = job.side_recipe(recipe, Side::Base).ok()?;
-        let image_digest = self.request.node.image().digest.clone()?;
+        let image_digest = self.request.inputs.node.image().digest.clone()?;
         let base_tree = job.base_tree?;
         let evaluator = match &benchmark.evaluator {
             Evaluator::Builtin(builtin) => {
@@ -803,7 +803,7 @@ impl Runner<'_> {
                 }
                 // A hub dataset is fetched here, by prgate, with the token; the command gets
                 // the dataset read-only and never the token (accuracy::gated).
-                let datasets = gated::cache_root(self.request.node.cache_dir());
+                let datasets = gated::cache_root(self.request.inputs.node.cache_dir());
                 let mut dataset_env = Vec::new();
                 if let Some(dataset) = &benchmark.hub_dataset {
                     match gated::fetch(
@@ -940,7 +940,7 @@ impl Runner<'_> {
     ) -> NoiseKey {
         // What the base side runs: its own commands.
         let recipe = job.side_recipe(recipe, Side::Base).unwrap_or(recipe);
-        let node = self.request.node;
+        let node = self.request.inputs.node;
         let benchmark = match &sweep.benchmark {
             SpeedBenchmark::Builtin => "builtin".to_owned(),
             SpeedBenchmark::External(external) => format!("external {:?}", external.command_text()),
