@@ -32,6 +32,7 @@ use prgate_report::comment::{
     render_full_report,
 };
 use prgate_report::status::{StatusSettings, commit_status, error_status};
+use prgate_runner::job::RecipePaths;
 use prgate_runner::node::NodeProfile;
 use prgate_runner::results::{Event as RunEvent, EventKind};
 use prgate_runner::run::{COMMON_CHECKS, planned_checks};
@@ -821,8 +822,7 @@ fn run_plan(
             node: target.node,
             results: target.results,
             events: Some(target.events),
-            recipe_path: DEFAULT_RECIPE_PATH,
-            common_recipe_path: DEFAULT_COMMON_RECIPE_PATH,
+            recipes: RecipePaths { model: DEFAULT_RECIPE_PATH, common: DEFAULT_COMMON_RECIPE_PATH },
         },
         gate: &base.config,
         gain_required,

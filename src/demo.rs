@@ -18,6 +18,7 @@ use prgate_report::comment::{
     CommentInput, Header, ReportLink, render_comment, render_full_report,
 };
 use prgate_report::status::{StatusSettings, commit_status};
+use prgate_runner::job::RecipePaths;
 use prgate_runner::node::NodeProfile;
 use prgate_runner::results::ResultsDir;
 use prgate_runner::reuse::ReuseMode;
@@ -217,8 +218,7 @@ fn run_pr(
             node,
             results: &results,
             events: Some(&results.join("events.jsonl")),
-            recipe_path: DEFAULT_RECIPE_PATH,
-            common_recipe_path: DEFAULT_COMMON_RECIPE_PATH,
+            recipes: RecipePaths { model: DEFAULT_RECIPE_PATH, common: DEFAULT_COMMON_RECIPE_PATH },
         },
         gate: &base.config,
         gain_required,

@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use prgate_runner::container::{Engine, RunId};
+use prgate_runner::job::RecipePaths;
 use prgate_runner::node::NodeProfile;
 use prgate_runner::preflight::Thresholds;
 use prgate_runner::results::StepObserver;
@@ -334,8 +335,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
             node: &node,
             results: files.results,
             events: files.events,
-            recipe_path: DEFAULT_RECIPE_PATH,
-            common_recipe_path: files.common_recipe,
+            recipes: RecipePaths { model: DEFAULT_RECIPE_PATH, common: files.common_recipe },
         },
         gate: &base.config,
         gain_required,
@@ -471,8 +471,7 @@ pub(crate) fn run_slurm(
             node,
             results: files.results,
             events: files.events,
-            recipe_path: DEFAULT_RECIPE_PATH,
-            common_recipe_path: files.common_recipe,
+            recipes: RecipePaths { model: DEFAULT_RECIPE_PATH, common: files.common_recipe },
         },
         command: &command,
         settings: &slurm_settings,

@@ -87,15 +87,29 @@ pub(crate) type RecipeSource = Source<Recipe>;
 /// The common checks' recipe as one side's tree has it.
 pub(crate) type CommonSource = Source<CommonRecipe>;
 
+/// Where the recipes are in a tree.
+#[derive(Debug, Clone, Copy)]
+pub struct RecipePaths<'a> {
+    /// Where a model's recipe is; `{model}` is the model's name.
+    pub model: &'a str,
+    /// Where the common checks' recipe is.
+    pub common: &'a str,
+}
+
+impl RecipePaths<'_> {
+    /// Where the recipe of `model` is.
+    pub fn model_recipe(&self, model: &str) -> String {
+        self.model.replace("{model}", model)
+    }
+}
+
 /// What a job plan is made from.
 #[derive(Debug, Clone, Copy)]
 pub struct JobRequest<'a> {
     pub plan: &'a Plan,
     pub base_tree: &'a Path,
     pub pr_tree: &'a Path,
-    /// Where a model's recipe is in a tree; `{model}` is the model's name.
-    pub recipe_path: &'a str,
-    pub common_recipe_path: &'a str,
+    pub recipes: RecipePaths<'a>,
     pub node: &'a NodeProfile,
 }
 
@@ -109,7 +123,7 @@ impl Job {
         let mut targets = Vec::new();
         let mut common = None;
         if plan.common.selected {
-            let path = request.common_recipe_path;
+            let path = request.recipes.common;
             let base = read_common(request.base_tree, path, &base_commit);
             let pr = read_common(request.pr_tree, path, &pr_commit);
             let mut target = common_target(&base.0, &pr.0);
@@ -124,11 +138,11 @@ impl Job {
                 (None, None)
             } else {
                 let (base, text) =
-                    read_recipe(request.base_tree, request.recipe_path, &model.name, &base_commit);
+                    read_recipe(request.base_tree, &request.recipes, &model.name, &base_commit);
                 (Some(base), text)
             };
             let (pr, pr_text) =
-                read_recipe(request.pr_tree, request.recipe_path, &model.name, &pr_commit);
+                read_recipe(request.pr_tree, &request.recipes, &model.name, &pr_commit);
             let (mut target, covered) = model_target(model, base.as_ref(), &pr, request.node);
             target.recipe.diff = recipe_diff(base_text.as_deref(), pr_text.as_deref());
             family = family.saturating_add(covered);
@@ -236,11 +250,11 @@ impl<R> Source<R> {
 
 fn read_recipe(
     tree: &Path,
-    template: &str,
+    recipes: &RecipePaths<'_>,
     model: &str,
     commit: &str,
 ) -> (RecipeSource, Option<String>) {
-    let path = template.replace("{model}", model);
+    let path = recipes.model_recipe(model);
     if !plain_name(model) {
         let error = format!("the model name {model:?} is not one plain path component");
         return (Source::Invalid { path, error, hash: None }, None);

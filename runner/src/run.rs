@@ -98,7 +98,7 @@ use prgate_scope::plan::{ModelPlan, Plan};
 use crate::cache::Cache;
 use crate::export::{ExportError, export_tree};
 use crate::gpu_time::TargetTime;
-use crate::job::{CommonSource, Job, JobRequest, ModelRecipes, RecipeSource};
+use crate::job::{CommonSource, Job, JobRequest, ModelRecipes, RecipePaths, RecipeSource};
 use crate::lock::{HostLock, LockError, lock_path};
 use crate::node::NodeProfile;
 use crate::preflight::{ImageCheck, Preflight, Probes, SystemCommands, Thresholds};
@@ -131,10 +131,8 @@ pub struct RunInputs<'a> {
     /// The JSON-lines event stream, when wanted (the SLURM executor passes its jobs' events
     /// on to it).
     pub events: Option<&'a Path>,
-    /// Where a model's recipe is in the PR tree; `{model}` is the model's name.
-    pub recipe_path: &'a str,
-    /// Where the common checks' recipe is in the PR tree.
-    pub common_recipe_path: &'a str,
+    /// Where the recipes are in the PR tree.
+    pub recipes: RecipePaths<'a>,
 }
 
 /// What to run, where, and where the evidence goes.
@@ -536,8 +534,7 @@ pub fn build_job(source: &RunInputs<'_>) -> Result<Exported, RunError> {
         plan,
         base_tree: &base_tree,
         pr_tree: &pr_tree,
-        recipe_path: source.recipe_path,
-        common_recipe_path: source.common_recipe_path,
+        recipes: source.recipes,
         node: source.node,
     });
     Ok(Exported { job, base_tree, pr_tree })

@@ -571,13 +571,13 @@ impl Orchestra<'_> {
         let estimate = match model {
             Some(model) => {
                 let plan = self.model_plan(model)?;
-                let path = self.request.inputs.recipe_path.replace("{model}", model);
+                let path = self.request.inputs.recipes.model_recipe(model);
                 let recipe =
                     self.read_pr_file(&path).and_then(|text| Recipe::parse(&text, &path).ok());
                 estimate_model(&plan, recipe.as_ref(), &history)
             }
             None => {
-                let path = self.request.inputs.common_recipe_path;
+                let path = self.request.inputs.recipes.common;
                 let recipe =
                     self.read_pr_file(path).and_then(|text| CommonRecipe::parse(&text, path).ok());
                 estimate_common(recipe.as_ref(), &history)

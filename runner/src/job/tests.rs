@@ -112,8 +112,7 @@ fn build(plan: &Plan, trees: &Trees, node: &NodeProfile) -> Job {
         plan,
         base_tree: &trees.base,
         pr_tree: &trees.pr,
-        recipe_path: "test/e2e/{model}.toml",
-        common_recipe_path: "test/e2e/common.toml",
+        recipes: RecipePaths { model: "test/e2e/{model}.toml", common: "test/e2e/common.toml" },
         node,
     })
 }
