@@ -49,20 +49,6 @@ pub enum Placeholder {
 }
 
 impl Placeholder {
-    const ALL: [Placeholder; 11] = [
-        Placeholder::Checkpoint,
-        Placeholder::Port,
-        Placeholder::Tp,
-        Placeholder::ExtraArgs,
-        Placeholder::Output,
-        Placeholder::Results,
-        Placeholder::Concurrency,
-        Placeholder::InputLen,
-        Placeholder::OutputLen,
-        Placeholder::Requests,
-        Placeholder::Warmup,
-    ];
-
     /// The name written between the braces.
     pub fn name(self) -> &'static str {
         match self {
@@ -78,10 +64,6 @@ impl Placeholder {
             Placeholder::Requests => "requests",
             Placeholder::Warmup => "warmup",
         }
-    }
-
-    fn from_name(name: &str) -> Option<Placeholder> {
-        Placeholder::ALL.into_iter().find(|placeholder| placeholder.name() == name)
     }
 }
 
@@ -288,12 +270,13 @@ fn find_placeholders(word: &str, allowed: &[Placeholder]) -> Result<Vec<Part>, T
             rest = after;
             continue;
         }
-        let placeholder = Placeholder::from_name(name)
-            .filter(|placeholder| allowed.contains(placeholder))
-            .ok_or_else(|| TemplateError::UnknownPlaceholder {
-                name: name.to_owned(),
-                allowed: describe_allowed(allowed),
-            })?;
+        let placeholder =
+            allowed.iter().copied().find(|placeholder| placeholder.name() == name).ok_or_else(
+                || TemplateError::UnknownPlaceholder {
+                    name: name.to_owned(),
+                    allowed: describe_allowed(allowed),
+                },
+            )?;
         text.push_str(&rest[..open]);
         if !text.is_empty() {
             parts.push(Part::Text(std::mem::take(&mut text)));
