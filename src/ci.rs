@@ -778,7 +778,11 @@ fn pipeline(
                 title: Some(&pinned.title),
                 common_recipe: DEFAULT_COMMON_RECIPE_PATH,
             };
-            crate::run::run_slurm(&args.run, slurm, &files, &plan, &node, Some(&comment))
+            let reuse = crate::run::reuse_mode(
+                args.reuse,
+                &args.run_url.clone().unwrap_or_else(|| results.display().to_string()),
+            );
+            crate::run::run_slurm(&args.run, slurm, &files, &plan, &node, &reuse, Some(&comment))
         }
     }
     .context("running the plan")?;

@@ -14,6 +14,7 @@ use prgate_runner::job::RecipePaths;
 use prgate_runner::node::NodeProfile;
 use prgate_runner::preflight::Thresholds;
 use prgate_runner::results::StepObserver;
+use prgate_runner::reuse::ReuseMode;
 use prgate_runner::run::{
     COMMON_CHECKS, DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, Isolation, PreflightMode,
     RunInputs, RunRequest,
@@ -78,6 +79,10 @@ pub(crate) struct RunArgs {
     /// what this run judged for a later one (docs/rerun.md). Local executor only.
     #[arg(long, value_enum, default_value_t = Switch::Off)]
     reuse: Switch,
+    /// With --reuse on: this run's name in the records a later run takes over from it (a
+    /// workflow run's page) [default: the results directory].
+    #[arg(long, value_name = "NAME")]
+    reuse_run: Option<String>,
     #[command(flatten)]
     options: RunOptions,
 }
@@ -297,6 +302,10 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
         title: args.title.as_deref(),
         common_recipe: &args.common_recipe,
     };
+    let reuse = reuse_mode(
+        args.reuse,
+        &args.reuse_run.clone().unwrap_or_else(|| files.results.display().to_string()),
+    );
     let plan: Plan = read_json(files.plan, "plan")?;
     let node_text = std::fs::read_to_string(files.node)
         .with_context(|| format!("reading the node profile {}", files.node.display()))?;
@@ -313,10 +322,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
                 "--only-model is for --executor local: the SLURM executor runs a job per model"
             );
         }
-        if args.reuse == Switch::On {
-            anyhow::bail!("--reuse on is for --executor local: SLURM jobs do not reuse steps yet");
-        }
-        return run_slurm(&settings, slurm, &files, &plan, &node, None);
+        return run_slurm(&settings, slurm, &files, &plan, &node, &reuse, None);
     }
     for name in &args.only_models {
         if name != COMMON_CHECKS && !plan.models.iter().any(|model| &model.name == name) {
@@ -347,7 +353,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
         preflight: &preflight,
         only_models: (!args.only_models.is_empty()).then_some(args.only_models.as_slice()),
         observer: None,
-        reuse: &reuse_mode(args.reuse, &files.results.display().to_string()),
+        reuse: &reuse,
     };
     let summary = prgate_runner::run::run(&request).context("running the plan")?;
     for note in &summary.notes {
@@ -364,10 +370,10 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
 }
 
 /// Whether a run reuses (and saves) judged steps, from the command line; `run` names this run.
-pub(crate) fn reuse_mode(switch: Switch, run: &str) -> prgate_runner::reuse::ReuseMode {
+pub(crate) fn reuse_mode(switch: Switch, run: &str) -> ReuseMode {
     match switch {
-        Switch::Off => prgate_runner::reuse::ReuseMode::Off,
-        Switch::On => prgate_runner::reuse::ReuseMode::Node { run: run.to_owned() },
+        Switch::Off => ReuseMode::Off,
+        Switch::On => ReuseMode::Node { run: run.to_owned() },
     }
 }
 
@@ -392,6 +398,7 @@ pub(crate) fn run_slurm(
     files: &RunFiles<'_>,
     plan: &Plan,
     node: &NodeProfile,
+    reuse: &ReuseMode,
     observer: Option<&dyn StepObserver>,
 ) -> anyhow::Result<()> {
     let program = std::env::current_exe().context("finding this program, for the jobs to run")?;
@@ -452,6 +459,11 @@ pub(crate) fn run_slurm(
         }
         if let Some(limit) = settings.time_limit {
             options.push(("--time-limit", seconds(limit).into()));
+        }
+        // Each job reuses from, and saves into, the store of the node it lands on.
+        if let ReuseMode::Node { run } = reuse {
+            options.push(("--reuse", value_name(Switch::On).into()));
+            options.push(("--reuse-run", run.into()));
         }
         for (name, value) in options {
             argv.push(name.into());

@@ -677,7 +677,8 @@ fn finding_head(summary: &str) -> Option<&str> {
     None
 }
 
-/// How many checklist items are in each state, worst first.
+/// How many checklist items are in each state, worst first; the items shown but not judged (an
+/// uncovered concurrency) after them, apart: they are not among the checks counted.
 fn counts_md(verdict: Option<&Verdict>) -> String {
     let Some(verdict) = verdict else {
         return "No check has finished yet.".to_owned();
@@ -689,25 +690,36 @@ fn counts_md(verdict: Option<&Verdict>) -> String {
         State::AuthorProvided,
         State::Warn,
         State::Pass,
-        State::NotJudged,
     ];
+    let count = |state: State| {
+        verdict
+            .sections
+            .iter()
+            .flat_map(|section| &section.items)
+            .filter(|item| item.state == state)
+            .count()
+    };
     let parts: Vec<String> = states
         .iter()
         .filter_map(|state| {
-            let count = verdict
-                .sections
-                .iter()
-                .flat_map(|section| &section.items)
-                .filter(|item| item.state == *state)
-                .count();
+            let count = count(*state);
             (count > 0).then(|| format!("{count} {}", state_md(*state)))
         })
         .collect();
-    if parts.is_empty() {
+    let not_judged = count(State::NotJudged);
+    if parts.is_empty() && not_judged == 0 {
         return "No checklist items.".to_owned();
     }
     let checks = verdict.checks;
-    format!("{} of {} checks judged · {}", checks.judged, checks.expected, parts.join(" · "))
+    let mut line = format!("{} of {} checks judged", checks.judged, checks.expected);
+    if !parts.is_empty() {
+        line.push_str(": ");
+        line.push_str(&parts.join(" · "));
+    }
+    if not_judged > 0 {
+        line.push_str(&format!(" · also shown: {not_judged} {}", state_md(State::NotJudged)));
+    }
+    line
 }
 
 /// A state in words, with an emoji that repeats it: meaning never rests on colour alone.

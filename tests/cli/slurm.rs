@@ -1,7 +1,8 @@
 //! `prgate run --executor slurm` end to end on this machine's real SLURM (`.ci/slurm-up`), on
 //! the simulated servers of `run.rs`'s fixture: the gathered evidence is what the local
 //! executor records; a job cancelled with `scancel`, an orchestrator stopped with Ctrl-C and a
-//! job over its time limit become evidence, and leave no process behind.
+//! job over its time limit become evidence, and leave no process behind; with `--reuse on` a
+//! second run's jobs take over what the first run's judged.
 //!
 //! SLURM must be up: without it these tests fail and say how to start it.
 
@@ -328,13 +329,12 @@ fn a_job_over_its_time_limit_is_a_timeout_with_the_jobs_output() {
 #[test]
 fn slurm_flags_are_checked_before_any_job() {
     let fixture = Fixture::new(&Sample::default());
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 3] = [
         (
             &["--executor", "slurm", "--slurm-bin", "/nonexistent/slurm"],
             "cannot run /nonexistent/slurm/squeue",
         ),
         (&["--executor", "slurm", "--only-model", "alpha"], "is for --executor local"),
-        (&["--executor", "slurm", "--reuse", "on"], "--reuse on is for --executor local"),
         (&["--job-time-limit", "1m"], "are for --executor slurm"),
     ];
     for (extra, expect) in cases {
@@ -345,4 +345,39 @@ fn slurm_flags_are_checked_before_any_job() {
         assert_eq!(run.code, 2, "{extra:?}: {}", run.stderr);
         assert!(run.stderr.contains(expect), "{extra:?}: {}", run.stderr);
     }
+}
+
+#[test]
+fn with_reuse_on_a_second_runs_jobs_take_over_what_the_first_runs_judged() {
+    require_slurm();
+    let fixture = Fixture::new(&Sample {
+        gate: TWO_PAIRS,
+        pr: |repo| {
+            repo.write("pkg/models/alpha/layer.py", "# alpha, faster\n")
+                .write("test/e2e/common.toml", COMMON_RECIPE);
+        },
+        ..Sample::default()
+    });
+    let _first_jobs = CancelJobs::new(&fixture, "first");
+    let _second_jobs = CancelJobs::new(&fixture, "second");
+    for (results, run) in [("first", "run-1"), ("second", "run-2")] {
+        let args = slurm_args(&fixture, results, &["--reuse", "on", "--reuse-run", run]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let slurm = prgate(fixture.repo.path(), &args);
+        assert_eq!(slurm.code, 0, "{results}: {}", slurm.stderr);
+    }
+    let first = kinds(&fixture, "first");
+    assert_eq!(kinds(&fixture, "second"), first);
+    // The first run's jobs saved what they judged; the second's took every record over, each
+    // naming the run that measured it, and ran no step.
+    for (name, _) in &first {
+        let stem = name.trim_end_matches(".json");
+        let record = fixture.record("second", stem);
+        assert_eq!(record["provenance"]["reused"]["run"], "run-1", "{stem}: {record}");
+        assert_eq!(fixture.record("first", stem)["provenance"]["reused"], serde_json::Value::Null);
+    }
+    let events = read(&fixture.events("second"));
+    let ran = events.lines().filter(|line| line.contains("\"step-finished\"")).count();
+    assert_eq!(ran, 0, "{events}");
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the runs");
 }

@@ -576,17 +576,18 @@ fn the_headline_names_the_failure_and_each_heading_is_its_worst_item() {
     // An uncovered concurrency is shown, never as a pass.
     assert!(comment.contains("- ◻️ not judged · `kimi_k31` speed: TPOT +0.0%"), "{comment}");
     assert!(!comment.contains("-0.0"), "{comment}");
-    // The counts are the items shown.
+    // The counts are the items shown: the judged ones after the checks, those shown but not
+    // judged apart.
     let shown: usize = sections.iter().map(|(_, items)| items.len()).sum();
-    let counted: usize = comment
-        .lines()
-        .find(|line| line.contains("checks judged"))
-        .expect("counts")
+    let line = comment.lines().find(|line| line.contains("checks judged")).expect("counts");
+    let (_, counts) = line.split_once(": ").expect("counts after the checks");
+    let counted: usize = counts
         .split(" · ")
-        .skip(1)
+        .map(|part| part.trim_start_matches("also shown: "))
         .map(|part| part.split(' ').next().and_then(|n| n.parse::<usize>().ok()).expect(part))
         .sum();
     assert_eq!(counted, shown, "{comment}");
+    assert!(line.ends_with(" · also shown: 1 ◻️ not judged"), "{line}");
 }
 
 /// A speed item with a change and its interval, as the gate writes it.
