@@ -393,8 +393,7 @@ pub fn judge_with(request: JudgeRequest<'_>) -> Result<Verdict, EvidenceError> {
     judge.items.insert(SectionName::Rules, rule_items);
     judge.scope(plan);
 
-    let models: Vec<_> =
-        plan.models.iter().filter(|model| model.tier != Tier::None && !model.removed).collect();
+    let models: Vec<_> = plan.running_models().collect();
     // The family the run declared, else the covered cells seen so far.
     let declared = evidence
         .iter()
