@@ -32,22 +32,7 @@ fn run_and_gate(fixture: &Fixture, extra: &[&str]) -> (Run, serde_json::Value) {
     let run = prgate(fixture.repo.path(), &args);
     assert_eq!(run.code, 0, "the run itself works: {}", run.stderr);
     assert!(fixture.results("results").join("job.json").is_file(), "no job plan");
-    let plan = fixture.plan.to_str().expect("UTF-8");
-    let evidence = fixture.evidence("results");
-    let gate = prgate(
-        fixture.repo.path(),
-        &[
-            "gate",
-            "--plan",
-            plan,
-            "--evidence",
-            evidence.to_str().expect("UTF-8"),
-            "--format",
-            "json",
-        ],
-    );
-    let verdict: serde_json::Value = serde_json::from_str(&gate.stdout)
-        .unwrap_or_else(|error| panic!("a verdict ({error}): {}{}", gate.stdout, gate.stderr));
+    let (gate, verdict) = fixture.gate_json("results");
     assert_eq!(settle(fixture), Vec::<String>::new(), "processes left after the run");
     (gate, verdict)
 }

@@ -39,21 +39,7 @@ fn finished(fixture: &Fixture, results: &str) -> Vec<String> {
 
 /// The verdict's result and every item's state, as `prgate gate --format json` gives them.
 fn states(fixture: &Fixture, results: &str) -> (i32, Vec<String>) {
-    let plan = fixture.plan.to_str().expect("UTF-8");
-    let evidence = fixture.evidence(results);
-    let gate = prgate(
-        fixture.repo.path(),
-        &[
-            "gate",
-            "--plan",
-            plan,
-            "--evidence",
-            evidence.to_str().expect("UTF-8"),
-            "--format",
-            "json",
-        ],
-    );
-    let verdict: serde_json::Value = serde_json::from_str(&gate.stdout).expect("a verdict");
+    let (gate, verdict) = fixture.gate_json(results);
     let mut states = vec![format!("result {}", verdict["result"])];
     for section in verdict["sections"].as_array().expect("sections") {
         for item in section["items"].as_array().expect("items") {

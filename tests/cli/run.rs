@@ -295,6 +295,27 @@ impl Fixture {
         )
     }
 
+    /// `prgate gate --format json` on `results`: the gate's run and its verdict.
+    pub(crate) fn gate_json(&self, results: &str) -> (Run, serde_json::Value) {
+        let plan = self.plan.to_str().expect("UTF-8");
+        let evidence = self.evidence(results);
+        let gate = prgate(
+            self.repo.path(),
+            &[
+                "gate",
+                "--plan",
+                plan,
+                "--evidence",
+                evidence.to_str().expect("UTF-8"),
+                "--format",
+                "json",
+            ],
+        );
+        let verdict: serde_json::Value = serde_json::from_str(&gate.stdout)
+            .unwrap_or_else(|error| panic!("a verdict ({error}): {}{}", gate.stdout, gate.stderr));
+        (gate, verdict)
+    }
+
     /// One evidence record of `results`, by its file stem.
     pub(crate) fn record(&self, results: &str, stem: &str) -> serde_json::Value {
         read_json(&self.evidence(results).join(format!("{stem}.json")))
