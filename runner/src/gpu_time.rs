@@ -283,7 +283,6 @@ impl TargetTime {
     /// there; returns what was written.
     pub fn save(self, results: &Path, target: &str) -> Result<TargetTime, String> {
         let path = TargetTime::path(results, target);
-        let error = |error: String| format!("{}: {error}", path.display());
         let total = match std::fs::read(&path)
             .ok()
             .and_then(|bytes| serde_json::from_slice::<TargetTime>(&bytes).ok())
@@ -293,13 +292,19 @@ impl TargetTime {
             }
             _ => self,
         };
+        total.write(&path)?;
+        Ok(total)
+    }
+
+    /// Writes it to `path` atomically, as pretty JSON; the error names the path.
+    fn write(&self, path: &Path) -> Result<(), String> {
+        let error = |error: String| format!("{}: {error}", path.display());
         if let Some(folder) = path.parent() {
             std::fs::create_dir_all(folder).map_err(|e| error(e.to_string()))?;
         }
-        let mut json = serde_json::to_vec_pretty(&total).map_err(|e| error(e.to_string()))?;
+        let mut json = serde_json::to_vec_pretty(self).map_err(|e| error(e.to_string()))?;
         json.push(b'\n');
-        crate::results::write_atomically(&path, &json).map_err(|e| error(e.to_string()))?;
-        Ok(total)
+        crate::results::write_atomically(path, &json).map_err(|e| error(e.to_string()))
     }
 
     /// Copies every target's file of the results directory `from` (a SLURM job's, which adds
@@ -321,12 +326,7 @@ impl TargetTime {
             else {
                 continue;
             };
-            let into = to.join(RESULTS_FOLDER).join(name);
-            let error = |error: String| format!("{}: {error}", into.display());
-            std::fs::create_dir_all(to.join(RESULTS_FOLDER)).map_err(|e| error(e.to_string()))?;
-            let mut json = serde_json::to_vec_pretty(&time).map_err(|e| error(e.to_string()))?;
-            json.push(b'\n');
-            crate::results::write_atomically(&into, &json).map_err(|e| error(e.to_string()))?;
+            time.write(&to.join(RESULTS_FOLDER).join(name))?;
             copied += 1;
         }
         Ok(copied)
