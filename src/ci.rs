@@ -4,7 +4,9 @@
 //! the head SHA pinned; `trigger`), the plan from the base side's manifest, at once a `pending`
 //! status and the comment, the run on this node with the comment edited as checks finish (at
 //! most once per `--update-every`), the gate, then the final comment and status, the job
-//! summary and the full report file.
+//! summary and the full report file; then the run's measurements are saved in the history
+//! folder for the PR's ledger line when it merges, and the comment's header names the drift
+//! guards over their budget (docs/history.md).
 //!
 //! Whatever happens after the pin, the status never stays `pending`: an error, a panic, a
 //! `SIGINT`/`SIGTERM` (a cancelled job) or a run that ends with checks still pending posts
@@ -127,6 +129,11 @@ pub(crate) struct CiArgs {
     /// judged or is missing (docs/rerun.md). Local executor and `--stage run`.
     #[arg(long, value_enum, default_value_t = Switch::On)]
     reuse: Switch,
+    /// The history folder (docs/history.md): the final verdict's measurements are saved there
+    /// for the PR's ledger line when it merges, and the comment names the drift guards over
+    /// their budget [default: <cache-dir>/history of the --node profile].
+    #[arg(long, value_name = "DIR", env = "PRGATE_HISTORY_DIR")]
+    history: Option<PathBuf>,
     #[command(flatten)]
     run: RunOptions,
 }
@@ -156,6 +163,8 @@ struct Settings {
     jobs: Option<JobsResult>,
     /// `--reuse`.
     reuse: Switch,
+    /// `--history`.
+    history: Option<PathBuf>,
     run: RunSettings,
 }
 
@@ -186,6 +195,7 @@ impl Settings {
             evidence: args.evidence.clone(),
             jobs: args.jobs.clone(),
             reuse: args.reuse,
+            history: args.history.clone(),
             run,
         })
     }
@@ -466,7 +476,11 @@ fn finish(args: &Settings) -> anyhow::Result<Outcome> {
         anyhow::ensure!(plan_path.is_file(), "the start stage ended before it made a plan");
         let plan: Plan = crate::files::read_json(&plan_path, "plan")?;
         let base = crate::gate::BaseSide::read(&args.repo, &plan)?;
-        reporter.update(|state| state.plan = Some(plan.clone()));
+        let drift = drift_alarms(args, &plan, &base);
+        reporter.update(|state| {
+            state.plan = Some(plan.clone());
+            state.drift = drift;
+        });
         let schedule: ScheduleFile = match state.join("schedule.json") {
             path if path.is_file() => crate::files::read_json(&path, "schedule")?,
             _ => ScheduleFile::default(),
@@ -681,11 +695,28 @@ fn make_plan(
     }
     write(&args.state.clone().join("plan.json"), &(serde_json::to_string_pretty(&plan)? + "\n"))?;
     let base = crate::gate::BaseSide::read(&args.repo, &plan)?;
+    let drift = drift_alarms(args, &plan, &base);
     reporter.update(|state| {
         state.plan = Some(plan.clone());
         state.progress = planned_progress(&plan);
+        state.drift = drift;
     });
     Ok((plan, base))
+}
+
+/// The history folder: `--history`, else the node profile's; `None` (said on stderr) when
+/// neither can be had.
+fn history_dir(args: &Settings) -> Option<PathBuf> {
+    crate::history::history_dir(args.history.as_deref(), &args.node)
+        .map_err(|error| eprintln!("prgate: no history folder: {error:#}"))
+        .ok()
+}
+
+/// The drift guards over their budget, for the comment's header (docs/history.md).
+fn drift_alarms(args: &Settings, plan: &Plan, base: &crate::gate::BaseSide) -> Vec<String> {
+    let Some(dir) = history_dir(args) else { return Vec::new() };
+    let models: Vec<String> = plan.running_models().map(|model| model.name.clone()).collect();
+    crate::history::alarms(&dir, &models, &base.config)
 }
 
 /// The gate on `evidence`, then the final comment and status.
@@ -718,6 +749,18 @@ fn judge_and_post(
         anyhow::bail!("the run ended with checks that never reported: {}", missing.join(", "));
     }
     reporter.post_final(&verdict)?;
+    if let Some(dir) = history_dir(args) {
+        let pinned = &reporter.pinned;
+        let facts = crate::history::RunFacts {
+            pr: pinned.number,
+            title: &pinned.title,
+            tested_commit: &pinned.sha,
+            base_commit: plan.base_side_commit(),
+            merge_queue: pinned.merge_group.is_some(),
+            run_url: args.run_url.as_deref(),
+        };
+        eprintln!("prgate: {}", crate::history::save_run(&dir, &facts, &verdict, evidence));
+    }
     Ok(Outcome::of(&verdict))
 }
 
@@ -975,6 +1018,8 @@ struct CommentState {
     gpu_time: Option<String>,
     /// What the run reused from an earlier one.
     reuse: Option<String>,
+    /// The drift guards over their budget (docs/history.md).
+    drift: Vec<String>,
 }
 
 /// The images the evidence names (a digest, or a tag when the profile pins none), in order,
@@ -1047,6 +1092,7 @@ impl Reporter {
             gpu_time: state.gpu_time.clone(),
             reuse: state.reuse.clone(),
             drained: crate::node::drained_for_report(&self.args.node),
+            drift: state.drift.clone(),
         }
     }
 

@@ -78,10 +78,19 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let mut stdout = std::io::stdout().lock();
     let mut outcomes = Vec::new();
+    // The sample's history first: its merges are in the ledger when the PRs below run, so a
+    // PR of the drifted model shows the tripped guard in its comment.
+    for pr in &sample::build_history(&repo)? {
+        let outcome = run_pr(&repo, &dir, &node, pr, &mut stdout)
+            .with_context(|| format!("sample history PR #{}", pr.number))?;
+        merge_history_pr(&repo, &node, pr, &mut stdout)?;
+        outcomes.push((pr.clone(), outcome));
+    }
+    show_the_drift_guard(&repo, &dir, &node, &mut stdout)?;
     for pr in &prs {
         let outcome = run_pr(&repo, &dir, &node, pr, &mut stdout)
             .with_context(|| format!("sample PR #{}", pr.number))?;
-        outcomes.push((pr, outcome));
+        outcomes.push((pr.clone(), outcome));
     }
 
     writeln!(stdout, "=== Summary ({:.0}s)\n", started.elapsed().as_secs_f64())?;
@@ -181,7 +190,7 @@ fn run_pr(
     out: &mut impl std::io::Write,
 ) -> anyhow::Result<PrOutcome> {
     writeln!(out, "=== PR #{}: {}", pr.number, prgate_report::escape::terminal(pr.title))?;
-    writeln!(out, "    branch {}", pr.branch)?;
+    writeln!(out, "    branch {} onto {}", pr.branch, pr.base)?;
     if pr.number == DRAINED_PR {
         for note in drain_second_node(node) {
             writeln!(out, "    note: {note}")?;
@@ -190,7 +199,7 @@ fn run_pr(
     out.flush()?;
     let request = PlanRequest {
         repo: repo.to_path_buf(),
-        base: Some("main".to_owned()),
+        base: Some(pr.base.to_owned()),
         head: Some(pr.branch.to_owned()),
         ..PlanRequest::default()
     };
@@ -277,7 +286,21 @@ fn run_pr(
         .map_err(|error| anyhow::anyhow!("judging the evidence: {}", error.problem))?;
     write_json(&results.join("verdict.json"), &verdict)?;
     let reuse = prgate_report::rerun::Reuse::of(&job, &evidence).map(|reuse| reuse.words());
-    write_pr_files(&results, &plan, &verdict, pr, node, reuse.clone())?;
+    let models: Vec<String> = plan.running_models().map(|model| model.name.clone()).collect();
+    let history = prgate_runner::history::history_dir(node);
+    let drift = crate::history::alarms(&history, &models, &base.config);
+    let facts = crate::history::RunFacts {
+        pr: u64::from(pr.number),
+        title: pr.title,
+        tested_commit: &plan.head.sha,
+        base_commit: plan.base_side_commit(),
+        merge_queue: false,
+        run_url: None,
+    };
+    // As `prgate ci` does: what the run measured waits in the history for the PR to merge.
+    let saved = crate::history::save_run(&history, &facts, &verdict, &evidence);
+    anyhow::ensure!(!saved.starts_with("the history:"), "{saved}");
+    write_pr_files(&results, &plan, &verdict, pr, node, reuse.clone(), drift)?;
     writeln!(out)?;
     for line in prgate_report::verdict::human(&verdict).lines() {
         writeln!(out, "    {line}")?;
@@ -299,6 +322,7 @@ fn write_pr_files(
     pr: &SamplePr,
     node: &NodeProfile,
     reuse: Option<String>,
+    drift: Vec<String>,
 ) -> anyhow::Result<()> {
     let header = Header {
         pr_number: u64::from(pr.number),
@@ -315,6 +339,7 @@ fn write_pr_files(
             .iter()
             .map(crate::node::drained_node)
             .collect(),
+        drift,
     };
     let link = ReportLink { name: "report.md".to_owned(), url: None };
     let input = CommentInput {
@@ -380,6 +405,63 @@ fn result_word(verdict: &Verdict) -> &'static str {
         State::Pending => "PENDING",
         State::Fail => "FAIL",
     }
+}
+
+/// Merges a history PR as `prgate history record` does on its merge event: its line from the
+/// run the demo saved, into the node's history ledger (a fast-forward: the merge commit is the
+/// PR's head).
+fn merge_history_pr(
+    repo: &Path,
+    node: &NodeProfile,
+    pr: &SamplePr,
+    out: &mut impl std::io::Write,
+) -> anyhow::Result<()> {
+    let repository = git2::Repository::open(repo)?;
+    let head = repository.refname_to_id(&format!("refs/heads/{}", pr.branch))?.to_string();
+    let facts = prgate_gate::history::MergeFacts {
+        at: prgate_runner::history::now(),
+        pr: u64::from(pr.number),
+        title: pr.title.to_owned(),
+        url: None,
+        merge_commit: head.clone(),
+        head_commit: head,
+    };
+    let history = prgate_runner::history::HistoryDir::new(&prgate_runner::history::history_dir(node));
+    history.record_merged(&facts)?;
+    let lines = history.lines()?;
+    let config = crate::history::settings_at(repo, "main")?;
+    let chains = prgate_gate::drift::history(&lines, &config);
+    let guards = prgate_gate::drift::guards(&chains, &config);
+    for guard in guards.iter().filter(|guard| guard.cell.model() == sample::HISTORY_MODEL) {
+        let words = prgate_report::history::check_human(&chains, std::slice::from_ref(guard));
+        writeln!(out, "    merged; the chain: {}", words.lines().nth(1).unwrap_or_default())?;
+    }
+    writeln!(out)?;
+    Ok(())
+}
+
+/// The guard over the sample's history, as the scheduled check says it, and the history page
+/// (DIR/history/index.html).
+fn show_the_drift_guard(
+    repo: &Path,
+    dir: &Path,
+    node: &NodeProfile,
+    out: &mut impl std::io::Write,
+) -> anyhow::Result<()> {
+    let history = prgate_runner::history::HistoryDir::new(&prgate_runner::history::history_dir(node));
+    let lines = history.lines()?;
+    let config = crate::history::settings_at(repo, "main")?;
+    let chains = prgate_gate::drift::history(&lines, &config);
+    let guards = prgate_gate::drift::guards(&chains, &config);
+    writeln!(out, "=== The drift guard over the sample's history (prgate history check)")?;
+    for line in prgate_report::history::check_human(&chains, &guards).lines() {
+        writeln!(out, "    {line}")?;
+    }
+    let page = dir.join("history");
+    crate::history::write_page(&page, &lines, &config, Some("sample/sgl-amd-mono"))?;
+    writeln!(out, "    the history page: {}\n", page.join("index.html").display())?;
+    out.flush()?;
+    Ok(())
 }
 
 /// The items that decided the verdict: the failed ones, else the pending ones, else the

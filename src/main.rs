@@ -7,7 +7,8 @@
 //! Exit codes, for every subcommand:
 //! - 0: success (for the gate: the PR passed; for the trigger: a run starts);
 //! - 1: the gate failed the PR, or checks are pending; the trigger started no run; the node
-//!   is drained (`prgate node status`) or its canary failed (`prgate node canary`);
+//!   is drained (`prgate node status`) or its canary failed (`prgate node canary`); a drift
+//!   guard is tripped (`prgate history check`);
 //! - 2: an error: bad input, an unknown ref, an unreadable file (the message on stderr names
 //!   it); for the gate, also a verdict of `error`: some check could not be judged (the
 //!   verdict says which and why).
@@ -18,6 +19,7 @@ mod estimate;
 mod files;
 mod gate;
 mod github;
+mod history;
 mod node;
 mod plan;
 mod publish;
@@ -60,6 +62,7 @@ enum Command {
     Run(run::RunArgs),
     Ci(ci::CiArgs),
     Node(node::NodeArgs),
+    History(history::HistoryArgs),
 }
 
 fn main() -> ExitCode {
@@ -80,6 +83,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(&args).map(|()| gate::Outcome::Pass),
         Command::Ci(args) => ci::run(&args),
         Command::Node(args) => node::run(&args),
+        Command::History(args) => history::run(&args),
     };
     match outcome {
         Ok(gate::Outcome::Pass) => ExitCode::from(EXIT_OK),

@@ -137,6 +137,7 @@ fn load(facts: &RunFacts) -> anyhow::Result<Loaded> {
         gpu_time: None,
         reuse: None,
         drained: Vec::new(),
+        drift: Vec::new(),
     };
     let link = ReportLink { name: facts.report_name.clone(), url: facts.report_url.clone() };
     Ok(Loaded { plan, verdict, progress, header, link })

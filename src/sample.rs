@@ -23,6 +23,8 @@ use git2::{IndexEntry, IndexTime, Oid, Repository, RepositoryInitOptions, Signat
 pub(crate) struct SamplePr {
     pub(crate) number: u32,
     pub(crate) branch: &'static str,
+    /// The branch it is based on (`main`, or the history PR before it).
+    pub(crate) base: &'static str,
     pub(crate) title: &'static str,
     /// The demo runs it twice, as a maintainer's second `run-ci` after a flaky failure: the
     /// second run takes over what the first judged and runs only what failed (docs/rerun.md).
@@ -66,7 +68,7 @@ pub(crate) fn build(dir: &Path) -> anyhow::Result<Vec<SamplePr>> {
             let mut files = base_files.clone();
             edit(&mut files);
             builder.commit(&format!("refs/heads/{branch}"), Some(main), &files, title)?;
-            prs.push(SamplePr { number, branch, title, reruns: false });
+            prs.push(SamplePr { number, branch, base: "main", title, reruns: false });
             anyhow::Ok(())
         };
     pr(
@@ -196,6 +198,53 @@ pub(crate) fn build(dir: &Path) -> anyhow::Result<Vec<SamplePr>> {
     checkout.force();
     repo.checkout_head(Some(&mut checkout))
         .context("checking out main in the sample repository")?;
+    Ok(prs)
+}
+
+/// The model whose history the demo's drift guard follows (docs/history.md).
+pub(crate) const HISTORY_MODEL: &str = "qwen38_flash_next";
+
+/// Each history PR's slowdown of [`HISTORY_MODEL`]: 1.5% more time per token, under the 2% a
+/// PR may lose, so each passes; five of them lose 7.7%, over the guard's 3% budget.
+const HISTORY_STEP: f64 = 1.015;
+
+/// The sample's history: five PRs merged one after the other onto `main` (branch
+/// `history/N`, each on the one before; `history/5` is the line's tip), each a small fix that
+/// costs [`HISTORY_MODEL`] 1.5% of its speed. Returns them in merge order.
+pub(crate) fn build_history(dir: &Path) -> anyhow::Result<Vec<SamplePr>> {
+    let repo = Repository::open(dir)
+        .with_context(|| format!("opening the sample repository in {}", dir.display()))?;
+    let main = repo.refname_to_id("refs/heads/main").context("the sample's main")?;
+    // Later than every PR's commit, and fixed, so the SHAs are too.
+    let mut builder = Builder { repo: &repo, clock: 1_790_500_000 };
+    let titles: [(u32, &'static str, &'static str); 5] = [
+        (131, "history/1", "[Fix] [MI355X] qwen38_flash_next: bounds-check the sampler's top-k"),
+        (133, "history/2", "[Fix] [MI355X] qwen38_flash_next: zero the KV pad rows"),
+        (136, "history/3", "[Refactor] [MI355X] qwen38_flash_next: one launcher for the MoE steps"),
+        (138, "history/4", "[Fix] [MI355X] qwen38_flash_next: fp32 accumulation in the router"),
+        (141, "history/5", "[Fix] [MI355X] qwen38_flash_next: guard the decode step's stream sync"),
+    ];
+    let mut files = base_files();
+    let mut parent = main;
+    let mut tpot: f64 = BASE_TPOT_MS.parse().unwrap_or(4.0);
+    let mut prs = Vec::new();
+    let mut base = "main";
+    for (step, (number, branch, title)) in titles.into_iter().enumerate() {
+        let before = format!("tpot-ms = {tpot}");
+        tpot = (tpot * HISTORY_STEP * 10_000.0).round() / 10_000.0;
+        let path = format!("sgl_amd_mono/models/{HISTORY_MODEL}/sim-profile.toml");
+        let profile = files.entry(path).or_default();
+        let before = if step == 0 { format!("tpot-ms = {BASE_TPOT_MS}") } else { before };
+        *profile = profile.replace(&before, &format!("tpot-ms = {tpot}"));
+        append(
+            &mut files,
+            &format!("sgl_amd_mono/models/{HISTORY_MODEL}/layer.py"),
+            &format!("\nFIX_{number} = True\n"),
+        );
+        parent = builder.commit(&format!("refs/heads/{branch}"), Some(parent), &files, title)?;
+        prs.push(SamplePr { number, branch, base, title, reruns: false });
+        base = branch;
+    }
     Ok(prs)
 }
 

@@ -77,6 +77,20 @@ pub struct GateConfig {
     pub missing_readme: Severity,
     pub not_run: Severity,
     pub title: TitleConfig,
+    pub drift: DriftConfig,
+}
+
+/// The cumulative drift guard (`[drift]`, docs/history.md).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DriftConfig {
+    /// The largest chained TPOT loss allowed since the reference, a fraction.
+    pub speed_budget: Fraction,
+    /// The largest chained accuracy drop allowed, in tolerances of the benchmark.
+    pub accuracy_budget: f64,
+    /// The one-sided error rate of one cell's check.
+    pub alpha: ErrorRate,
+    /// How many contributing PRs an alarm names.
+    pub top: usize,
 }
 
 /// A sequential test with an indifference zone `[low, high]` around a threshold.
@@ -252,6 +266,16 @@ struct RawConfig {
     doc: RawDoc,
     not_run: RawNotRun,
     title: RawTitle,
+    drift: RawDrift,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawDrift {
+    speed_budget: f64,
+    accuracy_budget: f64,
+    alpha: f64,
+    top: i64,
 }
 
 #[derive(Deserialize)]
@@ -420,6 +444,30 @@ impl RawConfig {
         let gain_test =
             sequential("gain", "min-gain", gain.min_gain, gain.zone, gain.alpha, gain.beta)?;
 
+        let drift = self.drift;
+        let speed_budget = fraction("drift.speed-budget", drift.speed_budget)?;
+        if speed_budget.get() <= 0.0 {
+            return Err((
+                "drift.speed-budget".to_owned(),
+                format!("{} is not a loss above 0 (write 3% as 0.03)", drift.speed_budget),
+            ));
+        }
+        if !(drift.accuracy_budget.is_finite() && drift.accuracy_budget > 0.0) {
+            return Err((
+                "drift.accuracy-budget".to_owned(),
+                format!("{} is not a positive number of tolerances", drift.accuracy_budget),
+            ));
+        }
+        let top = usize::try_from(drift.top).ok().filter(|top| (1..=20).contains(top)).ok_or_else(
+            || ("drift.top".to_owned(), format!("{} is not a number of PRs in 1..=20", drift.top)),
+        )?;
+        let drift = DriftConfig {
+            speed_budget,
+            accuracy_budget: drift.accuracy_budget,
+            alpha: error_rate("drift.alpha", drift.alpha)?,
+            top,
+        };
+
         let mut accuracy_tolerance = BTreeMap::new();
         for (benchmark, tolerance) in self.accuracy.tolerance {
             let key = format!("accuracy.tolerance.{benchmark}");
@@ -442,6 +490,7 @@ impl RawConfig {
                 scope_mismatch: self.title.scope_mismatch,
                 other_scopes: self.title.other_scopes,
             },
+            drift,
         })
     }
 }
@@ -485,6 +534,12 @@ mod tests {
         assert_eq!((gain.threshold.get(), gain.alpha.get(), gain.beta.get()), (0.05, 0.05, 0.05));
         assert!((gain.low - 0.03).abs() < 1e-12 && (gain.high - 0.07).abs() < 1e-12);
         assert_eq!(config.accuracy_alpha.get(), 0.02);
+        // bench/drift-guard.md measured these.
+        let drift = &config.drift;
+        assert_eq!(
+            (drift.speed_budget.get(), drift.accuracy_budget, drift.alpha.get(), drift.top),
+            (0.03, 1.0, 0.05, 3)
+        );
         // Every key has a comment line somewhere above it in its table.
         assert!(DEFAULT_CONFIG.lines().filter(|line| line.starts_with('#')).count() > 20);
     }
@@ -515,7 +570,7 @@ mod tests {
             ),
             (
                 "[sped]\nmax-loss = 0.03",
-                "error: prgate.toml: gate.sped: unknown key; expected one of accuracy, doc, gain, kernel, not-run, routing, speed, tests, title",
+                "error: prgate.toml: gate.sped: unknown key; expected one of accuracy, doc, drift, gain, kernel, not-run, routing, speed, tests, title",
             ),
             (
                 "[speed]\nmax-loss = \"2%\"",
@@ -542,6 +597,22 @@ mod tests {
                 "error: prgate.toml: gate.tests.pre-existing-failure: unknown variant `maybe`, expected one of `pass`, `warn`, `fail`",
             ),
             ("speed = 1", "error: prgate.toml: gate.speed: must be a table"),
+            (
+                "[drift]\nspeed-budget = 0",
+                "error: prgate.toml: gate.drift.speed-budget: 0 is not a loss above 0 (write 3% as 0.03)",
+            ),
+            (
+                "[drift]\naccuracy-budget = -1",
+                "error: prgate.toml: gate.drift.accuracy-budget: -1 is not a positive number of tolerances",
+            ),
+            (
+                "[drift]\ntop = 0",
+                "error: prgate.toml: gate.drift.top: 0 is not a number of PRs in 1..=20",
+            ),
+            (
+                "[drift]\nalpha = 0.5",
+                "error: prgate.toml: gate.drift.alpha: 0.5 is not an error rate in (0, 0.5)",
+            ),
         ];
         for (overrides, expected) in cases {
             assert_eq!(check(overrides), expected, "overrides: {overrides}");

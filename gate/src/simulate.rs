@@ -107,7 +107,7 @@ pub fn simulate_speed(
     tally.outcomes()
 }
 
-fn run(rng: &mut SmallRng, scenario: &SpeedScenario, change: f64) -> f64 {
+pub(crate) fn run(rng: &mut SmallRng, scenario: &SpeedScenario, change: f64) -> f64 {
     let outlier = if rng.random::<f64>() < scenario.outlier_rate { 2.0 } else { 1.0 };
     20.0 * (1.0 + change) * (scenario.cv * normal(rng)).exp() * outlier
 }

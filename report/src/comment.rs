@@ -73,6 +73,9 @@ pub struct Header {
     pub reuse: Option<String>,
     /// The nodes prgate's health ledger had drained, which the run left out.
     pub drained: Vec<DrainedNode>,
+    /// The drift guards over their budget since the reference, in words
+    /// ([`crate::history::alarm_words`]; docs/history.md).
+    pub drift: Vec<String>,
 }
 
 /// A node the health ledger drained (docs/node.md): its name, and why in a few words
@@ -778,6 +781,20 @@ fn header_rows(header: &Header, detail: Detail) -> Vec<HeaderRow> {
             value_md: format!("{}: left out of this run", listed.join(", ")),
         });
     }
+    if !header.drift.is_empty() {
+        let alarms = capped(&header.drift, detail.item_cap());
+        let mut listed: Vec<String> = alarms
+            .iter()
+            .map(|words| markdown_text(&detail.text(words), MarkdownPlace::TableCell))
+            .collect();
+        if alarms.len() < header.drift.len() {
+            listed.push(format!("and {} more", header.drift.len() - alarms.len()));
+        }
+        rows.push(HeaderRow {
+            label_md: "Drift",
+            value_md: format!("❌ over the budget since the reference: {}", listed.join("; ")),
+        });
+    }
     if let Some(estimate) = &header.estimate {
         rows.push(HeaderRow {
             label_md: "Estimate",
@@ -813,7 +830,7 @@ fn sha_md(sha: &str, (cap, place): (usize, MarkdownPlace)) -> String {
 
 /// A URL fit for a Markdown link: `http(s)` only, and every character that could end the
 /// link, the table cell or the line percent-encoded.
-fn link_target(url: &str) -> Option<String> {
+pub(crate) fn link_target(url: &str) -> Option<String> {
     if !(url.starts_with("https://") || url.starts_with("http://")) {
         return None;
     }

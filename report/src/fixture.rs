@@ -301,5 +301,6 @@ pub(crate) fn header(title: &str) -> Header {
         gpu_time: None,
         reuse: None,
         drained: Vec::new(),
+        drift: Vec::new(),
     }
 }

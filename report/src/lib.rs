@@ -13,12 +13,15 @@
 //! - [`status`]: the commit status;
 //! - [`summary`]: the job summary and the annotations;
 //! - [`gpu_hours`]: the GPU time a run measured and its estimate, by model and phase;
-//! - [`rerun`]: what a re-run took over from an earlier run.
+//! - [`rerun`]: what a re-run took over from an earlier run;
+//! - [`history`]: the drift guard's history page (HTML and Chart.js), the alarm in the PR
+//!   comment and the scheduled check's report.
 
 pub mod comment;
 pub mod escape;
 pub mod estimate;
 pub mod gpu_hours;
+pub mod history;
 pub mod plan;
 pub mod rerun;
 pub mod status;

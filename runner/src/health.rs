@@ -17,10 +17,11 @@
 //! drain stays until an admit, however old its strikes grow. Strikes before the last admit
 //! no longer count.
 //!
-//! Writes take an exclusive `flock` on `<health-dir>/<node>.lock` (the [host lock]'s model:
-//! the kernel lets it go when the holder dies), read the file, and replace it with the old
-//! lines and the new ones through a temporary file renamed over it, so a reader never sees
-//! half a line and a killed writer loses nothing already written. Readers take no lock.
+//! Writes go through [`crate::ledger::LedgerFile`]: an exclusive `flock` on
+//! `<health-dir>/<node>.lock` (the [host lock]'s model: the kernel lets it go when the holder
+//! dies), the file read, and replaced with the old lines and the new ones through a temporary
+//! file renamed over it, so a reader never sees half a line and a killed writer loses nothing
+//! already written. Readers take no lock.
 //!
 //! The health directory is `<cache-dir>/health` unless the node profile's `health.dir` says
 //! otherwise; a SLURM cluster or a fleet of workflow runners points every node at one shared
@@ -57,8 +58,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::fs::{File, OpenOptions};
-use std::io::{self, Write as _};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -254,6 +254,8 @@ pub enum HealthError {
     Io { path: PathBuf, source: io::Error },
     #[error("{path}, line {line}: {problem}")]
     Line { path: PathBuf, line: usize, problem: String },
+    #[error(transparent)]
+    Ledger(#[from] crate::ledger::LedgerIoError),
     #[error(
         "{name:?} is not a node name: ASCII letters, digits, '.', '_' and '-' (not '.' or '..')"
     )]
@@ -290,17 +292,13 @@ impl Ledger {
 
     /// The ledger file.
     pub fn path(&self) -> PathBuf {
-        self.dir.join(format!("{}.jsonl", self.node))
+        crate::ledger::LedgerFile::new(&self.dir, &self.node).path()
     }
 
     /// Every line, oldest first; none when the file does not exist.
     pub fn entries(&self) -> Result<Vec<Entry>, HealthError> {
-        let path = self.path();
-        match std::fs::read_to_string(&path) {
-            Ok(text) => parse_lines(&text, &path),
-            Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(source) => Err(HealthError::Io { path, source }),
-        }
+        let text = crate::ledger::LedgerFile::new(&self.dir, &self.node).read()?;
+        parse_lines(&text, &self.path())
     }
 
     /// The node's state.
@@ -368,44 +366,17 @@ impl Ledger {
         }
     }
 
-    /// Under the ledger's lock: reads the lines, lets `change` add to them, writes them back
-    /// atomically.
+    /// Under the ledger's lock ([`crate::ledger::LedgerFile::append`]): reads the lines, lets
+    /// `change` add to them, and appends what it added atomically.
     fn update<T>(&self, change: impl FnOnce(&mut Vec<Entry>) -> T) -> Result<T, HealthError> {
-        let io_error = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| HealthError::Io { path, source }
-        };
-        std::fs::create_dir_all(&self.dir).map_err(io_error(&self.dir))?;
-        let lock_path = self.dir.join(format!("{}.lock", self.node));
-        let lock = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&lock_path)
-            .map_err(io_error(&lock_path))?;
-        lock.lock().map_err(io_error(&lock_path))?;
-        let mut entries = self.entries()?;
-        let before = entries.len();
-        let answer = change(&mut entries);
-        if entries.len() != before {
-            let path = self.path();
-            let temporary = self.dir.join(format!(".{}.jsonl.tmp", self.node));
-            let mut text = String::new();
-            for entry in &entries {
-                text.push_str(&to_line(entry));
-                text.push('\n');
-            }
-            let mut file = File::create(&temporary).map_err(io_error(&temporary))?;
-            file.write_all(text.as_bytes())
-                .and_then(|()| file.sync_all())
-                .map_err(io_error(&temporary))?;
-            std::fs::rename(&temporary, &path).map_err(io_error(&path))?;
-            if let Ok(dir) = File::open(&self.dir) {
-                let _ignored = dir.sync_all();
-            }
-        }
-        drop(lock);
-        Ok(answer)
+        let path = self.path();
+        crate::ledger::LedgerFile::new(&self.dir, &self.node).append(|text| {
+            let mut entries = parse_lines(text, &path)?;
+            let before = entries.len();
+            let answer = change(&mut entries);
+            let added = entries[before..].iter().map(to_line).collect();
+            Ok((added, answer))
+        })
     }
 }
 

@@ -29,6 +29,10 @@
 //! - [`health`]: the node health ledger: strikes attributed to a node (preflight findings,
 //!   a step broken on both sides, GPU errors in base-side logs), its drain after too many,
 //!   and its re-admission by a passing canary;
+//! - [`ledger`]: an append-only JSON-lines ledger file, written under a `flock` and atomically
+//!   (the health ledger's and the history's machinery);
+//! - [`history`]: the history folder: the ledger of merged changes (the drift guard's input)
+//!   and the PR tests' saved results waiting for their PR to merge;
 //! - [`estimate`]: a plan's estimate: the recipes read from head's tree, each job's GPU time
 //!   and the schedule onto the nodes;
 //! - [`lock`]: the host lock: one run on a host at a time, a refusal that names the holder,
@@ -55,9 +59,11 @@ pub mod estimate;
 pub mod export;
 pub mod gpu_time;
 pub mod health;
+pub mod history;
 pub mod job;
 pub mod junit;
 pub mod key;
+pub mod ledger;
 pub mod lock;
 pub mod node;
 pub mod preflight;

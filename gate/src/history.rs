@@ -1,0 +1,485 @@
+//! The history of merged changes: the ledger's lines, what one PR test measured as the ledger
+//! records it (from its verdict and evidence), and a merged PR's line from its runs.
+//!
+//! The ledger (docs/history.md) is one JSON object a line, oldest first, append-only:
+//!
+//! - `merged`: a PR that merged after a prgate run: its per-cell TPOT log-ratios and accuracy
+//!   differences with their errors, and where each was measured (node, image, recipe, commits);
+//! - `anchor`: an anchor run (base = the reference, head = main's tip, on one node): the same
+//!   numbers for the whole distance, and the merged PRs its head already holds (`covers`);
+//! - `reset`: a maintainer set a new reference: the chain starts again from zero there.
+//!
+//! # The lines (`version` 1)
+//!
+//! ```json
+//! {"version":1,"event":"merged","at":"2026-12-01T15:00:00Z","pr":201,"title":"[Fix] [MI355X] kimi_k31: ...","url":"https://github.com/o/r/pull/201","merge_commit":"<sha>","head_commit":"<sha>","base_commit":"<sha>","run":"https://github.com/o/r/actions/runs/7","verdict":"pass","speed":[{"model":"kimi_k31","concurrency":1,"covered":true,"provenance":{"node":"mi355x-1","image":"sha256:...","recipe_hash":"...","base_commit":"<sha>","pr_commit":"<sha>"},"change":0.0151,"interval":[0.0083,0.0219],"log_ratio":0.01499,"standard_error":0.00302,"degrees_of_freedom":9.0,"pairs":5}],"accuracy":[{"model":"kimi_k31","benchmark":"gsm8k","provenance":{...},"difference":-0.004,"interval":[-0.012,0.004],"alpha":0.01,"standard_error":0.00344,"questions":1319}],"note":null}
+//! {"version":1,"event":"anchor","at":"2026-12-08T03:00:00Z","reference_commit":"<sha>","head_commit":"<sha>","run":"...","covers":[201,205],"speed":[...],"accuracy":[...]}
+//! {"version":1,"event":"reset","at":"2026-12-09T10:00:00Z","reference_commit":"<sha>","reference_name":"v1.2.0","reason":"release 1.2 accepted","by":"alice"}
+//! ```
+//!
+//! A speed cell's `log_ratio` is the gate's weighted mean of `ln(pr / base)` over the kept
+//! pairs, `standard_error` its standard error on the test's pooled variance and
+//! `degrees_of_freedom` that variance's; `change` and `interval` are the verdict's
+//! (`exp(log_ratio) - 1` and the two-sided 95% t-interval), from which the other three are
+//! recovered exactly ([`SpeedChange::from_verdict`]). An accuracy benchmark's `difference` is
+//! PR minus base (a fraction of the questions), `interval` the verdict's (each bound one-sided
+//! at `alpha`), and `standard_error` the normal one that interval implies. A line another
+//! `version`, a field not known, or a value out of range is an error naming the line: a ledger
+//! is never read as "no drift" because it could not be read.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::evidence::{Check, Evidence, Outcome, Side};
+use crate::stats::{t_quantile, z_two_sided};
+use crate::verdict::{Numbers, SectionName, State, Verdict};
+
+/// The version of the ledger's lines and of a saved run's file.
+pub const LEDGER_VERSION: u32 = 1;
+
+/// One line of the ledger.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum Line {
+    Merged(Merged),
+    Anchor(Anchor),
+    Reset(Reset),
+}
+
+/// A PR that merged, with what its prgate run measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Merged {
+    pub version: u32,
+    /// When it was recorded, RFC 3339 in UTC.
+    pub at: String,
+    pub pr: u64,
+    /// The PR's title as its author wrote it: data, escaped wherever it is shown.
+    pub title: String,
+    /// The PR's page.
+    pub url: Option<String>,
+    /// The commit the merge put on the branch.
+    pub merge_commit: String,
+    /// The PR's head when it merged.
+    pub head_commit: String,
+    /// The base side the PR's run measured against.
+    pub base_commit: Option<String>,
+    /// The run that measured it (its workflow run's page).
+    pub run: Option<String>,
+    /// That run's verdict.
+    pub verdict: Option<State>,
+    pub speed: Vec<SpeedChange>,
+    pub accuracy: Vec<AccuracyChange>,
+    /// Why nothing (or not everything) was measured, in words.
+    pub note: Option<String>,
+}
+
+/// An anchor run: the reference against main's tip, measured directly.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Anchor {
+    pub version: u32,
+    pub at: String,
+    /// Its base: the reference it measured from.
+    pub reference_commit: String,
+    /// Its head: main's tip when it ran.
+    pub head_commit: String,
+    pub run: Option<String>,
+    /// The merged PRs (by number) whose merge commits its head holds.
+    pub covers: Vec<u64>,
+    pub speed: Vec<SpeedChange>,
+    pub accuracy: Vec<AccuracyChange>,
+}
+
+/// A maintainer's new reference.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reset {
+    pub version: u32,
+    pub at: String,
+    pub reference_commit: String,
+    /// A name for it (a release tag), when it has one.
+    pub reference_name: Option<String>,
+    pub reason: String,
+    /// Who reset it.
+    pub by: Option<String>,
+}
+
+/// Where a measurement was made.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CellProvenance {
+    pub node: Option<String>,
+    pub image: Option<String>,
+    pub recipe_hash: Option<String>,
+    pub base_commit: Option<String>,
+    pub pr_commit: Option<String>,
+}
+
+/// One speed cell's measured change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpeedChange {
+    pub model: String,
+    pub concurrency: u32,
+    /// Whether the monokernels cover the concurrency (only covered cells are guarded).
+    pub covered: bool,
+    pub provenance: CellProvenance,
+    /// `exp(log_ratio) - 1`: +0.015 is 1.5% slower.
+    pub change: f64,
+    /// The two-sided 95% interval of `change`.
+    pub interval: (f64, f64),
+    pub log_ratio: f64,
+    pub standard_error: f64,
+    pub degrees_of_freedom: f64,
+    pub pairs: usize,
+}
+
+/// One accuracy benchmark's measured difference.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccuracyChange {
+    pub model: String,
+    pub benchmark: String,
+    pub provenance: CellProvenance,
+    /// PR minus base, a fraction of the questions.
+    pub difference: f64,
+    /// Its interval, each bound one-sided at `alpha`.
+    pub interval: (f64, f64),
+    pub alpha: f64,
+    /// The normal standard error the interval implies.
+    pub standard_error: f64,
+    pub questions: u64,
+}
+
+/// What one finished PR test measured (a saved run, `runs/<commit>.json` in the history
+/// folder), waiting for its PR to merge.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunRecord {
+    pub version: u32,
+    pub at: String,
+    pub pr: u64,
+    pub title: String,
+    /// The commit tested: the PR's pinned head, or a merge queue's merge commit.
+    pub tested_commit: String,
+    pub base_commit: String,
+    /// Whether it was a merge queue's run of its merge commit.
+    pub merge_queue: bool,
+    pub run: Option<String>,
+    pub verdict: State,
+    pub speed: Vec<SpeedChange>,
+    pub accuracy: Vec<AccuracyChange>,
+}
+
+/// A ledger line that cannot be read: its number (from 1) and the problem.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {problem}")]
+pub struct LineError {
+    pub line: usize,
+    pub problem: String,
+}
+
+/// The lines of a ledger's text, oldest first; blank lines are skipped.
+pub fn parse_ledger(text: &str) -> Result<Vec<Line>, LineError> {
+    let mut lines = Vec::new();
+    for (index, text) in text.lines().enumerate() {
+        if text.trim().is_empty() {
+            continue;
+        }
+        let problem = |problem: String| LineError { line: index + 1, problem };
+        let line: Line = serde_json::from_str(text).map_err(|error| problem(error.to_string()))?;
+        line.check().map_err(problem)?;
+        lines.push(line);
+    }
+    Ok(lines)
+}
+
+impl Line {
+    /// The line as the ledger writes it: one JSON object, no newline.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    fn version(&self) -> u32 {
+        match self {
+            Line::Merged(merged) => merged.version,
+            Line::Anchor(anchor) => anchor.version,
+            Line::Reset(reset) => reset.version,
+        }
+    }
+
+    /// Refuses another version and numbers no statistic can be made of.
+    fn check(&self) -> Result<(), String> {
+        let version = self.version();
+        if version != LEDGER_VERSION {
+            return Err(format!("version {version} is not one this prgate reads ({LEDGER_VERSION})"));
+        }
+        let (speed, accuracy) = match self {
+            Line::Merged(merged) => (&merged.speed, &merged.accuracy),
+            Line::Anchor(anchor) => (&anchor.speed, &anchor.accuracy),
+            Line::Reset(_) => return Ok(()),
+        };
+        for cell in speed {
+            let finite = cell.log_ratio.is_finite() && cell.degrees_of_freedom.is_finite();
+            if !finite || !(cell.standard_error > 0.0) || !(cell.degrees_of_freedom > 0.0) {
+                return Err(format!(
+                    "{} at c={}: log_ratio {}, standard_error {} and degrees_of_freedom {} are not a measurement (finite, positive error and degrees of freedom)",
+                    cell.model,
+                    cell.concurrency,
+                    cell.log_ratio,
+                    cell.standard_error,
+                    cell.degrees_of_freedom
+                ));
+            }
+        }
+        for cell in accuracy {
+            if !cell.difference.is_finite() || !(cell.standard_error > 0.0) {
+                return Err(format!(
+                    "{} {}: difference {} and standard_error {} are not a measurement",
+                    cell.model, cell.benchmark, cell.difference, cell.standard_error
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl SpeedChange {
+    /// A cell's change from the verdict's numbers: the change, its two-sided 95% interval and
+    /// the test's degrees of freedom give the log-ratio and its standard error exactly, since
+    /// the interval is `exp(log_ratio ± t(0.975, df) * standard_error) - 1`. `None` without an
+    /// interval or degrees of freedom (nothing to chain).
+    pub fn from_verdict(
+        model: &str,
+        concurrency: u32,
+        covered: bool,
+        change: f64,
+        interval: (f64, f64),
+        degrees_of_freedom: f64,
+        pairs: usize,
+    ) -> Option<SpeedChange> {
+        let t = t_quantile(1.0 - crate::speed::INTERVAL_ALPHA / 2.0, degrees_of_freedom)?;
+        let (low, high) = ((1.0 + interval.0).ln(), (1.0 + interval.1).ln());
+        let standard_error = (high - low) / (2.0 * t);
+        let log_ratio = change.ln_1p();
+        let measured = log_ratio.is_finite() && standard_error.is_finite() && standard_error > 0.0;
+        measured.then(|| SpeedChange {
+            model: model.to_owned(),
+            concurrency,
+            covered,
+            provenance: CellProvenance::default(),
+            change,
+            interval,
+            log_ratio,
+            standard_error,
+            degrees_of_freedom,
+            pairs,
+        })
+    }
+}
+
+impl AccuracyChange {
+    /// A benchmark's difference from the verdict's numbers: the standard error is the normal one
+    /// whose one-sided `alpha` bounds span the interval (Tango's and Newcombe's score intervals
+    /// are near-symmetric away from 0 and 1). `None` without `alpha`.
+    pub fn from_verdict(
+        model: &str,
+        benchmark: &str,
+        difference: f64,
+        interval: (f64, f64),
+        alpha: f64,
+        questions: u64,
+    ) -> Option<AccuracyChange> {
+        let z = z_two_sided(2.0 * alpha);
+        let standard_error = (interval.1 - interval.0) / (2.0 * z);
+        let measured = difference.is_finite() && standard_error.is_finite() && standard_error > 0.0;
+        measured.then(|| AccuracyChange {
+            model: model.to_owned(),
+            benchmark: benchmark.to_owned(),
+            provenance: CellProvenance::default(),
+            difference,
+            interval,
+            alpha,
+            standard_error,
+            questions,
+        })
+    }
+}
+
+/// What a verdict measured: every speed cell with an interval (covered or not) and every
+/// accuracy benchmark with one, each with the provenance of the evidence it came from.
+pub fn measurements(
+    verdict: &Verdict,
+    evidence: &[Evidence],
+) -> (Vec<SpeedChange>, Vec<AccuracyChange>) {
+    let mut speed = Vec::new();
+    let mut accuracy = Vec::new();
+    let items = verdict.sections.iter().flat_map(|section| {
+        let kept = matches!(section.name, SectionName::E2ePerformance | SectionName::Accuracy);
+        section.items.iter().filter(move |_| kept)
+    });
+    for item in items {
+        let Some(model) = item.model.as_deref() else { continue };
+        match &item.numbers {
+            Some(Numbers::Speed {
+                concurrency,
+                covered,
+                change: Some(change),
+                interval: Some(interval),
+                pairs,
+                test: Some(test),
+                ..
+            }) => {
+                let Some(df) = test.degrees_of_freedom else { continue };
+                let cell = SpeedChange::from_verdict(
+                    model,
+                    *concurrency,
+                    *covered,
+                    *change,
+                    *interval,
+                    df,
+                    *pairs,
+                );
+                if let Some(mut cell) = cell {
+                    cell.provenance = provenance(evidence, model, |outcome| {
+                        matches!(outcome, Outcome::SpeedPair { concurrency: c, .. } if c == concurrency)
+                    });
+                    speed.push(cell);
+                }
+            }
+            Some(Numbers::Accuracy {
+                benchmark,
+                difference,
+                interval,
+                questions,
+                alpha: Some(alpha),
+                ..
+            }) => {
+                let cell = AccuracyChange::from_verdict(
+                    model,
+                    benchmark,
+                    *difference,
+                    *interval,
+                    *alpha,
+                    *questions,
+                );
+                if let Some(mut cell) = cell {
+                    cell.provenance = provenance(evidence, model, |outcome| {
+                        matches!(outcome, Outcome::Accuracy { benchmark: b, .. } if b == benchmark)
+                    });
+                    accuracy.push(cell);
+                }
+            }
+            _ => {}
+        }
+    }
+    (speed, accuracy)
+}
+
+/// The provenance of `model`'s first record (a speed pair, else a PR-side record) whose
+/// outcome `matches`.
+fn provenance(
+    evidence: &[Evidence],
+    model: &str,
+    matches: impl Fn(&Outcome) -> bool,
+) -> CellProvenance {
+    let record = evidence
+        .iter()
+        .filter(|record| record.model.as_deref() == Some(model))
+        .filter(|record| matches!(record.check, Check::Speed | Check::Accuracy))
+        .filter(|record| record.side != Side::Base)
+        .find(|record| matches(&record.outcome));
+    let Some(record) = record else { return CellProvenance::default() };
+    let provenance = &record.provenance;
+    CellProvenance {
+        node: provenance.node.clone(),
+        image: provenance.image_digest.clone(),
+        recipe_hash: provenance.recipe_hash.clone(),
+        base_commit: provenance.base_commit.clone(),
+        pr_commit: provenance.pr_commit.clone(),
+    }
+}
+
+/// The facts of a merged PR, from the merge event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergeFacts {
+    pub at: String,
+    pub pr: u64,
+    pub title: String,
+    pub url: Option<String>,
+    pub merge_commit: String,
+    pub head_commit: String,
+}
+
+/// A merged PR's ledger line from its runs: the PR's own run of its head, and a merge queue's
+/// run of its merge commit. Each model counts once: a model the queue measured again takes the
+/// queue's numbers (the merged commit against the base it merged onto), every other model the
+/// PR run's. With neither run, the line records the merge with nothing measured and says so.
+pub fn merged_line(
+    facts: &MergeFacts,
+    pr_run: Option<&RunRecord>,
+    queue_run: Option<&RunRecord>,
+) -> Merged {
+    let queue_models: BTreeSet<&str> = queue_run
+        .iter()
+        .flat_map(|run| {
+            run.speed
+                .iter()
+                .map(|cell| cell.model.as_str())
+                .chain(run.accuracy.iter().map(|cell| cell.model.as_str()))
+        })
+        .collect();
+    let from_pr = |model: &str| !queue_models.contains(model);
+    let mut speed: Vec<SpeedChange> = pr_run
+        .iter()
+        .flat_map(|run| run.speed.iter().filter(|cell| from_pr(&cell.model)).cloned())
+        .collect();
+    let mut accuracy: Vec<AccuracyChange> = pr_run
+        .iter()
+        .flat_map(|run| run.accuracy.iter().filter(|cell| from_pr(&cell.model)).cloned())
+        .collect();
+    if let Some(queue) = queue_run {
+        speed.extend(queue.speed.iter().cloned());
+        accuracy.extend(queue.accuracy.iter().cloned());
+    }
+    let main_run = queue_run.or(pr_run);
+    let note = match (pr_run, queue_run) {
+        (None, None) => Some(format!(
+            "no prgate result of its head {} was saved: nothing of it is measured, so the chain misses whatever it changed (an anchor run measures it)",
+            short(&facts.head_commit)
+        )),
+        (None, Some(_)) => {
+            Some("measured by the merge queue's run of its merge commit only".to_owned())
+        }
+        (Some(_), Some(_)) if !queue_models.is_empty() => Some(format!(
+            "the merge queue measured {} again on the merge commit: those numbers are the queue's",
+            queue_models.iter().copied().collect::<Vec<_>>().join(", ")
+        )),
+        _ => None,
+    };
+    Merged {
+        version: LEDGER_VERSION,
+        at: facts.at.clone(),
+        pr: facts.pr,
+        title: facts.title.clone(),
+        url: facts.url.clone(),
+        merge_commit: facts.merge_commit.clone(),
+        head_commit: facts.head_commit.clone(),
+        base_commit: pr_run.or(queue_run).map(|run| run.base_commit.clone()),
+        run: main_run.and_then(|run| run.run.clone()),
+        verdict: pr_run.map(|run| run.verdict),
+        speed,
+        accuracy,
+        note,
+    }
+}
+
+/// The first 12 characters of a commit.
+pub fn short(commit: &str) -> &str {
+    commit.get(..12).unwrap_or(commit)
+}
+
+#[cfg(test)]
+mod tests;

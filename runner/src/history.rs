@@ -1,0 +1,203 @@
+//! The history folder: the ledger of merged changes and the PR tests' saved results waiting for
+//! their PR to merge (docs/history.md).
+//!
+//! ```text
+//! <history-dir>/ledger.jsonl         the ledger (prgate_gate::history::Line, one a line)
+//! <history-dir>/ledger.lock          its lock (crate::ledger)
+//! <history-dir>/runs/<commit>.json   what the last finished PR test of that commit measured
+//!                                    (prgate_gate::history::RunRecord)
+//! ```
+//!
+//! The ledger is appended through [`crate::ledger::LedgerFile`] (an exclusive `flock`, the old
+//! bytes and the new line written to a temporary file renamed over it), the health ledger's
+//! machinery: a reader sees the old ledger or the new one, never half a line. The checks that
+//! keep it honest are made under the lock, against what the ledger holds then: a PR is recorded
+//! once (a second merge event of it, a re-run of the job, a merge queue's second result: its
+//! run already counted); an anchor run is recorded only against the reference in force. A saved
+//! run is written atomically ([`crate::results::write_atomically`]); a later run of the same
+//! commit replaces it, so the PR's line takes the run it merged with.
+//!
+//! The folder is `<cache-dir>/history` unless the command line names another: point the nodes
+//! and the orchestrator at one shared folder, as for the health ledger (docs/node.md).
+//!
+//! What it leaves to others: the lines' meaning and the chain's statistics
+//! ([`prgate_gate::history`], [`prgate_gate::drift`]), the merge event and git (the binary).
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use prgate_gate::history::{
+    Anchor, Line, LineError, MergeFacts, Merged, Reset, RunRecord, merged_line, parse_ledger,
+};
+
+use crate::ledger::{LedgerFile, LedgerIoError};
+use crate::node::NodeProfile;
+
+/// The history folder under the cache directory when the command line names none.
+pub const DEFAULT_DIR_NAME: &str = "history";
+
+/// The ledger's name in the folder (`ledger.jsonl`).
+const LEDGER_NAME: &str = "ledger";
+
+/// Why the history could not be read or written, or refused a line.
+#[derive(Debug, thiserror::Error)]
+pub enum HistoryError {
+    #[error(transparent)]
+    Ledger(#[from] LedgerIoError),
+    #[error("{path}, {source}")]
+    Line { path: PathBuf, source: LineError },
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{path}: {problem}")]
+    Run { path: PathBuf, problem: String },
+    #[error("{commit:?} is not a commit (40 hex digits)")]
+    Commit { commit: String },
+    #[error(
+        "the anchor run measured from {anchor}, but the reference is {reference}\nhint: run the anchor again from `prgate history reference`"
+    )]
+    OtherReference { anchor: String, reference: String },
+}
+
+/// The history folder of `node`: `<cache-dir>/history`.
+pub fn history_dir(node: &NodeProfile) -> PathBuf {
+    node.cache_dir().join(DEFAULT_DIR_NAME)
+}
+
+/// What [`HistoryDir::record_merged`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Recorded {
+    /// The PR's line was appended.
+    Appended(Merged),
+    /// The ledger already has the PR: nothing was written.
+    AlreadyRecorded { pr: u64 },
+}
+
+/// One history folder.
+#[derive(Debug, Clone)]
+pub struct HistoryDir {
+    dir: PathBuf,
+}
+
+impl HistoryDir {
+    /// The folder `dir`; nothing is read or created yet.
+    pub fn new(dir: &Path) -> HistoryDir {
+        HistoryDir { dir: dir.to_path_buf() }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn ledger(&self) -> LedgerFile {
+        LedgerFile::new(&self.dir, LEDGER_NAME)
+    }
+
+    /// The ledger file.
+    pub fn ledger_path(&self) -> PathBuf {
+        self.ledger().path()
+    }
+
+    /// Every line of the ledger, oldest first; none when it does not exist yet.
+    pub fn lines(&self) -> Result<Vec<Line>, HistoryError> {
+        self.parse(&self.ledger().read()?)
+    }
+
+    fn parse(&self, text: &str) -> Result<Vec<Line>, HistoryError> {
+        parse_ledger(text).map_err(|source| HistoryError::Line { path: self.ledger_path(), source })
+    }
+
+    /// The saved run of `commit`'s file.
+    pub fn run_path(&self, commit: &str) -> Result<PathBuf, HistoryError> {
+        let plain = commit.len() == 40 && commit.bytes().all(|byte| byte.is_ascii_hexdigit());
+        if !plain {
+            return Err(HistoryError::Commit { commit: commit.to_owned() });
+        }
+        Ok(self.dir.join("runs").join(format!("{}.json", commit.to_ascii_lowercase())))
+    }
+
+    /// Saves what a finished PR test measured, replacing an earlier run of the same commit.
+    pub fn save_run(&self, run: &RunRecord) -> Result<PathBuf, HistoryError> {
+        let path = self.run_path(&run.tested_commit)?;
+        let folder = self.dir.join("runs");
+        std::fs::create_dir_all(&folder)
+            .map_err(|source| HistoryError::Io { path: folder.clone(), source })?;
+        let mut json = serde_json::to_string_pretty(run).unwrap_or_default();
+        json.push('\n');
+        crate::results::write_atomically(&path, json.as_bytes())
+            .map_err(|source| HistoryError::Io { path: path.clone(), source })?;
+        Ok(path)
+    }
+
+    /// The saved run of `commit`, when there is one.
+    pub fn run(&self, commit: &str) -> Result<Option<RunRecord>, HistoryError> {
+        let path = self.run_path(commit)?;
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(HistoryError::Io { path, source }),
+        };
+        let run: RunRecord = serde_json::from_str(&text)
+            .map_err(|error| HistoryError::Run { path: path.clone(), problem: error.to_string() })?;
+        if run.version != prgate_gate::history::LEDGER_VERSION {
+            return Err(HistoryError::Run {
+                path,
+                problem: format!("version {} is not one this prgate reads", run.version),
+            });
+        }
+        Ok(Some(run))
+    }
+
+    /// Records a merged PR once: its line from the saved run of its head and, when the merge
+    /// commit was a merge queue's and has a saved run, that one ([`merged_line`]: each model
+    /// counts once).
+    pub fn record_merged(&self, facts: &MergeFacts) -> Result<Recorded, HistoryError> {
+        let pr_run = self.run(&facts.head_commit)?;
+        let queue_run = self.run(&facts.merge_commit)?.filter(|run| run.merge_queue);
+        self.ledger().append(|text| {
+            let lines = self.parse(text)?;
+            let known = lines.iter().any(|line| matches!(line, Line::Merged(m) if m.pr == facts.pr));
+            if known {
+                return Ok((Vec::new(), Recorded::AlreadyRecorded { pr: facts.pr }));
+            }
+            let merged = merged_line(facts, pr_run.as_ref(), queue_run.as_ref());
+            Ok((vec![Line::Merged(merged.clone()).to_json()], Recorded::Appended(merged)))
+        })
+    }
+
+    /// Records an anchor run, refused unless it measured from the reference in force.
+    pub fn record_anchor(
+        &self,
+        anchor: &Anchor,
+        reference: impl FnOnce(&[Line]) -> Option<String>,
+    ) -> Result<(), HistoryError> {
+        self.ledger().append(|text| {
+            let lines = self.parse(text)?;
+            if let Some(reference) = reference(&lines)
+                && reference != anchor.reference_commit
+            {
+                return Err(HistoryError::OtherReference {
+                    anchor: anchor.reference_commit.clone(),
+                    reference,
+                });
+            }
+            Ok((vec![Line::Anchor(anchor.clone()).to_json()], ()))
+        })
+    }
+
+    /// Records a new reference.
+    pub fn reset(&self, reset: &Reset) -> Result<(), HistoryError> {
+        self.ledger().append(|text| {
+            self.parse(text)?;
+            Ok((vec![Line::Reset(reset.clone()).to_json()], ()))
+        })
+    }
+}
+
+/// Now as the ledger writes it: RFC 3339 in UTC, to the second.
+pub fn now() -> String {
+    crate::health::rfc3339(crate::health::unix_seconds(SystemTime::now()))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,584 @@
+//! `prgate history`: the ledger of merged changes and the cumulative drift guard over it
+//! (docs/history.md). The ledger's files are the runner's (`prgate_runner::history`), the chain's
+//! statistics the gate's (`prgate_gate::drift`), the page and the words the report's; this is
+//! their command line, the merge event's reading, and the git facts an anchor needs.
+//!
+//! `prgate ci` saves each finished run's measurements ([`save_run`]) and shows the tripped
+//! guards in the comment ([`alarms`]); `prgate history record` turns a merged PR's saved runs
+//! into its ledger line.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand, ValueEnum};
+use prgate_gate::drift::{self, GuardState};
+use prgate_gate::history::{Anchor, LEDGER_VERSION, MergeFacts, Reset, RunRecord};
+use prgate_gate::{Evidence, GateConfig, Verdict};
+use prgate_runner::history::{HistoryDir, Recorded};
+use prgate_runner::node::NodeProfile;
+use prgate_scope::Plan;
+use serde::Deserialize;
+
+use crate::files::{print, read_json};
+use crate::gate::Outcome;
+
+/// The ledger of merged changes, and the cumulative drift guard over it (docs/history.md).
+///
+/// The history folder is --history DIR, else `<cache-dir>/history` of the --node profile. The
+/// guard's settings are the [gate.drift] table of prgate.toml at --at in --repo (main's tip).
+#[derive(Debug, Args)]
+pub(crate) struct HistoryArgs {
+    #[command(subcommand)]
+    command: HistoryCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum HistoryCommand {
+    Record(RecordArgs),
+    Anchor(AnchorArgs),
+    Reset(ResetArgs),
+    Reference(ReferenceArgs),
+    Check(CheckArgs),
+    Page(PageArgs),
+    Simulate(SimulateArgs),
+}
+
+/// Where the history folder is.
+#[derive(Debug, Args)]
+struct Location {
+    /// The history folder (shared by the nodes and the orchestrator) [default: <cache-dir>/history
+    /// of the --node profile].
+    #[arg(long, value_name = "DIR", env = "PRGATE_HISTORY_DIR")]
+    history: Option<PathBuf>,
+    /// The node profile whose cache-dir holds the history folder.
+    #[arg(long, value_name = "FILE", default_value = "/etc/prgate/node.toml")]
+    node: PathBuf,
+}
+
+/// Where the guard's settings come from: prgate.toml at a commit of the repository.
+#[derive(Debug, Args)]
+struct SettingsSource {
+    /// The repository (a checkout of the default branch).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    repo: PathBuf,
+    /// The commit whose prgate.toml holds the settings (main's tip).
+    #[arg(long, value_name = "REF", default_value = "HEAD")]
+    at: String,
+}
+
+/// Record a merged PR in the ledger, once: the measurements of the saved run of its head and,
+/// for a merge queue's merge commit, of that run (each model counted once). A PR already in
+/// the ledger, or closed without a merge, is left alone (exit 0).
+#[derive(Debug, Args)]
+struct RecordArgs {
+    #[command(flatten)]
+    location: Location,
+    /// The `pull_request_target` (or `pull_request`) `closed` event of the merged PR
+    /// (GITHUB_EVENT_PATH).
+    #[arg(long, value_name = "FILE", conflicts_with = "pr")]
+    event: Option<PathBuf>,
+    /// Without an event: the PR's number (with --head and --merge).
+    #[arg(long, value_name = "N", requires_all = ["head", "merge"])]
+    pr: Option<u64>,
+    /// The PR's head commit when it merged.
+    #[arg(long, value_name = "SHA")]
+    head: Option<String>,
+    /// The commit the merge put on the branch.
+    #[arg(long, value_name = "SHA")]
+    merge: Option<String>,
+    /// The PR's title (shown escaped).
+    #[arg(long, value_name = "TEXT", default_value = "")]
+    title: String,
+    /// The PR's page.
+    #[arg(long, value_name = "URL")]
+    url: Option<String>,
+}
+
+/// Record an anchor run: `prgate run` of the plan from the reference (`prgate history
+/// reference`) to main's tip; the gate's verdict on it; the merged PRs its head holds (from
+/// git). Refused when it did not measure from the reference in force.
+#[derive(Debug, Args)]
+struct AnchorArgs {
+    #[command(flatten)]
+    location: Location,
+    /// The anchor's plan (`prgate plan --base REFERENCE --head TIP --format json`).
+    #[arg(long, value_name = "FILE")]
+    plan: PathBuf,
+    /// Its results directory (`prgate run --results DIR`).
+    #[arg(long, value_name = "DIR")]
+    results: PathBuf,
+    /// The gate's verdict on it (`prgate gate --format json`) [default: judged here].
+    #[arg(long, value_name = "FILE")]
+    verdict: Option<PathBuf>,
+    /// The repository the plan was made in.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    repo: PathBuf,
+    /// The run's page.
+    #[arg(long, value_name = "URL")]
+    run_url: Option<String>,
+}
+
+/// Set a new reference: the chain starts from zero at this commit (a release tag, or the tip
+/// a maintainer accepts). Written to the ledger with the reason, never implied.
+#[derive(Debug, Args)]
+struct ResetArgs {
+    #[command(flatten)]
+    location: Location,
+    /// The new reference: a commit, tag or branch of --repo.
+    #[arg(long, value_name = "REF")]
+    reference: String,
+    /// Why (shown on the page and in the check).
+    #[arg(long, value_name = "TEXT")]
+    reason: String,
+    /// Who resets it.
+    #[arg(long, value_name = "LOGIN", env = "GITHUB_ACTOR")]
+    by: Option<String>,
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    repo: PathBuf,
+}
+
+/// Print the reference commit the chain runs from (an anchor run's base). Exit 2 when the
+/// ledger has none yet.
+#[derive(Debug, Args)]
+struct ReferenceArgs {
+    #[command(flatten)]
+    location: Location,
+}
+
+/// The guard now: every chain's state; exit 1 when one is tripped (the scheduled check).
+#[derive(Debug, Args)]
+struct CheckArgs {
+    #[command(flatten)]
+    location: Location,
+    #[command(flatten)]
+    settings: SettingsSource,
+    /// How to print it.
+    #[arg(long, value_enum, default_value_t = CheckFormat::Human)]
+    format: CheckFormat,
+    /// The history page's address, named in the report.
+    #[arg(long, value_name = "URL")]
+    page_url: Option<String>,
+}
+
+/// The output formats of `prgate history check`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum CheckFormat {
+    Human,
+    /// For the job summary.
+    Markdown,
+    /// The chains and guards as JSON.
+    Json,
+}
+
+/// Write the history page: DIR/index.html and DIR/assets/ (static: a workflow artifact or
+/// GitHub Pages serves it as it is).
+#[derive(Debug, Args)]
+struct PageArgs {
+    #[command(flatten)]
+    location: Location,
+    #[command(flatten)]
+    settings: SettingsSource,
+    /// The page's folder (created; its index.html and assets/ replaced).
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// The repository's name on the page.
+    #[arg(long, value_name = "OWNER/NAME", env = "GITHUB_REPOSITORY")]
+    repository: Option<String>,
+}
+
+/// Simulate the guard through the gate's own speed rule: five small losses that each pass,
+/// no loss, a long run of no loss, and a chain at the budget, at CV 1-3% (bench/drift-guard.md).
+#[derive(Debug, Args)]
+struct SimulateArgs {
+    /// Simulated sequences per scenario.
+    #[arg(long, default_value_t = 2000)]
+    trials: usize,
+    /// The random seed: the same seed gives the same table.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Simulate the settings of this prgate.toml's [gate] table instead of the defaults.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+pub(crate) fn run(args: &HistoryArgs) -> anyhow::Result<Outcome> {
+    match &args.command {
+        HistoryCommand::Record(args) => record(args).map(|()| Outcome::Pass),
+        HistoryCommand::Anchor(args) => anchor(args).map(|()| Outcome::Pass),
+        HistoryCommand::Reset(args) => reset(args).map(|()| Outcome::Pass),
+        HistoryCommand::Reference(args) => reference(args).map(|()| Outcome::Pass),
+        HistoryCommand::Check(args) => check(args),
+        HistoryCommand::Page(args) => page(args).map(|()| Outcome::Pass),
+        HistoryCommand::Simulate(args) => simulate(args).map(|()| Outcome::Pass),
+    }
+}
+
+impl Location {
+    fn open(&self) -> anyhow::Result<HistoryDir> {
+        Ok(HistoryDir::new(&history_dir(self.history.as_deref(), &self.node)?))
+    }
+}
+
+/// The history folder: `explicit`, else `<cache-dir>/history` of the profile at `node`.
+pub(crate) fn history_dir(explicit: Option<&Path>, node: &Path) -> anyhow::Result<PathBuf> {
+    if let Some(dir) = explicit {
+        return Ok(dir.to_path_buf());
+    }
+    let text = std::fs::read_to_string(node).with_context(|| {
+        format!("reading the node profile {} (or name the history folder with --history)", node.display())
+    })?;
+    let profile = NodeProfile::parse(&text, &node.display().to_string())?;
+    Ok(prgate_runner::history::history_dir(&profile))
+}
+
+/// The gate's settings at `source.at` in `source.repo` (the base side of what is guarded).
+fn settings(source: &SettingsSource) -> anyhow::Result<GateConfig> {
+    settings_at(&source.repo, &source.at)
+}
+
+/// The gate's settings of prgate.toml at `at` in `repo`.
+pub(crate) fn settings_at(repo: &Path, at: &str) -> anyhow::Result<GateConfig> {
+    let commit = resolve(repo, at)?;
+    let manifest = prgate_scope::base_side::read_manifest_at(repo, &commit)?;
+    let short = commit.get(..7).unwrap_or(&commit);
+    Ok(GateConfig::with_overrides(manifest.gate_table(), &format!("prgate.toml at {short}"))?)
+}
+
+/// The commit `reference` names in `repo`.
+fn resolve(repo: &Path, reference: &str) -> anyhow::Result<String> {
+    let repository = git2::Repository::discover(repo)
+        .with_context(|| format!("opening the repository {}", repo.display()))?;
+    let commit = repository
+        .revparse_single(reference)
+        .and_then(|object| object.peel_to_commit())
+        .with_context(|| format!("{reference:?} is not a commit of {}", repo.display()))?;
+    Ok(commit.id().to_string())
+}
+
+/// The parts of a merge event prgate reads.
+#[derive(Debug, Deserialize)]
+struct MergeEvent {
+    pull_request: EventPullRequest,
+}
+
+#[derive(Debug, Deserialize)]
+struct EventPullRequest {
+    number: u64,
+    #[serde(default)]
+    title: String,
+    html_url: Option<String>,
+    #[serde(default)]
+    merged: bool,
+    merge_commit_sha: Option<String>,
+    head: EventHead,
+}
+
+#[derive(Debug, Deserialize)]
+struct EventHead {
+    sha: String,
+}
+
+fn record(args: &RecordArgs) -> anyhow::Result<()> {
+    let facts = match (&args.event, args.pr) {
+        (Some(path), _) => {
+            let event: MergeEvent = read_json(path, "merge event")?;
+            let pr = event.pull_request;
+            if !pr.merged {
+                eprintln!("prgate: PR #{} was closed without a merge: nothing to record", pr.number);
+                return Ok(());
+            }
+            let merge = pr.merge_commit_sha.with_context(|| {
+                format!("the event of PR #{} says it merged but names no merge_commit_sha", pr.number)
+            })?;
+            MergeFacts {
+                at: prgate_runner::history::now(),
+                pr: pr.number,
+                title: pr.title,
+                url: pr.html_url,
+                merge_commit: commit(&merge, "merge_commit_sha")?,
+                head_commit: commit(&pr.head.sha, "head.sha")?,
+            }
+        }
+        (None, Some(pr)) => MergeFacts {
+            at: prgate_runner::history::now(),
+            pr,
+            title: args.title.clone(),
+            url: args.url.clone(),
+            merge_commit: commit(args.merge.as_deref().unwrap_or_default(), "--merge")?,
+            head_commit: commit(args.head.as_deref().unwrap_or_default(), "--head")?,
+        },
+        (None, None) => anyhow::bail!("give --event FILE, or --pr N --head SHA --merge SHA"),
+    };
+    let history = args.location.open()?;
+    match history.record_merged(&facts)? {
+        Recorded::AlreadyRecorded { pr } => {
+            eprintln!("prgate: PR #{pr} is in the ledger already: its result counts once");
+        }
+        Recorded::Appended(line) => {
+            eprintln!(
+                "prgate: recorded PR #{} in {}: {} speed cell(s), {} accuracy benchmark(s){}",
+                line.pr,
+                history.ledger_path().display(),
+                line.speed.len(),
+                line.accuracy.len(),
+                line.note.map(|note| format!("; {note}")).unwrap_or_default()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A full commit SHA, lowercase; an error names the field.
+fn commit(sha: &str, what: &str) -> anyhow::Result<String> {
+    crate::trigger::normal_sha(sha)
+        .with_context(|| format!("{what} {sha:?} is not a full commit SHA (40 hex digits)"))
+}
+
+fn anchor(args: &AnchorArgs) -> anyhow::Result<()> {
+    let plan: Plan = read_json(&args.plan, "plan")?;
+    let (_files, evidence) = crate::gate::read_evidence(&args.results.join("evidence"))?;
+    let base = crate::gate::BaseSide::read(&args.repo, &plan)?;
+    let verdict: Verdict = match &args.verdict {
+        Some(path) => read_json(path, "verdict")?,
+        None => {
+            let job_path = args.results.join(prgate_runner::results::JOB_FILE);
+            let job =
+                job_path.is_file().then(|| crate::gate::read_job(&job_path, &plan)).transpose()?;
+            crate::gate::judge_final(&plan, job.as_ref(), &evidence, None, &base).map_err(
+                |error| anyhow::anyhow!("evidence record {}: {}", error.record, error.problem),
+            )?
+        }
+    };
+    let (speed, accuracy) = prgate_gate::history::measurements(&verdict, &evidence);
+    let history = args.location.open()?;
+    let lines = history.lines()?;
+    let reference = plan.base_side_commit().to_owned();
+    let head = plan.head.sha.clone();
+    let repository = git2::Repository::discover(&args.repo)
+        .with_context(|| format!("opening the repository {}", args.repo.display()))?;
+    let covers = covered_prs(&repository, &lines, &head)?;
+    let anchor = Anchor {
+        version: LEDGER_VERSION,
+        at: prgate_runner::history::now(),
+        reference_commit: reference,
+        head_commit: head,
+        run: args.run_url.clone(),
+        covers,
+        speed,
+        accuracy,
+    };
+    let config = &base.config;
+    history.record_anchor(&anchor, |lines| {
+        drift::history(lines, config).reference.map(|reference| reference.commit)
+    })?;
+    eprintln!(
+        "prgate: recorded the anchor run {}..{} ({} speed cell(s), {} accuracy benchmark(s), {} merged PR(s) held)",
+        prgate_gate::history::short(&anchor.reference_commit),
+        prgate_gate::history::short(&anchor.head_commit),
+        anchor.speed.len(),
+        anchor.accuracy.len(),
+        anchor.covers.len()
+    );
+    Ok(())
+}
+
+/// The merged PRs of `lines` whose merge commit `head` holds.
+fn covered_prs(
+    repository: &git2::Repository,
+    lines: &[prgate_gate::history::Line],
+    head: &str,
+) -> anyhow::Result<Vec<u64>> {
+    let head = git2::Oid::from_str(head).with_context(|| format!("the plan's head {head}"))?;
+    let mut covers = Vec::new();
+    for line in lines {
+        let prgate_gate::history::Line::Merged(merged) = line else { continue };
+        let Ok(merge) = git2::Oid::from_str(&merged.merge_commit) else { continue };
+        let held = merge == head || repository.graph_descendant_of(head, merge).unwrap_or(false);
+        if held {
+            covers.push(merged.pr);
+        }
+    }
+    Ok(covers)
+}
+
+fn reset(args: &ResetArgs) -> anyhow::Result<()> {
+    let commit = resolve(&args.repo, &args.reference)?;
+    let name = (args.reference != commit).then(|| args.reference.clone());
+    let history = args.location.open()?;
+    history.reset(&Reset {
+        version: LEDGER_VERSION,
+        at: prgate_runner::history::now(),
+        reference_commit: commit.clone(),
+        reference_name: name,
+        reason: args.reason.clone(),
+        by: args.by.clone(),
+    })?;
+    eprintln!("prgate: the reference is now {commit}: every chain starts again from zero");
+    Ok(())
+}
+
+fn reference(args: &ReferenceArgs) -> anyhow::Result<()> {
+    let lines = args.location.open()?.lines()?;
+    let history = drift::history(&lines, &GateConfig::defaults());
+    let reference = history.reference.context(
+        "the ledger has no reference yet: no PR has been recorded\nhint: set one with `prgate history reset --reference REF --reason TEXT`",
+    )?;
+    print(&format!("{}\n", reference.commit))
+}
+
+fn check(args: &CheckArgs) -> anyhow::Result<Outcome> {
+    let config = settings(&args.settings)?;
+    let lines = args.location.open()?.lines()?;
+    let history = drift::history(&lines, &config);
+    let guards = drift::guards(&history, &config);
+    let text = match args.format {
+        CheckFormat::Human => prgate_report::history::check_human(&history, &guards),
+        CheckFormat::Markdown => {
+            prgate_report::history::check_markdown(&history, &guards, args.page_url.as_deref())
+        }
+        CheckFormat::Json => {
+            let json = serde_json::json!({ "history": history, "guards": guards });
+            serde_json::to_string_pretty(&json)? + "\n"
+        }
+    };
+    print(&text)?;
+    let tripped = guards.iter().any(|guard| guard.state == GuardState::Tripped);
+    Ok(if tripped { Outcome::NotPass } else { Outcome::Pass })
+}
+
+fn page(args: &PageArgs) -> anyhow::Result<()> {
+    let config = settings(&args.settings)?;
+    let lines = args.location.open()?.lines()?;
+    write_page(&args.out, &lines, &config, args.repository.as_deref())
+}
+
+/// Writes the history page of `lines` into `out`.
+pub(crate) fn write_page(
+    out: &Path,
+    lines: &[prgate_gate::history::Line],
+    config: &GateConfig,
+    repository: Option<&str>,
+) -> anyhow::Result<()> {
+    let history = drift::history(lines, config);
+    let guards = drift::guards(&history, config);
+    let drift = &config.drift;
+    let settings = format!(
+        "budget TPOT +{:.1}%, accuracy {} × the benchmark's tolerance; alpha {} per cell",
+        drift.speed_budget.get() * 100.0,
+        drift.accuracy_budget,
+        drift.alpha.get()
+    );
+    let generated_at = prgate_runner::history::now();
+    let files = prgate_report::history::render_page(&prgate_report::history::PageInput {
+        history: &history,
+        guards: &guards,
+        repository,
+        generated_at: &generated_at,
+        settings: &settings,
+    })?;
+    for file in files {
+        let path = out.join(file.path);
+        if let Some(folder) = path.parent() {
+            std::fs::create_dir_all(folder)
+                .with_context(|| format!("creating {}", folder.display()))?;
+        }
+        let text = prgate_runner::redact::redact(&file.contents);
+        std::fs::write(&path, text.as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn simulate(args: &SimulateArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.trials > 0, "--trials must be at least 1");
+    let config = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let manifest = prgate_scope::Manifest::parse(&text, &path.display().to_string())?;
+            GateConfig::with_overrides(manifest.gate_table(), &path.display().to_string())?
+        }
+        None => GateConfig::defaults(),
+    };
+    let drift = &config.drift;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(
+        stdout,
+        "Drift guard: budget TPOT +{:.1}%, alpha {} a cell and check; the speed rule as configured (a loss over {:.0}% fails). One covered cell, no calibration, bracketed pairs; a PR that fails is measured again until it passes; the guard checked after every merge. {} sequences a scenario, seed {}.\n",
+        drift.speed_budget.get() * 100.0,
+        drift.alpha.get(),
+        config.speed.threshold.get() * 100.0,
+        args.trials,
+        args.seed
+    )?;
+    write!(stdout, "{}", drift::simulate::markdown(&config, args.trials, args.seed))?;
+    stdout.flush()?;
+    Ok(())
+}
+
+/// Saves what a finished PR test measured for its PR's ledger line (`prgate ci`); a history that
+/// cannot be written never fails the run: the note says so.
+pub(crate) fn save_run(dir: &Path, facts: &RunFacts<'_>, verdict: &Verdict, evidence: &[Evidence]) -> String {
+    let (speed, accuracy) = prgate_gate::history::measurements(verdict, evidence);
+    let run = RunRecord {
+        version: LEDGER_VERSION,
+        at: prgate_runner::history::now(),
+        pr: facts.pr,
+        title: facts.title.to_owned(),
+        tested_commit: facts.tested_commit.to_owned(),
+        base_commit: facts.base_commit.to_owned(),
+        merge_queue: facts.merge_queue,
+        run: facts.run_url.map(str::to_owned),
+        verdict: verdict.result,
+        speed,
+        accuracy,
+    };
+    match HistoryDir::new(dir).save_run(&run) {
+        Ok(path) => format!(
+            "saved this run's {} speed cell(s) and {} accuracy benchmark(s) for the history ledger: {}",
+            run.speed.len(),
+            run.accuracy.len(),
+            path.display()
+        ),
+        Err(error) => format!("the history: {error}"),
+    }
+}
+
+/// The facts of a finished PR test that its saved run keeps.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RunFacts<'a> {
+    pub(crate) pr: u64,
+    pub(crate) title: &'a str,
+    pub(crate) tested_commit: &'a str,
+    pub(crate) base_commit: &'a str,
+    pub(crate) merge_queue: bool,
+    pub(crate) run_url: Option<&'a str>,
+}
+
+/// The tripped guards for a PR comment's header: in full for the models `models` (the PR's),
+/// then how many others are tripped. A ledger that cannot be read says so in one line.
+pub(crate) fn alarms(dir: &Path, models: &[String], config: &GateConfig) -> Vec<String> {
+    let lines = match HistoryDir::new(dir).lines() {
+        Ok(lines) => lines,
+        Err(error) => return vec![format!("the history ledger cannot be read: {error}")],
+    };
+    let history = drift::history(&lines, config);
+    let tripped: Vec<drift::Guard> = drift::guards(&history, config)
+        .into_iter()
+        .filter(|guard| guard.state == GuardState::Tripped)
+        .collect();
+    let (mine, others): (Vec<_>, Vec<_>) =
+        tripped.iter().partition(|guard| models.iter().any(|model| model == guard.cell.model()));
+    let mut words: Vec<String> = mine
+        .iter()
+        .map(|guard| prgate_report::history::alarm_words(guard, &history))
+        .collect();
+    if !others.is_empty() {
+        words.push(format!(
+            "{} more cell(s) of other models over the budget (`prgate history check`)",
+            others.len()
+        ));
+    }
+    words
+}
