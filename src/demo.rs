@@ -12,8 +12,8 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use clap::Args;
-use prgate_gate::State;
 use prgate_gate::verdict::Verdict;
+use prgate_gate::{Evidence, JobPlan, State};
 use prgate_report::comment::{
     CommentInput, Header, ReportLink, render_comment, render_full_report,
 };
@@ -80,11 +80,15 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
     let mut outcomes = Vec::new();
     // The sample's history first: its merges are in the ledger when the PRs below run, so a
     // PR of the drifted model shows the tripped guard in its comment.
-    for pr in &sample::build_history(&repo)? {
-        let outcome = run_pr(&repo, &dir, &node, pr, &mut stdout)
+    let history = sample::build_history(&repo)?;
+    for pr in &history {
+        let outcome = run_history_pr(&repo, &dir, &node, pr, &mut stdout)
             .with_context(|| format!("sample history PR #{}", pr.number))?;
         merge_history_pr(&repo, &node, pr, &mut stdout)?;
         outcomes.push((pr.clone(), outcome));
+    }
+    if let Some(tip) = history.last() {
+        anchor_run(&repo, &dir, &node, tip.branch, &mut stdout).context("the anchor run")?;
     }
     show_the_drift_guard(&repo, &dir, &node, &mut stdout)?;
     for pr in &prs {
@@ -211,47 +215,13 @@ fn run_pr(
 
     let base = crate::gate::BaseSide::read(repo, &plan)?;
     let title = Some(pr.title);
-    let gain_required = prgate_gate::title::requires_gain(title, &base.config.gain.types);
-    let python = PathBuf::from("python3");
-    // A PR the demo runs twice: its first run, whose judged steps the second takes over.
-    let first = dir.join("results").join(format!("pr-{}-first-run", pr.number));
-    let reuse = if pr.reruns {
-        ReuseMode::Node { run: format!("results/pr-{}-first-run", pr.number) }
-    } else {
-        ReuseMode::Off
-    };
-    let run = RunRequest {
-        inputs: RunInputs {
-            plan: &plan,
-            repo,
-            node,
-            results: &results,
-            events: Some(&results.join("events.jsonl")),
-            recipes: RecipePaths { model: DEFAULT_RECIPE_PATH, common: DEFAULT_COMMON_RECIPE_PATH },
-        },
-        gate: &base.config,
-        gain_required,
-        python: &python,
-        time_limit: None,
-        progress: false,
-        // The sample's trees are prgate's own: no container needed on a laptop.
-        isolation: &Isolation::Host,
-        wait_lock: Some(std::time::Duration::from_secs(600)),
-        // A laptop has no GPU to check.
-        preflight: &PreflightMode::Off,
-        only_models: None,
-        observer: None,
-        reuse: &reuse,
-    };
+    let on_node = OnNode { plan: &plan, repo, node, base: &base, title };
     if pr.reruns {
-        let first_run =
-            RunRequest { inputs: RunInputs { results: &first, events: None, ..run.inputs }, ..run };
-        let summary = prgate_runner::run::run(&first_run).context("running the plan")?;
-        let records = ResultsDir::open(&first)?.records()?;
-        let evidence: Vec<_> = records.into_iter().map(|(_step, record)| record).collect();
-        let job = crate::gate::read_job(&first.join(prgate_runner::results::JOB_FILE), &plan)?;
-        let verdict = crate::gate::judge_final(&plan, Some(&job), &evidence, title, &base)
-            .map_err(|error| anyhow::anyhow!("judging the evidence: {}", error.problem))?;
+        // A PR the demo runs twice: its first run, whose judged steps the second takes over.
+        let first = dir.join("results").join(format!("pr-{}-first-run", pr.number));
+        let reuse = ReuseMode::Node { run: format!("results/pr-{}-first-run", pr.number) };
+        let summary = on_node.run(&first, None, &reuse)?;
+        let (_evidence, _job, verdict) = on_node.judge(&first)?;
         writeln!(
             out,
             "    first run: {} steps, {}: {}",
@@ -261,10 +231,13 @@ fn run_pr(
         )?;
         writeln!(out, "    a maintainer runs it again: what the first run judged is reused")?;
     }
-    let rerun = ReuseMode::Node { run: format!("results/pr-{}", pr.number) };
-    let run = if pr.reruns { RunRequest { reuse: &rerun, ..run } } else { run };
+    let reuse = if pr.reruns {
+        ReuseMode::Node { run: format!("results/pr-{}", pr.number) }
+    } else {
+        ReuseMode::Off
+    };
     let started = Instant::now();
-    let summary = prgate_runner::run::run(&run).context("running the plan")?;
+    let summary = on_node.run(&results, Some(&results.join("events.jsonl")), &reuse)?;
     writeln!(
         out,
         "    ran {} steps in {:.1}s on simulated servers",
@@ -277,13 +250,7 @@ fn run_pr(
     for note in &summary.notes {
         writeln!(out, "    note: {note}")?;
     }
-
-    let results_dir = ResultsDir::open(&results)?;
-    let evidence: Vec<_> =
-        results_dir.records()?.into_iter().map(|(_step, record)| record).collect();
-    let job = crate::gate::read_job(&results_dir.job_path(), &plan)?;
-    let verdict = crate::gate::judge_final(&plan, Some(&job), &evidence, title, &base)
-        .map_err(|error| anyhow::anyhow!("judging the evidence: {}", error.problem))?;
+    let (evidence, job, verdict) = on_node.judge(&results)?;
     write_json(&results.join("verdict.json"), &verdict)?;
     let reuse = prgate_report::rerun::Reuse::of(&job, &evidence).map(|reuse| reuse.words());
     let models: Vec<String> = plan.running_models().map(|model| model.name.clone()).collect();
@@ -312,6 +279,67 @@ fn run_pr(
         why.insert(0, format!("re-run after a flaky failure: {reuse}"));
     }
     Ok(PrOutcome { result: result_word(&verdict).to_owned(), why })
+}
+
+/// A plan run on the demo's node, as `prgate run --isolation host --preflight off` runs it.
+struct OnNode<'a> {
+    plan: &'a Plan,
+    repo: &'a Path,
+    node: &'a NodeProfile,
+    base: &'a crate::gate::BaseSide,
+    title: Option<&'a str>,
+}
+
+impl OnNode<'_> {
+    /// Runs the plan into `results`.
+    fn run(
+        &self,
+        results: &Path,
+        events: Option<&Path>,
+        reuse: &ReuseMode,
+    ) -> anyhow::Result<prgate_runner::run::RunSummary> {
+        let config = &self.base.config;
+        let python = PathBuf::from("python3");
+        let run = RunRequest {
+            inputs: RunInputs {
+                plan: self.plan,
+                repo: self.repo,
+                node: self.node,
+                results,
+                events,
+                recipes: RecipePaths {
+                    model: DEFAULT_RECIPE_PATH,
+                    common: DEFAULT_COMMON_RECIPE_PATH,
+                },
+            },
+            gate: config,
+            gain_required: prgate_gate::title::requires_gain(self.title, &config.gain.types),
+            python: &python,
+            time_limit: None,
+            progress: false,
+            // The sample's trees are prgate's own: no container needed on a laptop.
+            isolation: &Isolation::Host,
+            wait_lock: Some(std::time::Duration::from_secs(600)),
+            // A laptop has no GPU to check.
+            preflight: &PreflightMode::Off,
+            only_models: None,
+            observer: None,
+            reuse,
+        };
+        prgate_runner::run::run(&run).context("running the plan")
+    }
+
+    /// The evidence in `results`, its job plan, and the gate's final verdict on them.
+    fn judge(&self, results: &Path) -> anyhow::Result<(Vec<Evidence>, JobPlan, Verdict)> {
+        let results_dir = ResultsDir::open(results)?;
+        let evidence: Vec<_> =
+            results_dir.records()?.into_iter().map(|(_step, record)| record).collect();
+        let job = crate::gate::read_job(&results_dir.job_path(), self.plan)?;
+        let verdict =
+            crate::gate::judge_final(self.plan, Some(&job), &evidence, self.title, self.base)
+                .map_err(|error| anyhow::anyhow!("judging the evidence: {}", error.problem))?;
+        Ok((evidence, job, verdict))
+    }
 }
 
 /// What the PR would get on GitHub: the comment, the status line and the full report.
@@ -405,6 +433,96 @@ fn result_word(verdict: &Verdict) -> &'static str {
         State::Pending => "PENDING",
         State::Fail => "FAIL",
     }
+}
+
+/// How often the demo runs a history PR whose small loss measured over the 2% line.
+const HISTORY_ATTEMPTS: usize = 3;
+
+/// A history PR run until it passes, as a maintainer re-runs a PR whose 1.5% change measured
+/// 2%: a PR that fails does not merge. Each run starts afresh (the failed cell is measured
+/// again); the PR's saved run is its last.
+fn run_history_pr(
+    repo: &Path,
+    dir: &Path,
+    node: &NodeProfile,
+    pr: &SamplePr,
+    out: &mut impl std::io::Write,
+) -> anyhow::Result<PrOutcome> {
+    let results = dir.join("results").join(format!("pr-{}", pr.number));
+    for attempt in 1..=HISTORY_ATTEMPTS {
+        let outcome = run_pr(repo, dir, node, pr, out)?;
+        if outcome.result != "FAIL" {
+            return Ok(outcome);
+        }
+        if attempt < HISTORY_ATTEMPTS {
+            writeln!(
+                out,
+                "    it does not merge; its small loss measured over the 2% line, so a maintainer runs it again\n"
+            )?;
+            std::fs::remove_dir_all(&results)
+                .with_context(|| format!("removing {}", results.display()))?;
+        }
+    }
+    anyhow::bail!("PR #{} failed {HISTORY_ATTEMPTS} runs: it cannot merge", pr.number)
+}
+
+/// The anchor run, as the weekly workflow runs it: the plan from the reference to the
+/// history's tip, run on the node with the same machinery as a PR, recorded as `prgate history
+/// anchor` records it (checked against the chain: agreeing, both count; disagreeing, it wins).
+fn anchor_run(
+    repo: &Path,
+    dir: &Path,
+    node: &NodeProfile,
+    tip: &str,
+    out: &mut impl std::io::Write,
+) -> anyhow::Result<()> {
+    let history = prgate_runner::history::HistoryDir::new(&prgate_runner::history::history_dir(node));
+    let config = crate::history::settings_at(repo, "main")?;
+    let reference = prgate_gate::drift::history(&history.lines()?, &config)
+        .reference
+        .context("the ledger has no reference")?
+        .commit;
+    writeln!(
+        out,
+        "=== The anchor run: the reference {} against the history's tip ({tip})",
+        prgate_gate::history::short(&reference)
+    )?;
+    out.flush()?;
+    let request = PlanRequest {
+        repo: repo.to_path_buf(),
+        base: Some(reference),
+        head: Some(tip.to_owned()),
+        ..PlanRequest::default()
+    };
+    let plan = prgate_scope::plan(&request).context("planning the anchor run")?;
+    let results = dir.join("results").join("anchor");
+    let base = crate::gate::BaseSide::read(repo, &plan)?;
+    let on_node = OnNode { plan: &plan, repo, node, base: &base, title: None };
+    let summary = on_node.run(&results, None, &ReuseMode::Off)?;
+    let (evidence, _job, verdict) = on_node.judge(&results)?;
+    write_json(&results.join("verdict.json"), &verdict)?;
+    let anchor = crate::history::record_anchor(&history, repo, &plan, &verdict, &evidence, &config, None)?;
+    writeln!(out, "    ran {} steps; it holds PRs {:?}", summary.recorded, anchor.covers)?;
+    let chains = prgate_gate::drift::history(&history.lines()?, &config);
+    for check in &chains.anchors {
+        let alpha = config.drift.alpha.get();
+        let shown =
+            |m: &prgate_gate::drift::Measurement| prgate_report::history::measurement_words(&check.cell, m, alpha);
+        let chained = check.outcome.chained.as_ref().map_or_else(|| "nothing".to_owned(), shown);
+        let verdict = if check.outcome.agrees {
+            "they agree: both count"
+        } else {
+            "they disagree: the anchor replaces the chain"
+        };
+        writeln!(
+            out,
+            "    {}: the anchor measured {}, the chain {chained}; {verdict}",
+            check.cell.describe(),
+            shown(&check.anchor)
+        )?;
+    }
+    writeln!(out)?;
+    Ok(())
 }
 
 /// Merges a history PR as `prgate history record` does on its merge event: its line from the

@@ -350,28 +350,8 @@ fn anchor(args: &AnchorArgs) -> anyhow::Result<()> {
             )?
         }
     };
-    let (speed, accuracy) = prgate_gate::history::measurements(&verdict, &evidence);
     let history = args.location.open()?;
-    let lines = history.lines()?;
-    let reference = plan.base_side_commit().to_owned();
-    let head = plan.head.sha.clone();
-    let repository = git2::Repository::discover(&args.repo)
-        .with_context(|| format!("opening the repository {}", args.repo.display()))?;
-    let covers = covered_prs(&repository, &lines, &head)?;
-    let anchor = Anchor {
-        version: LEDGER_VERSION,
-        at: prgate_runner::history::now(),
-        reference_commit: reference,
-        head_commit: head,
-        run: args.run_url.clone(),
-        covers,
-        speed,
-        accuracy,
-    };
-    let config = &base.config;
-    history.record_anchor(&anchor, |lines| {
-        drift::history(lines, config).reference.map(|reference| reference.commit)
-    })?;
+    let anchor = record_anchor(&history, &args.repo, &plan, &verdict, &evidence, &base.config, args.run_url.as_deref())?;
     eprintln!(
         "prgate: recorded the anchor run {}..{} ({} speed cell(s), {} accuracy benchmark(s), {} merged PR(s) held)",
         prgate_gate::history::short(&anchor.reference_commit),
@@ -381,6 +361,40 @@ fn anchor(args: &AnchorArgs) -> anyhow::Result<()> {
         anchor.covers.len()
     );
     Ok(())
+}
+
+/// Records an anchor run of `plan` (base: the reference; head: main's tip) from its verdict
+/// and evidence, with the merged PRs its head holds (from git in `repo`); refused unless it
+/// measured from the reference in force.
+pub(crate) fn record_anchor(
+    history: &HistoryDir,
+    repo: &Path,
+    plan: &Plan,
+    verdict: &Verdict,
+    evidence: &[Evidence],
+    config: &GateConfig,
+    run_url: Option<&str>,
+) -> anyhow::Result<Anchor> {
+    let (speed, accuracy) = prgate_gate::history::measurements(verdict, evidence);
+    let lines = history.lines()?;
+    let head = plan.head.sha.clone();
+    let repository = git2::Repository::discover(repo)
+        .with_context(|| format!("opening the repository {}", repo.display()))?;
+    let covers = covered_prs(&repository, &lines, &head)?;
+    let anchor = Anchor {
+        version: LEDGER_VERSION,
+        at: prgate_runner::history::now(),
+        reference_commit: plan.base_side_commit().to_owned(),
+        head_commit: head,
+        run: run_url.map(str::to_owned),
+        covers,
+        speed,
+        accuracy,
+    };
+    history.record_anchor(&anchor, |lines| {
+        drift::history(lines, config).reference.map(|reference| reference.commit)
+    })?;
+    Ok(anchor)
 }
 
 /// The merged PRs of `lines` whose merge commit `head` holds.

@@ -14,7 +14,7 @@
 
 use std::fmt::Write as _;
 
-use prgate_gate::drift::{Cell, Chain, Guard, GuardState, History, Point, Source};
+use prgate_gate::drift::{Cell, Chain, Guard, GuardState, History, Measurement, Point, Source};
 use serde::Serialize;
 
 use crate::escape::{MarkdownPlace, html_text, markdown_text};
@@ -199,11 +199,30 @@ pub fn check_human(history: &History, guards: &[Guard]) -> String {
     out
 }
 
+/// A measurement on its cell's scale with its two-sided `1 - 2 alpha` interval:
+/// `+6.9% [+5.5%, +8.3%]` for speed, `-0.5 pp [-1.2, +0.2] pp` for accuracy.
+pub fn measurement_words(cell: &Cell, measurement: &Measurement, alpha: f64) -> String {
+    format!(
+        "{} {}",
+        shown(cell, cell.shown(measurement.estimate)),
+        interval_words(cell, shown_interval(cell, measurement, alpha))
+    )
+}
+
 fn state_words(state: GuardState) -> &'static str {
     match state {
         GuardState::Within => "within",
         GuardState::Open => "open",
         GuardState::Tripped => "TRIPPED",
+    }
+}
+
+/// A state as the page's style names it.
+fn state_class(state: GuardState) -> &'static str {
+    match state {
+        GuardState::Within => "within",
+        GuardState::Open => "open",
+        GuardState::Tripped => "tripped",
     }
 }
 
@@ -258,6 +277,7 @@ struct SummaryRow {
     cell: String,
     anchor: String,
     state: &'static str,
+    state_class: &'static str,
     chained: String,
     budget: String,
     links: usize,
@@ -277,6 +297,7 @@ struct ChartView {
     title: String,
     caption: String,
     state: &'static str,
+    state_class: &'static str,
     rows: Vec<RowView>,
 }
 
@@ -332,6 +353,7 @@ fn view(input: &PageInput<'_>) -> View {
             cell: guard.cell.describe(),
             anchor: chart_id(&guard.cell),
             state: state_words(guard.state),
+            state_class: state_class(guard.state),
             chained: format!(
                 "{} {}",
                 shown(&guard.cell, guard.change),
@@ -364,6 +386,7 @@ fn view(input: &PageInput<'_>) -> View {
                 )
             }),
             state: data.state,
+            state_class: guard.map_or("open", |guard| state_class(guard.state)),
             rows: chain.points.iter().map(|point| row(&chain.cell, point, alpha)).collect(),
         };
         charts.push(data);
@@ -498,9 +521,7 @@ fn chart_data(chain: &Chain, guard: Option<&Guard>, alpha: f64) -> ChartData {
 }
 
 fn row(cell: &Cell, point: &Point, alpha: f64) -> RowView {
-    let value = |m: &prgate_gate::drift::Measurement| {
-        format!("{} {}", shown(cell, cell.shown(m.estimate)), interval_words(cell, shown_interval(cell, m, alpha)))
-    };
+    let value = |m: &Measurement| measurement_words(cell, m, alpha);
     let (what, url, title) = match &point.source {
         Source::Pr { number, title, url, .. } => {
             (format!("#{number}"), url.as_deref().and_then(crate::comment::link_target), title.clone())
@@ -518,7 +539,7 @@ fn row(cell: &Cell, point: &Point, alpha: f64) -> RowView {
     RowView { what, url, title, own: value(&point.own), chained: value(&point.chained) }
 }
 
-fn shown_interval(cell: &Cell, measurement: &prgate_gate::drift::Measurement, alpha: f64) -> (f64, f64) {
+fn shown_interval(cell: &Cell, measurement: &Measurement, alpha: f64) -> (f64, f64) {
     let (low, high) = measurement.interval(alpha);
     (cell.shown(low), cell.shown(high))
 }

@@ -16,19 +16,19 @@ use crate::run::{Fixture, Sample, TWO_PAIRS, settle, signal, wait_at_most};
 
 /// What the stand-in GitHub holds: the PR's comments and every status and comment change.
 #[derive(Debug, Default)]
-struct Repository {
-    comments: Vec<(u64, String)>,
+pub(crate) struct Repository {
+    pub(crate) comments: Vec<(u64, String)>,
     /// `created` or `edited`, and the body.
-    comment_history: Vec<(&'static str, String)>,
+    pub(crate) comment_history: Vec<(&'static str, String)>,
     /// The states posted, in order, with their descriptions.
-    statuses: Vec<(String, String)>,
+    pub(crate) statuses: Vec<(String, String)>,
 }
 
 #[derive(Clone, Default)]
-struct GitHub(Arc<Mutex<Repository>>);
+pub(crate) struct GitHub(Arc<Mutex<Repository>>);
 
 impl GitHub {
-    fn with<T>(&self, f: impl FnOnce(&mut Repository) -> T) -> T {
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&mut Repository) -> T) -> T {
         f(&mut self.0.lock().expect("the stand-in's state"))
     }
 }
@@ -99,7 +99,7 @@ impl Respond for SetStatus {
 }
 
 /// The stand-in for PR #7 of amd/mono, whose head is the fixture's PR commit.
-async fn stand_in(fixture: &Fixture) -> (MockServer, GitHub, String) {
+pub(crate) async fn stand_in(fixture: &Fixture) -> (MockServer, GitHub, String) {
     let server = MockServer::start().await;
     let github = GitHub::default();
     let head = fixture.repo.git(&["rev-parse", "pr"]).trim().to_owned();
@@ -161,7 +161,7 @@ async fn stand_in(fixture: &Fixture) -> (MockServer, GitHub, String) {
 }
 
 /// `prgate ci` on the labelled event, started and left running.
-fn spawn_ci(fixture: &Fixture, server: &MockServer, head: &str, extra: &[&str]) -> Child {
+pub(crate) fn spawn_ci(fixture: &Fixture, server: &MockServer, head: &str, extra: &[&str]) -> Child {
     let work = fixture.work.path();
     let event = json!({
         "action": "labeled", "label": { "name": "run-ci" }, "sender": { "login": "lead" },
@@ -204,7 +204,7 @@ fn spawn_ci(fixture: &Fixture, server: &MockServer, head: &str, extra: &[&str]) 
         .expect("prgate ci starts")
 }
 
-fn output(child: Child) -> (i32, String) {
+pub(crate) fn output(child: Child) -> (i32, String) {
     let output = child.wait_with_output().expect("prgate ci ends");
     (output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stderr).into_owned())
 }

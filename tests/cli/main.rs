@@ -8,6 +8,7 @@ mod fail_closed;
 mod gate;
 mod github;
 mod github_teams;
+mod history;
 mod node;
 mod plan;
 mod rerun;
