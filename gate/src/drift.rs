@@ -155,20 +155,15 @@ impl Measurement {
     /// The inverse-variance-weighted mean of two independent estimates of one quantity, with
     /// Welch–Satterthwaite's degrees of freedom for the weighted sum.
     pub fn combine(a: &Measurement, b: &Measurement) -> Measurement {
-        let (va, vb) = (a.standard_error.powi(2), b.standard_error.powi(2));
-        let (wa, wb) = (1.0 / va, 1.0 / vb);
-        let (ka, kb) = (wa / (wa + wb), wb / (wa + wb));
-        let variance = ka * ka * va + kb * kb * vb;
-        let term = |k: f64, v: f64, df: f64| if df.is_finite() { (k * k * v).powi(2) / df } else { 0.0 };
-        let denominator = term(ka, va, a.degrees_of_freedom) + term(kb, vb, b.degrees_of_freedom);
-        Measurement {
-            estimate: ka * a.estimate + kb * b.estimate,
-            standard_error: variance.sqrt(),
-            degrees_of_freedom: if denominator > 0.0 {
-                variance * variance / denominator
-            } else {
-                f64::INFINITY
-            },
+        let parts = [
+            (a.estimate, a.standard_error, a.degrees_of_freedom),
+            (b.estimate, b.standard_error, b.degrees_of_freedom),
+        ];
+        match crate::history::weighted_mean(&parts) {
+            Some((estimate, standard_error, degrees_of_freedom)) => {
+                Measurement { estimate, standard_error, degrees_of_freedom }
+            }
+            None => *b,
         }
     }
 

@@ -153,6 +153,84 @@ pub struct AccuracyChange {
     pub questions: u64,
 }
 
+impl SpeedChange {
+    /// The inverse-variance-weighted mean of independent measurements of one cell (every run of
+    /// one commit), with Welch–Satterthwaite's degrees of freedom; the first one's provenance,
+    /// `change` and the 95% `interval` recomputed, `pairs` added. One measurement is itself.
+    pub fn pooled(cells: &[SpeedChange]) -> Option<SpeedChange> {
+        let first = cells.first()?;
+        if cells.len() == 1 {
+            return Some(first.clone());
+        }
+        let parts: Vec<(f64, f64, f64)> = cells
+            .iter()
+            .map(|cell| (cell.log_ratio, cell.standard_error, cell.degrees_of_freedom))
+            .collect();
+        let (log_ratio, standard_error, degrees_of_freedom) = weighted_mean(&parts)?;
+        let t = t_quantile(1.0 - crate::speed::INTERVAL_ALPHA / 2.0, degrees_of_freedom)?;
+        Some(SpeedChange {
+            change: log_ratio.exp_m1(),
+            interval: (
+                (log_ratio - t * standard_error).exp_m1(),
+                (log_ratio + t * standard_error).exp_m1(),
+            ),
+            log_ratio,
+            standard_error,
+            degrees_of_freedom,
+            pairs: cells.iter().map(|cell| cell.pairs).sum(),
+            ..first.clone()
+        })
+    }
+}
+
+impl AccuracyChange {
+    /// The inverse-variance-weighted mean of independent measurements of one benchmark, its
+    /// interval at the first one's `alpha`; `questions` added.
+    pub fn pooled(cells: &[AccuracyChange]) -> Option<AccuracyChange> {
+        let first = cells.first()?;
+        if cells.len() == 1 {
+            return Some(first.clone());
+        }
+        let parts: Vec<(f64, f64, f64)> = cells
+            .iter()
+            .map(|cell| (cell.difference, cell.standard_error, f64::INFINITY))
+            .collect();
+        let (difference, standard_error, _) = weighted_mean(&parts)?;
+        let half = z_two_sided(2.0 * first.alpha) * standard_error;
+        Some(AccuracyChange {
+            difference,
+            interval: (difference - half, difference + half),
+            standard_error,
+            questions: cells.iter().map(|cell| cell.questions).sum(),
+            ..first.clone()
+        })
+    }
+}
+
+/// The inverse-variance-weighted mean of `(estimate, standard error, degrees of freedom)`
+/// parts, its standard error and Welch–Satterthwaite's degrees of freedom (infinite when every
+/// part's is); `None` for no part or an error that is not positive.
+pub fn weighted_mean(parts: &[(f64, f64, f64)]) -> Option<(f64, f64, f64)> {
+    if parts.is_empty() || parts.iter().any(|(_, se, _)| !(*se > 0.0)) {
+        return None;
+    }
+    let total: f64 = parts.iter().map(|(_, se, _)| se.powi(-2)).sum();
+    let mut estimate = 0.0;
+    let mut variance = 0.0;
+    let mut denominator = 0.0;
+    for (value, se, df) in parts {
+        let weight = se.powi(-2) / total;
+        estimate += weight * value;
+        let term = weight * weight * se * se;
+        variance += term;
+        if df.is_finite() {
+            denominator += term * term / df;
+        }
+    }
+    let df = if denominator > 0.0 { variance * variance / denominator } else { f64::INFINITY };
+    Some((estimate, variance.sqrt(), df))
+}
+
 /// What one finished PR test measured (a saved run, `runs/<commit>.json` in the history
 /// folder), waiting for its PR to merge.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -309,7 +387,9 @@ impl AccuracyChange {
 }
 
 /// What a verdict measured: every speed cell with an interval (covered or not) and every
-/// accuracy benchmark with one, each with the provenance of the evidence it came from.
+/// accuracy benchmark with one, each with the provenance of the evidence it came from. A cell
+/// whose every record was taken over from an earlier run (`provenance.reused`, docs/rerun.md) is
+/// left out: that run measured it, and saved it.
 pub fn measurements(
     verdict: &Verdict,
     evidence: &[Evidence],
@@ -342,10 +422,13 @@ pub fn measurements(
                     df,
                     *pairs,
                 );
-                if let Some(mut cell) = cell {
-                    cell.provenance = provenance(evidence, model, |outcome| {
-                        matches!(outcome, Outcome::SpeedPair { concurrency: c, .. } if c == concurrency)
-                    });
+                let of_cell = |outcome: &Outcome| {
+                    matches!(outcome, Outcome::SpeedPair { concurrency: c, .. } if c == concurrency)
+                };
+                if let Some(mut cell) = cell
+                    && !all_reused(evidence, model, of_cell)
+                {
+                    cell.provenance = provenance(evidence, model, of_cell);
                     speed.push(cell);
                 }
             }
@@ -365,10 +448,13 @@ pub fn measurements(
                     *alpha,
                     *questions,
                 );
-                if let Some(mut cell) = cell {
-                    cell.provenance = provenance(evidence, model, |outcome| {
-                        matches!(outcome, Outcome::Accuracy { benchmark: b, .. } if b == benchmark)
-                    });
+                let of_cell = |outcome: &Outcome| {
+                    matches!(outcome, Outcome::Accuracy { benchmark: b, .. } if b == benchmark)
+                };
+                if let Some(mut cell) = cell
+                    && !all_reused(evidence, model, of_cell)
+                {
+                    cell.provenance = provenance(evidence, model, of_cell);
                     accuracy.push(cell);
                 }
             }
@@ -376,6 +462,15 @@ pub fn measurements(
         }
     }
     (speed, accuracy)
+}
+
+/// Whether every record of `model` whose outcome `matches` was taken over from an earlier run.
+fn all_reused(evidence: &[Evidence], model: &str, matches: impl Fn(&Outcome) -> bool) -> bool {
+    let mut records = evidence
+        .iter()
+        .filter(|record| record.model.as_deref() == Some(model) && matches(&record.outcome))
+        .peekable();
+    records.peek().is_some() && records.all(|record| record.provenance.reused.is_some())
 }
 
 /// The provenance of `model`'s first record (a speed pair, else a PR-side record) whose
@@ -413,16 +508,19 @@ pub struct MergeFacts {
     pub head_commit: String,
 }
 
-/// A merged PR's ledger line from its runs: the PR's own run of its head, and a merge queue's
-/// run of its merge commit. Each model counts once: a model the queue measured again takes the
-/// queue's numbers (the merged commit against the base it merged onto), every other model the
-/// PR run's. With neither run, the line records the merge with nothing measured and says so.
+/// A merged PR's ledger line from its runs: the PR's own runs of its head, and a merge queue's
+/// runs of its merge commit, oldest first. Each model counts once: a model the queue measured
+/// again takes the queue's numbers (the merged commit against the base it merged onto), every
+/// other model the PR runs'. A cell measured by several runs of one commit (a PR run again
+/// after a failure) is their pooled measurement ([`SpeedChange::pooled`]): all of them, not
+/// the one that passed, so that re-running until a pass does not bias the chain. With no run,
+/// the line records the merge with nothing measured and says so.
 pub fn merged_line(
     facts: &MergeFacts,
-    pr_run: Option<&RunRecord>,
-    queue_run: Option<&RunRecord>,
+    pr_runs: &[RunRecord],
+    queue_runs: &[RunRecord],
 ) -> Merged {
-    let queue_models: BTreeSet<&str> = queue_run
+    let queue_models: BTreeSet<&str> = queue_runs
         .iter()
         .flat_map(|run| {
             run.speed
@@ -432,18 +530,18 @@ pub fn merged_line(
         })
         .collect();
     let from_pr = |model: &str| !queue_models.contains(model);
-    let mut speed: Vec<SpeedChange> = pr_run
-        .iter()
-        .flat_map(|run| run.speed.iter().filter(|cell| from_pr(&cell.model)).cloned())
-        .collect();
-    let mut accuracy: Vec<AccuracyChange> = pr_run
-        .iter()
-        .flat_map(|run| run.accuracy.iter().filter(|cell| from_pr(&cell.model)).cloned())
-        .collect();
-    if let Some(queue) = queue_run {
-        speed.extend(queue.speed.iter().cloned());
-        accuracy.extend(queue.accuracy.iter().cloned());
-    }
+    let pr_speed = pr_runs.iter().flat_map(|run| &run.speed).filter(|c| from_pr(&c.model));
+    let queue_speed = queue_runs.iter().flat_map(|run| &run.speed);
+    let speed = pool_by(pr_speed.chain(queue_speed), |cell| {
+        (cell.model.clone(), cell.concurrency.to_string())
+    }, SpeedChange::pooled);
+    let pr_accuracy = pr_runs.iter().flat_map(|run| &run.accuracy).filter(|c| from_pr(&c.model));
+    let queue_accuracy = queue_runs.iter().flat_map(|run| &run.accuracy);
+    let accuracy = pool_by(pr_accuracy.chain(queue_accuracy), |cell| {
+        (cell.model.clone(), cell.benchmark.clone())
+    }, AccuracyChange::pooled);
+    let pr_run = pr_runs.last();
+    let queue_run = queue_runs.last();
     let main_run = queue_run.or(pr_run);
     let note = match (pr_run, queue_run) {
         (None, None) => Some(format!(
@@ -456,6 +554,10 @@ pub fn merged_line(
         (Some(_), Some(_)) if !queue_models.is_empty() => Some(format!(
             "the merge queue measured {} again on the merge commit: those numbers are the queue's",
             queue_models.iter().copied().collect::<Vec<_>>().join(", ")
+        )),
+        _ if pr_runs.len() > 1 => Some(format!(
+            "{} runs of its head, each cell pooled over the runs that measured it",
+            pr_runs.len()
         )),
         _ => None,
     };
@@ -474,6 +576,23 @@ pub fn merged_line(
         accuracy,
         note,
     }
+}
+
+/// The cells of `cells`, each key's pooled, in the order the keys first appear.
+fn pool_by<'c, T: Clone + 'c>(
+    cells: impl Iterator<Item = &'c T>,
+    key: impl Fn(&T) -> (String, String),
+    pooled: impl Fn(&[T]) -> Option<T>,
+) -> Vec<T> {
+    let mut groups: Vec<((String, String), Vec<T>)> = Vec::new();
+    for cell in cells {
+        let key = key(cell);
+        match groups.iter_mut().find(|(known, _)| *known == key) {
+            Some((_, group)) => group.push(cell.clone()),
+            None => groups.push((key, vec![cell.clone()])),
+        }
+    }
+    groups.iter().filter_map(|(_, group)| pooled(group)).collect()
 }
 
 /// The first 12 characters of a commit.

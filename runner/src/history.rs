@@ -4,8 +4,8 @@
 //! ```text
 //! <history-dir>/ledger.jsonl         the ledger (prgate_gate::history::Line, one a line)
 //! <history-dir>/ledger.lock          its lock (crate::ledger)
-//! <history-dir>/runs/<commit>.json   what the last finished PR test of that commit measured
-//!                                    (prgate_gate::history::RunRecord)
+//! <history-dir>/runs/<commit>.jsonl  what each finished PR test of that commit measured, one
+//!                                    prgate_gate::history::RunRecord a line (and its lock)
 //! ```
 //!
 //! The ledger is appended through [`crate::ledger::LedgerFile`] (an exclusive `flock`, the old
@@ -14,8 +14,9 @@
 //! keep it honest are made under the lock, against what the ledger holds then: a PR is recorded
 //! once (a second merge event of it, a re-run of the job, a merge queue's second result: its
 //! run already counted); an anchor run is recorded only against the reference in force. A saved
-//! run is written atomically ([`crate::results::write_atomically`]); a later run of the same
-//! commit replaces it, so the PR's line takes the run it merged with.
+//! run is appended the same way to its commit's file: a PR run again after a failure keeps every
+//! run, and its line pools them (`merged_line`), so that re-running until a pass does not bias
+//! the chain.
 //!
 //! The folder is `<cache-dir>/history` unless the command line names another: point the nodes
 //! and the orchestrator at one shared folder, as for the health ledger (docs/node.md).
@@ -23,7 +24,6 @@
 //! What it leaves to others: the lines' meaning and the chain's statistics
 //! ([`prgate_gate::history`], [`prgate_gate::drift`]), the merge event and git (the binary).
 
-use std::io;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -47,8 +47,6 @@ pub enum HistoryError {
     Ledger(#[from] LedgerIoError),
     #[error("{path}, {source}")]
     Line { path: PathBuf, source: LineError },
-    #[error("{path}: {source}")]
-    Io { path: PathBuf, source: io::Error },
     #[error("{path}: {problem}")]
     Run { path: PathBuf, problem: String },
     #[error("{commit:?} is not a commit (40 hex digits)")]
@@ -107,60 +105,68 @@ impl HistoryDir {
         parse_ledger(text).map_err(|source| HistoryError::Line { path: self.ledger_path(), source })
     }
 
-    /// The saved run of `commit`'s file.
-    pub fn run_path(&self, commit: &str) -> Result<PathBuf, HistoryError> {
+    /// The saved runs of `commit`: `runs/<commit>.jsonl`.
+    fn runs_file(&self, commit: &str) -> Result<LedgerFile, HistoryError> {
         let plain = commit.len() == 40 && commit.bytes().all(|byte| byte.is_ascii_hexdigit());
         if !plain {
             return Err(HistoryError::Commit { commit: commit.to_owned() });
         }
-        Ok(self.dir.join("runs").join(format!("{}.json", commit.to_ascii_lowercase())))
+        Ok(LedgerFile::new(&self.dir.join("runs"), &commit.to_ascii_lowercase()))
     }
 
-    /// Saves what a finished PR test measured, replacing an earlier run of the same commit.
+    /// The file of `commit`'s saved runs.
+    pub fn runs_path(&self, commit: &str) -> Result<PathBuf, HistoryError> {
+        Ok(self.runs_file(commit)?.path())
+    }
+
+    /// Saves what a finished PR test measured, after the earlier runs of the same commit.
     pub fn save_run(&self, run: &RunRecord) -> Result<PathBuf, HistoryError> {
-        let path = self.run_path(&run.tested_commit)?;
-        let folder = self.dir.join("runs");
-        std::fs::create_dir_all(&folder)
-            .map_err(|source| HistoryError::Io { path: folder.clone(), source })?;
-        let mut json = serde_json::to_string_pretty(run).unwrap_or_default();
-        json.push('\n');
-        crate::results::write_atomically(&path, json.as_bytes())
-            .map_err(|source| HistoryError::Io { path: path.clone(), source })?;
-        Ok(path)
+        let file = self.runs_file(&run.tested_commit)?;
+        let line = serde_json::to_string(run).unwrap_or_default();
+        file.append(|_text| Ok::<_, HistoryError>((vec![line], ())))?;
+        Ok(file.path())
     }
 
-    /// The saved run of `commit`, when there is one.
-    pub fn run(&self, commit: &str) -> Result<Option<RunRecord>, HistoryError> {
-        let path = self.run_path(commit)?;
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => return Err(HistoryError::Io { path, source }),
-        };
-        let run: RunRecord = serde_json::from_str(&text)
-            .map_err(|error| HistoryError::Run { path: path.clone(), problem: error.to_string() })?;
-        if run.version != prgate_gate::history::LEDGER_VERSION {
-            return Err(HistoryError::Run {
-                path,
-                problem: format!("version {} is not one this prgate reads", run.version),
-            });
+    /// The saved runs of `commit`, oldest first; none when it has none.
+    pub fn runs(&self, commit: &str) -> Result<Vec<RunRecord>, HistoryError> {
+        let file = self.runs_file(commit)?;
+        let path = file.path();
+        let mut runs = Vec::new();
+        for (index, line) in file.read()?.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let problem = |problem: String| HistoryError::Run {
+                path: path.clone(),
+                problem: format!("line {}: {problem}", index + 1),
+            };
+            let run: RunRecord =
+                serde_json::from_str(line).map_err(|error| problem(error.to_string()))?;
+            if run.version != prgate_gate::history::LEDGER_VERSION {
+                return Err(problem(format!(
+                    "version {} is not one this prgate reads",
+                    run.version
+                )));
+            }
+            runs.push(run);
         }
-        Ok(Some(run))
+        Ok(runs)
     }
 
-    /// Records a merged PR once: its line from the saved run of its head and, when the merge
-    /// commit was a merge queue's and has a saved run, that one ([`merged_line`]: each model
-    /// counts once).
+    /// Records a merged PR once: its line from the saved runs of its head and, when the merge
+    /// commit was a merge queue's and has saved runs, those ([`merged_line`]: each model counts
+    /// once; a commit's runs are pooled).
     pub fn record_merged(&self, facts: &MergeFacts) -> Result<Recorded, HistoryError> {
-        let pr_run = self.run(&facts.head_commit)?;
-        let queue_run = self.run(&facts.merge_commit)?.filter(|run| run.merge_queue);
+        let pr_runs = self.runs(&facts.head_commit)?;
+        let mut queue_runs = self.runs(&facts.merge_commit)?;
+        queue_runs.retain(|run| run.merge_queue);
         self.ledger().append(|text| {
             let lines = self.parse(text)?;
             let known = lines.iter().any(|line| matches!(line, Line::Merged(m) if m.pr == facts.pr));
             if known {
                 return Ok((Vec::new(), Recorded::AlreadyRecorded { pr: facts.pr }));
             }
-            let merged = merged_line(facts, pr_run.as_ref(), queue_run.as_ref());
+            let merged = merged_line(facts, &pr_runs, &queue_runs);
             Ok((vec![Line::Merged(merged.clone()).to_json()], Recorded::Appended(merged)))
         })
     }

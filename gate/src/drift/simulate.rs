@@ -1,8 +1,9 @@
 //! How well the drift guard decides, by simulation of what a repository sees: a sequence of PRs,
 //! each measured by the gate's own speed rule pair by pair as the runner measures it
 //! ([`crate::speed::judge_cell`] on bracketed pairs, [`crate::simulate`]'s runs), merged only
-//! when it passes (a failed PR is fixed and measured again, with the same true change), its
-//! verdict's numbers recorded as the ledger records them ([`SpeedChange::from_verdict`]), and the
+//! when it passes (a failed PR is measured again, with the same true change, and its line pools
+//! every run, as `prgate history record` does), its verdicts' numbers recorded as the ledger
+//! records them ([`SpeedChange::from_verdict`], [`SpeedChange::pooled`]), and the
 //! guard checked after every merge ([`super::history`], [`super::guard`]), as the comment and the
 //! scheduled check see it. Pure and seeded: the same inputs give the same numbers.
 
@@ -128,17 +129,20 @@ pub fn simulate_drift(
     }
 }
 
-/// A PR measured by the gate's speed rule until it passes: its cell as the ledger records it
-/// (`None` when it never passed within the limit), and how many measurements it took.
+/// A PR measured by the gate's speed rule until it passes: its cell as the ledger records it,
+/// pooled over every run ([`SpeedChange::pooled`], as `prgate history record` pools the runs of
+/// a commit; `None` when it never passed within the limit), and how many runs it took.
 fn measure_until_it_passes(
     config: &GateConfig,
     runs: &SpeedScenario,
     rng: &mut SmallRng,
 ) -> (Option<SpeedChange>, usize) {
+    let mut cells = Vec::new();
     for attempt in 1..=ATTEMPT_LIMIT {
         let (judgement, cell) = judged(config, runs, rng);
+        cells.extend(cell);
         if !matches!(judgement.loss, Answer::Yes { .. }) {
-            return (cell, attempt);
+            return (SpeedChange::pooled(&cells), attempt);
         }
     }
     (None, ATTEMPT_LIMIT)

@@ -71,8 +71,8 @@ fn the_ledger_reads_back_what_it_wrote_and_names_the_line_of_a_bad_one() {
             merge_commit: "m".repeat(40),
             head_commit: "h".repeat(40),
         },
-        Some(&run_record(&"h".repeat(40), false, &["alpha"])),
-        None,
+        &[run_record(&"h".repeat(40), false, &["alpha"])],
+        &[],
     );
     let reset = Line::Reset(Reset {
         version: LEDGER_VERSION,
@@ -94,8 +94,8 @@ fn the_ledger_reads_back_what_it_wrote_and_names_the_line_of_a_bad_one() {
             merge_commit: String::new(),
             head_commit: String::new(),
         },
-        None,
-        None,
+        &[],
+        &[],
     ))
     .to_json();
     let cases = [
@@ -119,8 +119,8 @@ fn the_ledger_reads_back_what_it_wrote_and_names_the_line_of_a_bad_one() {
             merge_commit: String::new(),
             head_commit: String::new(),
         },
-        Some(&zero),
-        None,
+        &[zero],
+        &[],
     ));
     let error = parse_ledger(&line.to_json()).expect_err("no error is no measurement");
     assert!(error.to_string().contains("are not a measurement"), "{error}");
@@ -139,7 +139,7 @@ fn a_merge_queues_run_counts_once_for_the_models_it_measured_again() {
     let pr_run = run_record(&"h".repeat(40), false, &["alpha", "beta"]);
     let mut queue_run = run_record(&"q".repeat(40), true, &["beta"]);
     queue_run.speed[0].log_ratio = 0.02;
-    let line = merged_line(&facts, Some(&pr_run), Some(&queue_run));
+    let line = merged_line(&facts, std::slice::from_ref(&pr_run), &[queue_run]);
     let cells: Vec<(&str, f64)> =
         line.speed.iter().map(|cell| (cell.model.as_str(), cell.log_ratio)).collect();
     assert_eq!(cells, [("alpha", 0.01), ("beta", 0.02)]);
@@ -147,14 +147,41 @@ fn a_merge_queues_run_counts_once_for_the_models_it_measured_again() {
     assert!(line.note.as_deref().is_some_and(|note| note.contains("beta again")), "{line:?}");
 
     // The queue kept the PR's result (it ran nothing): the PR's run alone.
-    let line = merged_line(&facts, Some(&pr_run), None);
+    let line = merged_line(&facts, std::slice::from_ref(&pr_run), &[]);
     assert_eq!(line.speed.len(), 2);
     assert_eq!(line.note, None);
 
     // No saved run: the merge is recorded with nothing measured, and says so.
-    let line = merged_line(&facts, None, None);
+    let line = merged_line(&facts, &[], &[]);
     assert!(line.speed.is_empty() && line.accuracy.is_empty());
     assert!(line.note.as_deref().is_some_and(|note| note.contains("nothing of it is measured")));
+}
+
+#[test]
+fn the_runs_of_one_commit_are_pooled_by_their_errors() {
+    let facts = MergeFacts {
+        at: String::new(),
+        pr: 7,
+        title: "t".to_owned(),
+        url: None,
+        merge_commit: "q".repeat(40),
+        head_commit: "h".repeat(40),
+    };
+    // A first run that failed (+3%, se 1%) and the re-run that passed (+1%, se 0.5%).
+    let mut failed = run_record(&"h".repeat(40), false, &["alpha"]);
+    failed.speed[0].log_ratio = 0.03;
+    failed.speed[0].standard_error = 0.01;
+    let mut passed = run_record(&"h".repeat(40), false, &["alpha"]);
+    passed.speed[0].log_ratio = 0.01;
+    passed.speed[0].standard_error = 0.005;
+    let line = merged_line(&facts, &[failed, passed], &[]);
+    let cell = &line.speed[0];
+    // Weights 1/1e-4 and 1/2.5e-5: 0.2 and 0.8.
+    assert!((cell.log_ratio - 0.014).abs() < 1e-12, "{cell:?}");
+    assert!((cell.standard_error - (0.2f64.powi(2) * 1e-4 + 0.8f64.powi(2) * 2.5e-5).sqrt()).abs() < 1e-12);
+    assert_eq!(cell.pairs, 8);
+    assert!((cell.change - 0.014f64.exp_m1()).abs() < 1e-12);
+    assert!(line.note.as_deref().is_some_and(|note| note.starts_with("2 runs of its head")));
 }
 
 #[test]
@@ -188,6 +215,7 @@ fn measurements_take_each_cells_numbers_and_the_provenance_of_its_records() {
         }),
     };
     let not_run = Item { numbers: None, model: Some("beta".to_owned()), ..speed.clone() };
+    let reused = Item { model: Some("gamma".to_owned()), ..speed.clone() };
     let verdict = Verdict {
         schema_version: 1,
         pr_sha: None,
@@ -196,7 +224,7 @@ fn measurements_take_each_cells_numbers_and_the_provenance_of_its_records() {
         sections: vec![Section {
             name: SectionName::E2ePerformance,
             state: State::Pass,
-            items: vec![speed, not_run],
+            items: vec![speed, not_run, reused],
         }],
         author_must_provide: Vec::new(),
         checks: Default::default(),
@@ -208,9 +236,17 @@ fn measurements_take_each_cells_numbers_and_the_provenance_of_its_records() {
             "outcome":{"kind":"speed-pair","concurrency":4,"index":0,"covered":true,"base_tpot_ms":20.0,"pr_tpot_ms":20.3,"first":"base"}}"#,
     )
     .expect("a record");
-    let (speed, accuracy) = measurements(&verdict, &[record]);
+    let mut taken_over = record.clone();
+    taken_over.model = Some("gamma".to_owned());
+    taken_over.provenance.reused =
+        Some(crate::evidence::Reused { run: "an earlier run".to_owned() });
+    let (speed, accuracy) = measurements(&verdict, &[record, taken_over]);
     assert!(accuracy.is_empty());
-    assert_eq!(speed.len(), 1, "the cell without numbers is not measured");
+    assert_eq!(
+        speed.len(),
+        1,
+        "the cell without numbers is not measured, the one an earlier run measured is its"
+    );
     let cell = &speed[0];
     assert_eq!((cell.model.as_str(), cell.concurrency, cell.pairs), ("alpha", 4, 5));
     assert_eq!(

@@ -50,12 +50,16 @@ fn a_merged_pr_is_recorded_once_from_its_saved_runs() {
     let history = HistoryDir::new(dir.path());
     let (head, merge) = ("a".repeat(40), "c".repeat(40));
     history.save_run(&run(&head, false, &["alpha", "beta"])).expect("saved");
-    // A later run of the same commit replaces the earlier one.
-    history.save_run(&run(&head, false, &["alpha"])).expect("saved again");
+    // A later run of the same commit is kept beside the earlier one.
+    history.save_run(&run(&head, false, &["beta"])).expect("saved again");
     history.save_run(&run(&merge, true, &["alpha"])).expect("the queue's run saved");
+    assert_eq!(history.runs(&head).expect("read").len(), 2);
     let recorded = history.record_merged(&facts(7, &head, &merge)).expect("recorded");
     let Recorded::Appended(line) = recorded else { panic!("not appended: {recorded:?}") };
-    assert_eq!(line.speed.len(), 1, "alpha once, from the queue: {line:?}");
+    let cells: Vec<(&str, usize)> =
+        line.speed.iter().map(|cell| (cell.model.as_str(), cell.pairs)).collect();
+    // beta from the PR's two runs, pooled; alpha once, from the queue.
+    assert_eq!(cells, [("beta", 8), ("alpha", 4)], "{line:?}");
     assert_eq!(
         history.record_merged(&facts(7, &head, &merge)).expect("read"),
         Recorded::AlreadyRecorded { pr: 7 }
@@ -75,7 +79,7 @@ fn a_merged_pr_is_recorded_once_from_its_saved_runs() {
 fn a_commit_that_is_not_one_names_no_file() {
     let history = HistoryDir::new(Path::new("/nowhere"));
     for bad in ["../../etc/passwd", "abc", &"g".repeat(40)] {
-        let error = history.run_path(bad).expect_err("refused");
+        let error = history.runs_path(bad).expect_err("refused");
         assert!(error.to_string().contains("is not a commit"), "{error}");
     }
 }
