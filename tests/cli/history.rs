@@ -63,15 +63,22 @@ async fn a_merged_prs_result_is_recorded_once_and_the_guard_speaks_until_a_reset
     });
     // Its measurements wait for the merge.
     assert!(stderr.contains("saved this run's 2 speed cell(s)"), "{stderr}");
-    let saved: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.join(format!("runs/{head}.json"))).expect("the saved run"),
-    )
-    .expect("JSON");
+    let saved = std::fs::read_to_string(dir.join(format!("runs/{head}.jsonl"))).expect("the run");
+    assert_eq!(saved.lines().count(), 1, "{saved}");
+    let saved: Value = serde_json::from_str(&saved).expect("JSON");
     assert_eq!(saved["pr"], 7);
     assert_eq!(saved["speed"][0]["provenance"]["node"], "ci-node", "{saved}");
 
-    // The merge event: recorded once, however often it comes.
+    // The scheduled check, before the merge: tripped, exit 1, naming the PRs.
     let work = fixture.work.path();
+    let repo = fixture.repo.path().to_str().expect("UTF-8");
+    let check =
+        history(work, &["history", "check", "--repo", repo, "--at", "main", "--format", "markdown"], &dir);
+    assert_eq!(check.code, 1, "{}\n{}", check.stdout, check.stderr);
+    assert!(check.stdout.contains("❌ **1 guard(s) tripped:**"), "{}", check.stdout);
+    assert!(check.stdout.contains("most from \\#"), "{}", check.stdout);
+
+    // The merge event: recorded once, however often it comes.
     let event = |merged: bool| {
         let path = work.join(format!("closed-{merged}.json"));
         let event = json!({ "action": "closed", "pull_request": {
@@ -96,14 +103,6 @@ async fn a_merged_prs_result_is_recorded_once_and_the_guard_speaks_until_a_reset
     let line: Value = serde_json::from_str(text.lines().last().expect("a line")).expect("JSON");
     assert_eq!(line["pr"], 7);
     assert_eq!(line["speed"][0]["model"], "alpha");
-
-    // The scheduled check: tripped, exit 1, naming the PRs.
-    let repo = fixture.repo.path().to_str().expect("UTF-8");
-    let check =
-        history(work, &["history", "check", "--repo", repo, "--at", "main", "--format", "markdown"], &dir);
-    assert_eq!(check.code, 1, "{}\n{}", check.stdout, check.stderr);
-    assert!(check.stdout.contains("❌ **1 guard(s) tripped:**"), "{}", check.stdout);
-    assert!(check.stdout.contains("most from \\#"), "{}", check.stdout);
 
     // The page.
     let page = work.join("page");
@@ -154,7 +153,8 @@ async fn a_merged_prs_result_is_recorded_once_and_the_guard_speaks_until_a_reset
     assert!(anchor.stderr.contains("1 merged PR(s) held"), "{}", anchor.stderr);
     let json = history(work, &["history", "check", "--repo", repo, "--format", "json"], &dir);
     let state: Value = serde_json::from_str(&json.stdout).expect("JSON");
-    assert_eq!(state["history"]["anchors"].as_array().map(Vec::len), Some(1), "{state}");
+    // One check a cell it measured: the speed cell and the accuracy benchmark.
+    assert_eq!(state["history"]["anchors"].as_array().map(Vec::len), Some(2), "{state}");
 
     // An anchor from another reference is refused.
     let other = history(
