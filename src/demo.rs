@@ -476,7 +476,8 @@ fn anchor_run(
     tip: &str,
     out: &mut impl std::io::Write,
 ) -> anyhow::Result<()> {
-    let history = prgate_runner::history::HistoryDir::new(&prgate_runner::history::history_dir(node));
+    let history =
+        prgate_runner::history::HistoryDir::new(&prgate_runner::history::history_dir(node));
     let config = crate::history::settings_at(repo, "main")?;
     let reference = prgate_gate::drift::history(&history.lines()?, &config)
         .reference
@@ -501,13 +502,15 @@ fn anchor_run(
     let summary = on_node.run(&results, None, &ReuseMode::Off)?;
     let (evidence, _job, verdict) = on_node.judge(&results)?;
     write_json(&results.join("verdict.json"), &verdict)?;
-    let anchor = crate::history::record_anchor(&history, repo, &plan, &verdict, &evidence, &config, None)?;
+    let anchor =
+        crate::history::record_anchor(&history, repo, &plan, &verdict, &evidence, &config, None)?;
     writeln!(out, "    ran {} steps; it holds PRs {:?}", summary.recorded, anchor.covers)?;
     let chains = prgate_gate::drift::history(&history.lines()?, &config);
     for check in &chains.anchors {
         let alpha = config.drift.alpha.get();
-        let shown =
-            |m: &prgate_gate::drift::Measurement| prgate_report::history::measurement_words(&check.cell, m, alpha);
+        let shown = |m: &prgate_gate::drift::Measurement| {
+            prgate_report::history::measurement_words(&check.cell, m, alpha)
+        };
         let chained = check.outcome.chained.as_ref().map_or_else(|| "nothing".to_owned(), shown);
         let verdict = if check.outcome.agrees {
             "they agree: both count"
@@ -544,7 +547,8 @@ fn merge_history_pr(
         merge_commit: head.clone(),
         head_commit: head,
     };
-    let history = prgate_runner::history::HistoryDir::new(&prgate_runner::history::history_dir(node));
+    let history =
+        prgate_runner::history::HistoryDir::new(&prgate_runner::history::history_dir(node));
     history.record_merged(&facts)?;
     let lines = history.lines()?;
     let config = crate::history::settings_at(repo, "main")?;
@@ -566,7 +570,8 @@ fn show_the_drift_guard(
     node: &NodeProfile,
     out: &mut impl std::io::Write,
 ) -> anyhow::Result<()> {
-    let history = prgate_runner::history::HistoryDir::new(&prgate_runner::history::history_dir(node));
+    let history =
+        prgate_runner::history::HistoryDir::new(&prgate_runner::history::history_dir(node));
     let lines = history.lines()?;
     let config = crate::history::settings_at(repo, "main")?;
     let chains = prgate_gate::drift::history(&lines, &config);

@@ -226,7 +226,10 @@ pub(crate) fn history_dir(explicit: Option<&Path>, node: &Path) -> anyhow::Resul
         return Ok(dir.to_path_buf());
     }
     let text = std::fs::read_to_string(node).with_context(|| {
-        format!("reading the node profile {} (or name the history folder with --history)", node.display())
+        format!(
+            "reading the node profile {} (or name the history folder with --history)",
+            node.display()
+        )
     })?;
     let profile = NodeProfile::parse(&text, &node.display().to_string())?;
     Ok(prgate_runner::history::history_dir(&profile))
@@ -285,11 +288,17 @@ fn record(args: &RecordArgs) -> anyhow::Result<()> {
             let event: MergeEvent = read_json(path, "merge event")?;
             let pr = event.pull_request;
             if !pr.merged {
-                eprintln!("prgate: PR #{} was closed without a merge: nothing to record", pr.number);
+                eprintln!(
+                    "prgate: PR #{} was closed without a merge: nothing to record",
+                    pr.number
+                );
                 return Ok(());
             }
             let merge = pr.merge_commit_sha.with_context(|| {
-                format!("the event of PR #{} says it merged but names no merge_commit_sha", pr.number)
+                format!(
+                    "the event of PR #{} says it merged but names no merge_commit_sha",
+                    pr.number
+                )
             })?;
             MergeFacts {
                 at: prgate_runner::history::now(),
@@ -351,7 +360,15 @@ fn anchor(args: &AnchorArgs) -> anyhow::Result<()> {
         }
     };
     let history = args.location.open()?;
-    let anchor = record_anchor(&history, &args.repo, &plan, &verdict, &evidence, &base.config, args.run_url.as_deref())?;
+    let anchor = record_anchor(
+        &history,
+        &args.repo,
+        &plan,
+        &verdict,
+        &evidence,
+        &base.config,
+        args.run_url.as_deref(),
+    )?;
     eprintln!(
         "prgate: recorded the anchor run {}..{} ({} speed cell(s), {} accuracy benchmark(s), {} merged PR(s) held)",
         prgate_gate::history::short(&anchor.reference_commit),
@@ -533,7 +550,12 @@ fn simulate(args: &SimulateArgs) -> anyhow::Result<()> {
 
 /// Saves what a finished PR test measured for its PR's ledger line (`prgate ci`); a history that
 /// cannot be written never fails the run: the note says so.
-pub(crate) fn save_run(dir: &Path, facts: &RunFacts<'_>, verdict: &Verdict, evidence: &[Evidence]) -> String {
+pub(crate) fn save_run(
+    dir: &Path,
+    facts: &RunFacts<'_>,
+    verdict: &Verdict,
+    evidence: &[Evidence],
+) -> String {
     let (speed, accuracy) = prgate_gate::history::measurements(verdict, evidence);
     let run = RunRecord {
         version: LEDGER_VERSION,
@@ -584,14 +606,14 @@ pub(crate) fn alarms(dir: &Path, models: &[String], config: &GateConfig) -> Vec<
         .collect();
     let (mine, others): (Vec<_>, Vec<_>) =
         tripped.iter().partition(|guard| models.iter().any(|model| model == guard.cell.model()));
-    let mut words: Vec<String> = mine
-        .iter()
-        .map(|guard| prgate_report::history::alarm_words(guard, &history))
-        .collect();
-    if !others.is_empty() {
+    let mut words: Vec<String> =
+        mine.iter().map(|guard| prgate_report::history::alarm_words(guard, &history)).collect();
+    let mut models: Vec<&str> = others.iter().map(|guard| guard.cell.model()).collect();
+    models.dedup();
+    for model in models {
+        let count = others.iter().filter(|guard| guard.cell.model() == model).count();
         words.push(format!(
-            "{} more cell(s) of other models over the budget (`prgate history check`)",
-            others.len()
+            "{model}: {count} cell(s) over the budget (`prgate history check`, the history page)"
         ));
     }
     words

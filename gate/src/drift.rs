@@ -500,7 +500,8 @@ fn agree(chained: &Measurement, anchor: &Measurement, alpha: f64) -> bool {
         estimate: chained.estimate - anchor.estimate,
         ..Measurement::sum([chained, anchor]).unwrap_or(*anchor)
     };
-    let half = quantile(1.0 - alpha / 2.0, difference.degrees_of_freedom) * difference.standard_error;
+    let half =
+        quantile(1.0 - alpha / 2.0, difference.degrees_of_freedom) * difference.standard_error;
     difference.estimate.abs() <= half
 }
 
@@ -542,10 +543,11 @@ pub fn guard(chain: &Chain, config: &GateConfig) -> Option<Guard> {
         GuardState::Open
     };
     // The PRs, and an anchor that replaced the ones it holds.
-    let replacing = chain.base.iter().filter(|base| !base.agreed).map(|base| Link {
-        source: base.source.clone(),
-        measurement: base.measurement,
-    });
+    let replacing = chain
+        .base
+        .iter()
+        .filter(|base| !base.agreed)
+        .map(|base| Link { source: base.source.clone(), measurement: base.measurement });
     let mut contributions: Vec<(f64, Contribution)> = replacing
         .chain(chain.links.iter().cloned())
         .map(|link| {

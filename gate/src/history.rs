@@ -211,7 +211,7 @@ impl AccuracyChange {
 /// parts, its standard error and Welch–Satterthwaite's degrees of freedom (infinite when every
 /// part's is); `None` for no part or an error that is not positive.
 pub fn weighted_mean(parts: &[(f64, f64, f64)]) -> Option<(f64, f64, f64)> {
-    if parts.is_empty() || parts.iter().any(|(_, se, _)| !(*se > 0.0)) {
+    if parts.is_empty() || parts.iter().any(|(_, se, _)| !positive(*se)) {
         return None;
     }
     let total: f64 = parts.iter().map(|(_, se, _)| se.powi(-2)).sum();
@@ -292,7 +292,9 @@ impl Line {
     fn check(&self) -> Result<(), String> {
         let version = self.version();
         if version != LEDGER_VERSION {
-            return Err(format!("version {version} is not one this prgate reads ({LEDGER_VERSION})"));
+            return Err(format!(
+                "version {version} is not one this prgate reads ({LEDGER_VERSION})"
+            ));
         }
         let (speed, accuracy) = match self {
             Line::Merged(merged) => (&merged.speed, &merged.accuracy),
@@ -301,7 +303,7 @@ impl Line {
         };
         for cell in speed {
             let finite = cell.log_ratio.is_finite() && cell.degrees_of_freedom.is_finite();
-            if !finite || !(cell.standard_error > 0.0) || !(cell.degrees_of_freedom > 0.0) {
+            if !finite || !positive(cell.standard_error) || !positive(cell.degrees_of_freedom) {
                 return Err(format!(
                     "{} at c={}: log_ratio {}, standard_error {} and degrees_of_freedom {} are not a measurement (finite, positive error and degrees of freedom)",
                     cell.model,
@@ -313,7 +315,7 @@ impl Line {
             }
         }
         for cell in accuracy {
-            if !cell.difference.is_finite() || !(cell.standard_error > 0.0) {
+            if !cell.difference.is_finite() || !positive(cell.standard_error) {
                 return Err(format!(
                     "{} {}: difference {} and standard_error {} are not a measurement",
                     cell.model, cell.benchmark, cell.difference, cell.standard_error
@@ -422,9 +424,7 @@ pub fn measurements(
                     df,
                     *pairs,
                 );
-                let of_cell = |outcome: &Outcome| {
-                    matches!(outcome, Outcome::SpeedPair { concurrency: c, .. } if c == concurrency)
-                };
+                let of_cell = |outcome: &Outcome| matches!(outcome, Outcome::SpeedPair { concurrency: c, .. } if c == concurrency);
                 if let Some(mut cell) = cell
                     && !all_reused(evidence, model, of_cell)
                 {
@@ -448,9 +448,7 @@ pub fn measurements(
                     *alpha,
                     *questions,
                 );
-                let of_cell = |outcome: &Outcome| {
-                    matches!(outcome, Outcome::Accuracy { benchmark: b, .. } if b == benchmark)
-                };
+                let of_cell = |outcome: &Outcome| matches!(outcome, Outcome::Accuracy { benchmark: b, .. } if b == benchmark);
                 if let Some(mut cell) = cell
                     && !all_reused(evidence, model, of_cell)
                 {
@@ -515,11 +513,7 @@ pub struct MergeFacts {
 /// after a failure) is their pooled measurement ([`SpeedChange::pooled`]): all of them, not
 /// the one that passed, so that re-running until a pass does not bias the chain. With no run,
 /// the line records the merge with nothing measured and says so.
-pub fn merged_line(
-    facts: &MergeFacts,
-    pr_runs: &[RunRecord],
-    queue_runs: &[RunRecord],
-) -> Merged {
+pub fn merged_line(facts: &MergeFacts, pr_runs: &[RunRecord], queue_runs: &[RunRecord]) -> Merged {
     let queue_models: BTreeSet<&str> = queue_runs
         .iter()
         .flat_map(|run| {
@@ -532,14 +526,18 @@ pub fn merged_line(
     let from_pr = |model: &str| !queue_models.contains(model);
     let pr_speed = pr_runs.iter().flat_map(|run| &run.speed).filter(|c| from_pr(&c.model));
     let queue_speed = queue_runs.iter().flat_map(|run| &run.speed);
-    let speed = pool_by(pr_speed.chain(queue_speed), |cell| {
-        (cell.model.clone(), cell.concurrency.to_string())
-    }, SpeedChange::pooled);
+    let speed = pool_by(
+        pr_speed.chain(queue_speed),
+        |cell| (cell.model.clone(), cell.concurrency.to_string()),
+        SpeedChange::pooled,
+    );
     let pr_accuracy = pr_runs.iter().flat_map(|run| &run.accuracy).filter(|c| from_pr(&c.model));
     let queue_accuracy = queue_runs.iter().flat_map(|run| &run.accuracy);
-    let accuracy = pool_by(pr_accuracy.chain(queue_accuracy), |cell| {
-        (cell.model.clone(), cell.benchmark.clone())
-    }, AccuracyChange::pooled);
+    let accuracy = pool_by(
+        pr_accuracy.chain(queue_accuracy),
+        |cell| (cell.model.clone(), cell.benchmark.clone()),
+        AccuracyChange::pooled,
+    );
     let pr_run = pr_runs.last();
     let queue_run = queue_runs.last();
     let main_run = queue_run.or(pr_run);
@@ -593,6 +591,11 @@ fn pool_by<'c, T: Clone + 'c>(
         }
     }
     groups.iter().filter_map(|(_, group)| pooled(group)).collect()
+}
+
+/// Whether `value` is a number above zero (not NaN).
+fn positive(value: f64) -> bool {
+    value > 0.0
 }
 
 /// The first 12 characters of a commit.

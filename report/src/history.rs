@@ -99,7 +99,11 @@ pub fn alarm_words(guard: &Guard, history: &History) -> String {
             .top
             .iter()
             .map(|contribution| {
-                format!("{} {}", source_words(&contribution.source), shown(&guard.cell, contribution.shown))
+                format!(
+                    "{} {}",
+                    source_words(&contribution.source),
+                    shown(&guard.cell, contribution.shown)
+                )
             })
             .collect();
         let _ = write!(words, "; most from {}", top.join(", "));
@@ -137,7 +141,9 @@ pub fn check_markdown(history: &History, guards: &[Guard], page: Option<&str>) -
         out.push('\n');
     }
     if !guards.is_empty() {
-        out.push_str("| Cell | State | Chained | Budget | PRs |\n| --- | --- | --- | --- | --- |\n");
+        out.push_str(
+            "| Cell | State | Chained | Budget | PRs |\n| --- | --- | --- | --- | --- |\n",
+        );
         for guard in guards {
             let _ = writeln!(
                 out,
@@ -161,7 +167,8 @@ pub fn check_markdown(history: &History, guards: &[Guard], page: Option<&str>) -
         );
     }
     if let Some(page) = page {
-        let _ = writeln!(out, "The history page: {}\n", markdown_text(page, MarkdownPlace::Paragraph));
+        let _ =
+            writeln!(out, "The history page: {}\n", markdown_text(page, MarkdownPlace::Paragraph));
     }
     out
 }
@@ -190,7 +197,8 @@ pub fn check_human(history: &History, guards: &[Guard]) -> String {
                 shown(&guard.cell, guard.budget)
             ),
         };
-        let _ = writeln!(out, "{:<8} {}", state_words(guard.state), crate::escape::terminal(&words));
+        let _ =
+            writeln!(out, "{:<8} {}", state_words(guard.state), crate::escape::terminal(&words));
     }
     if !history.unmeasured.is_empty() {
         let prs: Vec<String> = history.unmeasured.iter().map(|pr| format!("#{pr}")).collect();
@@ -426,7 +434,9 @@ fn chart_title(cell: &Cell) -> String {
 /// An HTML id for a chart: `chart-speed-kimi_k31-1`, the model's unsafe bytes as `_XX`.
 fn chart_id(cell: &Cell) -> String {
     match cell {
-        Cell::Speed { model, concurrency } => format!("chart-speed-{}-{concurrency}", id_part(model)),
+        Cell::Speed { model, concurrency } => {
+            format!("chart-speed-{}-{concurrency}", id_part(model))
+        }
         Cell::Accuracy { model, benchmark } => {
             format!("chart-accuracy-{}-{}", id_part(model), id_part(benchmark))
         }
@@ -523,12 +533,18 @@ fn chart_data(chain: &Chain, guard: Option<&Guard>, alpha: f64) -> ChartData {
 fn row(cell: &Cell, point: &Point, alpha: f64) -> RowView {
     let value = |m: &Measurement| measurement_words(cell, m, alpha);
     let (what, url, title) = match &point.source {
-        Source::Pr { number, title, url, .. } => {
-            (format!("#{number}"), url.as_deref().and_then(crate::comment::link_target), title.clone())
-        }
+        Source::Pr { number, title, url, .. } => (
+            format!("#{number}"),
+            url.as_deref().and_then(crate::comment::link_target),
+            title.clone(),
+        ),
         Source::Anchor { at, run, .. } => {
             let agrees = point.anchor.is_some_and(|anchor| anchor.agrees);
-            let outcome = if agrees { "agreed: the chain is kept" } else { "disagreed: it replaced the chain" };
+            let outcome = if agrees {
+                "agreed: the chain is kept"
+            } else {
+                "disagreed: it replaced the chain"
+            };
             (
                 format!("anchor {}", at.get(..10).unwrap_or(at)),
                 run.as_deref().and_then(crate::comment::link_target),

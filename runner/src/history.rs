@@ -66,7 +66,7 @@ pub fn history_dir(node: &NodeProfile) -> PathBuf {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Recorded {
     /// The PR's line was appended.
-    Appended(Merged),
+    Appended(Box<Merged>),
     /// The ledger already has the PR: nothing was written.
     AlreadyRecorded { pr: u64 },
 }
@@ -162,12 +162,13 @@ impl HistoryDir {
         queue_runs.retain(|run| run.merge_queue);
         self.ledger().append(|text| {
             let lines = self.parse(text)?;
-            let known = lines.iter().any(|line| matches!(line, Line::Merged(m) if m.pr == facts.pr));
+            let known =
+                lines.iter().any(|line| matches!(line, Line::Merged(m) if m.pr == facts.pr));
             if known {
                 return Ok((Vec::new(), Recorded::AlreadyRecorded { pr: facts.pr }));
             }
             let merged = merged_line(facts, &pr_runs, &queue_runs);
-            Ok((vec![Line::Merged(merged.clone()).to_json()], Recorded::Appended(merged)))
+            Ok((vec![Line::Merged(merged.clone()).to_json()], Recorded::Appended(Box::new(merged))))
         })
     }
 

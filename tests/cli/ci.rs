@@ -161,7 +161,12 @@ pub(crate) async fn stand_in(fixture: &Fixture) -> (MockServer, GitHub, String) 
 }
 
 /// `prgate ci` on the labelled event, started and left running.
-pub(crate) fn spawn_ci(fixture: &Fixture, server: &MockServer, head: &str, extra: &[&str]) -> Child {
+pub(crate) fn spawn_ci(
+    fixture: &Fixture,
+    server: &MockServer,
+    head: &str,
+    extra: &[&str],
+) -> Child {
     let work = fixture.work.path();
     let event = json!({
         "action": "labeled", "label": { "name": "run-ci" }, "sender": { "login": "lead" },

@@ -72,8 +72,11 @@ async fn a_merged_prs_result_is_recorded_once_and_the_guard_speaks_until_a_reset
     // The scheduled check, before the merge: tripped, exit 1, naming the PRs.
     let work = fixture.work.path();
     let repo = fixture.repo.path().to_str().expect("UTF-8");
-    let check =
-        history(work, &["history", "check", "--repo", repo, "--at", "main", "--format", "markdown"], &dir);
+    let check = history(
+        work,
+        &["history", "check", "--repo", repo, "--at", "main", "--format", "markdown"],
+        &dir,
+    );
     assert_eq!(check.code, 1, "{}\n{}", check.stdout, check.stderr);
     assert!(check.stdout.contains("❌ **1 guard(s) tripped:**"), "{}", check.stdout);
     assert!(check.stdout.contains("most from \\#"), "{}", check.stdout);
@@ -108,12 +111,25 @@ async fn a_merged_prs_result_is_recorded_once_and_the_guard_speaks_until_a_reset
     let page = work.join("page");
     let written = history(
         work,
-        &["history", "page", "--repo", repo, "--at", "main", "--out", page.to_str().expect("UTF-8")],
+        &[
+            "history",
+            "page",
+            "--repo",
+            repo,
+            "--at",
+            "main",
+            "--out",
+            page.to_str().expect("UTF-8"),
+        ],
         &dir,
     );
     assert_eq!(written.code, 0, "{}", written.stderr);
     let html = std::fs::read_to_string(page.join("index.html")).expect("the page");
-    assert!(html.contains("&lt;b&gt;bounds&lt;&#47;b&gt;") || html.contains("&lt;b&gt;bounds&lt;/b&gt;"), "{html}");
+    assert!(
+        html.contains("&lt;b&gt;bounds&lt;&#47;b&gt;")
+            || html.contains("&lt;b&gt;bounds&lt;/b&gt;"),
+        "{html}"
+    );
     assert!(!html.contains("<b>bounds"), "a title is text");
     for asset in ["chart.umd.min.js", "chart.js-LICENSE.md", "history.js", "history.css"] {
         assert!(page.join("assets").join(asset).is_file(), "no {asset}");
@@ -122,7 +138,18 @@ async fn a_merged_prs_result_is_recorded_once_and_the_guard_speaks_until_a_reset
     // A maintainer accepts main as the new reference: the chain starts again, within budget.
     let reset = history(
         work,
-        &["history", "reset", "--repo", repo, "--reference", "main", "--reason", "accepted", "--by", "lead"],
+        &[
+            "history",
+            "reset",
+            "--repo",
+            repo,
+            "--reference",
+            "main",
+            "--reason",
+            "accepted",
+            "--by",
+            "lead",
+        ],
         &dir,
     );
     assert_eq!(reset.code, 0, "{}", reset.stderr);
@@ -159,16 +186,7 @@ async fn a_merged_prs_result_is_recorded_once_and_the_guard_speaks_until_a_reset
     // An anchor from another reference is refused.
     let other = history(
         work,
-        &[
-            "history",
-            "reset",
-            "--repo",
-            repo,
-            "--reference",
-            "pr",
-            "--reason",
-            "another",
-        ],
+        &["history", "reset", "--repo", repo, "--reference", "pr", "--reason", "another"],
         &dir,
     );
     assert_eq!(other.code, 0, "{}", other.stderr);
@@ -208,7 +226,11 @@ fn a_ledger_that_cannot_be_read_is_an_error_never_no_drift() {
         &dir,
     );
     assert_eq!(record.code, 2, "{}", record.stderr);
-    let bad = history(work.path(), &["history", "record", "--pr", "9", "--head", "abc", "--merge", "abc"], &dir);
+    let bad = history(
+        work.path(),
+        &["history", "record", "--pr", "9", "--head", "abc", "--merge", "abc"],
+        &dir,
+    );
     assert_eq!(bad.code, 2);
     assert!(bad.stderr.contains("--merge \"abc\" is not a full commit SHA"), "{}", bad.stderr);
 }

@@ -33,8 +33,6 @@ pub struct DriftScenario {
     pub change_per_pr: f64,
 }
 
-
-
 impl DriftScenario {
     /// The chain's true change after every PR: `(1 + change)^prs - 1`.
     pub fn true_total(&self) -> f64 {

@@ -128,7 +128,9 @@ fn the_guard_over_sequences_of_merged_prs() {
     let wrong: Vec<String> = cases
         .iter()
         .filter(|(_, lines, expected)| check(lines) != *expected)
-        .map(|(what, lines, expected)| format!("{what}:\n  got      {}\n  expected {expected}", check(lines)))
+        .map(|(what, lines, expected)| {
+            format!("{what}:\n  got      {}\n  expected {expected}", check(lines))
+        })
         .collect();
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
@@ -155,10 +157,7 @@ fn an_anchor_that_agrees_is_pooled_with_the_chain_and_one_that_disagrees_replace
     let mut lines: Vec<Line> = (1..=4).map(small).collect();
     lines.push(anchor(&[1, 2, 3, 4], speed(0.0, 0.004, 9.0)));
     lines.push(small(5));
-    assert_eq!(
-        check(&lines),
-        "Within +1.50% [+0.62%, +2.39%] over 2 link(s); most from #5 +1.50%"
-    );
+    assert_eq!(check(&lines), "Within +1.50% [+0.62%, +2.39%] over 2 link(s); most from #5 +1.50%");
     let history = super::history(&lines, &GateConfig::defaults());
     assert!(!history.anchors[0].outcome.agrees);
     let points: Vec<(bool, String)> = history.chains[0]
@@ -223,7 +222,11 @@ fn unmeasured_merges_and_the_reference_are_reported() {
 
 #[test]
 fn chained_errors_add_as_variances_with_welch_satterthwaites_degrees_of_freedom() {
-    let part = |se: f64, df: f64| Measurement { estimate: 0.01, standard_error: se, degrees_of_freedom: df };
+    let part = |se: f64, df: f64| Measurement {
+        estimate: 0.01,
+        standard_error: se,
+        degrees_of_freedom: df,
+    };
     let sum = Measurement::sum(&[part(0.003, 10.0), part(0.003, 10.0)]).expect("a sum");
     assert!((sum.standard_error - 0.003 * 2f64.sqrt()).abs() < 1e-15);
     assert!((sum.degrees_of_freedom - 20.0).abs() < 1e-9);
@@ -284,5 +287,8 @@ fn simulated_small_losses_trip_the_budget_and_no_loss_does_not() {
     let budget = config.drift.speed_budget.get();
     let at_budget = run(0.02, 5, (1.0 + budget).powf(0.2) - 1.0, 4);
     assert!(at_budget.p_tripped_at_end <= alpha, "at the budget: {at_budget:?}");
-    assert!(at_budget.p_tripped_after_anchor <= 2.0 * alpha, "at the budget, an anchor: {at_budget:?}");
+    assert!(
+        at_budget.p_tripped_after_anchor <= 2.0 * alpha,
+        "at the budget, an anchor: {at_budget:?}"
+    );
 }

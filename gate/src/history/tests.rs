@@ -34,7 +34,8 @@ fn run_record(tested: &str, merge_queue: bool, models: &[&str]) -> RunRecord {
 
 #[test]
 fn a_speed_cell_recovers_the_log_ratio_and_its_error_from_the_verdicts_interval() {
-    for (log_ratio, standard_error, df) in [(0.0149, 0.003, 9.0), (-0.05, 0.02, 2.5), (0.0, 0.01, 40.0)]
+    for (log_ratio, standard_error, df) in
+        [(0.0149, 0.003, 9.0), (-0.05, 0.02, 2.5), (0.0, 0.01, 40.0)]
     {
         let t = t_quantile(0.975, df).expect("a quantile");
         let change = f64::exp(log_ratio) - 1.0;
@@ -55,8 +56,15 @@ fn a_speed_cell_recovers_the_log_ratio_and_its_error_from_the_verdicts_interval(
 fn an_accuracy_benchmark_gets_the_normal_error_its_one_sided_bounds_imply() {
     let alpha = 0.01;
     let z = z_two_sided(2.0 * alpha);
-    let cell = AccuracyChange::from_verdict("m", "gsm8k", -0.004, (-0.004 - 2.0 * z * 0.003, -0.004 + 0.0), alpha, 1319)
-        .expect("a measurement");
+    let cell = AccuracyChange::from_verdict(
+        "m",
+        "gsm8k",
+        -0.004,
+        (-0.004 - 2.0 * z * 0.003, -0.004 + 0.0),
+        alpha,
+        1319,
+    )
+    .expect("a measurement");
     assert!((cell.standard_error - 0.003).abs() < 1e-12, "{cell:?}");
 }
 
@@ -99,7 +107,10 @@ fn the_ledger_reads_back_what_it_wrote_and_names_the_line_of_a_bad_one() {
     ))
     .to_json();
     let cases = [
-        (good.replace("\"version\":1", "\"version\":2"), "line 2: version 2 is not one this prgate reads (1)"),
+        (
+            good.replace("\"version\":1", "\"version\":2"),
+            "line 2: version 2 is not one this prgate reads (1)",
+        ),
         (good.replace("\"note\"", "\"nothe\""), "line 2: unknown field `nothe`"),
         ("{\"event\":\"merged\"".to_owned(), "line 2: EOF while parsing an object"),
         (good.replace("\"merged\"", "\"forked\""), "line 2: unknown variant `forked`"),
@@ -178,7 +189,10 @@ fn the_runs_of_one_commit_are_pooled_by_their_errors() {
     let cell = &line.speed[0];
     // Weights 1/1e-4 and 1/2.5e-5: 0.2 and 0.8.
     assert!((cell.log_ratio - 0.014).abs() < 1e-12, "{cell:?}");
-    assert!((cell.standard_error - (0.2f64.powi(2) * 1e-4 + 0.8f64.powi(2) * 2.5e-5).sqrt()).abs() < 1e-12);
+    assert!(
+        (cell.standard_error - (0.2f64.powi(2) * 1e-4 + 0.8f64.powi(2) * 2.5e-5).sqrt()).abs()
+            < 1e-12
+    );
     assert_eq!(cell.pairs, 8);
     assert!((cell.change - 0.014f64.exp_m1()).abs() < 1e-12);
     assert!(line.note.as_deref().is_some_and(|note| note.starts_with("2 runs of its head")));

@@ -52,7 +52,10 @@ fn the_vendored_chart_js_is_the_release_it_names() {
     let digest = Sha256::digest(CHART_JS.as_bytes());
     let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
     assert_eq!(hex, CHART_JS_SHA256);
-    assert!(CHART_JS.contains(&format!("Chart.js v{CHART_JS_VERSION}")), "the file names its version");
+    assert!(
+        CHART_JS.contains(&format!("Chart.js v{CHART_JS_VERSION}")),
+        "the file names its version"
+    );
     assert!(CHART_JS_LICENSE.starts_with("The MIT License"));
 }
 
@@ -107,7 +110,10 @@ fn the_alarm_and_the_check_name_the_prs_that_contributed_most() {
     );
     let markdown = check_markdown(&history, &guards, Some("https://o.github.io/r/"));
     assert!(markdown.contains("❌ **1 guard(s) tripped:**"), "{markdown}");
-    assert!(markdown.contains("kimi\\<k31\\>") || markdown.contains("kimi&lt;k31&gt;"), "{markdown}");
+    assert!(
+        markdown.contains("kimi\\<k31\\>") || markdown.contains("kimi&lt;k31&gt;"),
+        "{markdown}"
+    );
     let human = check_human(&history, &guards);
     assert!(human.contains("TRIPPED  kimi<k31> c=1: TPOT +7.7%"), "{human}");
     let quiet = drift::history(&parse_ledger("").expect("empty"), &GateConfig::defaults());
