@@ -131,8 +131,9 @@ pub(crate) struct CiArgs {
     reuse: Switch,
     /// The history folder (docs/history.md): the final verdict's measurements are saved there
     /// for the PR's ledger line when it merges, and the comment names the drift guards over
-    /// their budget [default: <cache-dir>/history of the --node profile].
-    #[arg(long, value_name = "DIR", env = "PRGATE_HISTORY_DIR")]
+    /// their budget [default: PRGATE_HISTORY_DIR when set and not empty, else <cache-dir>/history
+    /// of the --node profile].
+    #[arg(long, value_name = "DIR")]
     history: Option<PathBuf>,
     #[command(flatten)]
     run: RunOptions,

@@ -47,9 +47,9 @@ enum HistoryCommand {
 /// Where the history folder is.
 #[derive(Debug, Args)]
 struct Location {
-    /// The history folder (shared by the nodes and the orchestrator) [default: <cache-dir>/history
-    /// of the --node profile].
-    #[arg(long, value_name = "DIR", env = "PRGATE_HISTORY_DIR")]
+    /// The history folder (shared by the nodes and the orchestrator) [default: PRGATE_HISTORY_DIR
+    /// when set and not empty, else <cache-dir>/history of the --node profile].
+    #[arg(long, value_name = "DIR")]
     history: Option<PathBuf>,
     /// The node profile whose cache-dir holds the history folder.
     #[arg(long, value_name = "FILE", default_value = "/etc/prgate/node.toml")]
@@ -220,10 +220,18 @@ impl Location {
     }
 }
 
-/// The history folder: `explicit`, else `<cache-dir>/history` of the profile at `node`.
+/// The variable that names the history folder when no flag does (the workflows set it from a
+/// repository variable, which is empty when unset: an empty value names nothing).
+const HISTORY_DIR_VARIABLE: &str = "PRGATE_HISTORY_DIR";
+
+/// The history folder: `explicit`, else `PRGATE_HISTORY_DIR` when it is not empty, else
+/// `<cache-dir>/history` of the profile at `node`.
 pub(crate) fn history_dir(explicit: Option<&Path>, node: &Path) -> anyhow::Result<PathBuf> {
     if let Some(dir) = explicit {
         return Ok(dir.to_path_buf());
+    }
+    if let Some(dir) = std::env::var_os(HISTORY_DIR_VARIABLE).filter(|dir| !dir.is_empty()) {
+        return Ok(PathBuf::from(dir));
     }
     let text = std::fs::read_to_string(node).with_context(|| {
         format!(

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::ci::{output, spawn_ci, stand_in};
 use crate::run::{Fixture, Sample, TWO_PAIRS, settle};
-use crate::support::prgate;
+use crate::support::{prgate, prgate_with_env};
 
 /// A merged PR's line of a 1.5% loss at alpha's covered concurrency, measured precisely.
 fn small_loss(pr: u64) -> String {
@@ -226,6 +226,24 @@ fn a_ledger_that_cannot_be_read_is_an_error_never_no_drift() {
         &dir,
     );
     assert_eq!(record.code, 2, "{}", record.stderr);
+    // PRGATE_HISTORY_DIR names the folder; empty (an unset repository variable) it names none.
+    let named = prgate_with_env(
+        work.path(),
+        &["history", "reference", "--node", "/nonexistent/node.toml"],
+        &[("PRGATE_HISTORY_DIR", dir.to_str().expect("UTF-8"))],
+    );
+    assert!(named.stderr.contains("ledger.jsonl, line 2:"), "{}", named.stderr);
+    let empty = prgate_with_env(
+        work.path(),
+        &["history", "reference", "--node", "/nonexistent/node.toml"],
+        &[("PRGATE_HISTORY_DIR", "")],
+    );
+    assert_eq!(empty.code, 2);
+    assert!(
+        empty.stderr.contains("reading the node profile /nonexistent/node.toml"),
+        "{}",
+        empty.stderr
+    );
     let bad = history(
         work.path(),
         &["history", "record", "--pr", "9", "--head", "abc", "--merge", "abc"],
