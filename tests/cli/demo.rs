@@ -131,7 +131,8 @@ fn the_demo_runs_and_judges_every_sample_pr_and_keeps_its_results() {
         guard.contains("TRIPPED  qwen38_flash_next c=1: TPOT +"),
         "five small losses trip the 3% budget:\n{guard}"
     );
-    assert!(guard.contains("over the +3.0% budget; most from #"), "{guard}");
+    // Most from the PRs, or from the anchor run when it disagreed with their chain and won.
+    assert!(guard.contains("over the +3.0% budget; most from "), "{guard}");
     assert!(out.join("history/index.html").is_file());
     assert!(out.join("history/assets/chart.umd.min.js").is_file());
     let comment_of = |pr: u32| {
