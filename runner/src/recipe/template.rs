@@ -46,6 +46,16 @@ pub enum Placeholder {
     Requests,
     /// `{warmup}`: warm-up requests of an external speed run.
     Warmup,
+    /// `{host}`: the address of the node a topology's server runs on.
+    Host,
+    /// `{bootstrap_port}`: a prefill instance's bootstrap port.
+    BootstrapPort,
+    /// `{nnodes}`: the nodes a topology's instance spans.
+    Nnodes,
+    /// `{node_rank}`: this node's rank among its instance's nodes.
+    NodeRank,
+    /// `{dist_init_addr}`: `host:port` of an instance's rank 0, where its nodes meet.
+    DistInitAddr,
 }
 
 impl Placeholder {
@@ -63,6 +73,11 @@ impl Placeholder {
             Placeholder::OutputLen => "output_len",
             Placeholder::Requests => "requests",
             Placeholder::Warmup => "warmup",
+            Placeholder::Host => "host",
+            Placeholder::BootstrapPort => "bootstrap_port",
+            Placeholder::Nnodes => "nnodes",
+            Placeholder::NodeRank => "node_rank",
+            Placeholder::DistInitAddr => "dist_init_addr",
         }
     }
 }
