@@ -56,6 +56,9 @@ pub enum Placeholder {
     NodeRank,
     /// `{dist_init_addr}`: `host:port` of an instance's rank 0, where its nodes meet.
     DistInitAddr,
+    /// `{metrics_port}`: a second port of the router's, for its metrics (sglang-router's
+    /// `--prometheus-port`; its default, 29000, is one port for every router of the node).
+    MetricsPort,
 }
 
 impl Placeholder {
@@ -78,6 +81,7 @@ impl Placeholder {
             Placeholder::Nnodes => "nnodes",
             Placeholder::NodeRank => "node_rank",
             Placeholder::DistInitAddr => "dist_init_addr",
+            Placeholder::MetricsPort => "metrics_port",
         }
     }
 }

@@ -117,8 +117,8 @@ const ROLE_PLACEHOLDERS: [Placeholder; 9] = [
     Placeholder::DistInitAddr,
 ];
 /// The placeholders of the router's command: `{extra_args}` is where the workers go.
-const ROUTER_PLACEHOLDERS: [Placeholder; 3] =
-    [Placeholder::Port, Placeholder::Host, Placeholder::ExtraArgs];
+const ROUTER_PLACEHOLDERS: [Placeholder; 4] =
+    [Placeholder::Port, Placeholder::Host, Placeholder::MetricsPort, Placeholder::ExtraArgs];
 
 impl Topology {
     /// The roles, in start order: prefill, decode, worker.
@@ -194,11 +194,14 @@ impl Role {
 }
 
 impl Router {
-    /// The router's argv: `workers` (the instances' arguments) at `{extra_args}` or at the end.
-    pub fn command(&self, port: u16, host: &str, workers: &[String]) -> Vec<String> {
+    /// The router's argv on `port` and `metrics_port` of `host`: `workers` (the instances'
+    /// arguments) at `{extra_args}` or at the end.
+    pub fn command(&self, ports: [u16; 2], host: &str, workers: &[String]) -> Vec<String> {
+        let [port, metrics_port] = ports;
         self.command.expand(
             |placeholder| match placeholder {
                 Placeholder::Port => port.to_string(),
+                Placeholder::MetricsPort => metrics_port.to_string(),
                 Placeholder::Host => host.to_owned(),
                 _ => String::new(),
             },
@@ -447,7 +450,7 @@ mod tests {
         );
         let router = topology.router().expect("a router");
         assert_eq!(
-            router.command(30000, "10.0.0.1", &workers)[3..].join(" "),
+            router.command([30000, 29000], "10.0.0.1", &workers)[3..].join(" "),
             "--pd-disaggregation --host 10.0.0.1 --port 30000 --prefill http://a:1 8998 --prefill http://b:1 8999 --decode http://c:2"
         );
         let single = router_workers(&[(RoleKind::Worker, "http://a:1".into(), 0)]);
