@@ -266,3 +266,220 @@ fn a_measurement_through_the_router_equals_the_direct_one() {
         "TTFT {routed_ttft} through the router, {direct_ttft} direct"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Across the nodes of the real multi-node SLURM (`.ci/slurm-multi-up`).
+
+/// The script that brings the multi-node cluster up, kills a node's slurmd, and mends it.
+const MULTI_UP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/slurm-multi-up");
+/// The multi-node cluster's configuration: SLURM's commands find it through `SLURM_CONF`.
+const MULTI_CONF: &str = "/etc/slurm-multi/slurm.conf";
+/// Its nodes.
+const MULTI_NODES: [&str; 4] = ["pn1", "pn2", "pn3", "pn4"];
+
+/// One test at a time on the multi-node cluster: each takes most of its nodes.
+static CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Brings the cluster up (idempotent: it starts only what is missing, a killed node's slurmd
+/// too, and waits until every node is idle); fails the test, saying how, when it cannot.
+fn require_multi_node_slurm() {
+    let output = Command::new(MULTI_UP).output().expect(".ci/slurm-multi-up runs");
+    assert!(
+        output.status.success(),
+        "the multi-node SLURM is not up: {}\nrun .ci/slurm-up (it installs SLURM and starts both clusters)",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// `prgate run --executor slurm` on the multi-node cluster into `results`, to its end.
+fn multi_node_run(fixture: &Fixture, results: &str) -> crate::support::Run {
+    let mut args = fixture.run_args(results);
+    args.extend(["--executor", "slurm", "--job-time-limit", "20m"].map(str::to_owned));
+    let output = Command::new(env!("CARGO_BIN_EXE_prgate"))
+        .args(&args)
+        .current_dir(fixture.repo.path())
+        .env("SLURM_CONF", MULTI_CONF)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("prgate runs");
+    crate::support::Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// What `scontrol show job` says of the model's job: its nodes, state and reason.
+fn model_job(fixture: &Fixture, results: &str) -> String {
+    let dir = fixture.results(results).join("slurm/alpha");
+    let id = std::fs::read_dir(&dir)
+        .expect("the job's folder")
+        .filter_map(|entry| {
+            let name = entry.ok()?.file_name().into_string().ok()?;
+            Some(name.strip_prefix("slurm-")?.strip_suffix(".out")?.to_owned())
+        })
+        .next()
+        .expect("the job's output");
+    let output = Command::new("scontrol")
+        .args(["show", "job", &id, "--oneliner"])
+        .env("SLURM_CONF", MULTI_CONF)
+        .output()
+        .expect("scontrol runs");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The processes in node `node`'s namespace other than its slurmd: what a job left there.
+fn left_on(node: &str) -> Vec<String> {
+    let output = Command::new("ip")
+        .args(["netns", "pids", &format!("prgate-{node}")])
+        .output()
+        .expect("ip runs");
+    String::from_utf8_lossy(&output.stdout)
+        .split_whitespace()
+        .filter_map(|pid| {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+            let comm = comm.trim().to_owned();
+            (comm != "slurmd").then(|| format!("{pid} {comm}"))
+        })
+        .collect()
+}
+
+/// Waits until no node has anything but its slurmd, for at most a while; returns what is left.
+fn settle_nodes() -> Vec<String> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let left: Vec<String> = MULTI_NODES.iter().flat_map(|node| left_on(node)).collect();
+        if left.is_empty() || std::time::Instant::now() >= deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn across_nodes(prefills: u32) {
+    let _cluster = CLUSTER.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    require_multi_node_slurm();
+    let fixture = Fixture::new(&pd_sample(prefills, "", 2));
+    let run = multi_node_run(&fixture, "results");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let job = model_job(&fixture, "results");
+    let expect_nodes = format!("NumNodes={}", prefills + 1);
+    assert!(job.contains(&expect_nodes) && job.contains("JobState=COMPLETED"), "{job}");
+    let (state, verdict) = verdict_of(&fixture, "results");
+    assert_eq!(state, "pass", "{:#?}\n{}", not_passed(&verdict), run.stderr);
+    // Each instance ran on a node of its own: the decode took its KV from another node.
+    let logs = fixture.results("results").join("slurm/alpha/logs/alpha.routing.pr");
+    let decode = std::fs::read_to_string(logs.join("decode-0.log")).expect("the decode's log");
+    assert!(decode.contains("kv from 198.18.27.11:"), "{decode}");
+    assert!(
+        decode.contains(&format!("listening on http://198.18.27.{}:", 11 + prefills)),
+        "{decode}"
+    );
+    assert_eq!(settle_nodes(), Vec::<String>::new(), "left on the nodes");
+    assert_eq!(settle(&fixture), Vec::<String>::new());
+}
+
+#[test]
+fn a_1p1d_topology_runs_across_two_nodes_with_the_real_router_and_passes() {
+    across_nodes(1);
+}
+
+#[test]
+fn a_2p1d_topology_runs_across_three_nodes_with_the_real_router_and_passes() {
+    across_nodes(2);
+}
+
+#[test]
+fn a_drained_node_is_left_out_of_the_allocation() {
+    let _cluster = CLUSTER.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    require_multi_node_slurm();
+    let fixture = Fixture::new(&pd_sample(2, "", 2));
+    let node = fixture.node.to_str().expect("UTF-8");
+    let drain = prgate(
+        fixture.repo.path(),
+        &["node", "drain", "--node", node, "--name", "pn2", "--reason", "a test drains it"],
+    );
+    assert_eq!(drain.code, 0, "{}", drain.stderr);
+    let run = multi_node_run(&fixture, "results");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let job = model_job(&fixture, "results");
+    assert!(job.contains("ExcNodeList=pn2") && job.contains("NodeList=pn[1,3-4]"), "{job}");
+    assert!(run.stderr.contains("pn2"), "the run says it left pn2 out: {}", run.stderr);
+    let (state, verdict) = verdict_of(&fixture, "results");
+    assert_eq!(state, "pass", "{:#?}", not_passed(&verdict));
+}
+
+/// Puts the killed node back (its slurmd started again, which kills what the job left there),
+/// whatever the test did.
+struct MendNode;
+
+impl Drop for MendNode {
+    fn drop(&mut self) {
+        let _ = Command::new(MULTI_UP).status();
+    }
+}
+
+#[test]
+fn a_decode_node_killed_mid_run_is_struck_and_the_verdict_is_an_error_naming_it() {
+    let _cluster = CLUSTER.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    require_multi_node_slurm();
+    // Long runs (a 2000-token answer takes 4 s), so the job is still running when SLURM
+    // finds its node dead.
+    let sample = Sample { output_len: 2000, ..pd_sample(2, "", 2) };
+    let fixture = Fixture::new(&sample);
+    let mut args = fixture.run_args("results");
+    args.extend(["--executor", "slurm", "--job-time-limit", "20m"].map(str::to_owned));
+    let stderr = std::fs::File::create(fixture.work.path().join("run.stderr")).expect("a file");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_prgate"))
+        .args(&args)
+        .current_dir(fixture.repo.path())
+        .env("SLURM_CONF", MULTI_CONF)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("prgate starts");
+    let _mend = MendNode;
+    // The decode instance (on pn3: the third instance, on the third node) has served a room.
+    let decode =
+        fixture.results("results").join("slurm/alpha/logs/alpha.routing.base/decode-0.log");
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    while !std::fs::read_to_string(&decode).unwrap_or_default().contains("kv from") {
+        assert!(std::time::Instant::now() < deadline, "the decode never served a room");
+        assert!(child.try_wait().expect("try_wait").is_none(), "the run ended early");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(std::fs::read_to_string(&decode).unwrap_or_default().contains("198.18.27.13"));
+    let killed = Command::new(MULTI_UP).args(["--kill", "pn3"]).status().expect("it runs");
+    assert!(killed.success());
+    let status = crate::run::wait_at_most(&mut child, Duration::from_secs(300));
+    let stderr =
+        std::fs::read_to_string(fixture.work.path().join("run.stderr")).unwrap_or_default();
+    assert!(status.success(), "{stderr}");
+    let job = model_job(&fixture, "results");
+    assert!(job.contains("JobState=NODE_FAIL"), "{job}");
+    // The steps the job did not record name the node that failed.
+    let routing = fixture.record("results", "alpha.routing.pr");
+    let detail = routing["outcome"]["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("NODE_FAIL") && detail.contains("node pn3 failed"), "{routing:#}");
+    // A strike for pn3, and for no other node.
+    let node = fixture.node.to_str().expect("UTF-8");
+    for name in MULTI_NODES {
+        let strikes =
+            prgate(fixture.repo.path(), &["node", "strikes", "--node", node, "--name", name]);
+        let struck = strikes.stdout.contains("node pn3 failed");
+        assert_eq!(struck, name == "pn3", "{name}: {}{}", strikes.stdout, strikes.stderr);
+    }
+    let (state, verdict) = verdict_of(&fixture, "results");
+    assert_eq!(state, "error", "{:#?}", not_passed(&verdict));
+    assert!(
+        not_passed(&verdict).iter().any(|item| item.contains("pn3")),
+        "{:#?}",
+        not_passed(&verdict)
+    );
+    // Mended, the node kills what the job left on it.
+    drop(_mend);
+    assert_eq!(settle_nodes(), Vec::<String>::new(), "left on the nodes");
+}

@@ -220,9 +220,9 @@ impl Bring<'_> {
         };
         let node_gpus: Vec<u32> = self.exec.node.gpus().iter().map(|gpu| gpu.id).collect();
         let mut next_gpu = 0_usize;
-        // Nodes of the allocation: the batch node (index 0) runs the router; instances take
-        // the nodes after it, and the batch node last.
-        let mut next_node = 1_usize;
+        // Nodes of the allocation, in order: the first instance shares the batch node with
+        // the router and the step loop; each other instance has nodes of its own.
+        let mut next_node = 0_usize;
         let mut workers: Vec<(RoleKind, String, u16)> = Vec::new();
         let checkpoint = self.exec.checkpoint_view(self.recipe);
         let extra: &[String] =
@@ -346,9 +346,11 @@ impl Bring<'_> {
             let port = lease.port();
             let metrics_port = metrics_lease.port();
             deployment._leases.extend([lease, metrics_lease]);
+            // The router is the step loop's alone: on this node's loopback (under SLURM it
+            // listens on every address of the batch node, where the step loop runs).
             let host = match &placement {
                 Placement::Local => "127.0.0.1".to_owned(),
-                Placement::Slurm { nodes, .. } => nodes[0].1.clone(),
+                Placement::Slurm { .. } => "0.0.0.0".to_owned(),
             };
             let argv = router.command([port, metrics_port], &host, &router_workers(&workers));
             let log = self.launch.log.clone();
@@ -371,7 +373,7 @@ impl Bring<'_> {
                 })?;
             let url = match &placement {
                 Placement::Local => url,
-                Placement::Slurm { .. } => format!("http://{host}:{port}"),
+                Placement::Slurm { .. } => format!("http://127.0.0.1:{port}"),
             };
             let entry = Entry::write(self.exec.processes, process.group().id());
             deployment.container = process.container().map(str::to_owned);
