@@ -333,7 +333,14 @@ impl Bring<'_> {
                 let health = format!("{url}{}", role.health_path);
                 let rank0_at = deployment.members.len() - instance_nodes.len();
                 let member = &mut deployment.members[rank0_at];
-                healthy(&health, left, member)?;
+                if let Err(failure) = healthy(&health, left, member) {
+                    return Err(match (&placement, instance_nodes.first()) {
+                        (Placement::Slurm { job, .. }, Some((node, address))) => {
+                            self.node_failure(failure, job, node, address)
+                        }
+                        _ => failure,
+                    });
+                }
                 workers.push((role.kind, url.clone(), bootstrap_port));
                 if self.topology.router().is_none() {
                     deployment.url = url.clone();
@@ -426,6 +433,56 @@ fn srun(
     }
     spec.env = env;
     ChildGroup::spawn(&spec).map_err(|error| error.to_string())
+}
+
+impl Bring<'_> {
+    /// `failure` of an instance on `node` (at `address`) of the SLURM job `job`, as the node's
+    /// when the node's slurmd does not answer: then the node failed, not the PR's server: the
+    /// steps are `node` (the verdict is `error`) and the node, only it, is struck, once for the
+    /// job (the SLURM executor's `NODE_FAIL` strike of the same job is not written again).
+    fn node_failure(
+        &self,
+        failure: ServerFailure,
+        job: &str,
+        node: &str,
+        address: &str,
+    ) -> ServerFailure {
+        let Err(why) = slurmd_answers(address) else { return failure };
+        let detail = format!("node {node} failed: its slurmd does not answer ({why})");
+        let run = format!("job {job} ({})", std::env::var("SLURM_JOB_NAME").unwrap_or_default());
+        let strike = crate::health::Strike {
+            source: crate::health::Source::SlurmNodeFail,
+            detail: detail.clone(),
+        };
+        for note in crate::health::record(self.exec.node, node, &[strike], Some(&run)) {
+            eprintln!("prgate: {note}");
+        }
+        ServerFailure {
+            reason: NotRunReason::Node,
+            detail: format!("{detail}\n{}", failure.detail),
+        }
+    }
+}
+
+/// Whether the slurmd of the node at `address` takes a connection (on the cluster's
+/// `SlurmdPort`, from `scontrol show config`), within a few seconds.
+fn slurmd_answers(address: &str) -> Result<(), String> {
+    let config = scontrol(&["show", "config"])?;
+    let port = config
+        .lines()
+        .find_map(|line| {
+            let (key, value) = line.split_once('=')?;
+            (key.trim() == "SlurmdPort").then(|| value.trim().parse::<u16>().ok()).flatten()
+        })
+        .ok_or("scontrol show config names no SlurmdPort")?;
+    let target = format!("{address}:{port}");
+    let socket = std::net::ToSocketAddrs::to_socket_addrs(&target)
+        .map_err(|error| format!("{target}: {error}"))?
+        .next()
+        .ok_or_else(|| format!("{target}: no address"))?;
+    std::net::TcpStream::connect_timeout(&socket, Duration::from_secs(5))
+        .map(drop)
+        .map_err(|error| format!("{target}: {error}"))
 }
 
 /// Waits until `member` answers `health`; the failure names it.

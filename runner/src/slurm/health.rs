@@ -65,6 +65,16 @@ impl Exclusion {
     }
 }
 
+/// Whether node `name`'s ledger has a strike of the SLURM job `job` already.
+fn struck_by(node: &NodeProfile, name: &str, job: &str) -> bool {
+    health::all_nodes(&health::health_dir(node)).is_ok_and(|nodes| {
+        nodes
+            .iter()
+            .filter(|health| health.node == name)
+            .any(|health| health.strikes.iter().any(|strike| strike.run.as_deref() == Some(job)))
+    })
+}
+
 /// The reason SLURM shows for a node prgate drained: `prgate: 3 strikes within 7d`.
 fn drain_reason(health: &NodeHealth) -> String {
     let detail = health.drained.as_ref().map_or("drained", |drain| drain.detail.as_str());
@@ -108,7 +118,11 @@ pub(super) fn strike_job(
             [only] if *only == host => strikes.push(strike(only)),
             failed => {
                 for failed in failed {
-                    notes.extend(health::record(node, failed, &[strike(failed)], Some(job)));
+                    // The job's step loop strikes a node it saw fail itself (its instances
+                    // there stopped answering): once per job is enough.
+                    if !struck_by(node, failed, job) {
+                        notes.extend(health::record(node, failed, &[strike(failed)], Some(job)));
+                    }
                 }
             }
         }
