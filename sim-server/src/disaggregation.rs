@@ -451,7 +451,8 @@ mod tests {
             assert!(error.contains(named), "{body}: {error}");
         }
         assert!(refusal(Mode::Decode, None).is_some_and(|(code, _)| code == 400));
-        assert_eq!(refusal(Mode::Prefill, Some(&bootstrap_of(body).unwrap().unwrap())), None);
+        let routed = bootstrap_of(body).expect("read").expect("fields");
+        assert_eq!(refusal(Mode::Prefill, Some(&routed)), None);
     }
 
     #[test]
@@ -462,7 +463,8 @@ mod tests {
         assert_eq!(parsed.bootstrap_port, DEFAULT_BOOTSTRAP_PORT);
         assert!(parse("mode = \"both\"").is_err());
         assert!(parse("mode = \"prefill\"\nport = 1").is_err());
-        let error = parse("mode = \"prefill\"\ntransport = \"rdma over tcp\"").unwrap_err();
+        let error =
+            parse("mode = \"prefill\"\ntransport = \"rdma over tcp\"").expect_err("two words");
         assert!(error.contains("disaggregation.transport"), "{error}");
     }
 }

@@ -40,7 +40,7 @@ enum Inner {
         _entry: Entry,
         _lease: PortLease,
     },
-    Topology(super::topology::Deployment),
+    Topology(Box<super::topology::Deployment>),
 }
 
 impl Drop for Server {
@@ -96,7 +96,7 @@ impl Server {
                 url: deployment.url.clone(),
                 port: deployment.port,
                 log: launch.log.clone(),
-                inner: Inner::Topology(deployment),
+                inner: Inner::Topology(Box::new(deployment)),
             });
         }
         let started = Instant::now();
