@@ -290,20 +290,9 @@ impl Bring<'_> {
                             }
                             let gpus = &node_gpus[next_gpu..next_gpu + per_node];
                             next_gpu += per_node;
-                            let command = ServerCommand {
-                                argv,
-                                tree: self.launch.tree,
-                                out: &log_dir,
-                                env: self.launch.env.clone(),
-                                log: log.clone(),
-                                gpus,
-                                purpose: format!(
-                                    "{}-{}-{instance}",
-                                    self.launch.purpose, role.kind
-                                ),
-                                port,
-                                startup: self.startup,
-                            };
+                            let purpose =
+                                format!("{}-{}-{instance}", self.launch.purpose, role.kind);
+                            let command = self.command(argv, &log, gpus, purpose, port);
                             let (process, url) = self
                                 .exec
                                 .start_server(&command)
@@ -362,17 +351,8 @@ impl Bring<'_> {
             let argv = router.command([port, metrics_port], &host, &router_workers(&workers));
             let log = self.launch.log.clone();
             let name = "the router".to_owned();
-            let command = ServerCommand {
-                argv,
-                tree: self.launch.tree,
-                out: &log_dir,
-                env: self.launch.env.clone(),
-                log: log.clone(),
-                gpus: &[],
-                purpose: format!("{}-router", self.launch.purpose),
-                port,
-                startup: self.startup,
-            };
+            let purpose = format!("{}-router", self.launch.purpose);
+            let command = self.command(argv, &log, &[], purpose, port);
             let (mut process, url) =
                 self.exec.start_server(&command).map_err(|(reason, problem)| ServerFailure {
                     reason,
@@ -436,6 +416,29 @@ fn srun(
 }
 
 impl Bring<'_> {
+    /// A server of the side's launch: `argv` on `port` and `gpus`, its output into `log`,
+    /// whose folder is its output folder.
+    fn command<'c>(
+        &'c self,
+        argv: Vec<String>,
+        log: &'c Path,
+        gpus: &'c [u32],
+        purpose: String,
+        port: u16,
+    ) -> ServerCommand<'c> {
+        ServerCommand {
+            argv,
+            tree: self.launch.tree,
+            out: log.parent().unwrap_or(self.launch.tree),
+            env: self.launch.env.clone(),
+            log: log.to_path_buf(),
+            gpus,
+            purpose,
+            port,
+            startup: self.startup,
+        }
+    }
+
     /// `failure` of an instance on `node` (at `address`) of the SLURM job `job`, as the node's
     /// when the node's slurmd does not answer: then the node failed, not the PR's server: the
     /// steps are `node` (the verdict is `error`) and the node, only it, is struck, once for the
