@@ -62,6 +62,19 @@ pub(crate) struct SimServerArgs {
     /// Write the address listened on to this file too (for scripts and the runner).
     #[arg(long, value_name = "FILE")]
     address_file: Option<PathBuf>,
+    /// Serve one half of a disaggregated model, as SGLang's flag of the same name: a prefill
+    /// instance (with a bootstrap server) or a decode instance (docs/sim-server.md).
+    #[arg(long, value_name = "MODE")]
+    disaggregation_mode: Option<sim_server::disaggregation::Mode>,
+    /// A prefill instance's bootstrap port [default: 8998].
+    #[arg(long, value_name = "PORT")]
+    disaggregation_bootstrap_port: Option<u16>,
+    /// The KV transfer backend the server reports [default: mooncake].
+    #[arg(long, value_name = "NAME")]
+    disaggregation_transfer_backend: Option<String>,
+    /// The transport the backend reports it uses [default: rdma]; `tcp` simulates a fallback.
+    #[arg(long, value_name = "NAME")]
+    disaggregation_transport: Option<String>,
 }
 
 pub(crate) fn run(args: &SimServerArgs) -> anyhow::Result<()> {
@@ -112,6 +125,7 @@ pub(crate) fn run(args: &SimServerArgs) -> anyhow::Result<()> {
     if let Some(log) = &args.log_file {
         profile.log_file = Some(log.clone());
     }
+    disaggregation_flags(args, &mut profile)?;
     let server = sim_server::serve(profile, args.listen)?;
     let url = server.url();
     if let Some(path) = &args.address_file {
@@ -124,6 +138,43 @@ pub(crate) fn run(args: &SimServerArgs) -> anyhow::Result<()> {
         .context("writing to standard output")?;
     drop(stdout);
     server.wait()?;
+    Ok(())
+}
+
+/// The `--disaggregation-*` flags over the profile's `[disaggregation]` table.
+fn disaggregation_flags(args: &SimServerArgs, profile: &mut Profile) -> anyhow::Result<()> {
+    if let Some(mode) = args.disaggregation_mode {
+        let pd =
+            profile.disaggregation.get_or_insert_with(|| sim_server::Disaggregation::new(mode));
+        pd.mode = mode;
+    }
+    let given = args.disaggregation_bootstrap_port.is_some()
+        || args.disaggregation_transfer_backend.is_some()
+        || args.disaggregation_transport.is_some();
+    let Some(pd) = profile.disaggregation.as_mut() else {
+        anyhow::ensure!(
+            !given,
+            "the --disaggregation-* flags need --disaggregation-mode (or a profile's [disaggregation] table)"
+        );
+        return Ok(());
+    };
+    if let Some(port) = args.disaggregation_bootstrap_port {
+        anyhow::ensure!(port != 0, "--disaggregation-bootstrap-port 0: not a port");
+        pd.bootstrap_port = port;
+    }
+    let word = |flag: &str, text: &str| -> anyhow::Result<String> {
+        anyhow::ensure!(
+            !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || "-_".contains(c)),
+            "{flag} {text:?}: not one word of letters, digits, '-' and '_'"
+        );
+        Ok(text.to_owned())
+    };
+    if let Some(backend) = &args.disaggregation_transfer_backend {
+        pd.transfer_backend = word("--disaggregation-transfer-backend", backend)?;
+    }
+    if let Some(transport) = &args.disaggregation_transport {
+        pd.transport = word("--disaggregation-transport", transport)?;
+    }
     Ok(())
 }
 

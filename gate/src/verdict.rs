@@ -982,13 +982,19 @@ impl<'a> Judge<'a> {
             self.pending(Some(model), Check::Routing);
             return;
         };
-        let (state, summary) = if routed {
-            (State::Pass, format!("the PR server logged: {}", line.unwrap_or_default()))
-        } else {
-            (
+        let (state, summary) = match (routed, line) {
+            (true, line) => {
+                (State::Pass, format!("the PR server logged: {}", line.unwrap_or_default()))
+            }
+            // A topology names the instance and the required line it lacks.
+            (false, Some(missing)) => (
+                self.config.missing_routing.into(),
+                format!("the PR server logged no monokernel routing: {missing}"),
+            ),
+            (false, None) => (
                 self.config.missing_routing.into(),
                 "the PR server logged no monokernel routing".to_owned(),
-            )
+            ),
         };
         self.push(
             SectionName::Tests,

@@ -352,8 +352,13 @@ impl TargetTime {
 }
 
 /// The GPUs a model's run holds: `2 × tp` when the node has room for both servers at once,
-/// else `tp`, never more than the node has.
+/// else `tp`, never more than the node has; a topology's, every instance's GPUs over all its
+/// nodes (docs/topology.md).
 pub fn gpus_held(node: &crate::node::NodeProfile, recipe: &crate::recipe::Recipe) -> u32 {
+    // A topology holds every instance's GPUs, on however many nodes; base's and PR's in turn.
+    if let Some(topology) = recipe.topology() {
+        return topology.gpus();
+    }
     let node_gpus = u32::try_from(node.gpu_count()).unwrap_or(u32::MAX);
     let tp = recipe.tp().min(node_gpus);
     if node_gpus >= tp.saturating_mul(2) { tp.saturating_mul(2) } else { tp }
@@ -403,6 +408,20 @@ mod tests {
         assert!(speed >= Duration::from_millis(60), "{speed:?}");
         assert!(servers >= Duration::from_millis(30), "{servers:?}");
         assert!(clock.take().is_empty(), "taken once");
+    }
+
+    #[test]
+    fn a_topology_holds_every_instance_gpus() {
+        let recipe = crate::recipe::Recipe::parse(
+            &crate::recipe::EXAMPLE.replace(
+                "[timeouts]",
+                "[topology.prefill]\ninstances = 2\ntp = 8\ncommand = \"s --port {port} --b {bootstrap_port}\"\n[topology.decode]\ninstances = 1\ntp = 8\ncommand = \"s --port {port}\"\n[topology.router]\ncommand = \"r --port {port}\"\n\n[timeouts]",
+            ),
+            "t.toml",
+        )
+        .expect("a recipe with a 2P1D topology");
+        let node = crate::node::NodeProfile::parse(crate::node::EXAMPLE, "n.toml").expect("a node");
+        assert_eq!(gpus_held(&node, &recipe), 24);
     }
 
     #[test]

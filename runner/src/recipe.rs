@@ -13,6 +13,7 @@
 pub mod common;
 pub mod template;
 pub mod timing;
+pub mod topology;
 
 #[cfg(test)]
 mod tests;
@@ -55,6 +56,7 @@ pub struct Recipe {
     speed: Option<SpeedSweep>,
     timeouts: StepTimeouts,
     install: Option<Install>,
+    topology: Option<topology::Topology>,
 }
 
 /// How a side's tree is installed before anything runs in it.
@@ -331,6 +333,12 @@ impl Recipe {
         self.speed.as_ref()
     }
 
+    /// The servers behind a router (or the server across nodes) the model is served by, when
+    /// one server does not serve it (`[topology]`, `docs/topology.md`).
+    pub fn topology(&self) -> Option<&topology::Topology> {
+        self.topology.as_ref()
+    }
+
     /// The per-step time limits.
     pub fn install(&self) -> Option<&Install> {
         self.install.as_ref()
@@ -376,6 +384,8 @@ impl Recipe {
         recipe.server.command = base.server.command.clone();
         recipe.server.monokernel_flag = base.server.monokernel_flag.clone();
         recipe.kernel_timing = base.kernel_timing.clone();
+        recipe.topology =
+            self.topology.as_ref().map(|topology| topology.with_commands_of(base.topology()));
         recipe.accuracy.retain_mut(|benchmark| match &benchmark.evaluator {
             Evaluator::Builtin(_) => true,
             Evaluator::External(_) => {
@@ -677,11 +687,24 @@ impl Checker<'_> {
         if raw.tp == 0 {
             return Err(self.value("tp", &raw.tp, "must be 1 or more"));
         }
+        let server = self.server(raw.server)?;
+        let topology = raw
+            .topology
+            .map(|raw_topology| {
+                let defaults = topology::Defaults {
+                    file: self.file,
+                    tp: raw.tp,
+                    health_path: &server.health_path,
+                };
+                topology::check(raw_topology, &defaults)
+            })
+            .transpose()?;
         Ok(Recipe {
             hardware: raw.hardware,
             checkpoint: raw.checkpoint,
             tp: raw.tp,
-            server: self.server(raw.server)?,
+            server,
+            topology,
             tests: self.tests(raw.tests)?,
             kernel_timing: self.kernel_timing(raw.kernel_timing)?,
             accuracy: self.accuracy(raw.accuracy)?,
@@ -1057,6 +1080,7 @@ struct RawRecipe {
     speed: Option<RawSpeed>,
     timeouts: Option<RawTimeouts>,
     install: Option<RawInstall>,
+    topology: Option<topology::RawTopology>,
 }
 
 #[derive(Deserialize)]

@@ -83,6 +83,7 @@ mod leftovers;
 pub(crate) mod progress;
 mod server;
 mod steps;
+mod topology;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -384,6 +384,9 @@ struct Ended {
     lost: bool,
     /// The node it ran on (`BatchHost=`), when SLURM says.
     host: Option<String>,
+    /// Its nodes SLURM had down when it ended (a `NODE_FAIL`'s), each with its state and
+    /// reason: what a strike and the `not-run` records name.
+    down: Vec<(String, String)>,
 }
 
 impl Orchestra<'_> {
@@ -417,6 +420,7 @@ impl Orchestra<'_> {
         let forward = Forward::from_end(&events);
         let submitted = SystemTime::now();
         let mut options = self.request.settings.sbatch_args.clone();
+        options.extend(self.topology_nodes(target.as_deref()));
         options.extend(self.exclusion.sbatch_arg());
         let id = self
             .client
@@ -459,6 +463,7 @@ impl Orchestra<'_> {
                                 exit_code: record.exit_code().unwrap_or("?").to_owned(),
                                 lost: false,
                                 host: record.get("BatchHost").map(str::to_owned),
+                                down: down_nodes(&self.client, &state, &record),
                             });
                         }
                         job.state = Some((state, reason));
@@ -474,6 +479,7 @@ impl Orchestra<'_> {
                             exit_code: "?".to_owned(),
                             lost: true,
                             host: None,
+                            down: Vec::new(),
                         });
                     }
                 },
@@ -491,9 +497,12 @@ impl Orchestra<'_> {
                 self.jobs[index].gathered = true;
                 let job = &self.jobs[index];
                 if let Some(ended) = &job.ended {
+                    let down: Vec<&str> =
+                        ended.down.iter().map(|(name, _)| name.as_str()).collect();
                     let notes = health::strike_job(
                         self.request.inputs.node,
                         ended.host.as_deref(),
+                        &down,
                         &job.dir,
                         &ended.state,
                         &format!("job {} ({})", job.id, self.job_name),
@@ -584,6 +593,25 @@ impl Orchestra<'_> {
             }
         };
         Ok(limit_from_estimate(estimate.duration()))
+    }
+
+    /// `--nodes=K --ntasks=K` for a model whose topology takes K nodes (one allocation per
+    /// model, each instance on nodes of its own: docs/topology.md); nothing for the others.
+    fn topology_nodes(&self, model: Option<&str>) -> Vec<String> {
+        let recipes =
+            self.job_plan.models.iter().find(|recipes| Some(recipes.name.as_str()) == model);
+        let nodes = recipes
+            .and_then(|recipes| match &recipes.pr {
+                crate::job::RecipeSource::Parsed { recipe, .. } => {
+                    recipe.topology().map(|t| t.nodes())
+                }
+                _ => None,
+            })
+            .unwrap_or(1);
+        if nodes <= 1 {
+            return Vec::new();
+        }
+        vec![format!("--nodes={nodes}"), format!("--ntasks={nodes}")]
     }
 
     /// The plan of `model`.
@@ -714,7 +742,21 @@ fn ended(client: &Slurm, id: u64, entry: &QueueEntry) -> Result<Ended, SlurmErro
     let reason = record.as_ref().and_then(JobRecord::reason).unwrap_or(&entry.reason).to_owned();
     let exit_code = record.as_ref().and_then(JobRecord::exit_code).unwrap_or("?").to_owned();
     let host = record.as_ref().and_then(|record| record.get("BatchHost")).map(str::to_owned);
-    Ok(Ended { state, reason, exit_code, lost: false, host })
+    let down = record.as_ref().map(|record| down_nodes(client, &state, record)).unwrap_or_default();
+    Ok(Ended { state, reason, exit_code, lost: false, host, down })
+}
+
+/// The nodes of a job that ended `NODE_FAIL` that SLURM has down (none for any other state, or
+/// when SLURM cannot say).
+fn down_nodes(client: &Slurm, state: &JobState, record: &JobRecord) -> Vec<(String, String)> {
+    if state.name() != "NODE_FAIL" {
+        return Vec::new();
+    }
+    record
+        .get("NodeList")
+        .filter(|list| !list.is_empty() && *list != "(null)")
+        .and_then(|list| client.down_nodes(list).ok())
+        .unwrap_or_default()
 }
 
 /// A job's time limit from its estimated time.
@@ -747,6 +789,9 @@ fn detail(job: &Job, ended: &Ended, job_name: &str) -> String {
             job.id, ended.state, ended.reason, ended.exit_code
         )
     };
+    for (node, state) in &ended.down {
+        text.push_str(&format!("; node {node} failed: SLURM has it {state}"));
+    }
     let output = job.output.display();
     match crate::process::tail(&job.output, OUTPUT_TAIL_LINES) {
         Ok(tail) if !tail.trim().is_empty() => {

@@ -16,7 +16,9 @@
 //! connection (`Connection: close`), so a stopped or dead server leaves no connection open; a
 //! crash (dying, stopping mid-answer) drops the connection, or breaks a stream off mid-body.
 
+pub mod disaggregation;
 mod generate;
+mod info;
 mod profile;
 pub mod rng;
 #[cfg(test)]
@@ -36,6 +38,8 @@ use hyper::body::{Frame, Incoming};
 use hyper::header::HeaderValue;
 use hyper::{Method, Request, Response};
 
+use disaggregation::Mode;
+pub use disaggregation::{Disaggregation, DisaggregationError};
 use generate::{Endpoint, GenerationRequest, Identity, Output};
 pub use profile::{
     CoefficientOfVariation, DEFAULT_PROFILE, InvalidNumber, Probability, Profile, ProfileError,
@@ -55,12 +59,26 @@ pub fn serve(profile: Profile, addr: SocketAddr) -> Result<RunningServer, SimSer
         .enable_time()
         .build()
         .map_err(|error| SimServerError::Server { message: error.to_string() })?;
+    // A prefill instance's bootstrap server listens on its own port of the same address.
+    let bootstrap = match profile.disaggregation.as_ref().filter(|pd| pd.mode == Mode::Prefill) {
+        Some(pd) => {
+            let addr = SocketAddr::new(local.ip(), pd.bootstrap_port);
+            let bound = std::net::TcpListener::bind(addr)
+                .and_then(|listener| listener.set_nonblocking(true).map(|()| listener))
+                .map_err(|source| SimServerError::Bind { addr, source })?;
+            Some(bound)
+        }
+        None => None,
+    };
     let shared = Arc::new(Shared::new(profile, log));
     shared.log(&format!(
         "[sim-server] listening on http://{local}, model {}, HIP_VISIBLE_DEVICES={}",
         shared.profile.model,
         std::env::var("HIP_VISIBLE_DEVICES").unwrap_or_default()
     ));
+    if let Some(pd) = &shared.profile.disaggregation {
+        shared.log(&pd.start_line(local));
+    }
     if shared.profile.never_healthy {
         shared.log("[sim-server] never healthy, as the profile asks");
     }
@@ -69,7 +87,7 @@ pub fn serve(profile: Profile, addr: SocketAddr) -> Result<RunningServer, SimSer
         .name("sim-server".to_owned())
         .spawn({
             let shared = Arc::clone(&shared);
-            move || runtime.block_on(serve_loop(listener, shared))
+            move || runtime.block_on(serve_loop(listener, bootstrap, shared))
         })
         .map_err(|error| SimServerError::Server { message: error.to_string() })?;
     Ok(RunningServer { addr: local, shared, thread: Some(thread) })
@@ -216,6 +234,8 @@ struct Shared {
     /// The `max-concurrency` queue (unbounded without it).
     slots: Arc<tokio::sync::Semaphore>,
     log: Mutex<Box<dyn Write + Send>>,
+    /// A prefill instance's rooms, which its bootstrap server hands over.
+    rooms: disaggregation::Rooms,
 }
 
 impl Shared {
@@ -238,6 +258,7 @@ impl Shared {
             in_flight: Arc::new(AtomicUsize::new(0)),
             slots: Arc::new(tokio::sync::Semaphore::new(permits)),
             log: Mutex::new(log),
+            rooms: disaggregation::Rooms::default(),
         }
     }
 
@@ -369,11 +390,17 @@ fn open_log(path: Option<&Path>) -> Result<Box<dyn Write + Send>, SimServerError
 /// and the listening socket with them.
 async fn serve_loop(
     listener: std::net::TcpListener,
+    bootstrap: Option<std::net::TcpListener>,
     shared: Arc<Shared>,
 ) -> Result<(), SimServerError> {
     let listener = tokio::net::TcpListener::from_std(listener)
         .map_err(|error| SimServerError::Server { message: error.to_string() })?;
     let mut connections = tokio::task::JoinSet::new();
+    if let Some(bootstrap) = bootstrap {
+        let bootstrap = tokio::net::TcpListener::from_std(bootstrap)
+            .map_err(|error| SimServerError::Server { message: error.to_string() })?;
+        connections.spawn(bootstrap_loop(bootstrap, Arc::clone(&shared)));
+    }
     let mut stopped = shared.stopped();
     let failure = loop {
         shared.check_ready();
@@ -405,6 +432,33 @@ async fn serve_loop(
         return Err(SimServerError::Died { requests });
     }
     Ok(())
+}
+
+/// A prefill instance's bootstrap server: each connection asks for one room's KV
+/// ([`disaggregation::bootstrap_answer`]), until the server stops.
+async fn bootstrap_loop(listener: tokio::net::TcpListener, shared: Arc<Shared>) {
+    let mut stopped = shared.stopped();
+    let mut asking = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = stopped.wait_for(|stop| *stop) => break,
+            accepted = listener.accept() => {
+                let Ok((mut stream, _peer)) = accepted else { continue };
+                let shared = Arc::clone(&shared);
+                asking.spawn(async move {
+                    let Some(pd) = shared.profile.disaggregation.as_ref() else { return };
+                    let Some(path) = disaggregation::read_request_path(&mut stream).await else {
+                        return;
+                    };
+                    let (status, body) =
+                        disaggregation::bootstrap_answer(&shared.rooms, pd, &path).await;
+                    disaggregation::write_answer(&mut stream, status, &body).await;
+                });
+            }
+            Some(_done) = asking.join_next(), if !asking.is_empty() => {}
+        }
+    }
+    asking.shutdown().await;
 }
 
 /// Whether an `accept` error concerns only the connection being accepted.
@@ -474,6 +528,12 @@ async fn handle(request: Request<Incoming>, shared: &Arc<Shared>) -> Answer {
             generation(request, shared, Endpoint::ChatCompletions).await
         }
         (Method::POST, "/generate") => generation(request, shared, Endpoint::Generate).await,
+        (Method::GET, "/server_info" | "/get_server_info") => {
+            Ok(respond(200, info::server_info_json(&shared.profile)))
+        }
+        (Method::GET, "/model_info" | "/get_model_info") => {
+            Ok(respond(200, info::model_info_json()))
+        }
         (_, "/health" | "/health_generate" | "/v1/models" | "/v1/completions")
         | (_, "/v1/chat/completions" | "/generate") => Ok(respond(
             405,
@@ -557,6 +617,25 @@ async fn generation(
             return Ok(respond(400, generate::error_json(&message, "invalid_request_error", 400)));
         }
     };
+    // An instance of a disaggregated model serves only what a PD router sends it.
+    let bootstrap = match shared.profile.disaggregation.as_ref() {
+        None => None,
+        Some(pd) => {
+            let bootstrap = match disaggregation::bootstrap_of(&body) {
+                Ok(bootstrap) => bootstrap,
+                Err(message) => {
+                    let body = generate::error_json(&message, "invalid_request_error", 400);
+                    return Ok(respond(400, body));
+                }
+            };
+            if let Some((status, message)) = disaggregation::refusal(pd.mode, bootstrap.as_ref()) {
+                shared.log(&format!("[sim-server] request {number}: refused: {message}"));
+                let body = generate::error_json(&message, "invalid_request_error", status);
+                return Ok(respond(status, body));
+            }
+            bootstrap
+        }
+    };
     let profile = &shared.profile;
     let mut rng = SplitMix64::for_request(profile.seed, number);
     if rng.next_f64() < profile.error_rate.value() {
@@ -565,20 +644,32 @@ async fn generation(
         return Ok(respond(500, body));
     }
     let factor = rng.noise_factor(profile.noise.value());
+    // A prefill instance makes the first token only; the decode instance the rest.
+    let prefill_only = profile.disaggregation.as_ref().is_some_and(|pd| pd.mode == Mode::Prefill);
     let output = Output::new(
         answer(profile, &parsed.prompt).as_deref(),
-        parsed.max_tokens,
+        if prefill_only { 1 } else { parsed.max_tokens },
         parsed.ignore_eos,
     );
 
     let Some(slot) = shared.acquire_slot().await else {
         return Err(Crash);
     };
-    let timing = Timing {
+    let mut timing = Timing {
         start: Instant::now(),
         first_token: profile.time_to_first_token.mul_f64(factor),
         per_token: profile.effective_time_per_output_token().mul_f64(factor),
     };
+    if let (Some(pd), Some(bootstrap)) = (profile.disaggregation.as_ref(), bootstrap.as_ref()) {
+        match disaggregated_start(shared, pd, bootstrap, &parsed, &timing).await {
+            Ok(Some(start)) => timing = start,
+            Ok(None) => return Err(Crash),
+            Err(message) => {
+                shared.log(&format!("[sim-server] request {number}: {message}"));
+                return Ok(respond(500, generate::error_json(&message, "server_error", 500)));
+            }
+        }
+    }
     let (in_flight, batch) = InFlight::enter(Arc::clone(&shared.in_flight));
     if profile.monokernel {
         shared.log_routing(batch);
@@ -602,6 +693,45 @@ async fn generation(
     let answer = generate::answer_json(identity, parsed.prompt_tokens, &output);
     shared.log_finished(number, parsed.prompt_tokens, &output);
     Ok(respond(200, answer))
+}
+
+/// When the tokens of a request of a disaggregated model are due, from now: a prefill instance
+/// spends its time to first token on the room (marked arrived, then ready) and answers at
+/// once; a decode instance first takes the room's KV from its prefill peer, then streams, its
+/// first token at once (the prefill made it). `Ok(None)` when the server stopped meanwhile;
+/// `Err` (a message for the client) when the peer did not hand the room over.
+async fn disaggregated_start(
+    shared: &Shared,
+    pd: &Disaggregation,
+    bootstrap: &disaggregation::Bootstrap,
+    parsed: &GenerationRequest,
+    timing: &Timing,
+) -> Result<Option<Timing>, String> {
+    let prompt_tokens = u64::try_from(parsed.prompt_tokens).unwrap_or(u64::MAX);
+    match pd.mode {
+        Mode::Prefill => {
+            shared.rooms.arrived(bootstrap.room);
+            if !shared.sleep_until(timing.token_deadline(0)).await {
+                return Ok(None);
+            }
+            shared.rooms.ready(bootstrap.room, prompt_tokens);
+        }
+        Mode::Decode => {
+            let mut stopped = shared.stopped();
+            tokio::select! {
+                _ = stopped.wait_for(|stop| *stop) => return Ok(None),
+                fetched = disaggregation::fetch_kv(bootstrap, pd.bootstrap_timeout) => {
+                    let tokens = fetched?;
+                    shared.log(&pd.transfer_line(bootstrap, tokens));
+                }
+            }
+        }
+    }
+    Ok(Some(Timing {
+        start: Instant::now(),
+        first_token: Duration::ZERO,
+        per_token: timing.per_token,
+    }))
 }
 
 /// The answer the model gives a prompt with an `expected:` line: right with the profile's

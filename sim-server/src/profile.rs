@@ -51,6 +51,9 @@ pub struct Profile {
     pub log_file: Option<PathBuf>,
     /// How many generation requests run at once (`max-concurrency`); `None` is no limit.
     pub max_concurrency: Option<NonZeroUsize>,
+    /// The server's part in a disaggregated model (`[disaggregation]`); `None` serves whole
+    /// requests.
+    pub disaggregation: Option<super::disaggregation::Disaggregation>,
 }
 
 /// A probability: a number from 0 to 1.
@@ -194,6 +197,7 @@ struct ProfileFile {
     monokernel: bool,
     log_file: Option<PathBuf>,
     max_concurrency: Option<NonZeroUsize>,
+    disaggregation: Option<super::disaggregation::Disaggregation>,
 }
 
 impl Default for ProfileFile {
@@ -214,6 +218,7 @@ impl Default for ProfileFile {
             monokernel: false,
             log_file: None,
             max_concurrency: None,
+            disaggregation: None,
         }
     }
 }
@@ -241,6 +246,7 @@ impl TryFrom<ProfileFile> for Profile {
             monokernel: file.monokernel,
             log_file: file.log_file,
             max_concurrency: file.max_concurrency,
+            disaggregation: file.disaggregation,
         })
     }
 }

@@ -56,6 +56,7 @@ fn profile_files() {
         monokernel: true,
         log_file: Some("server.log".into()),
         max_concurrency: NonZeroUsize::new(8),
+        disaggregation: None,
     };
     assert_eq!(Profile::from_toml_str(toml), Ok(expected.clone()));
     let json = r#"{"model": "qwen", "ttft-ms": 120, "tpot-ms": 2.5, "noise-cv": 0.02, "seed": 7,
@@ -827,3 +828,5 @@ fn generate_streams_the_whole_text_so_far_with_meta_info() {
     assert_eq!(answer["meta_info"]["finish_reason"], json!({"type": "stop", "matched": null}));
     assert_eq!(client.get("/generate").0, 405);
 }
+
+mod disaggregation;

@@ -16,4 +16,5 @@ mod run;
 mod sim;
 mod slurm;
 mod support;
+mod topology;
 mod workflow;

@@ -46,6 +46,19 @@ pub enum Placeholder {
     Requests,
     /// `{warmup}`: warm-up requests of an external speed run.
     Warmup,
+    /// `{host}`: the address of the node a topology's server runs on.
+    Host,
+    /// `{bootstrap_port}`: a prefill instance's bootstrap port.
+    BootstrapPort,
+    /// `{nnodes}`: the nodes a topology's instance spans.
+    Nnodes,
+    /// `{node_rank}`: this node's rank among its instance's nodes.
+    NodeRank,
+    /// `{dist_init_addr}`: `host:port` of an instance's rank 0, where its nodes meet.
+    DistInitAddr,
+    /// `{metrics_port}`: a second port of the router's, for its metrics (sglang-router's
+    /// `--prometheus-port`; its default, 29000, is one port for every router of the node).
+    MetricsPort,
 }
 
 impl Placeholder {
@@ -63,6 +76,12 @@ impl Placeholder {
             Placeholder::OutputLen => "output_len",
             Placeholder::Requests => "requests",
             Placeholder::Warmup => "warmup",
+            Placeholder::Host => "host",
+            Placeholder::BootstrapPort => "bootstrap_port",
+            Placeholder::Nnodes => "nnodes",
+            Placeholder::NodeRank => "node_rank",
+            Placeholder::DistInitAddr => "dist_init_addr",
+            Placeholder::MetricsPort => "metrics_port",
         }
     }
 }

@@ -19,13 +19,10 @@ const MAX_ROUTING_SCAN: u64 = 256 * 1024 * 1024;
 pub(super) const TAIL_LINES: usize = 40;
 
 /// A healthy server. Dropping it stops it (its process group, or its container) and lets its
-/// port go.
+/// port go; a topology's ([`super::topology`]) stops its router and every instance.
 #[derive(Debug)]
 pub(super) struct Server {
-    process: ServerProcess,
-    /// Crossed out once the process is stopped: declared after it, so dropped after it.
-    _entry: Entry,
-    _lease: PortLease,
+    inner: Inner,
     /// Where prgate reaches it: `http://127.0.0.1:<port>` on the host, `http://<address>:<port>`
     /// in a container (its address on the run's internal network).
     pub url: String,
@@ -34,13 +31,27 @@ pub(super) struct Server {
     log: PathBuf,
 }
 
+/// One server, or a topology of them behind a router.
+#[derive(Debug)]
+enum Inner {
+    One {
+        process: ServerProcess,
+        /// Crossed out once the process is stopped: declared after it, so dropped after it.
+        _entry: Entry,
+        _lease: PortLease,
+    },
+    Topology(Box<super::topology::Deployment>),
+}
+
 impl Drop for Server {
     /// Stops the server, then redacts the node's secret values from its log (a server prints
     /// what it likes; `crate::redact`). The fields drop after this: the entry is crossed out
     /// and the port let go once the process is stopped.
     fn drop(&mut self) {
-        self.process.stop();
-        let _unredacted = crate::redact::redact_log(&self.log);
+        if let Inner::One { process, .. } = &mut self.inner {
+            process.stop();
+            let _unredacted = crate::redact::redact_log(&self.log);
+        }
     }
 }
 
@@ -77,6 +88,17 @@ impl Server {
         launch: &Launch<'_>,
         startup_limit: Duration,
     ) -> Result<Server, ServerFailure> {
+        if let Some(topology) = recipe.topology() {
+            let bring =
+                super::topology::Bring { recipe, topology, exec, launch, startup: startup_limit };
+            let deployment = bring.up()?;
+            return Ok(Server {
+                url: deployment.url.clone(),
+                port: deployment.port,
+                log: launch.log.clone(),
+                inner: Inner::Topology(Box::new(deployment)),
+            });
+        }
         let started = Instant::now();
         let other = |detail: String| ServerFailure { reason: NotRunReason::Other, detail };
         let node = exec.node;
@@ -111,9 +133,7 @@ impl Server {
         let left = startup_limit.saturating_sub(started.elapsed());
         match wait_healthy(&health, left, process.group()) {
             Ok(_healthy) => Ok(Server {
-                process,
-                _entry: entry,
-                _lease: lease,
+                inner: Inner::One { process, _entry: entry, _lease: lease },
                 url,
                 port,
                 log: launch.log.clone(),
@@ -133,17 +153,32 @@ impl Server {
 
     /// The container a command joins to reach it (`None` on the host).
     pub(super) fn container(&self) -> Option<String> {
-        self.process.container().map(str::to_owned)
+        match &self.inner {
+            Inner::One { process, .. } => process.container().map(str::to_owned),
+            Inner::Topology(deployment) => deployment.container.clone(),
+        }
     }
 
-    /// Whether the server's process has exited.
+    /// Whether the server's process (a topology: any of its processes) has exited.
     pub(super) fn exited(&mut self) -> bool {
-        !matches!(self.process.group().try_wait(), Ok(None))
+        match &mut self.inner {
+            Inner::One { process, .. } => !matches!(process.group().try_wait(), Ok(None)),
+            Inner::Topology(deployment) => deployment.exited().is_some(),
+        }
     }
 
-    /// The last lines of its log, or why they cannot be read.
-    pub(super) fn log_tail(&self) -> String {
-        server_log_tail(&self.log)
+    /// The last lines of its log (a topology: which process exited, and the router's), or why
+    /// they cannot be read.
+    pub(super) fn log_tail(&mut self) -> String {
+        match &mut self.inner {
+            Inner::One { .. } => server_log_tail(&self.log),
+            Inner::Topology(deployment) => match deployment.exited() {
+                Some(name) => {
+                    format!("{name} exited; the router's log:\n{}", deployment.log_tail())
+                }
+                None => deployment.log_tail(),
+            },
+        }
     }
 }
 
@@ -165,6 +200,15 @@ pub(super) fn server_log_tail(log: &Path) -> String {
 /// recipe). A side's log holds every start of its server.
 pub(super) fn routing(log: &Path, pattern: &str) -> Outcome {
     routing_in(log, pattern)
+}
+
+/// A side's routing check, its server's log at `log`: one server's line, or (a topology)
+/// every instance's required lines and routing line ([`super::topology::routing`]).
+pub(super) fn side_routing(recipe: &Recipe, log: &Path, pattern: &str) -> Outcome {
+    match (recipe.topology(), log.parent()) {
+        (Some(topology), Some(dir)) => super::topology::routing(dir, topology, pattern),
+        _ => routing(log, pattern),
+    }
 }
 
 /// The first line of `log` that matches `pattern`, as a routing outcome.

@@ -11,7 +11,7 @@ use prgate_scope::plan::{ModelPlan, Tier};
 
 use super::emit::Emitter;
 use super::exec::{Command, Exec};
-use super::server::{Launch, Server, ServerFailure, routing, server_log_tail, with_log_tail};
+use super::server::{Launch, Server, ServerFailure, server_log_tail, side_routing, with_log_tail};
 use super::{RunError, RunRequest, RunSummary, any_missing, evidence, not_run, recorded_pairs};
 use crate::accuracy::{self, EvalConfig, gated, sgl_eval};
 use crate::bench::{self, BenchConfig, Endpoint};
@@ -526,7 +526,8 @@ impl Runner<'_> {
         let node = self.request.inputs.node;
         let gpus: Vec<u32> = node.gpus().iter().map(|gpu| gpu.id).collect();
         let tp = (recipe.tp() as usize).min(gpus.len());
-        let together = gpus.len() >= 2 * tp;
+        // A topology has the nodes to itself: base's and PR's run in turn.
+        let together = gpus.len() >= 2 * tp && recipe.topology().is_none();
         let gpu_sets =
             if together { [&gpus[..tp], &gpus[tp..2 * tp]] } else { [&gpus[..tp], &gpus[..tp]] };
         let mut launches = Vec::new();
@@ -639,10 +640,13 @@ impl Runner<'_> {
             }
             // A side whose server never came up is started now, so that its log is read; one
             // that served and later failed is judged by what it logged.
+            let side_recipe = servers.recipes[slot(side)];
             let outcome = match self.server(&mut servers, side) {
-                Ok(_server) => routing(&servers.launches[slot(side)].log, pattern),
+                Ok(_server) => {
+                    side_routing(side_recipe, &servers.launches[slot(side)].log, pattern)
+                }
                 Err(_failure) if servers.up_once[slot(side)] => {
-                    routing(&servers.launches[slot(side)].log, pattern)
+                    side_routing(side_recipe, &servers.launches[slot(side)].log, pattern)
                 }
                 Err(failure) => failed(&failure),
             };

@@ -76,6 +76,24 @@ impl Slurm {
 
     /// Cancels every pending or running job named `name` (`scancel --name`). SLURM answers 0
     /// whether or not a job matched: read the states afterwards.
+    /// The nodes of `node_list` (`pn[1-3]`) that SLURM has down or not responding, each with
+    /// its state and reason (`DOWN+NOT_RESPONDING (Not responding)`): the nodes a `NODE_FAIL`
+    /// is about.
+    pub(super) fn down_nodes(&self, node_list: &str) -> Result<Vec<(String, String)>, SlurmError> {
+        let names = self.run("scontrol", &["show".into(), "hostnames".into(), node_list.into()])?;
+        let mut down = Vec::new();
+        for name in names.lines().map(str::trim).filter(|name| !name.is_empty()) {
+            let args = ["show".into(), "node".into(), name.into(), "--oneliner".into()];
+            let record = JobRecord::parse(&self.run("scontrol", &args)?);
+            let state = record.get("State").unwrap_or_default().to_owned();
+            if state.contains("DOWN") || state.contains("NOT_RESPONDING") || state.ends_with('*') {
+                let reason = record.get("Reason").unwrap_or("no reason given").to_owned();
+                down.push((name.to_owned(), format!("{state} ({reason})")));
+            }
+        }
+        Ok(down)
+    }
+
     pub(super) fn cancel_name(&self, name: &str) -> Result<(), SlurmError> {
         self.run("scancel", &[format!("--name={name}").into()]).map(drop)
     }

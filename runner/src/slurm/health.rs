@@ -65,6 +65,16 @@ impl Exclusion {
     }
 }
 
+/// Whether node `name`'s ledger has a strike of the SLURM job `job` already.
+fn struck_by(node: &NodeProfile, name: &str, job: &str) -> bool {
+    health::all_nodes(&health::health_dir(node)).is_ok_and(|nodes| {
+        nodes
+            .iter()
+            .filter(|health| health.node == name)
+            .any(|health| health.strikes.iter().any(|strike| strike.run.as_deref() == Some(job)))
+    })
+}
+
 /// The reason SLURM shows for a node prgate drained: `prgate: 3 strikes within 7d`.
 fn drain_reason(health: &NodeHealth) -> String {
     let detail = health.drained.as_ref().map_or("drained", |drain| drain.detail.as_str());
@@ -79,10 +89,12 @@ fn drain_reason(health: &NodeHealth) -> String {
 
 /// Strikes what job `job` (in `dir`, run on `host`, submitted at `submitted`) says against
 /// its node: a `NODE_FAIL`, and what [`health::attribute`] finds in the records it wrote.
-/// Returns the notes.
+/// A `NODE_FAIL` of a job on several nodes strikes only the nodes that failed (`down`, those
+/// SLURM had down), each once; when SLURM names none, the batch host. Returns the notes.
 pub(super) fn strike_job(
     node: &NodeProfile,
     host: Option<&str>,
+    down: &[&str],
     dir: &Path,
     state: &JobState,
     job: &str,
@@ -92,17 +104,36 @@ pub(super) fn strike_job(
         return Vec::new();
     };
     let mut strikes = Vec::new();
+    let mut notes = Vec::new();
     if state.name() == "NODE_FAIL" {
-        strikes.push(Strike {
+        let strike = |failed: &str| Strike {
             source: Source::SlurmNodeFail,
-            detail: format!("SLURM ended {job} NODE_FAIL"),
-        });
+            detail: format!("SLURM ended {job} NODE_FAIL: node {failed} failed"),
+        };
+        match down {
+            [] => strikes.push(Strike {
+                source: Source::SlurmNodeFail,
+                detail: format!("SLURM ended {job} NODE_FAIL"),
+            }),
+            [only] if *only == host => strikes.push(strike(only)),
+            failed => {
+                for failed in failed {
+                    // The job's step loop strikes a node it saw fail itself (its instances
+                    // there stopped answering): once per job is enough.
+                    if !struck_by(node, failed, job) {
+                        notes.extend(health::record(node, failed, &[strike(failed)], Some(job)));
+                    }
+                }
+            }
+        }
     }
     match health::attribute(dir, Some(submitted)) {
         Ok(found) => strikes.extend(found),
         Err(error) => {
-            return vec![format!("the health ledger: reading {}: {error}", dir.display())];
+            notes.push(format!("the health ledger: reading {}: {error}", dir.display()));
+            return notes;
         }
     }
-    health::record(node, host, &strikes, Some(job))
+    notes.extend(health::record(node, host, &strikes, Some(job)));
+    notes
 }
