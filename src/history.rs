@@ -620,8 +620,9 @@ pub(crate) fn alarms(dir: &Path, models: &[String], config: &GateConfig) -> Vec<
     models.dedup();
     for model in models {
         let count = others.iter().filter(|guard| guard.cell.model() == model).count();
+        let cells = if count == 1 { "cell" } else { "cells" };
         words.push(format!(
-            "{model}: {count} cell(s) over the budget (`prgate history check`, the history page)"
+            "{model}: {count} {cells} over the budget (`prgate history check`, the history page)"
         ));
     }
     words

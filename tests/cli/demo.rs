@@ -142,7 +142,7 @@ fn the_demo_runs_and_judges_every_sample_pr_and_keeps_its_results() {
     assert!(comment_of(118).contains(&format!("{drift} c=1: TPOT +")), "{}", comment_of(118));
     // A PR of another model is told in a line, and pointed to the check.
     assert!(
-        comment_of(95).contains(&format!("{drift}: 1 cell(s) over the budget")),
+        comment_of(95).contains(&format!("{drift}: 1 cell over the budget")),
         "{}",
         comment_of(95)
     );
