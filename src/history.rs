@@ -622,7 +622,7 @@ pub(crate) fn alarms(dir: &Path, models: &[String], config: &GateConfig) -> Vec<
         let count = others.iter().filter(|guard| guard.cell.model() == model).count();
         let cells = if count == 1 { "cell" } else { "cells" };
         words.push(format!(
-            "{model}: {count} {cells} over the budget (`prgate history check`, the history page)"
+            "{model}: {count} {cells} over the budget (see prgate history check, or the history page)"
         ));
     }
     words
