@@ -893,8 +893,14 @@ fn the_servers_get_disjoint_gpus_or_take_turns_with_base_runs_bracketing() {
     let base = second["outcome"]["base_tpot_ms"].as_f64().expect("ms");
     assert!((geometric / base - 1.0).abs() < 1e-9, "{second}");
 
-    // One GPU: one server at a time on GPU 0, restarted in turns; every PR run is bracketed by
-    // base runs.
+    // The chain, together: the second pair opens with the first one's closing base run.
+    let first = fixture.record("results", "alpha.speed.both.concurrency-1-pair-0");
+    assert_eq!(first["outcome"]["base_runs_ms"][1], second["outcome"]["base_runs_ms"][0]);
+    // Both up at once: each side's server loaded once.
+    assert_eq!(server_loads(&fixture, "results"), [("base".to_owned(), 1), ("pr".to_owned(), 1)]);
+
+    // One GPU: one server at a time on GPU 0, in turns; every PR run is bracketed by base runs,
+    // a pair's closing base run opening the next (2n + 1 runs per cell).
     let fixture = Fixture::new(&Sample { gate: TWO_PAIRS, gpus: 1, ..Sample::default() });
     let run = fixture.run("results");
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -906,13 +912,51 @@ fn the_servers_get_disjoint_gpus_or_take_turns_with_base_runs_bracketing() {
         let starts = text.matches("HIP_VISIBLE_DEVICES=0\n").count();
         assert!(starts >= 2, "{side}'s server was not restarted in turns:\n{text}");
     }
-    for index in 0..2 {
-        let pair =
-            fixture.record("results", &format!("alpha.speed.both.concurrency-1-pair-{index}"));
+    let pairs: Vec<serde_json::Value> = (0..2)
+        .map(|index| fixture.record("results", &format!("alpha.speed.both.concurrency-1-pair-{index}")))
+        .collect();
+    for pair in &pairs {
         assert_eq!(pair["outcome"]["first"], "base", "{pair}");
         assert_eq!(pair["outcome"]["base_runs_ms"].as_array().map(Vec::len), Some(2), "{pair}");
     }
+    assert_eq!(pairs[0]["outcome"]["base_runs_ms"][1], pairs[1]["outcome"]["base_runs_ms"][0]);
+    // The loads, from the events: the PR's side first (serving tests, accuracy), then base's,
+    // whose server opens the speed pairs; then PR, base per pair; the routing lines are read
+    // from the logs the servers wrote (no restart). 2 + 2n loads for n pairs: base 3, PR 3
+    // (before: a restart for the first opening base run and one for the PR's routing line, 8).
+    assert_eq!(server_loads(&fixture, "results"), [("base".to_owned(), 3), ("pr".to_owned(), 3)]);
+    for side in ["base", "pr"] {
+        let routing = fixture.record("results", &format!("alpha.routing.{side}"));
+        assert_eq!(routing["outcome"]["routed"], true, "{routing}");
+    }
+    // The speed records split the speed phase's time: each starts when the previous closed,
+    // so the history prices every run and switch.
+    let text = std::fs::read_to_string(fixture.events("results")).expect("the event stream");
+    let speed: Vec<serde_json::Value> = text
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("an event"))
+        .filter(|event| event["event"] == "step-finished" && event["check"] == "speed")
+        .collect();
+    let pairs = speed.iter().filter(|event| event["part"].as_str().is_some_and(|part| part.contains("pair")));
+    assert_eq!(pairs.count(), 2, "{text}");
+    for two in speed.windows(2) {
+        assert_eq!(two[1]["started_ms"], two[0]["time_ms"], "{text}");
+    }
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+/// Each side's server loads (`server-started` events) in a run's event stream, by side.
+pub(crate) fn server_loads(fixture: &Fixture, results: &str) -> Vec<(String, usize)> {
+    let text = std::fs::read_to_string(fixture.events(results)).expect("the event stream");
+    let mut loads: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        let event: serde_json::Value = serde_json::from_str(line).expect("an event");
+        if event["event"] == "server-started" {
+            let side = event["side"].as_str().expect("a side").to_owned();
+            *loads.entry(side).or_default() += 1;
+        }
+    }
+    loads.into_iter().collect()
 }
 
 #[test]

@@ -1,0 +1,129 @@
+//! What one model's job costs in its units: server **loads**, **wakes** (a released server
+//! taking its memory back), **speed runs** and gateway **probes**, counted by one formula that
+//! the estimate (`prgate plan --estimate`), the SLURM jobs' time limits and the GPU-time report
+//! all use (they all go through [`super::estimate_model`]); the runner's step loop does what
+//! it counts (`crate::run`), and the CLI tests hold the two to the same numbers.
+//!
+//! How a model's servers share its node is [`Layout`]: both up at once on disjoint GPUs when
+//! the node has `2 × tp` of them (and the recipe is no topology), else one at a time on the
+//! same GPUs. One at a time, the runner does the PR side's server work first (serving tests,
+//! accuracy), then base's, so that base's server is up when the speed pairs open; each round
+//! of pairs then switches to the PR's server and back (two switches a round, every cell's
+//! runs of the round on the server that is up). A cell of `n` pairs takes `2n + 1` runs: a
+//! pair's closing base run opens the next.
+//!
+//! What it leaves to others: the durations of the units (the estimate's constants or the
+//! history), running the job (the runner).
+
+use crate::recipe::Recipe;
+
+/// How a model's two servers share the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// Both up at once, on disjoint GPUs: each loaded once.
+    Together,
+    /// One at a time on the same GPUs: each switch stops one and loads the other.
+    OneAtATime,
+}
+
+impl Layout {
+    /// The layout of `recipe`'s servers on a node of `node_gpus` GPUs (`None`: not known, so
+    /// one at a time, the costlier). A topology has its nodes to itself: base's and PR's in
+    /// turn.
+    pub fn of(node_gpus: Option<u32>, recipe: &Recipe) -> Layout {
+        let Some(gpus) = node_gpus else { return Layout::OneAtATime };
+        let tp = recipe.tp().min(gpus);
+        if gpus >= tp.saturating_mul(2) && recipe.topology().is_none() {
+            Layout::Together
+        } else {
+            Layout::OneAtATime
+        }
+    }
+
+    /// The layout on the costliest of `nodes` (their GPU counts): one at a time when any of
+    /// them has no room for both servers, or none is known.
+    pub fn on_any_of(nodes: impl IntoIterator<Item = Option<u32>>, recipe: &Recipe) -> Layout {
+        let mut layout = None;
+        for gpus in nodes {
+            if Layout::of(gpus, recipe) == Layout::OneAtATime {
+                return Layout::OneAtATime;
+            }
+            layout = Some(Layout::Together);
+        }
+        layout.unwrap_or(Layout::OneAtATime)
+    }
+}
+
+/// What a model's job runs on its servers, as the counts need it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Work {
+    pub layout: Layout,
+    /// Whether the PR side's server has work before the speed pairs (serving tests or
+    /// accuracy): one at a time, it is then loaded before base's.
+    pub pr_work_first: bool,
+    /// Speed cells, and the pairs each takes.
+    pub cells: u32,
+    pub pairs: u32,
+    /// Whether each server start runs a gateway probe first (container isolation).
+    pub probed: bool,
+}
+
+/// The units a job costs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Counts {
+    /// Server loads before the speed phase (each side's first).
+    pub setup_loads: u32,
+    /// Server loads inside the speed phase (one at a time: every switch reloads).
+    pub speed_loads: u32,
+    /// Wakes of a released server (none yet: every switch reloads).
+    pub wakes: u32,
+    /// Speed runs, over all cells.
+    pub runs: u32,
+    /// Gateway probes: one per load when the servers run in containers.
+    pub probes: u32,
+}
+
+impl Counts {
+    /// All loads.
+    pub fn loads(&self) -> u32 {
+        self.setup_loads + self.speed_loads
+    }
+}
+
+/// The formula. Both servers are needed (the routing check reads each side's log).
+pub fn counts(work: &Work) -> Counts {
+    let speed = work.cells > 0 && work.pairs > 0;
+    let runs = if speed { work.cells * (2 * work.pairs + 1) } else { 0 };
+    let (setup_loads, speed_loads) = match work.layout {
+        Layout::Together => (2, 0),
+        // Base opens the pairs: loaded before them (after the PR's, when that has work first);
+        // each round then loads the PR's server and base's again. Without the PR's work first,
+        // the first round's PR run loads it (counted with the rounds).
+        Layout::OneAtATime if speed => {
+            let setup = if work.pr_work_first { 2 } else { 1 };
+            let rounds = 2 * work.pairs;
+            (setup, rounds)
+        }
+        Layout::OneAtATime => (2, 0),
+    };
+    let probes = if work.probed { setup_loads + speed_loads } else { 0 };
+    Counts { setup_loads, speed_loads, wakes: 0, runs, probes }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_with_room_loads_twice_and_one_at_a_time_reloads_per_switch() {
+        let work = Work { layout: Layout::Together, pr_work_first: true, cells: 2, pairs: 5, probed: false };
+        assert_eq!(counts(&work), Counts { setup_loads: 2, speed_loads: 0, wakes: 0, runs: 22, probes: 0 });
+        let one = Work { layout: Layout::OneAtATime, probed: true, ..work };
+        let counted = counts(&one);
+        assert_eq!((counted.loads(), counted.runs, counted.probes), (12, 22, 12));
+        let no_pr_work = Work { pr_work_first: false, ..one };
+        assert_eq!(counts(&no_pr_work).loads(), 11);
+        let no_speed = Work { cells: 0, ..one };
+        assert_eq!((counts(&no_speed).loads(), counts(&no_speed).runs), (2, 0));
+    }
+}
