@@ -925,6 +925,31 @@ fn the_servers_get_disjoint_gpus_or_take_turns_with_base_runs_bracketing() {
     // from the logs the servers wrote (no restart). 2 + 2n loads for n pairs: base 3, PR 3
     // (before: a restart for the first opening base run and one for the PR's routing line, 8).
     assert_eq!(server_loads(&fixture, "results"), [("base".to_owned(), 3), ("pr".to_owned(), 3)]);
+    // The estimate's formula counts the same: loads, and runs (from the evidence: each cell's
+    // PR runs and its distinct base runs, 2n + 1).
+    let counted = prgate_runner::schedule::cost::counts(&prgate_runner::schedule::cost::Work {
+        layout: prgate_runner::schedule::cost::Layout::OneAtATime,
+        pr_work_first: true,
+        cells: 2,
+        pairs: 2,
+        probed: false,
+    });
+    assert_eq!(counted.loads(), 6);
+    let mut runs = 0;
+    for concurrency in [1, 2] {
+        let mut base: Vec<u64> = Vec::new();
+        for index in 0..2 {
+            let name = format!("alpha.speed.both.concurrency-{concurrency}-pair-{index}");
+            let pair = fixture.record("results", &name);
+            runs += 1;
+            for run in pair["outcome"]["base_runs_ms"].as_array().expect("two base runs") {
+                base.push(run.as_f64().expect("ms").to_bits());
+            }
+        }
+        base.dedup();
+        runs += base.len();
+    }
+    assert_eq!(u32::try_from(runs).ok(), Some(counted.runs));
     for side in ["base", "pr"] {
         let routing = fixture.record("results", &format!("alpha.routing.{side}"));
         assert_eq!(routing["outcome"]["routed"], true, "{routing}");
@@ -938,7 +963,7 @@ fn the_servers_get_disjoint_gpus_or_take_turns_with_base_runs_bracketing() {
         .filter(|event| event["event"] == "step-finished" && event["check"] == "speed")
         .collect();
     let pairs = speed.iter().filter(|event| event["part"].as_str().is_some_and(|part| part.contains("pair")));
-    assert_eq!(pairs.count(), 2, "{text}");
+    assert_eq!(pairs.count(), 4, "two cells of two pairs:\n{text}");
     for two in speed.windows(2) {
         assert_eq!(two[1]["started_ms"], two[0]["time_ms"], "{text}");
     }

@@ -15,6 +15,8 @@
 //! What it leaves to others: the durations of the units (the estimate's constants or the
 //! history), running the job (the runner).
 
+use std::time::Duration;
+
 use crate::recipe::Recipe;
 
 /// How a model's two servers share the node.
@@ -88,6 +90,24 @@ impl Counts {
     pub fn loads(&self) -> u32 {
         self.setup_loads + self.speed_loads
     }
+
+    /// The wall time of these units at `units`' durations (what the servers and the speed
+    /// runs take; the job's tests and benchmarks are the estimate's other parts).
+    pub fn time(&self, units: &Units) -> Duration {
+        units.load.saturating_mul(self.loads())
+            + units.wake.saturating_mul(self.wakes)
+            + units.run.saturating_mul(self.runs)
+            + units.probe.saturating_mul(self.probes)
+    }
+}
+
+/// How long each unit takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Units {
+    pub load: Duration,
+    pub wake: Duration,
+    pub run: Duration,
+    pub probe: Duration,
 }
 
 /// The formula. Both servers are needed (the routing check reads each side's log).
@@ -125,5 +145,19 @@ mod tests {
         assert_eq!(counts(&no_pr_work).loads(), 11);
         let no_speed = Work { cells: 0, ..one };
         assert_eq!((counts(&no_speed).loads(), counts(&no_speed).runs), (2, 0));
+    }
+
+    /// bench/gpu-cost.md's "after": one model, full tier, tp 8 on an 8-GPU node (one at a
+    /// time), 2 cells of 5 pairs, a load 10 min and a run 2 min: 12 loads and 22 runs, 164
+    /// min, 1312 GPU-minutes.
+    #[test]
+    fn the_benchmarks_real_node() {
+        let work = Work { layout: Layout::OneAtATime, pr_work_first: true, cells: 2, pairs: 5, probed: false };
+        let minute = Duration::from_secs(60);
+        let units = Units { load: 10 * minute, wake: minute / 2, run: 2 * minute, probe: Duration::ZERO };
+        let counted = counts(&work);
+        assert_eq!((counted.loads(), counted.wakes, counted.runs), (12, 0, 22));
+        assert_eq!(counted.time(&units), 164 * minute);
+        assert_eq!(counted.time(&units).as_secs() * 8 / 60, 1312);
     }
 }
