@@ -80,6 +80,7 @@
 mod emit;
 mod exec;
 mod leftovers;
+mod memory;
 pub(crate) mod progress;
 mod server;
 mod steps;

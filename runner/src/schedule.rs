@@ -299,6 +299,7 @@ pub fn estimate_model_on(
         cells,
         pairs: EXPECTED_PAIRS,
         probed: true,
+        wakes: false,
     };
     let counts = cost::counts(&work);
     if let Some(sweep) = recipe.speed() {

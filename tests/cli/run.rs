@@ -899,9 +899,15 @@ fn the_servers_get_disjoint_gpus_or_take_turns_with_base_runs_bracketing() {
     // Both up at once: each side's server loaded once.
     assert_eq!(server_loads(&fixture, "results"), [("base".to_owned(), 1), ("pr".to_owned(), 1)]);
 
-    // One GPU: one server at a time on GPU 0, in turns; every PR run is bracketed by base runs,
-    // a pair's closing base run opening the next (2n + 1 runs per cell).
-    let fixture = Fixture::new(&Sample { gate: TWO_PAIRS, gpus: 1, ..Sample::default() });
+    // One GPU, servers without a memory API: one server at a time on GPU 0, each switch a
+    // reload; every PR run is bracketed by base runs, a pair's closing base run opening the
+    // next (2n + 1 runs per cell).
+    let fixture = Fixture::new(&Sample {
+        gate: TWO_PAIRS,
+        gpus: 1,
+        server_flags: "--memory-api none",
+        ..Sample::default()
+    });
     let run = fixture.run("results");
     assert_eq!(run.code, 0, "{}", run.stderr);
     for side in ["base", "pr"] {
@@ -933,6 +939,7 @@ fn the_servers_get_disjoint_gpus_or_take_turns_with_base_runs_bracketing() {
         cells: 2,
         pairs: 2,
         probed: false,
+        wakes: false,
     });
     assert_eq!(counted.loads(), 6);
     let mut runs = 0;
@@ -970,13 +977,66 @@ fn the_servers_get_disjoint_gpus_or_take_turns_with_base_runs_bracketing() {
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
 }
 
+#[test]
+fn one_server_at_a_time_loads_each_side_once_and_switches_by_its_memory_api() {
+    for (api, words) in [
+        ("sglang", "switched by SGLang's memory release and resume"),
+        ("vllm", "switched by vLLM's sleep and wake-up"),
+    ] {
+        let flags = if api == "sglang" { "--memory-api sglang" } else { "--memory-api vllm" };
+        let fixture =
+            Fixture::new(&Sample { gate: TWO_PAIRS, gpus: 1, server_flags: flags, ..Sample::default() });
+        let run = fixture.run("results");
+        assert_eq!(run.code, 0, "{api}: {}", run.stderr);
+        // Each side loaded once; every later switch a release and a wake (2n for n rounds).
+        let loads = server_loads(&fixture, "results");
+        assert_eq!(loads, [("base".to_owned(), 1), ("pr".to_owned(), 1)], "{api}");
+        let wakes = server_events(&fixture, "results", "server-woken");
+        assert_eq!(wakes, [("base".to_owned(), 2), ("pr".to_owned(), 2)], "{api}");
+        // The cost formula counts the same, switching by wakes.
+        let counted = prgate_runner::schedule::cost::counts(&prgate_runner::schedule::cost::Work {
+            layout: prgate_runner::schedule::cost::Layout::OneAtATime,
+            pr_work_first: true,
+            cells: 2,
+            pairs: 2,
+            probed: false,
+            wakes: true,
+        });
+        assert_eq!((counted.loads(), counted.wakes), (2, 4), "{api}");
+        let released = server_events(&fixture, "results", "server-released");
+        assert_eq!(released, [("base".to_owned(), 2), ("pr".to_owned(), 3)], "{api}");
+        // No run met a released server: every pair measured, chained; routing from the logs.
+        for concurrency in [1, 2] {
+            let pair = |index| {
+                fixture.record("results", &format!("alpha.speed.both.concurrency-{concurrency}-pair-{index}"))
+            };
+            let (first, second) = (pair(0), pair(1));
+            assert_eq!(first["outcome"]["kind"], "speed-pair", "{first}");
+            assert_eq!(first["outcome"]["base_runs_ms"][1], second["outcome"]["base_runs_ms"][0]);
+        }
+        for side in ["base", "pr"] {
+            let routing = fixture.record("results", &format!("alpha.routing.{side}"));
+            assert_eq!(routing["outcome"]["routed"], true, "{routing}");
+        }
+        // The run says which design ran and what it took.
+        assert!(run.stderr.contains(words), "{api}: {}", run.stderr);
+        assert!(run.stderr.contains("2 loads, 4 wakes"), "{api}: {}", run.stderr);
+        assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+    }
+}
+
 /// Each side's server loads (`server-started` events) in a run's event stream, by side.
 pub(crate) fn server_loads(fixture: &Fixture, results: &str) -> Vec<(String, usize)> {
+    server_events(fixture, results, "server-started")
+}
+
+/// Each side's server events of `kind` in a run's event stream, by side.
+pub(crate) fn server_events(fixture: &Fixture, results: &str, kind: &str) -> Vec<(String, usize)> {
     let text = std::fs::read_to_string(fixture.events(results)).expect("the event stream");
     let mut loads: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
     for line in text.lines() {
         let event: serde_json::Value = serde_json::from_str(line).expect("an event");
-        if event["event"] == "server-started" {
+        if event["event"] == kind {
             let side = event["side"].as_str().expect("a side").to_owned();
             *loads.entry(side).or_default() += 1;
         }

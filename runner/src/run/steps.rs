@@ -10,6 +10,7 @@ use prgate_gate::speed::{Calibration, CellContext, Pair, needs_another_pair};
 use prgate_scope::plan::{ModelPlan, Tier};
 
 use super::emit::{Emitter, ServerEvents};
+use super::memory::{self, MemoryApi};
 use super::exec::{Command, Exec};
 use super::server::{Launch, Server, ServerFailure, server_log_tail, side_routing, with_log_tail};
 use super::{RunError, RunRequest, RunSummary, any_missing, evidence, not_run, recorded_pairs};
@@ -604,6 +605,10 @@ impl Runner<'_> {
                 up_once: [false, false],
                 model: name.clone(),
                 events: self.emit.servers(),
+                apis: [None, None],
+                no_api: [false, false],
+                loads: [0, 0],
+                wakes: [0, 0],
             };
 
         // One at a time, the PR's side goes first: the base server is then up when the speed
@@ -726,6 +731,9 @@ impl Runner<'_> {
                 }
             };
             self.record(subject, Check::Routing, side, None, outcome)?;
+        }
+        if let Some(design) = servers.design() {
+            self.summary.notes.push(design);
         }
         // Dropping the servers stops them.
         let _phase = self.clock.enter(Phase::Servers);
@@ -1377,11 +1385,13 @@ pub(super) struct Serving {
     pub container: Option<String>,
 }
 
-/// A side's server: not started (or stopped to make room), up, or failed for good.
+/// A side's server: not started (or stopped to make room), up, loaded but its memory released
+/// to make room, or failed for good.
 #[derive(Debug)]
 enum Slot {
     Idle,
     Up(Server),
+    Released(Server),
     Failed(ServerFailure),
 }
 
@@ -1402,6 +1412,12 @@ pub(super) struct Servers<'a> {
     model: String,
     /// Where its loads (and wakes and releases) are told.
     events: ServerEvents<'a>,
+    /// Each side's memory API, once a release found it; `no_api` once a probe found none.
+    apis: [Option<MemoryApi>; 2],
+    no_api: [bool; 2],
+    /// Each side's loads and wakes so far.
+    loads: [u32; 2],
+    wakes: [u32; 2],
 }
 
 impl Servers<'_> {
@@ -1424,14 +1440,13 @@ impl Servers<'_> {
             );
             self.slots[at] = Slot::Failed(ServerFailure { reason: NotRunReason::Crash, detail });
         }
+        if matches!(self.slots[at], Slot::Idle | Slot::Released(_)) && !self.together {
+            self.make_room(1 - at);
+        }
+        if matches!(self.slots[at], Slot::Released(_)) {
+            self.wake(side);
+        }
         if matches!(self.slots[at], Slot::Idle) {
-            if !self.together {
-                let other = 1 - at;
-                if matches!(self.slots[other], Slot::Up(_)) {
-                    // Dropping it stops it and lets its GPUs go.
-                    self.slots[other] = Slot::Idle;
-                }
-            }
             let began = now_ms();
             let started = Server::start(self.recipes[at], exec, &self.launches[at], startup);
             let failure = started.as_ref().err().map(|failure| failure.reason);
@@ -1440,6 +1455,7 @@ impl Servers<'_> {
             self.slots[at] = match started {
                 Ok(server) => {
                     self.up_once[at] = true;
+                    self.loads[at] += 1;
                     Slot::Up(server)
                 }
                 Err(failure) => Slot::Failed(failure),
@@ -1452,11 +1468,72 @@ impl Servers<'_> {
                 container: server.container(),
             }),
             Slot::Failed(failure) => Err(failure.clone()),
-            Slot::Idle => Err(ServerFailure {
+            Slot::Idle | Slot::Released(_) => Err(ServerFailure {
                 reason: NotRunReason::Other,
                 detail: "the server was not started".to_owned(),
             }),
         }
+    }
+
+    /// Makes room on the GPUs by the `other` side's server, when it is up: its memory released
+    /// when it speaks an engine's memory API (found by probing at its first release), else
+    /// stopped (dropping it lets its GPUs go).
+    fn make_room(&mut self, other: usize) {
+        match std::mem::replace(&mut self.slots[other], Slot::Idle) {
+            Slot::Up(server) if !server.is_topology() && !self.no_api[other] => {
+                let began = now_ms();
+                match memory::release(&server.url, self.apis[other]) {
+                    Some(api) => {
+                        self.apis[other] = Some(api);
+                        let model = Some(self.model.as_str());
+                        let side = if other == 0 { Side::Base } else { Side::Pr };
+                        let event = Event::server(EventKind::ServerReleased, model, side, began, None);
+                        self.events.emit(&event);
+                        self.slots[other] = Slot::Released(server);
+                    }
+                    None => self.no_api[other] = true,
+                }
+            }
+            Slot::Up(_stopped) => {}
+            kept => self.slots[other] = kept,
+        }
+    }
+
+    /// Wakes `side`'s released server and warms it up; one that does not come back is
+    /// stopped, to be loaded again.
+    fn wake(&mut self, side: Side) {
+        let at = slot(side);
+        let Slot::Released(mut server) = std::mem::replace(&mut self.slots[at], Slot::Idle) else {
+            return;
+        };
+        let began = now_ms();
+        let api = self.apis[at].unwrap_or(MemoryApi::Sglang);
+        let woke = memory::wake(&server.url, api, SERVED_MODEL) && !server.exited();
+        let failure = (!woke).then_some(NotRunReason::Crash);
+        let model = Some(self.model.as_str());
+        self.events.emit(&Event::server(EventKind::ServerWoken, model, side, began, failure));
+        if woke {
+            self.wakes[at] += 1;
+            self.slots[at] = Slot::Up(server);
+        }
+    }
+
+    /// Which design ran and what it took, for the run's notes: `None` with both up at once.
+    fn design(&self) -> Option<String> {
+        if self.together {
+            return None;
+        }
+        let loads = self.loads[0] + self.loads[1];
+        let wakes = self.wakes[0] + self.wakes[1];
+        let how = match (self.apis[0].or(self.apis[1]), wakes) {
+            (Some(MemoryApi::Sglang), 1..) => "switched by SGLang's memory release and resume",
+            (Some(MemoryApi::Vllm), 1..) => "switched by vLLM's sleep and wake-up",
+            _ => "no memory API: each switch stopped one server and loaded the other",
+        };
+        Some(format!(
+            "{}: one server at a time, {how}: {loads} loads, {wakes} wakes",
+            self.model
+        ))
     }
 
     /// The failure of a run on `side`'s server; when its process has exited, the server is

@@ -12,6 +12,11 @@
 //! runs of the round on the server that is up). A cell of `n` pairs takes `2n + 1` runs: a
 //! pair's closing base run opens the next.
 //!
+//! Switching by the engines' memory release (the runner probes a server for SGLang's or
+//! vLLM's API at its first switch, `crate::run`), each side loads once and every later switch
+//! is a wake. The estimate cannot know before the run whether a server speaks one, so it counts
+//! reloads (`wakes: false`, the upper bound a time limit needs) until a recipe declares it.
+//!
 //! What it leaves to others: the durations of the units (the estimate's constants or the
 //! history), running the job (the runner).
 
@@ -68,6 +73,9 @@ pub struct Work {
     pub pairs: u32,
     /// Whether each server start runs a gateway probe first (container isolation).
     pub probed: bool,
+    /// Whether the servers switch by the engines' memory release (SGLang's release/resume,
+    /// vLLM's sleep/wake-up) instead of a reload, one at a time.
+    pub wakes: bool,
 }
 
 /// The units a job costs.
@@ -77,7 +85,7 @@ pub struct Counts {
     pub setup_loads: u32,
     /// Server loads inside the speed phase (one at a time: every switch reloads).
     pub speed_loads: u32,
-    /// Wakes of a released server (none yet: every switch reloads).
+    /// Wakes of a released server (switching by memory release), each with its warm-up.
     pub wakes: u32,
     /// Speed runs, over all cells.
     pub runs: u32,
@@ -126,8 +134,16 @@ pub fn counts(work: &Work) -> Counts {
         }
         Layout::OneAtATime => (2, 0),
     };
+    // Switching by memory release, each side loads once: a switch to a side already loaded is
+    // a wake (the PR's first, without work before the pairs, is its load).
+    let (speed_loads, wakes) = if work.wakes && work.layout == Layout::OneAtATime && speed {
+        let first_pr_load = u32::from(!work.pr_work_first);
+        (first_pr_load, speed_loads - first_pr_load)
+    } else {
+        (speed_loads, 0)
+    };
     let probes = if work.probed { setup_loads + speed_loads } else { 0 };
-    Counts { setup_loads, speed_loads, wakes: 0, runs, probes }
+    Counts { setup_loads, speed_loads, wakes, runs, probes }
 }
 
 #[cfg(test)]
@@ -136,7 +152,7 @@ mod tests {
 
     #[test]
     fn a_node_with_room_loads_twice_and_one_at_a_time_reloads_per_switch() {
-        let work = Work { layout: Layout::Together, pr_work_first: true, cells: 2, pairs: 5, probed: false };
+        let work = Work { layout: Layout::Together, pr_work_first: true, cells: 2, pairs: 5, probed: false, wakes: false };
         assert_eq!(counts(&work), Counts { setup_loads: 2, speed_loads: 0, wakes: 0, runs: 22, probes: 0 });
         let one = Work { layout: Layout::OneAtATime, probed: true, ..work };
         let counted = counts(&one);
@@ -145,6 +161,10 @@ mod tests {
         assert_eq!(counts(&no_pr_work).loads(), 11);
         let no_speed = Work { cells: 0, ..one };
         assert_eq!((counts(&no_speed).loads(), counts(&no_speed).runs), (2, 0));
+        let waking = Work { wakes: true, ..one };
+        assert_eq!((counts(&waking).loads(), counts(&waking).wakes, counts(&waking).probes), (2, 10, 2));
+        let waking_late = Work { pr_work_first: false, ..waking };
+        assert_eq!((counts(&waking_late).loads(), counts(&waking_late).wakes), (2, 9));
     }
 
     /// bench/gpu-cost.md's "after": one model, full tier, tp 8 on an 8-GPU node (one at a
@@ -152,12 +172,16 @@ mod tests {
     /// min, 1312 GPU-minutes.
     #[test]
     fn the_benchmarks_real_node() {
-        let work = Work { layout: Layout::OneAtATime, pr_work_first: true, cells: 2, pairs: 5, probed: false };
+        let work = Work { layout: Layout::OneAtATime, pr_work_first: true, cells: 2, pairs: 5, probed: false, wakes: false };
         let minute = Duration::from_secs(60);
         let units = Units { load: 10 * minute, wake: minute / 2, run: 2 * minute, probe: Duration::ZERO };
         let counted = counts(&work);
         assert_eq!((counted.loads(), counted.wakes, counted.runs), (12, 0, 22));
         assert_eq!(counted.time(&units), 164 * minute);
         assert_eq!(counted.time(&units).as_secs() * 8 / 60, 1312);
+        // Switching by memory release: 2 loads, 10 wakes, 69 min, 552 GPU-minutes.
+        let waking = counts(&Work { wakes: true, ..work });
+        assert_eq!((waking.loads(), waking.wakes, waking.runs), (2, 10, 22));
+        assert_eq!(waking.time(&units).as_secs() * 8 / 60, 552);
     }
 }
