@@ -250,8 +250,7 @@ fn pool(
     // The divisor makes the pooled variance unbiased (each part's expectation in units of
     // one run's log variance); the degrees of freedom discount the chained differences.
     let divisor = chain.residual_expectation + differences.len() as f64 + calibration_df;
-    let degrees_of_freedom =
-        chain.residual_expectation + chain.difference_df + calibration_df;
+    let degrees_of_freedom = chain.residual_expectation + chain.difference_df + calibration_df;
     if degrees_of_freedom < 1.0 || divisor <= 0.0 {
         return None;
     }

@@ -397,7 +397,10 @@ pub enum EventKind {
 impl EventKind {
     /// Whether it is a server's event rather than a step's.
     pub fn is_server(self) -> bool {
-        matches!(self, EventKind::ServerStarted | EventKind::ServerWoken | EventKind::ServerReleased)
+        matches!(
+            self,
+            EventKind::ServerStarted | EventKind::ServerWoken | EventKind::ServerReleased
+        )
     }
 }
 

@@ -17,9 +17,9 @@
 //! crash (dying, stopping mid-answer) drops the connection, or breaks a stream off mid-body.
 
 pub mod disaggregation;
-mod memory;
 mod generate;
 mod info;
+mod memory;
 mod profile;
 pub mod rng;
 #[cfg(test)]

@@ -40,8 +40,9 @@ pub(super) async fn handle(request: Request<Incoming>, shared: &Arc<Shared>) -> 
     let path = request.uri().path().to_owned();
     let query = request.uri().query().unwrap_or_default().to_owned();
     let method = request.method().clone();
-    let not_allowed =
-        || Ok(respond(405, generate::error_json("method not allowed", "invalid_request_error", 405)));
+    let not_allowed = || {
+        Ok(respond(405, generate::error_json("method not allowed", "invalid_request_error", 405)))
+    };
     match path.as_str() {
         VLLM_IS_SLEEPING if method == Method::GET => {
             let sleeping = shared.released.load(Ordering::Acquire);
@@ -65,10 +66,8 @@ pub(super) async fn handle(request: Request<Incoming>, shared: &Arc<Shared>) -> 
             Ok(respond(200, "null".to_owned()))
         }
         VLLM_SLEEP => {
-            let level = query
-                .split('&')
-                .find_map(|pair| pair.strip_prefix("level="))
-                .unwrap_or("1");
+            let level =
+                query.split('&').find_map(|pair| pair.strip_prefix("level=")).unwrap_or("1");
             if !["1", "2"].contains(&level) {
                 return Ok(bad(400, &format!("sleep level {level:?} is not 1 or 2")));
             }

@@ -919,7 +919,9 @@ fn the_servers_get_disjoint_gpus_or_take_turns_with_base_runs_bracketing() {
         assert!(starts >= 2, "{side}'s server was not restarted in turns:\n{text}");
     }
     let pairs: Vec<serde_json::Value> = (0..2)
-        .map(|index| fixture.record("results", &format!("alpha.speed.both.concurrency-1-pair-{index}")))
+        .map(|index| {
+            fixture.record("results", &format!("alpha.speed.both.concurrency-1-pair-{index}"))
+        })
         .collect();
     for pair in &pairs {
         assert_eq!(pair["outcome"]["first"], "base", "{pair}");
@@ -969,7 +971,9 @@ fn the_servers_get_disjoint_gpus_or_take_turns_with_base_runs_bracketing() {
         .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("an event"))
         .filter(|event| event["event"] == "step-finished" && event["check"] == "speed")
         .collect();
-    let pairs = speed.iter().filter(|event| event["part"].as_str().is_some_and(|part| part.contains("pair")));
+    let pairs = speed
+        .iter()
+        .filter(|event| event["part"].as_str().is_some_and(|part| part.contains("pair")));
     assert_eq!(pairs.count(), 4, "two cells of two pairs:\n{text}");
     for two in speed.windows(2) {
         assert_eq!(two[1]["started_ms"], two[0]["time_ms"], "{text}");
@@ -984,8 +988,12 @@ fn one_server_at_a_time_loads_each_side_once_and_switches_by_its_memory_api() {
         ("vllm", "switched by vLLM's sleep and wake-up"),
     ] {
         let flags = if api == "sglang" { "--memory-api sglang" } else { "--memory-api vllm" };
-        let fixture =
-            Fixture::new(&Sample { gate: TWO_PAIRS, gpus: 1, server_flags: flags, ..Sample::default() });
+        let fixture = Fixture::new(&Sample {
+            gate: TWO_PAIRS,
+            gpus: 1,
+            server_flags: flags,
+            ..Sample::default()
+        });
         let run = fixture.run("results");
         assert_eq!(run.code, 0, "{api}: {}", run.stderr);
         // Each side loaded once; every later switch a release and a wake (2n for n rounds).
@@ -1008,7 +1016,10 @@ fn one_server_at_a_time_loads_each_side_once_and_switches_by_its_memory_api() {
         // No run met a released server: every pair measured, chained; routing from the logs.
         for concurrency in [1, 2] {
             let pair = |index| {
-                fixture.record("results", &format!("alpha.speed.both.concurrency-{concurrency}-pair-{index}"))
+                fixture.record(
+                    "results",
+                    &format!("alpha.speed.both.concurrency-{concurrency}-pair-{index}"),
+                )
             };
             let (first, second) = (pair(0), pair(1));
             assert_eq!(first["outcome"]["kind"], "speed-pair", "{first}");

@@ -10,8 +10,8 @@ use prgate_gate::speed::{Calibration, CellContext, Pair, needs_another_pair};
 use prgate_scope::plan::{ModelPlan, Tier};
 
 use super::emit::{Emitter, ServerEvents};
-use super::memory::{self, MemoryApi};
 use super::exec::{Command, Exec};
+use super::memory::{self, MemoryApi};
 use super::server::{Launch, Server, ServerFailure, server_log_tail, side_routing, with_log_tail};
 use super::{RunError, RunRequest, RunSummary, any_missing, evidence, not_run, recorded_pairs};
 use crate::accuracy::{self, EvalConfig, gated, sgl_eval};
@@ -26,8 +26,8 @@ use crate::recipe::{
     AccuracyBenchmark, Evaluator, ExternalSpeed, Install, NotRunnable, Recipe, SpeedBenchmark,
     SpeedFormat, SpeedRun, SpeedSweep,
 };
-use crate::schedule::cost::Layout;
 use crate::results::{Event, EventKind, Part, ResultsDir, StepId, StepStarted, now_ms};
+use crate::schedule::cost::Layout;
 use crate::untrusted::{self, MAX_RESULT_FILE};
 use prgate_gate::job::{Expect, Target};
 
@@ -595,21 +595,20 @@ impl Runner<'_> {
             });
         }
         let recipes = [job.side_recipe(recipe, Side::Base).unwrap_or(recipe), recipe];
-        let mut servers =
-            Servers {
-                recipe,
-                recipes,
-                launches,
-                slots,
-                together,
-                up_once: [false, false],
-                model: name.clone(),
-                events: self.emit.servers(),
-                apis: [None, None],
-                no_api: [false, false],
-                loads: [0, 0],
-                wakes: [0, 0],
-            };
+        let mut servers = Servers {
+            recipe,
+            recipes,
+            launches,
+            slots,
+            together,
+            up_once: [false, false],
+            model: name.clone(),
+            events: self.emit.servers(),
+            apis: [None, None],
+            no_api: [false, false],
+            loads: [0, 0],
+            wakes: [0, 0],
+        };
 
         // One at a time, the PR's side goes first: the base server is then up when the speed
         // pairs open with a base run, and no server starts twice before them.
@@ -1487,7 +1486,8 @@ impl Servers<'_> {
                         self.apis[other] = Some(api);
                         let model = Some(self.model.as_str());
                         let side = if other == 0 { Side::Base } else { Side::Pr };
-                        let event = Event::server(EventKind::ServerReleased, model, side, began, None);
+                        let event =
+                            Event::server(EventKind::ServerReleased, model, side, began, None);
                         self.events.emit(&event);
                         self.slots[other] = Slot::Released(server);
                     }
@@ -1530,10 +1530,7 @@ impl Servers<'_> {
             (Some(MemoryApi::Vllm), 1..) => "switched by vLLM's sleep and wake-up",
             _ => "no memory API: each switch stopped one server and loaded the other",
         };
-        Some(format!(
-            "{}: one server at a time, {how}: {loads} loads, {wakes} wakes",
-            self.model
-        ))
+        Some(format!("{}: one server at a time, {how}: {loads} loads, {wakes} wakes", self.model))
     }
 
     /// The failure of a run on `side`'s server; when its process has exited, the server is

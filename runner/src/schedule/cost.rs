@@ -152,8 +152,18 @@ mod tests {
 
     #[test]
     fn a_node_with_room_loads_twice_and_one_at_a_time_reloads_per_switch() {
-        let work = Work { layout: Layout::Together, pr_work_first: true, cells: 2, pairs: 5, probed: false, wakes: false };
-        assert_eq!(counts(&work), Counts { setup_loads: 2, speed_loads: 0, wakes: 0, runs: 22, probes: 0 });
+        let work = Work {
+            layout: Layout::Together,
+            pr_work_first: true,
+            cells: 2,
+            pairs: 5,
+            probed: false,
+            wakes: false,
+        };
+        assert_eq!(
+            counts(&work),
+            Counts { setup_loads: 2, speed_loads: 0, wakes: 0, runs: 22, probes: 0 }
+        );
         let one = Work { layout: Layout::OneAtATime, probed: true, ..work };
         let counted = counts(&one);
         assert_eq!((counted.loads(), counted.runs, counted.probes), (12, 22, 12));
@@ -162,7 +172,10 @@ mod tests {
         let no_speed = Work { cells: 0, ..one };
         assert_eq!((counts(&no_speed).loads(), counts(&no_speed).runs), (2, 0));
         let waking = Work { wakes: true, ..one };
-        assert_eq!((counts(&waking).loads(), counts(&waking).wakes, counts(&waking).probes), (2, 10, 2));
+        assert_eq!(
+            (counts(&waking).loads(), counts(&waking).wakes, counts(&waking).probes),
+            (2, 10, 2)
+        );
         let waking_late = Work { pr_work_first: false, ..waking };
         assert_eq!((counts(&waking_late).loads(), counts(&waking_late).wakes), (2, 9));
     }
@@ -172,9 +185,17 @@ mod tests {
     /// min, 1312 GPU-minutes.
     #[test]
     fn the_benchmarks_real_node() {
-        let work = Work { layout: Layout::OneAtATime, pr_work_first: true, cells: 2, pairs: 5, probed: false, wakes: false };
+        let work = Work {
+            layout: Layout::OneAtATime,
+            pr_work_first: true,
+            cells: 2,
+            pairs: 5,
+            probed: false,
+            wakes: false,
+        };
         let minute = Duration::from_secs(60);
-        let units = Units { load: 10 * minute, wake: minute / 2, run: 2 * minute, probe: Duration::ZERO };
+        let units =
+            Units { load: 10 * minute, wake: minute / 2, run: 2 * minute, probe: Duration::ZERO };
         let counted = counts(&work);
         assert_eq!((counted.loads(), counted.wakes, counted.runs), (12, 0, 22));
         assert_eq!(counted.time(&units), 164 * minute);
