@@ -150,10 +150,13 @@
     const state = [...table.querySelectorAll("th")].find((th) => th.textContent.trim() === "State");
     if (!state) continue;
     // A checks table reads row by row: no cell of it wraps (an interval over three lines).
+    // A cell's own text is measured (a row is as tall as its tallest cell, so the cell's box
+    // would blame every cell of a row for one that wraps).
     for (const cell of table.querySelectorAll("td, th")) {
       const line = parseFloat(getComputedStyle(cell).lineHeight) || 24;
-      const padding = parseFloat(getComputedStyle(cell).paddingTop) + parseFloat(getComputedStyle(cell).paddingBottom);
-      if (cell.clientHeight - padding > line * 1.5) {
+      const text = document.createRange();
+      text.selectNodeContents(cell);
+      if (text.getBoundingClientRect().height > line * 1.5) {
         problems.push(`table "${name}": the cell "${cell.textContent.trim()}" wraps`);
         break;
       }

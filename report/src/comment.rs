@@ -402,10 +402,11 @@ struct SpeedRow {
     concurrency: String,
     /// `base → PR`.
     medians: String,
-    /// The change and its interval, as the checklist writes it: `+2.7% [-3.0%, +8.8%]`.
+    /// The change and its interval: `+2.7% [-3.0, +8.8]`.
     change: String,
-    pairs: usize,
-    confidence: &'static str,
+    /// The pairs, and how the test ended when not at its bound: `5`, `24, at the cap`,
+    /// `3, open`.
+    pairs: String,
     state_md: &'static str,
 }
 
@@ -470,9 +471,9 @@ struct AccuracyRow {
     accuracies: String,
     /// The difference and its interval: `-1.2 [-3.0, +0.6]`.
     difference: String,
-    /// The questions, and whether paired: `40 paired`.
+    /// The questions, with a `†` when the sides did not answer the same ones (unpaired):
+    /// `40`, `40†`. (The p-value is in the checklist's line.)
     questions: String,
-    p_value: String,
     tolerance: String,
     state_md: &'static str,
 }
@@ -1127,18 +1128,19 @@ fn model_view(name: &str, tier: Option<Tier>, items: &[&Item]) -> ModelView {
                     format!("{concurrency} (not covered)")
                 },
                 medians: format!("{} → {}", milliseconds(*base_ms), milliseconds(*pr_ms)),
+                // The interval's ends in the change's unit without their own `%`: the table
+                // fits an 800 px comment (`.ci/render-comments`).
                 change: match (change, interval) {
                     (Some(change), Some((low, high))) => {
-                        format!("{} [{}, {}]", percent(*change), percent(*low), percent(*high))
+                        format!("{} [{}, {}]", percent(*change), points(*low), points(*high))
                     }
                     (Some(change), None) => percent(*change),
                     (None, _) => unknown(),
                 },
-                pairs: *pairs,
-                confidence: match confidence {
-                    Confidence::High => "high",
-                    Confidence::Low => "low: at the pair cap",
-                    Confidence::Open => "open",
+                pairs: match confidence {
+                    Confidence::High => pairs.to_string(),
+                    Confidence::Low => format!("{pairs}, at the cap"),
+                    Confidence::Open => format!("{pairs}, open"),
                 },
                 state_md,
             }),
@@ -1150,7 +1152,6 @@ fn model_view(name: &str, tier: Option<Tier>, items: &[&Item]) -> ModelView {
                 interval,
                 questions,
                 paired,
-                p_value,
                 tolerance,
                 ..
             }) => view.accuracy.push(AccuracyRow {
@@ -1162,12 +1163,7 @@ fn model_view(name: &str, tier: Option<Tier>, items: &[&Item]) -> ModelView {
                     points(interval.0),
                     points(interval.1)
                 ),
-                questions: format!("{questions} {}", if *paired { "paired" } else { "unpaired" }),
-                p_value: if *p_value < 0.001 {
-                    "< 0.001".to_owned()
-                } else {
-                    format!("{p_value:.3}")
-                },
+                questions: if *paired { questions.to_string() } else { format!("{questions}†") },
                 tolerance: format!("{:.1}", tolerance * 100.0),
                 state_md,
             }),
