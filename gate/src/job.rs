@@ -35,7 +35,10 @@
 //! A recipe `state` is `parsed` (with its `hash`), `missing`, `invalid` (with `hash` and
 //! `error`), or `no-tree` (the base side of a model new in the PR). When both sides' trees have
 //! the recipe file and its bytes differ, `recipe` also has a `diff` ([`RecipeDiff`]:
-//! `{"text": "@@ -3,1 +3,1 @@\n-tp = 8\n+tp = 4\n", "omitted": 0}`), which the comment shows. A step is a [`StepId`]
+//! `{"text": "@@ -3,1 +3,1 @@\n-tp = 8\n+tp = 4\n", "omitted": 0}`), which the comment shows,
+//! and a `contract` ([`Contract`], left out when empty): the differences of the PR's recipe
+//! from base's and what each does. `accept_narrowing` (left out when false) is a maintainer's
+//! acceptance of a narrowing. A step is a [`StepId`]
 //! without its model (the target's); `part` is a benchmark's name (lowercase), or
 //! `concurrency-C` for a speed cell (whose evidence is its pairs `concurrency-C-pair-I`, its
 //! calibration `concurrency-C-noise`, or its not-run). `expect` is `run` (it must produce

@@ -781,7 +781,12 @@ impl<'a> Judge<'a> {
         }
         let narrowing = contract.narrowings().count();
         let (state, mut summary) = if contract.own {
-            (State::Pass, "new model (its own recipe): no base recipe to hold it to".to_owned())
+            let text = if target.new {
+                "new model (its own recipe): no base recipe to hold it to"
+            } else {
+                "its own recipe: the base side has no valid recipe to hold it to"
+            };
+            (State::Pass, text.to_owned())
         } else if narrowing == 0 {
             (State::Pass, "base's recipe measures both sides".to_owned())
         } else if accept_narrowing {

@@ -115,7 +115,8 @@ fn item(verdict: &serde_json::Value, check: &str) -> (String, String) {
     (text("state"), text("summary"))
 }
 
-fn verdict_of(pr: fn(&Repo), args: &[&str]) -> serde_json::Value {
+/// The gate's verdict on `pr` after `prgate run` with `args`, and its exit code.
+fn judged(pr: fn(&Repo), args: &[&str]) -> (i32, serde_json::Value) {
     let fixture = Fixture::new(&Sample {
         gate: TWO_PAIRS,
         base_files: &[(DATASET, QUESTIONS)],
@@ -128,8 +129,14 @@ fn verdict_of(pr: fn(&Repo), args: &[&str]) -> serde_json::Value {
     let run = crate::support::prgate(fixture.repo.path(), &run_args);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let (gate, verdict) = fixture.gate_json("results");
-    assert_eq!(gate.code, 1, "the gate fails the PR: {}{}", gate.stdout, gate.stderr);
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+    (gate.code, verdict)
+}
+
+/// The gate's verdict on `pr`, which it fails.
+fn verdict_of(pr: fn(&Repo), args: &[&str]) -> serde_json::Value {
+    let (code, verdict) = judged(pr, args);
+    assert_eq!(code, 1, "the gate fails the PR: {verdict:#}");
     verdict
 }
 
@@ -166,4 +173,38 @@ fn a_pr_that_hides_its_regressions_in_its_own_recipe_and_harness_still_fails() {
     let harness = tricked["sections"].to_string();
     assert!(harness.contains("the PR changes the test harness"), "{harness}");
     assert!(harness.contains("test/unit/alpha/conftest.py") && harness.contains("pytest.ini"));
+}
+
+/// A PR that only narrows its recipe: it drops the covered cell and cuts the benchmark to two
+/// questions.
+fn narrow(repo: &Repo) {
+    repo.write("pkg/models/alpha/layer.py", "# alpha, unchanged speed\n");
+    edit(
+        repo,
+        RECIPE,
+        &[
+            ("covered = [1]", "covered = []"),
+            (
+                "dataset = \"test/e2e/data/alpha.jsonl\"",
+                "dataset = \"test/e2e/data/alpha.jsonl\"\nlimit = 2",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn a_narrowing_fails_on_its_own_and_passes_as_a_warning_with_a_maintainers_approval() {
+    let (code, verdict) = judged(narrow, &[]);
+    let (contract, why) = item(&verdict, "recipe-contract");
+    assert_eq!((code, contract.as_str()), (1, "fail"), "{why}");
+    assert!(why.contains("needs a maintainer's accept-narrowing label"), "{why}");
+    // `prgate ci` sets the flag from the PR's `accept-narrowing` label.
+    let (code, verdict) = judged(narrow, &["--accept-narrowing"]);
+    let (contract, why) = item(&verdict, "recipe-contract");
+    assert_eq!((code, contract.as_str()), (0, "warn"), "{verdict:#}");
+    assert!(why.contains("accepted by a maintainer (the accept-narrowing label)"), "{why}");
+    // Base's recipe still measured what the PR dropped.
+    let speed = item(&verdict, "speed").0;
+    assert!(speed == "pass" || speed == "warn", "the covered cell is judged: {verdict:#}");
+    assert!(item(&verdict, "accuracy tiny").1.contains("40"), "{verdict:#}");
 }

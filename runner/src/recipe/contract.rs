@@ -99,7 +99,8 @@ pub fn differences(base: &Recipe, pr: &Recipe, node: &NodeProfile) -> Vec<Contra
     changes.value("install.command", &install(base), &install(pr), Effect::Changed);
     let same_topology = match (&base.topology, &pr.topology) {
         (None, None) => true,
-        (Some(ours), Some(_)) => ours.with_commands_of(pr.topology.as_ref()) == *ours,
+        // The same shape once the PR's role commands are set aside.
+        (Some(ours), Some(theirs)) => theirs.with_commands_of(Some(ours)) == *ours,
         _ => false,
     };
     if !same_topology {
