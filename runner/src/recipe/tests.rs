@@ -403,3 +403,34 @@ fn both_sides_run_by_the_base_recipe_but_the_pr_server_command() {
     assert!(own.contract.own, "a model without a base recipe runs by its own");
     assert_eq!(own.base, pr);
 }
+
+#[test]
+fn a_pr_cannot_measure_its_side_with_its_own_speed_benchmark_or_routing_pattern() {
+    let node = NodeProfile::parse(node::EXAMPLE, "example node").expect("the example is valid");
+    let base = Recipe::parse(EXAMPLE, "base").expect("the example is valid");
+    let pr_text = EXAMPLE
+        .replace(
+            "warmup-per-concurrency = 1\n",
+            "warmup-per-concurrency = 1\nbenchmark = \"external\"\ncommand = \"bench --port {port} --out {results} --c {concurrency}\"\nformat = \"bench-serving\"\nresult = \"r.jsonl\"\n",
+        )
+        .replace(r"routing-pattern = 'sgl_amd_mono: routed \S+ to monokernel'", "routing-pattern = '.'")
+        .replace("requests-per-concurrency = 10", "requests-per-concurrency = 1");
+    let pr = Recipe::parse(&pr_text, "pr").expect("the PR's recipe is valid");
+    let sides = contract::decide(Some(&base), &pr, &node);
+    for side in [&sides.base, &sides.pr] {
+        assert_eq!(side.speed().map(|s| &s.benchmark), Some(&SpeedBenchmark::Builtin));
+        assert_eq!(side.server().routing_pattern, base.server().routing_pattern);
+        assert_eq!(side.speed().map(|s| s.requests_per_concurrency), Some(10));
+    }
+    let effects: Vec<(&str, prgate_gate::job::Effect)> =
+        sides.contract.changes.iter().map(|c| (c.key.as_str(), c.effect)).collect();
+    use prgate_gate::job::Effect;
+    assert_eq!(
+        effects,
+        [
+            ("server.routing-pattern", Effect::Changed),
+            ("speed.requests-per-concurrency", Effect::Narrowing),
+            ("speed.benchmark", Effect::Changed),
+        ]
+    );
+}

@@ -452,6 +452,7 @@ fn a_narrowed_contract_fails_unless_accepted_and_a_hidden_test_likewise() {
     assert_eq!(verdict.result, State::Pass, "{}", short(&verdict));
     // A model without a base recipe runs by its own, and says so.
     job.targets[0].recipe.contract = Contract { own: true, changes: Vec::new() };
+    job.targets[0].new = true;
     let own = item(&final_verdict(&plan, Some(&job), &passing()), "recipe-contract");
     assert_eq!(
         (own.state, own.summary.contains("new model (its own recipe)")),
