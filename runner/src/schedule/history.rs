@@ -22,6 +22,8 @@ use crate::results::{EVENTS_SCHEMA_VERSION, Event, EventKind};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct History {
     steps: Vec<FinishedStep>,
+    /// Each server load's model and duration (`server-started` events).
+    loads: Vec<(Option<String>, Duration)>,
 }
 
 /// Why an event stream could not be read.
@@ -61,6 +63,7 @@ impl History {
     /// last line without its newline that is not an event (a write cut short by a kill).
     pub fn parse(text: &str, file: &str) -> Result<History, HistoryError> {
         let mut steps = Vec::new();
+        let mut loads = Vec::new();
         let complete = text.ends_with('\n');
         let lines: Vec<&str> = text.lines().collect();
         for (index, line) in lines.iter().enumerate() {
@@ -86,6 +89,12 @@ impl History {
                     version: event.schema_version,
                 });
             }
+            if event.event == EventKind::ServerStarted
+                && event.reason.is_none()
+                && let Some(took) = event.took()
+            {
+                loads.push((event.model.clone(), took));
+            }
             if event.event != EventKind::StepFinished {
                 continue;
             }
@@ -99,12 +108,17 @@ impl History {
                 duration: Duration::from_millis(event.time_ms.saturating_sub(started_ms)),
             });
         }
-        Ok(History { steps })
+        Ok(History { steps, loads })
     }
 
     /// The histories of several files as one.
     pub fn merge(histories: impl IntoIterator<Item = History>) -> History {
-        History { steps: histories.into_iter().flat_map(|history| history.steps).collect() }
+        let mut merged = History::default();
+        for history in histories {
+            merged.steps.extend(history.steps);
+            merged.loads.extend(history.loads);
+        }
+        merged
     }
 
     /// Whether it holds no finished step.
@@ -119,6 +133,18 @@ impl History {
         models.sort_unstable();
         models.dedup();
         models
+    }
+
+    /// The mean time a server of `model` took to load, over the loads the history has.
+    pub(super) fn load_time(&self, model: Option<&str>) -> Option<Duration> {
+        let mine: Vec<Duration> = self
+            .loads
+            .iter()
+            .filter(|(of, _)| of.as_deref() == model)
+            .map(|(_, took)| *took)
+            .collect();
+        let count = u32::try_from(mine.len()).ok().filter(|&count| count > 0)?;
+        Some(mine.iter().sum::<Duration>() / count)
     }
 
     /// Each step's duration in the most recent run of `model` that has it.
