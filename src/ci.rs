@@ -871,6 +871,10 @@ fn run_plan(
             results: target.results,
             events: Some(target.events),
             recipes: RecipePaths { model: DEFAULT_RECIPE_PATH, common: DEFAULT_COMMON_RECIPE_PATH },
+            accept_narrowing: args.run.accept_narrowing
+                || pinned.labels.iter().any(|label| {
+                    label.eq_ignore_ascii_case(prgate_gate::job::ACCEPT_NARROWING_LABEL)
+                }),
         },
         gate: &base.config,
         gain_required,

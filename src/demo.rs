@@ -311,6 +311,7 @@ impl OnNode<'_> {
                     model: DEFAULT_RECIPE_PATH,
                     common: DEFAULT_COMMON_RECIPE_PATH,
                 },
+                accept_narrowing: false,
             },
             gate: config,
             gain_required: prgate_gate::title::requires_gain(self.title, &config.gain.types),

@@ -86,6 +86,14 @@ pub(crate) struct PullRequest {
     pub(crate) state: Option<String>,
     #[serde(default)]
     pub(crate) merged: Option<bool>,
+    #[serde(default)]
+    pub(crate) labels: Vec<Label>,
+}
+
+/// A label of a pull request.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct Label {
+    pub(crate) name: String,
 }
 
 impl PullRequest {

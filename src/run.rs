@@ -136,6 +136,11 @@ pub(crate) struct RunOptions {
     /// --sbatch-arg=--partition=gpu or --sbatch-arg=--exclusive (repeat for more).
     #[arg(long = "sbatch-arg", value_name = "OPTION", allow_hyphen_values = true)]
     sbatch_args: Vec<String>,
+    /// A maintainer accepts that the PR's recipe narrows what its base recipe measures (a cell,
+    /// benchmark or test removed, a limit lowered): the narrowing is then a warning, not a
+    /// failure (docs/recipe.md). `prgate ci` sets it from the `accept-narrowing` label.
+    #[arg(long)]
+    accept_narrowing: bool,
 }
 
 /// The run's settings, checked: what the rest of the program takes instead of flags.
@@ -149,6 +154,7 @@ pub(crate) struct RunSettings {
     /// `None` with `--preflight off`.
     pub(crate) preflight: Option<PreflightSettings>,
     pub(crate) executor: ExecutorSettings,
+    pub(crate) accept_narrowing: bool,
 }
 
 /// The preflight's settings.
@@ -206,6 +212,7 @@ impl RunOptions {
                 min_free_disk: self.min_free_disk,
             }),
             executor,
+            accept_narrowing: self.accept_narrowing,
         })
     }
 }
@@ -342,6 +349,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
             results: files.results,
             events: files.events,
             recipes: RecipePaths { model: DEFAULT_RECIPE_PATH, common: files.common_recipe },
+            accept_narrowing: settings.accept_narrowing,
         },
         gate: &base.config,
         gain_required,
@@ -469,6 +477,9 @@ pub(crate) fn run_slurm(
             argv.push(name.into());
             argv.push(value);
         }
+        if settings.accept_narrowing {
+            argv.push("--accept-narrowing".into());
+        }
         argv
     };
     let slurm_settings = SlurmSettings {
@@ -484,6 +495,7 @@ pub(crate) fn run_slurm(
             results: files.results,
             events: files.events,
             recipes: RecipePaths { model: DEFAULT_RECIPE_PATH, common: files.common_recipe },
+            accept_narrowing: settings.accept_narrowing,
         },
         command: &command,
         settings: &slurm_settings,

@@ -143,6 +143,9 @@ pub(crate) struct Pinned {
     /// and this the PR's own head and what the queue adds (`queue`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) merge_group: Option<queue::QueuePin>,
+    /// The PR's labels when it was pinned (a maintainer's `accept-narrowing`, say).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) labels: Vec<String>,
 }
 
 /// Writes the pin (`trigger.json`) and the PR's files (`files.txt`) into `dir`.
@@ -374,6 +377,7 @@ async fn pin_after_label(
         triggered_by: sender,
         files_truncated: files.truncated,
         merge_group: None,
+        labels: again.labels.iter().map(|label| label.name.clone()).collect(),
     };
     Ok(Decision::Start(Box::new(pinned), files.paths))
 }

@@ -35,7 +35,10 @@
 //! A recipe `state` is `parsed` (with its `hash`), `missing`, `invalid` (with `hash` and
 //! `error`), or `no-tree` (the base side of a model new in the PR). When both sides' trees have
 //! the recipe file and its bytes differ, `recipe` also has a `diff` ([`RecipeDiff`]:
-//! `{"text": "@@ -3,1 +3,1 @@\n-tp = 8\n+tp = 4\n", "omitted": 0}`), which the comment shows. A step is a [`StepId`]
+//! `{"text": "@@ -3,1 +3,1 @@\n-tp = 8\n+tp = 4\n", "omitted": 0}`), which the comment shows,
+//! and a `contract` ([`Contract`], left out when empty): the differences of the PR's recipe
+//! from base's and what each does. `accept_narrowing` (left out when false) is a maintainer's
+//! acceptance of a narrowing. A step is a [`StepId`]
 //! without its model (the target's); `part` is a benchmark's name (lowercase), or
 //! `concurrency-C` for a speed cell (whose evidence is its pairs `concurrency-C-pair-I`, its
 //! calibration `concurrency-C-noise`, or its not-run). `expect` is `run` (it must produce
@@ -54,6 +57,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::evidence::{Check, Evidence, NotRunReason, Outcome, Side};
 
+/// The PR label by which a maintainer accepts a narrowing of the contract ([`Contract`]).
+pub const ACCEPT_NARROWING_LABEL: &str = "accept-narrowing";
+
 /// The version of the job plan's format.
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -66,6 +72,10 @@ pub struct JobPlan {
     /// How many covered speed cells the whole run judges together (the speed family).
     pub family: u32,
     pub targets: Vec<Target>,
+    /// A maintainer approved the PR's narrowing of the contract (the `accept-narrowing` label,
+    /// `prgate run --accept-narrowing`): a narrowing is then a warning, not a failure.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub accept_narrowing: bool,
 }
 
 /// A model of the plan, or the common checks (`model` is `None`).
@@ -89,6 +99,72 @@ pub struct Recipes {
     /// differ; `None` otherwise (and in a job plan written before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diff: Option<RecipeDiff>,
+    /// What both sides run by: the base side's recipe (the contract) and how the PR's differs.
+    #[serde(default, skip_serializing_if = "Contract::is_empty")]
+    pub contract: Contract,
+}
+
+/// The contract a model is measured by: the base side's recipe, for both sides. The PR decides
+/// only its own side's server command; every other difference of its recipe is a change
+/// listed here (`prgate_runner::recipe::contract` decides them).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Contract {
+    /// The model has no base recipe (new in the PR, or none on base): it runs by its own.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub own: bool,
+    /// Every difference of the PR's recipe from base's, in the recipe's key order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<ContractChange>,
+}
+
+impl Contract {
+    /// Nothing to say: the model runs by base's recipe and the PR's is the same.
+    pub fn is_empty(&self) -> bool {
+        !self.own && self.changes.is_empty()
+    }
+
+    /// The changes that narrow what is measured.
+    pub fn narrowings(&self) -> impl Iterator<Item = &ContractChange> {
+        self.changes.iter().filter(|change| change.effect == Effect::Narrowing)
+    }
+}
+
+/// One difference of the PR's recipe from base's: the key (`speed.covered`,
+/// `accuracy.gsm8k.limit`), both values as text (`-` when a side has none), and what it does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContractChange {
+    pub key: String,
+    pub base: String,
+    pub pr: String,
+    pub effect: Effect,
+}
+
+/// What a difference of the PR's recipe does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Effect {
+    /// The PR's own side: its server command. Used on the PR side.
+    Own,
+    /// Measures more (a cell added, a request count raised): shown; added cells run.
+    Widening,
+    /// Changes how it is measured, neither more nor less: shown, base's value is used.
+    Changed,
+    /// Measures less (a cell, benchmark, suite or test removed, a limit or request count
+    /// lowered, a requirement this node cannot meet that base's can): base's value is used,
+    /// and the verdict fails unless a maintainer accepted it.
+    Narrowing,
+}
+
+impl Effect {
+    /// The word the comment shows.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Effect::Own => "PR's own side",
+            Effect::Widening => "widening",
+            Effect::Changed => "changed, base's used",
+            Effect::Narrowing => "narrowing",
+        }
+    }
 }
 
 /// A recipe's change against the base side's, as a reviewer reads it: the hunks of a unified

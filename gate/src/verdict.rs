@@ -373,6 +373,7 @@ pub fn judge_with(request: JudgeRequest<'_>) -> Result<Verdict, EvidenceError> {
         evidence,
         accuracy_family,
         gain_required,
+        accept_narrowing: job.is_some_and(|job| job.accept_narrowing),
     };
 
     let rule_items: Vec<Item> = rules
@@ -392,6 +393,11 @@ pub fn judge_with(request: JudgeRequest<'_>) -> Result<Verdict, EvidenceError> {
         .collect();
     judge.items.insert(SectionName::Rules, rule_items);
     judge.scope(plan);
+    if let Some(job) = job {
+        for target in &job.targets {
+            judge.contract(target, job.accept_narrowing);
+        }
+    }
 
     let models: Vec<_> = plan.running_models().collect();
     // The family the run declared, else the covered cells seen so far.
@@ -519,6 +525,30 @@ fn recipe_changes(job: &JobPlan) -> Vec<RecipeChange> {
         .collect()
 }
 
+/// The model a changed path's match names, if any.
+fn model_of(path_match: &prgate_scope::plan::PathMatch) -> Option<&String> {
+    match path_match {
+        prgate_scope::plan::PathMatch::Model { model, .. } => Some(model),
+        _ => None,
+    }
+}
+
+/// The files pytest reads its configuration and plugins from: `conftest.py`, `pytest.ini`,
+/// `pyproject.toml`, `setup.cfg`, `tox.ini`, at any depth.
+fn is_test_harness(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    matches!(name, "conftest.py" | "pytest.ini" | "pyproject.toml" | "setup.cfg" | "tox.ini")
+}
+
+/// A recipe value as a verdict line shows it: at most 80 characters, `…` where it was cut.
+fn clip(text: &str) -> String {
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match text.char_indices().nth(80) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text,
+    }
+}
+
 /// The paired comparison of one benchmark as the gate judges it: `counts` are (base right and
 /// PR wrong, PR right and base wrong, questions), `benchmarks` how many are judged together.
 /// `ProportionComparison::against` the benchmark's tolerance is the decision. The simulation
@@ -623,6 +653,8 @@ struct Judge<'a> {
     accuracy_family: usize,
     /// Whether the PR's title type claims a speed gain.
     gain_required: bool,
+    /// A maintainer accepted the PR's narrowing (the job plan's `accept_narrowing`).
+    accept_narrowing: bool,
 }
 
 fn section_of(check: Check) -> SectionName {
@@ -675,6 +707,115 @@ impl<'a> Judge<'a> {
             check: "scope".to_owned(),
             state,
             rule: "a model's own change runs its full tier, a shared change every model's smoke tier".to_owned(),
+            summary,
+            numbers: None,
+        });
+        self.removed_models(plan);
+        let harness: Vec<&str> = plan
+            .changed
+            .iter()
+            .flat_map(|changed| std::iter::once(&changed.path).chain(changed.old_path.as_ref()))
+            .map(String::as_str)
+            .filter(|path| is_test_harness(path))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if !harness.is_empty() {
+            self.push(SectionName::Scope, Item {
+                model: None,
+                check: "test-harness".to_owned(),
+                state: State::Warn,
+                rule: "a change to pytest's own configuration or plugins is read by a reviewer: it can skip, deselect or rewrite tests on the PR side".to_owned(),
+                summary: format!("the PR changes the test harness: {}", harness.join(", ")),
+                numbers: None,
+            });
+        }
+    }
+
+    /// A model the PR removes leaves the verdict: it is said, never silent, with the new model
+    /// its files moved to when the diff shows them renamed (that model is judged as new, against
+    /// SGLang's own path, not against its old name's base recipe).
+    fn removed_models(&mut self, plan: &Plan) {
+        for model in plan.models.iter().filter(|model| model.removed) {
+            let renamed_to: BTreeSet<&str> = plan
+                .changed
+                .iter()
+                .filter(|changed| changed.old_path.is_some())
+                .filter(|changed| changed.matches.iter().any(|m| model_of(m) == Some(&model.name)))
+                .flat_map(|changed| changed.matches.iter().filter_map(model_of))
+                .filter(|name| *name != &model.name)
+                .filter(|name| plan.models.iter().any(|other| &other.name == *name && other.new))
+                .map(String::as_str)
+                .collect();
+            let summary = if renamed_to.is_empty() {
+                format!("{}: removed by the PR; its checks no longer run", model.name)
+            } else {
+                format!(
+                    "{}: removed by the PR, its files renamed to {}; that model is judged as new (its own recipe, against SGLang's own path), not by this one's base recipe",
+                    model.name,
+                    renamed_to.into_iter().collect::<Vec<_>>().join(", ")
+                )
+            };
+            self.push(
+                SectionName::Scope,
+                Item {
+                    model: Some(model.name.clone()),
+                    check: "model-removed".to_owned(),
+                    state: State::Warn,
+                    rule: "a model that leaves the verdict is said, for a reviewer to confirm"
+                        .to_owned(),
+                    summary,
+                    numbers: None,
+                },
+            );
+        }
+    }
+
+    /// The contract of a model's recipe: a model without a base recipe runs by its own; every
+    /// difference of the PR's recipe from base's is listed, and a narrowing fails unless a
+    /// maintainer accepted it (`accept_narrowing`).
+    fn contract(&mut self, target: &Target, accept_narrowing: bool) {
+        let contract = &target.recipe.contract;
+        if contract.is_empty() {
+            return;
+        }
+        let narrowing = contract.narrowings().count();
+        let (state, mut summary) = if contract.own {
+            let text = if target.new {
+                "new model (its own recipe): no base recipe to hold it to"
+            } else {
+                "its own recipe: the base side has no valid recipe to hold it to"
+            };
+            (State::Pass, text.to_owned())
+        } else if narrowing == 0 {
+            (State::Pass, "base's recipe measures both sides".to_owned())
+        } else if accept_narrowing {
+            let label = crate::job::ACCEPT_NARROWING_LABEL;
+            let text = format!(
+                "the PR's recipe narrows base's in {narrowing} place(s), accepted by a maintainer (the {label} label); base's recipe measures both sides"
+            );
+            (State::Warn, text)
+        } else {
+            let text = format!(
+                "the PR's recipe narrows what base's measures in {narrowing} place(s): base's recipe still measures both sides, and a narrowing needs a maintainer's {} label",
+                crate::job::ACCEPT_NARROWING_LABEL
+            );
+            (State::Fail, text)
+        };
+        for change in &contract.changes {
+            summary.push_str(&format!(
+                "; {} ({}): base {}, PR {}",
+                change.key,
+                change.effect.as_str(),
+                clip(&change.base),
+                clip(&change.pr)
+            ));
+        }
+        self.push(SectionName::Scope, Item {
+            model: target.model.clone(),
+            check: "recipe-contract".to_owned(),
+            state,
+            rule: "base's recipe decides what is measured, how and how much, for both sides; the PR decides only its own server command".to_owned(),
             summary,
             numbers: None,
         });
@@ -906,9 +1047,23 @@ impl<'a> Judge<'a> {
         let executed = |results: &[crate::evidence::TestResult]| {
             results.iter().filter(|test| test.outcome != TestOutcome::Skipped).count()
         };
+        // A test that passed on base and is skipped, deselected or gone on the PR side is hidden
+        // by the PR (a conftest.py, an ini file, a test removed): it fails unless accepted.
+        let hidden: Vec<&str> = results(Side::Base)
+            .map(|base| {
+                base.iter()
+                    .filter(|test| test.outcome == TestOutcome::Passed)
+                    .filter(|test| {
+                        !pr.iter()
+                            .any(|ours| ours.id == test.id && ours.outcome != TestOutcome::Skipped)
+                    })
+                    .map(|test| test.id.as_str())
+                    .collect()
+            })
+            .unwrap_or_default();
         let none_ran = executed(pr) == 0;
         let none_ran_on_base = results(Side::Base).is_some_and(|base| executed(base) == 0);
-        let state = if !new.is_empty() {
+        let state = if !new.is_empty() || (!hidden.is_empty() && !self.accept_narrowing) {
             State::Fail
         } else if none_ran && none_ran_on_base {
             State::Error
@@ -916,6 +1071,8 @@ impl<'a> Judge<'a> {
             State::Fail
         } else if !pre_existing.is_empty() {
             self.config.pre_existing_failure.into()
+        } else if !hidden.is_empty() {
+            State::Warn
         } else {
             State::Pass
         };
@@ -933,6 +1090,17 @@ impl<'a> Judge<'a> {
         }
         if !new.is_empty() {
             summary.push_str(&format!("; failing on the PR: {}", list(&new)));
+        }
+        if !hidden.is_empty() {
+            let accepted = if self.accept_narrowing {
+                format!(" (accepted by a maintainer: {})", crate::job::ACCEPT_NARROWING_LABEL)
+            } else {
+                String::new()
+            };
+            summary.push_str(&format!(
+                "; passed on base but skipped, deselected or missing on the PR{accepted}: {}",
+                list(&hidden)
+            ));
         }
         if !pre_existing.is_empty() {
             summary.push_str(&format!(

@@ -79,11 +79,17 @@ mod tests {
             pr_commit: "p".into(),
             base_commit: "b".into(),
             family: 0,
+            accept_narrowing: false,
             targets: vec![Target {
                 model: Some("alpha".into()),
                 tier: Tier::Smoke,
                 new: false,
-                recipe: Recipes { base: recipe.clone(), pr: recipe, diff: None },
+                recipe: Recipes {
+                    base: recipe.clone(),
+                    pr: recipe,
+                    diff: None,
+                    contract: Default::default(),
+                },
                 steps: vec![
                     run(Check::UnitTests, Side::Base),
                     run(Check::UnitTests, Side::Pr),

@@ -34,6 +34,7 @@ use prgate_scope::plan::{ModelPlan, Plan, Tier};
 use crate::node::NodeProfile;
 use crate::recipe::Recipe;
 use crate::recipe::common::CommonRecipe;
+use crate::recipe::contract;
 
 /// The largest recipe prgate reads.
 pub const RECIPE_LIMIT: u64 = 1024 * 1024;
@@ -60,11 +61,12 @@ pub struct Job {
 #[derive(Debug)]
 pub(crate) struct ModelRecipes {
     pub name: String,
+    /// The PR side's recipe file, parsed into what the PR side runs by
+    /// ([`contract::decide`]): base's recipe with the PR's server command.
     pub pr: RecipeSource,
-    /// What the base side runs ([`Recipe::with_commands_of`]): the PR's recipe with every
-    /// command from the base side's own recipe; the PR's as it is for a model new in the PR
-    /// (its baseline is SGLang's own path in the PR's tree); why there is none when the base
-    /// side has no recipe to take the commands from.
+    /// What the base side runs ([`contract::decide`]): its own recipe; the PR's for a model
+    /// new in the PR (its baseline is SGLang's own path in the PR's tree); why there is none
+    /// when the base tree has no valid recipe (its commands never come from the PR).
     pub base: Result<Box<Recipe>, String>,
     /// Whether both sides' recipe files are the same bytes: only then may the base side's
     /// results go into the node's cache.
@@ -111,6 +113,8 @@ pub struct JobRequest<'a> {
     pub pr_tree: &'a Path,
     pub recipes: RecipePaths<'a>,
     pub node: &'a NodeProfile,
+    /// A maintainer accepted the PR's narrowing of the contract (`--accept-narrowing`).
+    pub accept_narrowing: bool,
 }
 
 impl Job {
@@ -143,28 +147,18 @@ impl Job {
             };
             let (pr, pr_text) =
                 read_recipe(request.pr_tree, &request.recipes, &model.name, &pr_commit);
-            let (mut target, covered) = model_target(model, base.as_ref(), &pr, request.node);
-            target.recipe.diff = recipe_diff(base_text.as_deref(), pr_text.as_deref());
-            family = family.saturating_add(covered);
-            targets.push(target);
             let unchanged = base.as_ref().and_then(RecipeSource::hash).is_some()
                 && base.as_ref().and_then(RecipeSource::hash) == pr.hash();
-            let base_side = match (&pr, &base) {
-                (RecipeSource::Parsed { recipe, .. }, None) => Ok(recipe.clone()),
-                (
-                    RecipeSource::Parsed { recipe, .. },
-                    Some(RecipeSource::Parsed { recipe: base, .. }),
-                ) => Ok(Box::new(recipe.with_commands_of(base))),
-                (_, Some(base)) => Err(format!(
-                    "the base side has no valid recipe at {} to take its commands from (they never come from the PR)",
-                    base.path()
-                )),
-                (_, None) => Err("the PR has no valid recipe".to_owned()),
-            };
-            let base_own = match base {
-                Some(RecipeSource::Parsed { recipe, .. }) => Some(recipe),
+            let base_own = match base.as_ref() {
+                Some(RecipeSource::Parsed { recipe, .. }) => Some(recipe.clone()),
                 _ => None,
             };
+            let (pr, base_side, contract) = contract_sides(model, base.as_ref(), pr, request.node);
+            let (mut target, covered) = model_target(model, base.as_ref(), &pr, request.node);
+            target.recipe.diff = recipe_diff(base_text.as_deref(), pr_text.as_deref());
+            target.recipe.contract = contract;
+            family = family.saturating_add(covered);
+            targets.push(target);
             models.push(ModelRecipes {
                 name: model.name.clone(),
                 pr,
@@ -180,11 +174,49 @@ impl Job {
                 base_commit,
                 family,
                 targets,
+                accept_narrowing: request.accept_narrowing,
             },
             models,
             common,
         }
     }
+}
+
+/// What each side of `model` runs by ([`contract::decide`], the one place that decides it):
+/// the PR's source with its recipe replaced by what the PR side runs, the base side's recipe
+/// (or why it has none), and the contract the job plan shows.
+fn contract_sides(
+    model: &ModelPlan,
+    base: Option<&RecipeSource>,
+    pr: RecipeSource,
+    node: &NodeProfile,
+) -> (RecipeSource, Result<Box<Recipe>, String>, prgate_gate::job::Contract) {
+    let RecipeSource::Parsed { recipe, path, hash } = pr else {
+        let why = match base {
+            Some(base) => format!(
+                "the base side has no valid recipe at {} to take its commands from (they never come from the PR)",
+                base.path()
+            ),
+            None => "the PR has no valid recipe".to_owned(),
+        };
+        return (pr, Err(why), prgate_gate::job::Contract::default());
+    };
+    let base_recipe = match base {
+        Some(RecipeSource::Parsed { recipe, .. }) => Some(recipe.as_ref()),
+        _ => None,
+    };
+    let sides = contract::decide(base_recipe, &recipe, node);
+    let base_side = match (base_recipe, base) {
+        (Some(_), _) => Ok(Box::new(sides.base)),
+        // A model new in the PR: its baseline is SGLang's own path in the PR's tree.
+        (None, None) if model.new => Ok(Box::new(sides.base)),
+        (None, base) => Err(format!(
+            "the base side has no valid recipe at {} to take its commands from (they never come from the PR)",
+            base.map_or(path.as_str(), RecipeSource::path)
+        )),
+    };
+    let pr = RecipeSource::Parsed { recipe: Box::new(sides.pr), path, hash };
+    (pr, base_side, sides.contract)
 }
 
 impl<R> Source<R> {
@@ -360,7 +392,8 @@ fn broken_recipe(base: Option<&RecipeState>, pr: &RecipeState) -> (NotRunReason,
 }
 
 fn common_target(base: &CommonSource, pr: &CommonSource) -> Target {
-    let recipe = Recipes { base: base.state(), pr: pr.state(), diff: None };
+    let recipe =
+        Recipes { base: base.state(), pr: pr.state(), diff: None, contract: Default::default() };
     let steps = match pr {
         CommonSource::Parsed { .. } => [Side::Base, Side::Pr]
             .map(|side| step(Check::CommonTests, side, None, Expect::Run))
@@ -384,6 +417,7 @@ fn model_target(
         base: base.map_or(RecipeState::NoTree, RecipeSource::state),
         pr: pr.state(),
         diff: None,
+        contract: Default::default(),
     };
     let target = |steps| Target {
         model: Some(model.name.clone()),

@@ -91,9 +91,13 @@ pub enum JunitError {
 }
 
 /// The argv that runs `command`'s selection under pytest with JUnit XML:
-/// `<python> -m pytest -p no:cacheprovider --junitxml=<file> <extra args...> -- <selection...>`.
+/// `<python> -m pytest -o addopts= -p no:cacheprovider --junitxml=<file> <extra args...> --
+/// <selection...>`.
 ///
-/// `-p no:cacheprovider` keeps pytest from writing `.pytest_cache` into the tree under test.
+/// `-o addopts=` empties the `addopts` of the tree's ini file (`pytest.ini`, `pyproject.toml`,
+/// `setup.cfg`, `tox.ini`: PR content), so a PR cannot add `-k`, `--deselect` or `-p no:junitxml`
+/// to its own side's run; prgate's own options come after it. `-p no:cacheprovider` keeps
+/// pytest from writing `.pytest_cache` into the tree under test.
 /// No shell is involved: every element is one argument.
 pub fn pytest_argv(command: &PytestCommand) -> Result<Vec<OsString>, SelectionError> {
     if command.selection.is_empty() {
@@ -117,6 +121,8 @@ pub fn pytest_argv(command: &PytestCommand) -> Result<Vec<OsString>, SelectionEr
         command.python.clone().into_os_string(),
         "-m".into(),
         "pytest".into(),
+        "-o".into(),
+        "addopts=".into(),
         "-p".into(),
         "no:cacheprovider".into(),
         junit,

@@ -11,6 +11,7 @@
 #![doc = include_str!("../../docs/recipe.md")]
 
 pub mod common;
+pub mod contract;
 pub mod template;
 pub mod timing;
 pub mod topology;
@@ -369,66 +370,6 @@ impl Recipe {
             },
             extra,
         )
-    }
-
-    /// The recipe the base side runs: this recipe (the PR's) for what it measures (tp, the
-    /// checkpoint, the tests selected, the benchmarks' datasets, the sweep's lengths: data that
-    /// applies to both sides alike), with everything that executes from `base`, the base side's
-    /// own recipe: the install, the server's command and monokernel flag, the kernel timing
-    /// scripts, the external evaluators and the external speed benchmark. A PR cannot change
-    /// what runs on the base side. An external benchmark `base` does not have is left out (the
-    /// base side cannot run it); so is an external speed benchmark when `base` has none.
-    pub fn with_commands_of(&self, base: &Recipe) -> Recipe {
-        let mut recipe = self.clone();
-        recipe.install = base.install.clone();
-        recipe.server.command = base.server.command.clone();
-        recipe.server.monokernel_flag = base.server.monokernel_flag.clone();
-        recipe.kernel_timing = base.kernel_timing.clone();
-        recipe.topology =
-            self.topology.as_ref().map(|topology| topology.with_commands_of(base.topology()));
-        recipe.accuracy.retain_mut(|benchmark| match &benchmark.evaluator {
-            Evaluator::Builtin(_) => true,
-            Evaluator::External(_) => {
-                let on_base = base.accuracy.iter().find(|other| other.name == benchmark.name);
-                match on_base {
-                    Some(
-                        other @ AccuracyBenchmark {
-                            evaluator: Evaluator::External(external), ..
-                        },
-                    ) => {
-                        // What the node's token fetches for it is the base side's to name too.
-                        benchmark.evaluator = Evaluator::External(external.clone());
-                        benchmark.hub_dataset = other.hub_dataset.clone();
-                        benchmark.token = other.token.clone();
-                        true
-                    }
-                    _ => false,
-                }
-            }
-        });
-        let base_benchmark = base.speed.as_ref().map(|sweep| &sweep.benchmark);
-        let no_speed_on_base = match &mut recipe.speed {
-            Some(sweep) if matches!(sweep.benchmark, SpeedBenchmark::External(_)) => {
-                match base_benchmark {
-                    Some(SpeedBenchmark::External(external)) => {
-                        sweep.benchmark = SpeedBenchmark::External(external.clone());
-                        false
-                    }
-                    _ => true,
-                }
-            }
-            _ => false,
-        };
-        if no_speed_on_base {
-            recipe.speed = None;
-        }
-        recipe
-    }
-
-    /// Whether this recipe and `other` run the same commands (the parts
-    /// [`Recipe::with_commands_of`] takes from the base side).
-    pub fn same_commands(&self, other: &Recipe) -> bool {
-        self.with_commands_of(other) == *self
     }
 
     /// Whether the recipe can run on `node`: every reason it cannot, in whole or in part.

@@ -135,6 +135,9 @@ pub struct RunInputs<'a> {
     pub events: Option<&'a Path>,
     /// Where the recipes are in the PR tree.
     pub recipes: RecipePaths<'a>,
+    /// A maintainer accepted the PR's narrowing of the base recipe's contract (the
+    /// `accept-narrowing` label; `docs/recipe.md`): the job plan records it for the gate.
+    pub accept_narrowing: bool,
 }
 
 /// What to run, where, and where the evidence goes.
@@ -249,6 +252,7 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
             pr_commit: pr_commit.clone(),
             base_commit: base_commit.clone(),
             family: 0,
+            accept_narrowing: false,
             targets: Vec::new(),
         })?;
         return Ok(summary);
@@ -544,6 +548,7 @@ pub fn build_job(source: &RunInputs<'_>) -> Result<Exported, RunError> {
         pr_tree: &pr_tree,
         recipes: source.recipes,
         node: source.node,
+        accept_narrowing: source.accept_narrowing,
     });
     Ok(Exported { job, base_tree, pr_tree })
 }

@@ -178,6 +178,8 @@ fn builds_the_argv_without_a_shell() {
             "/usr/bin/python3",
             "-m",
             "pytest",
+            "-o",
+            "addopts=",
             "-p",
             "no:cacheprovider",
             "--junitxml=/results/unit.xml",

@@ -80,6 +80,7 @@ pub(crate) async fn decide(
         triggered_by: "the merge queue".to_owned(),
         files_truncated: files.truncated,
         merge_group: Some(QueuePin { pr_head, head_ref: group.head_ref.clone(), note: None }),
+        labels: pr.labels.iter().map(|label| label.name.clone()).collect(),
     };
     Ok(Decision::Start(Box::new(pinned), files.paths))
 }

@@ -13,7 +13,8 @@ fn the_demo_runs_and_judges_every_sample_pr_and_keeps_its_results() {
     let stdout = &run.stdout;
 
     // A verdict for every PR.
-    let prs = [131, 133, 136, 138, 141, 95, 101, 103, 110, 112, 114, 116, 118, 120, 122, 124, 126];
+    let prs =
+        [131, 133, 136, 138, 141, 95, 101, 103, 110, 112, 114, 116, 118, 120, 122, 124, 126, 128];
     for pr in prs {
         assert!(stdout.contains(&format!("=== PR #{pr}: ")), "no PR #{pr} in\n{stdout}");
         // What the PR would get on GitHub, as files.
@@ -57,6 +58,13 @@ fn the_demo_runs_and_judges_every_sample_pr_and_keeps_its_results() {
     let slowed = section(114);
     assert!(slowed.contains("AMD PR test: FAIL"), "{slowed}");
     assert!(slowed.contains("[FAIL] glm53_flash: speed: TPOT +"), "{slowed}");
+    // A PR that drops the covered cell it would lose at: base's recipe measures it anyway,
+    // and the narrowing fails on its own.
+    let narrowed = section(128);
+    assert!(narrowed.contains("AMD PR test: FAIL"), "{narrowed}");
+    assert!(narrowed.contains("[FAIL] glm53_flash: speed: TPOT +"), "{narrowed}");
+    assert!(narrowed.contains("[FAIL] glm53_flash: recipe-contract:"), "{narrowed}");
+    assert!(narrowed.contains("speed.covered (narrowing)"), "{narrowed}");
     let codeowners = section(116);
     assert!(codeowners.contains("AMD PR test: FAIL"), "{codeowners}");
     assert!(codeowners.contains("[FAIL] codeowners:"), "{codeowners}");

@@ -3,6 +3,7 @@
 
 mod ci;
 mod codeowners;
+mod contract;
 mod demo;
 mod fail_closed;
 mod gate;

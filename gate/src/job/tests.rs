@@ -161,6 +161,7 @@ fn the_format_reads_back() {
         pr_commit: "a".repeat(40),
         base_commit: "b".repeat(40),
         family: 2,
+        accept_narrowing: false,
         targets: vec![Target {
             model: Some("m".to_owned()),
             tier: Tier::Full,
@@ -169,6 +170,7 @@ fn the_format_reads_back() {
                 base: RecipeState::Parsed { path: "r.toml".to_owned(), hash: "h".to_owned() },
                 pr: RecipeState::Missing { path: "r.toml".to_owned() },
                 diff: Some(RecipeDiff { text: "@@ -1 +1 @@\n-a\n+b\n".to_owned(), omitted: 2 }),
+                contract: Default::default(),
             },
             steps: vec![
                 ExpectedStep {

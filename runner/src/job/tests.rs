@@ -114,6 +114,7 @@ fn build(plan: &Plan, trees: &Trees, node: &NodeProfile) -> Job {
         pr_tree: &trees.pr,
         recipes: RecipePaths { model: "test/e2e/{model}.toml", common: "test/e2e/common.toml" },
         node,
+        accept_narrowing: false,
     })
 }
 

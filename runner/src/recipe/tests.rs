@@ -362,33 +362,75 @@ fn the_example_node_runs_the_example_recipe() {
 }
 
 #[test]
-fn the_base_side_takes_every_command_from_its_own_recipe() {
+fn both_sides_run_by_the_base_recipe_but_the_pr_server_command() {
+    let node = NodeProfile::parse(node::EXAMPLE, "example node").expect("the example is valid");
     let base = Recipe::parse(EXAMPLE, "base").expect("the example is valid");
-    // The PR changes what runs: the server's command, a timing script, the gated benchmark's
-    // command and dataset, and adds an external benchmark the base side does not have.
+    // The PR changes its server, a timing script, the gated benchmark's command and dataset,
+    // drops a covered cell, cuts a limit, and adds an external benchmark and a cell.
     let pr_text = EXAMPLE
-        .replace("--enable-amd-monokernel", "--enable-amd-monokernel --slow-on-base")
+        .replace("--mem-fraction-static 0.85", "--mem-fraction-static 0.9")
+        .replace("--enable-amd-monokernel\"", "--enable-amd-monokernel --slow-on-base\"")
         .replace("example-org/gpqa-gated@", "someone/private@")
         .replace("sgl-eval run gpqa", "sgl-eval run gpqa --leak")
+        .replace("covered = [1, 4, 16]", "covered = [1, 4]")
+        .replace("concurrencies = [1, 4, 16, 64, 128]", "concurrencies = [1, 4, 16, 64, 128, 256]")
+        .replace("limit = 1319", "limit = 2")
         + "\n[[accuracy]]\nname = \"extra\"\nevaluator = \"external\"\ncommand = \"eval --url http://127.0.0.1:{port} --out {results}\"\nmetrics = \"m.json\"\n";
     let pr = Recipe::parse(&pr_text, "pr").expect("the PR's recipe is valid");
-    assert!(!pr.same_commands(&base));
-    assert!(base.same_commands(&base));
-    let on_base = pr.with_commands_of(&base);
-    assert_eq!(on_base.server().command_text(), base.server().command_text());
-    assert_eq!(on_base.server().monokernel_flag(), base.server().monokernel_flag());
-    assert_eq!(on_base.kernel_timing(), base.kernel_timing());
-    assert_eq!(on_base.install(), base.install());
-    let names: Vec<&str> = on_base.accuracy().iter().map(|b| b.name.as_str()).collect();
-    assert!(
-        !names.contains(&"extra"),
-        "a benchmark the base side lacks is not run there: {names:?}"
+    let sides = contract::decide(Some(&base), &pr, &node);
+    assert!(!sides.contract.own);
+    assert_eq!(sides.pr.server().command_text(), pr.server().command_text());
+    assert_eq!(sides.base.server().command_text(), base.server().command_text());
+    for side in [&sides.base, &sides.pr] {
+        assert_eq!(side.server().monokernel_flag(), base.server().monokernel_flag());
+        assert_eq!(side.kernel_timing(), base.kernel_timing());
+        assert_eq!(side.accuracy(), base.accuracy());
+        assert_eq!(side.tests(), base.tests());
+        let sweep = side.speed().expect("base has a sweep");
+        assert_eq!(sweep.covered, [1, 4, 16], "base's covered cells stay");
+        assert_eq!(sweep.concurrencies, [1, 4, 16, 64, 128, 256], "the added cell runs");
+    }
+    let found: Vec<String> = sides
+        .contract
+        .changes
+        .iter()
+        .map(|c| format!("{} [{}] {} -> {}", c.key, c.effect.as_str(), c.base, c.pr))
+        .collect();
+    insta::assert_snapshot!(found.join("\n"));
+    let narrowing: Vec<&str> = sides.contract.narrowings().map(|c| c.key.as_str()).collect();
+    assert_eq!(narrowing, ["accuracy.gsm8k.limit", "speed.covered"]);
+    let own = contract::decide(None, &pr, &node);
+    assert!(own.contract.own, "a model without a base recipe runs by its own");
+    assert_eq!(own.base, pr);
+}
+
+#[test]
+fn a_pr_cannot_measure_its_side_with_its_own_speed_benchmark_or_routing_pattern() {
+    let node = NodeProfile::parse(node::EXAMPLE, "example node").expect("the example is valid");
+    let base = Recipe::parse(EXAMPLE, "base").expect("the example is valid");
+    let pr_text = EXAMPLE
+        .replace(
+            "warmup-per-concurrency = 1\n",
+            "warmup-per-concurrency = 1\nbenchmark = \"external\"\ncommand = \"bench --port {port} --out {results} --c {concurrency}\"\nformat = \"bench-serving\"\nresult = \"r.jsonl\"\n",
+        )
+        .replace(r"routing-pattern = 'sgl_amd_mono: routed \S+ to monokernel'", "routing-pattern = '.'")
+        .replace("requests-per-concurrency = 10", "requests-per-concurrency = 1");
+    let pr = Recipe::parse(&pr_text, "pr").expect("the PR's recipe is valid");
+    let sides = contract::decide(Some(&base), &pr, &node);
+    for side in [&sides.base, &sides.pr] {
+        assert_eq!(side.speed().map(|s| &s.benchmark), Some(&SpeedBenchmark::Builtin));
+        assert_eq!(side.server().routing_pattern, base.server().routing_pattern);
+        assert_eq!(side.speed().map(|s| s.requests_per_concurrency), Some(10));
+    }
+    let effects: Vec<(&str, prgate_gate::job::Effect)> =
+        sides.contract.changes.iter().map(|c| (c.key.as_str(), c.effect)).collect();
+    use prgate_gate::job::Effect;
+    assert_eq!(
+        effects,
+        [
+            ("server.routing-pattern", Effect::Changed),
+            ("speed.requests-per-concurrency", Effect::Narrowing),
+            ("speed.benchmark", Effect::Changed),
+        ]
     );
-    let gpqa = |recipe: &Recipe| {
-        recipe.accuracy().iter().find(|b| b.name == "gpqa-diamond").cloned().expect("gpqa")
-    };
-    assert_eq!(gpqa(&on_base), gpqa(&base), "the gated benchmark is the base side's");
-    // What it measures stays the PR's.
-    assert_eq!(on_base.speed(), pr.speed());
-    assert_eq!(on_base.tests(), pr.tests());
 }

@@ -45,7 +45,12 @@ fn target() -> Target {
         model: Some("alpha".into()),
         tier: Tier::Full,
         new: false,
-        recipe: Recipes { base: recipe.clone(), pr: recipe, diff: None },
+        recipe: Recipes {
+            base: recipe.clone(),
+            pr: recipe,
+            diff: None,
+            contract: Default::default(),
+        },
         steps: vec![
             run_step(Check::UnitTests, Side::Base, None),
             run_step(Check::UnitTests, Side::Pr, None),

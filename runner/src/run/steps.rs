@@ -78,8 +78,8 @@ pub(super) struct Subject {
 pub(super) struct ModelJob<'j> {
     pub model: &'j ModelPlan,
     pub recipe: &'j RecipeSource,
-    /// What the base side runs: the PR's data with the base side's commands
-    /// ([`Recipe::with_commands_of`]), or why the base side has nothing to run.
+    /// What the base side runs ([`crate::recipe::contract::decide`]): its own recipe, or why
+    /// the base side has nothing to run.
     pub base_recipe: Result<&'j Recipe, &'j str>,
     /// Whether the base side's results may go into the node's cache: both sides' recipes are
     /// the same file, so nothing of the PR's produced them.
@@ -684,6 +684,7 @@ impl Runner<'_> {
                             side_benchmark,
                             &serving,
                             &servers.launches[slot(side)],
+                            job.base_tree.unwrap_or(job.pr_tree),
                         )
                     }
                     (Ok(_), None) => not_run(
@@ -844,13 +845,16 @@ impl Runner<'_> {
         benchmark: &AccuracyBenchmark,
         serving: &Serving,
         launch: &Launch<'_>,
+        data_tree: &Path,
     ) -> Outcome {
         let name = benchmark.name.as_str();
         let server_tail = || server_log_tail(&launch.log);
         match &benchmark.evaluator {
             Evaluator::Builtin(builtin) => {
                 let questions =
-                    match accuracy::read_dataset(launch.tree, Path::new(&builtin.dataset)) {
+                    // Both sides are asked the base tree's questions: the PR cannot keep only
+                    // those it gets right.
+                    match accuracy::read_dataset(data_tree, Path::new(&builtin.dataset)) {
                         Ok(questions) => questions,
                         Err(error) => {
                             let reason = NotRunReason::RecipeInvalid;

@@ -293,7 +293,12 @@ fn job_plan() -> JobPlan {
             model: Some(name.to_owned()),
             tier: if full { Tier::Full } else { Tier::Smoke },
             new: false,
-            recipe: Recipes { base: parsed.clone(), pr: parsed, diff: None },
+            recipe: Recipes {
+                base: parsed.clone(),
+                pr: parsed,
+                diff: None,
+                contract: Default::default(),
+            },
             steps,
         }
     };
@@ -302,6 +307,7 @@ fn job_plan() -> JobPlan {
         pr_commit: plan.head.sha.clone(),
         base_commit: plan.base.sha.clone(),
         family: 2,
+        accept_narrowing: false,
         targets: vec![target("kimi", true), target("glm", false)],
     }
 }
@@ -385,4 +391,71 @@ fn what_is_still_open_when_the_run_is_over_could_not_be_judged() {
     let config = GateConfig::defaults();
     let going = judge(&plan, &evidence, vec![], false, &config).expect("valid");
     assert_eq!(short(&going), "result pending\npending glm");
+}
+
+#[test]
+fn a_narrowed_contract_fails_unless_accepted_and_a_hidden_test_likewise() {
+    use crate::job::{Contract, ContractChange, Effect};
+    let plan = standard_plan();
+    let change = |key: &str, effect| ContractChange {
+        key: key.into(),
+        base: "1".into(),
+        pr: "-".into(),
+        effect,
+    };
+    let mut job = job_plan();
+    job.targets[0].recipe.contract = Contract {
+        own: false,
+        changes: vec![
+            change("server.command", Effect::Own),
+            change("speed.covered", Effect::Narrowing),
+            change("speed.concurrencies", Effect::Widening),
+        ],
+    };
+    // The PR side's unit tests lack test_4, which passed on base: a conftest.py skipped it.
+    let hidden = with(passing(), |e| {
+        for record in e.iter_mut().filter(|r| {
+            r.model.as_deref() == Some("kimi") && r.check == Check::UnitTests && r.side == Side::Pr
+        }) {
+            if let Outcome::Tests { results } = &mut record.outcome {
+                results.retain(|test| test.id != "test_4");
+            }
+        }
+    });
+    let item = |verdict: &Verdict, check: &str| {
+        verdict
+            .sections
+            .iter()
+            .flat_map(|section| &section.items)
+            .find(|item| item.check == check && item.model.as_deref() == Some("kimi"))
+            .cloned()
+            .expect("the item")
+    };
+    let verdict = final_verdict(&plan, Some(&job), &hidden);
+    assert_eq!(verdict.result, State::Fail);
+    let contract = item(&verdict, "recipe-contract");
+    assert_eq!(contract.state, State::Fail, "{}", contract.summary);
+    assert!(
+        contract.summary.contains("speed.covered (narrowing): base 1, PR -"),
+        "{}",
+        contract.summary
+    );
+    assert!(contract.summary.contains("accept-narrowing"), "{}", contract.summary);
+    let unit = item(&verdict, "unit-tests");
+    assert_eq!(unit.state, State::Fail, "{}", unit.summary);
+    assert!(unit.summary.contains("missing on the PR: test_4"), "{}", unit.summary);
+    // The maintainer's label: both are warnings, and the verdict passes.
+    job.accept_narrowing = true;
+    let verdict = final_verdict(&plan, Some(&job), &hidden);
+    assert_eq!(item(&verdict, "recipe-contract").state, State::Warn);
+    assert_eq!(item(&verdict, "unit-tests").state, State::Warn);
+    assert_eq!(verdict.result, State::Pass, "{}", short(&verdict));
+    // A model without a base recipe runs by its own, and says so.
+    job.targets[0].recipe.contract = Contract { own: true, changes: Vec::new() };
+    job.targets[0].new = true;
+    let own = item(&final_verdict(&plan, Some(&job), &passing()), "recipe-contract");
+    assert_eq!(
+        (own.state, own.summary.contains("new model (its own recipe)")),
+        (State::Pass, true)
+    );
 }

@@ -1,0 +1,210 @@
+//! The base side's recipe is the contract (`docs/recipe.md`): a PR that honestly fails (a
+//! slower server, worse answers, failing tests) still fails when it also edits the data that
+//! measures it: drops its covered speed cell, cuts its accuracy dataset and limit, declares
+//! hardware the node lacks, skips its unit test through a `conftest.py` and deselects its
+//! kernel test through a `pytest.ini`. Each trick is a control run without it beside the
+//! tricked run, on the real sim-server and real pytest.
+
+use crate::run::{Fixture, Sample, TWO_PAIRS, settle};
+use crate::support::Repo;
+
+/// Forty questions: enough for the accuracy rule to see a drop from every answer right to one
+/// in five.
+const QUESTIONS: &str = r#"{"id": "q1", "question": "1 + 1?\nexpected: 2", "answer": "2"}
+{"id": "q2", "question": "2 + 1?\nexpected: 3", "answer": "3"}
+{"id": "q3", "question": "3 + 1?\nexpected: 4", "answer": "4"}
+{"id": "q4", "question": "4 + 1?\nexpected: 5", "answer": "5"}
+{"id": "q5", "question": "5 + 1?\nexpected: 6", "answer": "6"}
+{"id": "q6", "question": "6 + 1?\nexpected: 7", "answer": "7"}
+{"id": "q7", "question": "7 + 1?\nexpected: 8", "answer": "8"}
+{"id": "q8", "question": "8 + 1?\nexpected: 9", "answer": "9"}
+{"id": "q9", "question": "9 + 1?\nexpected: 10", "answer": "10"}
+{"id": "q10", "question": "10 + 1?\nexpected: 11", "answer": "11"}
+{"id": "q11", "question": "11 + 1?\nexpected: 12", "answer": "12"}
+{"id": "q12", "question": "12 + 1?\nexpected: 13", "answer": "13"}
+{"id": "q13", "question": "13 + 1?\nexpected: 14", "answer": "14"}
+{"id": "q14", "question": "14 + 1?\nexpected: 15", "answer": "15"}
+{"id": "q15", "question": "15 + 1?\nexpected: 16", "answer": "16"}
+{"id": "q16", "question": "16 + 1?\nexpected: 17", "answer": "17"}
+{"id": "q17", "question": "17 + 1?\nexpected: 18", "answer": "18"}
+{"id": "q18", "question": "18 + 1?\nexpected: 19", "answer": "19"}
+{"id": "q19", "question": "19 + 1?\nexpected: 20", "answer": "20"}
+{"id": "q20", "question": "20 + 1?\nexpected: 21", "answer": "21"}
+{"id": "q21", "question": "21 + 1?\nexpected: 22", "answer": "22"}
+{"id": "q22", "question": "22 + 1?\nexpected: 23", "answer": "23"}
+{"id": "q23", "question": "23 + 1?\nexpected: 24", "answer": "24"}
+{"id": "q24", "question": "24 + 1?\nexpected: 25", "answer": "25"}
+{"id": "q25", "question": "25 + 1?\nexpected: 26", "answer": "26"}
+{"id": "q26", "question": "26 + 1?\nexpected: 27", "answer": "27"}
+{"id": "q27", "question": "27 + 1?\nexpected: 28", "answer": "28"}
+{"id": "q28", "question": "28 + 1?\nexpected: 29", "answer": "29"}
+{"id": "q29", "question": "29 + 1?\nexpected: 30", "answer": "30"}
+{"id": "q30", "question": "30 + 1?\nexpected: 31", "answer": "31"}
+{"id": "q31", "question": "31 + 1?\nexpected: 32", "answer": "32"}
+{"id": "q32", "question": "32 + 1?\nexpected: 33", "answer": "33"}
+{"id": "q33", "question": "33 + 1?\nexpected: 34", "answer": "34"}
+{"id": "q34", "question": "34 + 1?\nexpected: 35", "answer": "35"}
+{"id": "q35", "question": "35 + 1?\nexpected: 36", "answer": "36"}
+{"id": "q36", "question": "36 + 1?\nexpected: 37", "answer": "37"}
+{"id": "q37", "question": "37 + 1?\nexpected: 38", "answer": "38"}
+{"id": "q38", "question": "38 + 1?\nexpected: 39", "answer": "39"}
+{"id": "q39", "question": "39 + 1?\nexpected: 40", "answer": "40"}
+{"id": "q40", "question": "40 + 1?\nexpected: 41", "answer": "41"}
+"#;
+
+const DATASET: &str = "test/e2e/data/alpha.jsonl";
+const RECIPE: &str = "test/e2e/alpha.toml";
+
+fn edit(repo: &Repo, path: &str, edits: &[(&str, &str)]) {
+    let mut text = std::fs::read_to_string(repo.path().join(path)).expect("the file");
+    for (from, to) in edits {
+        assert!(text.contains(from), "{path} has no {from:?}:\n{text}");
+        text = text.replacen(from, to, 1);
+    }
+    repo.write(path, &text);
+}
+
+/// The honest PR: its server is ten times slower and answers one question in five right; its
+/// unit and kernel tests fail.
+fn regress(repo: &Repo) {
+    edit(repo, RECIPE, &[("--tpot-ms 2 ", "--tpot-ms 20 --accuracy 0.2 ")]);
+    repo.write("test/unit/alpha/test_layer.py", "def test_passes():\n    assert False\n");
+    repo.write("test/kernels/test_alpha_k1.py", "def test_k1():\n    assert 1 + 1 == 3\n");
+}
+
+/// The same PR, hiding all of it in its own tree.
+fn regress_and_hide(repo: &Repo) {
+    regress(repo);
+    edit(
+        repo,
+        RECIPE,
+        &[
+            ("hardware = [\"cpu-sim\"]", "hardware = [\"mi300x\"]"),
+            ("covered = [1]", "covered = []"),
+            (
+                "dataset = \"test/e2e/data/alpha.jsonl\"",
+                "dataset = \"test/e2e/data/alpha.jsonl\"\nlimit = 2",
+            ),
+        ],
+    );
+    let kept: String = QUESTIONS.lines().take(2).map(|line| format!("{line}\n")).collect();
+    repo.write(DATASET, &kept);
+    repo.write(
+        "test/unit/alpha/conftest.py",
+        "import pytest\n\ndef pytest_collection_modifyitems(config, items):\n    for item in items:\n        item.add_marker(pytest.mark.skip(reason='hidden'))\n",
+    );
+    repo.write(
+        "pytest.ini",
+        "[pytest]\naddopts = --deselect test/kernels/test_alpha_k1.py::test_k1\n",
+    );
+}
+
+/// The verdict's item of `check` for alpha (the covered speed cell for `speed`): its state
+/// and summary.
+fn item(verdict: &serde_json::Value, check: &str) -> (String, String) {
+    let items = verdict["sections"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|section| section["items"].as_array().into_iter().flatten());
+    let found = items
+        .filter(|item| item["model"] == "alpha" && item["check"] == check)
+        .find(|item| check != "speed" || item["numbers"]["covered"] == true)
+        .unwrap_or_else(|| panic!("no {check} item for alpha in {verdict:#}"));
+    let text = |key: &str| found[key].as_str().unwrap_or_default().to_owned();
+    (text("state"), text("summary"))
+}
+
+/// The gate's verdict on `pr` after `prgate run` with `args`, and its exit code.
+fn judged(pr: fn(&Repo), args: &[&str]) -> (i32, serde_json::Value) {
+    let fixture = Fixture::new(&Sample {
+        gate: TWO_PAIRS,
+        base_files: &[(DATASET, QUESTIONS)],
+        pr,
+        ..Sample::default()
+    });
+    let mut run_args = fixture.run_args("results");
+    run_args.extend(args.iter().map(|arg| (*arg).to_owned()));
+    let run_args: Vec<&str> = run_args.iter().map(String::as_str).collect();
+    let run = crate::support::prgate(fixture.repo.path(), &run_args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let (gate, verdict) = fixture.gate_json("results");
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+    (gate.code, verdict)
+}
+
+/// The gate's verdict on `pr`, which it fails.
+fn verdict_of(pr: fn(&Repo), args: &[&str]) -> serde_json::Value {
+    let (code, verdict) = judged(pr, args);
+    assert_eq!(code, 1, "the gate fails the PR: {verdict:#}");
+    verdict
+}
+
+#[test]
+fn a_pr_that_hides_its_regressions_in_its_own_recipe_and_harness_still_fails() {
+    let control = verdict_of(regress, &[]);
+    for check in ["speed", "accuracy tiny", "unit-tests", "kernel-tests"] {
+        assert_eq!(item(&control, check).0, "fail", "control {check}: {:?}", item(&control, check));
+    }
+    let tricked = verdict_of(regress_and_hide, &[]);
+    // Base's recipe measured both sides: the covered cell, the forty questions, on this node.
+    let (speed, why) = item(&tricked, "speed");
+    assert_eq!(speed, "fail", "the dropped covered cell is still judged: {why}");
+    let (accuracy, why) = item(&tricked, "accuracy tiny");
+    assert_eq!(accuracy, "fail", "base's dataset and limit still ask 40 questions: {why}");
+    assert!(why.contains("40"), "{why}");
+    // The conftest.py's skip hides a test that passed on base; the pytest.ini's deselect does
+    // not reach prgate's pytest (`-o addopts=`): the kernel test runs and fails.
+    let (unit, why) = item(&tricked, "unit-tests");
+    assert_eq!(unit, "fail", "{why}");
+    assert!(why.contains("passed on base but skipped"), "{why}");
+    let (kernel, why) = item(&tricked, "kernel-tests");
+    assert_eq!(kernel, "fail", "{why}");
+    assert!(why.contains("failing on the PR: test.kernels.test_alpha_k1::test_k1"), "{why}");
+    // Every narrowing is named, and fails on its own.
+    let (contract, why) = item(&tricked, "recipe-contract");
+    assert_eq!(contract, "fail", "{why}");
+    for key in
+        ["hardware (narrowing)", "speed.covered (narrowing)", "accuracy.tiny.limit (narrowing)"]
+    {
+        assert!(why.contains(key), "{key} in {why}");
+    }
+    assert!(why.contains("server.command (PR's own side)"), "{why}");
+    let harness = tricked["sections"].to_string();
+    assert!(harness.contains("the PR changes the test harness"), "{harness}");
+    assert!(harness.contains("test/unit/alpha/conftest.py") && harness.contains("pytest.ini"));
+}
+
+/// A PR that only narrows its recipe: it drops the covered cell and cuts the benchmark to two
+/// questions.
+fn narrow(repo: &Repo) {
+    repo.write("pkg/models/alpha/layer.py", "# alpha, unchanged speed\n");
+    edit(
+        repo,
+        RECIPE,
+        &[
+            ("covered = [1]", "covered = []"),
+            (
+                "dataset = \"test/e2e/data/alpha.jsonl\"",
+                "dataset = \"test/e2e/data/alpha.jsonl\"\nlimit = 2",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn a_narrowing_fails_on_its_own_and_passes_as_a_warning_with_a_maintainers_approval() {
+    let (code, verdict) = judged(narrow, &[]);
+    let (contract, why) = item(&verdict, "recipe-contract");
+    assert_eq!((code, contract.as_str()), (1, "fail"), "{why}");
+    assert!(why.contains("needs a maintainer's accept-narrowing label"), "{why}");
+    // `prgate ci` sets the flag from the PR's `accept-narrowing` label.
+    let (code, verdict) = judged(narrow, &["--accept-narrowing"]);
+    let (contract, why) = item(&verdict, "recipe-contract");
+    assert_eq!((code, contract.as_str()), (0, "warn"), "{verdict:#}");
+    assert!(why.contains("accepted by a maintainer (the accept-narrowing label)"), "{why}");
+    // Base's recipe still measured what the PR dropped.
+    let speed = item(&verdict, "speed").0;
+    assert!(speed == "pass" || speed == "warn", "the covered cell is judged: {verdict:#}");
+    assert!(item(&verdict, "accuracy tiny").1.contains("40"), "{verdict:#}");
+}
