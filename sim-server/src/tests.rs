@@ -664,6 +664,8 @@ fn token_text(event: &Value) -> String {
 /// ended with `data: [DONE]`.
 #[derive(Debug)]
 struct Stream {
+    /// When the request was sent: each event's time is since then.
+    sent: Instant,
     events: Vec<(Duration, Value)>,
     done: bool,
 }
@@ -721,7 +723,7 @@ impl Client {
             .send(body.to_string())?;
         assert_eq!(response.status().as_u16(), 200);
         let reader = BufReader::new(response.into_body().into_reader());
-        let mut stream = Stream { events: Vec::new(), done: false };
+        let mut stream = Stream { sent, events: Vec::new(), done: false };
         for line in reader.lines() {
             let line = line?;
             let Some(data) = line.strip_prefix("data: ") else {
