@@ -232,7 +232,11 @@ fn run_pr(
             "    first run: {} steps, {}: {}",
             summary.recorded,
             result_word(&verdict),
-            why(&verdict).iter().filter_map(|reason| reason.lines().next()).collect::<Vec<_>>().join("; ")
+            why(&verdict)
+                .iter()
+                .filter_map(|reason| reason.lines().next())
+                .collect::<Vec<_>>()
+                .join("; ")
         )?;
         writeln!(out, "    a maintainer runs it again: what the first run judged is reused")?;
     }

@@ -183,7 +183,8 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<Outcome> {
             let (node, ledger) = open(&args.target)?;
             let found = health::attribute(&args.results, None)
                 .with_context(|| format!("reading {}", args.results.display()))?;
-            let recorded = health::record(&node, ledger.node(), &found.strikes, args.run.as_deref());
+            let recorded =
+                health::record(&node, ledger.node(), &found.strikes, args.run.as_deref());
             for note in found.passed_over.iter().chain(&recorded) {
                 eprintln!("note: {note}");
             }

@@ -414,7 +414,11 @@ pub fn judge_with(request: JudgeRequest<'_>) -> Result<Verdict, EvidenceError> {
                     }
                 }
                 Some(None) => {
-                    judge.missing(Some(&model.name), check, Some("the job plan has no entry for it"));
+                    judge.missing(
+                        Some(&model.name),
+                        check,
+                        Some("the job plan has no entry for it"),
+                    );
                 }
                 None => judge.check(&model.name, check, covered_cells),
             }
@@ -809,7 +813,11 @@ impl<'a> Judge<'a> {
     fn accounted(&mut self, target: &Target, check: Check) -> bool {
         let steps: Vec<&ExpectedStep> = target.steps_of(check).collect();
         if steps.is_empty() {
-            self.missing(target.model.as_deref(), check, Some("the job plan expects no step of it"));
+            self.missing(
+                target.model.as_deref(),
+                check,
+                Some("the job plan expects no step of it"),
+            );
             return false;
         }
         if let Some(why) = steps.iter().find_map(|step| match &step.expect {

@@ -216,7 +216,9 @@ pub enum RunError {
         hint = crate::health::how_to_readmit(node)
     )]
     Drained { node: String, summary: String },
-    #[error("the health ledger of node {node}: {source}\nhint: a ledger that cannot be read is never read as healthy; mend or move the file")]
+    #[error(
+        "the health ledger of node {node}: {source}\nhint: a ledger that cannot be read is never read as healthy; mend or move the file"
+    )]
     Health { node: String, source: crate::health::HealthError },
 }
 

@@ -295,7 +295,8 @@ fn the_ledger_from_the_command_line() {
     let evidence = results.join("evidence");
     std::fs::create_dir_all(&evidence).expect("evidence");
     // The job plan: the PR left the recipe as base has it (the same hash on both sides).
-    let recipe = serde_json::json!({"state": "parsed", "path": "test/e2e/alpha.toml", "hash": "sha256:aa"});
+    let recipe =
+        serde_json::json!({"state": "parsed", "path": "test/e2e/alpha.toml", "hash": "sha256:aa"});
     let job = serde_json::json!({
         "schema_version": 1, "pr_commit": "b", "base_commit": "a", "family": 0,
         "targets": [{"model": "alpha", "tier": "full", "recipe": {"base": recipe, "pr": recipe}, "steps": []}]
@@ -415,7 +416,8 @@ fn a_slurm_job_whose_steps_break_on_both_sides_strikes_the_node_it_ran_on() {
 fn select_a_gpu_error(repo: &crate::support::Repo) {
     let path = repo.path().join("test/e2e/alpha.toml");
     let recipe = std::fs::read_to_string(&path).expect("the recipe");
-    let changed = recipe.replace("unit = [\"test/unit/alpha\"]", "unit = [\"test/unit/hipErrorNoDevice\"]");
+    let changed =
+        recipe.replace("unit = [\"test/unit/alpha\"]", "unit = [\"test/unit/hipErrorNoDevice\"]");
     assert_ne!(changed, recipe, "the sample's unit selection");
     repo.write("test/e2e/alpha.toml", &changed);
 }

@@ -44,7 +44,9 @@ fn skipped(fixture: &Fixture, results: &str) -> usize {
         .lines()
         .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("an event"))
         .filter(|event| event["event"] == "step-skipped")
-        .map(|event| format!("{} {} {} {}", event["model"], event["check"], event["side"], event["part"]))
+        .map(|event| {
+            format!("{} {} {} {}", event["model"], event["check"], event["side"], event["part"])
+        })
         .collect();
     steps.len()
 }
@@ -118,7 +120,9 @@ fn a_rerun_runs_only_the_failed_step_and_takes_the_rest_over() {
     assert!(taken > 10, "{taken}");
     assert_eq!(
         counts_line(&second),
-        format!("1 steps recorded, {taken} already recorded by an earlier run ({taken} of them reused from another results directory)")
+        format!(
+            "1 steps recorded, {taken} already recorded by an earlier run ({taken} of them reused from another results directory)"
+        )
     );
     let (code, verdict) = states(&fixture, "second");
     assert_eq!(code, 0, "{verdict:#?}");
@@ -145,7 +149,9 @@ fn a_rerun_runs_only_the_failed_step_and_takes_the_rest_over() {
     assert_eq!(all, taken + 1);
     assert_eq!(
         counts_line(&third),
-        format!("0 steps recorded, {all} already recorded by an earlier run ({all} of them reused from another results directory)")
+        format!(
+            "0 steps recorded, {all} already recorded by an earlier run ({all} of them reused from another results directory)"
+        )
     );
     let second_run = fixture.results("second").display().to_string();
     assert_eq!(reused_from(&fixture, "third", "alpha.unit-tests.pr"), second_run.as_str());

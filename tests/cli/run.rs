@@ -1185,12 +1185,8 @@ fn an_empty_checkpoint_folder_stops_its_models_server_steps_until_it_is_filled()
     std::fs::remove_file(&file).expect("an empty checkpoint folder");
     let run = run_with_preflight(&fixture, "results", &machine);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let server_steps = [
-        "alpha.serving-tests.pr",
-        "alpha.routing.pr",
-        "alpha.accuracy.pr",
-        "alpha.speed.both",
-    ];
+    let server_steps =
+        ["alpha.serving-tests.pr", "alpha.routing.pr", "alpha.accuracy.pr", "alpha.speed.both"];
     for stem in server_steps {
         let record = fixture.record("results", stem);
         assert_eq!(record["outcome"]["reason"], "no-checkpoint", "{stem}: {record}");

@@ -88,7 +88,10 @@ fn the_simulated_server_answers_like_an_openai_server_and_logs_routing() {
     let scheduled = 50.0 + 39.0 * 2.0;
     for key in ["median_e2e_latency_ms", "mean_e2e_latency_ms"] {
         let latency = result[key].as_f64().expect("a latency");
-        assert!(latency >= scheduled, "{key} {latency} ms: earlier than the server's {scheduled} ms");
+        assert!(
+            latency >= scheduled,
+            "{key} {latency} ms: earlier than the server's {scheduled} ms"
+        );
     }
 
     child.kill().expect("stop the server");

@@ -748,7 +748,10 @@ fn a_check_the_job_plan_has_no_entry_for_says_so_in_one_sentence() {
     };
     let config = GateConfig::defaults();
     for (completion, expect) in [
-        (Completion::Final, "no evidence of unit tests: the run ended without it: the job plan has no entry for it"),
+        (
+            Completion::Final,
+            "no evidence of unit tests: the run ended without it: the job plan has no entry for it",
+        ),
         (Completion::InProgress, "no evidence of unit tests yet: the job plan has no entry for it"),
     ] {
         let verdict = judge_with(JudgeRequest {

@@ -252,7 +252,9 @@ fn a_huge_verdict_shrinks_to_the_limit_and_keeps_the_marker_and_the_checklist() 
     let unlinked = render_comment(&CommentInput { full_report: None, ..input }).expect("renders");
     assert!(!unlinked.contains("prgate-report.md"), "a pointer to a report never written");
     assert!(
-        unlinked.contains("This run wrote no full report to link: `prgate publish --report-out FILE` writes one."),
+        unlinked.contains(
+            "This run wrote no full report to link: `prgate publish --report-out FILE` writes one."
+        ),
         "{unlinked}"
     );
 

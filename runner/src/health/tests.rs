@@ -3,7 +3,9 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use prgate_gate::evidence::{Check, Evidence, NotRunReason, Outcome, Provenance, SCHEMA_VERSION, Side};
+use prgate_gate::evidence::{
+    Check, Evidence, NotRunReason, Outcome, Provenance, SCHEMA_VERSION, Side,
+};
 
 use super::*;
 
@@ -243,7 +245,11 @@ fn a_results_directory_is_struck_for_what_the_pr_cannot_cause() {
     log(&records[2], "server.log", "loading\nRuntimeError: HIP error: hipErrorNoDevice\n");
     log(&records[3], "server.log", "Memory access fault by GPU node-2\n");
     // pytest echoes the paths a PR's selection names: its output is never scanned.
-    log(&records[4], "pytest.log", "ERROR: file or directory not found: test/unit/hipErrorNoDevice\n");
+    log(
+        &records[4],
+        "pytest.log",
+        "ERROR: file or directory not found: test/unit/hipErrorNoDevice\n",
+    );
     // Without a job plan nothing says the PR left the recipe alone: nothing is struck.
     let unknown = attribute(dir.path(), None).expect("read");
     assert_eq!(unknown.strikes, []);

@@ -320,7 +320,9 @@ fn history_errors_name_the_file_and_the_line() {
         .expect("parses");
     assert_eq!(
         torn.skipped(),
-        ["events.jsonl:2: the last line is cut short (a write a kill stopped), so it is skipped: EOF while parsing a string at line 1 column 23"]
+        [
+            "events.jsonl:2: the last line is cut short (a write a kill stopped), so it is skipped: EOF while parsing a string at line 1 column 23"
+        ]
     );
     let whole = History::parse(&format!("{good}{good}"), "events.jsonl").expect("parses");
     assert!(whole.skipped().is_empty());
