@@ -253,15 +253,18 @@ fn run_pr(
         summary.recorded,
         started.elapsed().as_secs_f64()
     )?;
-    if summary.reused > 0 {
-        writeln!(out, "    took {} judged steps over from the first run", summary.reused)?;
-    }
     for note in &summary.notes {
         writeln!(out, "    note: {note}")?;
     }
     let (evidence, job, verdict) = on_node.judge(&results)?;
     write_json(&results.join("verdict.json"), &verdict)?;
-    let reuse = prgate_report::rerun::Reuse::of(&job, &evidence).map(|reuse| reuse.words());
+    // What was taken over, in the job plan's steps as the comment counts them (a speed cell's
+    // pairs are one step there; the run's own count is of records).
+    let taken = prgate_report::rerun::Reuse::of(&job, &evidence);
+    if let Some(taken) = taken.as_ref().filter(|taken| taken.reused > 0) {
+        writeln!(out, "    took {} judged steps over from the first run", taken.reused)?;
+    }
+    let reuse = taken.map(|reuse| reuse.words());
     let models: Vec<String> = plan.running_models().map(|model| model.name.clone()).collect();
     let history = prgate_runner::history::history_dir(node);
     let drift = crate::history::alarms(&history, &models, &base.config);
