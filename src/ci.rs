@@ -926,7 +926,10 @@ impl CheckStates {
         match event.event {
             EventKind::StepStarted => *count += 1,
             EventKind::StepFinished => *count -= 1,
-            EventKind::StepSkipped => {}
+            EventKind::StepSkipped
+            | EventKind::ServerStarted
+            | EventKind::ServerWoken
+            | EventKind::ServerReleased => {}
         }
     }
 

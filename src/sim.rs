@@ -44,6 +44,13 @@ pub(crate) struct SimServerArgs {
     /// How long after start the server is not ready (503 everywhere), in milliseconds.
     #[arg(long, value_name = "MS")]
     startup_delay_ms: Option<f64>,
+    /// How long taking released memory back takes (SGLang's resume, vLLM's wake-up), in
+    /// milliseconds.
+    #[arg(long, value_name = "MS")]
+    wake_delay_ms: Option<f64>,
+    /// Which memory-release API to answer: both, sglang, vllm or none.
+    #[arg(long, value_name = "API")]
+    memory_api: Option<prgate_sim_server::MemoryApi>,
     /// Never become ready: 503 for ever.
     #[arg(long)]
     never_healthy: bool,
@@ -112,6 +119,12 @@ pub(crate) fn run(args: &SimServerArgs) -> anyhow::Result<()> {
     }
     if let Some(ms) = args.startup_delay_ms {
         profile.startup_delay = millis(ms, "--startup-delay-ms")?;
+    }
+    if let Some(ms) = args.wake_delay_ms {
+        profile.wake_delay = millis(ms, "--wake-delay-ms")?;
+    }
+    if let Some(api) = args.memory_api {
+        profile.memory_api = api;
     }
     profile.never_healthy |= args.never_healthy;
     if let Some(count) = args.die_after_requests {

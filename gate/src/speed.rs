@@ -5,7 +5,8 @@
 //! `ln(pr / base)`, which is the same in milliseconds or seconds. A bracketed pair has two base
 //! runs, one before and one after its PR run: its base is their geometric mean (a linear drift
 //! cancels) and their ratio is an in-band A/A difference, uncorrelated with the pair's
-//! log-ratio, that measures the node's noise inside the run.
+//! log-ratio, that measures the node's noise inside the run. The runner chains a cell's pairs
+//! (a pair's closing base run opens the next); [`Chain`] accounts for the shared runs.
 //!
 //! Each question is a group-sequential t-test ([`GroupSequential`]) with an indifference zone
 //! around its threshold, on a variance that pools the pairs' residuals, the in-band A/A
@@ -61,6 +62,15 @@ impl Pair {
     /// for two.
     fn variance_factor(&self) -> f64 {
         if self.base_runs_ms.is_some() { 1.5 } else { 2.0 }
+    }
+
+    /// Whether `next` opens with this pair's closing base run (the same measurement: the
+    /// runner chains a cell's pairs, `docs/gate.md`).
+    fn chained_to(&self, next: &Pair) -> bool {
+        match (self.base_runs_ms, next.base_runs_ms) {
+            (Some((_, after)), Some((before, _))) => after.to_bits() == before.to_bits(),
+            _ => false,
+        }
     }
 
     /// The in-band A/A difference `ln(after / before)`, of variance twice one run's.
@@ -230,20 +240,24 @@ fn pool(
     let ratios: Vec<f64> = pairs.iter().map(Pair::log_ratio).collect();
     let mean = ratios.iter().zip(&weights).map(|(r, w)| r * w).sum::<f64>() / total_weight;
     let residual: f64 = ratios.iter().zip(&weights).map(|(r, w)| w * (r - mean).powi(2)).sum();
+    let chain = Chain::of(pairs, &weights);
     let differences: Vec<f64> = pairs.iter().filter_map(Pair::aa_difference).collect();
     let in_band: f64 = differences.iter().map(|d| d * d / 2.0).sum();
     let (calibration_df, calibrated) = calibration.map_or((0.0, 0.0), |c| {
         let df = (MAD_EFFICIENCY * f64::from(c.samples)).min(speed.calibration_df);
         (df, df * c.log_ratio_variance / 2.0)
     });
-    let degrees_of_freedom = (pairs.len() - 1) as f64 + differences.len() as f64 + calibration_df;
-    if degrees_of_freedom < 1.0 {
+    // The divisor makes the pooled variance unbiased (each part's expectation in units of
+    // one run's log variance); the degrees of freedom discount the chained differences.
+    let divisor = chain.residual_expectation + differences.len() as f64 + calibration_df;
+    let degrees_of_freedom = chain.residual_expectation + chain.difference_df + calibration_df;
+    if degrees_of_freedom < 1.0 || divisor <= 0.0 {
         return None;
     }
-    let estimated = (residual + in_band + calibrated) / degrees_of_freedom;
+    let estimated = (residual + in_band + calibrated) / divisor;
     let floor = speed.min_cv.get().powi(2);
     let variance = estimated.max(floor);
-    let standard_error = (variance / total_weight).sqrt();
+    let standard_error = (variance * chain.mean_variance).sqrt();
     standard_error.is_finite().then_some((
         Estimate { mean, standard_error, degrees_of_freedom },
         NoiseUsed {
@@ -254,6 +268,60 @@ fn pool(
             floored: estimated < floor,
         },
     ))
+}
+
+/// What chaining does to a cell's statistics: pairs `k` and `k + 1` that share a base run
+/// have log-ratios of covariance `σ²/4` (each holds half the shared run's log) and A/A
+/// differences of covariance `-σ²`. All in units of one run's log variance `σ²`.
+struct Chain {
+    /// The weighted mean's variance: `(Σ w²f + 2 Σ_linked w_k w_{k+1} / 4) / W²` (`1/W`
+    /// without links).
+    mean_variance: f64,
+    /// The expectation of the weighted residual sum of squares: `n - W · mean_variance`
+    /// (`n - 1` without links).
+    residual_expectation: f64,
+    /// The A/A differences' degrees of freedom: one each, but a run of `D` chained
+    /// differences (successive differences of `D + 1` base runs) counts as Satterthwaite's
+    /// `2D² / (3D - 1)` (1 for `D = 1`; 3.6 for 5).
+    difference_df: f64,
+}
+
+impl Chain {
+    fn of(pairs: &[Pair], weights: &[f64]) -> Chain {
+        let total: f64 = weights.iter().sum();
+        let own: f64 = pairs.iter().zip(weights).map(|(p, w)| w * w * p.variance_factor()).sum();
+        let mut linked = 0.0;
+        let mut difference_df = 0.0;
+        let mut run = 0.0_f64;
+        for (at, pair) in pairs.iter().enumerate() {
+            let link = at > 0 && pairs[at - 1].chained_to(pair);
+            if link {
+                linked += weights[at - 1] * weights[at] / 4.0;
+            }
+            if pair.aa_difference().is_some() {
+                if !link && run > 0.0 {
+                    difference_df += satterthwaite(run);
+                    run = 0.0;
+                }
+                run += 1.0;
+            }
+        }
+        if run > 0.0 {
+            difference_df += satterthwaite(run);
+        }
+        let mean_variance = (own + 2.0 * linked) / (total * total);
+        Chain {
+            mean_variance,
+            residual_expectation: pairs.len() as f64 - total * mean_variance,
+            difference_df,
+        }
+    }
+}
+
+/// The degrees of freedom of the mean square of `d` successive differences of `d + 1`
+/// independent runs: `2d² / (3d - 1)`.
+fn satterthwaite(d: f64) -> f64 {
+    2.0 * d * d / (3.0 * d - 1.0)
 }
 
 /// Which way a fraction is measured on the log-ratio.

@@ -14,7 +14,7 @@ use crate::recipe::Recipe;
 use crate::recipe::common::CommonRecipe;
 use crate::run::{DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH};
 use crate::schedule::{
-    self, Estimate, History, Job, Method, Node, Schedule, estimate_common, estimate_model,
+    self, Estimate, History, Job, Method, Node, Schedule, estimate_common, estimate_model_on,
 };
 
 /// Each job's estimate and the schedule of the jobs onto the nodes.
@@ -65,7 +65,8 @@ pub fn estimate_plan(
     for model in plan.running_models() {
         let path = DEFAULT_RECIPE_PATH.replace("{model}", &model.name);
         let recipe = head.recipe(&path, Recipe::parse);
-        let estimate = estimate_model(model, recipe.parsed(), history);
+        let gpus: Vec<Option<u32>> = nodes.iter().map(|node| node.gpus).collect();
+        let estimate = estimate_model_on(model, recipe.parsed(), history, &gpus);
         let job = Job::for_model(&model.name, &estimate, recipe.parsed());
         jobs.push(JobEstimate { job, tier: Some(model.tier), estimate, note: recipe.note() });
     }

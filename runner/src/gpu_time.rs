@@ -361,7 +361,10 @@ pub fn gpus_held(node: &crate::node::NodeProfile, recipe: &crate::recipe::Recipe
     }
     let node_gpus = u32::try_from(node.gpu_count()).unwrap_or(u32::MAX);
     let tp = recipe.tp().min(node_gpus);
-    if node_gpus >= tp.saturating_mul(2) { tp.saturating_mul(2) } else { tp }
+    match crate::schedule::cost::Layout::of(Some(node_gpus), recipe) {
+        crate::schedule::cost::Layout::Together => tp.saturating_mul(2),
+        crate::schedule::cost::Layout::OneAtATime => tp,
+    }
 }
 
 /// Appends `lines` to the node's history in `cache_dir`, one JSON object per line, each handed

@@ -36,7 +36,16 @@
 //! {"schema_version":1,"event":"step-skipped","model":null,"check":"common-tests","side":"base","part":null,"time_ms":1764430061300}
 //! ```
 //!
-//! `event` is `step-started`, `step-finished` or `step-skipped` (done by an earlier run);
+//! A server's load, wake and release are events too, on the routing step (whose folder holds
+//! the server's log), with `started_ms` (and `reason` when it did not come up):
+//!
+//! ```json
+//! {"schema_version":1,"event":"server-started","model":"kimi_k31","check":"routing","side":"base","part":null,"time_ms":1764430600000,"started_ms":1764430000000}
+//! ```
+//!
+//! `event` is `step-started`, `step-finished` or `step-skipped` (done by an earlier run), or a
+//! server's `server-started` (a load), `server-woken` (memory taken back after a release) or
+//! `server-released`;
 //! `model` is null for the common checks; `check` and `side` are the evidence's names; `part`
 //! is the [`StepId`]'s part; times are milliseconds since the Unix epoch (UTC). A finished
 //! step also has `started_ms` and its record's `outcome` kind, and `reason` when it is
@@ -375,6 +384,24 @@ pub enum EventKind {
     StepFinished,
     /// The step was done by an earlier run.
     StepSkipped,
+    /// A side's server was loaded: started, from `started_ms` until it answered its health
+    /// check (or failed to, with `reason`). Names the routing step, whose folder holds its log.
+    ServerStarted,
+    /// A side's server, loaded earlier and released to make room, took its memory back
+    /// (SGLang's resume, vLLM's wake-up) from `started_ms`, and answered a warm-up request.
+    ServerWoken,
+    /// A side's server let its GPU memory go (SGLang's release, vLLM's sleep) without exiting.
+    ServerReleased,
+}
+
+impl EventKind {
+    /// Whether it is a server's event rather than a step's.
+    pub fn is_server(self) -> bool {
+        matches!(
+            self,
+            EventKind::ServerStarted | EventKind::ServerWoken | EventKind::ServerReleased
+        )
+    }
 }
 
 /// The writer of the event stream; it can be shared between threads.
@@ -479,6 +506,22 @@ impl Event {
         Event::new(EventKind::StepSkipped, step, now_ms())
     }
 
+    /// A server event of `kind` for `model`'s `side`, begun at `started_ms`; `failure` when it
+    /// did not come up.
+    pub fn server(
+        kind: EventKind,
+        model: Option<&str>,
+        side: Side,
+        started_ms: u64,
+        failure: Option<NotRunReason>,
+    ) -> Event {
+        let step = StepId::new(model, Check::Routing, side, None);
+        let mut event = Event::new(kind, &step, now_ms());
+        event.started_ms = Some(started_ms);
+        event.reason = failure;
+        event
+    }
+
     /// When a started event happened, for its finished event.
     pub fn as_started(&self) -> StepStarted {
         StepStarted { time_ms: self.time_ms }
@@ -563,7 +606,7 @@ fn outcome_kind(outcome: &Outcome) -> String {
     }
 }
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX))

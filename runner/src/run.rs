@@ -82,6 +82,7 @@
 mod emit;
 mod exec;
 mod leftovers;
+mod memory;
 pub(crate) mod progress;
 mod server;
 mod steps;
@@ -372,6 +373,7 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
         cache: Cache::new(node.cache_dir()),
         deadline: request.time_limit.map(|limit| Instant::now() + limit),
         installed: BTreeMap::new(),
+        speed_since: None,
         clock: crate::gpu_time::PhaseClock::default(),
         exec: exec::Exec {
             isolation: request.isolation,
@@ -460,7 +462,12 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
         let (gpus, estimate) = match &recipe.pr {
             RecipeSource::Parsed { recipe, .. } => (
                 crate::gpu_time::gpus_held(node, recipe),
-                Some(crate::schedule::estimate_model(model, Some(recipe), &no_history)),
+                Some(crate::schedule::estimate_model_on(
+                    model,
+                    Some(recipe),
+                    &no_history,
+                    &[u32::try_from(node.gpu_count()).ok()],
+                )),
             ),
             _ => (0, None),
         };

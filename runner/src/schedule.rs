@@ -18,6 +18,7 @@
 //!
 #![doc = include_str!("../../docs/schedule.md")]
 
+pub mod cost;
 mod history;
 mod search;
 
@@ -37,8 +38,12 @@ use crate::recipe::{Blocker, Recipe};
 
 pub use history::{History, HistoryError};
 
-/// A server's start, until it answers its health check; a model starts two (base and PR).
+/// A server's start, until it answers its health check; how many a model takes is
+/// [`cost::counts`]'s.
 pub const SERVER_STARTUP: Duration = Duration::from_secs(10 * 60);
+/// The gateway probe before a server starts in a container (`docs/container.md`; 3.7 s
+/// measured on the demo's node).
+pub const GATEWAY_PROBE: Duration = Duration::from_secs(4);
 /// Installing one side's tree with the recipe's `install.command`.
 pub const INSTALL: Duration = Duration::from_secs(5 * 60);
 /// One pytest suite (unit, kernel or serving) on one side; the common checks' session too.
@@ -50,8 +55,6 @@ pub const ACCURACY_BENCHMARK: Duration = Duration::from_secs(20 * 60);
 /// The pairs a speed cell takes before the gate decides it (the runner's progress estimate,
 /// from the gate's simulation: 4.9 on average at a CV of 2%).
 pub const EXPECTED_PAIRS: u32 = 5;
-/// Runs per pair: one on each side.
-pub const RUNS_PER_PAIR: u32 = 2;
 /// The time per output token assumed for a speed run.
 pub const ASSUMED_TPOT: Duration = Duration::from_millis(20);
 /// What a speed run takes besides its decoding: the client's start, prefill, the tail.
@@ -238,6 +241,17 @@ pub enum BoundBasis {
 /// the most recent past run that had it (`history`) if any, else the recipe's shape and the
 /// constants of this module.
 pub fn estimate_model(model: &ModelPlan, recipe: Option<&Recipe>, history: &History) -> Estimate {
+    estimate_model_on(model, recipe, history, &[])
+}
+
+/// [`estimate_model`] for a job that runs on one of nodes of `node_gpus` GPUs: its servers'
+/// [`cost::Layout`] on the costliest of them (one at a time when none is known).
+pub fn estimate_model_on(
+    model: &ModelPlan,
+    recipe: Option<&Recipe>,
+    history: &History,
+    node_gpus: &[Option<u32>],
+) -> Estimate {
     let Some(recipe) = recipe else {
         return Estimate {
             duration: Duration::ZERO,
@@ -278,6 +292,16 @@ pub fn estimate_model(model: &ModelPlan, recipe: Option<&Recipe>, history: &Hist
             }));
         }
     }
+    let cells = recipe.speed().map_or(0, |sweep| count(sweep.concurrencies_for(!full).len()));
+    let work = cost::Work {
+        layout: cost::Layout::on_any_of(node_gpus.iter().copied(), recipe),
+        pr_work_first: !tests.serving.is_empty() || (full && !recipe.accuracy().is_empty()),
+        cells,
+        pairs: EXPECTED_PAIRS,
+        probed: true,
+        wakes: false,
+    };
+    let counts = cost::counts(&work);
     if let Some(sweep) = recipe.speed() {
         // Requests go `concurrency` at a time: a run is about (warm-up + measured requests per
         // unit of concurrency) waves of `output_len` tokens each.
@@ -286,7 +310,10 @@ pub fn estimate_model(model: &ModelPlan, recipe: Option<&Recipe>, history: &Hist
             .saturating_mul(waves)
             .saturating_mul(sweep.output_len)
             .saturating_add(SPEED_RUN_OVERHEAD);
-        let cell = run.saturating_mul(EXPECTED_PAIRS * RUNS_PER_PAIR);
+        // A cell's runs, and its share of the speed phase's server switches (one at a time).
+        let cells = cells.max(1);
+        let switches = (SERVER_STARTUP + GATEWAY_PROBE).saturating_mul(counts.speed_loads) / cells;
+        let cell = run.saturating_mul(counts.runs / cells).saturating_add(switches);
         for &concurrency in sweep.concurrencies_for(!full) {
             measured.push((Part::SpeedCell { concurrency }, cell));
         }
@@ -305,7 +332,22 @@ pub fn estimate_model(model: &ModelPlan, recipe: Option<&Recipe>, history: &Hist
         let trees = if model.new { 1 } else { 2 };
         setup.push(setup_part(Part::Install, INSTALL * trees, any_history));
     }
-    setup.push(setup_part(Part::ServerStartups, SERVER_STARTUP * 2, served_history));
+    // The loads before the speed phase (the phase's own switches are in its cells): from
+    // past runs' load events when they have some, else the constants.
+    let setup_loads = counts.setup_loads;
+    let startups = match history.load_time(Some(&model.name)) {
+        Some(load) => EstimatePart {
+            part: Part::ServerStartups,
+            duration: load.saturating_mul(setup_loads),
+            source: PartSource::History,
+        },
+        None => setup_part(
+            Part::ServerStartups,
+            (SERVER_STARTUP + GATEWAY_PROBE).saturating_mul(setup_loads),
+            served_history,
+        ),
+    };
+    setup.push(startups);
     parts.splice(0..0, setup);
     Estimate::from_parts(parts)
 }

@@ -62,7 +62,7 @@ use crate::recipe::Recipe;
 use crate::recipe::common::CommonRecipe;
 use crate::results::{Event, EventWriter, ResultsDir, ResultsError, StepObserver};
 use crate::run::{COMMON_CHECKS, RunInputs};
-use crate::schedule::{History, estimate_common, estimate_model};
+use crate::schedule::{History, estimate_common, estimate_model_on};
 
 /// How often the jobs' states are read.
 const POLL: Duration = Duration::from_millis(500);
@@ -584,7 +584,8 @@ impl Orchestra<'_> {
                 let path = self.request.inputs.recipes.model_recipe(model);
                 let recipe =
                     self.read_pr_file(&path).and_then(|text| Recipe::parse(&text, &path).ok());
-                estimate_model(&plan, recipe.as_ref(), &history)
+                let gpus = u32::try_from(self.request.inputs.node.gpu_count()).ok();
+                estimate_model_on(&plan, recipe.as_ref(), &history, &[gpus])
             }
             None => {
                 let path = self.request.inputs.recipes.common;

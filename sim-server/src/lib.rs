@@ -19,6 +19,7 @@
 pub mod disaggregation;
 mod generate;
 mod info;
+mod memory;
 mod profile;
 pub mod rng;
 #[cfg(test)]
@@ -42,7 +43,8 @@ use disaggregation::Mode;
 pub use disaggregation::{Disaggregation, DisaggregationError};
 use generate::{Endpoint, GenerationRequest, Identity, Output};
 pub use profile::{
-    CoefficientOfVariation, DEFAULT_PROFILE, InvalidNumber, Probability, Profile, ProfileError,
+    CoefficientOfVariation, DEFAULT_PROFILE, InvalidNumber, MemoryApi, Probability, Profile,
+    ProfileError,
 };
 use rng::SplitMix64;
 
@@ -229,6 +231,8 @@ struct Shared {
     /// Tells every waiting task that the server stops.
     stop_signal: tokio::sync::watch::Sender<bool>,
     died: AtomicBool,
+    /// Its GPU memory released (SGLang's release, vLLM's sleep): generation is refused.
+    released: AtomicBool,
     generation_requests: AtomicU64,
     in_flight: Arc<AtomicUsize>,
     /// The `max-concurrency` queue (unbounded without it).
@@ -254,6 +258,7 @@ impl Shared {
             stopping: AtomicBool::new(false),
             stop_signal: tokio::sync::watch::Sender::new(false),
             died: AtomicBool::new(false),
+            released: AtomicBool::new(false),
             generation_requests: AtomicU64::new(0),
             in_flight: Arc::new(AtomicUsize::new(0)),
             slots: Arc::new(tokio::sync::Semaphore::new(permits)),
@@ -534,6 +539,9 @@ async fn handle(request: Request<Incoming>, shared: &Arc<Shared>) -> Answer {
         (Method::GET, "/model_info" | "/get_model_info") => {
             Ok(respond(200, info::model_info_json()))
         }
+        (_, path) if memory::answers(&shared.profile, path) => {
+            memory::handle(request, shared).await
+        }
         (_, "/health" | "/health_generate" | "/v1/models" | "/v1/completions")
         | (_, "/v1/chat/completions" | "/generate") => Ok(respond(
             405,
@@ -593,6 +601,9 @@ async fn generation(
 ) -> Answer {
     if !shared.check_ready() {
         return Ok(respond_not_ready());
+    }
+    if shared.released.load(Ordering::Acquire) {
+        return Ok(memory::refuse_released());
     }
     let number = shared.generation_requests.fetch_add(1, Ordering::AcqRel) + 1;
     if let Some(limit) = shared.profile.die_after_requests

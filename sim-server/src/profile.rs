@@ -36,6 +36,11 @@ pub struct Profile {
     pub seed: u64,
     /// How long the health checks answer 503 after start (`startup-delay-ms`).
     pub startup_delay: Duration,
+    /// How long taking released memory back takes (`wake-delay-ms`): SGLang's
+    /// `/resume_memory_occupation`, vLLM's `/wake_up`.
+    pub wake_delay: Duration,
+    /// Which engine's memory-release API it speaks (`memory-api`).
+    pub memory_api: MemoryApi,
     /// Whether the server never becomes healthy (`never-healthy`).
     pub never_healthy: bool,
     /// How many generation requests the server answers before the next one kills it
@@ -54,6 +59,44 @@ pub struct Profile {
     /// The server's part in a disaggregated model (`[disaggregation]`); `None` serves whole
     /// requests.
     pub disaggregation: Option<super::disaggregation::Disaggregation>,
+}
+
+/// Which engines' memory-release endpoints a server answers (`memory-api`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MemoryApi {
+    /// SGLang's and vLLM's both.
+    Both,
+    /// `/release_memory_occupation`, `/resume_memory_occupation`.
+    Sglang,
+    /// `/sleep`, `/wake_up`, `/is_sleeping`.
+    Vllm,
+    /// Neither: a server that can only be stopped and started again.
+    None,
+}
+
+impl MemoryApi {
+    pub fn sglang(self) -> bool {
+        matches!(self, MemoryApi::Both | MemoryApi::Sglang)
+    }
+
+    pub fn vllm(self) -> bool {
+        matches!(self, MemoryApi::Both | MemoryApi::Vllm)
+    }
+}
+
+impl std::str::FromStr for MemoryApi {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<MemoryApi, String> {
+        match text {
+            "both" => Ok(MemoryApi::Both),
+            "sglang" => Ok(MemoryApi::Sglang),
+            "vllm" => Ok(MemoryApi::Vllm),
+            "none" => Ok(MemoryApi::None),
+            other => Err(format!("{other:?} is not a memory API (both, sglang, vllm, none)")),
+        }
+    }
 }
 
 /// A probability: a number from 0 to 1.
@@ -190,6 +233,8 @@ struct ProfileFile {
     noise_cv: f64,
     seed: u64,
     startup_delay_ms: f64,
+    wake_delay_ms: f64,
+    memory_api: MemoryApi,
     never_healthy: bool,
     die_after_requests: Option<u64>,
     error_rate: f64,
@@ -211,6 +256,8 @@ impl Default for ProfileFile {
             noise_cv: 0.0,
             seed: 0,
             startup_delay_ms: 0.0,
+            wake_delay_ms: 0.0,
+            memory_api: MemoryApi::Both,
             never_healthy: false,
             die_after_requests: None,
             error_rate: 0.0,
@@ -239,6 +286,8 @@ impl TryFrom<ProfileFile> for Profile {
                 .map_err(|problem| ProfileError { key: "noise-cv", problem })?,
             seed: file.seed,
             startup_delay: milliseconds("startup-delay-ms", file.startup_delay_ms)?,
+            wake_delay: milliseconds("wake-delay-ms", file.wake_delay_ms)?,
+            memory_api: file.memory_api,
             never_healthy: file.never_healthy,
             die_after_requests: file.die_after_requests,
             error_rate: probability("error-rate", file.error_rate)?,

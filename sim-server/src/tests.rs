@@ -33,6 +33,8 @@ fn profile_files() {
         noise-cv = 0.02
         seed = 7
         startup-delay-ms = 3000
+        wake-delay-ms = 500
+        memory-api = "vllm"
         never-healthy = true
         die-after-requests = 40
         error-rate = 0.1
@@ -49,6 +51,8 @@ fn profile_files() {
         noise: CoefficientOfVariation::try_from(0.02).expect("in range"),
         seed: 7,
         startup_delay: Duration::from_secs(3),
+        wake_delay: Duration::from_millis(500),
+        memory_api: MemoryApi::Vllm,
         never_healthy: true,
         die_after_requests: Some(40),
         error_rate: Probability::try_from(0.1).expect("in range"),
@@ -60,7 +64,7 @@ fn profile_files() {
     };
     assert_eq!(Profile::from_toml_str(toml), Ok(expected.clone()));
     let json = r#"{"model": "qwen", "ttft-ms": 120, "tpot-ms": 2.5, "noise-cv": 0.02, "seed": 7,
-        "startup-delay-ms": 3000, "never-healthy": true, "die-after-requests": 40,
+        "startup-delay-ms": 3000, "wake-delay-ms": 500, "memory-api": "vllm", "never-healthy": true, "die-after-requests": 40,
         "error-rate": 0.1, "accuracy": 0.75, "monokernel": true, "log-file": "server.log",
         "max-concurrency": 8}"#;
     assert_eq!(Profile::from_json_str(json), Ok(expected));
@@ -832,3 +836,41 @@ fn generate_streams_the_whole_text_so_far_with_meta_info() {
 }
 
 mod disaggregation;
+
+#[test]
+fn memory_is_released_and_taken_back_with_either_engines_api() {
+    let server = start(fast());
+    let client = Client::new(&server);
+    let generate = || client.post("/v1/completions", &json!({"prompt": "hi", "max_tokens": 2}));
+    assert_eq!(generate().0, 200);
+    // SGLang: a JSON body with optional tags; 200 with null.
+    let (status, body) = client.post("/release_memory_occupation", &json!({"tags": ["weights"]}));
+    assert_eq!((status, body.as_str()), (200, "null"));
+    let (status, body) = generate();
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("released"), "{body}");
+    assert_eq!(client.get("/health").0, 200, "a released server stays healthy");
+    assert_eq!(client.post("/release_memory_occupation", &json!({"tags": 3})).0, 400);
+    assert_eq!(client.post("/resume_memory_occupation", &json!({})).0, 200);
+    assert_eq!(generate().0, 200);
+    // vLLM: /sleep?level=1, /is_sleeping, /wake_up.
+    assert_eq!(client.get("/is_sleeping"), (200, r#"{"is_sleeping":false}"#.to_owned()));
+    assert_eq!(client.post("/sleep?level=1", &json!({})).0, 200);
+    assert_eq!(client.get("/is_sleeping"), (200, r#"{"is_sleeping":true}"#.to_owned()));
+    assert_eq!(generate().0, 503);
+    assert_eq!(client.post("/sleep?level=3", &json!({})).0, 400);
+    assert_eq!(client.post("/wake_up", &json!({})).0, 200);
+    assert_eq!(client.get("/is_sleeping"), (200, r#"{"is_sleeping":false}"#.to_owned()));
+    assert_eq!(generate().0, 200);
+
+    // A server that speaks neither: the endpoints are unknown.
+    let server = start(Profile { memory_api: MemoryApi::None, ..fast() });
+    let client = Client::new(&server);
+    assert_eq!(client.post("/release_memory_occupation", &json!({})).0, 404);
+    assert_eq!(client.post("/sleep?level=1", &json!({})).0, 404);
+    // One engine's only.
+    let server = start(Profile { memory_api: MemoryApi::Sglang, ..fast() });
+    let client = Client::new(&server);
+    assert_eq!(client.get("/is_sleeping").0, 404);
+    assert_eq!(client.post("/release_memory_occupation", &json!({})).0, 200);
+}

@@ -370,7 +370,9 @@ async fn the_two_node_stages_start_run_and_finish_post_one_verdict() {
         assert_eq!(repo.statuses.last().map(|(state, _)| state.as_str()), Some("pending"));
         assert_eq!(repo.comment_history.len(), 1);
         let first = &repo.comment_history[0].1;
-        assert!(first.contains("| Estimate | about 1h"), "{first}");
+        // The nodes file gives no GPU count: the estimate counts one server at a time (the
+        // upper bound: 2 + 2n loads, 2n + 1 runs a cell).
+        assert!(first.contains("| Estimate | about 3h32m"), "{first}");
         assert!(first.contains("on 1 node"), "{first}");
     });
 

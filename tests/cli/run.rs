@@ -893,9 +893,21 @@ fn the_servers_get_disjoint_gpus_or_take_turns_with_base_runs_bracketing() {
     let base = second["outcome"]["base_tpot_ms"].as_f64().expect("ms");
     assert!((geometric / base - 1.0).abs() < 1e-9, "{second}");
 
-    // One GPU: one server at a time on GPU 0, restarted in turns; every PR run is bracketed by
-    // base runs.
-    let fixture = Fixture::new(&Sample { gate: TWO_PAIRS, gpus: 1, ..Sample::default() });
+    // The chain, together: the second pair opens with the first one's closing base run.
+    let first = fixture.record("results", "alpha.speed.both.concurrency-1-pair-0");
+    assert_eq!(first["outcome"]["base_runs_ms"][1], second["outcome"]["base_runs_ms"][0]);
+    // Both up at once: each side's server loaded once.
+    assert_eq!(server_loads(&fixture, "results"), [("base".to_owned(), 1), ("pr".to_owned(), 1)]);
+
+    // One GPU, servers without a memory API: one server at a time on GPU 0, each switch a
+    // reload; every PR run is bracketed by base runs, a pair's closing base run opening the
+    // next (2n + 1 runs per cell).
+    let fixture = Fixture::new(&Sample {
+        gate: TWO_PAIRS,
+        gpus: 1,
+        server_flags: "--memory-api none",
+        ..Sample::default()
+    });
     let run = fixture.run("results");
     assert_eq!(run.code, 0, "{}", run.stderr);
     for side in ["base", "pr"] {
@@ -906,13 +918,141 @@ fn the_servers_get_disjoint_gpus_or_take_turns_with_base_runs_bracketing() {
         let starts = text.matches("HIP_VISIBLE_DEVICES=0\n").count();
         assert!(starts >= 2, "{side}'s server was not restarted in turns:\n{text}");
     }
-    for index in 0..2 {
-        let pair =
-            fixture.record("results", &format!("alpha.speed.both.concurrency-1-pair-{index}"));
+    let pairs: Vec<serde_json::Value> = (0..2)
+        .map(|index| {
+            fixture.record("results", &format!("alpha.speed.both.concurrency-1-pair-{index}"))
+        })
+        .collect();
+    for pair in &pairs {
         assert_eq!(pair["outcome"]["first"], "base", "{pair}");
         assert_eq!(pair["outcome"]["base_runs_ms"].as_array().map(Vec::len), Some(2), "{pair}");
     }
+    assert_eq!(pairs[0]["outcome"]["base_runs_ms"][1], pairs[1]["outcome"]["base_runs_ms"][0]);
+    // The loads, from the events: the PR's side first (serving tests, accuracy), then base's,
+    // whose server opens the speed pairs; then PR, base per pair; the routing lines are read
+    // from the logs the servers wrote (no restart). 2 + 2n loads for n pairs: base 3, PR 3
+    // (before: a restart for the first opening base run and one for the PR's routing line, 8).
+    assert_eq!(server_loads(&fixture, "results"), [("base".to_owned(), 3), ("pr".to_owned(), 3)]);
+    // The estimate's formula counts the same: loads, and runs (from the evidence: each cell's
+    // PR runs and its distinct base runs, 2n + 1).
+    let counted = prgate_runner::schedule::cost::counts(&prgate_runner::schedule::cost::Work {
+        layout: prgate_runner::schedule::cost::Layout::OneAtATime,
+        pr_work_first: true,
+        cells: 2,
+        pairs: 2,
+        probed: false,
+        wakes: false,
+    });
+    assert_eq!(counted.loads(), 6);
+    let mut runs = 0;
+    for concurrency in [1, 2] {
+        let mut base: Vec<u64> = Vec::new();
+        for index in 0..2 {
+            let name = format!("alpha.speed.both.concurrency-{concurrency}-pair-{index}");
+            let pair = fixture.record("results", &name);
+            runs += 1;
+            for run in pair["outcome"]["base_runs_ms"].as_array().expect("two base runs") {
+                base.push(run.as_f64().expect("ms").to_bits());
+            }
+        }
+        base.dedup();
+        runs += base.len();
+    }
+    assert_eq!(u32::try_from(runs).ok(), Some(counted.runs));
+    for side in ["base", "pr"] {
+        let routing = fixture.record("results", &format!("alpha.routing.{side}"));
+        assert_eq!(routing["outcome"]["routed"], true, "{routing}");
+    }
+    // The speed records split the speed phase's time: each starts when the previous closed,
+    // so the history prices every run and switch.
+    let text = std::fs::read_to_string(fixture.events("results")).expect("the event stream");
+    let speed: Vec<serde_json::Value> = text
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("an event"))
+        .filter(|event| event["event"] == "step-finished" && event["check"] == "speed")
+        .collect();
+    let pairs = speed
+        .iter()
+        .filter(|event| event["part"].as_str().is_some_and(|part| part.contains("pair")));
+    assert_eq!(pairs.count(), 4, "two cells of two pairs:\n{text}");
+    for two in speed.windows(2) {
+        assert_eq!(two[1]["started_ms"], two[0]["time_ms"], "{text}");
+    }
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+#[test]
+fn one_server_at_a_time_loads_each_side_once_and_switches_by_its_memory_api() {
+    for (api, words) in [
+        ("sglang", "switched by SGLang's memory release and resume"),
+        ("vllm", "switched by vLLM's sleep and wake-up"),
+    ] {
+        let flags = if api == "sglang" { "--memory-api sglang" } else { "--memory-api vllm" };
+        let fixture = Fixture::new(&Sample {
+            gate: TWO_PAIRS,
+            gpus: 1,
+            server_flags: flags,
+            ..Sample::default()
+        });
+        let run = fixture.run("results");
+        assert_eq!(run.code, 0, "{api}: {}", run.stderr);
+        // Each side loaded once; every later switch a release and a wake (2n for n rounds).
+        let loads = server_loads(&fixture, "results");
+        assert_eq!(loads, [("base".to_owned(), 1), ("pr".to_owned(), 1)], "{api}");
+        let wakes = server_events(&fixture, "results", "server-woken");
+        assert_eq!(wakes, [("base".to_owned(), 2), ("pr".to_owned(), 2)], "{api}");
+        // The cost formula counts the same, switching by wakes.
+        let counted = prgate_runner::schedule::cost::counts(&prgate_runner::schedule::cost::Work {
+            layout: prgate_runner::schedule::cost::Layout::OneAtATime,
+            pr_work_first: true,
+            cells: 2,
+            pairs: 2,
+            probed: false,
+            wakes: true,
+        });
+        assert_eq!((counted.loads(), counted.wakes), (2, 4), "{api}");
+        let released = server_events(&fixture, "results", "server-released");
+        assert_eq!(released, [("base".to_owned(), 2), ("pr".to_owned(), 3)], "{api}");
+        // No run met a released server: every pair measured, chained; routing from the logs.
+        for concurrency in [1, 2] {
+            let pair = |index| {
+                fixture.record(
+                    "results",
+                    &format!("alpha.speed.both.concurrency-{concurrency}-pair-{index}"),
+                )
+            };
+            let (first, second) = (pair(0), pair(1));
+            assert_eq!(first["outcome"]["kind"], "speed-pair", "{first}");
+            assert_eq!(first["outcome"]["base_runs_ms"][1], second["outcome"]["base_runs_ms"][0]);
+        }
+        for side in ["base", "pr"] {
+            let routing = fixture.record("results", &format!("alpha.routing.{side}"));
+            assert_eq!(routing["outcome"]["routed"], true, "{routing}");
+        }
+        // The run says which design ran and what it took.
+        assert!(run.stderr.contains(words), "{api}: {}", run.stderr);
+        assert!(run.stderr.contains("2 loads, 4 wakes"), "{api}: {}", run.stderr);
+        assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+    }
+}
+
+/// Each side's server loads (`server-started` events) in a run's event stream, by side.
+pub(crate) fn server_loads(fixture: &Fixture, results: &str) -> Vec<(String, usize)> {
+    server_events(fixture, results, "server-started")
+}
+
+/// Each side's server events of `kind` in a run's event stream, by side.
+pub(crate) fn server_events(fixture: &Fixture, results: &str, kind: &str) -> Vec<(String, usize)> {
+    let text = std::fs::read_to_string(fixture.events(results)).expect("the event stream");
+    let mut loads: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        let event: serde_json::Value = serde_json::from_str(line).expect("an event");
+        if event["event"] == kind {
+            let side = event["side"].as_str().expect("a side").to_owned();
+            *loads.entry(side).or_default() += 1;
+        }
+    }
+    loads.into_iter().collect()
 }
 
 #[test]

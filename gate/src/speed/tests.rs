@@ -4,14 +4,23 @@
 
 use super::*;
 
-/// Bracketed pairs: the PR's `changes`, the two base runs `spread` either side of 20 ms.
+/// Independent bracketed pairs: the PR's `changes`, the two base runs `spread` either side of
+/// 20 ms. No run is shared: an opening run equal to the previous pair's closing one is moved
+/// to the next number up, so that the gate does not take the pairs for a chain.
 fn bracketed(changes: &[f64], spread: f64) -> Vec<Pair> {
+    let mut previous: Option<f64> = None;
     changes
         .iter()
         .enumerate()
         .map(|(at, change)| {
             let s = if at % 2 == 0 { spread } else { -spread };
-            Pair::bracketed(20.0 * s.exp(), 20.0 * (1.0 + change), 20.0 / s.exp())
+            let mut before = 20.0 * s.exp();
+            if previous.is_some_and(|after| after.to_bits() == before.to_bits()) {
+                before = f64::from_bits(before.to_bits() + 1);
+            }
+            let after = 20.0 / s.exp();
+            previous = Some(after);
+            Pair::bracketed(before, 20.0 * (1.0 + change), after)
         })
         .collect()
 }
@@ -300,4 +309,33 @@ fn cells_are_decided_by_their_pairs_noise_and_settings() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn chained_pairs_count_their_shared_base_runs() {
+    // b0 p1 b1 p2 b2 ... b5: five pairs from eleven runs, each closing run opening the next.
+    let runs = [20.0, 20.3, 19.9, 20.4, 20.1, 20.2, 19.8, 20.5, 20.0, 20.2, 20.1];
+    let chained: Vec<Pair> =
+        (0..5).map(|k| Pair::bracketed(runs[2 * k], runs[2 * k + 1], runs[2 * k + 2])).collect();
+    let weights = [1.0 / 1.5; 5];
+    let chain = Chain::of(&chained, &weights);
+    assert!((chain.mean_variance - 9.5 / 25.0).abs() < 1e-12, "{}", chain.mean_variance);
+    assert!((chain.residual_expectation - 5.6 / 1.5).abs() < 1e-12);
+    assert!((chain.difference_df - 50.0 / 14.0).abs() < 1e-12);
+    // Fifteen runs, none shared: independent pairs, the usual counts.
+    let independent: Vec<Pair> = (0..5)
+        .map(|k| Pair::bracketed(runs[2 * k] + 0.01, runs[2 * k + 1], runs[2 * k + 2]))
+        .collect();
+    let unlinked = Chain::of(&independent, &weights);
+    assert!((unlinked.mean_variance - 0.3).abs() < 1e-12);
+    assert!((unlinked.residual_expectation - 4.0).abs() < 1e-12);
+    assert!((unlinked.difference_df - 5.0).abs() < 1e-12);
+    // The same numbers judge wider chained: the shared runs are not counted twice.
+    let width = |pairs: &[Pair]| {
+        let (low, high) = judge_cell(pairs, &GateConfig::defaults(), &alone())
+            .change_interval
+            .expect("an interval");
+        high - low
+    };
+    assert!(width(&chained) > width(&independent));
 }

@@ -135,7 +135,12 @@ fn speed(model: &str, concurrency: u32, covered: bool, changes: &[f64]) -> Vec<E
                     pr_tpot_ms: 20.0 * (1.0 + change),
                     first: Side::Base,
                     family: None,
-                    base_runs_ms: Some([20.0 * spread.exp(), 20.0 / spread.exp()]),
+                    // Independent pairs: an odd pair's opening run is the number after
+                    // the previous closing one, not the same run (a chain, `docs/gate.md`).
+                    base_runs_ms: Some([
+                        f64::from_bits((20.0 * spread.exp()).to_bits() + (index as u64 % 2)),
+                        20.0 / spread.exp(),
+                    ]),
                 },
             )
         })

@@ -19,10 +19,17 @@ pub(super) struct Emitter<'r> {
     pub skipped: BTreeSet<StepId>,
 }
 
-impl Emitter<'_> {
-    /// `step` starts.
-    pub(super) fn started(&mut self, step: &StepId) -> Result<StepStarted, RunError> {
-        let event = Event::started(step);
+impl<'r> Emitter<'r> {
+    /// `step` starts now, or started at `since` (milliseconds since the epoch).
+    pub(super) fn started(
+        &mut self,
+        step: &StepId,
+        since: Option<u64>,
+    ) -> Result<StepStarted, RunError> {
+        let mut event = Event::started(step);
+        if let Some(since) = since {
+            event.time_ms = since;
+        }
         self.emit(&event)?;
         Ok(event.as_started())
     }
@@ -43,6 +50,12 @@ impl Emitter<'_> {
         self.emit(&Event::skipped(step))
     }
 
+    /// Where the servers' events go: the stream's file and the caller's observer (the
+    /// progress line counts steps only).
+    pub(super) fn servers(&self) -> ServerEvents<'r> {
+        ServerEvents { file: self.file, observer: self.observer }
+    }
+
     /// Ends the progress line.
     pub(super) fn close(&self) {
         self.progress.close();
@@ -57,5 +70,26 @@ impl Emitter<'_> {
             observer.observe(event);
         }
         Ok(())
+    }
+}
+
+/// The observers of the servers' events (loads, wakes, releases), which the servers emit
+/// themselves as they happen.
+#[derive(Clone, Copy)]
+pub(super) struct ServerEvents<'r> {
+    file: Option<&'r EventWriter>,
+    observer: Option<&'r dyn StepObserver>,
+}
+
+impl ServerEvents<'_> {
+    /// Emits a server's `event`; a stream that cannot be written loses it (the step's own
+    /// events report that error).
+    pub(super) fn emit(&self, event: &Event) {
+        if let Some(file) = self.file {
+            let _unwritten = file.append(event);
+        }
+        if let Some(observer) = self.observer {
+            observer.observe(event);
+        }
     }
 }

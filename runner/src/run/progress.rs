@@ -62,6 +62,7 @@ impl Progress {
             }
             EventKind::StepFinished => self.finished(event.took()),
             EventKind::StepSkipped => self.finished(None),
+            EventKind::ServerStarted | EventKind::ServerWoken | EventKind::ServerReleased => {}
         }
     }
 

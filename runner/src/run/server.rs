@@ -160,6 +160,11 @@ impl Server {
     }
 
     /// Whether the server's process (a topology: any of its processes) has exited.
+    /// Whether it is a topology (several servers behind a router), which is never released.
+    pub(super) fn is_topology(&self) -> bool {
+        matches!(self.inner, Inner::Topology(_))
+    }
+
     pub(super) fn exited(&mut self) -> bool {
         match &mut self.inner {
             Inner::One { process, .. } => !matches!(process.group().try_wait(), Ok(None)),

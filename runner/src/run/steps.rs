@@ -9,8 +9,9 @@ use prgate_gate::evidence::{Check, KernelSamples, NotRunReason, Outcome, Provena
 use prgate_gate::speed::{Calibration, CellContext, Pair, needs_another_pair};
 use prgate_scope::plan::{ModelPlan, Tier};
 
-use super::emit::Emitter;
+use super::emit::{Emitter, ServerEvents};
 use super::exec::{Command, Exec};
+use super::memory::{self, MemoryApi};
 use super::server::{Launch, Server, ServerFailure, server_log_tail, side_routing, with_log_tail};
 use super::{RunError, RunRequest, RunSummary, any_missing, evidence, not_run, recorded_pairs};
 use crate::accuracy::{self, EvalConfig, gated, sgl_eval};
@@ -25,7 +26,8 @@ use crate::recipe::{
     AccuracyBenchmark, Evaluator, ExternalSpeed, Install, NotRunnable, Recipe, SpeedBenchmark,
     SpeedFormat, SpeedRun, SpeedSweep,
 };
-use crate::results::{Part, ResultsDir, StepId};
+use crate::results::{Event, EventKind, Part, ResultsDir, StepId, StepStarted, now_ms};
+use crate::schedule::cost::Layout;
 use crate::untrusted::{self, MAX_RESULT_FILE};
 use prgate_gate::job::{Expect, Target};
 
@@ -52,6 +54,18 @@ pub(super) struct Runner<'r> {
     pub exec: Exec<'r>,
     /// Which phase the wall time goes to (`crate::gpu_time`).
     pub clock: PhaseClock,
+    /// In a model's speed phase, when its last speed record closed (or the phase began): the
+    /// next record's step started then, so the records split the phase's time between them.
+    pub speed_since: Option<u64>,
+}
+
+/// A step whose `step-started` is out, whose work runs before [`Runner::close_step`].
+pub(super) struct OpenStep {
+    id: StepId,
+    started: StepStarted,
+    log_dir: PathBuf,
+    /// Why its work may not run: the run's time is up.
+    expired: Option<String>,
 }
 
 /// Whose steps these are: a model's, or the common checks' (`model` is `None`).
@@ -147,30 +161,62 @@ impl Runner<'_> {
         part: Option<&Part>,
         work: impl FnOnce(&Path) -> Outcome,
     ) -> Result<Option<Outcome>, RunError> {
-        let model = subject.model.as_deref();
-        let id = StepId::new(model, check, side, part.cloned());
+        let Some(open) = self.open_step(subject, check, side, part)? else { return Ok(None) };
+        let outcome = match open.expired.clone() {
+            Some(detail) => not_run(NotRunReason::RunTimeLimit, detail, None),
+            None => work(&open.log_dir),
+        };
+        self.close_step(subject, part, open, outcome).map(Some)
+    }
+
+    /// Starts a step (its `step-started` goes out now, or at `speed_since` for a speed
+    /// record), or skips it when an earlier run did it (`None`).
+    fn open_step(
+        &mut self,
+        subject: &Subject,
+        check: Check,
+        side: Side,
+        part: Option<&Part>,
+    ) -> Result<Option<OpenStep>, RunError> {
+        let id = StepId::new(subject.model.as_deref(), check, side, part.cloned());
         if self.completed.contains(&id) {
             self.emit.skipped(&id)?;
             return Ok(None);
         }
         let log_dir = self.results.step_log_dir(&id)?;
-        let started = self.emit.started(&id)?;
-        let mut outcome = match self.out_of_time() {
-            Some(detail) => not_run(NotRunReason::RunTimeLimit, detail, None),
-            None => super::unless_disk_full(&log_dir, work(&log_dir)),
-        };
+        let since = if check == Check::Speed { self.speed_since } else { None };
+        let started = self.emit.started(&id, since)?;
+        let expired = self.out_of_time();
+        Ok(Some(OpenStep { id, started, log_dir, expired }))
+    }
+
+    /// Writes an open step's `outcome` and its `step-finished`.
+    fn close_step(
+        &mut self,
+        subject: &Subject,
+        part: Option<&Part>,
+        open: OpenStep,
+        outcome: Outcome,
+    ) -> Result<Outcome, RunError> {
+        // Whatever ran while the step's log folder was full is the node's, not the code's.
+        let mut outcome = super::unless_disk_full(&open.log_dir, outcome);
         // A not-run record of a step with a part names it, so that it is the same step.
         if let Outcome::NotRun { subject, .. } = &mut outcome
             && subject.is_none()
         {
             *subject = part.map(ToString::to_string);
         }
+        let model = subject.model.as_deref();
+        let (check, side) = (open.id.check(), open.id.side());
         let record = evidence(model, check, side, &subject.provenance, outcome.clone());
         self.results.write(&record)?;
-        self.emit.finished(&id, started, &record)?;
+        self.emit.finished(&open.id, open.started, &record)?;
+        if check == Check::Speed && self.speed_since.is_some() {
+            self.speed_since = Some(now_ms());
+        }
         self.summary.recorded += 1;
-        self.completed.insert(id);
-        Ok(Some(outcome))
+        self.completed.insert(open.id);
+        Ok(outcome)
     }
 
     fn record(
@@ -531,7 +577,8 @@ impl Runner<'_> {
         let gpus: Vec<u32> = node.gpus().iter().map(|gpu| gpu.id).collect();
         let tp = (recipe.tp() as usize).min(gpus.len());
         // A topology has the nodes to itself: base's and PR's run in turn.
-        let together = gpus.len() >= 2 * tp && recipe.topology().is_none();
+        let node_gpus = u32::try_from(gpus.len()).ok();
+        let together = Layout::of(node_gpus, recipe) == Layout::Together;
         let gpu_sets =
             if together { [&gpus[..tp], &gpus[tp..2 * tp]] } else { [&gpus[..tp], &gpus[..tp]] };
         let mut launches = Vec::new();
@@ -554,10 +601,25 @@ impl Runner<'_> {
             });
         }
         let recipes = [job.side_recipe(recipe, Side::Base).unwrap_or(recipe), recipe];
-        let mut servers =
-            Servers { recipe, recipes, launches, slots, together, up_once: [false, false] };
+        let mut servers = Servers {
+            recipe,
+            recipes,
+            launches,
+            slots,
+            together,
+            up_once: [false, false],
+            model: name.clone(),
+            events: self.emit.servers(),
+            apis: [None, None],
+            no_api: [false, false],
+            loads: [0, 0],
+            wakes: [0, 0],
+        };
 
-        for side in sides {
+        // One at a time, the PR's side goes first: the base server is then up when the speed
+        // pairs open with a base run, and no server starts twice before them.
+        let order = if together { sides } else { [Side::Pr, Side::Base] };
+        for side in order {
             let tree = job.server_tree(side);
             let selection = &recipe.tests().serving;
             if !selection.is_empty()
@@ -598,7 +660,20 @@ impl Runner<'_> {
                             })
                         })
                     });
-                let outcome = match (self.server(&mut servers, side), side_benchmark) {
+                // The server first (its load is a server event of its own), then the step,
+                // whose events bracket the evaluation (and the history prices it).
+                let expired = |detail| ServerFailure { reason: NotRunReason::RunTimeLimit, detail };
+                let mut server = match self.out_of_time() {
+                    Some(detail) => Err(expired(detail)),
+                    None => self.server(&mut servers, side),
+                };
+                let Some(open) = self.open_step(subject, Check::Accuracy, side, part)? else {
+                    continue;
+                };
+                if let Some(detail) = open.expired.clone() {
+                    server = Err(expired(detail));
+                }
+                let outcome = match (server, side_benchmark) {
                     (Ok(_), Some(_)) if gated_elsewhere.is_some() => not_run(
                         NotRunReason::GatedDataset,
                         format!(
@@ -630,31 +705,40 @@ impl Runner<'_> {
                 if side == Side::Base && !job.model.new && job.cacheable {
                     self.store_accuracy(job, recipe, benchmark, &outcome);
                 }
-                self.record(subject, Check::Accuracy, side, part, outcome)?;
+                self.close_step(subject, part, open, outcome)?;
             }
         }
         if !cells.is_empty() {
             let _phase = self.clock.enter(Phase::Speed);
-            self.speed(job, recipe, cells, &mut servers)?;
+            self.speed_since = Some(now_ms());
+            let measured = self.speed(job, recipe, cells, &mut servers);
+            self.speed_since = None;
+            measured?;
         }
         let pattern = &recipe.server().routing_pattern;
         for side in sides {
             if self.skip_if_done(subject, Check::Routing, side, None)? {
                 continue;
             }
-            // A side whose server never came up is started now, so that its log is read; one
-            // that served and later failed is judged by what it logged.
+            // A server that came up has logged its routing line: its log is read, whether it
+            // is still up, stopped to make room or failed later (no restart to read a line it
+            // already wrote). A side whose server never came up is started now.
             let side_recipe = servers.recipes[slot(side)];
-            let outcome = match self.server(&mut servers, side) {
-                Ok(_server) => {
-                    side_routing(side_recipe, &servers.launches[slot(side)].log, pattern)
+            let log = &servers.launches[slot(side)].log;
+            let outcome = if servers.up_once[slot(side)] {
+                side_routing(side_recipe, log, pattern)
+            } else {
+                match self.server(&mut servers, side) {
+                    Ok(_server) => {
+                        side_routing(side_recipe, &servers.launches[slot(side)].log, pattern)
+                    }
+                    Err(failure) => failed(&failure),
                 }
-                Err(_failure) if servers.up_once[slot(side)] => {
-                    side_routing(side_recipe, &servers.launches[slot(side)].log, pattern)
-                }
-                Err(failure) => failed(&failure),
             };
             self.record(subject, Check::Routing, side, None, outcome)?;
+        }
+        if let Some(design) = servers.design() {
+            self.summary.notes.push(design);
         }
         // Dropping the servers stops them.
         let _phase = self.clock.enter(Phase::Servers);
@@ -984,12 +1068,14 @@ impl Runner<'_> {
     }
 
     /// Runs pairs in every open cell until the gate has decided each. Every pair is
-    /// bracketed: a base run, the PR run, another base run, its own (no run is shared between
-    /// pairs, so pairs are independent). The pair's base is the two base runs' geometric mean,
+    /// bracketed: a base run, the PR run, another base run; the closing base run of a pair
+    /// opens the cell's next one (a chain: 2n + 1 runs for n pairs; the gate accounts for the
+    /// shared runs, `docs/gate.md`). The pair's base is the two base runs' geometric mean,
     /// which cancels a linear drift, and their ratio is the in-band A/A difference that
-    /// measures the node's noise inside the run. With both servers up the three run in turn;
-    /// one server at a time, in rounds: an opening base run for every open cell, a PR run for
-    /// each, a closing base run for each (the base server stays up into the next round).
+    /// measures the node's noise inside the run. With both servers up the runs go in turn;
+    /// one server at a time, in rounds: an opening base run for every open cell that has
+    /// none, a PR run for each, a closing base run for each (the base server stays up into
+    /// the next round, whose pairs it opens).
     fn speed(
         &mut self,
         job: &ModelJob<'_>,
@@ -1009,39 +1095,18 @@ impl Runner<'_> {
         }
         if servers.together {
             for cell in &mut cells {
-                while self.cell_open(cell) {
-                    let measured = self
-                        .measure(job, sweep, servers, Side::Base, cell)
-                        .map_err(|failure| (Side::Base, failure))
-                        .and_then(|before| {
-                            let pr = self
-                                .measure(job, sweep, servers, Side::Pr, cell)
-                                .map_err(|failure| (Side::Pr, failure))?;
-                            let after = self
-                                .measure(job, sweep, servers, Side::Base, cell)
-                                .map_err(|failure| (Side::Base, failure))?;
-                            Ok((before, pr, after))
-                        });
-                    match measured {
-                        Ok((before, pr, after)) => {
-                            self.record_pair(job, cell, [before, after], pr)?;
-                        }
-                        Err((side, failure)) => {
-                            self.cell_failed(job, cell, side, failure)?;
-                            break;
-                        }
-                    }
-                }
+                self.speed_together(job, sweep, servers, cell)?;
                 if job.cacheable {
                     self.calibrate(cell);
                 }
             }
             return Ok(());
         }
-        // One server at a time, in rounds: an opening base run for each open cell, a PR run
-        // for each, then a closing base run for each.
+        // One server at a time, in rounds: an opening base run for each cell that has none, a
+        // PR run for each open cell, then a base run for each that closes its pair and opens
+        // the cell's next one (2n + 1 runs for n pairs).
+        let mut opening: BTreeMap<u32, f64> = BTreeMap::new();
         loop {
-            let mut opening: BTreeMap<u32, f64> = BTreeMap::new();
             let open: Vec<usize> = (0..cells.len())
                 .filter(|&at| !cells[at].closed && self.cell_open(&cells[at]))
                 .collect();
@@ -1050,6 +1115,9 @@ impl Runner<'_> {
             }
             for &at in &open {
                 let concurrency = cells[at].concurrency;
+                if opening.contains_key(&concurrency) {
+                    continue;
+                }
                 match self.measure(job, sweep, servers, Side::Base, &cells[at]) {
                     Ok(tpot) => {
                         opening.insert(concurrency, tpot);
@@ -1079,6 +1147,7 @@ impl Runner<'_> {
                 match self.measure(job, sweep, servers, Side::Base, &cells[at]) {
                     Ok(after) => {
                         self.record_pair(job, &mut cells[at], [before, after], pr)?;
+                        opening.insert(concurrency, after);
                     }
                     Err(failure) => self.cell_failed(job, &mut cells[at], Side::Base, failure)?,
                 }
@@ -1088,6 +1157,42 @@ impl Runner<'_> {
         if job.cacheable {
             for cell in &cells {
                 self.calibrate(cell);
+            }
+        }
+        Ok(())
+    }
+
+    /// One cell's pairs with both servers up: base, PR, base, PR, base, ...; each pair's
+    /// closing base run opens the next (2n + 1 runs for n pairs).
+    fn speed_together(
+        &mut self,
+        job: &ModelJob<'_>,
+        sweep: &SpeedSweep,
+        servers: &mut Servers<'_>,
+        cell: &mut Cell,
+    ) -> Result<(), RunError> {
+        let mut opening: Option<f64> = None;
+        while self.cell_open(cell) {
+            let measured = match opening.take() {
+                Some(before) => Ok(before),
+                None => self.measure(job, sweep, servers, Side::Base, cell),
+            }
+            .map_err(|failure| (Side::Base, failure))
+            .and_then(|before| {
+                let pr = self
+                    .measure(job, sweep, servers, Side::Pr, cell)
+                    .map_err(|failure| (Side::Pr, failure))?;
+                let after = self
+                    .measure(job, sweep, servers, Side::Base, cell)
+                    .map_err(|failure| (Side::Base, failure))?;
+                Ok((before, pr, after))
+            });
+            match measured {
+                Ok((before, pr, after)) => {
+                    self.record_pair(job, cell, [before, after], pr)?;
+                    opening = Some(after);
+                }
+                Err((side, failure)) => return self.cell_failed(job, cell, side, failure),
             }
         }
         Ok(())
@@ -1285,11 +1390,13 @@ pub(super) struct Serving {
     pub container: Option<String>,
 }
 
-/// A side's server: not started (or stopped to make room), up, or failed for good.
+/// A side's server: not started (or stopped to make room), up, loaded but its memory released
+/// to make room, or failed for good.
 #[derive(Debug)]
 enum Slot {
     Idle,
     Up(Server),
+    Released(Server),
     Failed(ServerFailure),
 }
 
@@ -1306,6 +1413,16 @@ pub(super) struct Servers<'a> {
     together: bool,
     /// Whether each side's server has ever been healthy in this run.
     up_once: [bool; 2],
+    /// The model, which its servers' events name.
+    model: String,
+    /// Where its loads (and wakes and releases) are told.
+    events: ServerEvents<'a>,
+    /// Each side's memory API, once a release found it; `no_api` once a probe found none.
+    apis: [Option<MemoryApi>; 2],
+    no_api: [bool; 2],
+    /// Each side's loads and wakes so far.
+    loads: [u32; 2],
+    wakes: [u32; 2],
 }
 
 impl Servers<'_> {
@@ -1328,22 +1445,26 @@ impl Servers<'_> {
             );
             self.slots[at] = Slot::Failed(ServerFailure { reason: NotRunReason::Crash, detail });
         }
+        if matches!(self.slots[at], Slot::Idle | Slot::Released(_)) && !self.together {
+            self.make_room(1 - at);
+        }
+        if matches!(self.slots[at], Slot::Released(_)) {
+            self.wake(side);
+        }
         if matches!(self.slots[at], Slot::Idle) {
-            if !self.together {
-                let other = 1 - at;
-                if matches!(self.slots[other], Slot::Up(_)) {
-                    // Dropping it stops it and lets its GPUs go.
-                    self.slots[other] = Slot::Idle;
+            let began = now_ms();
+            let started = Server::start(self.recipes[at], exec, &self.launches[at], startup);
+            let failure = started.as_ref().err().map(|failure| failure.reason);
+            let model = Some(self.model.as_str());
+            self.events.emit(&Event::server(EventKind::ServerStarted, model, side, began, failure));
+            self.slots[at] = match started {
+                Ok(server) => {
+                    self.up_once[at] = true;
+                    self.loads[at] += 1;
+                    Slot::Up(server)
                 }
-            }
-            self.slots[at] =
-                match Server::start(self.recipes[at], exec, &self.launches[at], startup) {
-                    Ok(server) => {
-                        self.up_once[at] = true;
-                        Slot::Up(server)
-                    }
-                    Err(failure) => Slot::Failed(failure),
-                };
+                Err(failure) => Slot::Failed(failure),
+            };
         }
         match &self.slots[at] {
             Slot::Up(server) => Ok(Serving {
@@ -1352,11 +1473,70 @@ impl Servers<'_> {
                 container: server.container(),
             }),
             Slot::Failed(failure) => Err(failure.clone()),
-            Slot::Idle => Err(ServerFailure {
+            Slot::Idle | Slot::Released(_) => Err(ServerFailure {
                 reason: NotRunReason::Other,
                 detail: "the server was not started".to_owned(),
             }),
         }
+    }
+
+    /// Makes room on the GPUs by the `other` side's server, when it is up: its memory released
+    /// when it speaks an engine's memory API (found by probing at its first release), else
+    /// stopped (dropping it lets its GPUs go).
+    fn make_room(&mut self, other: usize) {
+        match std::mem::replace(&mut self.slots[other], Slot::Idle) {
+            Slot::Up(server) if !server.is_topology() && !self.no_api[other] => {
+                let began = now_ms();
+                match memory::release(&server.url, self.apis[other]) {
+                    Some(api) => {
+                        self.apis[other] = Some(api);
+                        let model = Some(self.model.as_str());
+                        let side = if other == 0 { Side::Base } else { Side::Pr };
+                        let event =
+                            Event::server(EventKind::ServerReleased, model, side, began, None);
+                        self.events.emit(&event);
+                        self.slots[other] = Slot::Released(server);
+                    }
+                    None => self.no_api[other] = true,
+                }
+            }
+            Slot::Up(_stopped) => {}
+            kept => self.slots[other] = kept,
+        }
+    }
+
+    /// Wakes `side`'s released server and warms it up; one that does not come back is
+    /// stopped, to be loaded again.
+    fn wake(&mut self, side: Side) {
+        let at = slot(side);
+        let Slot::Released(mut server) = std::mem::replace(&mut self.slots[at], Slot::Idle) else {
+            return;
+        };
+        let began = now_ms();
+        let api = self.apis[at].unwrap_or(MemoryApi::Sglang);
+        let woke = memory::wake(&server.url, api, SERVED_MODEL) && !server.exited();
+        let failure = (!woke).then_some(NotRunReason::Crash);
+        let model = Some(self.model.as_str());
+        self.events.emit(&Event::server(EventKind::ServerWoken, model, side, began, failure));
+        if woke {
+            self.wakes[at] += 1;
+            self.slots[at] = Slot::Up(server);
+        }
+    }
+
+    /// Which design ran and what it took, for the run's notes: `None` with both up at once.
+    fn design(&self) -> Option<String> {
+        if self.together {
+            return None;
+        }
+        let loads = self.loads[0] + self.loads[1];
+        let wakes = self.wakes[0] + self.wakes[1];
+        let how = match (self.apis[0].or(self.apis[1]), wakes) {
+            (Some(MemoryApi::Sglang), 1..) => "switched by SGLang's memory release and resume",
+            (Some(MemoryApi::Vllm), 1..) => "switched by vLLM's sleep and wake-up",
+            _ => "no memory API: each switch stopped one server and loaded the other",
+        };
+        Some(format!("{}: one server at a time, {how}: {loads} loads, {wakes} wakes", self.model))
     }
 
     /// The failure of a run on `side`'s server; when its process has exited, the server is

@@ -24,6 +24,8 @@ pub struct History {
     steps: Vec<FinishedStep>,
     /// The torn last lines skipped, each said in words ([`History::skipped`]).
     skipped: Vec<String>,
+    /// Each server load's model and duration (`server-started` events).
+    loads: Vec<(Option<String>, Duration)>,
 }
 
 /// Why an event stream could not be read.
@@ -65,6 +67,7 @@ impl History {
     pub fn parse(text: &str, file: &str) -> Result<History, HistoryError> {
         let mut steps = Vec::new();
         let mut skipped = Vec::new();
+        let mut loads = Vec::new();
         let complete = text.ends_with('\n');
         let lines: Vec<&str> = text.lines().collect();
         for (index, line) in lines.iter().enumerate() {
@@ -95,6 +98,12 @@ impl History {
                     version: event.schema_version,
                 });
             }
+            if event.event == EventKind::ServerStarted
+                && event.reason.is_none()
+                && let Some(took) = event.took()
+            {
+                loads.push((event.model.clone(), took));
+            }
             if event.event != EventKind::StepFinished {
                 continue;
             }
@@ -108,7 +117,7 @@ impl History {
                 duration: Duration::from_millis(event.time_ms.saturating_sub(started_ms)),
             });
         }
-        Ok(History { steps, skipped })
+        Ok(History { steps, skipped, loads })
     }
 
     /// The histories of several files as one.
@@ -117,6 +126,7 @@ impl History {
         for history in histories {
             merged.steps.extend(history.steps);
             merged.skipped.extend(history.skipped);
+            merged.loads.extend(history.loads);
         }
         merged
     }
@@ -138,6 +148,18 @@ impl History {
         models.sort_unstable();
         models.dedup();
         models
+    }
+
+    /// The mean time a server of `model` took to load, over the loads the history has.
+    pub(super) fn load_time(&self, model: Option<&str>) -> Option<Duration> {
+        let mine: Vec<Duration> = self
+            .loads
+            .iter()
+            .filter(|(of, _)| of.as_deref() == model)
+            .map(|(_, took)| *took)
+            .collect();
+        let count = u32::try_from(mine.len()).ok().filter(|&count| count > 0)?;
+        Some(mine.iter().sum::<Duration>() / count)
     }
 
     /// Each step's duration in the most recent run of `model` that has it.

@@ -62,13 +62,15 @@ fn check_estimate(plan: &ModelPlan, recipe: Option<&Recipe>, history: &History, 
 
 #[test]
 fn a_full_tier_from_the_recipe_runs_every_part_on_both_sides() {
-    // A speed run: 30s + 20ms · (1 + 10) waves · 1024 tokens = 255.28s; a cell is 10 runs.
+    // A speed run: 30s + 20ms · (1 + 10) waves · 1024 tokens = 255.28s; a cell is 11 runs
+    // (2n + 1) and, one server at a time (no node given), its share of the phase's 10
+    // switches (10m04s each, 5 cells): 46m48s + 20m08s.
     check_estimate(
         &model("deepseek_v41", Tier::Full, false),
         Some(&example()),
         &History::default(),
         "
-server startups                       20m00s  recipe
+server startups                       20m08s  recipe
 unit tests (base)                      5m00s  recipe
 unit tests (pr)                        5m00s  recipe
 kernel tests (base)                    5m00s  recipe
@@ -81,12 +83,12 @@ accuracy gsm8k (base)                 20m00s  recipe
 accuracy gsm8k (pr)                   20m00s  recipe
 accuracy gpqa-diamond (base)          20m00s  recipe
 accuracy gpqa-diamond (pr)            20m00s  recipe
-speed at concurrency 1                42m32s  recipe
-speed at concurrency 4                42m32s  recipe
-speed at concurrency 16               42m32s  recipe
-speed at concurrency 64               42m32s  recipe
-speed at concurrency 128              42m32s  recipe
-total                               5h52m44s  recipe",
+speed at concurrency 1              1h06m56s  recipe
+speed at concurrency 4              1h06m56s  recipe
+speed at concurrency 16             1h06m56s  recipe
+speed at concurrency 64             1h06m56s  recipe
+speed at concurrency 128            1h06m56s  recipe
+total                               7h54m48s  recipe",
     );
 }
 
@@ -101,15 +103,15 @@ fn smoke_runs_tests_and_the_covered_cells_and_a_new_model_has_no_base_tree() {
         &History::default(),
         "
 install                                5m00s  recipe
-server startups                       20m00s  recipe
+server startups                       20m08s  recipe
 unit tests (pr)                        5m00s  recipe
 kernel tests (pr)                      5m00s  recipe
 serving tests (base)                   5m00s  recipe
 serving tests (pr)                     5m00s  recipe
-speed at concurrency 1                42m32s  recipe
-speed at concurrency 4                42m32s  recipe
-speed at concurrency 16               42m32s  recipe
-total                               2h52m38s  recipe",
+speed at concurrency 1              1h20m21s  recipe
+speed at concurrency 4              1h20m21s  recipe
+speed at concurrency 16             1h20m21s  recipe
+total                               4h46m12s  recipe",
     );
 }
 

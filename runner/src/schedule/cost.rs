@@ -1,0 +1,208 @@
+//! What one model's job costs in its units: server **loads**, **wakes** (a released server
+//! taking its memory back), **speed runs** and gateway **probes**, counted by one formula that
+//! the estimate (`prgate plan --estimate`), the SLURM jobs' time limits and the GPU-time report
+//! all use (they all go through [`super::estimate_model`]); the runner's step loop does what
+//! it counts (`crate::run`), and the CLI tests hold the two to the same numbers.
+//!
+//! How a model's servers share its node is [`Layout`]: both up at once on disjoint GPUs when
+//! the node has `2 × tp` of them (and the recipe is no topology), else one at a time on the
+//! same GPUs. One at a time, the runner does the PR side's server work first (serving tests,
+//! accuracy), then base's, so that base's server is up when the speed pairs open; each round
+//! of pairs then switches to the PR's server and back (two switches a round, every cell's
+//! runs of the round on the server that is up). A cell of `n` pairs takes `2n + 1` runs: a
+//! pair's closing base run opens the next.
+//!
+//! Switching by the engines' memory release (the runner probes a server for SGLang's or
+//! vLLM's API at its first switch, `crate::run`), each side loads once and every later switch
+//! is a wake. The estimate cannot know before the run whether a server speaks one, so it counts
+//! reloads (`wakes: false`, the upper bound a time limit needs) until a recipe declares it.
+//!
+//! What it leaves to others: the durations of the units (the estimate's constants or the
+//! history), running the job (the runner).
+
+use std::time::Duration;
+
+use crate::recipe::Recipe;
+
+/// How a model's two servers share the node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// Both up at once, on disjoint GPUs: each loaded once.
+    Together,
+    /// One at a time on the same GPUs: each switch stops one and loads the other.
+    OneAtATime,
+}
+
+impl Layout {
+    /// The layout of `recipe`'s servers on a node of `node_gpus` GPUs (`None`: not known, so
+    /// one at a time, the costlier). A topology has its nodes to itself: base's and PR's in
+    /// turn.
+    pub fn of(node_gpus: Option<u32>, recipe: &Recipe) -> Layout {
+        let Some(gpus) = node_gpus else { return Layout::OneAtATime };
+        let tp = recipe.tp().min(gpus);
+        if gpus >= tp.saturating_mul(2) && recipe.topology().is_none() {
+            Layout::Together
+        } else {
+            Layout::OneAtATime
+        }
+    }
+
+    /// The layout on the costliest of `nodes` (their GPU counts): one at a time when any of
+    /// them has no room for both servers, or none is known.
+    pub fn on_any_of(nodes: impl IntoIterator<Item = Option<u32>>, recipe: &Recipe) -> Layout {
+        let mut layout = None;
+        for gpus in nodes {
+            if Layout::of(gpus, recipe) == Layout::OneAtATime {
+                return Layout::OneAtATime;
+            }
+            layout = Some(Layout::Together);
+        }
+        layout.unwrap_or(Layout::OneAtATime)
+    }
+}
+
+/// What a model's job runs on its servers, as the counts need it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Work {
+    pub layout: Layout,
+    /// Whether the PR side's server has work before the speed pairs (serving tests or
+    /// accuracy): one at a time, it is then loaded before base's.
+    pub pr_work_first: bool,
+    /// Speed cells, and the pairs each takes.
+    pub cells: u32,
+    pub pairs: u32,
+    /// Whether each server start runs a gateway probe first (container isolation).
+    pub probed: bool,
+    /// Whether the servers switch by the engines' memory release (SGLang's release/resume,
+    /// vLLM's sleep/wake-up) instead of a reload, one at a time.
+    pub wakes: bool,
+}
+
+/// The units a job costs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Counts {
+    /// Server loads before the speed phase (each side's first).
+    pub setup_loads: u32,
+    /// Server loads inside the speed phase (one at a time: every switch reloads).
+    pub speed_loads: u32,
+    /// Wakes of a released server (switching by memory release), each with its warm-up.
+    pub wakes: u32,
+    /// Speed runs, over all cells.
+    pub runs: u32,
+    /// Gateway probes: one per load when the servers run in containers.
+    pub probes: u32,
+}
+
+impl Counts {
+    /// All loads.
+    pub fn loads(&self) -> u32 {
+        self.setup_loads + self.speed_loads
+    }
+
+    /// The wall time of these units at `units`' durations (what the servers and the speed
+    /// runs take; the job's tests and benchmarks are the estimate's other parts).
+    pub fn time(&self, units: &Units) -> Duration {
+        units.load.saturating_mul(self.loads())
+            + units.wake.saturating_mul(self.wakes)
+            + units.run.saturating_mul(self.runs)
+            + units.probe.saturating_mul(self.probes)
+    }
+}
+
+/// How long each unit takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Units {
+    pub load: Duration,
+    pub wake: Duration,
+    pub run: Duration,
+    pub probe: Duration,
+}
+
+/// The formula. Both servers are needed (the routing check reads each side's log).
+pub fn counts(work: &Work) -> Counts {
+    let speed = work.cells > 0 && work.pairs > 0;
+    let runs = if speed { work.cells * (2 * work.pairs + 1) } else { 0 };
+    let (setup_loads, speed_loads) = match work.layout {
+        Layout::Together => (2, 0),
+        // Base opens the pairs: loaded before them (after the PR's, when that has work first);
+        // each round then loads the PR's server and base's again. Without the PR's work first,
+        // the first round's PR run loads it (counted with the rounds).
+        Layout::OneAtATime if speed => {
+            let setup = if work.pr_work_first { 2 } else { 1 };
+            let rounds = 2 * work.pairs;
+            (setup, rounds)
+        }
+        Layout::OneAtATime => (2, 0),
+    };
+    // Switching by memory release, each side loads once: a switch to a side already loaded is
+    // a wake (the PR's first, without work before the pairs, is its load).
+    let (speed_loads, wakes) = if work.wakes && work.layout == Layout::OneAtATime && speed {
+        let first_pr_load = u32::from(!work.pr_work_first);
+        (first_pr_load, speed_loads - first_pr_load)
+    } else {
+        (speed_loads, 0)
+    };
+    let probes = if work.probed { setup_loads + speed_loads } else { 0 };
+    Counts { setup_loads, speed_loads, wakes, runs, probes }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_with_room_loads_twice_and_one_at_a_time_reloads_per_switch() {
+        let work = Work {
+            layout: Layout::Together,
+            pr_work_first: true,
+            cells: 2,
+            pairs: 5,
+            probed: false,
+            wakes: false,
+        };
+        assert_eq!(
+            counts(&work),
+            Counts { setup_loads: 2, speed_loads: 0, wakes: 0, runs: 22, probes: 0 }
+        );
+        let one = Work { layout: Layout::OneAtATime, probed: true, ..work };
+        let counted = counts(&one);
+        assert_eq!((counted.loads(), counted.runs, counted.probes), (12, 22, 12));
+        let no_pr_work = Work { pr_work_first: false, ..one };
+        assert_eq!(counts(&no_pr_work).loads(), 11);
+        let no_speed = Work { cells: 0, ..one };
+        assert_eq!((counts(&no_speed).loads(), counts(&no_speed).runs), (2, 0));
+        let waking = Work { wakes: true, ..one };
+        assert_eq!(
+            (counts(&waking).loads(), counts(&waking).wakes, counts(&waking).probes),
+            (2, 10, 2)
+        );
+        let waking_late = Work { pr_work_first: false, ..waking };
+        assert_eq!((counts(&waking_late).loads(), counts(&waking_late).wakes), (2, 9));
+    }
+
+    /// bench/gpu-cost.md's "after": one model, full tier, tp 8 on an 8-GPU node (one at a
+    /// time), 2 cells of 5 pairs, a load 10 min and a run 2 min: 12 loads and 22 runs, 164
+    /// min, 1312 GPU-minutes.
+    #[test]
+    fn the_benchmarks_real_node() {
+        let work = Work {
+            layout: Layout::OneAtATime,
+            pr_work_first: true,
+            cells: 2,
+            pairs: 5,
+            probed: false,
+            wakes: false,
+        };
+        let minute = Duration::from_secs(60);
+        let units =
+            Units { load: 10 * minute, wake: minute / 2, run: 2 * minute, probe: Duration::ZERO };
+        let counted = counts(&work);
+        assert_eq!((counted.loads(), counted.wakes, counted.runs), (12, 0, 22));
+        assert_eq!(counted.time(&units), 164 * minute);
+        assert_eq!(counted.time(&units).as_secs() * 8 / 60, 1312);
+        // Switching by memory release: 2 loads, 10 wakes, 69 min, 552 GPU-minutes.
+        let waking = counts(&Work { wakes: true, ..work });
+        assert_eq!((waking.loads(), waking.wakes, waking.runs), (2, 10, 22));
+        assert_eq!(waking.time(&units).as_secs() * 8 / 60, 552);
+    }
+}

@@ -1,0 +1,124 @@
+//! The engines' memory-release endpoints, with their real request and response shapes: SGLang's
+//! `POST /release_memory_occupation` and `POST /resume_memory_occupation` (a JSON object body,
+//! `{"tags": [...]}` optional; `200` with `null`), vLLM's `POST /sleep?level=1|2`,
+//! `POST /wake_up` (`200`, empty) and `GET /is_sleeping` (`{"is_sleeping": bool}`). A released
+//! server stays healthy (as both engines' `/health` do) but refuses generation with `503`;
+//! taking the memory back takes the profile's `wake-delay-ms`. Which of them a server answers
+//! is the profile's `memory-api`; one it does not speak is a 404 like any unknown path.
+//!
+//! What it leaves to others: serving (the crate's root), deciding when to release (the runner).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response};
+
+use super::{Answer, Body, Crash, Profile, Shared, generate, request_body, respond};
+
+const SGLANG_RELEASE: &str = "/release_memory_occupation";
+const SGLANG_RESUME: &str = "/resume_memory_occupation";
+const VLLM_SLEEP: &str = "/sleep";
+const VLLM_WAKE: &str = "/wake_up";
+const VLLM_IS_SLEEPING: &str = "/is_sleeping";
+
+/// Whether `path` is a memory endpoint `profile` answers.
+pub(super) fn answers(profile: &Profile, path: &str) -> bool {
+    let api = profile.memory_api;
+    (api.sglang() && [SGLANG_RELEASE, SGLANG_RESUME].contains(&path))
+        || (api.vllm() && [VLLM_SLEEP, VLLM_WAKE, VLLM_IS_SLEEPING].contains(&path))
+}
+
+/// A generation request while the memory is released.
+pub(super) fn refuse_released() -> Response<Body> {
+    let message = "the server's GPU memory is released (sleeping): wake it up first";
+    respond(503, generate::error_json(message, "service_unavailable", 503))
+}
+
+pub(super) async fn handle(request: Request<Incoming>, shared: &Arc<Shared>) -> Answer {
+    let path = request.uri().path().to_owned();
+    let query = request.uri().query().unwrap_or_default().to_owned();
+    let method = request.method().clone();
+    let not_allowed = || {
+        Ok(respond(405, generate::error_json("method not allowed", "invalid_request_error", 405)))
+    };
+    match path.as_str() {
+        VLLM_IS_SLEEPING if method == Method::GET => {
+            let sleeping = shared.released.load(Ordering::Acquire);
+            Ok(respond(200, serde_json::json!({ "is_sleeping": sleeping }).to_string()))
+        }
+        VLLM_IS_SLEEPING => not_allowed(),
+        _ if method != Method::POST => not_allowed(),
+        SGLANG_RELEASE | SGLANG_RESUME => {
+            let body = match request_body(request).await {
+                Ok(body) => body,
+                Err((status, message)) => return Ok(bad(status, &message)),
+            };
+            if let Err(message) = sglang_body(&body) {
+                return Ok(bad(400, &message));
+            }
+            if path == SGLANG_RELEASE {
+                release(shared, "release_memory_occupation");
+            } else if !wake(shared, "resume_memory_occupation").await {
+                return Err(Crash);
+            }
+            Ok(respond(200, "null".to_owned()))
+        }
+        VLLM_SLEEP => {
+            let level =
+                query.split('&').find_map(|pair| pair.strip_prefix("level=")).unwrap_or("1");
+            if !["1", "2"].contains(&level) {
+                return Ok(bad(400, &format!("sleep level {level:?} is not 1 or 2")));
+            }
+            release(shared, &format!("sleep level={level}"));
+            Ok(respond(200, String::new()))
+        }
+        _ => {
+            if !wake(shared, "wake_up").await {
+                return Err(Crash);
+            }
+            Ok(respond(200, String::new()))
+        }
+    }
+}
+
+/// SGLang's request body: empty, or a JSON object whose `tags`, when present, is a list of
+/// strings (`weights`, `kv_cache`).
+fn sglang_body(body: &str) -> Result<(), String> {
+    if body.trim().is_empty() {
+        return Ok(());
+    }
+    let value: serde_json::Value =
+        serde_json::from_str(body).map_err(|error| format!("the body is not JSON: {error}"))?;
+    let object = value.as_object().ok_or("the body is not a JSON object")?;
+    match object.get("tags") {
+        None | Some(serde_json::Value::Null) => Ok(()),
+        Some(serde_json::Value::Array(tags)) if tags.iter().all(serde_json::Value::is_string) => {
+            Ok(())
+        }
+        Some(_) => Err("tags is not a list of strings".to_owned()),
+    }
+}
+
+fn bad(status: u16, message: &str) -> Response<Body> {
+    respond(status, generate::error_json(message, "invalid_request_error", status))
+}
+
+fn release(shared: &Shared, how: &str) {
+    shared.released.store(true, Ordering::Release);
+    shared.log(&format!("[sim-server] memory released ({how})"));
+}
+
+/// Takes the memory back after the profile's wake delay; `false` when the server stopped
+/// meanwhile.
+async fn wake(shared: &Shared, how: &str) -> bool {
+    if shared.released.load(Ordering::Acquire) {
+        if !shared.sleep_until(Instant::now() + shared.profile.wake_delay).await {
+            return false;
+        }
+        shared.released.store(false, Ordering::Release);
+        shared.log(&format!("[sim-server] memory resumed ({how})"));
+    }
+    true
+}
