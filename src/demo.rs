@@ -108,7 +108,12 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
             prgate_report::escape::terminal(pr.title)
         )?;
         for reason in &outcome.why {
-            writeln!(stdout, "      {:<width$}  - {reason}", "")?;
+            // A reason's later lines (a log's tail) go under it, indented.
+            let mut lines = reason.lines();
+            writeln!(stdout, "      {:<width$}  - {}", "", lines.next().unwrap_or_default())?;
+            for line in lines {
+                writeln!(stdout, "      {:<width$}    {line}", "")?;
+            }
         }
     }
     writeln!(stdout)?;
@@ -227,7 +232,11 @@ fn run_pr(
             "    first run: {} steps, {}: {}",
             summary.recorded,
             result_word(&verdict),
-            why(&verdict).join("; ")
+            why(&verdict)
+                .iter()
+                .filter_map(|reason| reason.lines().next())
+                .collect::<Vec<_>>()
+                .join("; ")
         )?;
         writeln!(out, "    a maintainer runs it again: what the first run judged is reused")?;
     }
@@ -244,15 +253,18 @@ fn run_pr(
         summary.recorded,
         started.elapsed().as_secs_f64()
     )?;
-    if summary.reused > 0 {
-        writeln!(out, "    took {} judged steps over from the first run", summary.reused)?;
-    }
     for note in &summary.notes {
         writeln!(out, "    note: {note}")?;
     }
     let (evidence, job, verdict) = on_node.judge(&results)?;
     write_json(&results.join("verdict.json"), &verdict)?;
-    let reuse = prgate_report::rerun::Reuse::of(&job, &evidence).map(|reuse| reuse.words());
+    // What was taken over, in the job plan's steps as the comment counts them (a speed cell's
+    // pairs are one step there; the run's own count is of records).
+    let taken = prgate_report::rerun::Reuse::of(&job, &evidence);
+    if let Some(taken) = taken.as_ref().filter(|taken| taken.reused > 0) {
+        writeln!(out, "    took {} judged steps over from the first run", taken.reused)?;
+    }
+    let reuse = taken.map(|reuse| reuse.words());
     let models: Vec<String> = plan.running_models().map(|model| model.name.clone()).collect();
     let history = prgate_runner::history::history_dir(node);
     let drift = crate::history::alarms(&history, &models, &base.config);
@@ -589,7 +601,8 @@ fn show_the_drift_guard(
 }
 
 /// The items that decided the verdict: the failed ones, else the pending ones, else the
-/// warnings; at most four, then how many more.
+/// warnings; at most four, then how many more. Each is escaped line by line for a terminal,
+/// its lines kept (a log's tail), never shown as `\u{a}`.
 fn why(verdict: &Verdict) -> Vec<String> {
     const SHOWN: usize = 4;
     let items: Vec<_> = verdict.sections.iter().flat_map(|section| &section.items).collect();
@@ -603,7 +616,8 @@ fn why(verdict: &Verdict) -> Vec<String> {
         .take(SHOWN)
         .map(|item| {
             let model = item.model.as_deref().map(|model| format!("{model}: ")).unwrap_or_default();
-            prgate_report::escape::terminal(&format!("{model}{}: {}", item.check, item.summary))
+            let text = format!("{model}{}: {}", item.check, item.summary);
+            text.lines().map(prgate_report::escape::terminal).collect::<Vec<_>>().join("\n")
         })
         .collect();
     if chosen.len() > SHOWN {

@@ -64,6 +64,9 @@ pub(crate) fn estimate(
         histories.push(History::parse(&text, &path.display().to_string())?);
     }
     let history = History::merge(histories);
+    for skipped in history.skipped() {
+        eprintln!("note: {skipped}");
+    }
     estimate_plan(repo, plan, &nodes, &history, args.history.len()).map(Some)
 }
 

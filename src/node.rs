@@ -181,12 +181,14 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<Outcome> {
         }
         NodeCommand::Scan(args) => {
             let (node, ledger) = open(&args.target)?;
-            let strikes = health::attribute(&args.results, None)
+            let found = health::attribute(&args.results, None)
                 .with_context(|| format!("reading {}", args.results.display()))?;
-            for note in health::record(&node, ledger.node(), &strikes, args.run.as_deref()) {
+            let recorded =
+                health::record(&node, ledger.node(), &found.strikes, args.run.as_deref());
+            for note in found.passed_over.iter().chain(&recorded) {
                 eprintln!("note: {note}");
             }
-            eprintln!("{} strike(s) found; {}", strikes.len(), ledger.health()?.summary());
+            eprintln!("{} strike(s) found; {}", found.strikes.len(), ledger.health()?.summary());
             Ok(Outcome::Pass)
         }
     }

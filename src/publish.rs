@@ -196,21 +196,27 @@ pub(crate) fn publish(args: &PublishArgs) -> anyhow::Result<()> {
             &settings,
         ),
     };
+    // The comment links the full report only when there is one: written here, or at a URL the
+    // workflow knows.
+    let mut input = loaded.input();
+    if args.report_out.is_none() && args.facts.report_url.is_none() {
+        input.full_report = None;
+    }
     // The node's secret values are redacted from everything prgate writes.
-    let body = redact(&render_comment(&loaded.input())?).into_owned();
+    let body = redact(&render_comment(&input)?).into_owned();
     if let Some(path) = &args.report_out {
-        let full = redact(&render_full_report(&loaded.input())?).into_owned();
+        let full = redact(&render_full_report(&input)?).into_owned();
         std::fs::write(path, full)
             .with_context(|| format!("writing the full report {}", path.display()))?;
     }
     // The job summary and annotations first: they need no network.
-    actions_outputs(&loaded.input())?;
+    actions_outputs(&input)?;
 
     let (runtime, github) = crate::github::connect(&args.repository)?;
     runtime.block_on(async {
         post(&github, &sha, &status, args.facts.pr, args.bot_login.as_deref(), &body).await?;
         if args.check_run == crate::run::Switch::On {
-            let id = check_run(&github, None, &sha, &loaded.input(), &status).await?;
+            let id = check_run(&github, None, &sha, &input, &status).await?;
             eprintln!("prgate: check run {id}");
         }
         anyhow::Ok(())

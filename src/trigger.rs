@@ -10,8 +10,9 @@
 //! is removed, the head SHA is pinned from the event, and the PR is read again after the label
 //! is gone: if its head moved, or it is closed or merged, the run stops, so a later push always
 //! needs a maintainer again. Once the label is gone, no failure is silent: a refusal on the PR
-//! is said in a comment, and an error also as the `error` status on the expected SHA. The run
-//! only ever reports on the pinned SHA.
+//! (a labeller without the role included) is said in a comment, and an error also as the
+//! `error` status on the expected SHA. The run only ever reports on the pinned SHA. A
+//! `check_suite` event (GitHub's "Re-run all checks") starts nothing: exit 1, "no run".
 
 pub(crate) mod queue;
 
@@ -61,6 +62,8 @@ pub(crate) struct Event {
     /// A `check_run` event: the "Re-run" button of prgate's check run.
     check_run: Option<EventCheckRun>,
     requested_action: Option<RequestedAction>,
+    /// A `check_suite` event (GitHub's "Re-run all checks" sends `rerequested`): never a run.
+    check_suite: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -91,6 +94,7 @@ impl Event {
             merge_group: None,
             check_run: None,
             requested_action: None,
+            check_suite: None,
             inputs: Some(DispatchInputs {
                 pr: Some(serde_json::Value::from(pr)),
                 sha: Some(sha.to_owned()),
@@ -255,6 +259,12 @@ pub(crate) async fn decide(
                 };
                 (number, sha, false)
             }
+            (None, None) if event.check_suite.is_some() => {
+                return Ok(Decision::Refuse(format!(
+                    "the check_suite event is '{}': prgate starts from its label, a dispatch or its check run's Re-run button, not from a check suite",
+                    event.action.as_deref().unwrap_or("none")
+                )));
+            }
             (None, None) => bail!(
                 "the event is neither a pull_request_target, a workflow_dispatch, a merge_group nor a check_run"
             ),
@@ -282,6 +292,11 @@ pub(crate) async fn decide(
         github.remove_label(number, added).await?;
     }
     if let Some(reason) = refusal {
+        // The label is gone: the labeller learns why on the PR, not only in the job's log.
+        if labeled {
+            leave_word(github, number, None, &format!("prgate did not start a run: {reason}."))
+                .await;
+        }
         return Ok(Decision::Refuse(reason));
     }
     // The label is gone: from here on, no failure and no refusal may go unsaid on the PR.

@@ -420,7 +420,11 @@ pub fn judge_with(request: JudgeRequest<'_>) -> Result<Verdict, EvidenceError> {
                     }
                 }
                 Some(None) => {
-                    judge.missing(Some(&model.name), check, "the job plan has no entry for it");
+                    judge.missing(
+                        Some(&model.name),
+                        check,
+                        Some("the job plan has no entry for it"),
+                    );
                 }
                 None => judge.check(&model.name, check, covered_cells),
             }
@@ -450,7 +454,7 @@ pub fn judge_with(request: JudgeRequest<'_>) -> Result<Verdict, EvidenceError> {
                 }
             }
             Some(None) => {
-                judge.missing(None, Check::CommonTests, "the job plan has no entry for it");
+                judge.missing(None, Check::CommonTests, Some("the job plan has no entry for it"));
             }
             None => judge.tests(None, Check::CommonTests),
         }
@@ -914,12 +918,14 @@ impl<'a> Judge<'a> {
         whole
     }
 
-    /// A check that has no evidence: pending while the run goes on, an error once it is over.
-    fn missing(&mut self, model: Option<&str>, check: Check, why: &str) {
+    /// A check that has no evidence: pending while the run goes on, an error once it is over;
+    /// `why`, when known, after a colon.
+    fn missing(&mut self, model: Option<&str>, check: Check, why: Option<&str>) {
         let state = match self.completion {
             Completion::InProgress => State::Pending,
             Completion::Final => State::Error,
         };
+        let why = why.map(|why| format!(": {why}")).unwrap_or_default();
         let summary = match self.completion {
             Completion::InProgress => format!("no evidence of {} yet{why}", check.describe()),
             Completion::Final => {
@@ -940,7 +946,7 @@ impl<'a> Judge<'a> {
     }
 
     fn pending(&mut self, model: Option<&str>, check: Check) {
-        self.missing(model, check, "");
+        self.missing(model, check, None);
     }
 
     /// Whether the job plan's steps of `check` are accounted for by the evidence, so the check
@@ -948,7 +954,11 @@ impl<'a> Judge<'a> {
     fn accounted(&mut self, target: &Target, check: Check) -> bool {
         let steps: Vec<&ExpectedStep> = target.steps_of(check).collect();
         if steps.is_empty() {
-            self.missing(target.model.as_deref(), check, ": the job plan expects no step of it");
+            self.missing(
+                target.model.as_deref(),
+                check,
+                Some("the job plan expects no step of it"),
+            );
             return false;
         }
         if let Some(why) = steps.iter().find_map(|step| match &step.expect {
@@ -979,7 +989,7 @@ impl<'a> Judge<'a> {
         if unaccounted.is_empty() {
             return true;
         }
-        self.missing(target.model.as_deref(), check, &format!(": {}", unaccounted.join("; ")));
+        self.missing(target.model.as_deref(), check, Some(&unaccounted.join("; ")));
         false
     }
 

@@ -871,7 +871,9 @@ fn note_md(detail: Detail, target: &Target, link: Option<&ReportLink>) -> Option
         Some(link) => {
             let _ = write!(note, " The full report: {}.", report_link_md(link));
         }
-        None => note.push_str(" The full report has everything."),
+        None => note.push_str(
+            " This run wrote no full report to link: `prgate publish --report-out FILE` writes one.",
+        ),
     }
     Some(note)
 }

@@ -7,7 +7,7 @@
 //! - a **strike**: a failure attributed to the node: a preflight finding about its GPUs (ECC
 //!   errors, memory a dead process left, a hung device), the same step broken on base and PR
 //!   (what the PR cannot cause alone), or a GPU error in a base-side server log
-//!   ([`GPU_ERROR_PATTERNS`]); see [`attribute`];
+//!   ([`GPU_ERROR_PATTERNS`]), both only of a recipe the PR left unchanged; see [`attribute`];
 //! - a **drain**: the node takes no more work, written by [`Ledger::strike`] when the strikes
 //!   since the node was last admitted, within the [policy](HealthPolicy)'s window, reach its
 //!   count, or by hand ([`Ledger::drain`]);
@@ -56,21 +56,21 @@
 //! A line that does not parse is an error naming the file and the line: a ledger is never
 //! read as "healthy" because it could not be read.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use prgate_gate::evidence::{Evidence, NotRunKind, Outcome, Side};
 use serde::{Deserialize, Serialize};
 
 use crate::node::NodeProfile;
 
+mod attribute;
 mod canary;
 #[cfg(test)]
 mod tests;
 
+pub use attribute::{Attribution, attribute};
 pub use canary::{Canary, CanaryReport};
 
 /// The version of the ledger's lines.
@@ -390,6 +390,14 @@ pub fn ledger_name(node: &NodeProfile) -> String {
         .unwrap_or_else(|| node.name().to_owned())
 }
 
+/// How a person re-admits the drained node `name` (`NODE` for any), in words: the canary on
+/// the mended node, or an admit by hand.
+pub fn how_to_readmit(name: &str) -> String {
+    format!(
+        "once it is mended, re-admit it with `prgate node canary --node FILE --name {name}` on it, or by hand with `prgate node admit --node FILE --name {name} --reason TEXT`"
+    )
+}
+
 /// Records `strikes` against the node named `name` in `node`'s health directory, now; returns
 /// what a person should know, in words (a strike, a drain, or why the ledger could not be
 /// written: a ledger that fails never fails the run).
@@ -422,9 +430,10 @@ pub fn record(
                 ));
                 if outcome.drained_now {
                     notes.push(format!(
-                        "node {name} is drained: {} strikes within {}; `prgate node canary` re-admits it",
+                        "node {name} is drained: {} strikes within {}; {}",
                         outcome.in_window,
-                        format_window(policy.window)
+                        format_window(policy.window),
+                        how_to_readmit(name)
                     ));
                 }
             }
@@ -495,101 +504,13 @@ pub fn without_drained(text: &str, drained: &[String]) -> Result<(String, Vec<St
     });
     if nodes.is_empty() {
         return Err(format!(
-            "every node is drained ({}): no node is left to run on\nhint: re-admit a mended node with `prgate node canary` on it (or `prgate node admit`)",
-            left_out.join(", ")
+            "every node is drained ({}): no node is left to run on\nhint: {}",
+            left_out.join(", "),
+            how_to_readmit("NODE")
         ));
     }
     let text = toml::to_string(&table).map_err(|error| error.to_string())?;
     Ok((text, left_out))
-}
-
-/// The strikes a run's results directory holds against its node:
-///
-/// - each step (model, check and part) whose base and PR records are both `not-run` for a
-///   reason that means the step broke (`crash`, `timeout`, `no-result`, ...): the PR cannot
-///   break the base side, so both breaking is the node's;
-/// - each base-side step whose logs (`logs/<step>/`) have a line with one of
-///   [`GPU_ERROR_PATTERNS`]: only the base side's, since a PR's code could print the words
-///   to have a node drained.
-///
-/// A step is struck once, whatever it matches. The detail names the step, and for a log the
-/// pattern and the file. With `since`, only records written since then count (a resumed run's
-/// older records were struck by the run that wrote them).
-pub fn attribute(
-    results: &Path,
-    since: Option<SystemTime>,
-) -> Result<Vec<Strike>, crate::results::ResultsError> {
-    let dir = crate::results::ResultsDir::open(results)?;
-    let mut records = dir.records()?;
-    if let Some(since) = since {
-        records.retain(|(step, _record)| {
-            std::fs::metadata(dir.evidence_path(step))
-                .and_then(|metadata| metadata.modified())
-                .is_ok_and(|written| written >= since)
-        });
-    }
-    let mut strikes = Vec::new();
-    let mut broken: BTreeMap<(Option<String>, String, Option<String>), [bool; 2]> = BTreeMap::new();
-    for (step, record) in &records {
-        if let Some(side) = broken_side(record) {
-            let key = (
-                step.model().map(str::to_owned),
-                step.check().describe().to_owned(),
-                step.part().map(ToString::to_string),
-            );
-            broken.entry(key).or_default()[side] = true;
-        }
-    }
-    for ((model, check, part), sides) in broken {
-        if sides == [true, true] {
-            let model = model.as_deref().unwrap_or("the common checks");
-            let part = part.map(|part| format!(" ({part})")).unwrap_or_default();
-            strikes.push(Strike {
-                source: Source::BothSidesBroken,
-                detail: format!("{check} of {model}{part} broke on base and on the PR"),
-            });
-        }
-    }
-    for (step, _record) in records.iter().filter(|(step, _)| step.side() == Side::Base) {
-        let folder = results.join("logs").join(crate::results::file_stem(step));
-        if let Some((pattern, file)) = first_gpu_error(&folder) {
-            strikes.push(Strike {
-                source: Source::GpuErrorInLog,
-                detail: format!("{step}: {pattern:?} in {}", file.display()),
-            });
-        }
-    }
-    Ok(strikes)
-}
-
-/// 0 for base, 1 for the PR, when `record` is a not-run that means the step broke.
-fn broken_side(record: &Evidence) -> Option<usize> {
-    let Outcome::NotRun { reason, .. } = &record.outcome else { return None };
-    if reason.kind() != NotRunKind::Broken {
-        return None;
-    }
-    match record.side {
-        Side::Base => Some(0),
-        Side::Pr => Some(1),
-        Side::Both => None,
-    }
-}
-
-/// The first of [`GPU_ERROR_PATTERNS`] a file in `folder` (not below it) has, with the file.
-fn first_gpu_error(folder: &Path) -> Option<(&'static str, PathBuf)> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(folder)
-        .ok()?
-        .filter_map(Result::ok)
-        .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_file()))
-        .map(|entry| entry.path())
-        .collect();
-    files.sort();
-    files.into_iter().find_map(|file| {
-        let bytes = std::fs::read(&file).ok()?;
-        let text = String::from_utf8_lossy(&bytes);
-        let pattern = GPU_ERROR_PATTERNS.iter().find(|pattern| text.contains(*pattern))?;
-        Some((*pattern, file))
-    })
 }
 
 /// The state the lines say.

@@ -145,6 +145,11 @@ pub fn read_junit_file(path: &Path) -> Result<Vec<TestResult>, JunitError> {
 /// JUnit XML. A document without a `<testsuite>` or `<testsuites>` element (an empty or
 /// truncated file) is an error: pytest writes one even when no test ran.
 pub fn parse_junit(xml: &[u8]) -> Result<Vec<TestResult>, String> {
+    // XML has no NUL character (XML 1.0, "Char"): a file with one is not pytest's report, and
+    // a lenient parser must not read the rest as if it were.
+    if let Some(offset) = xml.iter().position(|byte| *byte == 0) {
+        return Err(format!("a NUL byte at offset {offset}: not XML"));
+    }
     let text = String::from_utf8_lossy(xml);
     if !text.contains("<testsuite") {
         return Err("no <testsuite> or <testsuites> element".to_owned());

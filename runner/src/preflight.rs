@@ -724,7 +724,7 @@ fn list_ids(listed: &Listed) -> String {
 
 /// The space an unprivileged user may still write on `dir`'s file system, read on `dir` or,
 /// when it does not exist yet, its nearest existing ancestor.
-fn free_bytes(dir: &Path) -> Result<u64, String> {
+pub(crate) fn free_bytes(dir: &Path) -> Result<u64, String> {
     let existing = dir.ancestors().find(|ancestor| ancestor.exists()).unwrap_or(dir);
     let stat = rustix::fs::statvfs(existing).map_err(|error| {
         format!("cannot read the free space of {}: {error}", existing.display())

@@ -68,10 +68,12 @@
 //! hex digits (none when there is no recipe).
 //!
 //! A run first takes the host lock ([`crate::lock`]: one run per node; `wait_lock` says how long
-//! to wait for another), then, after the trees are exported and the recipes read, runs the
+//! to wait for another) and refuses when the node's health ledger has it drained
+//! ([`crate::health`]; a ledger that cannot be read refuses too), then, after the trees are exported and the recipes read, runs the
 //! preflight ([`crate::preflight`]) unless it is off: a finding that stops the whole run records
 //! every planned step `not-run` with it; a checkpoint missing on disk stops only the models that
-//! need it. Those records start with [`PREFLIGHT_PREFIX`] and are run again by a later run.
+//! need it. Those records start with [`PREFLIGHT_PREFIX`]; a later run removes them and runs
+//! their steps again, as it does a step that ran on a full disk ([`DISK_FULL_PREFIX`]).
 //!
 //! The executor is local: this node runs the whole plan, or the part
 //! [`RunRequest::only_models`] names: the SLURM executor ([`crate::slurm`]) runs this loop
@@ -192,7 +194,8 @@ pub struct RunSummary {
     pub skipped: usize,
     /// What the run could not do and did not record, for the user.
     pub notes: Vec<String>,
-    /// The steps taken over from an earlier run ([`crate::reuse`]).
+    /// Of the skipped steps, those another results directory measured ([`crate::reuse`]):
+    /// never more than `skipped`.
     pub reused: usize,
 }
 
@@ -212,6 +215,29 @@ pub enum RunError {
     Signals(std::io::Error),
     #[error(transparent)]
     Lock(#[from] LockError),
+    #[error(
+        "node {node} is drained: it takes no work until it is admitted\n  {summary}\nhint: {hint}",
+        hint = crate::health::how_to_readmit(node)
+    )]
+    Drained { node: String, summary: String },
+    #[error(
+        "the health ledger of node {node}: {source}\nhint: a ledger that cannot be read is never read as healthy; mend or move the file"
+    )]
+    Health { node: String, source: crate::health::HealthError },
+}
+
+/// Refuses to run on a node its health ledger drained (docs/node.md): the same ledger the
+/// SLURM executor's `--exclude` and the workflow's `prgate node status` read, by this
+/// machine's name for it ([`crate::health::ledger_name`]).
+fn refuse_drained(node: &NodeProfile) -> Result<(), RunError> {
+    let name = crate::health::ledger_name(node);
+    let health = crate::health::Ledger::new(&crate::health::health_dir(node), &name)
+        .and_then(|ledger| ledger.health())
+        .map_err(|source| RunError::Health { node: name.clone(), source })?;
+    if health.is_drained() {
+        return Err(RunError::Drained { node: name, summary: health.summary() });
+    }
+    Ok(())
 }
 
 /// Runs `request.inputs.plan` on this node; returns once every step is recorded or skipped.
@@ -225,9 +251,11 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
     );
     let _lock =
         HostLock::acquire(&lock_path(request.inputs.node), &description, request.wait_lock)?;
+    refuse_drained(request.inputs.node)?;
     // What the run writes names a tree's files by their paths in the tree.
     let trees = crate::results::TreePaths::new(&request.inputs.node.work_dir().join("trees"));
     let results = ResultsDir::open(request.inputs.results)?.naming_trees(&trees);
+    discard_runs_again(&results)?;
     let events = request
         .inputs
         .events
@@ -314,8 +342,6 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
             steps::cell_needs_pair(request, job.plan.family, pairs, noise, covered)
         };
         let recorded = results.completed_steps()?;
-        let recorded_records: Vec<Evidence> =
-            results.records()?.into_iter().map(|(_step, record)| record).collect();
         for target in &targets {
             let Some(entry) = store.load(&run_key(target)) else { continue };
             let current = Current {
@@ -333,11 +359,6 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
             for record in selection.records.iter().filter(|record| fresh(record)) {
                 results.write(record)?;
             }
-            summary.reused += selection
-                .steps
-                .iter()
-                .filter(|step| !prgate_gate::job::accounted(step, &recorded_records))
-                .count();
         }
     }
 
@@ -348,8 +369,9 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
             file: events.as_ref(),
             progress: progress::Progress::new(request.progress, expected_steps(&targets)),
             observer: request.observer,
+            skipped: BTreeSet::new(),
         },
-        completed: completed_steps(&results)?,
+        completed: results.completed_steps()?,
         summary: &mut summary,
         family: job.plan.family,
         cache: Cache::new(node.cache_dir()),
@@ -413,6 +435,8 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
             runner.not_run_model(&job, reason, &detail)?;
         }
         runner.emit.close();
+        let skipped = std::mem::take(&mut runner.emit.skipped);
+        count_skipped(&mut summary, &skipped, &results)?;
         return Ok(summary);
     }
 
@@ -435,7 +459,8 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
         times.push((COMMON_CHECKS.to_owned(), spent));
     }
     for &(model, recipe, target) in &models {
-        let job = model_job(model, recipe, target, &base_tree, &pr_tree, &provenance);
+        let mut job = model_job(model, recipe, target, &base_tree, &pr_tree, &provenance);
+        job.no_checkpoint = no_checkpoint(failure.as_ref(), recipe);
         runner.clock.take();
         runner.model(&job)?;
         let (gpus, estimate) = match &recipe.pr {
@@ -455,6 +480,8 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
         times.push((model.name.clone(), spent));
     }
     runner.emit.close();
+    let skipped = std::mem::take(&mut runner.emit.skipped);
+    count_skipped(&mut summary, &skipped, &results)?;
     // Fail closed: a step the job plan expects that this run left without a record is
     // recorded as such, so no verdict mistakes its absence for a pass.
     let records: Vec<Evidence> =
@@ -521,6 +548,23 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
     Ok(summary)
 }
 
+/// Counts the steps the run skipped, and how many of them another results directory measured
+/// (their records name the run that did, `provenance.reused`): both from the same steps, so
+/// the second is never more than the first.
+fn count_skipped(
+    summary: &mut RunSummary,
+    skipped: &BTreeSet<StepId>,
+    results: &ResultsDir,
+) -> Result<(), RunError> {
+    summary.skipped = skipped.len();
+    summary.reused = results
+        .records()?
+        .iter()
+        .filter(|(step, record)| skipped.contains(step) && record.provenance.reused.is_some())
+        .count();
+    Ok(())
+}
+
 /// A job plan and the trees it was made from.
 #[derive(Debug)]
 pub struct Exported {
@@ -557,16 +601,57 @@ pub fn build_job(source: &RunInputs<'_>) -> Result<Exported, RunError> {
 /// later run (the node may have been mended).
 pub const PREFLIGHT_PREFIX: &str = "preflight: ";
 
-/// The steps a run skips: those recorded, except those the preflight stopped.
-fn completed_steps(results: &ResultsDir) -> Result<BTreeSet<StepId>, RunError> {
-    Ok(results
-        .records()?
-        .into_iter()
-        .filter(|(_step, record)| {
-            !matches!(&record.outcome, Outcome::NotRun { detail, .. } if detail.starts_with(PREFLIGHT_PREFIX))
-        })
-        .map(|(step, _record)| step)
-        .collect())
+/// The start of the detail of a step that ran while its log folder's disk was full: its
+/// outcome is the node's, not the suite's, and a later run runs it again.
+pub const DISK_FULL_PREFIX: &str = "disk full: ";
+
+/// The free space below which a step's log folder counts as full: a log, a JUnit file or a
+/// result that could not be written makes whatever the step recorded meaningless.
+const DISK_FULL_BELOW: u64 = 1 << 20;
+
+/// The outcome of a step that ran with its output in `log_dir`: `outcome`, unless the disk
+/// is full there, when it is the node's `not-run` (a crash, no result or "pytest cannot
+/// start" would blame the code, or a harness, for the node's disk).
+pub(crate) fn unless_disk_full(log_dir: &Path, outcome: Outcome) -> Outcome {
+    if let Outcome::NotRun { reason, .. } = &outcome
+        && !matches!(
+            reason.kind(),
+            prgate_gate::evidence::NotRunKind::Broken
+                | prgate_gate::evidence::NotRunKind::CannotJudge
+        )
+    {
+        return outcome;
+    }
+    match crate::preflight::free_bytes(log_dir) {
+        Ok(free) if free < DISK_FULL_BELOW => Outcome::NotRun {
+            reason: NotRunReason::Node,
+            detail: format!(
+                "{DISK_FULL_PREFIX}{} has {free} bytes free, so the step's output could not be written: the node's disk, not the code; free space there and run again (a rerun runs this step again)",
+                log_dir.display()
+            ),
+            subject: None,
+            failed_on: None,
+        },
+        _ => outcome,
+    }
+}
+
+/// Whether a later run runs a recorded step again: the preflight stopped it, or it ran on a
+/// full disk (the node may have been mended).
+fn runs_again(record: &Evidence) -> bool {
+    matches!(&record.outcome, Outcome::NotRun { detail, .. }
+        if detail.starts_with(PREFLIGHT_PREFIX) || detail.starts_with(DISK_FULL_PREFIX))
+}
+
+/// Removes the records a run runs again ([`runs_again`]) before it starts: they are not
+/// results, and a step that is now recorded in parts (a speed check's pairs) must not keep a
+/// whole-check record beside them. A step stopped again is recorded again.
+fn discard_runs_again(results: &ResultsDir) -> Result<(), RunError> {
+    for (step, _record) in results.records()?.iter().filter(|(_, record)| runs_again(record)) {
+        let path = results.evidence_path(step);
+        std::fs::remove_file(&path).map_err(|source| RunError::Io { path, source })?;
+    }
+    Ok(())
 }
 
 /// A model's job.
@@ -592,7 +677,18 @@ fn model_job<'j>(
             model: Some(model.name.clone()),
             provenance: provenance(recipe.hash()),
         },
+        no_checkpoint: None,
     }
+}
+
+/// The preflight's finding that the PR recipe's checkpoint of `recipes` is missing or empty on
+/// disk, as the `not-run` reason and detail of the steps that need a server.
+fn no_checkpoint(
+    failure: Option<&crate::preflight::PreflightFailure>,
+    recipes: &ModelRecipes,
+) -> Option<(NotRunReason, String)> {
+    let RecipeSource::Parsed { recipe, .. } = &recipes.pr else { return None };
+    Some(failure?.missing_checkpoint(recipe.checkpoint())?.to_not_run())
 }
 
 /// The checks a model's tier runs, in the order the report lists them; none for a model on no

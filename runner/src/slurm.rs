@@ -182,7 +182,8 @@ pub enum SlurmError {
     #[error("the health ledger: {0}")]
     Health(crate::health::HealthError),
     #[error(
-        "{source}\nprgate left these drained nodes out of the job (sbatch --exclude):\n  {nodes}\nhint: when no other node can run it, re-admit a mended node with `prgate node canary --node FILE` (or `prgate node admit NODE`)"
+        "{source}\nprgate left these drained nodes out of the job (sbatch --exclude):\n  {nodes}\nhint: {hint}",
+        hint = crate::health::how_to_readmit("NODE")
     )]
     Drained { nodes: String, source: Box<SlurmError> },
 }

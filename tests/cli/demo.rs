@@ -41,6 +41,12 @@ fn the_demo_runs_and_judges_every_sample_pr_and_keeps_its_results() {
 
     // The summary table, without its measured numbers: which PR passed, which failed.
     let summary = stdout.split("=== Summary").nth(1).expect("a summary");
+    // A reason's log tail keeps its lines: no escaped line break where one belongs.
+    assert!(!summary.contains("\\u{a}"), "{summary}");
+    assert!(
+        summary.lines().any(|line| line.trim() == "last lines of the server's log:"),
+        "the crashed PR's reason keeps its log's lines: {summary}"
+    );
     let table: Vec<&str> = summary.lines().filter(|line| line.starts_with('#')).collect();
     insta::assert_snapshot!("demo-summary", table.join("\n"));
 

@@ -182,6 +182,21 @@ async fn other_labels_and_events_start_nothing() {
         "{}",
         run.stderr
     );
+    // GitHub's "Re-run all checks": a check_suite event (the fields GitHub documents for
+    // `rerequested`) is no run, not an error.
+    let suite = json!({
+        "action": "rerequested",
+        "check_suite": {"id": 118578147, "head_branch": "changes", "head_sha": SHA, "status": "completed", "pull_requests": [{"number": 7}]},
+        "repository": {"full_name": "amd/mono"},
+        "sender": {"login": "lead", "type": "User"}
+    });
+    let (run, _dir) = trigger(&server, &suite).await;
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("prgate: no run: the check_suite event is 'rerequested'"),
+        "{}",
+        run.stderr
+    );
     assert!(
         server.received_requests().await.expect("recorded").is_empty(),
         "nothing asked of GitHub"

@@ -417,6 +417,17 @@ async fn github_permission_decides_custom_roles_included() {
                 format!("{role} (permission {level})")
             };
             assert!(run.stderr.contains(&format!("lead has the {shown} role")), "{}", run.stderr);
+            // The label is gone: the labeller learns why on the PR.
+            hub.with(|state| {
+                assert_eq!(state.comments.len(), 1, "{role}: {:?}", state.comments);
+                let body = &state.comments[0].body;
+                assert!(body.starts_with(REFUSAL_MARKER), "{body}");
+                // Markdown-escaped, as all text from a run is: `\(permission read\)`.
+                let text = body.replace('\\', "");
+                assert!(text.contains(&format!("lead has the {shown} role")), "{body}");
+            });
+        } else {
+            hub.with(|state| assert!(state.comments.is_empty(), "{role}: {:?}", state.comments));
         }
         hub.with(|state| assert!(state.labels.is_empty(), "{role}: the label stays"));
     }

@@ -294,6 +294,14 @@ fn the_ledger_from_the_command_line() {
     let results = fixture.results("results");
     let evidence = results.join("evidence");
     std::fs::create_dir_all(&evidence).expect("evidence");
+    // The job plan: the PR left the recipe as base has it (the same hash on both sides).
+    let recipe =
+        serde_json::json!({"state": "parsed", "path": "test/e2e/alpha.toml", "hash": "sha256:aa"});
+    let job = serde_json::json!({
+        "schema_version": 1, "pr_commit": "b", "base_commit": "a", "family": 0,
+        "targets": [{"model": "alpha", "tier": "full", "recipe": {"base": recipe, "pr": recipe}, "steps": []}]
+    });
+    std::fs::write(results.join("job.json"), job.to_string()).expect("the job plan");
     for side in ["base", "pr"] {
         let record = serde_json::json!({
             "schema_version": 1, "model": "alpha", "check": "serving-tests", "side": side,
@@ -401,4 +409,63 @@ fn a_slurm_job_whose_steps_break_on_both_sides_strikes_the_node_it_ran_on() {
         "{}",
         strikes.stdout
     );
+}
+
+/// The PR's recipe selects unit tests at a path named like a GPU error: the base side's pytest
+/// prints it back ("file or directory not found: test/unit/hipErrorNoDevice").
+fn select_a_gpu_error(repo: &crate::support::Repo) {
+    let path = repo.path().join("test/e2e/alpha.toml");
+    let recipe = std::fs::read_to_string(&path).expect("the recipe");
+    let changed =
+        recipe.replace("unit = [\"test/unit/alpha\"]", "unit = [\"test/unit/hipErrorNoDevice\"]");
+    assert_ne!(changed, recipe, "the sample's unit selection");
+    repo.write("test/e2e/alpha.toml", &changed);
+}
+
+#[test]
+fn a_drained_node_refuses_a_run_until_admitted_and_no_pr_can_drain_it() {
+    let fixture = Fixture::new(&Sample { pr: select_a_gpu_error, ..Sample::default() });
+    // A drained node takes no local run: it refuses before anything runs, naming the node
+    // and the commands that admit it.
+    let drain = node(&fixture, &["drain", "--reason", "fans"]);
+    assert_eq!(drain.code, 0, "{}", drain.stderr);
+    let refused = fixture.run("refused");
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("node ci-node is drained: it takes no work until it is admitted"),
+        "{}",
+        refused.stderr
+    );
+    assert!(refused.stderr.contains("ci-node: drained since "), "{}", refused.stderr);
+    let hint = "`prgate node admit --node FILE --name ci-node --reason TEXT`";
+    assert!(refused.stderr.contains(hint), "{}", refused.stderr);
+    assert!(!fixture.evidence("refused").exists(), "nothing ran");
+    // The command the hint names admits it.
+    let profile = fixture.node.to_str().expect("UTF-8");
+    let admit = prgate(
+        fixture.repo.path(),
+        &["node", "admit", "--node", profile, "--name", "ci-node", "--reason", "fans mended"],
+    );
+    assert_eq!(admit.code, 0, "{}", admit.stderr);
+
+    // Three PRs whose selection names `test/unit/hipErrorNoDevice`: base's pytest prints the
+    // words, and the node's health does not move.
+    let run = fixture.run("results");
+    assert_ne!(run.code, 2, "{}", run.stderr);
+    let pytest_log = fixture.results("results").join("logs/alpha.unit-tests.base/pytest.log");
+    let pytest_log = std::fs::read_to_string(&pytest_log).unwrap_or_default();
+    assert!(pytest_log.contains("hipErrorNoDevice"), "the attack reaches base's log: {pytest_log}");
+    let results = fixture.results("results");
+    for pr in 1..=3 {
+        let run_name = format!("PR #{pr}");
+        let scan = node(
+            &fixture,
+            &["scan", "--results", results.to_str().expect("UTF-8"), "--run", &run_name],
+        );
+        assert_eq!(scan.code, 0, "{}", scan.stderr);
+        assert!(scan.stderr.contains("0 strike(s) found"), "{}", scan.stderr);
+        assert!(!scan.stderr.contains("a strike against"), "{}", scan.stderr);
+    }
+    let (code, state) = status(&fixture, "ci-node");
+    assert_eq!((code, &state["drained"], &state["strikes"]), (0, &false.into(), &0.into()));
 }

@@ -37,6 +37,26 @@ fn finished(fixture: &Fixture, results: &str) -> Vec<String> {
     steps
 }
 
+/// How many distinct steps a run's event stream says were skipped.
+fn skipped(fixture: &Fixture, results: &str) -> usize {
+    let text = std::fs::read_to_string(fixture.events(results)).expect("the events");
+    let steps: std::collections::BTreeSet<String> = text
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("an event"))
+        .filter(|event| event["event"] == "step-skipped")
+        .map(|event| {
+            format!("{} {} {} {}", event["model"], event["check"], event["side"], event["part"])
+        })
+        .collect();
+    steps.len()
+}
+
+/// The run's closing line up to the evidence folder: the counts it gives.
+fn counts_line(run: &Run) -> &str {
+    let line = run.stderr.lines().find(|line| line.contains(" steps recorded, ")).expect("counts");
+    line.split_once("; evidence in").map_or(line, |(counts, _)| counts)
+}
+
 /// The verdict's result and every item's state, as `prgate gate --format json` gives them.
 fn states(fixture: &Fixture, results: &str) -> (i32, Vec<String>) {
     let (gate, verdict) = fixture.gate_json(results);
@@ -95,6 +115,15 @@ fn a_rerun_runs_only_the_failed_step_and_takes_the_rest_over() {
         "only the failed step ran again\n{}",
         second.stderr
     );
+    // The closing line's counts are the event stream's: every skipped step was taken over.
+    let taken = skipped(&fixture, "second");
+    assert!(taken > 10, "{taken}");
+    assert_eq!(
+        counts_line(&second),
+        format!(
+            "1 steps recorded, {taken} already recorded by an earlier run ({taken} of them reused from another results directory)"
+        )
+    );
     let (code, verdict) = states(&fixture, "second");
     assert_eq!(code, 0, "{verdict:#?}");
     let first_run = fixture.results("first").display().to_string();
@@ -114,8 +143,16 @@ fn a_rerun_runs_only_the_failed_step_and_takes_the_rest_over() {
 
     // A third run takes everything over, the second run's own measurement included, each
     // record naming the run that measured it.
-    run_reusing(&fixture, "third");
+    let third = run_reusing(&fixture, "third");
     assert_eq!(finished(&fixture, "third"), Vec::<String>::new());
+    let all = skipped(&fixture, "third");
+    assert_eq!(all, taken + 1);
+    assert_eq!(
+        counts_line(&third),
+        format!(
+            "0 steps recorded, {all} already recorded by an earlier run ({all} of them reused from another results directory)"
+        )
+    );
     let second_run = fixture.results("second").display().to_string();
     assert_eq!(reused_from(&fixture, "third", "alpha.unit-tests.pr"), second_run.as_str());
     assert_eq!(reused_from(&fixture, "third", "alpha.unit-tests.base"), first_run.as_str());

@@ -740,3 +740,42 @@ fn a_speed_item_carries_the_thresholds_it_was_judged_against() {
         assert!(thresholds.iter().all(|t| *t == Some(expected)), "{title}: {thresholds:?}");
     }
 }
+
+#[test]
+fn a_check_the_job_plan_has_no_entry_for_says_so_in_one_sentence() {
+    let plan = plan(vec![model("kimi", Tier::Full, Some(true))], false, true);
+    let job = crate::job::JobPlan {
+        schema_version: crate::job::SCHEMA_VERSION,
+        pr_commit: "b".repeat(40),
+        base_commit: "a".repeat(40),
+        family: 0,
+        targets: Vec::new(),
+    };
+    let config = GateConfig::defaults();
+    for (completion, expect) in [
+        (
+            Completion::Final,
+            "no evidence of unit tests: the run ended without it: the job plan has no entry for it",
+        ),
+        (Completion::InProgress, "no evidence of unit tests yet: the job plan has no entry for it"),
+    ] {
+        let verdict = judge_with(JudgeRequest {
+            plan: &plan,
+            job: Some(&job),
+            evidence: &[],
+            rules: Vec::new(),
+            gain_required: false,
+            config: &config,
+            completion,
+        })
+        .expect("a verdict");
+        let summaries: Vec<&str> = verdict
+            .sections
+            .iter()
+            .flat_map(|section| &section.items)
+            .filter(|item| item.check == "unit-tests")
+            .map(|item| item.summary.as_str())
+            .collect();
+        assert_eq!(summaries, [expect]);
+    }
+}

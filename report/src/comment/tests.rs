@@ -247,6 +247,16 @@ fn a_huge_verdict_shrinks_to_the_limit_and_keeps_the_marker_and_the_checklist() 
     assert!(comment.contains("❌ **fail** · `model_000` unit-tests"), "failures are kept");
     assert!(comment.chars().count() <= COMMENT_LIMIT);
     insta::assert_snapshot!("huge", comment);
+    // Without a full report (none written, no link), the note points to none, and says how to
+    // have one.
+    let unlinked = render_comment(&CommentInput { full_report: None, ..input }).expect("renders");
+    assert!(!unlinked.contains("prgate-report.md"), "a pointer to a report never written");
+    assert!(
+        unlinked.contains(
+            "This run wrote no full report to link: `prgate publish --report-out FILE` writes one."
+        ),
+        "{unlinked}"
+    );
 
     // The last resort, for a limit that even the shortest rendering passes: a cut that says so.
     let size = |limit: Limit, text: &str| match limit {

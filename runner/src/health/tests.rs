@@ -3,7 +3,9 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use prgate_gate::evidence::{Check, NotRunReason, Provenance, SCHEMA_VERSION};
+use prgate_gate::evidence::{
+    Check, Evidence, NotRunReason, Outcome, Provenance, SCHEMA_VERSION, Side,
+};
 
 use super::*;
 
@@ -242,14 +244,28 @@ fn a_results_directory_is_struck_for_what_the_pr_cannot_cause() {
     // A GPU error in the base side's server log strikes; the same words from the PR do not.
     log(&records[2], "server.log", "loading\nRuntimeError: HIP error: hipErrorNoDevice\n");
     log(&records[3], "server.log", "Memory access fault by GPU node-2\n");
-    log(&records[4], "pytest.log", "all fine\n");
+    // pytest echoes the paths a PR's selection names: its output is never scanned.
+    log(
+        &records[4],
+        "pytest.log",
+        "ERROR: file or directory not found: test/unit/hipErrorNoDevice\n",
+    );
+    // Without a job plan nothing says the PR left the recipe alone: nothing is struck.
+    let unknown = attribute(dir.path(), None).expect("read");
+    assert_eq!(unknown.strikes, []);
+    assert_eq!(unknown.passed_over.len(), 3, "{:?}", unknown.passed_over);
+    assert!(unknown.passed_over[0].contains("no job plan says what the PR changed"));
+    write_job(&results, "sha256:aa", "sha256:aa");
     // Records written before a resumed run started are not struck again.
     assert_eq!(
-        attribute(dir.path(), Some(SystemTime::now() + Duration::from_secs(60))).expect("none"),
+        attribute(dir.path(), Some(SystemTime::now() + Duration::from_secs(60)))
+            .expect("none")
+            .strikes,
         []
     );
     let strikes: Vec<String> = attribute(dir.path(), Some(UNIX_EPOCH))
         .expect("the strikes")
+        .strikes
         .iter()
         .map(|strike| format!("{}: {}", strike.source.name(), strike.detail))
         .collect::<Vec<_>>()
@@ -264,6 +280,44 @@ fn a_results_directory_is_struck_for_what_the_pr_cannot_cause() {
             "gpu-error-in-log: monokernel routing of alpha on the base side: \"hipErrorNoDevice\" in [results]/logs/alpha.routing.base/server.log",
         ]
     );
+    // A PR that changes the recipe could have put its words on the base side: nothing is
+    // struck, and each passed-over finding says why.
+    write_job(&results, "sha256:aa", "sha256:bb");
+    let changed = attribute(dir.path(), None).expect("read");
+    assert_eq!(changed.strikes, []);
+    assert_eq!(changed.passed_over.len(), 3);
+    assert!(
+        changed.passed_over[2].starts_with("not a strike (gpu-error-in-log): monokernel routing of alpha on the base side: \"hipErrorNoDevice\""),
+        "{}",
+        changed.passed_over[2]
+    );
+    assert!(
+        changed.passed_over[2].ends_with("the PR changes its recipe (test/e2e/alpha.toml), so the base side ran PR-chosen settings"),
+        "{}",
+        changed.passed_over[2]
+    );
+}
+
+/// A job plan of model `alpha` whose recipe hashes on the base side and the PR's are these.
+fn write_job(results: &crate::results::ResultsDir, base: &str, pr: &str) {
+    let state = |hash: &str| prgate_gate::job::RecipeState::Parsed {
+        path: "test/e2e/alpha.toml".to_owned(),
+        hash: hash.to_owned(),
+    };
+    let job = prgate_gate::job::JobPlan {
+        schema_version: prgate_gate::job::SCHEMA_VERSION,
+        pr_commit: "b".repeat(40),
+        base_commit: "a".repeat(40),
+        family: 1,
+        targets: vec![prgate_gate::job::Target {
+            model: Some("alpha".to_owned()),
+            tier: prgate_scope::plan::Tier::Full,
+            new: false,
+            recipe: prgate_gate::job::Recipes { base: state(base), pr: state(pr), diff: None },
+            steps: Vec::new(),
+        }],
+    };
+    results.write_job(&job).expect("the job plan");
 }
 
 #[test]

@@ -2,6 +2,8 @@
 //! (`--events`), the terminal's progress line, and whatever the caller watches with (the PR
 //! comment of `prgate ci`). No observer reads another's output back.
 
+use std::collections::BTreeSet;
+
 use prgate_gate::evidence::Evidence;
 
 use super::RunError;
@@ -13,6 +15,8 @@ pub(super) struct Emitter<'r> {
     pub file: Option<&'r EventWriter>,
     pub progress: Progress,
     pub observer: Option<&'r dyn StepObserver>,
+    /// The steps said to be skipped: what the run's summary counts as already recorded.
+    pub skipped: BTreeSet<StepId>,
 }
 
 impl<'r> Emitter<'r> {
@@ -42,6 +46,7 @@ impl<'r> Emitter<'r> {
 
     /// An earlier run did `step`.
     pub(super) fn skipped(&mut self, step: &StepId) -> Result<(), RunError> {
+        self.skipped.insert(step.clone());
         self.emit(&Event::skipped(step))
     }
 

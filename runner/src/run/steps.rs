@@ -93,6 +93,9 @@ pub(super) struct ModelJob<'j> {
     pub base_tree: Option<&'j Path>,
     pub pr_tree: &'j Path,
     pub subject: Subject,
+    /// The preflight found the recipe's checkpoint missing or empty on disk: the steps that
+    /// need a server are recorded `not-run` with this reason and detail.
+    pub no_checkpoint: Option<(NotRunReason, String)>,
 }
 
 impl ModelJob<'_> {
@@ -178,7 +181,6 @@ impl Runner<'_> {
         let id = StepId::new(subject.model.as_deref(), check, side, part.cloned());
         if self.completed.contains(&id) {
             self.emit.skipped(&id)?;
-            self.summary.skipped += 1;
             return Ok(None);
         }
         let log_dir = self.results.step_log_dir(&id)?;
@@ -194,8 +196,10 @@ impl Runner<'_> {
         subject: &Subject,
         part: Option<&Part>,
         open: OpenStep,
-        mut outcome: Outcome,
+        outcome: Outcome,
     ) -> Result<Outcome, RunError> {
+        // Whatever ran while the step's log folder was full is the node's, not the code's.
+        let mut outcome = super::unless_disk_full(&open.log_dir, outcome);
         // A not-run record of a step with a part names it, so that it is the same step.
         if let Outcome::NotRun { subject, .. } = &mut outcome
             && subject.is_none()
@@ -244,7 +248,6 @@ impl Runner<'_> {
         }
         let id = StepId::new(subject.model.as_deref(), check, side, part.cloned());
         self.emit.skipped(&id)?;
-        self.summary.skipped += 1;
         Ok(true)
     }
 
@@ -508,12 +511,16 @@ impl Runner<'_> {
         blockers: Option<&NotRunnable>,
     ) -> Result<(), RunError> {
         let subject = &job.subject;
-        if let Some(blocker) = blockers.and_then(|b| b.blocker_for(Check::Routing, None)) {
+        let blocked = blockers
+            .and_then(|b| b.blocker_for(Check::Routing, None))
+            .map(|blocker| (blocker.reason(), blocker.to_string()))
+            .or_else(|| job.no_checkpoint.clone());
+        if let Some((reason, detail)) = blocked {
             for check in [Check::ServingTests, Check::Routing, Check::Accuracy, Check::Speed] {
                 if check == Check::Accuracy && !job.full() {
                     continue;
                 }
-                let outcome = not_run(blocker.reason(), blocker.to_string(), None);
+                let outcome = not_run(reason, detail.clone(), None);
                 self.record(subject, check, not_run_side(check), None, outcome)?;
             }
             return Ok(());
@@ -560,7 +567,6 @@ impl Runner<'_> {
             // Everything the servers would do is recorded: skip them, and say so.
             for step in needed {
                 self.emit.skipped(&step)?;
-                self.summary.skipped += 1;
             }
             return Ok(());
         }

@@ -22,6 +22,8 @@ use crate::results::{EVENTS_SCHEMA_VERSION, Event, EventKind};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct History {
     steps: Vec<FinishedStep>,
+    /// The torn last lines skipped, each said in words ([`History::skipped`]).
+    skipped: Vec<String>,
     /// Each server load's model and duration (`server-started` events).
     loads: Vec<(Option<String>, Duration)>,
 }
@@ -60,9 +62,11 @@ struct FinishedStep {
 
 impl History {
     /// Reads one event stream; `file` names it in errors. Blank lines are skipped, and so is a
-    /// last line without its newline that is not an event (a write cut short by a kill).
+    /// last line without its newline that is not an event (a write cut short by a kill), which
+    /// [`History::skipped`] says.
     pub fn parse(text: &str, file: &str) -> Result<History, HistoryError> {
         let mut steps = Vec::new();
+        let mut skipped = Vec::new();
         let mut loads = Vec::new();
         let complete = text.ends_with('\n');
         let lines: Vec<&str> = text.lines().collect();
@@ -73,7 +77,12 @@ impl History {
             let number = index + 1;
             let event: Event = match serde_json::from_str(line) {
                 Ok(event) => event,
-                Err(_) if !complete && number == lines.len() => continue,
+                Err(error) if !complete && number == lines.len() => {
+                    skipped.push(format!(
+                        "{file}:{number}: the last line is cut short (a write a kill stopped), so it is skipped: {error}"
+                    ));
+                    continue;
+                }
                 Err(error) => {
                     return Err(HistoryError::Line {
                         file: file.to_owned(),
@@ -108,7 +117,7 @@ impl History {
                 duration: Duration::from_millis(event.time_ms.saturating_sub(started_ms)),
             });
         }
-        Ok(History { steps, loads })
+        Ok(History { steps, skipped, loads })
     }
 
     /// The histories of several files as one.
@@ -116,9 +125,15 @@ impl History {
         let mut merged = History::default();
         for history in histories {
             merged.steps.extend(history.steps);
+            merged.skipped.extend(history.skipped);
             merged.loads.extend(history.loads);
         }
         merged
+    }
+
+    /// What was skipped while reading, one sentence a torn last line, for the user.
+    pub fn skipped(&self) -> &[String] {
+        &self.skipped
     }
 
     /// Whether it holds no finished step.

@@ -317,6 +317,18 @@ fn history_errors_name_the_file_and_the_line() {
     check(format!("{good}\n{good}"), "ok, 1 models");
     // A last line cut short by a kill is skipped; the same line inside the file is an error.
     check(format!("{good}{{\"schema_version\":1,\"ev"), "ok, 1 models");
+    // ... and said.
+    let torn = History::parse(&format!("{good}{{\"schema_version\":1,\"ev"), "events.jsonl")
+        .expect("parses");
+    assert_eq!(
+        torn.skipped(),
+        [
+            "events.jsonl:2: the last line is cut short (a write a kill stopped), so it is skipped: EOF while parsing a string at line 1 column 23"
+        ]
+    );
+    let whole = History::parse(&format!("{good}{good}"), "events.jsonl").expect("parses");
+    assert!(whole.skipped().is_empty());
+    assert_eq!(History::merge([whole, torn]).skipped().len(), 1);
     check(
         format!("{{\"schema_version\":1,\"ev\n{good}"),
         "events.jsonl:1: not an event of prgate run's event stream: EOF while parsing a string at line 1 column 23",

@@ -128,7 +128,10 @@ pub(super) fn strike_job(
         }
     }
     match health::attribute(dir, Some(submitted)) {
-        Ok(found) => strikes.extend(found),
+        Ok(found) => {
+            strikes.extend(found.strikes);
+            notes.extend(found.passed_over);
+        }
         Err(error) => {
             notes.push(format!("the health ledger: reading {}: {error}", dir.display()));
             return notes;
