@@ -750,6 +750,7 @@ fn a_check_the_job_plan_has_no_entry_for_says_so_in_one_sentence() {
         base_commit: "a".repeat(40),
         family: 0,
         targets: Vec::new(),
+        accept_narrowing: false,
     };
     let config = GateConfig::defaults();
     for (completion, expect) in [

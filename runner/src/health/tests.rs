@@ -313,9 +313,15 @@ fn write_job(results: &crate::results::ResultsDir, base: &str, pr: &str) {
             model: Some("alpha".to_owned()),
             tier: prgate_scope::plan::Tier::Full,
             new: false,
-            recipe: prgate_gate::job::Recipes { base: state(base), pr: state(pr), diff: None },
+            recipe: prgate_gate::job::Recipes {
+                base: state(base),
+                pr: state(pr),
+                diff: None,
+                contract: Default::default(),
+            },
             steps: Vec::new(),
         }],
+        accept_narrowing: false,
     };
     results.write_job(&job).expect("the job plan");
 }
