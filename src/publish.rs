@@ -116,10 +116,14 @@ struct Loaded {
     verdict: Option<Verdict>,
     progress: Option<Progress>,
     header: Header,
-    link: ReportLink,
+    /// The full report the comment links: only one that exists (written by this command, or
+    /// at the URL the workflow gave).
+    link: Option<ReportLink>,
 }
 
-fn load(facts: &RunFacts) -> anyhow::Result<Loaded> {
+/// The inputs `facts` name; `writes_report`: whether this command writes the full report.
+/// `prgate report` and `prgate publish` render the same comment from the same inputs.
+fn load(facts: &RunFacts, writes_report: bool) -> anyhow::Result<Loaded> {
     let plan: Plan = read_json(&facts.plan, "plan")?;
     let verdict: Option<Verdict> =
         facts.verdict.as_deref().map(|path| read_json(path, "verdict")).transpose()?;
@@ -139,7 +143,8 @@ fn load(facts: &RunFacts) -> anyhow::Result<Loaded> {
         drained: Vec::new(),
         drift: Vec::new(),
     };
-    let link = ReportLink { name: facts.report_name.clone(), url: facts.report_url.clone() };
+    let link = (writes_report || facts.report_url.is_some())
+        .then(|| ReportLink { name: facts.report_name.clone(), url: facts.report_url.clone() });
     Ok(Loaded { plan, verdict, progress, header, link })
 }
 
@@ -150,14 +155,14 @@ impl Loaded {
             plan: &self.plan,
             header: &self.header,
             progress: self.progress.as_ref(),
-            full_report: Some(&self.link),
+            full_report: self.link.as_ref(),
             error: None,
         }
     }
 }
 
 pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
-    let loaded = load(&args.facts)?;
+    let loaded = load(&args.facts, false)?;
     let text = match args.format {
         ReportFormat::Markdown => redact(&render_comment(&loaded.input())?).into_owned(),
         ReportFormat::Json => {
@@ -178,7 +183,7 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
 }
 
 pub(crate) fn publish(args: &PublishArgs) -> anyhow::Result<()> {
-    let loaded = load(&args.facts)?;
+    let loaded = load(&args.facts, args.report_out.is_some())?;
     anyhow::ensure!(args.facts.pr > 0, "--pr is needed to publish");
     let sha = crate::trigger::normal_sha(&args.sha).with_context(|| {
         format!("--sha '{}' is not a full commit SHA (40 hex digits)", args.sha)
@@ -196,12 +201,7 @@ pub(crate) fn publish(args: &PublishArgs) -> anyhow::Result<()> {
             &settings,
         ),
     };
-    // The comment links the full report only when there is one: written here, or at a URL the
-    // workflow knows.
-    let mut input = loaded.input();
-    if args.report_out.is_none() && args.facts.report_url.is_none() {
-        input.full_report = None;
-    }
+    let input = loaded.input();
     // The node's secret values are redacted from everything prgate writes.
     let body = redact(&render_comment(&input)?).into_owned();
     if let Some(path) = &args.report_out {

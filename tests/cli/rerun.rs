@@ -10,7 +10,9 @@ use crate::support::{Run, prgate};
 /// A PR unit test that fails on its first run and passes afterwards: a flaky test. Its marker
 /// is in the node's `trees/` folder, which outlives a run (each run exports its trees afresh
 /// below it).
-const FLAKY_ONCE: &str = "from pathlib import Path\n\n\ndef test_flaky_once():\n    mark = Path(__file__).resolve().parents[4] / 'flaky-once'\n    if not mark.exists():\n        mark.write_text('failed once')\n        assert False, 'fails on its first run only'\n";
+/// Base's one unit test (`test_passes`, by the same name: a test the PR drops is a finding),
+/// failing on its first run only.
+const FLAKY_ONCE: &str = "from pathlib import Path\n\n\ndef test_passes():\n    mark = Path(__file__).resolve().parents[4] / 'flaky-once'\n    if not mark.exists():\n        mark.write_text('failed once')\n        assert False, 'fails on its first run only'\n";
 
 fn run_reusing(fixture: &Fixture, results: &str) -> Run {
     let mut args = fixture.run_args(results);
