@@ -34,14 +34,17 @@ impl<'r> Emitter<'r> {
         Ok(event.as_started())
     }
 
-    /// `step` finished with `record`.
+    /// `step` finished with `record`; returns when (milliseconds since the epoch), so that what
+    /// starts at its end starts at that very time.
     pub(super) fn finished(
         &mut self,
         step: &StepId,
         started: StepStarted,
         record: &Evidence,
-    ) -> Result<(), RunError> {
-        self.emit(&Event::finished(step, started, record))
+    ) -> Result<u64, RunError> {
+        let event = Event::finished(step, started, record);
+        self.emit(&event)?;
+        Ok(event.time_ms)
     }
 
     /// An earlier run did `step`.

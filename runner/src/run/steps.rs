@@ -210,9 +210,10 @@ impl Runner<'_> {
         let (check, side) = (open.id.check(), open.id.side());
         let record = evidence(model, check, side, &subject.provenance, outcome.clone());
         self.results.write(&record)?;
-        self.emit.finished(&open.id, open.started, &record)?;
+        let finished_ms = self.emit.finished(&open.id, open.started, &record)?;
         if check == Check::Speed && self.speed_since.is_some() {
-            self.speed_since = Some(now_ms());
+            // The next speed record starts when this one closed: one clock reading for both.
+            self.speed_since = Some(finished_ms);
         }
         self.summary.recorded += 1;
         self.completed.insert(open.id);
