@@ -935,14 +935,7 @@ fn the_servers_get_disjoint_gpus_or_take_turns_with_base_runs_bracketing() {
     assert_eq!(server_loads(&fixture, "results"), [("base".to_owned(), 3), ("pr".to_owned(), 3)]);
     // The estimate's formula counts the same: loads, and runs (from the evidence: each cell's
     // PR runs and its distinct base runs, 2n + 1).
-    let counted = prgate_runner::schedule::cost::counts(&prgate_runner::schedule::cost::Work {
-        layout: prgate_runner::schedule::cost::Layout::OneAtATime,
-        pr_work_first: true,
-        cells: 2,
-        pairs: 2,
-        probed: false,
-        wakes: false,
-    });
+    let counted = one_at_a_time_counts(false);
     assert_eq!(counted.loads(), 6);
     let mut runs = 0;
     for concurrency in [1, 2] {
@@ -981,6 +974,20 @@ fn the_servers_get_disjoint_gpus_or_take_turns_with_base_runs_bracketing() {
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
 }
 
+/// What the cost formula counts for these tests' sample: one server at a time, the PR side's
+/// server work first, two cells of two pairs; switching by wakes or by loads.
+fn one_at_a_time_counts(wakes: bool) -> prgate_runner::schedule::cost::Counts {
+    use prgate_runner::schedule::cost::{Layout, Work, counts};
+    counts(&Work {
+        layout: Layout::OneAtATime,
+        pr_work_first: true,
+        cells: 2,
+        pairs: 2,
+        probed: false,
+        wakes,
+    })
+}
+
 #[test]
 fn one_server_at_a_time_loads_each_side_once_and_switches_by_its_memory_api() {
     for (api, words) in [
@@ -1002,14 +1009,7 @@ fn one_server_at_a_time_loads_each_side_once_and_switches_by_its_memory_api() {
         let wakes = server_events(&fixture, "results", "server-woken");
         assert_eq!(wakes, [("base".to_owned(), 2), ("pr".to_owned(), 2)], "{api}");
         // The cost formula counts the same, switching by wakes.
-        let counted = prgate_runner::schedule::cost::counts(&prgate_runner::schedule::cost::Work {
-            layout: prgate_runner::schedule::cost::Layout::OneAtATime,
-            pr_work_first: true,
-            cells: 2,
-            pairs: 2,
-            probed: false,
-            wakes: true,
-        });
+        let counted = one_at_a_time_counts(true);
         assert_eq!((counted.loads(), counted.wakes), (2, 4), "{api}");
         let released = server_events(&fixture, "results", "server-released");
         assert_eq!(released, [("base".to_owned(), 2), ("pr".to_owned(), 3)], "{api}");
