@@ -154,7 +154,23 @@ pub fn plan(request: &PlanRequest) -> Result<Plan, ScopeError> {
     let mut codeowners = FactsBuilder::new(&codeowners_texts);
 
     let mut known = KnownModels::default();
-    walk_files(&repo, &base_tree, &mut Vec::new(), &mut |path| {
+    // The base tree is walked only where its files can matter: every folder when a CODEOWNERS
+    // rule changed (any file may change owner), else only the folders where a pattern that
+    // discovers models can match (a 200,000-file tree with its models under `models/` is
+    // walked under `models/`; a partial-segment pattern names only models found elsewhere).
+    let walk = if codeowners.wants_base_files() {
+        WalkScope::Everything
+    } else {
+        WalkScope::Prefixes(
+            manifest
+                .models()
+                .iter()
+                .filter(|pattern| pattern.is_whole_segment())
+                .map(|pattern| pattern.literal_prefix().to_owned())
+                .collect(),
+        )
+    };
+    walk_files(&repo, &base_tree, &walk, &mut Vec::new(), &mut |path| {
         let path = path_warnings.text_of(path);
         known.add_base_file(&manifest, &path);
         codeowners.add_base_file(&path);
@@ -461,10 +477,33 @@ fn listed_paths_in_no_tree(
     )]
 }
 
-/// Calls `visit` with the path of every file (blob, link or submodule) below `tree`.
+/// Which folders of a tree a walk enters.
+#[derive(Debug)]
+enum WalkScope {
+    Everything,
+    /// Only folders on the way to, or inside, one of these path prefixes.
+    Prefixes(Vec<String>),
+}
+
+impl WalkScope {
+    /// Whether the walk enters `folder` (its path with a trailing `/`).
+    fn enters(&self, folder: &[u8]) -> bool {
+        match self {
+            WalkScope::Everything => true,
+            WalkScope::Prefixes(prefixes) => prefixes.iter().any(|prefix| {
+                let prefix = prefix.as_bytes();
+                prefix.starts_with(folder) || folder.starts_with(prefix)
+            }),
+        }
+    }
+}
+
+/// Calls `visit` with the path of every file (blob, link or submodule) below `tree`, in the
+/// folders `scope` enters.
 fn walk_files(
     repo: &Repository,
     tree: &Tree<'_>,
+    scope: &WalkScope,
     prefix: &mut Vec<u8>,
     visit: &mut dyn FnMut(&[u8]),
 ) -> Result<(), git2::Error> {
@@ -473,8 +512,10 @@ fn walk_files(
         prefix.extend_from_slice(entry.name_bytes());
         if entry.kind() == Some(ObjectType::Tree) {
             prefix.push(b'/');
-            let subtree = repo.find_tree(entry.id())?;
-            walk_files(repo, &subtree, prefix, visit)?;
+            if scope.enters(prefix) {
+                let subtree = repo.find_tree(entry.id())?;
+                walk_files(repo, &subtree, scope, prefix, visit)?;
+            }
         } else {
             visit(prefix);
         }
@@ -604,4 +645,38 @@ fn short(oid: Oid) -> String {
 
 fn git_error(what: String, source: git2::Error) -> ScopeError {
     ScopeError::Git { what, source }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WalkScope;
+
+    #[test]
+    fn a_walk_enters_only_the_folders_on_the_way_to_or_inside_a_prefix() {
+        let scope = WalkScope::Prefixes(vec!["sgl/models/".to_owned(), "test/unit/mk_".to_owned()]);
+        let table = [
+            ("sgl/", true),
+            ("sgl/models/", true),
+            ("sgl/models/llama/", true),
+            ("sgl/models/llama/kernels/", true),
+            ("sgl/common/", false),
+            ("test/", true),
+            ("test/unit/", true),
+            ("test/unit/mk_a/", true),
+            ("test/unit/other/", false),
+            ("benchmarks/", false),
+            ("sgl-models/", false),
+        ];
+        for (folder, enters) in table {
+            assert_eq!(scope.enters(folder.as_bytes()), enters, "{folder}");
+        }
+    }
+
+    #[test]
+    fn an_empty_prefix_and_everything_enter_every_folder() {
+        for scope in [WalkScope::Prefixes(vec![String::new()]), WalkScope::Everything] {
+            assert!(scope.enters(b"benchmarks/suite/"), "{scope:?}");
+        }
+        assert!(!WalkScope::Prefixes(Vec::new()).enters(b"models/"));
+    }
 }
