@@ -554,6 +554,10 @@ fn find_renames(diff: &mut Diff<'_>, untracked: bool) -> Result<Option<String>, 
     let finding = |diff: &mut Diff<'_>, exact_only: bool| {
         let mut find = DiffFindOptions::new();
         find.renames(true).for_untracked(untracked).exact_match_only(exact_only);
+        // Exact renames are matched by object id, whatever their number: libgit2's default
+        // limit (as git's `diff.renameLimit`) would list a 1,500-file move as deletions and
+        // additions. The inexact pass is bounded by INEXACT_RENAME_PAIRS below instead.
+        find.rename_limit(usize::MAX);
         diff.find_similar(Some(&mut find))
             .map_err(|source| git_error("finding renames".to_owned(), source))
     };
