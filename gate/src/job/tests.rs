@@ -256,8 +256,8 @@ fn the_job_plan_and_the_evidence_refuse_unknown_keys() {
         let error = refused(job.clone(), at, read_job);
         assert!(error.contains("unknown field `hardwre`"), "{at:?}: {error}");
     }
-    let evidence = serde_json::to_value(record(Check::Speed, Side::Both, pair(4, 0)))
-        .expect("serializes");
+    let evidence =
+        serde_json::to_value(record(Check::Speed, Side::Both, pair(4, 0))).expect("serializes");
     assert_eq!(read_evidence(&evidence.to_string()), "read");
     for at in ["", "/outcome", "/provenance"] {
         let error = refused(evidence.clone(), at, read_evidence);
