@@ -165,6 +165,17 @@
       problems.push(`table "${name}": the State column is outside the ${width} px view`);
   }
 
+  // Every other element fits too: a log block (a crash's last lines) that scrolls hides the
+  // end of the line that says why the server died, and a long word can push a paragraph out.
+  for (const element of document.querySelectorAll("article pre, article p, article li, article summary")) {
+    if (element.closest("table, .mermaid, svg")) continue;
+    const what = `${element.tagName.toLowerCase()} "${element.textContent.trim().slice(0, 60)}"`;
+    if (element.scrollWidth > element.clientWidth + 1)
+      problems.push(`${what} scrolls: ${element.scrollWidth} px in ${element.clientWidth} px`);
+    else if (element.getBoundingClientRect().right > width + 0.5)
+      problems.push(`${what} ends at ${Math.ceil(element.getBoundingClientRect().right)} px, past the ${width} px view`);
+  }
+
   const headline = document.querySelector("article h2");
   if (!headline) problems.push("no headline");
   else {

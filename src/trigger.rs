@@ -176,7 +176,8 @@ pub(crate) fn run(args: &TriggerArgs) -> anyhow::Result<bool> {
     let event: Event = crate::files::read_json(&args.event, "event")?;
     let (runtime, github) = crate::github::connect(&args.repository)?;
     github.remember_login(args.bot_login.as_deref());
-    match runtime.block_on(decide(&github, &event, &args.label))? {
+    let decided = runtime.block_on(decide(&github, &event, &args.label));
+    match decided.with_context(|| format!("deciding from the event {}", args.event.display()))? {
         Decision::Refuse(reason) => {
             eprintln!("prgate: no run: {reason}");
             Ok(false)

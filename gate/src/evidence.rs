@@ -82,6 +82,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 
 /// One finished step of one check of one model (or of the common checks), on one side.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Evidence {
     pub schema_version: u32,
     /// The model, or `None` for the common checks.
@@ -119,6 +120,7 @@ pub enum Side {
 
 /// What ran: where, with which image, commits and recipe.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Provenance {
     pub node: Option<String>,
     pub image_digest: Option<String>,
@@ -134,6 +136,7 @@ pub struct Provenance {
 
 /// Where a reused record was measured.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Reused {
     /// The run that measured it, as that run named itself (its workflow run's page, or its
     /// results directory).
@@ -142,6 +145,7 @@ pub struct Reused {
 
 /// What a step measured, or why it could not run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Outcome {
     Tests {
@@ -199,6 +203,7 @@ pub enum Outcome {
 
 /// One test's result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TestResult {
     pub id: String,
     pub outcome: TestOutcome,
@@ -225,6 +230,7 @@ pub enum TestOutcome {
 
 /// Whether one question was answered right.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct QuestionResult {
     pub id: String,
     pub correct: bool,
@@ -232,6 +238,7 @@ pub struct QuestionResult {
 
 /// The timing samples of one kernel.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct KernelSamples {
     pub name: String,
     pub samples_us: Vec<f64>,

@@ -65,6 +65,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 
 /// What a run must produce.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct JobPlan {
     pub schema_version: u32,
     pub pr_commit: String,
@@ -80,6 +81,7 @@ pub struct JobPlan {
 
 /// A model of the plan, or the common checks (`model` is `None`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Target {
     pub model: Option<String>,
     pub tier: Tier,
@@ -92,6 +94,7 @@ pub struct Target {
 
 /// A target's recipe on each side.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Recipes {
     pub base: RecipeState,
     pub pr: RecipeState,
@@ -108,6 +111,7 @@ pub struct Recipes {
 /// only its own side's server command; every other difference of its recipe is a change
 /// listed here (`prgate_runner::recipe::contract` decides them).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Contract {
     /// The model has no base recipe (new in the PR, or none on base): it runs by its own.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -132,6 +136,7 @@ impl Contract {
 /// One difference of the PR's recipe from base's: the key (`speed.covered`,
 /// `accuracy.gsm8k.limit`), both values as text (`-` when a side has none), and what it does.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ContractChange {
     pub key: String,
     pub base: String,
@@ -173,6 +178,7 @@ impl Effect {
 /// secret values redacted, then cut to a few lines; `omitted` says how many lines were left out
 /// at the end. Like all PR text, it is data: shown escaped, in a code block.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RecipeDiff {
     pub text: String,
     #[serde(default)]
@@ -201,6 +207,7 @@ pub enum RecipeState {
 
 /// One step a target must account for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ExpectedStep {
     pub check: Check,
     pub side: Side,

@@ -96,7 +96,43 @@ pub fn markdown_path(text: &str) -> String {
 /// and other control characters become visible escapes. The fence is longer than any run of
 /// backticks inside.
 pub fn markdown_code_block(text: &str, indent: &str) -> String {
-    markdown_code_block_as(text, indent, "text")
+    markdown_code_block_as(&wrap_lines(text, LOG_LINE_WIDTH), indent, "text")
+}
+
+/// The widest log line a comment shows, in characters: 80 in GitHub's code font fit its 768 px
+/// column inside a list item; a longer line scrolls, and its end — often why a server died —
+/// is hidden. Longer lines go on below, each continuation marked `↪`.
+pub const LOG_LINE_WIDTH: usize = 80;
+
+/// `text` with every line longer than `width` characters broken, at its last space within the
+/// width when there is one past half of it, else at the width.
+fn wrap_lines(text: &str, width: usize) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let mut rest: Vec<char> = line.chars().collect();
+        let mut first = true;
+        loop {
+            let room = if first { width } else { width - 2 };
+            if !first {
+                out.push_str("↪ ");
+            }
+            if rest.len() <= room {
+                out.extend(rest.iter());
+                out.push('\n');
+                break;
+            }
+            let cut = rest[..room]
+                .iter()
+                .rposition(|c| *c == ' ')
+                .filter(|at| *at > room / 2)
+                .map_or(room, |at| at + 1);
+            out.extend(rest[..cut].iter());
+            out.push('\n');
+            rest.drain(..cut);
+            first = false;
+        }
+    }
+    out
 }
 
 /// [`markdown_code_block`] with `language` as the fence's info string (`diff`: GitHub colours
@@ -276,6 +312,29 @@ mod tests {
         let block = markdown_code_block("one\n```\nthree\u{1b}[2J", "  ");
         assert_eq!(block, "  ````text\n  one\n  ```\n  three\\u{1b}[2J\n  ````");
         assert!(!block.contains('\u{1b}'));
+    }
+
+    /// A log line longer than the column goes on below, so the end of a crash's last line shows
+    /// (its words kept whole where a space allows).
+    #[test]
+    fn a_long_log_line_is_wrapped_to_the_width_with_its_words_whole() {
+        let line = "error: the simulated server died after 3 generation requests, as its profile asks (die-after-requests)";
+        let block = markdown_code_block(&format!("short\n{line}\n{}", "x".repeat(170)), "");
+        let body: Vec<&str> = block.lines().collect();
+        assert_eq!(
+            body,
+            [
+                "```text",
+                "short",
+                "error: the simulated server died after 3 generation requests, as its profile ",
+                "↪ asks (die-after-requests)",
+                &"x".repeat(LOG_LINE_WIDTH),
+                &format!("↪ {}", "x".repeat(LOG_LINE_WIDTH - 2)),
+                &format!("↪ {}", "x".repeat(170 - 2 * LOG_LINE_WIDTH + 2)),
+                "```",
+            ]
+        );
+        assert!(body.iter().all(|line| line.chars().count() <= LOG_LINE_WIDTH), "{block}");
     }
 
     #[test]

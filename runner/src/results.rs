@@ -356,6 +356,7 @@ impl ResultsDir {
 
 /// One line of the event stream; see the [module documentation](self) for the format.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Event {
     pub schema_version: u32,
     pub event: EventKind,

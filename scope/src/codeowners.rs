@@ -532,6 +532,12 @@ impl FactsBuilder {
 
     /// Looks at one file of the base tree: which changed lines match it, and whether its owners
     /// differ between the base and head files.
+    /// Whether [`FactsBuilder::add_base_file`] needs the base tree's files at all: only when a
+    /// rule line changed (an owner change is found by matching files against it).
+    pub fn wants_base_files(&self) -> bool {
+        !self.changed_patterns.is_empty()
+    }
+
     pub fn add_base_file(&mut self, path: &str) {
         if self.changed_patterns.is_empty() {
             return;

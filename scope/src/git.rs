@@ -154,7 +154,23 @@ pub fn plan(request: &PlanRequest) -> Result<Plan, ScopeError> {
     let mut codeowners = FactsBuilder::new(&codeowners_texts);
 
     let mut known = KnownModels::default();
-    walk_files(&repo, &base_tree, &mut Vec::new(), &mut |path| {
+    // The base tree is walked only where its files can matter: every folder when a CODEOWNERS
+    // rule changed (any file may change owner), else only the folders where a pattern that
+    // discovers models can match (a 200,000-file tree with its models under `models/` is
+    // walked under `models/`; a partial-segment pattern names only models found elsewhere).
+    let walk = if codeowners.wants_base_files() {
+        WalkScope::Everything
+    } else {
+        WalkScope::Prefixes(
+            manifest
+                .models()
+                .iter()
+                .filter(|pattern| pattern.is_whole_segment())
+                .map(|pattern| pattern.literal_prefix().to_owned())
+                .collect(),
+        )
+    };
+    walk_files(&repo, &base_tree, &walk, &mut Vec::new(), &mut |path| {
         let path = path_warnings.text_of(path);
         known.add_base_file(&manifest, &path);
         codeowners.add_base_file(&path);
@@ -461,10 +477,33 @@ fn listed_paths_in_no_tree(
     )]
 }
 
-/// Calls `visit` with the path of every file (blob, link or submodule) below `tree`.
+/// Which folders of a tree a walk enters.
+#[derive(Debug)]
+enum WalkScope {
+    Everything,
+    /// Only folders on the way to, or inside, one of these path prefixes.
+    Prefixes(Vec<String>),
+}
+
+impl WalkScope {
+    /// Whether the walk enters `folder` (its path with a trailing `/`).
+    fn enters(&self, folder: &[u8]) -> bool {
+        match self {
+            WalkScope::Everything => true,
+            WalkScope::Prefixes(prefixes) => prefixes.iter().any(|prefix| {
+                let prefix = prefix.as_bytes();
+                prefix.starts_with(folder) || folder.starts_with(prefix)
+            }),
+        }
+    }
+}
+
+/// Calls `visit` with the path of every file (blob, link or submodule) below `tree`, in the
+/// folders `scope` enters.
 fn walk_files(
     repo: &Repository,
     tree: &Tree<'_>,
+    scope: &WalkScope,
     prefix: &mut Vec<u8>,
     visit: &mut dyn FnMut(&[u8]),
 ) -> Result<(), git2::Error> {
@@ -473,8 +512,10 @@ fn walk_files(
         prefix.extend_from_slice(entry.name_bytes());
         if entry.kind() == Some(ObjectType::Tree) {
             prefix.push(b'/');
-            let subtree = repo.find_tree(entry.id())?;
-            walk_files(repo, &subtree, prefix, visit)?;
+            if scope.enters(prefix) {
+                let subtree = repo.find_tree(entry.id())?;
+                walk_files(repo, &subtree, scope, prefix, visit)?;
+            }
         } else {
             visit(prefix);
         }
@@ -483,15 +524,88 @@ fn walk_files(
     Ok(())
 }
 
+/// Past this many changed paths the tree diff is asked for without a path list (the list's
+/// own cost then outgrows the folders it saves).
+const PATH_LIST_LIMIT: usize = 20_000;
+
+/// The diff from `old` to `new`. libgit2 expands every folder of both trees, even ones whose
+/// object ids are equal (libgit2/libgit2#6863), which on a 200,000-file tree costs 100× git's
+/// own diff of a one-file change; so the changed paths are found first by comparing the trees
+/// as git does (a folder with the same id on both sides is not entered), and libgit2 diffs only
+/// those paths (its iterators then skip every other folder).
 fn tree_diff<'r>(
     repo: &'r Repository,
     old: &Tree<'_>,
     new: &Tree<'_>,
 ) -> Result<Diff<'r>, ScopeError> {
+    let failed = |source| git_error("diffing the base and head trees".to_owned(), source);
+    let mut paths = Vec::new();
+    changed_paths(repo, Some(old), Some(new), &mut Vec::new(), &mut paths).map_err(failed)?;
     let mut options = DiffOptions::new();
     options.include_typechange(true);
-    repo.diff_tree_to_tree(Some(old), Some(new), Some(&mut options))
-        .map_err(|source| git_error("diffing the base and head trees".to_owned(), source))
+    if paths.len() <= PATH_LIST_LIMIT {
+        // An empty list would mean "every path": equal trees get one no tree can hold.
+        if paths.is_empty() {
+            paths.push(b".git/no-path".to_vec());
+        }
+        options.disable_pathspec_match(true);
+        for path in paths {
+            options.pathspec(path);
+        }
+    }
+    repo.diff_tree_to_tree(Some(old), Some(new), Some(&mut options)).map_err(failed)
+}
+
+/// Adds to `paths` every file path that differs between `old` and `new` (either may be absent:
+/// a folder on one side only), entering only the folders whose object ids differ.
+fn changed_paths(
+    repo: &Repository,
+    old: Option<&Tree<'_>>,
+    new: Option<&Tree<'_>>,
+    prefix: &mut Vec<u8>,
+    paths: &mut Vec<Vec<u8>>,
+) -> Result<(), git2::Error> {
+    let mut names: Vec<Vec<u8>> = [old, new]
+        .into_iter()
+        .flatten()
+        .flat_map(|tree| tree.iter().map(|entry| entry.name_bytes().to_vec()).collect::<Vec<_>>())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    for name in &names {
+        let before = old.and_then(|tree| tree.get_name_bytes(name));
+        let after = new.and_then(|tree| tree.get_name_bytes(name));
+        if let (Some(before), Some(after)) = (&before, &after)
+            && before.id() == after.id()
+            && before.filemode() == after.filemode()
+        {
+            continue;
+        }
+        let length = prefix.len();
+        prefix.extend_from_slice(name);
+        let subtree =
+            |entry: &Option<git2::TreeEntry<'_>>| -> Result<Option<Tree<'_>>, git2::Error> {
+                match entry {
+                    Some(entry) if entry.kind() == Some(ObjectType::Tree) => {
+                        repo.find_tree(entry.id()).map(Some)
+                    }
+                    _ => Ok(None),
+                }
+            };
+        let (old_tree, new_tree) = (subtree(&before)?, subtree(&after)?);
+        let is_file = |entry: &Option<git2::TreeEntry<'_>>| {
+            entry.as_ref().is_some_and(|entry| entry.kind() != Some(ObjectType::Tree))
+        };
+        if is_file(&before) || is_file(&after) {
+            paths.push(prefix.clone());
+        }
+        if old_tree.is_some() || new_tree.is_some() {
+            prefix.push(b'/');
+            changed_paths(repo, old_tree.as_ref(), new_tree.as_ref(), prefix, paths)?;
+        }
+        prefix.truncate(length);
+    }
+    Ok(())
 }
 
 fn worktree_diff<'r>(repo: &'r Repository, old: &Tree<'_>) -> Result<Diff<'r>, ScopeError> {
@@ -513,6 +627,10 @@ fn find_renames(diff: &mut Diff<'_>, untracked: bool) -> Result<Option<String>, 
     let finding = |diff: &mut Diff<'_>, exact_only: bool| {
         let mut find = DiffFindOptions::new();
         find.renames(true).for_untracked(untracked).exact_match_only(exact_only);
+        // Exact renames are matched by object id, whatever their number: libgit2's default
+        // limit (as git's `diff.renameLimit`) would list a 1,500-file move as deletions and
+        // additions. The inexact pass is bounded by INEXACT_RENAME_PAIRS below instead.
+        find.rename_limit(usize::MAX);
         diff.find_similar(Some(&mut find))
             .map_err(|source| git_error("finding renames".to_owned(), source))
     };
@@ -604,4 +722,38 @@ fn short(oid: Oid) -> String {
 
 fn git_error(what: String, source: git2::Error) -> ScopeError {
     ScopeError::Git { what, source }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WalkScope;
+
+    #[test]
+    fn a_walk_enters_only_the_folders_on_the_way_to_or_inside_a_prefix() {
+        let scope = WalkScope::Prefixes(vec!["sgl/models/".to_owned(), "test/unit/mk_".to_owned()]);
+        let table = [
+            ("sgl/", true),
+            ("sgl/models/", true),
+            ("sgl/models/llama/", true),
+            ("sgl/models/llama/kernels/", true),
+            ("sgl/common/", false),
+            ("test/", true),
+            ("test/unit/", true),
+            ("test/unit/mk_a/", true),
+            ("test/unit/other/", false),
+            ("benchmarks/", false),
+            ("sgl-models/", false),
+        ];
+        for (folder, enters) in table {
+            assert_eq!(scope.enters(folder.as_bytes()), enters, "{folder}");
+        }
+    }
+
+    #[test]
+    fn an_empty_prefix_and_everything_enter_every_folder() {
+        for scope in [WalkScope::Prefixes(vec![String::new()]), WalkScope::Everything] {
+            assert!(scope.enters(b"benchmarks/suite/"), "{scope:?}");
+        }
+        assert!(!WalkScope::Prefixes(Vec::new()).enters(b"models/"));
+    }
 }

@@ -176,6 +176,13 @@ impl ModelPattern {
         &self.text
     }
 
+    /// The text every path the pattern matches starts with (`models/` for `models/{model}/**`;
+    /// empty when the pattern starts with a wildcard): a tree walk need not enter a folder
+    /// that neither starts with it nor is a folder on the way to it.
+    pub fn literal_prefix(&self) -> &str {
+        &self.literal_prefix
+    }
+
     /// Whether `{model}` is a whole path segment, so that the pattern can discover models.
     pub fn is_whole_segment(&self) -> bool {
         self.whole_segment

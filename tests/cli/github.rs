@@ -811,3 +811,39 @@ async fn an_error_is_posted_as_the_error_state_and_pins_are_checked() {
     assert!(run.stderr.contains("is not a full commit SHA"), "{}", run.stderr);
     assert!(quiet.received_requests().await.expect("recorded").is_empty());
 }
+
+/// An event prgate cannot use — here 100,000 objects deep, as a hostile or broken payload
+/// could be — is an error (exit 2) that names the event's file, and nothing is written.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unusable_deep_event_names_its_file() {
+    let server = MockServer::start().await;
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let event_path = dir.path().join("deep-event.json");
+    let depth = 100_000;
+    let text = format!("{}1{}", r#"{"a":"#.repeat(depth), "}".repeat(depth));
+    std::fs::write(&event_path, text).expect("write the event");
+    let out = dir.path().join("out");
+    let uri = server.uri();
+    let (event, out_text) = (event_path.clone(), out.to_str().expect("UTF-8").to_owned());
+    let run = tokio::task::spawn_blocking(move || {
+        prgate_with_env(
+            Path::new("."),
+            &[
+                "trigger",
+                "--event",
+                event.to_str().expect("UTF-8"),
+                "--repository",
+                "amd/mono",
+                "--out",
+                &out_text,
+            ],
+            &[("GITHUB_API_URL", uri.as_str()), ("GITHUB_TOKEN", "test-token")],
+        )
+    })
+    .await
+    .expect("prgate ran");
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("deep-event.json"), "{}", run.stderr);
+    assert!(run.stderr.lines().count() <= 3, "{}", run.stderr);
+    assert!(!out.exists());
+}

@@ -602,3 +602,23 @@ fn errors_say_what_is_wrong_with_the_repository() {
     assert_eq!(run.code, 2);
     assert!(run.stderr.contains("hint: add a prgate.toml to the base branch"), "{}", run.stderr);
 }
+
+/// More exact renames than git's and libgit2's rename limit are still renames, found by
+/// object id, and no warning calls them edited files (issue 25).
+#[test]
+fn more_than_a_thousand_exact_renames_are_all_renames() {
+    let repo = Repo::standard();
+    for n in 0..1_500 {
+        repo.write(&format!("pkg/models/alpha/moved/k_{n:04}.py"), &format!("k = {n}\n"));
+    }
+    repo.commit("1,500 kernels");
+    repo.branch("pr", "main");
+    repo.git(&["mv", "pkg/models/alpha/moved", "pkg/models/alpha/kernels"]);
+    repo.commit("pr");
+    let plan = plan_json(repo.path(), &["--base", "main", "--head", "pr"]);
+    let changes = plan["changed"].as_array().expect("a list of changes");
+    let renamed = changes.iter().filter(|change| change["status"] == "renamed").count();
+    assert_eq!(renamed, 1_500, "{:#}", plan["diff"]);
+    assert_eq!(changes.len(), 1_500);
+    assert_eq!(plan["diff"]["warnings"], serde_json::json!([]), "{:#}", plan["diff"]);
+}

@@ -204,3 +204,63 @@ fn the_format_reads_back() {
     assert_eq!(job.evidence_steps().count(), 2);
     assert_eq!(job.unaccounted(&[]).len(), 2);
 }
+
+/// prgate's own formats refuse a key they do not know (docs/job.md, "Unknown keys"): a key a
+/// newer or a broken writer added is an error naming it, not silently dropped evidence.
+#[test]
+fn the_job_plan_and_the_evidence_refuse_unknown_keys() {
+    let refused = |mut value: serde_json::Value, at: &str, read: fn(&str) -> String| {
+        value
+            .pointer_mut(at)
+            .expect("the path exists")
+            .as_object_mut()
+            .expect("an object")
+            .insert("hardwre".to_owned(), serde_json::json!(1));
+        read(&value.to_string())
+    };
+    let read_job = |text: &str| match serde_json::from_str::<JobPlan>(text) {
+        Ok(_) => "read".to_owned(),
+        Err(error) => error.to_string(),
+    };
+    let read_evidence = |text: &str| match serde_json::from_str::<Evidence>(text) {
+        Ok(_) => "read".to_owned(),
+        Err(error) => error.to_string(),
+    };
+    let job = JobPlan {
+        schema_version: SCHEMA_VERSION,
+        pr_commit: "a".repeat(40),
+        base_commit: "b".repeat(40),
+        family: 1,
+        accept_narrowing: false,
+        targets: vec![Target {
+            model: Some("m".to_owned()),
+            tier: Tier::Full,
+            new: false,
+            recipe: Recipes {
+                base: RecipeState::Parsed { path: "r.toml".to_owned(), hash: "h".to_owned() },
+                pr: RecipeState::Parsed { path: "r.toml".to_owned(), hash: "h".to_owned() },
+                diff: None,
+                contract: Default::default(),
+            },
+            steps: vec![ExpectedStep {
+                check: Check::UnitTests,
+                side: Side::Pr,
+                part: None,
+                expect: Expect::Run,
+            }],
+        }],
+    };
+    let job = serde_json::to_value(&job).expect("serializes");
+    assert_eq!(read_job(&job.to_string()), "read");
+    for at in ["", "/targets/0", "/targets/0/steps/0", "/targets/0/recipe"] {
+        let error = refused(job.clone(), at, read_job);
+        assert!(error.contains("unknown field `hardwre`"), "{at:?}: {error}");
+    }
+    let evidence =
+        serde_json::to_value(record(Check::Speed, Side::Both, pair(4, 0))).expect("serializes");
+    assert_eq!(read_evidence(&evidence.to_string()), "read");
+    for at in ["", "/outcome", "/provenance"] {
+        let error = refused(evidence.clone(), at, read_evidence);
+        assert!(error.contains("unknown field `hardwre`"), "{at:?}: {error}");
+    }
+}

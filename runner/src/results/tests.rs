@@ -290,3 +290,19 @@ fn paths_in_the_nodes_trees_are_written_as_paths_in_their_tree() {
         "/var/lib/prgate/trees/a/b"
     );
 }
+
+/// An event line with a key the format does not have is refused, naming it (docs/job.md,
+/// "Unknown keys"): prgate's own files are read strictly.
+#[test]
+fn an_event_with_an_unknown_key_is_refused() {
+    let root = tempfile::tempdir().expect("a temporary directory");
+    let path = root.path().join("events.jsonl");
+    let step = StepId::new(Some("kimi_k31"), Check::Accuracy, Side::Pr, Some(Part::named("gsm8k")));
+    EventWriter::create(&path).expect("opens").step_skipped(&step).expect("written");
+    let line = std::fs::read_to_string(&path).expect("read");
+    let mut value: serde_json::Value = serde_json::from_str(line.trim()).expect("an event");
+    serde_json::from_value::<Event>(value.clone()).expect("the written event reads back");
+    value.as_object_mut().expect("an object").insert("tme_ms".to_owned(), 1.into());
+    let error = serde_json::from_value::<Event>(value).expect_err("an unknown key is refused");
+    assert!(error.to_string().contains("unknown field `tme_ms`"), "{error}");
+}

@@ -125,6 +125,7 @@ impl Server {
             port,
             startup: startup_limit,
         };
+        record_start(&launch.log);
         let (mut process, url) = exec
             .start_server(&command)
             .map_err(|(reason, detail)| ServerFailure { reason, detail })?;
@@ -196,9 +197,70 @@ pub(super) fn with_log_tail(problem: impl std::fmt::Display, log: &Path) -> Stri
     )
 }
 
-/// The last lines of a server's `log`, or why they cannot be read.
+/// Where a side's server log records the byte offset each start of the server began at (one
+/// number a line), so that a step's tail shows the server it used, not the one before it (a
+/// side's log holds every start: the accuracy server's crash is not the speed server's).
+fn starts_of(log: &Path) -> PathBuf {
+    let mut name = log.file_name().unwrap_or_default().to_os_string();
+    name.push(".starts");
+    log.with_file_name(name)
+}
+
+/// Notes that a server is about to start writing to `log`: its length now. Best effort: without
+/// the note a tail shows the whole log's end, as it did before.
+fn record_start(log: &Path) {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let length = std::fs::symlink_metadata(log)
+        .ok()
+        .filter(std::fs::Metadata::is_file)
+        .map_or(0, |metadata| metadata.len());
+    let _unrecorded = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits().cast_signed())
+        .open(starts_of(log))
+        .and_then(|mut file| writeln!(file, "{length}"));
+}
+
+/// The offset the latest start began at; 0 when none was recorded (or the note is not a number:
+/// the folder is the server's to write, so the note is read as untrusted and only bounds a tail).
+fn last_start(log: &Path) -> u64 {
+    let Ok(opened) = crate::untrusted::open_in_parent(&starts_of(log)) else { return 0 };
+    let Ok((bytes, _cut)) = crate::untrusted::read_tail(opened, 4096) else { return 0 };
+    let text = String::from_utf8_lossy(&bytes);
+    text.lines().rev().find_map(|line| line.trim().parse().ok()).unwrap_or(0)
+}
+
+/// The last lines a server's `log` holds since the server's latest start, or why they cannot be
+/// read.
 pub(super) fn server_log_tail(log: &Path) -> String {
-    tail(log, TAIL_LINES).unwrap_or_else(|error| format!("(the log cannot be read: {error})"))
+    let cannot = |error: &dyn std::fmt::Display| format!("(the log cannot be read: {error})");
+    let start = last_start(log);
+    let whole = || tail(log, TAIL_LINES).unwrap_or_else(|error| cannot(&error));
+    if start == 0 {
+        return whole();
+    }
+    let opened = match crate::untrusted::open_in_parent(log) {
+        Ok(opened) => opened,
+        Err(error) => return cannot(&error),
+    };
+    // Past the tail's window, the window holds only the latest start's lines anyway.
+    if start >= opened.len || opened.len - start > crate::process::MAX_TAIL_BYTES {
+        return whole();
+    }
+    let since = opened.len - start;
+    let (bytes, _cut) = match crate::untrusted::read_tail(opened, since) {
+        Ok(read) => read,
+        Err(error) => return cannot(&error),
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let lines: Vec<&str> = text.trim_end_matches('\n').split('\n').collect();
+    lines[lines.len().saturating_sub(TAIL_LINES)..]
+        .iter()
+        .map(|line| line.trim_end_matches('\r'))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Whether the server log `log` has a line that matches the routing `pattern` (checked by the
@@ -252,5 +314,24 @@ mod tests {
         std::os::unix::fs::symlink(&host, &log).expect("a link");
         assert_eq!(routing(&log, "monokernel"), Outcome::Routing { routed: false, line: None });
         assert!(server_log_tail(&log).contains("is a symbolic link"), "{}", server_log_tail(&log));
+    }
+
+    /// A side's log holds every start of its server; a step's tail is the latest start's.
+    #[test]
+    fn a_tail_shows_the_latest_start_of_the_server_only() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let log = dir.path().join("server.log");
+        assert!(server_log_tail(&log).contains("cannot be read"));
+        record_start(&log);
+        std::fs::write(&log, "accuracy server up\naccuracy server died\n").expect("a log");
+        assert_eq!(server_log_tail(&log), "accuracy server up\naccuracy server died");
+        record_start(&log);
+        let mut text = std::fs::read_to_string(&log).expect("read");
+        text.push_str("speed server up\r\nspeed server died\n");
+        std::fs::write(&log, text).expect("appended");
+        assert_eq!(server_log_tail(&log), "speed server up\nspeed server died");
+        // A note the server's folder holds that is not a number bounds nothing.
+        std::fs::write(starts_of(&log), "garbage\n").expect("a bad note");
+        assert!(server_log_tail(&log).starts_with("accuracy server up"));
     }
 }

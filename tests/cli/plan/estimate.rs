@@ -219,7 +219,7 @@ fn estimate_errors_name_what_is_wrong() {
         (&["--estimate", "--nodes", "2", "--node", "x.toml"], "cannot be used with"),
         (
             &["--estimate", "--nodes", "2", "--history", &bad],
-            "events.jsonl:1: not an event of prgate run's event stream: missing field `schema_version`",
+            "events.jsonl:1: not an event of prgate run's event stream: unknown field `not`",
         ),
     ];
     for (args, expect) in cases {
