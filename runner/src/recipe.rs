@@ -12,6 +12,7 @@
 
 pub mod common;
 pub mod contract;
+pub mod memory_api;
 pub mod template;
 pub mod timing;
 pub mod topology;
@@ -90,6 +91,8 @@ pub struct Server {
     /// The regular expression a line of the server's log matches when a request was routed
     /// through a monokernel.
     pub routing_pattern: String,
+    /// Which engine memory API the server speaks (`server.memory-api`, default `probe`).
+    pub memory_api: memory_api::MemoryApiKey,
 }
 
 /// Which side of a comparison a server is for.
@@ -698,12 +701,19 @@ impl Checker<'_> {
                 format!("is not a regular expression: {error}"),
             ));
         }
+        let memory_api = match raw.memory_api.as_deref() {
+            None => memory_api::MemoryApiKey::Probe,
+            Some(text) => memory_api::MemoryApiKey::parse(text).ok_or_else(|| {
+                self.value("server.memory-api", &text, "must be sglang, vllm, none or probe")
+            })?,
+        };
         Ok(Server {
             command,
             monokernel_flag,
             health_path,
             startup_timeout,
             routing_pattern: raw.routing_pattern,
+            memory_api,
         })
     }
 
@@ -1038,6 +1048,7 @@ struct RawServer {
     health_path: Option<String>,
     startup_timeout: Option<String>,
     routing_pattern: String,
+    memory_api: Option<String>,
 }
 
 #[derive(Default, Deserialize)]

@@ -43,6 +43,8 @@ const ROUTING_PATTERN: &str = r"\[monokernel\] routed";
 pub(crate) struct Sample {
     /// Flags added to every `prgate sim-server` the recipe starts.
     pub(crate) server_flags: &'static str,
+    /// More keys of the recipe's `[server]` table, one a line.
+    pub(crate) server_keys: &'static str,
     pub(crate) startup_timeout: &'static str,
     pub(crate) routing_pattern: &'static str,
     /// The output length of the speed sweep.
@@ -78,6 +80,7 @@ impl Default for Sample {
     fn default() -> Sample {
         Sample {
             server_flags: "",
+            server_keys: "",
             startup_timeout: "60s",
             routing_pattern: ROUTING_PATTERN,
             output_len: 8,
@@ -109,7 +112,7 @@ command = "{prgate} sim-server --listen 127.0.0.1:{{port}} --tpot-ms 2 {flags} {
 monokernel-flag = "--enable-amd-monokernel"
 startup-timeout = "{startup}"
 routing-pattern = '{pattern}'
-
+{server_keys}
 [tests]
 unit = ["test/unit/alpha"]
 kernel = ["test/kernels/test_alpha_k1.py"]
@@ -130,6 +133,7 @@ unit-tests = "2m"
 speed-run = "1m"
 {extra}"#,
         flags = sample.server_flags,
+        server_keys = sample.server_keys,
         startup = sample.startup_timeout,
         pattern = sample.routing_pattern,
         speed = sample.speed.map_or_else(
@@ -1034,6 +1038,47 @@ fn one_server_at_a_time_loads_each_side_once_and_switches_by_its_memory_api() {
         assert!(run.stderr.contains("2 loads, 4 wakes"), "{api}: {}", run.stderr);
         assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
     }
+}
+
+#[test]
+fn a_recipe_that_names_its_memory_api_is_not_probed() {
+    // The server speaks SGLang's API; the recipe says which one it uses: `none` stops a server
+    // to make room (as if it spoke neither), `vllm` asks only vLLM's sleep (which this server
+    // refuses: stopped, never probed for SGLang's). Either way each switch is a reload: 3 loads
+    // a side, no wake (a probe would have found SGLang's release: 1 load a side and wakes).
+    for declared in ["memory-api = \"none\"", "memory-api = \"vllm\""] {
+        let fixture = Fixture::new(&Sample {
+            gate: TWO_PAIRS,
+            gpus: 1,
+            server_flags: "--memory-api sglang",
+            server_keys: declared,
+            ..Sample::default()
+        });
+        let run = fixture.run("results");
+        assert_eq!(run.code, 0, "{declared}: {}", run.stderr);
+        let loads = server_loads(&fixture, "results");
+        assert_eq!(loads, [("base".to_owned(), 3), ("pr".to_owned(), 3)], "{declared}");
+        let woken = server_events(&fixture, "results", "server-woken");
+        assert_eq!(woken, Vec::<(String, usize)>::new(), "{declared}");
+        let released = server_events(&fixture, "results", "server-released");
+        assert_eq!(released, Vec::<(String, usize)>::new(), "{declared}");
+        assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+    }
+    // Declared and spoken alike: switched by wakes from the first release, as when probed.
+    let fixture = Fixture::new(&Sample {
+        gate: TWO_PAIRS,
+        gpus: 1,
+        server_flags: "--memory-api vllm",
+        server_keys: "memory-api = \"vllm\"",
+        ..Sample::default()
+    });
+    let run = fixture.run("results");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(server_loads(&fixture, "results"), [("base".to_owned(), 1), ("pr".to_owned(), 1)]);
+    let woken = server_events(&fixture, "results", "server-woken");
+    assert_eq!(woken, [("base".to_owned(), 2), ("pr".to_owned(), 2)]);
+    assert!(run.stderr.contains("switched by vLLM's sleep and wake-up"), "{}", run.stderr);
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
 }
 
 /// Each side's server loads (`server-started` events) in a run's event stream, by side.

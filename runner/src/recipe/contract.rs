@@ -66,6 +66,8 @@ pub fn differences(base: &Recipe, pr: &Recipe, node: &NodeProfile) -> Vec<Contra
     changes.value("server.health-path", &ours.health_path, &theirs.health_path, Effect::Changed);
     let startup = |server: &super::Server| format!("{:?}", server.startup_timeout);
     changes.value("server.startup-timeout", &startup(ours), &startup(theirs), Effect::Changed);
+    let api = |server: &super::Server| server.memory_api.to_string();
+    changes.value("server.memory-api", &api(ours), &api(theirs), Effect::Changed);
     changes.value(
         "server.routing-pattern",
         &ours.routing_pattern,

@@ -32,6 +32,7 @@ fn render(recipe: &Recipe) -> String {
         format!("server.health-path: {}", server.health_path),
         format!("server.startup-timeout: {:?}", server.startup_timeout),
         format!("server.routing-pattern: {}", server.routing_pattern),
+        format!("server.memory-api: {}", server.memory_api),
         format!("tests: {:?}", recipe.tests()),
     ];
     for script in recipe.kernel_timing() {
@@ -86,6 +87,7 @@ fn optional_keys_take_their_defaults() {
     server.health-path: /health
     server.startup-timeout: 1200s
     server.routing-pattern: routed
+    server.memory-api: probe
     tests: TestSelections { unit: [], kernel: [], serving: [] }
     speed: None
     timeouts: StepTimeouts { install: None, unit_tests: None, kernel_tests: None, serving_tests: None, kernel_timing: None, accuracy: None, speed_run: None, stall: None }
@@ -200,6 +202,7 @@ fn every_kind_of_error_names_the_file_the_key_and_the_value() {
             with("routing-pattern", "routing-pattern = \"routed (\""),
         ),
         ("bad health path", format!("{MINIMAL}health-path = \"health\"\n")),
+        ("unknown memory api", format!("{MINIMAL}memory-api = \"cuda-ipc\"\n")),
         ("bad startup timeout", format!("{MINIMAL}startup-timeout = \"20 minutes\"\n")),
         ("zero startup timeout", format!("{MINIMAL}startup-timeout = \"0s\"\n")),
         ("units out of order", format!("{MINIMAL}startup-timeout = \"30m1h\"\n")),
@@ -375,6 +378,7 @@ fn both_sides_run_by_the_base_recipe_but_the_pr_server_command() {
         .replace("covered = [1, 4, 16]", "covered = [1, 4]")
         .replace("concurrencies = [1, 4, 16, 64, 128]", "concurrencies = [1, 4, 16, 64, 128, 256]")
         .replace("limit = 1319", "limit = 2")
+        .replace("memory-api = \"probe\"", "memory-api = \"none\"")
         + "\n[[accuracy]]\nname = \"extra\"\nevaluator = \"external\"\ncommand = \"eval --url http://127.0.0.1:{port} --out {results}\"\nmetrics = \"m.json\"\n";
     let pr = Recipe::parse(&pr_text, "pr").expect("the PR's recipe is valid");
     let sides = contract::decide(Some(&base), &pr, &node);

@@ -5,18 +5,32 @@
 //! is the server's API from then on, and a server that answers neither is stopped instead (and
 //! loaded again when it is needed: the reload design). After a wake, one warm-up request
 //! (not measured) must succeed before the server is used; a wake or warm-up that fails counts
-//! as a server that must be loaded again.
+//! as a server that must be loaded again. A recipe's `server.memory-api` names the API (no
+//! probe), or says `none` (stopped at once, no probe); `probe` is the default.
 //!
 //! What it leaves to others: when to switch (the step loop's `Servers`), the servers'
 //! processes (`super::server`).
 
 use std::time::Duration;
 
+use crate::recipe::memory_api::MemoryApiKey;
+
 /// Which engine's memory API a server answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum MemoryApi {
     Sglang,
     Vllm,
+}
+
+/// What a side starts from, by its recipe's `server.memory-api`: the API known before any
+/// release (`None` to probe), and whether the server is known to have none.
+pub(super) fn declared(key: MemoryApiKey) -> (Option<MemoryApi>, bool) {
+    match key {
+        MemoryApiKey::Probe => (None, false),
+        MemoryApiKey::Sglang => (Some(MemoryApi::Sglang), false),
+        MemoryApiKey::Vllm => (Some(MemoryApi::Vllm), false),
+        MemoryApiKey::None => (None, true),
+    }
 }
 
 /// How long one memory request may take: a real wake takes tens of seconds.

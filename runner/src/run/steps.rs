@@ -602,6 +602,7 @@ impl Runner<'_> {
             });
         }
         let recipes = [job.side_recipe(recipe, Side::Base).unwrap_or(recipe), recipe];
+        let declared = recipes.map(|side| memory::declared(side.server().memory_api));
         let mut servers = Servers {
             recipe,
             recipes,
@@ -611,8 +612,8 @@ impl Runner<'_> {
             up_once: [false, false],
             model: name.clone(),
             events: self.emit.servers(),
-            apis: [None, None],
-            no_api: [false, false],
+            apis: declared.map(|(api, _)| api),
+            no_api: declared.map(|(_, none)| none),
             loads: [0, 0],
             wakes: [0, 0],
         };
