@@ -337,11 +337,15 @@ fn history_errors_name_the_file_and_the_line() {
         format!("{good}{}", good.replace("\"schema_version\":1", "\"schema_version\":2")),
         "events.jsonl:2: schema_version 2 is newer than this prgate reads (1)\nhint: use the prgate that wrote it",
     );
-    // Started and skipped steps, and unknown fields, are fine.
-    check(
-        "{\"schema_version\":1,\"event\":\"step-skipped\",\"model\":null,\"check\":\"common-tests\",\"side\":\"base\",\"part\":null,\"time_ms\":5,\"new_field\":1}\n".to_owned(),
-        "ok, 0 models",
-    );
+    // Started and skipped steps are fine; a key the format does not have is refused, named
+    // (ARCHITECTURE.md, "unknown keys, one rule").
+    let skipped = "{\"schema_version\":1,\"event\":\"step-skipped\",\"model\":null,\"check\":\"common-tests\",\"side\":\"base\",\"part\":null,\"time_ms\":5";
+    check(format!("{skipped}}}\n"), "ok, 0 models");
+    let unknown = History::parse(&format!("{skipped},\"new_field\":1}}\n"), "events.jsonl")
+        .map(|history| history.models().len());
+    let error = unknown.expect_err("an unknown key is refused").to_string();
+    assert!(error.starts_with("events.jsonl:1: not an event"), "{error}");
+    assert!(error.contains("unknown field `new_field`"), "{error}");
 }
 
 /// A node `name:hardware`, optionally `:gpus` and `:checkpoint+checkpoint`.
