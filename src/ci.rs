@@ -620,37 +620,12 @@ struct Unplaced {
 /// The nodes of `--nodes FILE` (`[[node]]` tables of `name`, `hardware`, and optionally `gpus`
 /// and `checkpoints`), else this node's profile.
 fn read_nodes(args: &Settings) -> anyhow::Result<Vec<ScheduleNode>> {
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct NodesFile {
-        node: Vec<NodeEntry>,
-    }
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct NodeEntry {
-        name: String,
-        hardware: String,
-        gpus: Option<u32>,
-        checkpoints: Option<BTreeSet<String>>,
-    }
     let Some(path) = &args.nodes else {
         return Ok(vec![ScheduleNode::from(&read_node(&args.node)?)]);
     };
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading the nodes {}", path.display()))?;
-    let file: NodesFile =
-        toml::from_str(&text).with_context(|| format!("the nodes {}", path.display()))?;
-    anyhow::ensure!(!file.node.is_empty(), "{}: no [[node]]", path.display());
-    Ok(file
-        .node
-        .into_iter()
-        .map(|entry| ScheduleNode {
-            name: entry.name,
-            hardware: entry.hardware.to_lowercase(),
-            gpus: entry.gpus,
-            checkpoints: entry.checkpoints,
-        })
-        .collect())
+    Ok(prgate_runner::schedule::nodes_file::parse(&text, &path.display().to_string())?)
 }
 
 fn read_node(path: &Path) -> anyhow::Result<NodeProfile> {

@@ -170,9 +170,7 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<Outcome> {
             let nodes = std::fs::read_to_string(&args.nodes)
                 .with_context(|| format!("reading the nodes {}", args.nodes.display()))?;
             let (filtered, left_out) =
-                health::without_drained(&nodes, &names).map_err(|problem| {
-                    anyhow::anyhow!("the nodes {}: {problem}", args.nodes.display())
-                })?;
+                health::without_drained(&nodes, &args.nodes.display().to_string(), &names)?;
             for health in drained.iter().filter(|health| left_out.contains(&health.node)) {
                 eprintln!("left out: {}", health.summary());
             }

@@ -105,6 +105,20 @@ pub struct Recipes {
     /// What both sides run by: the base side's recipe (the contract) and how the PR's differs.
     #[serde(default, skip_serializing_if = "Contract::is_empty")]
     pub contract: Contract,
+    /// The kernel timing scripts whose files the PR changes: on the PR side base's command runs
+    /// the PR's own script, so its timings are marked as measured by it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pr_scripts: Vec<PrScript>,
+}
+
+/// A kernel timing script of base's recipe that runs, on the PR side, files the PR changes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrScript {
+    /// The script's name in the recipe (its kernels are `<script>/<kernel>`).
+    pub script: String,
+    /// The changed files its command names.
+    pub files: Vec<String>,
 }
 
 /// The contract a model is measured by: the base side's recipe, for both sides. The PR decides

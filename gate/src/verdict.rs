@@ -365,6 +365,13 @@ pub fn judge_with(request: JudgeRequest<'_>) -> Result<Verdict, EvidenceError> {
         .len();
     let mut judge = Judge {
         config,
+        moved_modules: moved_test_modules(plan),
+        pr_scripts: job
+            .into_iter()
+            .flat_map(|job| &job.targets)
+            .filter_map(|target| Some((target.model.clone()?, target.recipe.pr_scripts.clone())))
+            .filter(|(_, scripts)| !scripts.is_empty())
+            .collect(),
         by_step,
         items: BTreeMap::new(),
         author: BTreeSet::new(),
@@ -529,12 +536,28 @@ fn recipe_changes(job: &JobPlan) -> Vec<RecipeChange> {
         .collect()
 }
 
-/// The model a changed path's match names, if any.
-fn model_of(path_match: &prgate_scope::plan::PathMatch) -> Option<&String> {
-    match path_match {
-        prgate_scope::plan::PathMatch::Model { model, .. } => Some(model),
-        _ => None,
+/// The test modules the diff renamed, as pytest's dotted module names (`test/unit/a/t.py` is
+/// `test.unit.a.t`): old and new.
+fn moved_test_modules(plan: &Plan) -> Vec<(String, String)> {
+    let module = |path: &str| path.strip_suffix(".py").map(|stem| stem.replace('/', "."));
+    plan.changed
+        .iter()
+        .filter(|changed| changed.status == prgate_scope::change::ChangeStatus::Renamed)
+        .filter_map(|changed| Some((module(changed.old_path.as_deref()?)?, module(&changed.path)?)))
+        .collect()
+}
+
+/// A base test id (`module::name`, or `module.Class::name`) as the PR side names it: under its
+/// module's new name when the diff renamed the module.
+fn moved_test_id<'a>(moved: &[(String, String)], id: &'a str) -> std::borrow::Cow<'a, str> {
+    for (old, new) in moved {
+        if let Some(rest) = id.strip_prefix(old.as_str())
+            && (rest.starts_with("::") || rest.starts_with('.'))
+        {
+            return std::borrow::Cow::Owned(format!("{new}{rest}"));
+        }
     }
+    std::borrow::Cow::Borrowed(id)
 }
 
 /// The files pytest reads its configuration and plugins from: `conftest.py`, `pytest.ini`,
@@ -645,6 +668,12 @@ struct SpeedCell {
 
 struct Judge<'a> {
     config: &'a GateConfig,
+    /// The diff's renamed test modules (old, new), dotted as pytest's ids name them: a base
+    /// test id is read under its new name on the PR side ([`moved_test_id`]).
+    moved_modules: Vec<(String, String)>,
+    /// Per model, the timing scripts that measure the PR side with the PR's own files (the job
+    /// plan's `pr_scripts`).
+    pr_scripts: BTreeMap<String, Vec<crate::job::PrScript>>,
     by_step: BTreeMap<(Option<String>, Check), Vec<&'a Evidence>>,
     items: BTreeMap<SectionName, Vec<Item>>,
     author: BTreeSet<String>,
@@ -736,35 +765,28 @@ impl<'a> Judge<'a> {
         }
     }
 
-    /// A model the PR removes leaves the verdict: it is said, never silent, with the new model
-    /// its files moved to when the diff shows them renamed (that model is judged as new, against
-    /// SGLang's own path, not against its old name's base recipe).
+    /// A model the PR removes leaves the verdict: it is said, never silent. A model whose files
+    /// the PR renamed (`renamed_to` in the plan) is the same model under its new name: it is
+    /// judged there, held to this name's base recipe and base results.
     fn removed_models(&mut self, plan: &Plan) {
         for model in plan.models.iter().filter(|model| model.removed) {
-            let renamed_to: BTreeSet<&str> = plan
-                .changed
-                .iter()
-                .filter(|changed| changed.old_path.is_some())
-                .filter(|changed| changed.matches.iter().any(|m| model_of(m) == Some(&model.name)))
-                .flat_map(|changed| changed.matches.iter().filter_map(model_of))
-                .filter(|name| *name != &model.name)
-                .filter(|name| plan.models.iter().any(|other| &other.name == *name && other.new))
-                .map(String::as_str)
-                .collect();
-            let summary = if renamed_to.is_empty() {
-                format!("{}: removed by the PR; its checks no longer run", model.name)
-            } else {
-                format!(
-                    "{}: removed by the PR, its files renamed to {}; that model is judged as new (its own recipe, against SGLang's own path), not by this one's base recipe",
-                    model.name,
-                    renamed_to.into_iter().collect::<Vec<_>>().join(", ")
-                )
+            let summary = match &model.renamed_to {
+                None => format!("{}: removed by the PR; its checks no longer run", model.name),
+                Some(to) => format!(
+                    "{}: renamed by the PR to {to}; it is judged as {to}, held to {}'s base recipe and base results",
+                    model.name, model.name
+                ),
             };
             self.push(
                 SectionName::Scope,
                 Item {
                     model: Some(model.name.clone()),
-                    check: "model-removed".to_owned(),
+                    check: if model.renamed_to.is_some() {
+                        "model-renamed"
+                    } else {
+                        "model-removed"
+                    }
+                    .to_owned(),
                     state: State::Warn,
                     rule: "a model that leaves the verdict is said, for a reviewer to confirm"
                         .to_owned(),
@@ -1043,15 +1065,21 @@ impl<'a> Judge<'a> {
         };
         let failing =
             |outcome: TestOutcome| matches!(outcome, TestOutcome::Failed | TestOutcome::Error);
-        let base_failures: Option<BTreeSet<&str>> = results(Side::Base).map(|base| {
-            base.iter().filter(|test| failing(test.outcome)).map(|test| test.id.as_str()).collect()
-        });
+        let moved = |id: &'a str| moved_test_id(&self.moved_modules, id);
+        let base_failures: Option<BTreeSet<std::borrow::Cow<'a, str>>> =
+            results(Side::Base).map(|base| {
+                base.iter()
+                    .filter(|test| failing(test.outcome))
+                    .map(|test| moved(&test.id))
+                    .collect()
+            });
         let count = |outcome: TestOutcome| pr.iter().filter(|test| test.outcome == outcome).count();
         let pr_failures: Vec<&str> =
             pr.iter().filter(|test| failing(test.outcome)).map(|test| test.id.as_str()).collect();
         let (pre_existing, new): (Vec<&str>, Vec<&str>) = pr_failures
             .iter()
             .partition(|id| base_failures.as_ref().is_some_and(|base| base.contains(**id)));
+
         // A suite that ran no test proves nothing: the PR broke it, or, when base ran none
         // either, the node cannot judge it.
         let executed = |results: &[crate::evidence::TestResult]| {
@@ -1064,8 +1092,10 @@ impl<'a> Judge<'a> {
                 base.iter()
                     .filter(|test| test.outcome == TestOutcome::Passed)
                     .filter(|test| {
-                        !pr.iter()
-                            .any(|ours| ours.id == test.id && ours.outcome != TestOutcome::Skipped)
+                        let id = moved(&test.id);
+                        !pr.iter().any(|ours| {
+                            ours.id == id.as_ref() && ours.outcome != TestOutcome::Skipped
+                        })
                     })
                     .map(|test| test.id.as_str())
                     .collect()
@@ -1358,6 +1388,17 @@ impl<'a> Judge<'a> {
                     (State::Pass, format!("{kernel}: {pr_us:.1} µs (new: no base timing)"), None)
                 }
             };
+            let (state, summary) = match self.pr_script_of(model, kernel) {
+                // Base's command ran the PR's own files: its number is the PR's measurement.
+                Some(own) => (
+                    state.max(State::Warn),
+                    format!(
+                        "{summary}; the PR side measured by the PR's own script (it changes {}): a reviewer reads it",
+                        own.files.join(", ")
+                    ),
+                ),
+                None => (state, summary),
+            };
             self.push(
                 SectionName::KernelMicrobenchmark,
                 Item {
@@ -1373,6 +1414,13 @@ impl<'a> Judge<'a> {
         if pr.is_empty() {
             self.pending(Some(model), Check::KernelTiming);
         }
+    }
+
+    /// The timing script of `kernel` (`<script>/<kernel>`) when it measures `model`'s PR side
+    /// with files the PR changes.
+    fn pr_script_of(&self, model: &str, kernel: &str) -> Option<&crate::job::PrScript> {
+        let script = kernel.split_once('/').map_or(kernel, |(script, _)| script);
+        self.pr_scripts.get(model)?.iter().find(|own| own.script == script)
     }
 
     /// Speed pairs and known noise of a model, per concurrency.

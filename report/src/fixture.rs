@@ -30,7 +30,16 @@ pub(crate) fn model(name: &str, tier: Tier, readme: Option<bool>) -> ModelPlan {
         Tier::Smoke => vec![Reason::SharedChange],
         Tier::None => vec![],
     };
-    ModelPlan { name: name.into(), tier, new: false, removed: false, readme, reasons }
+    ModelPlan {
+        name: name.into(),
+        tier,
+        new: false,
+        removed: false,
+        renamed_from: None,
+        renamed_to: None,
+        readme,
+        reasons,
+    }
 }
 
 /// A trusted plan of these models; the common checks run when `common`.

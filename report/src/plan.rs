@@ -85,13 +85,13 @@ pub fn human(plan: &Plan) -> String {
     let name_width = plan
         .models
         .iter()
-        .map(|model| model_label(&model.name, model.new, model.removed).chars().count())
+        .map(|model| model_label(model).chars().count())
         .max()
         .unwrap_or(0)
         .max("model".len());
     let _ = writeln!(out, "{:<name_width$}  tier   why", "model");
     for model in &plan.models {
-        let label = Style::Terminal.code(&model_label(&model.name, model.new, model.removed));
+        let label = Style::Terminal.code(&model_label(model));
         let reasons = model_reasons_text(&model.reasons, &plan.common.reasons, Style::Terminal);
         let first = reasons.first().map_or("-", String::as_str);
         let _ = writeln!(out, "{label:<name_width$}  {:<5}  {first}", model.tier.as_str());
@@ -141,13 +141,8 @@ pub fn markdown(plan: &Plan) -> String {
         let _ = writeln!(out, "| Model | Tier | Why |");
         let _ = writeln!(out, "| --- | --- | --- |");
         for model in &plan.models {
-            let mut name = CELL.code(&model.name);
-            if model.new {
-                name.push_str(" (new)");
-            }
-            if model.removed {
-                name.push_str(" (removed)");
-            }
+            let marks = model_marks(model, |name| CELL.code(name));
+            let name = format!("{}{marks}", CELL.code(&model.name));
             let tier = match model.tier {
                 Tier::Full => "**full**",
                 Tier::Smoke => "smoke",
@@ -254,11 +249,19 @@ fn source_line(plan: &Plan) -> String {
     )
 }
 
-fn model_label(name: &str, new: bool, removed: bool) -> String {
-    match (new, removed) {
-        (true, _) => format!("{name} (new)"),
-        (_, true) => format!("{name} (removed)"),
-        _ => name.to_owned(),
+fn model_label(model: &prgate_scope::plan::ModelPlan) -> String {
+    format!("{}{}", model.name, model_marks(model, |name| name.to_owned()))
+}
+
+/// What the PR does to the model as a whole: ` (new)`, ` (removed)`, ` (renamed from old)`,
+/// ` (renamed to new)`, or nothing.
+fn model_marks(model: &prgate_scope::plan::ModelPlan, name: impl Fn(&str) -> String) -> String {
+    match (&model.renamed_from, &model.renamed_to) {
+        (Some(from), _) => format!(" (renamed from {})", name(from)),
+        (_, Some(to)) => format!(" (renamed to {})", name(to)),
+        _ if model.new => " (new)".to_owned(),
+        _ if model.removed => " (removed)".to_owned(),
+        _ => String::new(),
     }
 }
 

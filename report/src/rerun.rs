@@ -89,6 +89,7 @@ mod tests {
                     pr: recipe,
                     diff: None,
                     contract: Default::default(),
+                    pr_scripts: Vec::new(),
                 },
                 steps: vec![
                     run(Check::UnitTests, Side::Base),

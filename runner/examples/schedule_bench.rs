@@ -144,6 +144,8 @@ impl Model {
             tier,
             new: false,
             removed: false,
+            renamed_from: None,
+            renamed_to: None,
             readme: None,
             reasons: Vec::new(),
         }

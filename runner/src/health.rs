@@ -484,14 +484,36 @@ pub fn drained_nodes(dir: &Path) -> Result<Vec<NodeHealth>, HealthError> {
     Ok(all_nodes(dir)?.into_iter().filter(NodeHealth::is_drained).collect())
 }
 
-/// A nodes file (`[[node]]` tables with a `name`, the workflow's `nodes.toml`) without the
-/// tables of the nodes in `drained`, its other values kept (keys sorted, comments dropped). Returns the
-/// new text and the names it left out; an error names the problem (not TOML, no `[[node]]`,
-/// every node drained).
-pub fn without_drained(text: &str, drained: &[String]) -> Result<(String, Vec<String>), String> {
-    let mut table: toml::Table = toml::from_str(text).map_err(|error| error.to_string())?;
+/// Why a nodes file cannot be filtered.
+#[derive(Debug, thiserror::Error)]
+pub enum FilterError {
+    #[error(transparent)]
+    Nodes(#[from] crate::schedule::nodes_file::NodesFileError),
+    #[error("the nodes {path}: every node is drained ({}): no node is left to run on\nhint: {}", .drained.join(", "), how_to_readmit("NODE"))]
+    AllDrained { path: String, drained: Vec<String> },
+}
+
+/// The nodes file `text` (at `path`, the workflow's `nodes.toml`: docs/node.md) without the
+/// tables of the nodes in `drained`, its other values kept (keys sorted, comments dropped).
+/// Returns the new text and the names it left out. The file is read as every reader of it reads
+/// it ([`crate::schedule::nodes_file::parse`]: an unknown key is refused); an error also says
+/// when every node is drained.
+pub fn without_drained(
+    text: &str,
+    path: &str,
+    drained: &[String],
+) -> Result<(String, Vec<String>), FilterError> {
+    crate::schedule::nodes_file::parse(text, path)?;
+    let toml_error = |message: String| crate::schedule::nodes_file::NodesFileError::Toml {
+        path: path.to_owned(),
+        message,
+    };
+    let mut table: toml::Table =
+        toml::from_str(text).map_err(|error| toml_error(error.message().to_owned()))?;
     let Some(toml::Value::Array(nodes)) = table.get_mut("node") else {
-        return Err("it has no [[node]] tables".to_owned());
+        return Err(
+            crate::schedule::nodes_file::NodesFileError::NoNodes { path: path.to_owned() }.into()
+        );
     };
     let mut left_out = Vec::new();
     nodes.retain(|node| {
@@ -503,13 +525,9 @@ pub fn without_drained(text: &str, drained: &[String]) -> Result<(String, Vec<St
         !drained
     });
     if nodes.is_empty() {
-        return Err(format!(
-            "every node is drained ({}): no node is left to run on\nhint: {}",
-            left_out.join(", "),
-            how_to_readmit("NODE")
-        ));
+        return Err(FilterError::AllDrained { path: path.to_owned(), drained: left_out });
     }
-    let text = toml::to_string(&table).map_err(|error| error.to_string())?;
+    let text = toml::to_string(&table).map_err(|error| toml_error(error.to_string()))?;
     Ok((text, left_out))
 }
 
@@ -594,46 +612,12 @@ pub fn unix_seconds(time: SystemTime) -> u64 {
 
 /// Seconds since the Unix epoch as RFC 3339 in UTC: `2026-12-01T15:00:00Z`.
 pub fn rfc3339(seconds: u64) -> String {
-    crate::lock::rfc3339_utc(UNIX_EPOCH + Duration::from_secs(seconds))
+    crate::rfc3339::format(seconds)
 }
 
 /// `2026-12-01T15:00:00Z` as seconds since the Unix epoch; `None` for anything else.
 fn parse_rfc3339(text: &str) -> Option<u64> {
-    let bytes = text.as_bytes();
-    let fits = bytes.len() == 20
-        && bytes[4] == b'-'
-        && bytes[7] == b'-'
-        && bytes[10] == b'T'
-        && bytes[13] == b':'
-        && bytes[16] == b':'
-        && bytes[19] == b'Z';
-    if !fits {
-        return None;
-    }
-    let number = |range: std::ops::Range<usize>| -> Option<i64> {
-        let part = text.get(range)?;
-        part.chars().all(|char| char.is_ascii_digit()).then(|| part.parse().ok())?
-    };
-    let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
-    let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 {
-        return None;
-    }
-    if second > 59 {
-        return None;
-    }
-    // Howard Hinnant's days_from_civil.
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year.rem_euclid(400);
-    let month_index = if month > 2 { month - 3 } else { month + 9 };
-    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    let days = era * 146_097 + day_of_era - 719_468;
-    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second;
-    let seconds = u64::try_from(seconds).ok()?;
-    // A day the month does not have (02-30) would land on another date.
-    (rfc3339(seconds) == text).then_some(seconds)
+    crate::rfc3339::parse(text)
 }
 
 /// A window in the largest whole unit: `7d`, `36h`, `90m`, `45s`.

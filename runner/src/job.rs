@@ -35,6 +35,7 @@ use crate::node::NodeProfile;
 use crate::recipe::Recipe;
 use crate::recipe::common::CommonRecipe;
 use crate::recipe::contract;
+use crate::recipe::renames::Renames;
 
 /// The largest recipe prgate reads.
 pub const RECIPE_LIMIT: u64 = 1024 * 1024;
@@ -137,12 +138,16 @@ impl Job {
         }
         let mut models = Vec::new();
         let mut family = 0u32;
+        let (renames, no_renames) = (Renames::of(plan), Renames::default());
+        let changed = ChangedFiles::of(plan);
         for model in plan.running_models() {
+            // A model the PR renamed is held to its old name's recipe.
             let (base, base_text) = if model.new {
                 (None, None)
             } else {
+                let name = model.base_name();
                 let (base, text) =
-                    read_recipe(request.base_tree, &request.recipes, &model.name, &base_commit);
+                    read_recipe(request.base_tree, &request.recipes, name, &base_commit);
                 (Some(base), text)
             };
             let (pr, pr_text) =
@@ -153,10 +158,15 @@ impl Job {
                 Some(RecipeSource::Parsed { recipe, .. }) => Some(recipe.clone()),
                 _ => None,
             };
-            let (pr, base_side, contract) = contract_sides(model, base.as_ref(), pr, request.node);
+            let moved = if model.renamed_from.is_some() { &renames } else { &no_renames };
+            let (pr, base_side, contract) =
+                contract_sides(model, base.as_ref(), pr, request.node, moved);
             let (mut target, covered) = model_target(model, base.as_ref(), &pr, request.node);
             target.recipe.diff = recipe_diff(base_text.as_deref(), pr_text.as_deref());
             target.recipe.contract = contract;
+            if let RecipeSource::Parsed { recipe: side, .. } = &pr {
+                target.recipe.pr_scripts = pr_scripts(side, &changed);
+            }
             family = family.saturating_add(covered);
             targets.push(target);
             models.push(ModelRecipes {
@@ -182,6 +192,65 @@ impl Job {
     }
 }
 
+/// The files the PR adds or changes (its head side's paths), to tell which of base's timing
+/// scripts run the PR's own code on its side.
+struct ChangedFiles(std::collections::BTreeSet<String>);
+
+impl ChangedFiles {
+    fn of(plan: &Plan) -> ChangedFiles {
+        use prgate_scope::change::ChangeStatus;
+        let paths = plan
+            .changed
+            .iter()
+            .filter(|changed| changed.status != ChangeStatus::Deleted)
+            .map(|changed| changed.path.clone())
+            .collect();
+        ChangedFiles(paths)
+    }
+
+    /// The changed files a command word names: the file itself, the files under a folder, or
+    /// a dotted module (`python -m pkg.bench`) as its `.py` file or package folder.
+    fn named_by(&self, word: &str) -> Vec<String> {
+        let word = word.trim_start_matches("./").trim_end_matches('/');
+        if word.is_empty() || word.starts_with('-') {
+            return Vec::new();
+        }
+        let mut names = vec![word.to_owned()];
+        if !word.contains('/') && word.contains('.') && !word.ends_with(".py") {
+            let module = word.replace('.', "/");
+            names.push(format!("{module}.py"));
+            names.push(module);
+        }
+        let mut found = Vec::new();
+        for name in names {
+            let folder = format!("{name}/");
+            found.extend(
+                self.0.iter().filter(|path| **path == name || path.starts_with(&folder)).cloned(),
+            );
+        }
+        found.sort();
+        found.dedup();
+        found
+    }
+}
+
+/// The timing scripts of `recipe` (what the PR side runs) whose command names files the PR
+/// changed: on the PR side they measure with the PR's own script.
+fn pr_scripts(recipe: &Recipe, changed: &ChangedFiles) -> Vec<prgate_gate::job::PrScript> {
+    recipe
+        .kernel_timing()
+        .iter()
+        .filter_map(|script| {
+            let mut files: Vec<String> =
+                script.literal_words().flat_map(|word| changed.named_by(word)).collect();
+            files.sort();
+            files.dedup();
+            (!files.is_empty())
+                .then(|| prgate_gate::job::PrScript { script: script.name.clone(), files })
+        })
+        .collect()
+}
+
 /// What each side of `model` runs by ([`contract::decide`], the one place that decides it):
 /// the PR's source with its recipe replaced by what the PR side runs, the base side's recipe
 /// (or why it has none), and the contract the job plan shows.
@@ -190,6 +259,7 @@ fn contract_sides(
     base: Option<&RecipeSource>,
     pr: RecipeSource,
     node: &NodeProfile,
+    renames: &Renames,
 ) -> (RecipeSource, Result<Box<Recipe>, String>, prgate_gate::job::Contract) {
     let RecipeSource::Parsed { recipe, path, hash } = pr else {
         let why = match base {
@@ -205,7 +275,7 @@ fn contract_sides(
         Some(RecipeSource::Parsed { recipe, .. }) => Some(recipe.as_ref()),
         _ => None,
     };
-    let sides = contract::decide(base_recipe, &recipe, node);
+    let sides = contract::decide(base_recipe, &recipe, node, renames);
     let base_side = match (base_recipe, base) {
         (Some(_), _) => Ok(Box::new(sides.base)),
         // A model new in the PR: its baseline is SGLang's own path in the PR's tree.
@@ -392,8 +462,13 @@ fn broken_recipe(base: Option<&RecipeState>, pr: &RecipeState) -> (NotRunReason,
 }
 
 fn common_target(base: &CommonSource, pr: &CommonSource) -> Target {
-    let recipe =
-        Recipes { base: base.state(), pr: pr.state(), diff: None, contract: Default::default() };
+    let recipe = Recipes {
+        base: base.state(),
+        pr: pr.state(),
+        diff: None,
+        contract: Default::default(),
+        pr_scripts: Vec::new(),
+    };
     let steps = match pr {
         CommonSource::Parsed { .. } => [Side::Base, Side::Pr]
             .map(|side| step(Check::CommonTests, side, None, Expect::Run))
@@ -418,6 +493,7 @@ fn model_target(
         pr: pr.state(),
         diff: None,
         contract: Default::default(),
+        pr_scripts: Vec::new(),
     };
     let target = |steps| Target {
         model: Some(model.name.clone()),

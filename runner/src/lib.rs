@@ -72,6 +72,7 @@ pub mod recipe;
 pub mod redact;
 pub mod results;
 pub mod reuse;
+pub mod rfc3339;
 pub mod run;
 pub mod schedule;
 pub mod slurm;

@@ -13,6 +13,7 @@
 pub mod common;
 pub mod contract;
 pub mod memory_api;
+pub mod renames;
 pub mod template;
 pub mod timing;
 pub mod topology;
@@ -437,6 +438,11 @@ impl TimingScript {
     /// The command as the recipe wrote it.
     pub fn command_text(&self) -> &str {
         self.command.text()
+    }
+
+    /// The words of its command that are only literal text (the files and modules it names).
+    pub fn literal_words(&self) -> impl Iterator<Item = &str> {
+        self.command.literal_words()
     }
 }
 

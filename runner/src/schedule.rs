@@ -20,6 +20,7 @@
 
 pub mod cost;
 mod history;
+pub mod nodes_file;
 mod search;
 
 #[cfg(test)]

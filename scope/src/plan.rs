@@ -49,6 +49,13 @@ impl Plan {
     }
 }
 
+impl ModelPlan {
+    /// The model's name on the base side: its old name when the PR renamed it.
+    pub fn base_name(&self) -> &str {
+        self.renamed_from.as_deref().unwrap_or(&self.name)
+    }
+}
+
 /// A ref as the user named it, and the commit it resolved to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Revision {
@@ -132,6 +139,13 @@ pub struct ModelPlan {
     pub tier: Tier,
     pub new: bool,
     pub removed: bool,
+    /// The model on the base side whose files the PR renamed to this one: it is the same model
+    /// under a new name (not `new`), held to that name's base recipe and base results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renamed_from: Option<String>,
+    /// For a model the PR removes by renaming its files: the model they were renamed to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renamed_to: Option<String>,
     /// Whether the model's README exists on the head side; `null` when the manifest does not
     /// say where READMEs are (`scope.readme`).
     #[serde(default)]
@@ -351,11 +365,15 @@ pub fn select(
                 tier,
                 new: head && !base,
                 removed: base && !head,
+                renamed_from: None,
+                renamed_to: None,
                 readme: None,
                 reasons,
             }
         })
         .collect();
+    let mut models: Vec<ModelPlan> = models;
+    link_renames(&mut models, &changed);
 
     let mut common_reasons: Vec<Reason> = untrusted_reason.into_iter().collect();
     common_reasons.extend(shared_reasons);
@@ -365,6 +383,47 @@ pub fn select(
     warnings.sort();
     warnings.dedup();
     Selection { changed, models, common, warnings }
+}
+
+/// Links each model new on the head side to the model removed from it whose files the diff
+/// renamed to it: the same model under a new name. Where several could pair, the pairs with
+/// the most renamed files are linked first (then by name), each model at most once; a model
+/// that still exists on the head side was copied or split, not renamed, and is not linked.
+fn link_renames(models: &mut [ModelPlan], changed: &[ChangedPath]) {
+    let names_at = |changed: &ChangedPath, path: &str| -> BTreeSet<String> {
+        changed
+            .matches
+            .iter()
+            .filter_map(|found| match found {
+                PathMatch::Model { model, path: matched, .. } if matched == path => {
+                    Some(model.clone())
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let mut moved: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for change in changed.iter().filter(|c| c.status == crate::change::ChangeStatus::Renamed) {
+        let Some(old_path) = change.old_path.as_deref() else { continue };
+        let new_names = names_at(change, &change.path);
+        for old in names_at(change, old_path) {
+            for new in new_names.iter().filter(|new| **new != old) {
+                *moved.entry((old.clone(), new.clone())).or_default() += 1;
+            }
+        }
+    }
+    let mut pairs: Vec<((String, String), usize)> = moved.into_iter().collect();
+    pairs.sort_by(|(a, x), (b, y)| y.cmp(x).then_with(|| a.cmp(b)));
+    for ((old, new), _) in pairs {
+        let removed =
+            models.iter().position(|m| m.name == old && m.removed && m.renamed_to.is_none());
+        let added = models.iter().position(|m| m.name == new && m.new && m.renamed_from.is_none());
+        if let (Some(removed), Some(added)) = (removed, added) {
+            models[removed].renamed_to = Some(new.clone());
+            models[added].renamed_from = Some(old);
+            models[added].new = false;
+        }
+    }
 }
 
 /// What one change's paths match. An ignored path matches nothing else.

@@ -99,30 +99,67 @@ fn regress_and_hide(repo: &Repo) {
     );
 }
 
+/// An honest PR that moves every file of its model to a new name, `beta` (so that it would
+/// count as new and be compared with SGLang's own path, by its own recipe): its server is ten
+/// times slower, answers one question in five right, and adds a failing unit test. Its files
+/// move unchanged (a rename git finds however small the file), and its kernel test passes.
+fn regress_and_rename(repo: &Repo) {
+    for (from, to) in [
+        ("pkg/models/alpha", "pkg/models/beta"),
+        ("test/unit/alpha", "test/unit/beta"),
+        ("test/kernels/test_alpha_k1.py", "test/kernels/test_beta_k1.py"),
+        ("test/kernels/alpha_timing.py", "test/kernels/beta_timing.py"),
+        ("test/e2e/test_alpha_serving.py", "test/e2e/test_beta_serving.py"),
+        (RECIPE, "test/e2e/beta.toml"),
+    ] {
+        repo.git(&["mv", from, to]);
+    }
+    edit(
+        repo,
+        "test/e2e/beta.toml",
+        &[
+            ("--tpot-ms 2 ", "--tpot-ms 20 --accuracy 0.2 "),
+            ("test/unit/alpha", "test/unit/beta"),
+            ("test_alpha_k1.py", "test_beta_k1.py"),
+            ("test_alpha_serving.py", "test_beta_serving.py"),
+            ("alpha_timing.py", "beta_timing.py"),
+        ],
+    );
+    repo.write("test/unit/beta/test_more.py", "def test_more():\n    assert False\n");
+}
+
 /// The verdict's item of `check` for alpha (the covered speed cell for `speed`): its state
 /// and summary.
 fn item(verdict: &serde_json::Value, check: &str) -> (String, String) {
+    item_of(verdict, "alpha", check)
+}
+
+/// The verdict's item of `check` for `model`.
+fn item_of(verdict: &serde_json::Value, model: &str, check: &str) -> (String, String) {
     let items = verdict["sections"]
         .as_array()
         .into_iter()
         .flatten()
         .flat_map(|section| section["items"].as_array().into_iter().flatten());
     let found = items
-        .filter(|item| item["model"] == "alpha" && item["check"] == check)
+        .filter(|item| item["model"] == model && item["check"] == check)
         .find(|item| check != "speed" || item["numbers"]["covered"] == true)
-        .unwrap_or_else(|| panic!("no {check} item for alpha in {verdict:#}"));
+        .unwrap_or_else(|| panic!("no {check} item for {model} in {verdict:#}"));
     let text = |key: &str| found[key].as_str().unwrap_or_default().to_owned();
     (text("state"), text("summary"))
 }
 
 /// The gate's verdict on `pr` after `prgate run` with `args`, and its exit code.
 fn judged(pr: fn(&Repo), args: &[&str]) -> (i32, serde_json::Value) {
-    let fixture = Fixture::new(&Sample {
-        gate: TWO_PAIRS,
-        base_files: &[(DATASET, QUESTIONS)],
-        pr,
-        ..Sample::default()
-    });
+    judged_sample(
+        &Sample { gate: TWO_PAIRS, base_files: &[(DATASET, QUESTIONS)], pr, ..Sample::default() },
+        args,
+    )
+}
+
+/// The gate's verdict on `sample` after `prgate run` with `args`, and its exit code.
+fn judged_sample(sample: &Sample, args: &[&str]) -> (i32, serde_json::Value) {
+    let fixture = Fixture::new(sample);
     let mut run_args = fixture.run_args("results");
     run_args.extend(args.iter().map(|arg| (*arg).to_owned()));
     let run_args: Vec<&str> = run_args.iter().map(String::as_str).collect();
@@ -173,6 +210,26 @@ fn a_pr_that_hides_its_regressions_in_its_own_recipe_and_harness_still_fails() {
     let harness = tricked["sections"].to_string();
     assert!(harness.contains("the PR changes the test harness"), "{harness}");
     assert!(harness.contains("test/unit/alpha/conftest.py") && harness.contains("pytest.ini"));
+
+    // Renamed, the model is the same model: held to alpha's base recipe and base side, its
+    // slower server, worse answers and failing test still fail, under its new name; its
+    // renamed tests are found where they moved, and are the same tests as base's.
+    let renamed = verdict_of(regress_and_rename, &[]);
+    for check in ["speed", "accuracy tiny", "unit-tests"] {
+        let (state, why) = item_of(&renamed, "beta", check);
+        assert_eq!(state, "fail", "renamed {check}: {why}");
+    }
+    let (_, why) = item_of(&renamed, "beta", "unit-tests");
+    assert!(why.contains("failing on the PR: test.unit.beta.test_more::test_more"), "{why}");
+    assert!(!why.contains("passed on base but"), "the moved test is base's: {why}");
+    let (kernel, why) = item_of(&renamed, "beta", "kernel-tests");
+    assert_eq!(kernel, "pass", "{why}");
+    let (contract, why) = item_of(&renamed, "beta", "recipe-contract");
+    assert_eq!(contract, "pass", "the rename alone changes no contract: {why}");
+    assert!(why.contains("base's recipe measures both sides"), "{why}");
+    let (said, why) = item_of(&renamed, "alpha", "model-renamed");
+    assert_eq!(said, "warn", "{why}");
+    assert!(why.contains("renamed by the PR to beta"), "{why}");
 }
 
 /// A PR that only narrows its recipe: it drops the covered cell and cuts the benchmark to two
@@ -207,4 +264,74 @@ fn a_narrowing_fails_on_its_own_and_passes_as_a_warning_with_a_maintainers_appro
     let speed = item(&verdict, "speed").0;
     assert!(speed == "pass" || speed == "warn", "the covered cell is judged: {verdict:#}");
     assert!(item(&verdict, "accuracy tiny").1.contains("40"), "{verdict:#}");
+}
+
+/// The sample's server command line in its recipe, as `recipe()` writes it.
+fn server_line() -> String {
+    let prgate = env!("CARGO_BIN_EXE_prgate");
+    format!(
+        "command = \"{prgate} sim-server --listen 127.0.0.1:{{port}} --tpot-ms 2  {{extra_args}}\""
+    )
+}
+
+/// The PR's server command through `sh -c`, running `before` first; the monokernel flag lands
+/// in `$1`, which the script ignores: the server routes nothing.
+fn unrouted_server(repo: &Repo, before: &str) {
+    let prgate = env!("CARGO_BIN_EXE_prgate");
+    let command = format!(
+        "command = '''sh -c '{before}exec {prgate} sim-server --listen 127.0.0.1:{{port}} --tpot-ms 2' sim {{extra_args}}'''"
+    );
+    edit(repo, RECIPE, &[(server_line().as_str(), command.as_str())]);
+}
+
+/// The gate's routing item for a PR whose server command is `pr`'s: its state and summary.
+fn routing_of(pr: fn(&Repo)) -> (String, String) {
+    // No speed sweep: the routing check is what is judged here.
+    let sample = Sample { speed: Some(""), pr, ..Sample::default() };
+    let (code, verdict) = judged_sample(&sample, &[]);
+    assert_eq!(code, 1, "the gate fails the PR: {verdict:#}");
+    item(&verdict, "routing")
+}
+
+#[test]
+fn a_pr_server_that_prints_its_own_routing_line_is_not_routed() {
+    // The control: the PR's server drops the monokernel flag, and logs no routing.
+    let (control, why) = routing_of(|repo| unrouted_server(repo, ""));
+    assert_eq!(control, "fail", "{why}");
+    // The same server printing a routing line while it starts (spelled so that its command
+    // does not hold the line): printed before it was healthy, it answers no request.
+    let (printed, why) =
+        routing_of(|repo| unrouted_server(repo, "printf \"[%s] routed alpha\\n\" monokernel; "));
+    assert_eq!(printed, "fail", "{why}");
+    assert!(why.contains("logged no monokernel routing"), "{why}");
+    // Written out in its command, the line is named as the PR's own.
+    let (echoed, why) =
+        routing_of(|repo| unrouted_server(repo, "echo \"[monokernel] routed alpha\"; "));
+    assert_eq!(echoed, "fail", "{why}");
+    assert!(why.contains("the PR's own server command holds the routing line itself"), "{why}");
+}
+
+#[test]
+fn a_kernel_timing_measured_by_a_script_the_pr_changes_is_marked_as_the_prs_own() {
+    // The PR's timing script reports its kernel ten times faster than base's does.
+    let pr = |repo: &Repo| {
+        edit(repo, "test/kernels/alpha_timing.py", &[("[10.0, 10.5, 9.8]", "[1.0, 1.05, 0.98]")]);
+    };
+    let sample = Sample { speed: Some(""), pr, ..Sample::default() };
+    let (_code, verdict) = judged_sample(&sample, &[]);
+    let (state, why) = item(&verdict, "kernel-timing");
+    assert_eq!(state, "warn", "{why}");
+    assert!(why.contains("layer/k1: 10.0 µs → 1.0 µs"), "{why}");
+    assert!(
+        why.contains(
+            "the PR side measured by the PR's own script (it changes test/kernels/alpha_timing.py)"
+        ),
+        "{why}"
+    );
+    // The control: the same timing by base's own script is a plain number.
+    let sample = Sample { speed: Some(""), ..Sample::default() };
+    let (_code, verdict) = judged_sample(&sample, &[]);
+    let (state, why) = item(&verdict, "kernel-timing");
+    assert_eq!(state, "pass", "{why}");
+    assert!(!why.contains("own script"), "{why}");
 }

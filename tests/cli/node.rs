@@ -367,6 +367,16 @@ fn the_schedule_leaves_drained_nodes_out_of_the_nodes_file() {
     let none = node(&fixture, &["filter", "--nodes", nodes_arg]);
     assert_eq!(none.code, 2, "{}", none.stderr);
     assert!(none.stderr.contains("every node is drained (mi355x-1, mi355x-2)"), "{}", none.stderr);
+    // A typo is refused by the filter, the file named, as the start stage would refuse it.
+    std::fs::write(&nodes, "[[node]]\nname = \"mi355x-3\"\nhardwre = \"mi355x\"\n")
+        .expect("a nodes file with a typo");
+    let typo = node(&fixture, &["filter", "--nodes", nodes_arg]);
+    assert_eq!(typo.code, 2, "{}", typo.stderr);
+    assert!(
+        typo.stderr.contains(&format!("the nodes {nodes_arg}: unknown field `hardwre`")),
+        "{}",
+        typo.stderr
+    );
 }
 
 #[test]

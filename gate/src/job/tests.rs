@@ -171,6 +171,7 @@ fn the_format_reads_back() {
                 pr: RecipeState::Missing { path: "r.toml".to_owned() },
                 diff: Some(RecipeDiff { text: "@@ -1 +1 @@\n-a\n+b\n".to_owned(), omitted: 2 }),
                 contract: Default::default(),
+                pr_scripts: Vec::new(),
             },
             steps: vec![
                 ExpectedStep {
@@ -241,6 +242,7 @@ fn the_job_plan_and_the_evidence_refuse_unknown_keys() {
                 pr: RecipeState::Parsed { path: "r.toml".to_owned(), hash: "h".to_owned() },
                 diff: None,
                 contract: Default::default(),
+                pr_scripts: Vec::new(),
             },
             steps: vec![ExpectedStep {
                 check: Check::UnitTests,

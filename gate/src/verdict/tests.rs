@@ -25,7 +25,16 @@ fn model(name: &str, tier: Tier, readme: Option<bool>) -> ModelPlan {
         Tier::Smoke => vec![Reason::SharedChange],
         Tier::None => vec![],
     };
-    ModelPlan { name: name.into(), tier, new: false, removed: false, readme, reasons }
+    ModelPlan {
+        name: name.into(),
+        tier,
+        new: false,
+        removed: false,
+        renamed_from: None,
+        renamed_to: None,
+        readme,
+        reasons,
+    }
 }
 
 fn plan(models: Vec<ModelPlan>, common: bool, trusted: bool) -> Plan {

@@ -318,6 +318,7 @@ fn write_job(results: &crate::results::ResultsDir, base: &str, pr: &str) {
                 pr: state(pr),
                 diff: None,
                 contract: Default::default(),
+                pr_scripts: Vec::new(),
             },
             steps: Vec::new(),
         }],
@@ -330,18 +331,26 @@ fn write_job(results: &crate::results::ResultsDir, base: &str, pr: &str) {
 fn a_nodes_file_without_its_drained_nodes() {
     let nodes = "[[node]]\nname = \"mi355x-1\"\nhardware = \"mi355x\"\ngpus = 8\n\n[[node]]\nname = \"mi355x-2\"\nhardware = \"mi355x\"\n";
     let drained = |names: &[&str]| names.iter().map(|name| (*name).to_owned()).collect::<Vec<_>>();
-    let (text, left_out) =
-        without_drained(nodes, &drained(&["mi355x-2", "elsewhere"])).expect("a file");
+    let filter = |text: &str, drained: &[String]| without_drained(text, "nodes.toml", drained);
+    let (text, left_out) = filter(nodes, &drained(&["mi355x-2", "elsewhere"])).expect("a file");
     assert_eq!(left_out, ["mi355x-2"]);
     // The same values, keys in order (comments are not kept).
     assert_eq!(text, "[[node]]\ngpus = 8\nhardware = \"mi355x\"\nname = \"mi355x-1\"\n");
-    let (text, left_out) = without_drained(nodes, &[]).expect("a file");
+    let (text, left_out) = filter(nodes, &[]).expect("a file");
     assert!(left_out.is_empty());
     assert_eq!(text.matches("[[node]]").count(), 2, "{text}");
-    let every = without_drained(nodes, &drained(&["mi355x-1", "mi355x-2"])).expect_err("none left");
-    assert!(every.starts_with("every node is drained (mi355x-1, mi355x-2)"), "{every}");
-    assert_eq!(without_drained("x = 1", &[]).expect_err("no nodes"), "it has no [[node]] tables");
-    assert!(without_drained("[[node]", &[]).is_err());
+    let every = filter(nodes, &drained(&["mi355x-1", "mi355x-2"])).expect_err("none left");
+    let every = every.to_string();
+    assert!(
+        every.starts_with("the nodes nodes.toml: every node is drained (mi355x-1, mi355x-2)"),
+        "{every}"
+    );
+    let none = filter("", &[]).expect_err("no nodes").to_string();
+    assert_eq!(none, "the nodes nodes.toml: it has no [[node]] tables");
+    assert!(filter("[[node]", &[]).is_err());
+    // A key the format lacks is refused here too, not only by the stage that schedules.
+    let typo = filter("[[node]]\nname = \"a\"\nhardwre = \"mi355x\"\n", &[]).expect_err("a typo");
+    assert!(typo.to_string().contains("unknown field `hardwre`"), "{typo}");
 }
 
 /// The canary's commands: amd-smi's ECC answer, and the canary command's exit.

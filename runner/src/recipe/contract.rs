@@ -15,6 +15,7 @@
 
 use prgate_gate::job::{Contract, ContractChange, Effect};
 
+use super::renames::Renames;
 use super::{AccuracyBenchmark, Evaluator, Recipe, SpeedBenchmark};
 use crate::node::NodeProfile;
 
@@ -29,13 +30,16 @@ pub struct Sides {
 }
 
 /// The recipe each side runs by. `base` is the base side's own recipe when it has a valid one;
-/// `node` decides whether a changed requirement narrows what this node can run.
-pub fn decide(base: Option<&Recipe>, pr: &Recipe, node: &NodeProfile) -> Sides {
+/// `node` decides whether a changed requirement narrows what this node can run; `renames` are
+/// the diff's, for a model the PR renamed: the PR side runs base's recipe with the paths it
+/// reads in the PR's tree moved with them ([`Recipe::seen_through`]), and the PR's recipe is
+/// compared with that.
+pub fn decide(base: Option<&Recipe>, pr: &Recipe, node: &NodeProfile, renames: &Renames) -> Sides {
     let Some(base) = base else {
         let contract = Contract { own: true, changes: Vec::new() };
         return Sides { base: pr.clone(), pr: pr.clone(), contract };
     };
-    let changes = differences(base, pr, node);
+    let changes = differences(&base.seen_through(renames), pr, node);
     let mut measured = base.clone();
     if let (Some(sweep), Some(theirs)) = (&mut measured.speed, &pr.speed) {
         // Cells the PR adds are measured too (a widening runs); none of base's is dropped.
@@ -48,7 +52,7 @@ pub fn decide(base: Option<&Recipe>, pr: &Recipe, node: &NodeProfile) -> Sides {
             ours.dedup();
         }
     }
-    let mut pr_side = measured.clone();
+    let mut pr_side = measured.seen_through(renames);
     pr_side.server.command = pr.server.command.clone();
     pr_side.topology =
         measured.topology.as_ref().map(|topology| topology.with_commands_of(pr.topology.as_ref()));

@@ -176,6 +176,44 @@ impl Template {
         &self.text
     }
 
+    /// The words that are only literal text.
+    pub(crate) fn literal_words(&self) -> impl Iterator<Item = &str> {
+        self.words.iter().filter_map(|word| match word {
+            Word::Parts(parts) => match parts.as_slice() {
+                [Part::Text(text)] => Some(text.as_str()),
+                _ => None,
+            },
+            Word::Extra => None,
+        })
+    }
+
+    /// The words that are only literal text, to be rewritten in place.
+    pub(crate) fn literal_words_mut(&mut self) -> impl Iterator<Item = &mut String> {
+        self.words.iter_mut().filter_map(|word| match word {
+            Word::Parts(parts) => match parts.as_mut_slice() {
+                [Part::Text(text)] => Some(text),
+                _ => None,
+            },
+            Word::Extra => None,
+        })
+    }
+
+    /// Replaces `old` by `new` in the text as written, wherever `old` is a whole blank-separated
+    /// word of it (written unquoted); the words themselves are not touched.
+    pub(crate) fn replace_unquoted_word(&mut self, old: &str, new: &str) {
+        let mut text = String::with_capacity(self.text.len());
+        let mut rest = self.text.as_str();
+        while !rest.is_empty() {
+            let blank = rest.find(|c: char| !c.is_ascii_whitespace()).unwrap_or(rest.len());
+            text.push_str(&rest[..blank]);
+            rest = &rest[blank..];
+            let end = rest.find(|c: char| c.is_ascii_whitespace()).unwrap_or(rest.len());
+            text.push_str(if &rest[..end] == old { new } else { &rest[..end] });
+            rest = &rest[end..];
+        }
+        self.text = text;
+    }
+
     /// Whether the template uses `placeholder` anywhere.
     pub(crate) fn uses(&self, placeholder: Placeholder) -> bool {
         self.words.iter().any(|word| match word {

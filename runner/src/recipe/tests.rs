@@ -381,7 +381,7 @@ fn both_sides_run_by_the_base_recipe_but_the_pr_server_command() {
         .replace("memory-api = \"probe\"", "memory-api = \"none\"")
         + "\n[[accuracy]]\nname = \"extra\"\nevaluator = \"external\"\ncommand = \"eval --url http://127.0.0.1:{port} --out {results}\"\nmetrics = \"m.json\"\n";
     let pr = Recipe::parse(&pr_text, "pr").expect("the PR's recipe is valid");
-    let sides = contract::decide(Some(&base), &pr, &node);
+    let sides = contract::decide(Some(&base), &pr, &node, &Default::default());
     assert!(!sides.contract.own);
     assert_eq!(sides.pr.server().command_text(), pr.server().command_text());
     assert_eq!(sides.base.server().command_text(), base.server().command_text());
@@ -403,7 +403,7 @@ fn both_sides_run_by_the_base_recipe_but_the_pr_server_command() {
     insta::assert_snapshot!(found.join("\n"));
     let narrowing: Vec<&str> = sides.contract.narrowings().map(|c| c.key.as_str()).collect();
     assert_eq!(narrowing, ["accuracy.gsm8k.limit", "speed.covered"]);
-    let own = contract::decide(None, &pr, &node);
+    let own = contract::decide(None, &pr, &node, &Default::default());
     assert!(own.contract.own, "a model without a base recipe runs by its own");
     assert_eq!(own.base, pr);
 }
@@ -420,7 +420,7 @@ fn a_pr_cannot_measure_its_side_with_its_own_speed_benchmark_or_routing_pattern(
         .replace(r"routing-pattern = 'sgl_amd_mono: routed \S+ to monokernel'", "routing-pattern = '.'")
         .replace("requests-per-concurrency = 10", "requests-per-concurrency = 1");
     let pr = Recipe::parse(&pr_text, "pr").expect("the PR's recipe is valid");
-    let sides = contract::decide(Some(&base), &pr, &node);
+    let sides = contract::decide(Some(&base), &pr, &node, &Default::default());
     for side in [&sides.base, &sides.pr] {
         assert_eq!(side.speed().map(|s| &s.benchmark), Some(&SpeedBenchmark::Builtin));
         assert_eq!(side.server().routing_pattern, base.server().routing_pattern);

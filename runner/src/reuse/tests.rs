@@ -50,6 +50,7 @@ fn target() -> Target {
             pr: recipe,
             diff: None,
             contract: Default::default(),
+            pr_scripts: Vec::new(),
         },
         steps: vec![
             run_step(Check::UnitTests, Side::Base, None),

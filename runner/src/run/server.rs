@@ -29,6 +29,24 @@ pub(super) struct Server {
     /// The port it listens on, as it and the commands that join it see it.
     pub port: u16,
     log: PathBuf,
+    /// Where in its log this start wrote, as prgate measured it (not the server's own note).
+    pub window: LogWindow,
+}
+
+/// One start of a server in its side's log (which every start appends to): the log's length
+/// when it was started and when it became healthy. Only lines written after it was healthy and
+/// before the next start count as its routing lines: a line it printed while starting (an
+/// `echo` in its command) was not the answer to a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct LogWindow {
+    pub started: u64,
+    pub healthy: u64,
+}
+
+impl LogWindow {
+    /// The whole log, for the logs whose starts prgate does not measure (a topology's instances:
+    /// their lines are read as written).
+    pub(super) const WHOLE: LogWindow = LogWindow { started: 0, healthy: 0 };
 }
 
 /// One server, or a topology of them behind a router.
@@ -91,11 +109,13 @@ impl Server {
         if let Some(topology) = recipe.topology() {
             let bring =
                 super::topology::Bring { recipe, topology, exec, launch, startup: startup_limit };
+            let started = log_length(&launch.log);
             let deployment = bring.up()?;
             return Ok(Server {
                 url: deployment.url.clone(),
                 port: deployment.port,
                 log: launch.log.clone(),
+                window: LogWindow { started, healthy: log_length(&launch.log) },
                 inner: Inner::Topology(Box::new(deployment)),
             });
         }
@@ -126,6 +146,7 @@ impl Server {
             startup: startup_limit,
         };
         record_start(&launch.log);
+        let began_at = log_length(&launch.log);
         let (mut process, url) = exec
             .start_server(&command)
             .map_err(|(reason, detail)| ServerFailure { reason, detail })?;
@@ -138,6 +159,7 @@ impl Server {
                 url,
                 port,
                 log: launch.log.clone(),
+                window: LogWindow { started: began_at, healthy: log_length(&launch.log) },
             }),
             Err(error) => {
                 drop(process);
@@ -206,15 +228,20 @@ fn starts_of(log: &Path) -> PathBuf {
     log.with_file_name(name)
 }
 
+/// The length of the log at `log` now; 0 when it is not a file (yet).
+fn log_length(log: &Path) -> u64 {
+    std::fs::symlink_metadata(log)
+        .ok()
+        .filter(std::fs::Metadata::is_file)
+        .map_or(0, |metadata| metadata.len())
+}
+
 /// Notes that a server is about to start writing to `log`: its length now. Best effort: without
 /// the note a tail shows the whole log's end, as it did before.
 fn record_start(log: &Path) {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
-    let length = std::fs::symlink_metadata(log)
-        .ok()
-        .filter(std::fs::Metadata::is_file)
-        .map_or(0, |metadata| metadata.len());
+    let length = log_length(log);
     let _unrecorded = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -264,22 +291,46 @@ pub(super) fn server_log_tail(log: &Path) -> String {
 }
 
 /// Whether the server log `log` has a line that matches the routing `pattern` (checked by the
-/// recipe). A side's log holds every start of its server.
-pub(super) fn routing(log: &Path, pattern: &str) -> Outcome {
-    routing_in(log, pattern)
+/// recipe) in one of `windows`: written after a start of the server was healthy and before the
+/// next start. A side's log holds every start of its server.
+pub(super) fn routing(log: &Path, pattern: &str, windows: &[LogWindow]) -> Outcome {
+    routing_in(log, pattern, windows)
 }
 
-/// A side's routing check, its server's log at `log`: one server's line, or (a topology)
-/// every instance's required lines and routing line ([`super::topology::routing`]).
-pub(super) fn side_routing(recipe: &Recipe, log: &Path, pattern: &str) -> Outcome {
-    match (recipe.topology(), log.parent()) {
-        (Some(topology), Some(dir)) => super::topology::routing(dir, topology, pattern),
-        _ => routing(log, pattern),
+/// What a side's routing check reads: its recipe, its server's log and the starts prgate
+/// measured in it, and (the PR side) base's server command, against which the PR's is read.
+pub(super) struct RoutingRead<'a> {
+    pub recipe: &'a Recipe,
+    pub log: &'a Path,
+    pub pattern: &'a str,
+    pub windows: &'a [LogWindow],
+    /// Base's server command, on the PR side when the PR's differs from it.
+    pub base_command: Option<&'a str>,
+}
+
+/// A side's routing check: one server's line, or (a topology) every instance's required lines
+/// and routing line ([`super::topology::routing`]). A PR server command that itself holds text
+/// the routing pattern matches, where base's does not, proves nothing: it can print the line
+/// without routing anything, so the check fails naming it.
+pub(super) fn side_routing(read: &RoutingRead<'_>) -> Outcome {
+    if let (Some(base), Ok(regex)) = (read.base_command, regex::Regex::new(read.pattern)) {
+        let ours = read.recipe.server().command_text();
+        if let Some(found) = regex.find(ours).filter(|_| !regex.is_match(base)) {
+            let line = format!(
+                "the PR's own server command holds the routing line itself ({:?}), which it can print without routing anything; base's command does not",
+                found.as_str()
+            );
+            return Outcome::Routing { routed: false, line: Some(line) };
+        }
+    }
+    match (read.recipe.topology(), read.log.parent()) {
+        (Some(topology), Some(dir)) => super::topology::routing(dir, topology, read.pattern),
+        _ => routing(read.log, read.pattern, read.windows),
     }
 }
 
-/// The first line of `log` that matches `pattern`, as a routing outcome.
-fn routing_in(log: &Path, pattern: &str) -> Outcome {
+/// The first line of `log` in one of `windows` that matches `pattern`, as a routing outcome.
+fn routing_in(log: &Path, pattern: &str, windows: &[LogWindow]) -> Outcome {
     let Ok(regex) = regex::Regex::new(pattern) else {
         return Outcome::Routing { routed: false, line: None };
     };
@@ -288,12 +339,29 @@ fn routing_in(log: &Path, pattern: &str) -> Outcome {
     let Ok(opened) = crate::untrusted::open_in_parent(log) else {
         return Outcome::Routing { routed: false, line: None };
     };
-    let reader = std::io::BufReader::new(opened.file.take(MAX_ROUTING_SCAN));
-    let line = reader
-        .split(b'\n')
-        .map_while(Result::ok)
-        .map(|line| String::from_utf8_lossy(&line).trim_end_matches('\r').to_owned())
-        .find(|line| regex.is_match(line));
+    let counts = |at: u64| {
+        windows.iter().enumerate().any(|(index, window)| {
+            let next = windows.get(index + 1).map_or(u64::MAX, |next| next.started);
+            (window.healthy..next).contains(&at)
+        })
+    };
+    let mut reader = std::io::BufReader::new(opened.file.take(MAX_ROUTING_SCAN));
+    let mut at = 0u64;
+    let mut bytes = Vec::new();
+    let line = loop {
+        bytes.clear();
+        let Ok(read) = reader.read_until(b'\n', &mut bytes) else { break None };
+        if read == 0 {
+            break None;
+        }
+        let begins = at;
+        at += read as u64;
+        let text = String::from_utf8_lossy(&bytes);
+        let text = text.trim_end_matches('\n').trim_end_matches('\r');
+        if counts(begins) && regex.is_match(text) {
+            break Some(text.to_owned());
+        }
+    };
     Outcome::Routing { routed: line.is_some(), line }
 }
 
@@ -307,13 +375,44 @@ mod tests {
         let log = dir.path().join("server.log");
         std::fs::write(&log, "starting\r\nmonokernel route: kimi\n").expect("a log");
         let routed = Outcome::Routing { routed: true, line: Some("monokernel route: kimi".into()) };
-        assert_eq!(routing(&log, "monokernel route"), routed);
+        let whole = [LogWindow { started: 0, healthy: 0 }];
+        assert_eq!(routing(&log, "monokernel route", &whole), routed);
         let host = dir.path().join("host-file");
         std::fs::write(&host, "monokernel route: host secret\n").expect("a host file");
         std::fs::remove_file(&log).expect("removed");
         std::os::unix::fs::symlink(&host, &log).expect("a link");
-        assert_eq!(routing(&log, "monokernel"), Outcome::Routing { routed: false, line: None });
+        let unrouted = Outcome::Routing { routed: false, line: None };
+        assert_eq!(routing(&log, "monokernel", &whole), unrouted);
         assert!(server_log_tail(&log).contains("is a symbolic link"), "{}", server_log_tail(&log));
+    }
+
+    /// A routing line counts only when a start wrote it after it was healthy: one it printed
+    /// while starting (an `echo` in its command) does not, in the first start or a later one.
+    #[test]
+    fn a_routing_line_printed_before_the_server_was_healthy_does_not_count() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let log = dir.path().join("server.log");
+        let first = "[monokernel] routed (echoed)\nloading\n";
+        let served = "GET /generate\n";
+        let second = "[monokernel] routed (echoed again)\nloading\n";
+        let routed = "[monokernel] routed kimi\n";
+        std::fs::write(&log, format!("{first}{served}")).expect("a log");
+        let at = |text: &str| text.len() as u64;
+        let first_start = LogWindow { started: 0, healthy: at(first) };
+        let second_start = LogWindow {
+            started: at(first) + at(served),
+            healthy: at(first) + at(served) + at(second),
+        };
+        let pattern = r"\[monokernel\] routed";
+        let unrouted = Outcome::Routing { routed: false, line: None };
+        assert_eq!(routing(&log, pattern, &[first_start]), unrouted.clone());
+        std::fs::write(&log, format!("{first}{served}{second}{routed}")).expect("a longer log");
+        // Only the second start's line after it was healthy counts.
+        let found = routing(&log, pattern, &[first_start, second_start]);
+        let line = Some("[monokernel] routed kimi".to_owned());
+        assert_eq!(found, Outcome::Routing { routed: true, line });
+        // Without a start that became healthy, nothing counts.
+        assert_eq!(routing(&log, pattern, &[]), unrouted);
     }
 
     /// A side's log holds every start of its server; a step's tail is the latest start's.

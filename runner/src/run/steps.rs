@@ -12,7 +12,10 @@ use prgate_scope::plan::{ModelPlan, Tier};
 use super::emit::{Emitter, ServerEvents};
 use super::exec::{Command, Exec};
 use super::memory::{self, MemoryApi};
-use super::server::{Launch, Server, ServerFailure, server_log_tail, side_routing, with_log_tail};
+use super::server::{
+    Launch, LogWindow, RoutingRead, Server, ServerFailure, server_log_tail, side_routing,
+    with_log_tail,
+};
 use super::{RunError, RunRequest, RunSummary, any_missing, evidence, not_run, recorded_pairs};
 use crate::accuracy::{self, EvalConfig, gated, sgl_eval};
 use crate::bench::{self, BenchConfig, Endpoint};
@@ -609,7 +612,7 @@ impl Runner<'_> {
             launches,
             slots,
             together,
-            up_once: [false, false],
+            served: [Vec::new(), Vec::new()],
             model: name.clone(),
             events: self.emit.servers(),
             apis: declared.map(|(api, _)| api),
@@ -726,17 +729,12 @@ impl Runner<'_> {
             // A server that came up has logged its routing line: its log is read, whether it
             // is still up, stopped to make room or failed later (no restart to read a line it
             // already wrote). A side whose server never came up is started now.
-            let side_recipe = servers.recipes[slot(side)];
-            let log = &servers.launches[slot(side)].log;
-            let outcome = if servers.up_once[slot(side)] {
-                side_routing(side_recipe, log, pattern)
+            let outcome = if servers.served[slot(side)].is_empty()
+                && let Err(failure) = self.server(&mut servers, side)
+            {
+                failed(&failure)
             } else {
-                match self.server(&mut servers, side) {
-                    Ok(_server) => {
-                        side_routing(side_recipe, &servers.launches[slot(side)].log, pattern)
-                    }
-                    Err(failure) => failed(&failure),
-                }
+                side_routing(&servers.routing_read(side, pattern))
             };
             self.record(subject, Check::Routing, side, None, outcome)?;
         }
@@ -803,7 +801,7 @@ impl Runner<'_> {
         Some(AccuracyKey {
             image_digest,
             base_commit: job.subject.provenance.base_commit.clone()?,
-            model: job.name().to_owned(),
+            model: job.model.base_name().to_owned(),
             benchmark: benchmark.name.clone(),
             recipe_parts,
         })
@@ -1046,7 +1044,7 @@ impl Runner<'_> {
         NoiseKey {
             node: node.name().to_owned(),
             image: node.image().digest.clone().unwrap_or_else(|| node.image().name.clone()),
-            model: job.name().to_owned(),
+            model: job.model.base_name().to_owned(),
             concurrency,
             // The pairing order is part of the key: a bracketed pair's two base runs are one PR
             // run apart, which is what the calibration's differences measure.
@@ -1093,7 +1091,7 @@ impl Runner<'_> {
         // A side whose server never came up measures nothing: one record for the whole check.
         for side in [Side::Base, Side::Pr] {
             if let Slot::Failed(failure) = &servers.slots[slot(side)]
-                && !servers.up_once[slot(side)]
+                && servers.served[slot(side)].is_empty()
             {
                 let outcome = failed_on(failed(failure), side);
                 return self.record(&job.subject, Check::Speed, Side::Both, None, outcome);
@@ -1417,8 +1415,8 @@ pub(super) struct Servers<'a> {
     slots: [Slot; 2],
     /// Both up at once (on disjoint GPUs), else one at a time.
     together: bool,
-    /// Whether each side's server has ever been healthy in this run.
-    up_once: [bool; 2],
+    /// Each side's starts that became healthy in this run, where they wrote in its log.
+    served: [Vec<LogWindow>; 2],
     /// The model, which its servers' events name.
     model: String,
     /// Where its loads (and wakes and releases) are told.
@@ -1432,6 +1430,23 @@ pub(super) struct Servers<'a> {
 }
 
 impl Servers<'_> {
+    /// What `side`'s routing check reads: its recipe, log and measured starts, and on the PR
+    /// side base's server command when the PR's differs from it.
+    fn routing_read<'s>(&'s self, side: Side, pattern: &'s str) -> RoutingRead<'s> {
+        let at = slot(side);
+        let recipe = self.recipes[at];
+        let base = self.recipes[slot(Side::Base)].server().command_text();
+        let base_command =
+            (side == Side::Pr && recipe.server().command_text() != base).then_some(base);
+        RoutingRead {
+            recipe,
+            log: &self.launches[at].log,
+            pattern,
+            windows: &self.served[at],
+            base_command,
+        }
+    }
+
     /// `side`'s server, started when it is idle (one at a time: the other side's is stopped
     /// first). A server whose process has exited, or that once failed to start, is failed for
     /// good.
@@ -1465,7 +1480,7 @@ impl Servers<'_> {
             self.events.emit(&Event::server(EventKind::ServerStarted, model, side, began, failure));
             self.slots[at] = match started {
                 Ok(server) => {
-                    self.up_once[at] = true;
+                    self.served[at].push(server.window);
                     self.loads[at] += 1;
                     Slot::Up(server)
                 }

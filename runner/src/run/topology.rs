@@ -518,7 +518,7 @@ pub(super) fn routing(log_dir: &Path, topology: &Topology, pattern: &str) -> Out
             let log = log_dir.join(file);
             let patterns = role.required_log.iter().map(String::as_str).chain([pattern]);
             for wanted in patterns {
-                match super::server::routing(&log, wanted) {
+                match super::server::routing(&log, wanted, &[super::server::LogWindow::WHOLE]) {
                     Outcome::Routing { routed: true, line } => {
                         if wanted == pattern && first_routed.is_none() {
                             first_routed = line;

@@ -13,6 +13,8 @@ fn model(name: &str, tier: Tier, new: bool) -> ModelPlan {
         tier,
         new,
         removed: false,
+        renamed_from: None,
+        renamed_to: None,
         readme: None,
         reasons: Vec::new(),
     }

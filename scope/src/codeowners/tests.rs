@@ -345,6 +345,8 @@ fn models() -> Vec<ModelPlan> {
         tier: Tier::Full,
         new,
         removed: false,
+        renamed_from: None,
+        renamed_to: None,
         readme: None,
         reasons: Vec::new(),
     };

@@ -74,10 +74,12 @@ fn check(changes: &str, untrusted: Option<&str>) -> String {
     let selection = select(&manifest, &known, &changes, untrusted);
     let mut out = String::new();
     for model in &selection.models {
-        let marks = match (model.new, model.removed) {
-            (true, _) => " (new)",
-            (_, true) => " (removed)",
-            _ => "",
+        let marks = match (model.new, model.removed, &model.renamed_from, &model.renamed_to) {
+            (_, _, Some(from), _) => format!(" (renamed from {from})"),
+            (_, _, _, Some(to)) => format!(" (renamed to {to})"),
+            (true, ..) => " (new)".to_owned(),
+            (_, true, ..) => " (removed)".to_owned(),
+            _ => String::new(),
         };
         out += &format!("{}{marks}: {}\n", model.name, model.tier.as_str());
         for reason in &model.reasons {
@@ -162,6 +164,50 @@ fn new_and_removed_models_are_marked() {
     muse_spark (new): full
       pkg/models/muse_spark/a.py (pkg/models/{model}/**)
       test/e2e/muse_spark.toml (test/e2e/{model}.toml)
+    old_model (removed): full
+      pkg/models/old_model/x.py (pkg/models/{model}/**)
+    common: no
+    ");
+}
+
+#[test]
+fn a_model_whose_files_all_moved_to_a_new_name_is_renamed_not_new() {
+    // old_model's one file moves to a new model: the same model under a new name.
+    insta::assert_snapshot!(check("R pkg/models/old_model/x.py -> pkg/models/young_model/x.py", None), @r"
+    glm53_flash: none
+    kimi_k3: none
+    kimi_k31: none
+    old_model (renamed to young_model): full
+      pkg/models/old_model/x.py (pkg/models/{model}/**)
+    young_model (renamed from old_model): full
+      pkg/models/young_model/x.py (pkg/models/{model}/**)
+    common: no
+    ");
+    // kimi_k3 keeps a file on the head side: a split, so the new model is new.
+    insta::assert_snapshot!(check("R pkg/models/kimi_k3/layer.py -> pkg/models/muse/layer.py", None), @r"
+    glm53_flash: none
+    kimi_k3: full
+      pkg/models/kimi_k3/layer.py (pkg/models/{model}/**)
+    kimi_k31: none
+    muse (new): full
+      pkg/models/muse/layer.py (pkg/models/{model}/**)
+    old_model: none
+    common: no
+    ");
+    // Two removed models move into one new name: the one with more renamed files is linked,
+    // the other is removed.
+    insta::assert_snapshot!(check("R pkg/models/kimi_k3/layer.py -> pkg/models/muse/layer.py
+        R test/unit/kimi_k3/test_layer.py -> test/unit/muse/test_layer.py
+        R pkg/models/old_model/x.py -> pkg/models/muse/x.py", None), @r"
+    glm53_flash: none
+    kimi_k3 (renamed to muse): full
+      pkg/models/kimi_k3/layer.py (pkg/models/{model}/**)
+      test/unit/kimi_k3/test_layer.py (test/unit/{model}/**)
+    kimi_k31: none
+    muse (renamed from kimi_k3): full
+      pkg/models/muse/layer.py (pkg/models/{model}/**)
+      pkg/models/muse/x.py (pkg/models/{model}/**)
+      test/unit/muse/test_layer.py (test/unit/{model}/**)
     old_model (removed): full
       pkg/models/old_model/x.py (pkg/models/{model}/**)
     common: no
@@ -286,6 +332,30 @@ fn tiers(selection: &Selection) -> BTreeMap<String, Tier> {
 }
 
 proptest! {
+    #[test]
+    fn renames_link_a_removed_model_and_a_model_not_new_both_ways(
+        changes in prop::collection::vec(arbitrary_change(), 0..10),
+    ) {
+        let manifest = manifest();
+        let mut known = known_models(&manifest);
+        for change in &changes {
+            known.apply_change(&manifest, change);
+        }
+        let selection = select(&manifest, &known, &changes, None);
+        let find = |name: &str| selection.models.iter().find(|model| model.name == name);
+        for model in &selection.models {
+            if let Some(from) = &model.renamed_from {
+                prop_assert!(!model.new && !model.removed, "{} renamed from {from}", model.name);
+                let old = find(from);
+                prop_assert!(old.is_some_and(|old| old.removed && old.renamed_to.as_ref() == Some(&model.name)), "{from} -> {}", model.name);
+            }
+            if let Some(to) = &model.renamed_to {
+                prop_assert!(model.removed, "{} renamed to {to} but not removed", model.name);
+                prop_assert!(find(to).is_some_and(|new| new.renamed_from.as_ref() == Some(&model.name)));
+            }
+        }
+    }
+
     #[test]
     fn adding_a_changed_path_never_lowers_a_tier(
         changes in prop::collection::vec(arbitrary_change(), 0..8),

@@ -298,6 +298,7 @@ fn job_plan() -> JobPlan {
                 pr: parsed,
                 diff: None,
                 contract: Default::default(),
+                pr_scripts: Vec::new(),
             },
             steps,
         }
