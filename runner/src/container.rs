@@ -603,6 +603,8 @@ impl Container {
                 Err(error) => error,
             };
             if let Some(status) = self.client.try_wait()? {
+                // The client is gone: its group is stopped so that its log is complete.
+                self.client.stop()?;
                 return Err(ContainerError::Exited {
                     name: self.name.clone(),
                     network,

@@ -2,8 +2,8 @@
 //! through [`ChildGroup`].
 //!
 //! A [`ChildGroup`] starts a command from its argument list (no shell) as the leader of a new
-//! process group, with standard input closed, standard output and error appended to one log
-//! file, an environment given in full ([`Environment`]: nothing of the runner's own environment
+//! process group, with standard input closed, standard output and error going to one capped
+//! log file (`process/capped_log.rs`: its first and last MiB, the cut said), an environment given in full ([`Environment`]: nothing of the runner's own environment
 //! reaches the child unless it is listed, so a node's secrets stay with the runner) and a
 //! working directory. Stopping it stops the whole group, the children's children included:
 //! `SIGTERM` to the group, then `SIGKILL` to what is left after a grace period. It is stopped
@@ -18,6 +18,11 @@
 //! caught (`SIGKILL`) is covered by each group's watchdog (`process/watchdog.rs`): a small
 //! `sh` that stops the group when the runner dies without having stopped it.
 //!
+//! A child's output goes through a pipe that a pump thread copies into the log; stopping the
+//! group ends the pump once the group is gone (after writing the log's tail), so a log read
+//! after [`ChildGroup::stop`] is complete, and one read while the command runs shows its head
+//! and its latest output (`process/capped_log.rs` says what a live reader sees).
+//!
 //! Around the children: [`tail`] reads the last lines of a log (the evidence of a crash),
 //! [`PortLease`] hands out a TCP port no other prgate on the node holds, and [`wait_healthy`]
 //! polls a server's health endpoint and fails fast when the server exits.
@@ -30,6 +35,7 @@
 //! signalled away, do not count as alive; elsewhere a group with an unreaped zombie counts as
 //! alive until its grace period ends.
 
+mod capped_log;
 mod group;
 mod health;
 mod port;
@@ -40,15 +46,17 @@ mod watchdog;
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
-use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+pub use capped_log::{
+    HEAD as LOG_HEAD, LIVE_EVERY as LOG_LIVE_EVERY, LIVE_TAIL as LOG_LIVE_TAIL,
+    READ_CHUNK as LOG_READ_CHUNK, TAIL as LOG_TAIL,
+};
 pub use group::group_members;
 pub use health::{HEALTH_TAIL_LINES, HealthError, Healthy, wait_healthy};
 pub use port::{PortError, PortLease, PortRange};
@@ -77,7 +85,8 @@ pub struct ProcessSpec {
     pub env: Environment,
     /// The working directory.
     pub cwd: PathBuf,
-    /// The log file: standard output and error are appended to it; its folder is created.
+    /// The log file: standard output and error are added at its end, capped
+    /// (`process/capped_log.rs`); its folder is created.
     pub log: PathBuf,
     /// How long the group has between `SIGTERM` and `SIGKILL` when it is stopped.
     pub grace: Duration,
@@ -162,6 +171,8 @@ pub struct ChildGroup {
     stopped: Option<Stopped>,
     /// Stops the group if the runner dies without stopping it (`SIGKILL`).
     watchdog: watchdog::Watchdog,
+    /// Copies the group's output into the log; ended once the group is stopped.
+    pump: capped_log::Pump,
 }
 
 /// How a stopped group ended.
@@ -191,6 +202,8 @@ pub enum ProcessError {
     EmptyCommand,
     #[error("cannot open the log file {path}: {source}")]
     Log { path: PathBuf, source: io::Error },
+    #[error("cannot start the thread that writes the log file {path}: {source}")]
+    LogPump { path: PathBuf, source: io::Error },
     #[error("cannot start {program} in {cwd}: {source}")]
     Spawn { program: String, cwd: PathBuf, source: io::Error },
     #[error("cannot wait for {program} (pid {pid}): {source}")]
@@ -208,17 +221,18 @@ impl ChildGroup {
     pub fn spawn(spec: &ProcessSpec) -> Result<ChildGroup, ProcessError> {
         let (program, args) = spec.argv.split_first().ok_or(ProcessError::EmptyCommand)?;
         let display = program.to_string_lossy().into_owned();
-        let log = open_log(&spec.log)?;
-        let log_too = log
-            .try_clone()
+        let log = capped_log::CappedLog::open(&spec.log, capped_log::Caps::DEFAULT)
             .map_err(|source| ProcessError::Log { path: spec.log.clone(), source })?;
-        // The watchdog first: when it cannot start, nothing has started.
+        // The watchdog and the log's pump first: when they cannot start, nothing has started.
         let mut watchdog =
             watchdog::Watchdog::start(spec.grace).map_err(|source| ProcessError::Spawn {
                 program: "/bin/sh (the watchdog)".to_owned(),
                 cwd: "/".into(),
                 source,
             })?;
+        let pump_error = |source| ProcessError::LogPump { path: spec.log.clone(), source };
+        let (pump, output) = capped_log::Pump::start(log).map_err(pump_error)?;
+        let output_too = output.try_clone().map_err(pump_error)?;
         let mut command = Command::new(program);
         command
             .args(args)
@@ -226,11 +240,17 @@ impl ChildGroup {
             .envs(spec.env.vars())
             .current_dir(&spec.cwd)
             .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_too)
+            .stdout(output)
+            .stderr(output_too)
             .process_group(0);
-        let child = registry::spawn_registered(&mut command, spec.grace).map_err(|source| {
-            ProcessError::Spawn { program: display.clone(), cwd: spec.cwd.clone(), source }
+        let spawned = registry::spawn_registered(&mut command, spec.grace);
+        // The child has its copies of the pipe's writing end; prgate's own close with the
+        // command, so the pipe closes when the group is gone.
+        drop(command);
+        let child = spawned.map_err(|source| ProcessError::Spawn {
+            program: display.clone(),
+            cwd: spec.cwd.clone(),
+            source,
         })?;
         let pgid = i32::try_from(child.id()).unwrap_or(i32::MAX);
         let told = watchdog.watch(pgid);
@@ -243,6 +263,7 @@ impl ChildGroup {
             exit: None,
             stopped: None,
             watchdog,
+            pump,
         };
         if let Err(source) = told {
             let _ = group.stop();
@@ -292,14 +313,20 @@ impl ChildGroup {
     }
 
     /// Stops the group: `SIGTERM` to every process in it, then, when anything is left after
-    /// the grace period, `SIGKILL`. Returns once the leader is reaped and no process of the
-    /// group is left (zombies that another parent has yet to reap aside); a second call
-    /// returns the first one's answer.
+    /// the grace period, `SIGKILL`. Returns once the leader is reaped, no process of the
+    /// group is left (zombies that another parent has yet to reap aside) and the log is
+    /// complete (its tail written, `process/capped_log.rs`); a second call returns the first one's
+    /// answer.
     pub fn stop(&mut self) -> Result<Stopped, ProcessError> {
         if let Some(stopped) = self.stopped {
             return Ok(stopped);
         }
-        let stopped = self.stop_group()?;
+        let stopped = self.stop_group();
+        // The group is gone: what it printed is in the pipe, and the pump does not wait for a
+        // process outside the group that still holds it. A log that cannot be written is the
+        // log's loss, not the stop's failure.
+        let _unwritten = self.pump.finish();
+        let stopped = stopped?;
         self.stopped = Some(stopped);
         registry::forget(self.pgid);
         self.watchdog.dismiss();
@@ -456,18 +483,3 @@ const FIRST_PAUSE: Duration = Duration::from_millis(5);
 const MAX_PAUSE: Duration = Duration::from_millis(100);
 /// How long processes have to disappear after `SIGKILL`.
 const KILL_SETTLE: Duration = Duration::from_secs(5);
-
-fn open_log(path: &Path) -> Result<File, ProcessError> {
-    let error = |source| ProcessError::Log { path: path.to_path_buf(), source };
-    if let Some(parent) = path.parent().filter(|parent| !parent.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(error)?;
-    }
-    // A log is in a folder a container may write: a log it replaced by a link is an error, not
-    // a host file that prgate appends to.
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits().cast_signed())
-        .open(path)
-        .map_err(error)
-}

@@ -189,14 +189,17 @@ pub fn redact_bytes(bytes: &[u8]) -> Cow<'_, [u8]> {
     runner_redactor().redact_bytes(bytes)
 }
 
-/// The largest log [`redact_log`] rewrites: 1 GiB. A longer one is cut to its last 1 GiB.
-pub const MAX_LOG_BYTES: u64 = 1 << 30;
+/// How much of a log [`redact_log`] reads at a time: 1 MiB. A log of any length is redacted
+/// whole, one piece at a time, with what a secret's form could still need carried over (see
+/// [`Redactor::safe_cut`]): a value that spans two pieces is redacted too.
+pub const LOG_PIECE: usize = 1 << 20;
 
 /// Redacts the runner's secret values from the log at `path` in place, once the command that
 /// wrote it has ended: a log is written by the command itself (its standard output), so what a
 /// command printed is redacted when it is done. Does nothing when the runner has no secret or
 /// the log holds none; a log that is not a regular file of its folder is left alone (it is not
-/// read either, `crate::untrusted`). The rewrite is atomic.
+/// read either, `crate::untrusted`). The log is read in pieces of [`LOG_PIECE`] bytes and
+/// rewritten atomically when a piece held a value.
 pub fn redact_log(path: &Path) -> std::io::Result<()> {
     runner_redactor().redact_log(path)
 }
@@ -204,20 +207,65 @@ pub fn redact_log(path: &Path) -> std::io::Result<()> {
 impl Redactor {
     /// [`redact_log`] with this redactor.
     pub fn redact_log(&self, path: &Path) -> std::io::Result<()> {
-        redact_log_with(self, path)
+        self.redact_log_in_pieces(path, LOG_PIECE)
     }
-}
 
-fn redact_log_with(redactor: &Redactor, path: &Path) -> std::io::Result<()> {
-    if redactor.is_empty() {
-        return Ok(());
+    /// [`Redactor::redact_log`], reading `piece` bytes at a time.
+    pub fn redact_log_in_pieces(&self, path: &Path, piece: usize) -> std::io::Result<()> {
+        use std::io::{Read as _, Write as _};
+        if self.is_empty() {
+            return Ok(());
+        }
+        let Ok(opened) = crate::untrusted::open_in_parent(path) else { return Ok(()) };
+        let mut log = opened.file;
+        let piece = piece.max(1);
+        let mut buffer = Vec::with_capacity(piece + 2 * self.longest());
+        let mut changed = false;
+        crate::results::write_atomically_with(path, |out| {
+            loop {
+                let wanted = piece as u64;
+                let read = (&mut log).take(wanted).read_to_end(&mut buffer)?;
+                let at_end = (read as u64) < wanted;
+                let cut = if at_end { buffer.len() } else { self.safe_cut(&buffer) };
+                let redacted = self.redact_bytes(&buffer[..cut]);
+                changed |= matches!(redacted, Cow::Owned(_));
+                out.write_all(&redacted)?;
+                drop(redacted);
+                buffer.drain(..cut);
+                if at_end {
+                    return Ok(changed);
+                }
+            }
+        })
+        .map(|_replaced| ())
     }
-    let Ok(opened) = crate::untrusted::open_in_parent(path) else { return Ok(()) };
-    let (bytes, _cut) = crate::untrusted::read_tail(opened, MAX_LOG_BYTES)?;
-    if let Cow::Owned(redacted) = redactor.redact_bytes(&bytes) {
-        crate::results::write_atomically(path, &redacted)?;
+
+    /// The longest form's length in bytes (0 when there is none).
+    fn longest(&self) -> usize {
+        self.secrets.first().map_or(0, |(form, _)| form.len())
     }
-    Ok(())
+
+    /// Where `bytes`, the front of a longer text, may be cut so that redacting the two parts
+    /// apart is redacting them together: before the last `longest - 1` bytes (a form that
+    /// starts there may end in the next piece), and before any form that spans the cut. The
+    /// cut moves back at most another `longest` bytes (a value repeated into itself, `aaaa…`,
+    /// could move it back forever; its repeats are cut anyway).
+    fn safe_cut(&self, bytes: &[u8]) -> usize {
+        let longest = self.longest();
+        let mut cut = bytes.len().saturating_sub(longest.saturating_sub(1));
+        let floor = cut.saturating_sub(longest);
+        'retreat: loop {
+            for (form, _) in &self.secrets {
+                let form = form.as_bytes();
+                let from = cut.saturating_sub(form.len().saturating_sub(1)).max(floor);
+                if let Some(start) = (from..cut).find(|start| bytes[*start..].starts_with(form)) {
+                    cut = start;
+                    continue 'retreat;
+                }
+            }
+            return cut;
+        }
+    }
 }
 
 /// `haystack` with every `needle` replaced, or `None` when there is none.
@@ -338,6 +386,62 @@ mod tests {
         redactor.redact_log(&link).expect("left alone");
         assert_eq!(std::fs::read_to_string(&host).expect("read"), "hf_abcdefSECRET");
         assert!(std::fs::symlink_metadata(&link).expect("still there").is_symlink());
+    }
+
+    /// The log `text` once redacted `piece` bytes at a time.
+    fn redacted_log(redactor: &Redactor, text: &[u8], piece: usize) -> Vec<u8> {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let log = dir.path().join("server.log");
+        std::fs::write(&log, text).expect("a log");
+        redactor.redact_log_in_pieces(&log, piece).expect("redacted");
+        let left: Vec<_> = std::fs::read_dir(dir.path()).expect("listed").collect();
+        assert_eq!(left.len(), 1, "no temporary file is left: {left:?}");
+        std::fs::read(&log).expect("read")
+    }
+
+    #[test]
+    fn a_value_across_two_pieces_of_a_log_is_redacted() {
+        let secrets = [("HF_TOKEN", "hf_abcdefSECRET"), ("OTHER", "SECRETother")];
+        let redactor = Redactor::new(secrets);
+        // The value at every offset around a piece's end, pieces of 16 bytes and of one byte.
+        for piece in [1, 7, 16] {
+            for at in 0..40 {
+                let mut text = "x".repeat(at).into_bytes();
+                text.extend_from_slice(b"hf_abcdefSECRET and SECRETother");
+                text.extend_from_slice(&b"y".repeat(at % 5));
+                let whole = redactor.redact_bytes(&text).into_owned();
+                assert!(
+                    String::from_utf8_lossy(&whole)
+                        .contains("[redacted HF_TOKEN] and [redacted OTHER]")
+                );
+                assert_eq!(redacted_log(&redactor, &text, piece), whole, "at {at}, piece {piece}");
+            }
+        }
+        // A log with no value is left as it is.
+        assert_eq!(redacted_log(&redactor, b"nothing here", 4), b"nothing here");
+    }
+
+    #[test]
+    fn a_value_across_the_first_megabyte_of_a_log_is_redacted() {
+        let redactor = Redactor::new([("HF_TOKEN", "hf_abcdefSECRET")]);
+        let mut text = vec![b'.'; (1 << 20) - 5];
+        text.extend_from_slice(b"hf_abcdefSECRET\n");
+        text.extend_from_slice(&vec![b'.'; 1 << 20]);
+        text.extend_from_slice(b"end hf_abcdefSECRET\n");
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let log = dir.path().join("server.log");
+        std::fs::write(&log, &text).expect("a log");
+        redactor.redact_log(&log).expect("redacted");
+        let redacted = std::fs::read(&log).expect("read");
+        let expect = redactor.redact_bytes(&text).into_owned();
+        assert_eq!(redacted.len(), expect.len());
+        assert!(redacted == expect, "the log is redacted as a whole would be");
+        assert_eq!(
+            &redacted[(1 << 20) - 5..(1 << 20) + 15],
+            b"[redacted HF_TOKEN]\n",
+            "the value that spans the first 1 MiB piece's end"
+        );
+        assert_eq!(LOG_PIECE, 1 << 20);
     }
 
     #[test]

@@ -554,6 +554,16 @@ impl Event {
 /// temporary file in the same folder, flushed to disk, renamed over `path`, then the folder
 /// flushed so the rename survives a crash of the machine.
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_atomically_with(path, |file| file.write_all(bytes).map(|()| true)).map(|_kept| ())
+}
+
+/// [`write_atomically`] with what `write` writes to the temporary file; `path` is replaced
+/// only when `write` says so (`Ok(true)`), else the temporary file is removed. Returns whether
+/// `path` was replaced.
+pub(crate) fn write_atomically_with(
+    path: &Path,
+    write: impl FnOnce(&mut File) -> io::Result<bool>,
+) -> io::Result<bool> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let folder = path.parent().unwrap_or(Path::new("."));
     let name = path.file_name().and_then(|name| name.to_str()).unwrap_or("record");
@@ -564,13 +574,16 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
     ));
     let written = (|| {
         let mut file = OpenOptions::new().write(true).create_new(true).open(&temporary)?;
-        file.write_all(bytes)?;
+        if !write(&mut file)? {
+            return Ok(false);
+        }
         file.sync_all()?;
         drop(file);
         std::fs::rename(&temporary, path)?;
-        File::open(folder)?.sync_all()
+        File::open(folder)?.sync_all()?;
+        Ok(true)
     })();
-    if written.is_err() {
+    if !matches!(written, Ok(true)) {
         let _ = std::fs::remove_file(&temporary);
     }
     written

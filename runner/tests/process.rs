@@ -473,3 +473,184 @@ fn a_timeout_too_large_to_add_to_an_instant_does_not_panic() {
     let Finished::Exited(status) = finished else { panic!("no exit: {finished:?}") };
     assert_eq!(status.code(), Some(4));
 }
+
+/// The log a capped log writes for `output`: its first and last MiB (written here as numbers,
+/// not as the crate's constants, so that a change of either shows), with the cut line between.
+fn capped(output: &[u8]) -> Vec<u8> {
+    const MIB: usize = 1_048_576;
+    if output.len() <= 2 * MIB {
+        return output.to_vec();
+    }
+    let (head, rest) = output.split_at(MIB);
+    let (cut, tail) = rest.split_at(rest.len() - MIB);
+    let lines = cut.iter().filter(|byte| **byte == b'\n').count();
+    let mut log = head.to_vec();
+    if !head.ends_with(b"\n") {
+        log.push(b'\n');
+    }
+    let grouped = |number: usize| {
+        let digits = number.to_string();
+        let mut out = String::new();
+        for (index, digit) in digits.chars().enumerate() {
+            if index > 0 && (digits.len() - index).is_multiple_of(3) {
+                out.push(',');
+            }
+            out.push(digit);
+        }
+        out
+    };
+    log.extend_from_slice(
+        format!(
+            "[prgate: {} bytes in {} lines cut here; the log keeps its first 1 MiB and its last 1 MiB]\n",
+            grouped(cut.len()),
+            grouped(lines)
+        )
+        .as_bytes(),
+    );
+    log.extend_from_slice(tail);
+    log
+}
+
+/// Lines `line 0000001` to `line <count>`, 13 bytes each.
+fn numbered_lines(count: usize) -> Vec<u8> {
+    (1..=count).flat_map(|number| format!("line {number:07}\n").into_bytes()).collect()
+}
+
+#[test]
+fn a_flood_keeps_its_first_and_last_lines_with_the_cut_between() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    // 5 MiB and a little more of numbered lines.
+    let count = 403_300;
+    let script =
+        format!("awk 'BEGIN {{ for (i = 1; i <= {count}; i++) printf \"line %07d\\n\", i }}'");
+    let spec = shell(dir.path(), &script);
+    let mut child = ChildGroup::spawn(&spec).expect("it starts");
+    let finished = child.wait_with_timeout(Duration::from_secs(120)).expect("waited for");
+    assert!(matches!(finished, Finished::Exited(status) if status.success()), "{finished:?}");
+    let log = std::fs::read(&spec.log).expect("the log");
+    let output = numbered_lines(count);
+    assert_eq!(output.len(), 5_242_900);
+    let text = String::from_utf8_lossy(&log);
+    assert!(text.starts_with("line 0000001\nline 0000002\n"), "{}", &text[..40]);
+    assert!(text.ends_with("line 0403299\nline 0403300\n"));
+    // 1 MiB is 80,659 lines and 9 bytes of line 80,660; the last 1 MiB starts 4 bytes into a
+    // line: 3,145,748 bytes are cut, with 241,981 newlines.
+    assert!(
+        text.contains("\nline 0080\n[prgate: 3,145,748 bytes in 241,981 lines cut here; the log keeps its first 1 MiB and its last 1 MiB]\n 0322641\nline 0322642\n"),
+        "{}",
+        &text[1_048_500..1_048_800]
+    );
+    assert!(log == capped(&output), "the log is the output's head, the cut line and its tail");
+}
+
+#[test]
+fn a_short_log_is_written_unchanged() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let spec = shell(dir.path(), "printf 'one\\ntwo\\n'; printf 'three' >&2");
+    let mut child = ChildGroup::spawn(&spec).expect("it starts");
+    child.wait_with_timeout(Duration::from_secs(20)).expect("waited for");
+    assert_eq!(std::fs::read_to_string(&spec.log).expect("the log"), "one\ntwo\nthree");
+    // Exactly the first and the last MiB of the second command (7 bytes and 2,097,145): nothing
+    // is cut, so there is no cut line; one byte more would be cut.
+    let spec = shell(dir.path(), "echo second; head -c 2097145 /dev/zero | tr '\\0' z");
+    let mut child = ChildGroup::spawn(&spec).expect("it starts");
+    child.wait_with_timeout(Duration::from_secs(20)).expect("waited for");
+    let log = std::fs::read(&spec.log).expect("the log");
+    let mut expect = b"one\ntwo\nthreesecond\n".to_vec();
+    expect.extend_from_slice(&[b'z'; 2_097_152 - 7]);
+    assert!(log == expect, "the second command's output is added unchanged, cut nowhere");
+}
+
+#[test]
+fn a_child_killed_mid_flood_still_gets_its_tail() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let script = "yes flood | head -c 3145728; echo 'last words before the crash'; kill -KILL $$";
+    let spec = shell(dir.path(), script);
+    let mut child = ChildGroup::spawn(&spec).expect("it starts");
+    let finished = child.wait_with_timeout(Duration::from_secs(60)).expect("waited for");
+    assert!(
+        matches!(finished, Finished::Exited(status) if status.signal() == Some(SIGKILL)),
+        "{finished:?}"
+    );
+    let mut output = b"flood\n".repeat(3_145_728 / 6 + 1);
+    output.truncate(3_145_728);
+    output.extend_from_slice(b"last words before the crash\n");
+    let log = std::fs::read(&spec.log).expect("the log");
+    assert!(log == capped(&output), "{}", String::from_utf8_lossy(&log[1_048_570..1_048_700]));
+}
+
+#[test]
+fn a_server_that_floods_then_exits_fails_the_health_gate_with_its_last_lines() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let lease = PortLease::acquire(&lock_dir(dir.path()), PortRange::DEFAULT).expect("a port");
+    let script = "yes warning | head -c 4000000; echo 'RuntimeError: out of memory' >&2; exit 7";
+    let mut server = ChildGroup::spawn(&shell(dir.path(), script)).expect("it starts");
+    let url = format!("http://127.0.0.1:{}/health", lease.port());
+    let error = wait_healthy(&url, Duration::from_secs(120), &mut server)
+        .expect_err("a dead server is not healthy");
+    let HealthError::Exited { tail, .. } = &error else { panic!("{error}") };
+    assert_eq!(tail.lines().last(), Some("RuntimeError: out of memory"), "{tail}");
+    assert_eq!(tail.lines().count(), 40);
+}
+
+#[test]
+fn a_stopped_flood_keeps_its_tail_and_a_live_reader_sees_the_latest_lines() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let script = "yes flood | head -c 3145728; echo 'now waiting'; sleep 100 & wait";
+    let spec = shell(dir.path(), script);
+    let mut child = ChildGroup::spawn(&spec).expect("it starts");
+    // While it runs: the head, the cut so far and its latest 64 KiB, once its output pauses.
+    let live = wait_for_log(&spec.log, "now waiting\n");
+    assert!(live.ends_with("flood\nnow waiting\n"), "{}", &live[live.len() - 40..]);
+    let cut_line = live.lines().find(|line| line.starts_with("[prgate:")).expect("a cut line");
+    assert!(
+        cut_line.ends_with(
+            " cut here so far; while the command runs the log shows its latest 64 KiB, once it ends its last 1 MiB]"
+        ),
+        "{cut_line}"
+    );
+    let head_and_cut = live.find(cut_line).expect("there") + cut_line.len() + 1;
+    assert_eq!(live.len() - head_and_cut, 65_536, "the live view's tail is 64 KiB");
+    // Stopped: the whole last MiB.
+    child.stop().expect("it stops");
+    let mut output = b"flood\n".repeat(3_145_728 / 6 + 1);
+    output.truncate(3_145_728);
+    output.extend_from_slice(b"now waiting\n");
+    let log = std::fs::read(&spec.log).expect("the log");
+    assert!(log == capped(&output), "{}", String::from_utf8_lossy(&log[1_048_570..1_048_700]));
+}
+
+#[test]
+fn a_flooding_child_that_keeps_printing_is_not_stalled() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(&out).expect("an output folder");
+    // Past the kept bytes, the log's size stays the same; it is rewritten while lines come.
+    let script =
+        "yes flood | head -c 3145728; for i in 1 2 3 4 5 6 7 8; do sleep 0.3; echo tick $i; done";
+    let spec = shell(dir.path(), script);
+    let mut child = ChildGroup::spawn(&spec).expect("it starts");
+    let finished = child.wait_with_limits(&stall_limits(&spec, &out, 1)).expect("waited for");
+    assert!(matches!(finished, Finished::Exited(status) if status.success()), "{finished:?}");
+    assert!(std::fs::read_to_string(&spec.log).expect("the log").ends_with("tick 7\ntick 8\n"));
+}
+
+#[test]
+fn a_process_that_left_the_group_and_holds_the_log_does_not_hold_up_the_stop() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    // `setsid` in a background job of `sh -c` (not a group leader) execs `sleep` in a new
+    // session: it is outside the group and has the log's pipe as its output.
+    let spec = shell(dir.path(), "setsid sleep 100 & echo \"escaped $!\"; sleep 100");
+    let mut child = ChildGroup::spawn(&spec).expect("it starts");
+    let log = wait_for_log(&spec.log, "escaped ");
+    let escaped: u32 = log
+        .trim()
+        .strip_prefix("escaped ")
+        .and_then(|pid| pid.parse().ok())
+        .expect("the escaped pid is logged");
+    child.stop().expect("it stops, though the pipe is still open");
+    assert_eq!(std::fs::read_to_string(&spec.log).expect("the log"), log);
+    assert!(running(escaped), "it left the group, so the stop did not reach it");
+    let killed = Command::new("kill").arg("-KILL").arg(escaped.to_string()).status();
+    assert!(killed.is_ok_and(|status| status.success()));
+}

@@ -41,9 +41,10 @@ pub enum HealthError {
 }
 
 /// Polls `url` with `GET` until it answers with a `2xx` status. Fails as soon as `child`'s
-/// leader exits, with its exit status and the last [`HEALTH_TAIL_LINES`] of its log, and
-/// after `timeout` with the last answer and the log's tail. It does not stop the child: the
-/// caller decides (dropping the [`ChildGroup`] stops it). Proxy settings of the environment
+/// leader exits, with its exit status and the last [`HEALTH_TAIL_LINES`] of its log (the rest
+/// of its group is stopped first: the log is complete only then), and after `timeout` with the
+/// last answer and the log's tail as a live reader sees it. It does not stop a child that
+/// still runs: the caller decides (dropping the [`ChildGroup`] stops it). Proxy settings of the environment
 /// are ignored: the server is local.
 pub fn wait_healthy(
     url: &str,
@@ -58,6 +59,9 @@ pub fn wait_healthy(
     let mut attempts = 0;
     loop {
         if let Some(status) = child.try_wait()? {
+            // The server is gone: what it left running goes too, so that its log is complete
+            // (its tail written) before it is read.
+            child.stop()?;
             return Err(HealthError::Exited {
                 url: url.to_owned(),
                 status,

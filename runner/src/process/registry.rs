@@ -84,6 +84,9 @@ pub(super) fn forget(pgid: i32) {
     live().remove(&pgid);
 }
 
+/// How long a runner about to die of a signal waits for its children's logs to be written.
+const PUMPS_SETTLE: Duration = Duration::from_secs(2);
+
 /// Set when one of the signals [`stop_all_on_signal`] watches for has come.
 static STOPPING: LazyLock<Arc<AtomicBool>> = LazyLock::new(|| Arc::new(AtomicBool::new(false)));
 
@@ -136,6 +139,9 @@ fn stop_all_and_die(signal: i32, signals: &mut Signals) {
             let _ = group::signal(*pgid, Signal::Kill);
         }
     }
+    // The groups are gone: their logs' pumps write the tails, unless a process outside a
+    // group holds its pipe.
+    super::capped_log::wait_for_pumps(PUMPS_SETTLE);
     if let Some(hook) = last_words().lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
         hook(name);
     }

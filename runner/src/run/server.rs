@@ -196,10 +196,17 @@ impl Server {
     }
 
     /// The last lines of its log (a topology: which process exited, and the router's), or why
-    /// they cannot be read.
+    /// they cannot be read. A server whose process has exited is stopped first (its log's tail
+    /// is written then); one that runs shows its log as a live reader sees it.
     pub(super) fn log_tail(&mut self) -> String {
         match &mut self.inner {
-            Inner::One { .. } => server_log_tail(&self.log),
+            Inner::One { process, .. } => {
+                // An exited server's log is complete once its group is stopped.
+                if !matches!(process.group().try_wait(), Ok(None)) {
+                    process.stop();
+                }
+                server_log_tail(&self.log)
+            }
             Inner::Topology(deployment) => match deployment.exited() {
                 Some(name) => {
                     format!("{name} exited; the router's log:\n{}", deployment.log_tail())
