@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use clap::{ArgGroup, Args};
 pub(crate) use prgate_report::estimate::EstimateOutput;
-use prgate_report::estimate::{JobOutput, NodeOutput, PartOutput};
+use prgate_report::estimate::{HoldsOutput, JobOutput, NodeOutput, PartOutput};
 use prgate_runner::estimate::{self, PlanEstimate};
 use prgate_runner::node::NodeProfile;
 use prgate_runner::schedule::{self, History, Node};
@@ -97,6 +97,11 @@ pub(crate) fn estimate_plan(
             unschedulable: unplaced(index).map(|unschedulable| unschedulable.reason.clone()),
             not_run: unplaced(index).map(|unschedulable| unschedulable.not_run),
             note: job.note.clone(),
+            holds: job.holds.map(|holds| HoldsOutput {
+                nodes: holds.nodes,
+                gpus: holds.gpus,
+                gpu_seconds: seconds(job.job.duration).saturating_mul(u64::from(holds.gpus)),
+            }),
             parts: job
                 .estimate
                 .parts()

@@ -47,7 +47,18 @@ pub struct JobOutput {
     #[serde(skip)]
     pub not_run: Option<NotRunReason>,
     pub note: Option<String>,
+    /// What the job holds while it runs, when its recipe says (not for the common checks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holds: Option<HoldsOutput>,
     pub parts: Vec<PartOutput>,
+}
+
+/// The nodes and GPUs a job holds, and its GPU time (`seconds × gpus`).
+#[derive(Debug, Serialize)]
+pub struct HoldsOutput {
+    pub nodes: u32,
+    pub gpus: u32,
+    pub gpu_seconds: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -70,6 +81,20 @@ pub fn clock(seconds: u64) -> String {
 impl EstimateOutput {
     fn job_name(job: &JobOutput) -> String {
         job.model.clone().unwrap_or_else(|| "(common checks)".to_owned())
+    }
+
+    /// The job's time; a topology's with the nodes and GPUs it holds for it.
+    fn time_text(job: &JobOutput) -> String {
+        match &job.holds {
+            Some(holds) if holds.nodes > 1 => format!(
+                "{} on {} nodes, {} GPUs ({} GPU time)",
+                clock(job.seconds),
+                holds.nodes,
+                holds.gpus,
+                clock(holds.gpu_seconds)
+            ),
+            _ => clock(job.seconds),
+        }
     }
 
     fn source_text(job: &JobOutput) -> String {
@@ -111,7 +136,7 @@ impl EstimateOutput {
                 [
                     terminal(&Self::job_name(job)),
                     job.tier.map_or("", Tier::as_str).to_owned(),
-                    clock(job.seconds),
+                    Self::time_text(job),
                     Self::source_text(job),
                     node,
                 ]
@@ -173,7 +198,7 @@ impl EstimateOutput {
                 "| {} | {} | {} | {} | {node} |",
                 name(job.model.as_deref()),
                 job.tier.map_or("", Tier::as_str),
-                clock(job.seconds),
+                Self::time_text(job),
                 Self::source_text(job)
             );
         }

@@ -13,6 +13,7 @@ use prgate_scope::plan::Tier;
 use crate::recipe::Recipe;
 use crate::recipe::common::CommonRecipe;
 use crate::run::{DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH};
+use crate::schedule::cost::Holds;
 use crate::schedule::{
     self, Estimate, History, Job, Method, Node, Schedule, estimate_common, estimate_model_on,
 };
@@ -35,6 +36,9 @@ pub struct JobEstimate {
     pub estimate: Estimate,
     /// Why the recipe could not be used (missing, or not valid).
     pub note: Option<String>,
+    /// What the job holds while it runs (its GPU time is its duration times `holds.gpus`);
+    /// `None` for the common checks and a model without a usable recipe.
+    pub holds: Option<Holds>,
 }
 
 /// Why head's tree could not be read at all.
@@ -60,7 +64,7 @@ pub fn estimate_plan(
         let recipe = head.recipe(DEFAULT_COMMON_RECIPE_PATH, CommonRecipe::parse);
         let estimate = estimate_common(recipe.parsed(), history);
         let job = Job::for_common_checks(&estimate);
-        jobs.push(JobEstimate { job, tier: None, estimate, note: recipe.note() });
+        jobs.push(JobEstimate { job, tier: None, estimate, note: recipe.note(), holds: None });
     }
     for model in plan.running_models() {
         let path = DEFAULT_RECIPE_PATH.replace("{model}", &model.name);
@@ -68,7 +72,12 @@ pub fn estimate_plan(
         let gpus: Vec<Option<u32>> = nodes.iter().map(|node| node.gpus).collect();
         let estimate = estimate_model_on(model, recipe.parsed(), history, &gpus);
         let job = Job::for_model(&model.name, &estimate, recipe.parsed());
-        jobs.push(JobEstimate { job, tier: Some(model.tier), estimate, note: recipe.note() });
+        // On the costliest node the job may get: the fewest GPUs (room for one server at a
+        // time), as the estimate's layout assumes.
+        let fewest = gpus.iter().copied().min().flatten();
+        let holds = recipe.parsed().map(|recipe| Holds::of(fewest, recipe));
+        let (tier, note) = (Some(model.tier), recipe.note());
+        jobs.push(JobEstimate { job, tier, estimate, note, holds });
     }
     let all: Vec<Job> = jobs.iter().map(|job| job.job.clone()).collect();
     let schedule = schedule::schedule(&all, nodes, Method::Exact);

@@ -351,20 +351,13 @@ impl TargetTime {
     }
 }
 
-/// The GPUs a model's run holds: `2 × tp` when the node has room for both servers at once,
-/// else `tp`, never more than the node has; a topology's, every instance's GPUs over all its
-/// nodes (docs/topology.md).
+/// The GPUs a model's run holds on `node` ([`crate::schedule::cost::Holds`], the estimate's
+/// formula too): `2 × tp` when the node has room for both servers at once, else `tp`, never
+/// more than the node has; a topology's, every instance's GPUs over all its nodes
+/// (docs/topology.md).
 pub fn gpus_held(node: &crate::node::NodeProfile, recipe: &crate::recipe::Recipe) -> u32 {
-    // A topology holds every instance's GPUs, on however many nodes; base's and PR's in turn.
-    if let Some(topology) = recipe.topology() {
-        return topology.gpus();
-    }
     let node_gpus = u32::try_from(node.gpu_count()).unwrap_or(u32::MAX);
-    let tp = recipe.tp().min(node_gpus);
-    match crate::schedule::cost::Layout::of(Some(node_gpus), recipe) {
-        crate::schedule::cost::Layout::Together => tp.saturating_mul(2),
-        crate::schedule::cost::Layout::OneAtATime => tp,
-    }
+    crate::schedule::cost::Holds::of(Some(node_gpus), recipe).gpus
 }
 
 /// Appends `lines` to the node's history in `cache_dir`, one JSON object per line, each handed

@@ -61,6 +61,31 @@ impl Layout {
     }
 }
 
+/// What a model's run holds while it runs: the nodes and GPUs its GPU time is counted on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Holds {
+    pub nodes: u32,
+    pub gpus: u32,
+}
+
+impl Holds {
+    /// What `recipe`'s servers hold on a node of `node_gpus` GPUs (`None`: not known): a
+    /// topology every instance's GPUs over all its nodes (base's and PR's in turn); else one
+    /// node, and `2 × tp` when both servers fit at once ([`Layout::of`]), else `tp`, never more
+    /// than the node has.
+    pub fn of(node_gpus: Option<u32>, recipe: &Recipe) -> Holds {
+        if let Some(topology) = recipe.topology() {
+            return Holds { nodes: topology.nodes(), gpus: topology.gpus() };
+        }
+        let tp = node_gpus.map_or(recipe.tp(), |gpus| recipe.tp().min(gpus));
+        let gpus = match Layout::of(node_gpus, recipe) {
+            Layout::Together => tp.saturating_mul(2),
+            Layout::OneAtATime => tp,
+        };
+        Holds { nodes: 1, gpus }
+    }
+}
+
 /// What a model's job runs on its servers, as the counts need it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Work {
@@ -149,6 +174,22 @@ pub fn counts(work: &Work) -> Counts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_holds_both_servers_gpus_where_they_fit_and_a_topology_every_instances() {
+        let plain = Recipe::parse(crate::recipe::EXAMPLE, "t.toml").expect("the example (tp 8)");
+        let holds = |gpus| Holds::of(gpus, &plain);
+        assert_eq!(holds(Some(16)), Holds { nodes: 1, gpus: 16 });
+        assert_eq!(holds(Some(8)), Holds { nodes: 1, gpus: 8 });
+        assert_eq!(holds(Some(4)), Holds { nodes: 1, gpus: 4 }, "never more than the node has");
+        assert_eq!(holds(None), Holds { nodes: 1, gpus: 8 });
+        let topology = crate::recipe::EXAMPLE.replace(
+            "[timeouts]",
+            "[topology.prefill]\ninstances = 2\ntp = 8\ncommand = \"s --port {port} --b {bootstrap_port}\"\n[topology.decode]\ninstances = 1\ntp = 16\nnodes = 2\ncommand = \"s --port {port} --rank {node_rank} --nnodes {nnodes} --dist {dist_init_addr}\"\n[topology.router]\ncommand = \"r --port {port}\"\n\n[timeouts]",
+        );
+        let topology = Recipe::parse(&topology, "t.toml").expect("a 2P1D topology");
+        assert_eq!(Holds::of(Some(16), &topology), Holds { nodes: 4, gpus: 32 });
+    }
 
     #[test]
     fn a_node_with_room_loads_twice_and_one_at_a_time_reloads_per_switch() {

@@ -232,3 +232,51 @@ fn estimate_errors_name_what_is_wrong() {
     assert_eq!(missing.code, 2);
     assert!(missing.stderr.contains("reading the node profile nowhere.toml"), "{}", missing.stderr);
 }
+
+/// A 2P1D topology of tp 8 (one node per instance).
+const TOPOLOGY: &str = "[topology.prefill]\ninstances = 2\ntp = 8\ncommand = \"s --port {port} --b {bootstrap_port}\"\n[topology.decode]\ninstances = 1\ntp = 8\ncommand = \"s --port {port}\"\n[topology.router]\ncommand = \"r --port {port}\"\n\n[timeouts]";
+
+#[test]
+fn a_topology_job_holds_its_nodes_and_every_instances_gpus() {
+    let repo = Repo::standard();
+    repo.write("test/e2e/alpha.toml", RECIPE);
+    repo.commit("recipes");
+    repo.branch("pr", "main");
+    repo.write("test/e2e/alpha.toml", &RECIPE.replace("[timeouts]", TOPOLOGY));
+    repo.commit("pr: alpha served disaggregated");
+    let args = ["--base", "main", "--head", "pr", "--estimate", "--nodes", "2"];
+    let plan = plan_json(repo.path(), &args);
+    let alpha = plan["estimate"]["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .find(|job| job["model"] == "alpha")
+        .expect("alpha's job")
+        .clone();
+    let seconds = alpha["seconds"].as_u64().expect("seconds");
+    assert_eq!(alpha["holds"]["nodes"], 3, "{alpha}");
+    assert_eq!(alpha["holds"]["gpus"], 24, "{alpha}");
+    assert_eq!(alpha["holds"]["gpu_seconds"], seconds * 24, "{alpha}");
+    // A model on one node holds its tp (`--nodes` gives no GPU count: one server at a time).
+    repo.branch("plain", "main");
+    repo.write("test/e2e/alpha.toml", &RECIPE.replace("[1, 4, 16, 64, 128]", "[1, 4, 16]"));
+    repo.commit("plain: alpha on one node");
+    let plain = plan_json(
+        repo.path(),
+        &["--base", "main", "--head", "plain", "--estimate", "--nodes", "2"],
+    );
+    let holds = plain["estimate"]["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .find(|job| job["model"] == "alpha")
+        .map(|job| job["holds"].clone())
+        .expect("alpha's job");
+    assert_eq!((holds["nodes"].as_u64(), holds["gpus"].as_u64()), (Some(1), Some(8)), "{holds}");
+    let human = prgate(
+        repo.path(),
+        &["plan", "--base", "main", "--head", "pr", "--estimate", "--nodes", "2"],
+    );
+    assert_eq!(human.code, 0, "{}", human.stderr);
+    assert!(human.stdout.contains(" on 3 nodes, 24 GPUs ("), "{}", human.stdout);
+}
