@@ -575,145 +575,25 @@ impl Runner<'_> {
             return Ok(());
         }
 
-        // The servers: both up at once on disjoint GPUs when the node has room, else one at a
-        // time on the same GPUs. A side whose install failed has no server.
-        let node = self.request.inputs.node;
-        let gpus: Vec<u32> = node.gpus().iter().map(|gpu| gpu.id).collect();
-        let tp = (recipe.tp() as usize).min(gpus.len());
-        // A topology has the nodes to itself: base's and PR's run in turn.
-        let node_gpus = u32::try_from(gpus.len()).ok();
-        let together = Layout::of(node_gpus, recipe) == Layout::Together;
-        let gpu_sets =
-            if together { [&gpus[..tp], &gpus[tp..2 * tp]] } else { [&gpus[..tp], &gpus[..tp]] };
-        let mut launches = Vec::new();
-        let mut slots = [Slot::Idle, Slot::Idle];
-        for side in sides {
-            let tree = job.server_tree(side);
-            if let Err((reason, detail)) = self.install_side(job, recipe, side, tree) {
-                slots[slot(side)] = Slot::Failed(ServerFailure { reason, detail });
-            }
-            let log =
-                self.results.step_log_dir(&id(Check::Routing, side, None))?.join("server.log");
-            launches.push(Launch {
-                tree,
-                // The baseline of a model new in the PR is SGLang's own path.
-                monokernel: side == Side::Pr || !job.model.new,
-                gpus: gpu_sets[slot(side)],
-                env: self.exec.side_env(tree),
-                log,
-                purpose: format!("{}-{}-server", job.name(), side_name(side)),
-            });
-        }
-        let recipes = [job.side_recipe(recipe, Side::Base).unwrap_or(recipe), recipe];
-        let declared = recipes.map(|side| memory::declared(side.server().memory_api));
-        let mut servers = Servers {
-            recipe,
-            recipes,
-            launches,
-            slots,
-            together,
-            up_once: [false, false],
-            model: name.clone(),
-            events: self.emit.servers(),
-            apis: declared.map(|(api, _)| api),
-            no_api: declared.map(|(_, none)| none),
-            loads: [0, 0],
-            wakes: [0, 0],
-        };
-
+        let gpus: Vec<u32> = self.request.inputs.node.gpus().iter().map(|gpu| gpu.id).collect();
+        let mut servers = self.servers(job, recipe, &gpus)?;
         // One at a time, the PR's side goes first: the base server is then up when the speed
         // pairs open with a base run, and no server starts twice before them.
-        let order = if together { sides } else { [Side::Pr, Side::Base] };
+        let order = if servers.together { sides } else { [Side::Pr, Side::Base] };
         for side in order {
-            let tree = job.server_tree(side);
-            let selection = &recipe.tests().serving;
             if needed.contains(&id(Check::ServingTests, side, None))
                 && !self.skip_if_done(subject, Check::ServingTests, side, None)?
             {
-                let server = self.server(&mut servers, side);
-                let timeout =
-                    self.limit(recipe.timeouts().serving_tests.unwrap_or(DEFAULT_STEP_TIMEOUT));
-                let exec = self.exec;
-                let purpose = format!("{}-{}-serving-tests", job.name(), side_name(side));
-                let _phase = self.clock.enter(Phase::Tests);
-                self.step(subject, Check::ServingTests, side, None, |log| match server {
-                    Ok(serving) => {
-                        let run =
-                            TestRun { selection, tree, timeout, server: Some(&serving), gpus: &[] };
-                        pytest(&exec, &run, log, purpose)
-                    }
-                    Err(failure) => failed(&failure),
-                })?;
+                self.serving_tests(job, recipe, &mut servers, side)?;
             }
             for benchmark in &benchmarks {
                 let named = Part::named(&benchmark.name);
                 let part = Some(&named);
-                if !needed.contains(&id(Check::Accuracy, side, part))
-                    || self.skip_if_done(subject, Check::Accuracy, side, part)?
+                if needed.contains(&id(Check::Accuracy, side, part))
+                    && !self.skip_if_done(subject, Check::Accuracy, side, part)?
                 {
-                    continue;
+                    self.accuracy_on(job, recipe, &mut servers, side, benchmark)?;
                 }
-                // The base side runs its own recipe's evaluator of the same name.
-                let side_benchmark = servers.recipes[slot(side)]
-                    .accuracy()
-                    .iter()
-                    .find(|other| other.name == benchmark.name);
-                let gated_elsewhere =
-                    side_benchmark.and_then(|b| b.hub_dataset.as_ref()).filter(|dataset| {
-                        !job.base_own.is_some_and(|own| {
-                            own.accuracy().iter().any(|other| {
-                                other.name == benchmark.name
-                                    && other.hub_dataset.as_ref() == Some(*dataset)
-                            })
-                        })
-                    });
-                // The server first (its load is a server event of its own), then the step,
-                // whose events bracket the evaluation (and the history prices it).
-                let expired = |detail| ServerFailure { reason: NotRunReason::RunTimeLimit, detail };
-                let mut server = match self.out_of_time() {
-                    Some(detail) => Err(expired(detail)),
-                    None => self.server(&mut servers, side),
-                };
-                let Some(open) = self.open_step(subject, Check::Accuracy, side, part)? else {
-                    continue;
-                };
-                if let Some(detail) = open.expired.clone() {
-                    server = Err(expired(detail));
-                }
-                let outcome = match (server, side_benchmark) {
-                    (Ok(_), Some(_)) if gated_elsewhere.is_some() => not_run(
-                        NotRunReason::GatedDataset,
-                        format!(
-                            "benchmark {} names the gated dataset {}, which the base side's own recipe does not: the node's token fetches only what the base side names",
-                            benchmark.name,
-                            gated_elsewhere.map(ToString::to_string).unwrap_or_default()
-                        ),
-                        Some(&benchmark.name),
-                    ),
-                    (Ok(serving), Some(side_benchmark)) => {
-                        let _phase = self.clock.enter(Phase::Accuracy);
-                        self.evaluate(
-                            servers.recipes[slot(side)],
-                            side_benchmark,
-                            &serving,
-                            &servers.launches[slot(side)],
-                            job.base_tree.unwrap_or(job.pr_tree),
-                        )
-                    }
-                    (Ok(_), None) => not_run(
-                        NotRunReason::NoRecipe,
-                        format!(
-                            "the base side's recipe has no command for benchmark {}: the base side never runs the PR's",
-                            benchmark.name
-                        ),
-                        Some(&benchmark.name),
-                    ),
-                    (Err(failure), _) => failed(&failure),
-                };
-                if side == Side::Base && !job.model.new && job.cacheable {
-                    self.store_accuracy(job, recipe, benchmark, &outcome);
-                }
-                self.close_step(subject, part, open, outcome)?;
             }
         }
         if !cells.is_empty() {
@@ -723,29 +603,12 @@ impl Runner<'_> {
             self.speed_since = None;
             measured?;
         }
-        let pattern = &recipe.server().routing_pattern;
         for side in sides {
-            if !needed.contains(&id(Check::Routing, side, None))
-                || self.skip_if_done(subject, Check::Routing, side, None)?
+            if needed.contains(&id(Check::Routing, side, None))
+                && !self.skip_if_done(subject, Check::Routing, side, None)?
             {
-                continue;
+                self.routing(job, recipe, &mut servers, side)?;
             }
-            // A server that came up has logged its routing line: its log is read, whether it
-            // is still up, stopped to make room or failed later (no restart to read a line it
-            // already wrote). A side whose server never came up is started now.
-            let side_recipe = servers.recipes[slot(side)];
-            let log = &servers.launches[slot(side)].log;
-            let outcome = if servers.up_once[slot(side)] {
-                side_routing(side_recipe, log, pattern)
-            } else {
-                match self.server(&mut servers, side) {
-                    Ok(_server) => {
-                        side_routing(side_recipe, &servers.launches[slot(side)].log, pattern)
-                    }
-                    Err(failure) => failed(&failure),
-                }
-            };
-            self.record(subject, Check::Routing, side, None, outcome)?;
         }
         if let Some(design) = servers.design() {
             self.summary.notes.push(design);
@@ -754,6 +617,131 @@ impl Runner<'_> {
         let _phase = self.clock.enter(Phase::Servers);
         drop(servers);
         Ok(())
+    }
+
+    /// A side's serving tests, against its server (started when it is not up).
+    fn serving_tests(
+        &mut self,
+        job: &ModelJob<'_>,
+        recipe: &Recipe,
+        servers: &mut Servers<'_>,
+        side: Side,
+    ) -> Result<(), RunError> {
+        let tree = job.server_tree(side);
+        let selection = &recipe.tests().serving;
+        let server = self.server(servers, side);
+        let timeout = self.limit(recipe.timeouts().serving_tests.unwrap_or(DEFAULT_STEP_TIMEOUT));
+        let exec = self.exec;
+        let purpose = format!("{}-{}-serving-tests", job.name(), side_name(side));
+        let _phase = self.clock.enter(Phase::Tests);
+        self.step(&job.subject, Check::ServingTests, side, None, |log| match server {
+            Ok(serving) => {
+                let run = TestRun { selection, tree, timeout, server: Some(&serving), gpus: &[] };
+                pytest(&exec, &run, log, purpose)
+            }
+            Err(failure) => failed(&failure),
+        })
+        .map(drop)
+    }
+
+    /// One accuracy benchmark on one side, by that side's recipe's evaluator of the same name.
+    fn accuracy_on(
+        &mut self,
+        job: &ModelJob<'_>,
+        recipe: &Recipe,
+        servers: &mut Servers<'_>,
+        side: Side,
+        benchmark: &AccuracyBenchmark,
+    ) -> Result<(), RunError> {
+        let subject = &job.subject;
+        let named = Part::named(&benchmark.name);
+        let part = Some(&named);
+        // The base side runs its own recipe's evaluator of the same name.
+        let side_benchmark = servers.recipes[slot(side)]
+            .accuracy()
+            .iter()
+            .find(|other| other.name == benchmark.name);
+        let gated_elsewhere =
+            side_benchmark.and_then(|b| b.hub_dataset.as_ref()).filter(|dataset| {
+                !job.base_own.is_some_and(|own| {
+                    own.accuracy().iter().any(|other| {
+                        other.name == benchmark.name && other.hub_dataset.as_ref() == Some(*dataset)
+                    })
+                })
+            });
+        // The server first (its load is a server event of its own), then the step, whose
+        // events bracket the evaluation (and the history prices it).
+        let expired = |detail| ServerFailure { reason: NotRunReason::RunTimeLimit, detail };
+        let mut server = match self.out_of_time() {
+            Some(detail) => Err(expired(detail)),
+            None => self.server(servers, side),
+        };
+        let Some(open) = self.open_step(subject, Check::Accuracy, side, part)? else {
+            return Ok(());
+        };
+        if let Some(detail) = open.expired.clone() {
+            server = Err(expired(detail));
+        }
+        let outcome = match (server, side_benchmark) {
+            (Ok(_), Some(_)) if gated_elsewhere.is_some() => not_run(
+                NotRunReason::GatedDataset,
+                format!(
+                    "benchmark {} names the gated dataset {}, which the base side's own recipe does not: the node's token fetches only what the base side names",
+                    benchmark.name,
+                    gated_elsewhere.map(ToString::to_string).unwrap_or_default()
+                ),
+                Some(&benchmark.name),
+            ),
+            (Ok(serving), Some(side_benchmark)) => {
+                let _phase = self.clock.enter(Phase::Accuracy);
+                self.evaluate(
+                    servers.recipes[slot(side)],
+                    side_benchmark,
+                    &serving,
+                    &servers.launches[slot(side)],
+                    job.base_tree.unwrap_or(job.pr_tree),
+                )
+            }
+            (Ok(_), None) => not_run(
+                NotRunReason::NoRecipe,
+                format!(
+                    "the base side's recipe has no command for benchmark {}: the base side never runs the PR's",
+                    benchmark.name
+                ),
+                Some(&benchmark.name),
+            ),
+            (Err(failure), _) => failed(&failure),
+        };
+        if side == Side::Base && !job.model.new && job.cacheable {
+            self.store_accuracy(job, recipe, benchmark, &outcome);
+        }
+        self.close_step(subject, part, open, outcome).map(drop)
+    }
+
+    /// A side's routing: its server's log against the recipe's routing pattern. A server that
+    /// came up has logged its routing line: its log is read, whether it is still up, stopped to
+    /// make room or failed later (no restart to read a line it already wrote). A side whose
+    /// server never came up is started now.
+    fn routing(
+        &mut self,
+        job: &ModelJob<'_>,
+        recipe: &Recipe,
+        servers: &mut Servers<'_>,
+        side: Side,
+    ) -> Result<(), RunError> {
+        let pattern = &recipe.server().routing_pattern;
+        let side_recipe = servers.recipes[slot(side)];
+        let outcome = if servers.up_once[slot(side)] {
+            side_routing(side_recipe, &servers.launches[slot(side)].log, pattern)
+        } else {
+            match self.server(servers, side) {
+                Ok(_server) => {
+                    side_routing(side_recipe, &servers.launches[slot(side)].log, pattern)
+                }
+                Err(failure) => failed(&failure),
+            }
+        };
+        self.record(&job.subject, Check::Routing, side, None, outcome)
     }
 
     /// The steps of the served phase: what the plan knows is recorded as it says (a cached
@@ -1440,6 +1428,63 @@ impl Runner<'_> {
         .map_err(|error| format!("{}: {error}", path.display()))?;
         bench::median_tpot_at(&records, run.concurrency, u64::from(run.requests))
             .map_err(|error| format!("{}: {error}", path.display()))
+    }
+}
+
+impl<'r> Runner<'r> {
+    /// Both sides' servers of a model, none started yet: both up at once on disjoint GPUs of
+    /// `gpus` when the node has room, else one at a time on the same GPUs. A side whose install
+    /// failed has no server.
+    fn servers<'a>(
+        &mut self,
+        job: &'a ModelJob<'_>,
+        recipe: &'a Recipe,
+        gpus: &'a [u32],
+    ) -> Result<Servers<'a>, RunError>
+    where
+        'r: 'a,
+    {
+        let tp = (recipe.tp() as usize).min(gpus.len());
+        // A topology has the nodes to itself: base's and PR's run in turn.
+        let node_gpus = u32::try_from(gpus.len()).ok();
+        let together = Layout::of(node_gpus, recipe) == Layout::Together;
+        let gpu_sets =
+            if together { [&gpus[..tp], &gpus[tp..2 * tp]] } else { [&gpus[..tp], &gpus[..tp]] };
+        let mut launches = Vec::new();
+        let mut slots = [Slot::Idle, Slot::Idle];
+        for side in [Side::Base, Side::Pr] {
+            let tree = job.server_tree(side);
+            if let Err((reason, detail)) = self.install_side(job, recipe, side, tree) {
+                slots[slot(side)] = Slot::Failed(ServerFailure { reason, detail });
+            }
+            let routing = StepId::new(Some(job.name()), Check::Routing, side, None);
+            let log = self.results.step_log_dir(&routing)?.join("server.log");
+            launches.push(Launch {
+                tree,
+                // The baseline of a model new in the PR is SGLang's own path.
+                monokernel: side == Side::Pr || !job.model.new,
+                gpus: gpu_sets[slot(side)],
+                env: self.exec.side_env(tree),
+                log,
+                purpose: format!("{}-{}-server", job.name(), side_name(side)),
+            });
+        }
+        let recipes = [job.side_recipe(recipe, Side::Base).unwrap_or(recipe), recipe];
+        let declared = recipes.map(|side| memory::declared(side.server().memory_api));
+        Ok(Servers {
+            recipe,
+            recipes,
+            launches,
+            slots,
+            together,
+            up_once: [false, false],
+            model: job.name().to_owned(),
+            events: self.emit.servers(),
+            apis: declared.map(|(api, _)| api),
+            no_api: declared.map(|(_, none)| none),
+            loads: [0, 0],
+            wakes: [0, 0],
+        })
     }
 }
 
