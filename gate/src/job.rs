@@ -453,6 +453,19 @@ impl Target {
 }
 
 impl JobPlan {
+    /// The job plan of a plan that runs nothing (no model on a tier, no common checks): no
+    /// target, no covered cell.
+    pub fn empty(pr_commit: &str, base_commit: &str) -> JobPlan {
+        JobPlan {
+            schema_version: SCHEMA_VERSION,
+            pr_commit: pr_commit.to_owned(),
+            base_commit: base_commit.to_owned(),
+            family: 0,
+            targets: Vec::new(),
+            accept_narrowing: false,
+        }
+    }
+
     /// The target of `model` (`None`: the common checks).
     pub fn target(&self, model: Option<&str>) -> Option<&Target> {
         self.targets.iter().find(|target| target.model.as_deref() == model)

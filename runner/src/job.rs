@@ -10,11 +10,12 @@
 //! fails; no recipe on either side is a coverage gap (`no-recipe`). The trees are read before
 //! any command of the run starts, so nothing changes them while they are read.
 //!
-//! The steps mirror what the step loop (`crate::run`) records, one rule per check: a suite the
-//! recipe selects nothing for, no timing script, no accuracy benchmark or no sweep expects
-//! nothing; what the node cannot run (`Recipe::check_runs_on`) is `blocked` with its reason;
-//! everything else must produce evidence. The step loop, the progress line, the SLURM gather and
-//! the gate count against this list; none of them derives it again.
+//! This is the one place that decides a target's steps, one rule per check: a suite the recipe
+//! selects nothing for, no timing script, no accuracy benchmark or no sweep expects nothing;
+//! what the node cannot run (`Recipe::check_runs_on`) is `blocked` with its reason; everything
+//! else must produce evidence. The step loop (`crate::run`) takes its steps from this list (a
+//! `run` step queued, the others recorded as the list says), and the progress line, the SLURM
+//! gather and the gate count against it; none of them derives it again.
 //!
 //! When both sides' trees have a recipe file and its bytes differ, the target's recipe carries
 //! the diff of the two texts ([`recipe_diff`]) for the comment: the node's secret values
@@ -249,6 +250,17 @@ fn pr_scripts(recipe: &Recipe, changed: &ChangedFiles) -> Vec<prgate_gate::job::
                 .then(|| prgate_gate::job::PrScript { script: script.name.clone(), files })
         })
         .collect()
+}
+
+impl Job {
+    /// The hash of the PR side's recipe of the target of `model` (`None`: the common checks),
+    /// when it has one: what its records' provenance names.
+    pub(crate) fn pr_hash(&self, model: Option<&str>) -> Option<&str> {
+        match model {
+            None => self.common.as_ref().and_then(CommonSource::hash),
+            Some(name) => self.models.iter().find(|m| m.name == name).and_then(|m| m.pr.hash()),
+        }
+    }
 }
 
 /// What each side of `model` runs by ([`contract::decide`], the one place that decides it):

@@ -16,9 +16,17 @@
 //!   atomically so a rerun resumes, per-step logs, and the JSON-lines event stream;
 //! - [`recipe`]: a model's recipe from the PR's tree (`test/e2e/<model>.toml`): its server
 //!   command, tests, timing scripts, accuracy benchmarks and speed sweep, checked;
-//! - [`run`]: the step loop (`prgate run`) that puts the parts together: a plan into evidence
-//!   on this node: installs, servers on disjoint GPUs or in turns, common checks, a whole-run
-//!   time limit and progress on a terminal;
+//! - [`job`]: the job plan (`job.json`, `docs/job.md`), built once from the plan, both sides'
+//!   recipes and the node: every target and every step the run must account for, the one
+//!   source the step loop, the progress line, the SLURM gather and the gate read;
+//! - [`run`]: the step loop (`prgate run`) that puts the parts together: the job plan's steps
+//!   into evidence on this node, phase by phase: installs, servers on disjoint GPUs or in
+//!   turns, common checks, a whole-run time limit and progress on a terminal;
+//! - [`reuse`]: re-running only what is missing: a run of the same commits takes over the
+//!   judged steps of an earlier one whose inputs are unchanged, from the node's store
+//!   (`docs/rerun.md`);
+//! - [`gpu_time`]: each target's GPU time by phase against its estimate, in the results and
+//!   the node's history (`docs/gpu-hours.md`);
 //! - [`cache`]: what outlives a run on a node: cached base accuracy and the base-vs-base speed
 //!   noise the gate calibrates with;
 //! - [`node`]: the node profile, trusted and local to the node: its hardware, GPUs, image,

@@ -94,6 +94,30 @@ pub struct Server {
     pub routing_pattern: String,
     /// Which engine memory API the server speaks (`server.memory-api`, default `probe`).
     pub memory_api: memory_api::MemoryApiKey,
+    /// When a routing line counts (`server.routing-logged`, default `serving`).
+    pub routing_logged: RoutingLogged,
+}
+
+/// When a line of the server's log counts as its routing line (`server.routing-logged`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RoutingLogged {
+    /// `serving`: only lines written after the server was healthy (each start's), so a line
+    /// its command prints while it starts (an `echo`) is no proof of routing.
+    #[default]
+    Serving,
+    /// `any`: any line of its log, for monokernels that log their routing while they load (a
+    /// graph capture before the server is healthy). Base's contract decides it.
+    Any,
+}
+
+impl RoutingLogged {
+    /// The value as the recipe writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RoutingLogged::Serving => "serving",
+            RoutingLogged::Any => "any",
+        }
+    }
 }
 
 /// Which side of a comparison a server is for.
@@ -713,6 +737,13 @@ impl Checker<'_> {
                 self.value("server.memory-api", &text, "must be sglang, vllm, none or probe")
             })?,
         };
+        let routing_logged = match raw.routing_logged.as_deref() {
+            None | Some("serving") => RoutingLogged::Serving,
+            Some("any") => RoutingLogged::Any,
+            Some(text) => {
+                return Err(self.value("server.routing-logged", &text, "must be serving or any"));
+            }
+        };
         Ok(Server {
             command,
             monokernel_flag,
@@ -720,6 +751,7 @@ impl Checker<'_> {
             startup_timeout,
             routing_pattern: raw.routing_pattern,
             memory_api,
+            routing_logged,
         })
     }
 
@@ -1055,6 +1087,7 @@ struct RawServer {
     startup_timeout: Option<String>,
     routing_pattern: String,
     memory_api: Option<String>,
+    routing_logged: Option<String>,
 }
 
 #[derive(Default, Deserialize)]

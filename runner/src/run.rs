@@ -12,37 +12,44 @@
 //! # What a run does
 //!
 //! The base side is the plan's merge-base (else its base); the PR side is its head. Both are
-//! exported once per run into `<work-dir>/trees/<commit>`. Then, for every model of tier full or
-//! smoke that the PR does not remove, in the plan's order:
+//! exported once per run into `<work-dir>/trees/<commit>`, and the job plan is built from
+//! them ([`crate::job`], written as `job.json`): every target (the common checks, then every
+//! model of tier full or smoke that the PR does not remove, in the plan's order) and every step
+//! it must account for. The step loop takes each target's steps from the job plan
+//! (`run/steps/queue`) and never decides again which exist: a step the plan knows is `blocked`
+//! is recorded `not-run` with the plan's reason (the PR removed the recipe its base side has:
+//! `recipe-removed`; neither side has one: `no-recipe`; the PR's does not parse or is not
+//! valid: `recipe-invalid`; what [`Recipe::check_runs_on`] says this node cannot run:
+//! `hardware-absent`, `no-checkpoint` or `gated-dataset`), one it expects nothing of (a suite
+//! the recipe selects nothing for, no timing script, no benchmark, no sweep) is `not-run`
+//! (`nothing-to-check`), and the steps to run run phase by phase:
 //!
-//! 1. its recipe is read from the PR tree (`test/e2e/<model>.toml` unless the request says
-//!    otherwise). Without one, every check is recorded `not-run` (`no-recipe`); a recipe that does
-//!    not parse is `not-run` (`other`) with the error. [`Recipe::check_runs_on`] gives the checks
-//!    this node cannot run, recorded `not-run` with the recipe's reasons;
-//! 2. tests: each suite (unit, kernel, serving) on each side under pytest with JUnit XML, in
-//!    the side's tree, with the recipe's timeout; a suite the recipe selects nothing for is
-//!    `not-run` (`other`). Serving tests run while the side's server is up and find it in
-//!    `PRGATE_SERVER_URL`;
-//! 3. kernel timing (full tier): every script on each side; their kernels are recorded together
+//! 1. tests: the unit and kernel suites on each side under pytest with JUnit XML, in the side's
+//!    tree, with the recipe's timeout;
+//! 2. kernel timing (full tier): every script on each side; their kernels are recorded together
 //!    per side as `<script>/<kernel>`;
-//! 4. servers, when a step still needs one, each on a leased port with the node's checkpoint:
+//! 3. servers, when a step still needs one, each on a leased port with the node's checkpoint:
 //!    both up at once on disjoint GPUs when the node has twice the recipe's `tp`, else one at
 //!    a time (docs/recipe.md, "How the runner uses a recipe"). The base server has the
 //!    monokernels on, except for a model new in the PR, whose baseline is SGLang's own path:
 //!    the PR tree with the monokernel flag off. A server that is not healthy makes every step
-//!    that needed it `not-run` (`crash` or `timeout`, the log's tail in `detail`);
-//! 5. accuracy (full tier): each benchmark against each server, built-in or external; a base
-//!    result may come from the node's cache ([`crate::cache`]);
-//! 6. speed: for each concurrency of the sweep (the covered ones on the smoke tier), pairs of
-//!    runs of the built-in client or the recipe's external benchmark until the gate's
-//!    [`needs_another_pair`](prgate_gate::speed::needs_another_pair) says the cell is decided; every pair's `family` is the number of
-//!    covered cells of the whole run, counted before the first model starts; a cell starts with
-//!    the node's calibrated `speed-noise` when the cache has one;
-//! 7. routing: each server's log against the recipe's routing pattern; then both servers are
+//!    that needed it `not-run` (`crash` or `timeout`, the log's tail in `detail`). While a
+//!    side's server is up: its serving tests (which find it in `PRGATE_SERVER_URL`), then
+//!    accuracy (full tier): each benchmark, built-in or external; a base result may come from
+//!    the node's cache ([`crate::cache`]);
+//! 4. speed: for each cell of the job plan (every concurrency of the sweep, the covered ones on
+//!    the smoke tier), pairs of runs of the built-in client or the recipe's external benchmark
+//!    until the gate's [`needs_another_pair`](prgate_gate::speed::needs_another_pair) says the
+//!    cell is decided; every pair's `family` is the number of covered cells of the whole run,
+//!    counted before the first model starts; a cell starts with the node's calibrated
+//!    `speed-noise` when the cache has one;
+//! 5. routing: each server's log against the recipe's routing pattern; then both servers are
 //!    stopped.
 //!
-//! A model new in the PR has no base tree: its base-side tests and kernel timing are not run
-//! (nothing is recorded for them), and its base server is the PR tree with monokernels off.
+//! A model new in the PR has no base tree: its job plan has no base-side tests or kernel
+//! timing (nothing is recorded for them), and its base server is the PR tree with monokernels
+//! off. At the end, the run checks that the loop recorded every step the job plan expects
+//! ([`RunError::Unrecorded`] when it did not: a fault of the loop, never a pass).
 //!
 //! Every step whose record the results directory already holds is skipped
 //! ([`ResultsDir::completed_steps`]), so a run killed at any moment resumes where it stopped;
@@ -54,7 +61,7 @@
 //! its tree is installed with the recipe's `install.command`, once per run.
 //!
 //! A whole-run time limit (`RunRequest::time_limit`) cuts every command to the time left; once
-//! it has passed, the steps still to run are recorded `timeout` without running.
+//! it has passed, the steps still to run are recorded `run-time-limit` without running.
 //!
 //! Every command also has a progress watchdog (`crate::process::ProgressWatch`): one whose log
 //! and output folder do not change for the recipe's `timeouts.stall` (20 minutes unless it
@@ -66,6 +73,10 @@
 //! Every record names the node, the image (its digest when the profile pins one, else its
 //! name), the base and PR commits, and the recipe's hash: the [`crate::key::Key`] of the recipe file's bytes, `sha256:` and 64
 //! hex digits (none when there is no recipe).
+//!
+//! The run's stages (the lock, the export and the job plan, what an earlier run judged taken
+//! over, the preflight, the loop, the check that it recorded every step, the GPU time, the
+//! cleanup) are `run/session`'s, each a function of its own.
 //!
 //! A run first takes the host lock ([`crate::lock`]: one run per node; `wait_lock` says how long
 //! to wait for another) and refuses when the node's health ledger has it drained
@@ -85,12 +96,13 @@ mod leftovers;
 mod memory;
 pub(crate) mod progress;
 mod server;
+mod session;
 mod steps;
 mod topology;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use prgate_gate::GateConfig;
 use prgate_gate::evidence::{
@@ -99,17 +111,16 @@ use prgate_gate::evidence::{
 use prgate_gate::job::Target;
 use prgate_scope::plan::{ModelPlan, Plan};
 
-use crate::cache::Cache;
 use crate::export::{ExportError, export_tree};
-use crate::gpu_time::TargetTime;
-use crate::job::{CommonSource, Job, JobRequest, ModelRecipes, RecipePaths, RecipeSource};
-use crate::lock::{HostLock, LockError, lock_path};
+use crate::job::{Job, JobRequest, RecipePaths};
+use crate::lock::LockError;
 use crate::node::NodeProfile;
-use crate::preflight::{ImageCheck, Preflight, Probes, SystemCommands, Thresholds};
+use crate::preflight::Thresholds;
 use crate::process::ProcessError;
-use crate::results::{EventWriter, Part, ResultsDir, ResultsError, StepId};
-use crate::reuse::{Current, ReuseMode, ReuseStore, RunKey};
+use crate::results::{Part, ResultsDir, ResultsError, StepId};
+use crate::reuse::ReuseMode;
 pub use exec::Isolation;
+use session::{Facts, Selection, Session};
 
 /// Where a model's recipe is in the PR's tree unless the request says otherwise.
 pub const DEFAULT_RECIPE_PATH: &str = "test/e2e/{model}.toml";
@@ -224,6 +235,14 @@ pub enum RunError {
         "the health ledger of node {node}: {source}\nhint: a ledger that cannot be read is never read as healthy; mend or move the file"
     )]
     Health { node: String, source: crate::health::HealthError },
+    /// The step loop ended with steps of the job plan it did not record: a fault of the loop,
+    /// which takes every step from the plan (the run's evidence is incomplete, never a pass).
+    #[error(
+        "the step loop left {} step(s) of the job plan without a record: {}\nhint: this is a fault of prgate's step loop; the results directory does not account for the job plan",
+        steps.len(),
+        steps.join("; ")
+    )]
+    Unrecorded { steps: Vec<String> },
 }
 
 /// Refuses to run on a node its health ledger drained (docs/node.md): the same ledger the
@@ -241,328 +260,36 @@ fn refuse_drained(node: &NodeProfile) -> Result<(), RunError> {
 }
 
 /// Runs `request.inputs.plan` on this node; returns once every step is recorded or skipped.
+/// Its stages are `session`'s, in this order.
 pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
-    crate::process::stop_all_on_signal().map_err(RunError::Signals)?;
-    // One run per host: held until the run returns.
-    let description = format!(
-        "prgate run of {} into {}",
-        request.inputs.plan.head.sha.get(..12).unwrap_or(&request.inputs.plan.head.sha),
-        request.inputs.results.display()
-    );
-    let _lock =
-        HostLock::acquire(&lock_path(request.inputs.node), &description, request.wait_lock)?;
-    refuse_drained(request.inputs.node)?;
-    // What the run writes names a tree's files by their paths in the tree.
-    let trees = crate::results::TreePaths::new(&request.inputs.node.work_dir().join("trees"));
-    let results = ResultsDir::open(request.inputs.results)?.naming_trees(&trees);
-    discard_runs_again(&results)?;
-    let events = request
-        .inputs
-        .events
-        .map(|path| EventWriter::create(path).map(|events| events.naming_trees(&trees)))
-        .transpose()?;
-    let processes = leftovers::folder(results.root());
-    let stopped_leftovers = leftovers::stop_leftovers(&processes);
-    let plan = request.inputs.plan;
-    let base_commit = plan.base_side_commit().to_owned();
-    let pr_commit = plan.head.sha.clone();
-
-    let mut summary = RunSummary { notes: stopped_leftovers, ..RunSummary::default() };
-    let chosen = |name: Option<&str>| {
-        request
-            .only_models
-            .is_none_or(|only| only.iter().any(|m| m == name.unwrap_or(COMMON_CHECKS)))
-    };
-    if plan.running_models().next().is_none() && !plan.common.selected {
-        // Nothing to run: the job plan says so, and the run is done.
-        results.write_job(&prgate_gate::job::JobPlan {
-            schema_version: prgate_gate::job::SCHEMA_VERSION,
-            pr_commit: pr_commit.clone(),
-            base_commit: base_commit.clone(),
-            family: 0,
-            accept_narrowing: false,
-            targets: Vec::new(),
-        })?;
-        return Ok(summary);
+    let mut session = Session::open(request)?;
+    if session.nothing_to_run()? {
+        return Ok(session.summary);
     }
-    let runs_anything = plan.running_models().any(|model| chosen(Some(&model.name)))
-        || (plan.common.selected && chosen(None));
-    if !runs_anything {
-        return Ok(summary);
-    }
-
     // What the run must produce, once, before anything runs.
-    let Exported { job, base_tree, pr_tree } = build_job(&request.inputs)?;
-    results.write_job(&job.plan)?;
-    let node = request.inputs.node;
-    let provenance = |recipe_hash: Option<&str>| Provenance {
-        node: Some(node.name().to_owned()),
-        image_digest: Some(
-            node.image().digest.clone().unwrap_or_else(|| node.image().name.clone()),
-        ),
-        base_commit: Some(base_commit.clone()),
-        pr_commit: Some(pr_commit.clone()),
-        recipe_hash: recipe_hash.map(str::to_owned),
-        reused: None,
+    let exported = build_job(&request.inputs)?;
+    session.results.write_job(&exported.job.plan)?;
+    let family = exported.job.plan.family;
+    let selection = Selection::of(request, &exported);
+    let facts = Facts::of(request);
+    session.take_over(&selection, &exported.job, &facts)?;
+    let mut runner = session.runner(&selection, family)?;
+    let failure = session::preflight(&mut runner, &selection);
+    let stops_run = failure.as_ref().filter(|failure| failure.blocks_run());
+    let times = match stops_run {
+        Some(failure) => {
+            session::stop_for_preflight(&mut runner, &selection, &facts, failure)?;
+            None
+        }
+        None => Some(session::run_targets(&mut runner, &selection, &facts, failure.as_ref())?),
     };
-    let targets: Vec<&Target> =
-        job.plan.targets.iter().filter(|target| chosen(target.model.as_deref())).collect();
-    let models: Vec<(&ModelPlan, &ModelRecipes, &Target)> = job
-        .models
-        .iter()
-        .filter_map(|recipes| {
-            let target = targets.iter().find(|t| t.model.as_deref() == Some(&recipes.name))?;
-            let model = plan.models.iter().find(|model| model.name == recipes.name)?;
-            Some((model, recipes, *target))
-        })
-        .collect();
-    let common = job.common.as_ref().zip(targets.iter().find(|t| t.model.is_none()).copied());
-    // The PR side's recipe hash of a target: what its records' provenance names.
-    let target_hash = |target: &Target| match target.model.as_deref() {
-        None => job.common.as_ref().and_then(CommonSource::hash),
-        Some(name) => job.models.iter().find(|m| m.name == name).and_then(|m| m.pr.hash()),
-    };
-    let run_key = |target: &Target| RunKey {
-        prgate_version: env!("CARGO_PKG_VERSION").to_owned(),
-        pr_commit: pr_commit.clone(),
-        base_commit: base_commit.clone(),
-        target: target.model.clone().unwrap_or_else(|| COMMON_CHECKS.to_owned()),
-        node: node.name().to_owned(),
-        node_profile: RunKey::profile_hash(node),
-        image: node.image().digest.clone().unwrap_or_else(|| node.image().name.clone()),
-        isolation: match request.isolation {
-            Isolation::Host => format!("host python={}", request.python.display()),
-            Isolation::Container { .. } => "container".to_owned(),
-        },
-        family: job.plan.family,
-    };
-    let store = ReuseStore::new(node.cache_dir());
-    if let ReuseMode::Node { .. } = request.reuse {
-        let cell_open = |pairs: &[prgate_gate::speed::Pair], noise, covered| {
-            steps::cell_needs_pair(request, job.plan.family, pairs, noise, covered)
-        };
-        let recorded = results.completed_steps()?;
-        for target in &targets {
-            let Some(entry) = store.load(&run_key(target)) else { continue };
-            let current = Current {
-                key: &run_key(target),
-                target,
-                provenance: &provenance(target_hash(target)),
-                cell_open: &cell_open,
-            };
-            let selection = crate::reuse::select(&entry, &current);
-            if let Some(why) = selection.refused {
-                summary.notes.push(format!("nothing of {} reused: {why}", target.name()));
-            }
-            // What this results directory has already (a resumed run) stays.
-            let fresh = |record: &Evidence| !recorded.contains(&StepId::of(record));
-            for record in selection.records.iter().filter(|record| fresh(record)) {
-                results.write(record)?;
-            }
-        }
-    }
-
-    let mut runner = steps::Runner {
-        request,
-        results: &results,
-        emit: emit::Emitter {
-            file: events.as_ref(),
-            progress: progress::Progress::new(request.progress, expected_steps(&targets)),
-            observer: request.observer,
-            skipped: BTreeSet::new(),
-        },
-        completed: results.completed_steps()?,
-        summary: &mut summary,
-        family: job.plan.family,
-        cache: Cache::new(node.cache_dir()),
-        deadline: request.time_limit.map(|limit| Instant::now() + limit),
-        installed: BTreeMap::new(),
-        speed_since: None,
-        clock: crate::gpu_time::PhaseClock::default(),
-        exec: exec::Exec {
-            isolation: request.isolation,
-            node,
-            processes: &processes,
-            python: request.python,
-            stall: crate::process::StallLimit::default(),
-        },
-    };
-    let removed = runner.exec.remove_leftovers();
-    runner.summary.notes.extend(removed);
-
-    // The preflight, before any install: what the node lacks is evidence, not a crash.
-    let preflight = match request.preflight {
-        PreflightMode::Off => Ok(()),
-        PreflightMode::On { root, thresholds } => {
-            let mut checkpoints: Vec<String> = models
-                .iter()
-                .filter_map(|(_, recipes, _)| match &recipes.pr {
-                    RecipeSource::Parsed { recipe, .. } => Some(recipe.checkpoint().to_owned()),
-                    _ => None,
-                })
-                .filter(|name| node.checkpoint_path(name).is_some())
-                .collect();
-            checkpoints.sort();
-            checkpoints.dedup();
-            let commands = SystemCommands::new(&results.root().join("logs").join("preflight"));
-            let image_check: Option<&dyn ImageCheck> = match request.isolation {
-                Isolation::Container { engine, .. } => Some(engine),
-                Isolation::Host => None,
-            };
-            Preflight {
-                node,
-                checkpoints: &checkpoints,
-                thresholds: *thresholds,
-                probes: Probes { commands: &commands, root },
-                image_check,
-            }
-            .run()
-        }
-    };
-    let failure = preflight.err();
-    if let Some(failure) = &failure {
-        runner.summary.notes.push(format!("the preflight found: {}", failure.to_not_run().1));
-        runner.summary.notes.extend(crate::health::record_preflight(node, failure, None));
-    }
-    if let Some(failure) = failure.as_ref().filter(|failure| failure.blocks_run()) {
-        let (reason, detail) = failure.to_not_run();
-        if let Some((source, _target)) = common {
-            let subject = steps::Subject { model: None, provenance: provenance(source.hash()) };
-            runner.not_run_common(&subject, reason, &detail)?;
-        }
-        for &(model, recipe, target) in &models {
-            let job = model_job(model, recipe, target, &base_tree, &pr_tree, &provenance);
-            runner.not_run_model(&job, reason, &detail)?;
-        }
-        runner.emit.close();
-        let skipped = std::mem::take(&mut runner.emit.skipped);
-        count_skipped(&mut summary, &skipped, &results)?;
-        return Ok(summary);
-    }
-
-    // The GPU time of each target, by phase (`crate::gpu_time`).
-    let mut times: Vec<(String, TargetTime)> = Vec::new();
-    let no_history = crate::schedule::History::default();
-    if let Some((source, target)) = common {
-        let subject = steps::Subject { model: None, provenance: provenance(source.hash()) };
-        let sides = [(Side::Base, base_tree.as_path()), (Side::Pr, pr_tree.as_path())];
-        runner.clock.take();
-        runner.common(&subject, source, target, &sides)?;
-        let estimate = match source {
-            CommonSource::Parsed { recipe, .. } => {
-                Some(crate::schedule::estimate_common(Some(recipe), &no_history))
-            }
-            _ => None,
-        };
-        // The common checks' commands get no GPU.
-        let spent = TargetTime::new(None, 0, &runner.clock.take(), estimate.as_ref());
-        times.push((COMMON_CHECKS.to_owned(), spent));
-    }
-    for &(model, recipe, target) in &models {
-        let mut job = model_job(model, recipe, target, &base_tree, &pr_tree, &provenance);
-        job.no_checkpoint = no_checkpoint(failure.as_ref(), recipe);
-        runner.clock.take();
-        runner.model(&job)?;
-        let (gpus, estimate) = match &recipe.pr {
-            RecipeSource::Parsed { recipe, .. } => (
-                crate::gpu_time::gpus_held(node, recipe),
-                Some(crate::schedule::estimate_model_on(
-                    model,
-                    Some(recipe),
-                    &no_history,
-                    &[u32::try_from(node.gpu_count()).ok()],
-                )),
-            ),
-            _ => (0, None),
-        };
-        let spent =
-            TargetTime::new(Some(&model.name), gpus, &runner.clock.take(), estimate.as_ref());
-        times.push((model.name.clone(), spent));
-    }
-    runner.emit.close();
-    let skipped = std::mem::take(&mut runner.emit.skipped);
-    count_skipped(&mut summary, &skipped, &results)?;
-    // Fail closed: a step the job plan expects that this run left without a record is
-    // recorded as such, so no verdict mistakes its absence for a pass.
-    let records: Vec<Evidence> =
-        results.records()?.into_iter().map(|(_step, record)| record).collect();
-    for target in &targets {
-        let hash = target_hash(target);
-        for step in target.evidence_steps() {
-            if prgate_gate::job::accounted(&step, &records) {
-                continue;
-            }
-            let detail = "the run ended without a record of this step".to_owned();
-            let subject = step.part().map(ToString::to_string);
-            let outcome = Outcome::NotRun {
-                reason: NotRunReason::NoEvidence,
-                detail,
-                subject,
-                failed_on: None,
-            };
-            let record =
-                evidence(step.model(), step.check(), step.side(), &provenance(hash), outcome);
-            results.write(&record)?;
-            summary.notes.push(format!("no record of {step}: recorded as not run"));
-        }
-    }
-    // What each target's run cost, in the results and the node's history.
-    let run_name = match request.reuse {
-        ReuseMode::Node { run } => run.clone(),
-        ReuseMode::Off => request.inputs.results.display().to_string(),
-    };
-    let mut history = Vec::new();
-    for (name, spent) in times {
-        let lines = spent.history(node.name(), &run_name, &pr_commit, &base_commit);
-        history.extend(lines);
-        if let Err(error) = spent.save(results.root(), &name) {
-            summary.notes.push(format!("the GPU time of {name} was not saved: {error}"));
-        }
-    }
-    if let Err(error) = crate::gpu_time::append_history(node.cache_dir(), &history) {
-        summary.notes.push(format!("the node's GPU-time history was not written: {error}"));
-    }
-    // What this run judged, for a later run of the same commits to take over.
-    if let ReuseMode::Node { run } = request.reuse {
-        let records = results.records()?;
-        for target in &targets {
-            let mine: Vec<Evidence> = records
-                .iter()
-                .filter(|(_step, record)| record.model == target.model)
-                .map(|(_step, record)| record.clone())
-                .collect();
-            if let Err(error) = store.save(&run_key(target), run, target, &mine) {
-                summary.notes.push(format!("what {} judged was not saved: {error}", target.name()));
-            }
-        }
-    }
-    let removed = exec::Exec {
-        isolation: request.isolation,
-        node,
-        processes: &processes,
-        python: request.python,
-        stall: crate::process::StallLimit::default(),
-    }
-    .remove_leftovers();
-    summary.notes.extend(removed);
-    Ok(summary)
-}
-
-/// Counts the steps the run skipped, and how many of them another results directory measured
-/// (their records name the run that did, `provenance.reused`): both from the same steps, so
-/// the second is never more than the first.
-fn count_skipped(
-    summary: &mut RunSummary,
-    skipped: &BTreeSet<StepId>,
-    results: &ResultsDir,
-) -> Result<(), RunError> {
-    summary.skipped = skipped.len();
-    summary.reused = results
-        .records()?
-        .iter()
-        .filter(|(step, record)| skipped.contains(step) && record.provenance.reused.is_some())
-        .count();
-    Ok(())
+    let skipped = runner.finish();
+    session.count_skipped(&skipped)?;
+    let Some(times) = times else { return Ok(session.summary) };
+    session.check_recorded(&selection)?;
+    session.save_gpu_time(times, &facts);
+    session.save_for_reuse(&selection, family, &facts)?;
+    Ok(session.close())
 }
 
 /// A job plan and the trees it was made from.
@@ -654,43 +381,6 @@ fn discard_runs_again(results: &ResultsDir) -> Result<(), RunError> {
     Ok(())
 }
 
-/// A model's job.
-fn model_job<'j>(
-    model: &'j ModelPlan,
-    recipes: &'j ModelRecipes,
-    target: &'j Target,
-    base_tree: &'j Path,
-    pr_tree: &'j Path,
-    provenance: &dyn Fn(Option<&str>) -> Provenance,
-) -> steps::ModelJob<'j> {
-    let recipe = &recipes.pr;
-    steps::ModelJob {
-        model,
-        recipe,
-        base_recipe: recipes.base.as_deref().map_err(String::as_str),
-        cacheable: recipes.unchanged,
-        base_own: recipes.base_own.as_deref(),
-        target,
-        base_tree: if model.new { None } else { Some(base_tree) },
-        pr_tree,
-        subject: steps::Subject {
-            model: Some(model.name.clone()),
-            provenance: provenance(recipe.hash()),
-        },
-        no_checkpoint: None,
-    }
-}
-
-/// The preflight's finding that the PR recipe's checkpoint of `recipes` is missing or empty on
-/// disk, as the `not-run` reason and detail of the steps that need a server.
-fn no_checkpoint(
-    failure: Option<&crate::preflight::PreflightFailure>,
-    recipes: &ModelRecipes,
-) -> Option<(NotRunReason, String)> {
-    let RecipeSource::Parsed { recipe, .. } = &recipes.pr else { return None };
-    Some(failure?.missing_checkpoint(recipe.checkpoint())?.to_not_run())
-}
-
 /// The checks a model's tier runs, in the order the report lists them; none for a model on no
 /// tier or removed by the PR.
 pub fn planned_checks(model: &ModelPlan) -> &'static [Check] {
@@ -724,7 +414,7 @@ pub fn unplaced_evidence(
     checks
         .iter()
         .map(|&check| {
-            let side = if check == Check::Speed { Side::Both } else { Side::Pr };
+            let side = prgate_gate::job::whole_check_side(check);
             evidence(model, check, side, &provenance, not_run(reason, detail.as_str(), None))
         })
         .collect()
@@ -855,10 +545,15 @@ mod tests {
         let records = unplaced_evidence(&plan, Some("kimi"), NotRunReason::NoCheckpoint, "n1: x");
         let checks: Vec<(Check, Side)> =
             records.iter().map(|record| (record.check, record.side)).collect();
-        let expect: Vec<(Check, Side)> = planned_checks(&plan.models[0])
-            .iter()
-            .map(|&check| (check, if check == Check::Speed { Side::Both } else { Side::Pr }))
-            .collect();
+        // The smoke tier's checks, each whole-check record on the PR side, speed on both.
+        let expect = [
+            (Check::UnitTests, Side::Pr),
+            (Check::KernelTests, Side::Pr),
+            (Check::ServingTests, Side::Pr),
+            (Check::Routing, Side::Pr),
+            (Check::Speed, Side::Both),
+        ];
+        assert_eq!(planned_checks(&plan.models[0]).len(), expect.len());
         assert_eq!(checks, expect);
         for record in &records {
             assert_eq!(record.model.as_deref(), Some("kimi"));

@@ -206,6 +206,24 @@ fn the_format_reads_back() {
     assert_eq!(job.unaccounted(&[]).len(), 2);
 }
 
+#[test]
+fn an_empty_job_plan_expects_nothing_and_reads_back() {
+    let job = JobPlan::empty(&"a".repeat(40), &"b".repeat(40));
+    let text = serde_json::to_string(&job).expect("serializes");
+    assert_eq!(
+        text,
+        format!(
+            r#"{{"schema_version":{SCHEMA_VERSION},"pr_commit":"{}","base_commit":"{}","family":0,"targets":[]}}"#,
+            "a".repeat(40),
+            "b".repeat(40)
+        )
+    );
+    let back: JobPlan = serde_json::from_str(&text).expect("reads back");
+    assert_eq!(back, job);
+    assert_eq!(job.evidence_steps().count(), 0);
+    assert!(job.unaccounted(&[]).is_empty());
+}
+
 /// prgate's own formats refuse a key they do not know (docs/job.md, "Unknown keys"): a key a
 /// newer or a broken writer added is an error naming it, not silently dropped evidence.
 #[test]

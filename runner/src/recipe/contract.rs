@@ -72,6 +72,8 @@ pub fn differences(base: &Recipe, pr: &Recipe, node: &NodeProfile) -> Vec<Contra
     changes.value("server.startup-timeout", &startup(ours), &startup(theirs), Effect::Changed);
     let api = |server: &super::Server| server.memory_api.to_string();
     changes.value("server.memory-api", &api(ours), &api(theirs), Effect::Changed);
+    let logged = |server: &super::Server| server.routing_logged.as_str();
+    changes.value("server.routing-logged", logged(ours), logged(theirs), Effect::Changed);
     changes.value(
         "server.routing-pattern",
         &ours.routing_pattern,

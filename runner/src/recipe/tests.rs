@@ -203,6 +203,7 @@ fn every_kind_of_error_names_the_file_the_key_and_the_value() {
         ),
         ("bad health path", format!("{MINIMAL}health-path = \"health\"\n")),
         ("unknown memory api", format!("{MINIMAL}memory-api = \"cuda-ipc\"\n")),
+        ("unknown routing-logged", format!("{MINIMAL}routing-logged = \"always\"\n")),
         ("bad startup timeout", format!("{MINIMAL}startup-timeout = \"20 minutes\"\n")),
         ("zero startup timeout", format!("{MINIMAL}startup-timeout = \"0s\"\n")),
         ("units out of order", format!("{MINIMAL}startup-timeout = \"30m1h\"\n")),

@@ -1,5 +1,13 @@
 //! The steps of one model's job and of the common checks, each recorded (or skipped, when an
 //! earlier run recorded it) through [`Runner::step`].
+//!
+//! Which steps there are is the job plan's: a target's steps are taken from its [`Queue`]
+//! (`queue`), phase by phase; a step the plan knows the outcome of is recorded as it says, and
+//! one it queues is run by the recipe's commands. The recipe says how to run a step, never
+//! whether it exists. What it leaves to others: the job plan (`crate::job`), the run's stages
+//! (`super::session`).
+
+mod queue;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -7,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use prgate_gate::evidence::{Check, KernelSamples, NotRunReason, Outcome, Provenance, Side};
 use prgate_gate::speed::{Calibration, CellContext, Pair, needs_another_pair};
-use prgate_scope::plan::{ModelPlan, Tier};
+use prgate_scope::plan::ModelPlan;
 
 use super::emit::{Emitter, ServerEvents};
 use super::exec::{Command, Exec};
@@ -26,13 +34,14 @@ use crate::junit::{self, PytestCommand};
 use crate::key::Key;
 use crate::recipe::timing::parse_timing_output;
 use crate::recipe::{
-    AccuracyBenchmark, Evaluator, ExternalSpeed, Install, NotRunnable, Recipe, SpeedBenchmark,
+    AccuracyBenchmark, Evaluator, ExternalSpeed, Install, Recipe, RoutingLogged, SpeedBenchmark,
     SpeedFormat, SpeedRun, SpeedSweep,
 };
 use crate::results::{Event, EventKind, Part, ResultsDir, StepId, StepStarted, now_ms};
 use crate::schedule::cost::Layout;
 use crate::untrusted::{self, MAX_RESULT_FILE};
-use prgate_gate::job::{Expect, Target};
+use prgate_gate::job::{ExpectedStep, Target, whole_check_side};
+use queue::{Queue, Queued};
 
 /// A step's time limit when the recipe gives none.
 const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(60 * 60);
@@ -106,18 +115,14 @@ impl ModelJob<'_> {
         &self.model.name
     }
 
-    fn full(&self) -> bool {
-        self.model.tier == Tier::Full
-    }
-
-    /// The sides whose trees exist: base (unless the model is new) and PR.
-    fn tree_sides(&self) -> Vec<(Side, &Path)> {
-        let mut sides = Vec::new();
-        if let Some(base) = self.base_tree {
-            sides.push((Side::Base, base));
+    /// The tree of `side`'s tests and timing scripts: none on the base side of a model new in
+    /// the PR, nor on `both`.
+    fn tree(&self, side: Side) -> Option<&Path> {
+        match side {
+            Side::Base => self.base_tree,
+            Side::Pr => Some(self.pr_tree),
+            Side::Both => None,
         }
-        sides.push((Side::Pr, self.pr_tree));
-        sides
     }
 
     /// The tree each side's server runs in: a new model's baseline is the PR tree.
@@ -135,16 +140,6 @@ impl ModelJob<'_> {
             Side::Pr | Side::Both => Ok(pr),
         }
     }
-
-    /// The checks the job plan expects of it.
-    fn checks(&self) -> Vec<Check> {
-        self.target.checks()
-    }
-}
-
-/// The side a whole-check `not-run` record is written on.
-fn not_run_side(check: Check) -> Side {
-    if check == Check::Speed { Side::Both } else { Side::Pr }
 }
 
 /// The index of a server side.
@@ -153,6 +148,12 @@ fn slot(side: Side) -> usize {
 }
 
 impl Runner<'_> {
+    /// Ends the loop: its progress line closed, the steps it skipped handed back.
+    pub(super) fn finish(mut self) -> BTreeSet<StepId> {
+        self.emit.close();
+        std::mem::take(&mut self.emit.skipped)
+    }
+
     /// Records one step: skips it when an earlier run did, else runs `work` in its log folder
     /// and writes its outcome. Once the run's time is up, a step is recorded `timeout`
     /// without running. Returns the outcome when the step ran.
@@ -326,7 +327,8 @@ impl Runner<'_> {
         outcome
     }
 
-    /// The common checks: one pytest session per side over the common recipe's selections.
+    /// The common checks: the job plan's steps, one pytest session per side it queues over the
+    /// common recipe's selections.
     pub(super) fn common(
         &mut self,
         subject: &Subject,
@@ -334,15 +336,20 @@ impl Runner<'_> {
         target: &Target,
         sides: &[(Side, &Path)],
     ) -> Result<(), RunError> {
-        let recipe = match recipe {
-            CommonSource::Parsed { recipe, .. } => recipe,
-            CommonSource::Missing { .. } | CommonSource::Invalid { .. } => {
-                return self.record_blocked(subject, target);
-            }
+        let queue = Queue::of(target);
+        let CommonSource::Parsed { recipe, .. } = recipe else {
+            return self.without_recipe(subject, &queue);
         };
         // The common recipe has no stall limit of its own.
         self.exec.stall = crate::process::StallLimit::default();
-        for &(side, tree) in sides {
+        for queued in queue.all() {
+            let Some(step) = self.take(subject, queued)? else { continue };
+            let tree = sides.iter().find(|(side, _)| *side == step.side).map(|&(_, tree)| tree);
+            let (Some(tree), Check::CommonTests, None) = (tree, step.check, &step.part) else {
+                self.record_not_described(subject, step)?;
+                continue;
+            };
+            let side = step.side;
             if self.skip_if_done(subject, Check::CommonTests, side, None)? {
                 continue;
             }
@@ -362,22 +369,23 @@ impl Runner<'_> {
         Ok(())
     }
 
-    /// Runs every step of one model.
+    /// Runs one model's job: its job plan's steps, phase by phase (tests, kernel timing, what
+    /// needs the servers); what the plan knows before the run is recorded as it says.
     pub(super) fn model(&mut self, job: &ModelJob<'_>) -> Result<(), RunError> {
-        let recipe = match job.recipe {
-            RecipeSource::Parsed { recipe, .. } => recipe,
-            RecipeSource::Missing { .. } | RecipeSource::Invalid { .. } => {
-                return self.record_blocked(&job.subject, job.target);
-            }
+        let queue = Queue::of(job.target);
+        let RecipeSource::Parsed { recipe, .. } = job.recipe else {
+            return self.without_recipe(&job.subject, &queue);
         };
         // Every command of the model's steps is stopped when it stalls for the recipe's limit.
         self.exec.stall = recipe.timeouts().stall.unwrap_or_default();
-        let blockers = recipe.check_runs_on(self.request.inputs.node).err();
-        self.tests(job, recipe)?;
-        if job.full() {
-            self.kernel_timing(job, recipe, blockers.as_ref())?;
+        for phase in queue.phases() {
+            match phase {
+                queue::Phase::Tests => self.tests(job, recipe, &queue)?,
+                queue::Phase::KernelTiming => self.kernel_timing(job, recipe, &queue)?,
+                queue::Phase::Served => self.served(job, recipe, &queue)?,
+            }
         }
-        self.served(job, recipe, blockers.as_ref())
+        Ok(())
     }
 
     /// Records every check of the common checks as not run.
@@ -387,39 +395,61 @@ impl Runner<'_> {
         reason: NotRunReason,
         detail: &str,
     ) -> Result<(), RunError> {
-        self.record(subject, Check::CommonTests, Side::Pr, None, not_run(reason, detail, None))
+        let check = Check::CommonTests;
+        let outcome = not_run(reason, detail, None);
+        self.record(subject, check, whole_check_side(check), None, outcome)
     }
 
-    /// Records every check of a model as not run (the preflight stopped it).
+    /// Records every check of a model as not run (the preflight stopped it), one whole-check
+    /// record each.
     pub(super) fn not_run_model(
         &mut self,
         job: &ModelJob<'_>,
         reason: NotRunReason,
         detail: &str,
     ) -> Result<(), RunError> {
-        self.not_run_all(job, reason, detail)
-    }
-
-    /// Records every step the job plan knows cannot run (a PR recipe missing or not valid).
-    fn record_blocked(&mut self, subject: &Subject, target: &Target) -> Result<(), RunError> {
-        for step in &target.steps {
-            if let Expect::Blocked { reason, detail } = &step.expect {
-                let outcome = not_run(*reason, detail.clone(), None);
-                self.record(subject, step.check, step.side, step.part.as_ref(), outcome)?;
-            }
+        for check in job.target.checks() {
+            let outcome = not_run(reason, detail, None);
+            self.record(&job.subject, check, whole_check_side(check), None, outcome)?;
         }
         Ok(())
     }
 
-    fn not_run_all(
+    /// Takes a queued step: one the plan knows the outcome of is recorded as it says (`None`),
+    /// one to run is handed back.
+    fn take<'q>(
         &mut self,
-        job: &ModelJob<'_>,
-        reason: NotRunReason,
-        detail: &str,
+        subject: &Subject,
+        queued: &'q Queued<'_>,
+    ) -> Result<Option<&'q ExpectedStep>, RunError> {
+        match queued {
+            Queued::Record { step, outcome } => {
+                let part = step.part.as_ref();
+                self.record(subject, step.check, step.side, part, outcome.clone())?;
+                Ok(None)
+            }
+            Queued::Run(step) => Ok(Some(step)),
+        }
+    }
+
+    /// Records a step the plan queues that the recipe does not describe (`not-run`, `other`).
+    fn record_not_described(
+        &mut self,
+        subject: &Subject,
+        step: &ExpectedStep,
     ) -> Result<(), RunError> {
-        for check in job.checks() {
-            let outcome = not_run(reason, detail, None);
-            self.record(&job.subject, check, not_run_side(check), None, outcome)?;
+        let part = step.part.as_ref();
+        let id = StepId::new(subject.model.as_deref(), step.check, step.side, part.cloned());
+        self.record(subject, step.check, step.side, part, queue::not_described(&id))
+    }
+
+    /// A target whose PR recipe is missing or not valid: the plan's steps are known (`blocked`)
+    /// and recorded as it says; one it queues to run has no recipe to run by.
+    fn without_recipe(&mut self, subject: &Subject, queue: &Queue<'_>) -> Result<(), RunError> {
+        for queued in queue.all() {
+            if let Some(step) = self.take(subject, queued)? {
+                self.record_not_described(subject, step)?;
+            }
         }
         Ok(())
     }
@@ -438,56 +468,63 @@ impl Runner<'_> {
             .map_err(|detail| (NotRunReason::Crash, detail))
     }
 
-    /// Unit and kernel tests on each side (serving tests need the servers: see `served`).
-    fn tests(&mut self, job: &ModelJob<'_>, recipe: &Recipe) -> Result<(), RunError> {
+    /// The unit and kernel tests the job plan queues, each on its side (serving tests need
+    /// the servers: see `served`).
+    fn tests(
+        &mut self,
+        job: &ModelJob<'_>,
+        recipe: &Recipe,
+        queue: &Queue<'_>,
+    ) -> Result<(), RunError> {
         let tests = recipe.tests();
         let timeouts = recipe.timeouts();
-        for (check, selection, timeout) in [
-            (Check::UnitTests, &tests.unit, timeouts.unit_tests),
-            (Check::KernelTests, &tests.kernel, timeouts.kernel_tests),
-        ] {
-            if selection.is_empty() {
-                let detail = format!("the recipe selects no {}", check.describe());
-                let outcome = not_run(NotRunReason::NothingToCheck, detail, None);
-                self.record(&job.subject, check, Side::Pr, None, outcome)?;
+        for queued in queue.phase(queue::Phase::Tests) {
+            let Some(step) = self.take(&job.subject, queued)? else { continue };
+            let (check, side) = (step.check, step.side);
+            let (selection, timeout) = match check {
+                Check::UnitTests => (tests.unit.as_slice(), timeouts.unit_tests),
+                Check::KernelTests => (tests.kernel.as_slice(), timeouts.kernel_tests),
+                _ => (&[][..], None),
+            };
+            let tree = job.tree(side).filter(|_| !selection.is_empty() && step.part.is_none());
+            let Some(tree) = tree else {
+                self.record_not_described(&job.subject, step)?;
+                continue;
+            };
+            if self.skip_if_done(&job.subject, check, side, None)? {
                 continue;
             }
-            for (side, tree) in job.tree_sides() {
-                if self.skip_if_done(&job.subject, check, side, None)? {
-                    continue;
-                }
-                let installed = self.install_side(job, recipe, side, tree);
-                let timeout = self.limit(timeout.unwrap_or(DEFAULT_STEP_TIMEOUT));
-                let gpus = recipe_gpus(self.request.inputs.node, recipe);
-                let exec = self.exec;
-                let run = TestRun { selection, tree, timeout, server: None, gpus: &gpus };
-                let purpose = format!("{}-{}-{}", job.name(), side_name(side), check_slug(check));
-                let _phase = self.clock.enter(Phase::Tests);
-                self.step(&job.subject, check, side, None, |log| match installed {
-                    Ok(()) => pytest(&exec, &run, log, purpose),
-                    Err((reason, detail)) => not_run(reason, detail, None),
-                })?;
-            }
+            let installed = self.install_side(job, recipe, side, tree);
+            let timeout = self.limit(timeout.unwrap_or(DEFAULT_STEP_TIMEOUT));
+            let gpus = recipe_gpus(self.request.inputs.node, recipe);
+            let exec = self.exec;
+            let run = TestRun { selection, tree, timeout, server: None, gpus: &gpus };
+            let purpose = format!("{}-{}-{}", job.name(), side_name(side), check_slug(check));
+            let _phase = self.clock.enter(Phase::Tests);
+            self.step(&job.subject, check, side, None, |log| match installed {
+                Ok(()) => pytest(&exec, &run, log, purpose),
+                Err((reason, detail)) => not_run(reason, detail, None),
+            })?;
         }
         Ok(())
     }
 
+    /// The kernel timing the job plan queues: every script of the recipe, on each side.
     fn kernel_timing(
         &mut self,
         job: &ModelJob<'_>,
         recipe: &Recipe,
-        blockers: Option<&NotRunnable>,
+        queue: &Queue<'_>,
     ) -> Result<(), RunError> {
-        if let Some(blocker) = blockers.and_then(|b| b.blocker_for(Check::KernelTiming, None)) {
-            let outcome = not_run(blocker.reason(), blocker.to_string(), None);
-            return self.record(&job.subject, Check::KernelTiming, Side::Pr, None, outcome);
-        }
-        if recipe.kernel_timing().is_empty() {
-            let detail = "the recipe has no kernel timing scripts";
-            let outcome = not_run(NotRunReason::NothingToCheck, detail, None);
-            return self.record(&job.subject, Check::KernelTiming, Side::Pr, None, outcome);
-        }
-        for (side, tree) in job.tree_sides() {
+        for queued in queue.phase(queue::Phase::KernelTiming) {
+            let Some(step) = self.take(&job.subject, queued)? else { continue };
+            let side = step.side;
+            let scripts = !recipe.kernel_timing().is_empty();
+            let tree = job.tree(side).filter(|_| scripts && step.part.is_none());
+            let (Some(tree), Check::KernelTiming) = (tree, step.check) else {
+                self.record_not_described(&job.subject, step)?;
+                continue;
+            };
             if self.skip_if_done(&job.subject, Check::KernelTiming, side, None)? {
                 continue;
             }
@@ -507,66 +544,32 @@ impl Runner<'_> {
         Ok(())
     }
 
-    /// Everything that needs the servers: serving tests, accuracy, speed and routing.
+    /// Everything that needs the servers and the job plan queues: serving tests, accuracy,
+    /// speed and routing.
     fn served(
         &mut self,
         job: &ModelJob<'_>,
         recipe: &Recipe,
-        blockers: Option<&NotRunnable>,
+        queue: &Queue<'_>,
     ) -> Result<(), RunError> {
         let subject = &job.subject;
-        let blocked = blockers
-            .and_then(|b| b.blocker_for(Check::Routing, None))
-            .map(|blocker| (blocker.reason(), blocker.to_string()))
-            .or_else(|| job.no_checkpoint.clone());
-        if let Some((reason, detail)) = blocked {
+        let runs_any = queue.phase(queue::Phase::Served).any(|q| matches!(q, Queued::Run(_)));
+        if let Some((reason, detail)) = job.no_checkpoint.clone().filter(|_| runs_any) {
+            // The preflight found no checkpoint: nothing of this phase can start.
             for check in [Check::ServingTests, Check::Routing, Check::Accuracy, Check::Speed] {
-                if check == Check::Accuracy && !job.full() {
-                    continue;
+                if queue.has(check) {
+                    let outcome = not_run(reason, detail.clone(), None);
+                    self.record(subject, check, whole_check_side(check), None, outcome)?;
                 }
-                let outcome = not_run(reason, detail.clone(), None);
-                self.record(subject, check, not_run_side(check), None, outcome)?;
             }
             return Ok(());
         }
         let sides = [Side::Base, Side::Pr];
-        let mut needed: Vec<StepId> = Vec::new();
+        let (needed, benchmarks) = self.served_steps(job, recipe, queue)?;
         let name = job.name().to_owned();
         let id =
             |check, side, part: Option<&Part>| StepId::new(Some(&name), check, side, part.cloned());
-        if recipe.tests().serving.is_empty() {
-            let detail = "the recipe selects no serving tests";
-            let outcome = not_run(NotRunReason::NothingToCheck, detail, None);
-            self.record(subject, Check::ServingTests, Side::Pr, None, outcome)?;
-        } else {
-            needed.extend(sides.map(|side| id(Check::ServingTests, side, None)));
-        }
-        let mut benchmarks: Vec<&AccuracyBenchmark> = Vec::new();
-        if job.full() {
-            if recipe.accuracy().is_empty() {
-                let detail = "the recipe has no accuracy benchmarks";
-                let outcome = not_run(NotRunReason::NothingToCheck, detail, None);
-                self.record(subject, Check::Accuracy, Side::Pr, None, outcome)?;
-            }
-            for benchmark in recipe.accuracy() {
-                let named = Part::named(&benchmark.name);
-                let part = Some(&named);
-                let name = Some(benchmark.name.as_str());
-                if let Some(blocker) = blockers.and_then(|b| b.blocker_for(Check::Accuracy, name)) {
-                    let outcome = not_run(blocker.reason(), blocker.to_string(), name);
-                    self.record(subject, Check::Accuracy, Side::Pr, part, outcome)?;
-                    continue;
-                }
-                // A cached base result needs no server.
-                if let Some(cached) = self.cached_accuracy(job, recipe, benchmark) {
-                    self.record(subject, Check::Accuracy, Side::Base, part, cached)?;
-                }
-                needed.extend(sides.map(|side| id(Check::Accuracy, side, part)));
-                benchmarks.push(benchmark);
-            }
-        }
-        needed.extend(sides.map(|side| id(Check::Routing, side, None)));
-        let cells = self.open_cells(job, recipe)?;
+        let cells = self.open_cells(job, recipe, &queue.cells())?;
         if !any_missing(&self.completed, &needed) && cells.is_empty() {
             // Everything the servers would do is recorded: skip them, and say so.
             for step in needed {
@@ -575,143 +578,25 @@ impl Runner<'_> {
             return Ok(());
         }
 
-        // The servers: both up at once on disjoint GPUs when the node has room, else one at a
-        // time on the same GPUs. A side whose install failed has no server.
-        let node = self.request.inputs.node;
-        let gpus: Vec<u32> = node.gpus().iter().map(|gpu| gpu.id).collect();
-        let tp = (recipe.tp() as usize).min(gpus.len());
-        // A topology has the nodes to itself: base's and PR's run in turn.
-        let node_gpus = u32::try_from(gpus.len()).ok();
-        let together = Layout::of(node_gpus, recipe) == Layout::Together;
-        let gpu_sets =
-            if together { [&gpus[..tp], &gpus[tp..2 * tp]] } else { [&gpus[..tp], &gpus[..tp]] };
-        let mut launches = Vec::new();
-        let mut slots = [Slot::Idle, Slot::Idle];
-        for side in sides {
-            let tree = job.server_tree(side);
-            if let Err((reason, detail)) = self.install_side(job, recipe, side, tree) {
-                slots[slot(side)] = Slot::Failed(ServerFailure { reason, detail });
-            }
-            let log =
-                self.results.step_log_dir(&id(Check::Routing, side, None))?.join("server.log");
-            launches.push(Launch {
-                tree,
-                // The baseline of a model new in the PR is SGLang's own path.
-                monokernel: side == Side::Pr || !job.model.new,
-                gpus: gpu_sets[slot(side)],
-                env: self.exec.side_env(tree),
-                log,
-                purpose: format!("{}-{}-server", job.name(), side_name(side)),
-            });
-        }
-        let recipes = [job.side_recipe(recipe, Side::Base).unwrap_or(recipe), recipe];
-        let declared = recipes.map(|side| memory::declared(side.server().memory_api));
-        let mut servers = Servers {
-            recipe,
-            recipes,
-            launches,
-            slots,
-            together,
-            served: [Vec::new(), Vec::new()],
-            model: name.clone(),
-            events: self.emit.servers(),
-            apis: declared.map(|(api, _)| api),
-            no_api: declared.map(|(_, none)| none),
-            loads: [0, 0],
-            wakes: [0, 0],
-        };
-
+        let gpus: Vec<u32> = self.request.inputs.node.gpus().iter().map(|gpu| gpu.id).collect();
+        let mut servers = self.servers(job, recipe, &gpus)?;
         // One at a time, the PR's side goes first: the base server is then up when the speed
         // pairs open with a base run, and no server starts twice before them.
-        let order = if together { sides } else { [Side::Pr, Side::Base] };
+        let order = if servers.together { sides } else { [Side::Pr, Side::Base] };
         for side in order {
-            let tree = job.server_tree(side);
-            let selection = &recipe.tests().serving;
-            if !selection.is_empty()
+            if needed.contains(&id(Check::ServingTests, side, None))
                 && !self.skip_if_done(subject, Check::ServingTests, side, None)?
             {
-                let server = self.server(&mut servers, side);
-                let timeout =
-                    self.limit(recipe.timeouts().serving_tests.unwrap_or(DEFAULT_STEP_TIMEOUT));
-                let exec = self.exec;
-                let purpose = format!("{}-{}-serving-tests", job.name(), side_name(side));
-                let _phase = self.clock.enter(Phase::Tests);
-                self.step(subject, Check::ServingTests, side, None, |log| match server {
-                    Ok(serving) => {
-                        let run =
-                            TestRun { selection, tree, timeout, server: Some(&serving), gpus: &[] };
-                        pytest(&exec, &run, log, purpose)
-                    }
-                    Err(failure) => failed(&failure),
-                })?;
+                self.serving_tests(job, recipe, &mut servers, side)?;
             }
             for benchmark in &benchmarks {
                 let named = Part::named(&benchmark.name);
                 let part = Some(&named);
-                if self.skip_if_done(subject, Check::Accuracy, side, part)? {
-                    continue;
+                if needed.contains(&id(Check::Accuracy, side, part))
+                    && !self.skip_if_done(subject, Check::Accuracy, side, part)?
+                {
+                    self.accuracy_on(job, recipe, &mut servers, side, benchmark)?;
                 }
-                // The base side runs its own recipe's evaluator of the same name.
-                let side_benchmark = servers.recipes[slot(side)]
-                    .accuracy()
-                    .iter()
-                    .find(|other| other.name == benchmark.name);
-                let gated_elsewhere =
-                    side_benchmark.and_then(|b| b.hub_dataset.as_ref()).filter(|dataset| {
-                        !job.base_own.is_some_and(|own| {
-                            own.accuracy().iter().any(|other| {
-                                other.name == benchmark.name
-                                    && other.hub_dataset.as_ref() == Some(*dataset)
-                            })
-                        })
-                    });
-                // The server first (its load is a server event of its own), then the step,
-                // whose events bracket the evaluation (and the history prices it).
-                let expired = |detail| ServerFailure { reason: NotRunReason::RunTimeLimit, detail };
-                let mut server = match self.out_of_time() {
-                    Some(detail) => Err(expired(detail)),
-                    None => self.server(&mut servers, side),
-                };
-                let Some(open) = self.open_step(subject, Check::Accuracy, side, part)? else {
-                    continue;
-                };
-                if let Some(detail) = open.expired.clone() {
-                    server = Err(expired(detail));
-                }
-                let outcome = match (server, side_benchmark) {
-                    (Ok(_), Some(_)) if gated_elsewhere.is_some() => not_run(
-                        NotRunReason::GatedDataset,
-                        format!(
-                            "benchmark {} names the gated dataset {}, which the base side's own recipe does not: the node's token fetches only what the base side names",
-                            benchmark.name,
-                            gated_elsewhere.map(ToString::to_string).unwrap_or_default()
-                        ),
-                        Some(&benchmark.name),
-                    ),
-                    (Ok(serving), Some(side_benchmark)) => {
-                        let _phase = self.clock.enter(Phase::Accuracy);
-                        self.evaluate(
-                            servers.recipes[slot(side)],
-                            side_benchmark,
-                            &serving,
-                            &servers.launches[slot(side)],
-                            job.base_tree.unwrap_or(job.pr_tree),
-                        )
-                    }
-                    (Ok(_), None) => not_run(
-                        NotRunReason::NoRecipe,
-                        format!(
-                            "the base side's recipe has no command for benchmark {}: the base side never runs the PR's",
-                            benchmark.name
-                        ),
-                        Some(&benchmark.name),
-                    ),
-                    (Err(failure), _) => failed(&failure),
-                };
-                if side == Side::Base && !job.model.new && job.cacheable {
-                    self.store_accuracy(job, recipe, benchmark, &outcome);
-                }
-                self.close_step(subject, part, open, outcome)?;
             }
         }
         if !cells.is_empty() {
@@ -721,22 +606,12 @@ impl Runner<'_> {
             self.speed_since = None;
             measured?;
         }
-        let pattern = &recipe.server().routing_pattern;
         for side in sides {
-            if self.skip_if_done(subject, Check::Routing, side, None)? {
-                continue;
-            }
-            // A server that came up has logged its routing line: its log is read, whether it
-            // is still up, stopped to make room or failed later (no restart to read a line it
-            // already wrote). A side whose server never came up is started now.
-            let outcome = if servers.served[slot(side)].is_empty()
-                && let Err(failure) = self.server(&mut servers, side)
+            if needed.contains(&id(Check::Routing, side, None))
+                && !self.skip_if_done(subject, Check::Routing, side, None)?
             {
-                failed(&failure)
-            } else {
-                side_routing(&servers.routing_read(side, pattern))
-            };
-            self.record(subject, Check::Routing, side, None, outcome)?;
+                self.routing(job, recipe, &mut servers, side)?;
+            }
         }
         if let Some(design) = servers.design() {
             self.summary.notes.push(design);
@@ -745,6 +620,178 @@ impl Runner<'_> {
         let _phase = self.clock.enter(Phase::Servers);
         drop(servers);
         Ok(())
+    }
+
+    /// A side's serving tests, against its server (started when it is not up).
+    fn serving_tests(
+        &mut self,
+        job: &ModelJob<'_>,
+        recipe: &Recipe,
+        servers: &mut Servers<'_>,
+        side: Side,
+    ) -> Result<(), RunError> {
+        let tree = job.server_tree(side);
+        let selection = &recipe.tests().serving;
+        let server = self.server(servers, side);
+        let timeout = self.limit(recipe.timeouts().serving_tests.unwrap_or(DEFAULT_STEP_TIMEOUT));
+        let exec = self.exec;
+        let purpose = format!("{}-{}-serving-tests", job.name(), side_name(side));
+        let _phase = self.clock.enter(Phase::Tests);
+        self.step(&job.subject, Check::ServingTests, side, None, |log| match server {
+            Ok(serving) => {
+                let run = TestRun { selection, tree, timeout, server: Some(&serving), gpus: &[] };
+                pytest(&exec, &run, log, purpose)
+            }
+            Err(failure) => failed(&failure),
+        })
+        .map(drop)
+    }
+
+    /// One accuracy benchmark on one side, by that side's recipe's evaluator of the same name.
+    fn accuracy_on(
+        &mut self,
+        job: &ModelJob<'_>,
+        recipe: &Recipe,
+        servers: &mut Servers<'_>,
+        side: Side,
+        benchmark: &AccuracyBenchmark,
+    ) -> Result<(), RunError> {
+        let subject = &job.subject;
+        let named = Part::named(&benchmark.name);
+        let part = Some(&named);
+        // The base side runs its own recipe's evaluator of the same name.
+        let side_benchmark = servers.recipes[slot(side)]
+            .accuracy()
+            .iter()
+            .find(|other| other.name == benchmark.name);
+        let gated_elsewhere =
+            side_benchmark.and_then(|b| b.hub_dataset.as_ref()).filter(|dataset| {
+                !job.base_own.is_some_and(|own| {
+                    own.accuracy().iter().any(|other| {
+                        other.name == benchmark.name && other.hub_dataset.as_ref() == Some(*dataset)
+                    })
+                })
+            });
+        // The server first (its load is a server event of its own), then the step, whose
+        // events bracket the evaluation (and the history prices it).
+        let expired = |detail| ServerFailure { reason: NotRunReason::RunTimeLimit, detail };
+        let mut server = match self.out_of_time() {
+            Some(detail) => Err(expired(detail)),
+            None => self.server(servers, side),
+        };
+        let Some(open) = self.open_step(subject, Check::Accuracy, side, part)? else {
+            return Ok(());
+        };
+        if let Some(detail) = open.expired.clone() {
+            server = Err(expired(detail));
+        }
+        let outcome = match (server, side_benchmark) {
+            (Ok(_), Some(_)) if gated_elsewhere.is_some() => not_run(
+                NotRunReason::GatedDataset,
+                format!(
+                    "benchmark {} names the gated dataset {}, which the base side's own recipe does not: the node's token fetches only what the base side names",
+                    benchmark.name,
+                    gated_elsewhere.map(ToString::to_string).unwrap_or_default()
+                ),
+                Some(&benchmark.name),
+            ),
+            (Ok(serving), Some(side_benchmark)) => {
+                let _phase = self.clock.enter(Phase::Accuracy);
+                self.evaluate(
+                    servers.recipes[slot(side)],
+                    side_benchmark,
+                    &serving,
+                    &servers.launches[slot(side)],
+                    job.base_tree.unwrap_or(job.pr_tree),
+                )
+            }
+            (Ok(_), None) => not_run(
+                NotRunReason::NoRecipe,
+                format!(
+                    "the base side's recipe has no command for benchmark {}: the base side never runs the PR's",
+                    benchmark.name
+                ),
+                Some(&benchmark.name),
+            ),
+            (Err(failure), _) => failed(&failure),
+        };
+        if side == Side::Base && !job.model.new && job.cacheable {
+            self.store_accuracy(job, recipe, benchmark, &outcome);
+        }
+        self.close_step(subject, part, open, outcome).map(drop)
+    }
+
+    /// A side's routing: its server's log against the recipe's routing pattern, the lines each
+    /// start wrote once it was healthy. A server that came up has logged its routing line: its
+    /// log is read, whether it is still up, stopped to make room or failed later (no restart to
+    /// read a line it already wrote). A side whose server never came up is started now.
+    fn routing(
+        &mut self,
+        job: &ModelJob<'_>,
+        recipe: &Recipe,
+        servers: &mut Servers<'_>,
+        side: Side,
+    ) -> Result<(), RunError> {
+        let pattern = &recipe.server().routing_pattern;
+        let outcome = if servers.served[slot(side)].is_empty()
+            && let Err(failure) = self.server(servers, side)
+        {
+            failed(&failure)
+        } else {
+            side_routing(&servers.routing_read(side, pattern))
+        };
+        self.record(&job.subject, Check::Routing, side, None, outcome)
+    }
+
+    /// The steps of the served phase: what the plan knows is recorded as it says (a cached
+    /// base accuracy result too, which needs no server); returned are the steps the servers
+    /// run (serving tests, accuracy and routing, each on its side; the speed cells are
+    /// [`Queue::cells`]) and the recipe's benchmarks among them, in the plan's order.
+    fn served_steps<'r>(
+        &mut self,
+        job: &ModelJob<'_>,
+        recipe: &'r Recipe,
+        queue: &Queue<'_>,
+    ) -> Result<(Vec<StepId>, Vec<&'r AccuracyBenchmark>), RunError> {
+        let subject = &job.subject;
+        let mut needed: Vec<StepId> = Vec::new();
+        let mut benchmarks: Vec<&AccuracyBenchmark> = Vec::new();
+        for queued in queue.phase(queue::Phase::Served) {
+            let Some(step) = self.take(subject, queued)? else { continue };
+            let id = job.target.step_id(step);
+            let benchmark = step.part.as_ref().and_then(|part| {
+                recipe.accuracy().iter().find(|benchmark| Part::named(&benchmark.name) == *part)
+            });
+            let runs = match (step.check, &step.part, step.side) {
+                (Check::Speed, Some(Part::Cell { .. }), Side::Both) => recipe.speed().is_some(),
+                (_, _, Side::Both) => false,
+                (Check::ServingTests, None, _) => !recipe.tests().serving.is_empty(),
+                (Check::Routing, None, _) => true,
+                (Check::Accuracy, Some(_), side) => match benchmark {
+                    Some(benchmark) => {
+                        // A cached base result needs no server.
+                        if side == Side::Base
+                            && let Some(cached) = self.cached_accuracy(job, recipe, benchmark)
+                        {
+                            self.record(subject, Check::Accuracy, side, id.part(), cached)?;
+                        }
+                        if !benchmarks.iter().any(|kept| kept.name == benchmark.name) {
+                            benchmarks.push(benchmark);
+                        }
+                        true
+                    }
+                    None => false,
+                },
+                _ => false,
+            };
+            match (runs, step.check) {
+                (false, _) => self.record_not_described(subject, step)?,
+                // The cells are the queue's: `open_cells` takes them.
+                (true, Check::Speed) => {}
+                (true, _) => needed.push(id),
+            }
+        }
+        Ok((needed, benchmarks))
     }
 
     /// `side`'s server, started when it is not up (and, one at a time, the other side's
@@ -962,22 +1009,22 @@ impl Runner<'_> {
         }
     }
 
-    /// The speed cells still open, each with the pairs it has and its calibrated noise (a
+    /// The job plan's speed cells (`concurrencies`) still open, each with the pairs it has and its calibrated noise (a
     /// `speed-noise` record is written when the cache has one and the cell has none yet).
-    fn open_cells(&mut self, job: &ModelJob<'_>, recipe: &Recipe) -> Result<Vec<Cell>, RunError> {
+    fn open_cells(
+        &mut self,
+        job: &ModelJob<'_>,
+        recipe: &Recipe,
+        concurrencies: &[u32],
+    ) -> Result<Vec<Cell>, RunError> {
         let subject = &job.subject;
-        let Some(sweep) = recipe.speed() else {
-            let detail = "the recipe has no speed sweep";
-            let outcome = not_run(NotRunReason::NothingToCheck, detail, None);
-            self.record(subject, Check::Speed, Side::Both, None, outcome)?;
-            return Ok(Vec::new());
-        };
-        if self.done(subject, Check::Speed, Side::Both, None) {
+        let Some(sweep) = recipe.speed() else { return Ok(Vec::new()) };
+        if concurrencies.is_empty() || self.done(subject, Check::Speed, Side::Both, None) {
             return Ok(Vec::new());
         }
         let recorded = recorded_pairs(self.results, job.name())?;
         let mut cells = Vec::new();
-        for &concurrency in sweep.concurrencies_for(job.model.tier == Tier::Smoke) {
+        for &concurrency in concurrencies {
             if self.done(subject, Check::Speed, Side::Both, Some(&Part::Cell { concurrency })) {
                 continue;
             }
@@ -1383,6 +1430,63 @@ impl Runner<'_> {
     }
 }
 
+impl<'r> Runner<'r> {
+    /// Both sides' servers of a model, none started yet: both up at once on disjoint GPUs of
+    /// `gpus` when the node has room, else one at a time on the same GPUs. A side whose install
+    /// failed has no server.
+    fn servers<'a>(
+        &mut self,
+        job: &'a ModelJob<'_>,
+        recipe: &'a Recipe,
+        gpus: &'a [u32],
+    ) -> Result<Servers<'a>, RunError>
+    where
+        'r: 'a,
+    {
+        let tp = (recipe.tp() as usize).min(gpus.len());
+        // A topology has the nodes to itself: base's and PR's run in turn.
+        let node_gpus = u32::try_from(gpus.len()).ok();
+        let together = Layout::of(node_gpus, recipe) == Layout::Together;
+        let gpu_sets =
+            if together { [&gpus[..tp], &gpus[tp..2 * tp]] } else { [&gpus[..tp], &gpus[..tp]] };
+        let mut launches = Vec::new();
+        let mut slots = [Slot::Idle, Slot::Idle];
+        for side in [Side::Base, Side::Pr] {
+            let tree = job.server_tree(side);
+            if let Err((reason, detail)) = self.install_side(job, recipe, side, tree) {
+                slots[slot(side)] = Slot::Failed(ServerFailure { reason, detail });
+            }
+            let routing = StepId::new(Some(job.name()), Check::Routing, side, None);
+            let log = self.results.step_log_dir(&routing)?.join("server.log");
+            launches.push(Launch {
+                tree,
+                // The baseline of a model new in the PR is SGLang's own path.
+                monokernel: side == Side::Pr || !job.model.new,
+                gpus: gpu_sets[slot(side)],
+                env: self.exec.side_env(tree),
+                log,
+                purpose: format!("{}-{}-server", job.name(), side_name(side)),
+            });
+        }
+        let recipes = [job.side_recipe(recipe, Side::Base).unwrap_or(recipe), recipe];
+        let declared = recipes.map(|side| memory::declared(side.server().memory_api));
+        Ok(Servers {
+            recipe,
+            recipes,
+            launches,
+            slots,
+            together,
+            served: [Vec::new(), Vec::new()],
+            model: job.name().to_owned(),
+            events: self.emit.servers(),
+            apis: declared.map(|(api, _)| api),
+            no_api: declared.map(|(_, none)| none),
+            loads: [0, 0],
+            wakes: [0, 0],
+        })
+    }
+}
+
 /// A server's address, as the steps that use it need it.
 #[derive(Debug, Clone)]
 pub(super) struct Serving {
@@ -1442,7 +1546,10 @@ impl Servers<'_> {
             recipe,
             log: &self.launches[at].log,
             pattern,
-            windows: &self.served[at],
+            windows: match recipe.server().routing_logged {
+                RoutingLogged::Serving => &self.served[at],
+                RoutingLogged::Any => std::slice::from_ref(&LogWindow::WHOLE),
+            },
             base_command,
         }
     }
