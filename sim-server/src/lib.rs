@@ -657,11 +657,14 @@ async fn generation(
     let factor = rng.noise_factor(profile.noise.value());
     // A prefill instance makes the first token only; the decode instance the rest.
     let prefill_only = profile.disaggregation.as_ref().is_some_and(|pd| pd.mode == Mode::Prefill);
-    let output = Output::new(
+    let mut output = Output::new(
         answer(profile, &parsed.prompt).as_deref(),
         if prefill_only { 1 } else { parsed.max_tokens },
         parsed.ignore_eos,
     );
+    if let Some(tokens) = profile.eos_after_tokens {
+        output = output.ended_after(tokens);
+    }
 
     let Some(slot) = shared.acquire_slot().await else {
         return Err(Crash);
