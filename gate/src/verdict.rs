@@ -36,7 +36,9 @@
 //! is the sequential test's, whose noise, calibration and error bounds are in `test` (added in
 //! place, optional: see [`SpeedTest`]), and the rule's lines it was judged against in
 //! `thresholds` (`max_loss` and `min_gain` as fractions, whether the title claims a gain; added
-//! in place, optional: see [`SpeedThresholds`]). An accuracy item's interval is the score
+//! in place, optional: see [`SpeedThresholds`]); a covered cell its pair cap left undecided
+//! (state `error`, confidence `low`) also has `undecided` (added in place, optional: see
+//! [`SpeedUndecided`]). An accuracy item's interval is the score
 //! interval whose one-sided bounds are at `alpha`, and its `p_value` that test's (see
 //! `docs/gate.md`). `recipe_changes` (added in place, left out when empty) lists the recipes
 //! the PR changed against base, from the job plan: `{"model": "kimi_k31", "path":
