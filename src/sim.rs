@@ -57,6 +57,10 @@ pub(crate) struct SimServerArgs {
     /// Answer this many generation requests; the next one kills the server.
     #[arg(long, value_name = "N")]
     die_after_requests: Option<u64>,
+    /// End every answer after at most N tokens, whatever max_tokens and ignore_eos ask (a
+    /// server that ignores ignore_eos).
+    #[arg(long, value_name = "N")]
+    eos_after_tokens: Option<usize>,
     /// The fraction of generation requests answered with a 500.
     #[arg(long, value_name = "P")]
     error_rate: Option<f64>,
@@ -129,6 +133,9 @@ pub(crate) fn run(args: &SimServerArgs) -> anyhow::Result<()> {
     profile.never_healthy |= args.never_healthy;
     if let Some(count) = args.die_after_requests {
         profile.die_after_requests = Some(count);
+    }
+    if let Some(tokens) = args.eos_after_tokens {
+        profile.eos_after_tokens = Some(tokens);
     }
     if let Some(rate) = args.error_rate {
         profile.error_rate =

@@ -109,7 +109,7 @@ pub struct SequentialConfig {
     /// The first look: pairs before a cell can be decided. Every pair from here to
     /// `max_pairs` is a look; the error rates are divided over the looks.
     pub min_pairs: usize,
-    /// The last look: at it an undecided cell is decided by the line, low-confidence.
+    /// The last look: a cell still undecided at it is [`crate::speed::Answer::Undecided`].
     pub max_pairs: usize,
     /// The smallest run-to-run coefficient of variation assumed.
     pub min_cv: Fraction,

@@ -15,7 +15,9 @@ use rand::{Rng as _, SeedableRng as _};
 
 use crate::config::GateConfig;
 use crate::speed::{Answer, Calibration, CellContext, Pair, judge_cell};
-use crate::stats::{ToleranceOutcome, robust_log_ratio_variance, t_quantile};
+use crate::stats::{
+    ToleranceOutcome, mean, robust_log_ratio_variance, sample_variance, t_quantile,
+};
 use crate::verdict::paired_accuracy;
 
 /// The most pairs a simulated cell may take before the simulation calls the rule broken.
@@ -48,8 +50,11 @@ pub struct SpeedOutcomes {
     pub p_null_cell_fail: f64,
     /// P(a regressed cell fails), per cell: the power.
     pub p_regressed_cell_fail: f64,
-    /// The share of cells decided at the pair cap (low confidence).
-    pub p_low_confidence: f64,
+    /// The share of cells the pair cap left undecided: not a pass (the verdict's `error`).
+    pub p_undecided: f64,
+    /// P(a regressed cell passes), per cell: what beta bounds. An undecided cell is not a
+    /// pass.
+    pub p_regressed_cell_pass: f64,
     pub mean_pairs: f64,
     pub p90_pairs: usize,
     /// Runs per cell (three a bracketed pair).
@@ -97,7 +102,7 @@ pub fn simulate_speed(
                     break judgement;
                 }
             };
-            let cell_failed = matches!(judgement.loss, Answer::Yes { .. });
+            let cell_failed = judgement.loss == Answer::Yes;
             failed |= cell_failed;
             tally.cell(regressed, judgement.loss, pairs.len(), judgement.outliers.len());
         }
@@ -127,25 +132,25 @@ struct Tally {
     null_fails: usize,
     regressed_cells: usize,
     regressed_fails: usize,
-    low_confidence: usize,
+    regressed_passes: usize,
+    undecided: usize,
     pairs: Vec<usize>,
     outliers: usize,
 }
 
 impl Tally {
     fn cell(&mut self, regressed: bool, loss: Answer, pairs: usize, outliers: usize) {
-        let failed = matches!(loss, Answer::Yes { .. });
+        let failed = loss == Answer::Yes;
         if regressed {
             self.regressed_cells += 1;
             self.regressed_fails += usize::from(failed);
+            self.regressed_passes += usize::from(loss == Answer::No);
         } else {
             self.null_cells += 1;
             self.null_fails += usize::from(failed);
         }
-        self.low_confidence += usize::from(matches!(
-            loss,
-            Answer::Yes { confident: false } | Answer::No { confident: false } | Answer::Open
-        ));
+        // A cell still open at the simulation's own limit is undecided too: never a pass.
+        self.undecided += usize::from(matches!(loss, Answer::Undecided | Answer::Open));
         self.pairs.push(pairs);
         self.outliers += outliers;
     }
@@ -161,7 +166,8 @@ impl Tally {
             p_pr_fail: share(self.pr_fails, self.prs),
             p_null_cell_fail: share(self.null_fails, self.null_cells),
             p_regressed_cell_fail: share(self.regressed_fails, self.regressed_cells),
-            p_low_confidence: share(self.low_confidence, cells),
+            p_undecided: share(self.undecided, cells),
+            p_regressed_cell_pass: share(self.regressed_passes, self.regressed_cells),
             mean_pairs: share(total, cells),
             p90_pairs: self.pairs.get(p90_index).copied().unwrap_or(0),
             mean_runs: 3.0 * share(total, cells),
@@ -170,23 +176,24 @@ impl Tally {
     }
 }
 
-/// The fixed-n design beside the sequential one: `n` pairs of one base and one PR run, fail
-/// when the mean log-ratio is over the loss line, with `n` the smallest for which a t-test on
-/// the pairs' own variance has the cell's error rates (alpha over `cells` at the zone's low
-/// edge, beta at its high edge) at this noise. Its runs are `2 n`.
+/// The fixed-n design beside the sequential one: `n` pairs of one base and one PR run, judged
+/// once by the one-sided paired t-test of "no loss" at the cell's alpha (the PR's over
+/// `cells`): the cell fails when `mean - t(1 - alpha, n - 1) · s / sqrt(n)` is above the
+/// zone's low edge (`s` the pairs' own standard deviation). `n` is the smallest with power
+/// `1 - beta` at the zone's high edge by the usual sample-size rule, `(t(1 - alpha, n - 1) +
+/// t(1 - beta, n - 1)) · σ / sqrt(n) <= ln(1 + high) - ln(1 + low)`, with `σ = cv · sqrt(2)`
+/// a pair's log-ratio standard deviation. Its runs are `2 n`.
 pub fn fixed_sample_size(config: &GateConfig, cv: f64, cells: usize) -> usize {
     let speed = &config.speed;
     let sigma = cv * 2f64.sqrt();
-    let line = speed.threshold.get().ln_1p();
-    let below = line - speed.low.ln_1p();
-    let above = speed.high.ln_1p() - line;
+    let zone = speed.high.ln_1p() - speed.low.ln_1p();
     let alpha = speed.alpha.get() / cells.max(1) as f64;
     (2..=1000)
         .find(|&n| {
             let se = sigma / (n as f64).sqrt();
             let df = (n - 1) as f64;
             let quantile = |p: f64| t_quantile(p, df).unwrap_or(f64::INFINITY);
-            quantile(1.0 - alpha) * se <= below && quantile(1.0 - speed.beta.get()) * se <= above
+            (quantile(1.0 - alpha) + quantile(1.0 - speed.beta.get())) * se <= zone
         })
         .unwrap_or(1000)
 }
@@ -202,7 +209,9 @@ pub fn simulate_fixed(
 ) -> f64 {
     let mut rng = SmallRng::seed_from_u64(seed);
     let n = fixed_sample_size(config, cv, cells);
-    let line = config.speed.threshold.get().ln_1p();
+    let low = config.speed.low.ln_1p();
+    let alpha = config.speed.alpha.get() / cells.max(1) as f64;
+    let t = t_quantile(1.0 - alpha, (n - 1) as f64).unwrap_or(f64::INFINITY);
     let scenario = SpeedScenario {
         cv,
         cells,
@@ -213,15 +222,17 @@ pub fn simulate_fixed(
     };
     let mut fails = 0usize;
     for _ in 0..trials {
-        let mean = (0..n)
+        let ratios: Vec<f64> = (0..n)
             .map(|_| {
                 let base = run(&mut rng, &scenario, 0.0);
                 let pr = run(&mut rng, &scenario, true_change);
                 (pr / base).ln()
             })
-            .sum::<f64>()
-            / n as f64;
-        fails += usize::from(mean > line);
+            .collect();
+        let (Some(average), Some(variance)) = (mean(&ratios), sample_variance(&ratios)) else {
+            continue;
+        };
+        fails += usize::from(average - t * (variance / n as f64).sqrt() > low);
     }
     fails as f64 / trials.max(1) as f64
 }
@@ -309,6 +320,9 @@ pub struct Target {
     pub bound: (f64, bool),
     /// How the value reads: a percentage or a count.
     pub percent: bool,
+    /// The share of the scenario's cells (or benchmarks) left undecided; `None` where it
+    /// does not apply.
+    pub undecided: Option<f64>,
 }
 
 impl Target {
@@ -341,6 +355,8 @@ pub fn targets(config: &GateConfig, trials: usize, seed: u64) -> Vec<Target> {
     let power_outliers = speed(SpeedScenario { outlier_rate: 0.01, ..loss }, 7);
     let power_outliers_four =
         speed(SpeedScenario { cells: 4, regressed: 4, outlier_rate: 0.01, ..loss }, 8);
+    let loss_cv4 = speed(SpeedScenario { cv: 0.04, ..loss }, 11);
+    let loss_cv5 = speed(SpeedScenario { cv: 0.05, ..loss }, 12);
     let accuracy = |true_difference: f64, salt: u64| {
         let scenario = AccuracyScenario {
             benchmark: "gsm8k".to_owned(),
@@ -353,85 +369,111 @@ pub fn targets(config: &GateConfig, trials: usize, seed: u64) -> Vec<Target> {
     };
     let drop = accuracy(-0.01, 9);
     let accuracy_aa = accuracy(0.0, 10);
-    let at_most = |condition: &str, measured: f64, bound: f64| Target {
+    let row = |condition: &str, measured: f64, bound: (f64, bool), undecided: f64| Target {
         condition: condition.to_owned(),
         measured,
-        bound: (bound, true),
+        bound,
         percent: true,
+        undecided: Some(undecided),
     };
-    let at_least = |condition: &str, measured: f64, bound: f64| Target {
-        condition: condition.to_owned(),
-        measured,
-        bound: (bound, false),
-        percent: true,
-    };
+    let (at_most, at_least) = (|bound| (bound, true), |bound| (bound, false));
+    let beta = config.speed.beta.get();
     vec![
-        at_most(
+        row(
             "A/A false-fail per cell, no `speed-noise` record (1 cell)",
             aa_one.p_pr_fail,
-            0.02,
+            at_most(0.02),
+            aa_one.p_undecided,
         ),
-        at_most(
+        row(
             "A/A false-fail per PR (2 models × 2 covered concurrencies), no record",
             aa_four.p_pr_fail,
-            0.02,
+            at_most(0.02),
+            aa_four.p_undecided,
         ),
-        at_most("... the same at CV 4%", aa_four_cv4.p_pr_fail, 0.02),
-        at_least("power at +4%, one cell, no record", power_one.p_regressed_cell_fail, 0.95),
-        at_least(
+        row("... the same at CV 4%", aa_four_cv4.p_pr_fail, at_most(0.02), aa_four_cv4.p_undecided),
+        row(
+            "power at +4%, one cell, no record",
+            power_one.p_regressed_cell_fail,
+            at_least(0.95),
+            power_one.p_undecided,
+        ),
+        row(
             "power at +4%, one cell, calibrated from 8 differences",
             power_calibrated.p_regressed_cell_fail,
-            0.95,
+            at_least(0.95),
+            power_calibrated.p_undecided,
         ),
-        at_least(
+        row(
             "power per regressed cell in a 4-cell PR (all 4 regressed)",
             power_four.p_regressed_cell_fail,
-            0.95,
+            at_least(0.95),
+            power_four.p_undecided,
         ),
-        at_least(
+        row(
             "power at +4% when 1% of runs are 2× outliers (1 cell)",
             power_outliers.p_regressed_cell_fail,
-            0.95,
+            at_least(0.95),
+            power_outliers.p_undecided,
         ),
-        at_least(
+        row(
             "... the same per cell in a 4-cell PR",
             power_outliers_four.p_regressed_cell_fail,
-            0.95,
+            at_least(0.95),
+            power_outliers_four.p_undecided,
+        ),
+        row(
+            "CV 4%, a +4% loss (1 cell): P(the cell passes); undecided is not a pass",
+            loss_cv4.p_regressed_cell_pass,
+            at_most(beta),
+            loss_cv4.p_undecided,
+        ),
+        row(
+            "CV 5%, a +4% loss (1 cell): P(the cell passes); undecided is not a pass",
+            loss_cv5.p_regressed_cell_pass,
+            at_most(beta),
+            loss_cv5.p_undecided,
         ),
         Target {
             condition: "mean pairs per decided cell at A/A, CV 2%, 4-cell PR".to_owned(),
             measured: aa_four.mean_pairs,
             bound: (6.0, true),
             percent: false,
+            undecided: Some(aa_four.p_undecided),
         },
-        at_most(
+        row(
             "GSM8K (1,319 q.) drop of 1 pp with tolerance 1.5 pp: P(fail) per benchmark",
             drop.p_beyond,
-            0.05,
+            at_most(0.05),
+            drop.p_undecided,
         ),
-        at_most(
+        row(
             "GSM8K A/A false-fail per PR (2 benchmarks), 10% of questions disagree",
             accuracy_aa.p_pr_fail,
-            0.02,
+            at_most(0.02),
+            accuracy_aa.p_undecided,
         ),
     ]
 }
 
 /// The targets as a Markdown table.
 pub fn targets_markdown(targets: &[Target]) -> String {
-    let mut out = String::from("| condition | measured | target | met |\n|---|---|---|---|\n");
+    let mut out = String::from(
+        "| condition | measured | target | met | undecided |\n|---|---|---|---|---|\n",
+    );
     for target in targets {
         let value = |x: f64| {
             if target.percent { format!("{:.1}%", x * 100.0) } else { format!("{x:.2}") }
         };
         let (bound, at_most) = target.bound;
         out.push_str(&format!(
-            "| {} | {} | {} {} | {} |\n",
+            "| {} | {} | {} {} | {} | {} |\n",
             target.condition,
             value(target.measured),
             if at_most { "≤" } else { "≥" },
             value(bound),
-            if target.met() { "yes" } else { "**no**" }
+            if target.met() { "yes" } else { "**no**" },
+            target.undecided.map_or_else(|| "-".to_owned(), |u| format!("{:.1}%", u * 100.0)),
         ));
     }
     out
@@ -441,11 +483,11 @@ pub fn targets_markdown(targets: &[Target]) -> String {
 /// the fixed-n design beside, as a Markdown table.
 pub fn grid_markdown(config: &GateConfig, trials: usize, seed: u64) -> String {
     let mut out = String::from(
-        "| CV | true change | cells | P(cell fails) | low confidence | mean pairs | p90 pairs | mean runs | fixed n | fixed runs | fixed P(fail) |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| CV | true change | cells | P(cell fails) | undecided | P(cell passes) | mean pairs | p90 pairs | mean runs | fixed n | fixed runs | fixed P(fail) |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let mut salt = 100;
-    for cv in [0.01, 0.02, 0.03, 0.05] {
+    for cv in [0.01, 0.02, 0.03, 0.04, 0.05] {
         for change in [0.0, 0.02, 0.04, 0.075] {
             for cells in [1, 4] {
                 salt += 1;
@@ -462,12 +504,13 @@ pub fn grid_markdown(config: &GateConfig, trials: usize, seed: u64) -> String {
                 let fixed_fail =
                     simulate_fixed(config, cv, cells, change, trials, seed.wrapping_add(salt));
                 out.push_str(&format!(
-                    "| {:.0}% | {:+.1}% | {} | {:.1}% | {:.1}% | {:.2} | {} | {:.1} | {} | {} | {:.1}% |\n",
+                    "| {:.0}% | {:+.1}% | {} | {:.1}% | {:.1}% | {:.1}% | {:.2} | {} | {:.1} | {} | {} | {:.1}% |\n",
                     cv * 100.0,
                     change * 100.0,
                     cells,
                     one.p_regressed_cell_fail * 100.0,
-                    one.p_low_confidence * 100.0,
+                    one.p_undecided * 100.0,
+                    one.p_regressed_cell_pass * 100.0,
                     one.mean_pairs,
                     one.p90_pairs,
                     one.mean_runs,
@@ -500,7 +543,7 @@ fn simulate_speed_one(
         let single = simulate_cell(config, &one, &mut SmallRng::seed_from_u64(rng_seed));
         tally.cell(true, single.0, single.1, single.2);
         tally.prs += 1;
-        tally.pr_fails += usize::from(matches!(single.0, Answer::Yes { .. }));
+        tally.pr_fails += usize::from(single.0 == Answer::Yes);
     }
     tally.outcomes()
 }

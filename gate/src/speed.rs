@@ -12,7 +12,10 @@
 //! around its threshold, on a variance that pools the pairs' residuals, the in-band A/A
 //! differences and the node's stored calibration (when there is one, with its degrees of
 //! freedom capped): valid with the variance unknown. Outlier pairs are excluded (and so
-//! re-measured) by a robust rule. The runner asks [`needs_another_pair`] between pairs.
+//! re-measured) by a robust rule. The runner asks [`needs_another_pair`] between pairs. A cell
+//! that reaches `max-pairs` without passing a bound is [`Answer::Undecided`], never a pass, and
+//! [`ToDecide`] says what more pairs would decide it; which verdict state that is, is the
+//! verdict's business (`docs/gate.md`, "Fail closed").
 
 use crate::config::{GateConfig, SequentialConfig};
 use crate::stats::{Estimate, GroupSequential, SequentialOutcome, median, outliers, t_quantile};
@@ -104,11 +107,49 @@ pub struct CellContext {
 pub enum Answer {
     /// Not decided yet: another pair is needed.
     Open,
-    /// Yes (a loss over the limit; a gain of the size required).
-    Yes { confident: bool },
-    /// No.
-    No { confident: bool },
+    /// Yes (a loss over the limit; a gain of the size required), on the test's bound.
+    Yes,
+    /// No, on the test's bound.
+    No,
+    /// Still undecided at the pair cap (`max-pairs` kept pairs): neither bound was reached, so
+    /// neither answer holds at the test's error rates.
+    Undecided,
 }
+
+/// What would decide a cell the cap left [`Answer::Undecided`]: the test's bounds where the
+/// last look left them, and the pairs that would bring one of them past its line if the mean
+/// and the noise stayed as measured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ToDecide {
+    /// The loss test's bounds at the last look, as changes (+0.03 is 3% slower): a fail needs
+    /// `lower` above the zone's low edge, a pass needs `upper` below its high edge.
+    pub lower: f64,
+    pub upper: f64,
+    /// The zone's edges, as changes.
+    pub low: f64,
+    pub high: f64,
+    /// The kept pairs in all (chained, bracketed) at which one bound would pass, with
+    /// `max-pairs` raised to it; `None` beyond [`TO_DECIDE_LIMIT`].
+    pub pairs: Option<usize>,
+    /// The pairs the cell has (kept ones).
+    pub kept: usize,
+}
+
+impl ToDecide {
+    /// The pairs to add to the cell's kept ones.
+    pub fn more_pairs(&self) -> Option<usize> {
+        self.pairs.map(|pairs| pairs.saturating_sub(self.kept))
+    }
+
+    /// What they cost in runs: a chained pair adds two (a PR run and the base run that closes
+    /// it).
+    pub fn more_runs(&self) -> Option<usize> {
+        self.more_pairs().map(|pairs| 2 * pairs)
+    }
+}
+
+/// The most pairs [`ToDecide`] looks for: a cell that needs more is told "more than" this.
+pub const TO_DECIDE_LIMIT: usize = 10_000;
 
 /// The noise a cell's test used.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -147,6 +188,8 @@ pub struct CellJudgement {
     pub loss: Answer,
     /// Is the gain at least the required one? `None` when no gain is required.
     pub gain: Option<Answer>,
+    /// What would decide the loss, when the cap left it [`Answer::Undecided`].
+    pub to_decide: Option<ToDecide>,
 }
 
 /// Judges one cell from its pairs so far.
@@ -163,7 +206,8 @@ pub fn judge_cell(pairs: &[Pair], config: &GateConfig, context: &CellContext) ->
     let pooled = pool(&kept, speed, context.calibration);
     let estimate = pooled.map(|(estimate, _)| estimate);
     let n = kept.len();
-    let loss = answer(&sprt(speed, cells, Direction::Loss), estimate, n, speed);
+    let loss_test = sprt(speed, cells, Direction::Loss);
+    let loss = answer(&loss_test, estimate, n, speed);
     let gain = context.gain_required.then(|| {
         let gains = estimate.map(|e| Estimate { mean: -e.mean, ..e });
         answer(&sprt(&config.gain.test, cells, Direction::Gain), gains, n, &config.gain.test)
@@ -187,10 +231,18 @@ pub fn judge_cell(pairs: &[Pair], config: &GateConfig, context: &CellContext) ->
         beta: speed.beta.get(),
         loss,
         gain,
+        to_decide: match (loss, pooled) {
+            (Answer::Undecided, Some((estimate, noise))) => {
+                Some(to_decide(&loss_test, speed, estimate, noise, n))
+            }
+            _ => None,
+        },
     }
 }
 
-/// The runner's question between pairs: does this cell need another pair?
+/// The runner's question between pairs: does this cell need another pair? Every cell still
+/// open gets one until the cap: a cell the cap leaves undecided is not a pass, so the runner
+/// spends the pairs the settings allow before it comes to that.
 pub fn needs_another_pair(pairs: &[Pair], config: &GateConfig, context: &CellContext) -> bool {
     let judgement = judge_cell(pairs, config, context);
     judgement.loss == Answer::Open || judgement.gain == Some(Answer::Open)
@@ -358,10 +410,70 @@ fn answer(
         return Answer::Open;
     }
     match test.look(estimate, pairs >= config.max_pairs).0 {
-        SequentialOutcome::Undecided => Answer::Open,
-        SequentialOutcome::AcceptH1 { confident } => Answer::Yes { confident },
-        SequentialOutcome::AcceptH0 { confident } => Answer::No { confident },
+        SequentialOutcome::Continue => Answer::Open,
+        SequentialOutcome::Undecided => Answer::Undecided,
+        SequentialOutcome::AcceptH1 => Answer::Yes,
+        SequentialOutcome::AcceptH0 => Answer::No,
     }
+}
+
+/// What would decide an undecided loss: the last look's bounds, and the kept pairs at which
+/// the fail bound (`mean - t(1 - alpha / L) se > h0`) or the pass bound (`mean + t(1 - beta /
+/// L) se < h1`) would pass if the mean and the run CV stayed as measured. `n` chained
+/// bracketed pairs have `se = cv · sqrt(2n - 1/2) / n` (see [`Chain`]) and, counting each added
+/// pair's residual and its chained A/A difference (Satterthwaite's `2/3` each), about `5/3`
+/// more degrees of freedom a pair; the looks are those of `max-pairs` raised to `n`.
+fn to_decide(
+    test: &GroupSequential,
+    config: &SequentialConfig,
+    estimate: Estimate,
+    noise: NoiseUsed,
+    kept: usize,
+) -> ToDecide {
+    let change = |log: f64| log.exp() - 1.0;
+    let (lower, upper) = test
+        .look(Some(estimate), true)
+        .1
+        .map_or((f64::NEG_INFINITY, f64::INFINITY), |b| (b.lower, b.upper));
+    let decides = |n: usize| {
+        let looks = n.saturating_sub(config.min_pairs) as f64 + 1.0;
+        let df = noise.degrees_of_freedom + 5.0 / 3.0 * n.saturating_sub(kept) as f64;
+        let se = noise.run_cv * (2.0 * n as f64 - 0.5).sqrt() / n as f64;
+        let fail = t_quantile(1.0 - test.alpha / looks, df).map(|t| estimate.mean - t * se);
+        let pass = t_quantile(1.0 - test.beta / looks, df).map(|t| estimate.mean + t * se);
+        fail.is_some_and(|bound| bound > test.h0) || pass.is_some_and(|bound| bound < test.h1)
+    };
+    ToDecide {
+        lower: change(lower),
+        upper: change(upper),
+        low: change(test.h0),
+        high: change(test.h1),
+        pairs: first_deciding(kept + 1, decides),
+        kept,
+    }
+}
+
+/// The first `n` from `from` to [`TO_DECIDE_LIMIT`] for which `decides` holds, by doubling
+/// then bisection (the bounds tighten as `n` grows: the standard error and the t quantile
+/// shrink faster than the looks' share of the error rates).
+fn first_deciding(from: usize, decides: impl Fn(usize) -> bool) -> Option<usize> {
+    let (mut below, mut step) = (from.saturating_sub(1), 1usize);
+    let mut above = loop {
+        let n = (below + step).min(TO_DECIDE_LIMIT);
+        if decides(n) {
+            break n;
+        }
+        if n == TO_DECIDE_LIMIT {
+            return None;
+        }
+        below = n;
+        step *= 2;
+    };
+    while above - below > 1 {
+        let middle = below + (above - below) / 2;
+        if decides(middle) { above = middle } else { below = middle }
+    }
+    Some(above)
 }
 
 #[cfg(test)]

@@ -66,8 +66,9 @@ pub struct Estimate {
 /// union bound over the looks (Bonferroni) P(accept h1 | mean <= h0) <= alpha and P(accept h0
 /// | mean >= h1) <= beta at every variance, for normal samples. When both bounds are passed
 /// (the mean is known to lie inside the zone) the mean against `line` decides. At the last
-/// look an undecided test accepts h0, marked low-confidence: h1 is only ever accepted on its
-/// bound, so alpha holds; the passes at the cap cost power, which the simulation measures.
+/// look a test that passed neither bound is [`SequentialOutcome::Undecided`]: neither
+/// hypothesis is ever accepted off its bound, so both alpha and beta hold, and what the cap
+/// leaves open is told apart from a decision (`docs/gate.md`, "Fail closed").
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GroupSequential {
     pub h0: f64,
@@ -84,11 +85,13 @@ pub struct GroupSequential {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SequentialOutcome {
     /// Needs another sample.
+    Continue,
+    /// The last look passed neither bound: more samples than the test allows would decide.
     Undecided,
-    /// The mean is below `h1` (`confident` false: undecided at the last look).
-    AcceptH0 { confident: bool },
+    /// The mean is below `h1`.
+    AcceptH0,
     /// The mean is above `h0`.
-    AcceptH1 { confident: bool },
+    AcceptH1,
 }
 
 /// The t-bounds one look of a test used.
@@ -102,7 +105,7 @@ pub struct LookBounds {
 
 impl GroupSequential {
     /// The test at one look. `last` says whether it is the last look; `None` as the estimate
-    /// (no variance yet) is undecided, or at the last look decided by nothing: h0.
+    /// (no variance yet) needs another sample, or at the last look is undecided.
     pub fn look(
         &self,
         estimate: Option<Estimate>,
@@ -125,25 +128,18 @@ impl GroupSequential {
                 match (h1, h0) {
                     // Both bounds passed: the mean is known to lie inside the zone, where
                     // either answer is acceptable; the line says which.
-                    (true, true) => by_line(estimate.mean > self.line, true),
-                    (true, false) => SequentialOutcome::AcceptH1 { confident: true },
-                    (false, true) => SequentialOutcome::AcceptH0 { confident: true },
-                    (false, false) if last => SequentialOutcome::AcceptH0 { confident: false },
-                    (false, false) => SequentialOutcome::Undecided,
+                    (true, true) if estimate.mean > self.line => SequentialOutcome::AcceptH1,
+                    (true, true) => SequentialOutcome::AcceptH0,
+                    (true, false) => SequentialOutcome::AcceptH1,
+                    (false, true) => SequentialOutcome::AcceptH0,
+                    (false, false) if last => SequentialOutcome::Undecided,
+                    (false, false) => SequentialOutcome::Continue,
                 }
             }
-            _ if last => SequentialOutcome::AcceptH0 { confident: false },
-            _ => SequentialOutcome::Undecided,
+            _ if last => SequentialOutcome::Undecided,
+            _ => SequentialOutcome::Continue,
         };
         (outcome, bounds)
-    }
-}
-
-fn by_line(above: bool, confident: bool) -> SequentialOutcome {
-    if above {
-        SequentialOutcome::AcceptH1 { confident }
-    } else {
-        SequentialOutcome::AcceptH0 { confident }
     }
 }
 
@@ -409,47 +405,24 @@ mod tests {
         let (ta, tb) = (3.169, 2.634);
         let se = 0.01;
         // Just above and just below the bound that accepts h1 (lower bound above 0).
-        assert_eq!(
-            look(&t, ta * se + 0.0002, se, 10.0, false),
-            SequentialOutcome::AcceptH1 { confident: true }
-        );
-        assert_eq!(look(&t, ta * se - 0.0002, se, 10.0, false), SequentialOutcome::Undecided);
+        assert_eq!(look(&t, ta * se + 0.0002, se, 10.0, false), SequentialOutcome::AcceptH1);
+        assert_eq!(look(&t, ta * se - 0.0002, se, 10.0, false), SequentialOutcome::Continue);
         // The bound that accepts h0 (upper bound below 4%).
-        assert_eq!(
-            look(&t, 0.04 - tb * se - 0.0002, se, 10.0, false),
-            SequentialOutcome::AcceptH0 { confident: true }
-        );
-        assert_eq!(
-            look(&t, 0.04 - tb * se + 0.0002, se, 10.0, false),
-            SequentialOutcome::Undecided
-        );
+        assert_eq!(look(&t, 0.04 - tb * se - 0.0002, se, 10.0, false), SequentialOutcome::AcceptH0);
+        assert_eq!(look(&t, 0.04 - tb * se + 0.0002, se, 10.0, false), SequentialOutcome::Continue);
         // Fewer degrees of freedom need more evidence: t(3, 0.995) = 5.841.
-        assert_eq!(look(&t, ta * se + 0.0002, se, 3.0, false), SequentialOutcome::Undecided);
-        assert_eq!(
-            look(&t, 5.841 * se + 0.0002, se, 3.0, false),
-            SequentialOutcome::AcceptH1 { confident: true }
-        );
-        // At the last look what the bounds did not decide passes, low-confidence, even over
-        // the line: a fail needs its bound.
-        assert_eq!(
-            look(&t, 0.025, se, 10.0, true),
-            SequentialOutcome::AcceptH0 { confident: false }
-        );
-        assert_eq!(
-            look(&t, ta * se + 0.0002, se, 10.0, true),
-            SequentialOutcome::AcceptH1 { confident: true }
-        );
+        assert_eq!(look(&t, ta * se + 0.0002, se, 3.0, false), SequentialOutcome::Continue);
+        assert_eq!(look(&t, 5.841 * se + 0.0002, se, 3.0, false), SequentialOutcome::AcceptH1);
+        // At the last look what the bounds did not decide is undecided, on either side of the
+        // line: a fail needs its bound, and so does a pass.
+        assert_eq!(look(&t, 0.025, se, 10.0, true), SequentialOutcome::Undecided);
+        assert_eq!(look(&t, 0.015, se, 10.0, true), SequentialOutcome::Undecided);
+        assert_eq!(look(&t, ta * se + 0.0002, se, 10.0, true), SequentialOutcome::AcceptH1);
         // A narrow interval inside the zone passes both bounds: the line decides, confidently.
-        assert_eq!(
-            look(&t, 0.025, 0.001, 10.0, false),
-            SequentialOutcome::AcceptH1 { confident: true }
-        );
-        assert_eq!(
-            look(&t, 0.015, 0.001, 10.0, false),
-            SequentialOutcome::AcceptH0 { confident: true }
-        );
-        assert_eq!(t.look(None, false).0, SequentialOutcome::Undecided);
-        assert_eq!(t.look(None, true).0, SequentialOutcome::AcceptH0 { confident: false });
+        assert_eq!(look(&t, 0.025, 0.001, 10.0, false), SequentialOutcome::AcceptH1);
+        assert_eq!(look(&t, 0.015, 0.001, 10.0, false), SequentialOutcome::AcceptH0);
+        assert_eq!(t.look(None, false).0, SequentialOutcome::Continue);
+        assert_eq!(t.look(None, true).0, SequentialOutcome::Undecided);
     }
 
     #[test]

@@ -36,7 +36,9 @@
 //! is the sequential test's, whose noise, calibration and error bounds are in `test` (added in
 //! place, optional: see [`SpeedTest`]), and the rule's lines it was judged against in
 //! `thresholds` (`max_loss` and `min_gain` as fractions, whether the title claims a gain; added
-//! in place, optional: see [`SpeedThresholds`]). An accuracy item's interval is the score
+//! in place, optional: see [`SpeedThresholds`]); a covered cell its pair cap left undecided
+//! (state `error`, confidence `low`) also has `undecided` (added in place, optional: see
+//! [`SpeedUndecided`]). An accuracy item's interval is the score
 //! interval whose one-sided bounds are at `alpha`, and its `p_value` that test's (see
 //! `docs/gate.md`). `recipe_changes` (added in place, left out when empty) lists the recipes
 //! the PR changed against base, from the job plan: `{"model": "kimi_k31", "path":
@@ -56,7 +58,8 @@ use crate::evidence::{
 use crate::job::{Expect, ExpectedStep, JobPlan, RecipeDiff, Target, tier_checks};
 use crate::rules::RuleOutcome;
 use crate::speed::{
-    Answer, Calibration, CellContext, CellJudgement, LEGACY_CALIBRATION_SAMPLES, Pair, judge_cell,
+    Answer, Calibration, CellContext, CellJudgement, LEGACY_CALIBRATION_SAMPLES, Pair, ToDecide,
+    judge_cell,
 };
 use crate::stats::{
     ProportionComparison, ToleranceOutcome, median, paired_comparison, unpaired_comparison,
@@ -202,6 +205,10 @@ pub enum Numbers {
         /// verdict written before it has none).
         #[serde(default)]
         thresholds: Option<SpeedThresholds>,
+        /// What would decide a covered cell the pair cap left undecided (added in place,
+        /// optional; absent for every other cell).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        undecided: Option<SpeedUndecided>,
     },
     /// One benchmark: accuracies as fractions, PR minus base and its interval (each bound
     /// one-sided at `alpha`), the questions, whether the comparison was paired, the p-value
@@ -248,6 +255,23 @@ pub struct SpeedTest {
     pub outliers: Vec<u32>,
 }
 
+/// What would decide a speed cell its pair cap left undecided, at the mean and the noise it
+/// measured (`prgate_gate::speed::ToDecide`). Changes are fractions: 0.03 is 3% slower.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SpeedUndecided {
+    /// The loss test's bounds at the last look: a fail needs the lower above `zone.0`, a pass
+    /// needs the upper below `zone.1`.
+    pub bounds: (f64, f64),
+    /// The test's indifference zone.
+    pub zone: (f64, f64),
+    /// The kept pairs in all at which a bound would pass, with `max-pairs` raised to it;
+    /// `None`: more than 10,000.
+    pub pairs_to_decide: Option<usize>,
+    /// The pairs to add, and their runs (two each: a PR run and the base run closing it).
+    pub more_pairs: Option<usize>,
+    pub more_runs: Option<usize>,
+}
+
 /// The speed rule's lines as the gate used them for a cell, from the `[gate.speed]` and
 /// `[gate.gain]` settings: what a chart of the change draws its lines at.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -268,7 +292,9 @@ pub struct SpeedThresholds {
 pub enum Confidence {
     /// The sequential test reached its bound: the error rates of `SpeedTest` hold.
     High,
-    /// Decided at the pair cap by the mean against the line: outside those bounds.
+    /// The test reached its pair cap without passing either bound: undecided, so the cell is
+    /// an `error`, never a pass (`numbers.undecided` says what would decide it). A verdict
+    /// written before 2026-12 passed such a cell.
     Low,
     /// Not decided: more pairs were needed.
     Open,
@@ -1488,15 +1514,15 @@ impl<'a> Judge<'a> {
             let context =
                 CellContext { cells: covered_cells, gain_required: false, calibration: noise };
             let judgement = judge_cell(&pairs, self.config, &context);
-            let (state, confidence) = match (covered, judgement.loss) {
-                (false, _) => (State::NotJudged, confidence_of(judgement.loss)),
-                (true, Answer::Yes { confident }) => {
-                    (State::Fail, if confident { Confidence::High } else { Confidence::Low })
-                }
-                (true, Answer::No { confident }) => {
-                    (State::Pass, if confident { Confidence::High } else { Confidence::Low })
-                }
-                (true, Answer::Open) => (State::Pending, Confidence::Open),
+            let confidence = confidence_of(judgement.loss);
+            // Undecided at the cap is not a pass: neither the loss nor its absence was shown,
+            // so the cell is one the run could not judge (docs/gate.md, "Fail closed").
+            let state = match (covered, judgement.loss) {
+                (false, _) => State::NotJudged,
+                (true, Answer::Yes) => State::Fail,
+                (true, Answer::No) => State::Pass,
+                (true, Answer::Open) => State::Pending,
+                (true, Answer::Undecided) => State::Error,
             };
             let mut summary = format!(
                 "TPOT {} at c={concurrency}",
@@ -1516,10 +1542,9 @@ impl<'a> Judge<'a> {
             summary.push_str(&match (covered, confidence) {
                 (false, _) => "; not covered by the monokernels, so not judged".to_owned(),
                 (true, Confidence::Low) => {
-                    "; low confidence: still undecided at the pair cap, so no loss was shown"
-                        .to_owned()
+                    format!("; {}", undecided_text(judgement.to_decide, &self.config.speed))
                 }
-                (true, Confidence::Open) => "; undecided: more pairs are needed".to_owned(),
+                (true, Confidence::Open) => "; open: more pairs are needed".to_owned(),
                 (true, Confidence::High) => format!(
                     "; high confidence: P(fail | no loss) ≤ {}, P(pass | {:.0}% loss) ≤ {}",
                     rate(judgement.alpha),
@@ -1566,6 +1591,15 @@ impl<'a> Judge<'a> {
                             min_gain: self.config.gain.test.threshold.get(),
                             gain_required: self.gain_required,
                         }),
+                        undecided: judgement.to_decide.filter(|_| covered).map(|to_decide| {
+                            SpeedUndecided {
+                                bounds: (to_decide.lower, to_decide.upper),
+                                zone: (to_decide.low, to_decide.high),
+                                pairs_to_decide: to_decide.pairs,
+                                more_pairs: to_decide.more_pairs(),
+                                more_runs: to_decide.more_runs(),
+                            }
+                        }),
                     }),
                 },
             );
@@ -1602,13 +1636,11 @@ impl<'a> Judge<'a> {
                     model.name,
                     change_text(judgement.change, judgement.change_interval)
                 );
+                // A gain still undecided at the cap was not shown: it counts as none.
                 match judgement.gain {
-                    Some(Answer::Yes { confident }) => {
-                        let note = if confident { "" } else { " (low confidence)" };
-                        best = Some((State::Pass, format!("{where_}{note}")));
-                    }
+                    Some(Answer::Yes) => best = Some((State::Pass, where_)),
                     Some(Answer::Open) => open = true,
-                    _ => {}
+                    Some(Answer::No | Answer::Undecided) | None => {}
                 }
             }
         }
@@ -1705,9 +1737,37 @@ fn noise_text(judgement: &CellJudgement, calibration: Option<Calibration>) -> St
 
 fn confidence_of(answer: Answer) -> Confidence {
     match answer {
-        Answer::Yes { confident: true } | Answer::No { confident: true } => Confidence::High,
-        Answer::Yes { confident: false } | Answer::No { confident: false } => Confidence::Low,
+        Answer::Yes | Answer::No => Confidence::High,
+        Answer::Undecided => Confidence::Low,
         Answer::Open => Confidence::Open,
+    }
+}
+
+/// A cell undecided at the pair cap, in words: the bounds its test reached, and what more
+/// pairs would decide it and what they cost in runs.
+fn undecided_text(to_decide: Option<ToDecide>, speed: &crate::config::SequentialConfig) -> String {
+    let percent = |x: f64| format!("{:+.1}%", x * 100.0);
+    let cap = speed.max_pairs;
+    let Some(to_decide) = to_decide else {
+        return format!(
+            "undecided at the pair cap ({cap} kept pairs) with no noise estimate: not a pass"
+        );
+    };
+    let reached = format!(
+        "undecided at the pair cap ({cap} kept pairs), so not a pass: the loss test's bounds reached [{}, {}], and a fail needs the lower above {}, a pass the upper below {}",
+        percent(to_decide.lower),
+        percent(to_decide.upper),
+        percent(to_decide.low),
+        percent(to_decide.high),
+    );
+    match (to_decide.pairs, to_decide.more_pairs(), to_decide.more_runs()) {
+        (Some(pairs), Some(more), Some(runs)) => format!(
+            "{reached}; at this noise and change about {more} more pairs ({runs} more runs) would decide it: speed.max-pairs = {pairs} in base's [gate.speed] table, or a quieter node"
+        ),
+        _ => format!(
+            "{reached}; at this noise and change even {} pairs would not decide it: the change sits on the loss line, or the node is too noisy",
+            crate::speed::TO_DECIDE_LIMIT
+        ),
     }
 }
 

@@ -404,7 +404,7 @@ struct SpeedRow {
     medians: String,
     /// The change and its interval: `+2.7% [-3.0, +8.8]`.
     change: String,
-    /// The pairs, and how the test ended when not at its bound: `5`, `24, at the cap`,
+    /// The pairs, and how the test ended when not at its bound: `5`, `16, undecided`,
     /// `3, open`.
     pairs: String,
     state_md: &'static str,
@@ -1141,7 +1141,7 @@ fn model_view(name: &str, tier: Option<Tier>, items: &[&Item]) -> ModelView {
                 },
                 pairs: match confidence {
                     Confidence::High => pairs.to_string(),
-                    Confidence::Low => format!("{pairs}, at the cap"),
+                    Confidence::Low => format!("{pairs}, undecided"),
                     Confidence::Open => format!("{pairs}, open"),
                 },
                 state_md,

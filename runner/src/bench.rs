@@ -19,6 +19,15 @@
 //! same prompts, and no two requests share a prefix a server could cache. The count is an
 //! approximation: a chat template adds its own tokens, and a tokenizer may split a word. When the
 //! server reports `usage.prompt_tokens`, that count is used for the input throughput.
+//!
+//! # A run measures what it asked for
+//!
+//! A server that stops early (one that accepts `ignore_eos` and ignores it, as llama.cpp's
+//! does) would be timed on another workload. So every request's output tokens
+//! (`usage.completion_tokens`, else the chunks with content) must be within
+//! [`OUTPUT_TOLERANCE`] of `output_len`, and its prompt tokens, when the server reports them,
+//! within [`INPUT_TOLERANCE`] (plus [`INPUT_TOLERANCE_TOKENS`]) of `input_len`; a request outside them is failed with the numbers,
+//! so the run has no TPOT.
 
 mod client;
 mod metrics;
@@ -93,6 +102,9 @@ pub struct RequestRecord {
     pub output_tokens: u64,
     /// `usage.prompt_tokens` when the server reports it, else the configured `input_len`.
     pub input_tokens: u64,
+    /// `usage.prompt_tokens` as the server reported it, if it did.
+    #[serde(skip)]
+    pub reported_input_tokens: Option<u64>,
 }
 
 /// How one request ended.
@@ -196,6 +208,37 @@ pub struct BenchResult {
     /// The distinct errors of the failed requests, in the order first seen, at most
     /// [`MAX_ERRORS_KEPT`].
     pub errors: Vec<String>,
+}
+
+/// How far a request's output tokens may be from `output_len`: 2% of it, and at least one
+/// token.
+pub const OUTPUT_TOLERANCE: f64 = 0.02;
+
+/// How far a request's reported prompt tokens may be from `input_len`: this fraction of it
+/// plus [`INPUT_TOLERANCE_TOKENS`] (a chat template's and a beginning-of-sequence token's
+/// worth; the prompt's words are one token each in the usual tokenizers, see above).
+pub const INPUT_TOLERANCE: f64 = 0.10;
+/// See [`INPUT_TOLERANCE`].
+pub const INPUT_TOLERANCE_TOKENS: u64 = 64;
+
+/// Why a completed request did not measure what it asked for; `None` when it did.
+pub fn workload_mismatch(config: &BenchConfig, record: &RequestRecord) -> Option<String> {
+    let asked = u64::from(config.output_len);
+    let slack = ((asked as f64 * OUTPUT_TOLERANCE).ceil() as u64).max(1);
+    if record.output_tokens.abs_diff(asked) > slack {
+        return Some(format!(
+            "asked for {asked} output tokens (max_tokens, ignore_eos) and received {}, beyond the tolerance of {slack}: a server that stops early is timed on another workload",
+            record.output_tokens
+        ));
+    }
+    let input = u64::from(config.input_len);
+    let slack = (input as f64 * INPUT_TOLERANCE).ceil() as u64 + INPUT_TOLERANCE_TOKENS;
+    match record.reported_input_tokens {
+        Some(reported) if reported.abs_diff(input) > slack => Some(format!(
+            "sent a prompt of {input} tokens and the server counted {reported}, beyond the tolerance of {slack}"
+        )),
+        _ => None,
+    }
 }
 
 /// How many distinct error messages a [`BenchResult`] keeps.

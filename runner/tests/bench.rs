@@ -339,7 +339,8 @@ fn concurrency_is_respected_and_kept_full() {
     let behaviour =
         Behaviour { tokens: 4, delay: Duration::from_millis(20), ..Behaviour::default() };
     let server = start(behaviour);
-    let result = run(&BenchConfig { concurrency: 4, requests: 12, ..config(&server.url) });
+    let result =
+        run(&BenchConfig { concurrency: 4, requests: 12, output_len: 4, ..config(&server.url) });
     assert_eq!(result.completed, 12);
     assert_eq!(server.counters.max_in_flight.load(Ordering::SeqCst), 4);
     eprintln!("measured concurrency {:.2} for 4 configured", result.concurrency);
@@ -630,4 +631,46 @@ fn inferencex_errors_name_the_record_and_the_field() {
         ),
     );
     check(parse, "[]", Err("no speed record in the input"));
+}
+
+/// A real sim-server that ignores `ignore_eos` (`eos-after-tokens`), as llama.cpp's does: its
+/// answers stop early, so no request of the run is timed, and each error names the numbers.
+#[test]
+fn a_server_that_stops_early_gives_no_tpot_but_the_numbers() {
+    use prgate_sim_server::{self as sim_server, Profile};
+    let fast = Profile {
+        time_to_first_token: Duration::from_millis(1),
+        time_per_output_token: Duration::from_millis(1),
+        ..Profile::default()
+    };
+    let config = |url: &str| BenchConfig {
+        base_url: url.to_owned(),
+        model: "sim-model".into(),
+        endpoint: Endpoint::Completions,
+        input_len: 8,
+        output_len: 16,
+        concurrency: 1,
+        requests: 2,
+        warmup: 0,
+        timeout: Duration::from_secs(30),
+    };
+    let early = Profile { eos_after_tokens: Some(4), ..fast.clone() };
+    let server =
+        sim_server::serve(early, "127.0.0.1:0".parse().expect("an address")).expect("a server");
+    let result = run(&config(&server.url()));
+    assert_eq!((result.completed, result.failed), (0, 2), "{result:?}");
+    assert_eq!(result.median_tpot_ms, None);
+    let expected = "asked for 16 output tokens (max_tokens, ignore_eos) and received 4, beyond the tolerance of 1: a server that stops early is timed on another workload";
+    assert!(result.errors.iter().all(|e| e.ends_with(expected)), "{:?}", result.errors);
+    // Within the tolerance (2%, at least a token): 15 of 16 is measured.
+    let one_short = Profile { eos_after_tokens: Some(15), ..fast.clone() };
+    let server =
+        sim_server::serve(one_short, "127.0.0.1:0".parse().expect("an address")).expect("a server");
+    let result = run(&config(&server.url()));
+    assert_eq!((result.completed, result.failed), (2, 0), "{result:?}");
+    // An honest server gives all 16.
+    let server =
+        sim_server::serve(fast, "127.0.0.1:0".parse().expect("an address")).expect("a server");
+    let result = run(&config(&server.url()));
+    assert_eq!((result.completed, result.total_output_tokens), (2, 32), "{result:?}");
 }

@@ -186,6 +186,16 @@ impl Output {
         }
     }
 
+    /// The answer ended by its end of sequence after at most `tokens` tokens, whatever
+    /// `ignore_eos` asked (a server that ignores it).
+    pub(super) fn ended_after(self, tokens: usize) -> Output {
+        if self.count > tokens {
+            Output { count: tokens, finish_reason: "stop", ..self }
+        } else {
+            self
+        }
+    }
+
     /// How many tokens the answer has.
     pub(super) fn len(&self) -> usize {
         self.count

@@ -657,11 +657,14 @@ async fn generation(
     let factor = rng.noise_factor(profile.noise.value());
     // A prefill instance makes the first token only; the decode instance the rest.
     let prefill_only = profile.disaggregation.as_ref().is_some_and(|pd| pd.mode == Mode::Prefill);
-    let output = Output::new(
+    let mut output = Output::new(
         answer(profile, &parsed.prompt).as_deref(),
         if prefill_only { 1 } else { parsed.max_tokens },
         parsed.ignore_eos,
     );
+    if let Some(tokens) = profile.eos_after_tokens {
+        output = output.ended_after(tokens);
+    }
 
     let Some(slot) = shared.acquire_slot().await else {
         return Err(Crash);
@@ -764,6 +767,14 @@ struct Timing {
 }
 
 impl Timing {
+    /// The same spacing with token 0 sent at `sent`: the later tokens are due `per_token`
+    /// apart from it. A stream re-anchors on its first token's actual send, so that a late
+    /// first wake-up (a loaded machine) does not leave the next tokens overdue and sent in a
+    /// burst, which would read as a far shorter TPOT.
+    fn anchored(&self, sent: Instant) -> Timing {
+        Timing { start: sent, first_token: Duration::ZERO, per_token: self.per_token }
+    }
+
     /// When token `index` (0 is the first) is due. Deadlines are counted from the start, so
     /// late wake-ups do not add up over a long answer.
     fn token_deadline(&self, index: usize) -> Instant {
@@ -796,10 +807,14 @@ fn stream(
         let identity =
             Identity { endpoint, number, created: shared.created, model: &profile.model };
         let event = |payload: String| Ok(Frame::data(Bytes::from(format!("data: {payload}\n\n"))));
+        let mut timing = timing;
         for index in 0..output.len() {
             if !shared.sleep_until(timing.token_deadline(index)).await {
                 let _broken = sender.send(Err(Crash)).await;
                 return;
+            }
+            if index == 0 {
+                timing = timing.anchored(Instant::now());
             }
             let chunk = generate::chunk_json(identity, parsed.prompt_tokens, &output, index);
             if sender.send(event(chunk)).await.is_err() {

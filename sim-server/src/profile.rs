@@ -46,6 +46,9 @@ pub struct Profile {
     /// How many generation requests the server answers before the next one kills it
     /// (`die-after-requests`); `None` never dies.
     pub die_after_requests: Option<u64>,
+    /// The most tokens an answer has, whatever `max_tokens` and `ignore_eos` ask
+    /// (`eos-after-tokens`): a server that ignores `ignore_eos`; `None` honours it.
+    pub eos_after_tokens: Option<usize>,
     /// The fraction of generation requests answered with a 500 (`error-rate`).
     pub error_rate: Probability,
     /// The probability that an answer with an `expected:` line is right (`accuracy`).
@@ -237,6 +240,7 @@ struct ProfileFile {
     memory_api: MemoryApi,
     never_healthy: bool,
     die_after_requests: Option<u64>,
+    eos_after_tokens: Option<usize>,
     error_rate: f64,
     accuracy: f64,
     monokernel: bool,
@@ -260,6 +264,7 @@ impl Default for ProfileFile {
             memory_api: MemoryApi::Both,
             never_healthy: false,
             die_after_requests: None,
+            eos_after_tokens: None,
             error_rate: 0.0,
             accuracy: 1.0,
             monokernel: false,
@@ -290,6 +295,7 @@ impl TryFrom<ProfileFile> for Profile {
             memory_api: file.memory_api,
             never_healthy: file.never_healthy,
             die_after_requests: file.die_after_requests,
+            eos_after_tokens: file.eos_after_tokens,
             error_rate: probability("error-rate", file.error_rate)?,
             accuracy: probability("accuracy", file.accuracy)?,
             monokernel: file.monokernel,

@@ -55,6 +55,7 @@ fn profile_files() {
         memory_api: MemoryApi::Vllm,
         never_healthy: true,
         die_after_requests: Some(40),
+        eos_after_tokens: None,
         error_rate: Probability::try_from(0.1).expect("in range"),
         accuracy: Probability::try_from(0.75).expect("in range"),
         monokernel: true,

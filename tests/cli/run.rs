@@ -20,10 +20,18 @@ models = ["pkg/models/{model}/**", "test/unit/{model}/**", "test/kernels/*_{mode
 shared = ["pkg/__init__.py"]
 "#;
 
-/// Exactly two speed pairs per cell: no outlier re-measured either, so the steps a run records
-/// do not depend on how loaded the machine is.
+/// The speed rule these tests judge with: a loss over 50% fails, decided in 5%..95%. A cell
+/// still undecided at its pair cap is an `error` (docs/gate.md), and the sim-server's 2 ms
+/// TPOT over 8 tokens measures with a run CV of 6–11% on a loaded 2-core machine, which the
+/// default 0%..4% zone cannot decide in 16 pairs; this zone passes an unchanged PR in a few
+/// pairs and fails one 10 times slower. These tests are about the run, not the statistics
+/// (gate/src/speed.rs and gate/src/simulate.rs are).
+pub(crate) const WIDE_ZONE: &str = "\n[gate.speed]\nmax-loss = 0.5\nzone = 0.45\n";
+
+/// [`WIDE_ZONE`] with exactly two speed pairs per cell: no outlier re-measured either, so the
+/// steps a run records do not depend on how loaded the machine is.
 pub(crate) const TWO_PAIRS: &str =
-    "\n[gate.speed]\nmin-pairs = 2\nmax-pairs = 2\nmax-outliers = 0\n";
+    "\n[gate.speed]\nmax-loss = 0.5\nzone = 0.45\nmin-pairs = 2\nmax-pairs = 2\nmax-outliers = 0\n";
 
 const TIMING_SCRIPT: &str = r#"import json, sys
 json.dump({"kernels": [{"name": "k1", "samples_us": [10.0, 10.5, 9.8]}]}, open(sys.argv[1], "w"))
@@ -86,7 +94,7 @@ impl Default for Sample {
             output_len: 8,
             unit_test: PASSING_UNIT_TEST,
             checkpoint: true,
-            gate: "",
+            gate: WIDE_ZONE,
             gpus: 2,
             recipe_extra: "",
             speed: None,

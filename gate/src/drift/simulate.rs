@@ -1,8 +1,9 @@
 //! How well the drift guard decides, by simulation of what a repository sees: a sequence of PRs,
 //! each measured by the gate's own speed rule pair by pair as the runner measures it
 //! ([`crate::speed::judge_cell`] on bracketed pairs, [`crate::simulate`]'s runs), merged only
-//! when it passes (a failed PR is measured again, with the same true change, and its line pools
-//! every run, as `prgate history record` does), its verdicts' numbers recorded as the ledger
+//! when it passes (a failed PR, or one the pair cap left undecided — an `error`, not a pass — is
+//! measured again, with the same true change, and its line pools every run, as `prgate history
+//! record` does), its verdicts' numbers recorded as the ledger
 //! records them ([`SpeedChange::from_verdict`], [`SpeedChange::pooled`]), and the
 //! guard checked after every merge ([`super::history`], [`super::guard`]), as the comment and the
 //! scheduled check see it. Pure and seeded: the same inputs give the same numbers.
@@ -19,7 +20,7 @@ use super::GuardState;
 
 /// The most pairs a simulated PR may take before the simulation calls the rule broken.
 const PAIR_LIMIT: usize = 200;
-/// The most times a failing PR is measured again before the simulation gives up on it.
+/// The most times a failing (or undecided) PR is measured again before the simulation gives up on it.
 const ATTEMPT_LIMIT: usize = 50;
 
 /// One simulated sequence of merged PRs on one covered cell.
@@ -139,7 +140,7 @@ fn measure_until_it_passes(
     for attempt in 1..=ATTEMPT_LIMIT {
         let (judgement, cell) = judged(config, runs, rng);
         cells.extend(cell);
-        if !matches!(judgement.loss, Answer::Yes { .. }) {
+        if judgement.loss == Answer::No {
             return (SpeedChange::pooled(&cells), attempt);
         }
     }

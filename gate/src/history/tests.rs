@@ -226,6 +226,7 @@ fn measurements_take_each_cells_numbers_and_the_provenance_of_its_records() {
                 outliers: Vec::new(),
             }),
             thresholds: None,
+            undecided: None,
         }),
     };
     let not_run = Item { numbers: None, model: Some("beta".to_owned()), ..speed.clone() };

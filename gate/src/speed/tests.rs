@@ -83,14 +83,14 @@ fn cells_are_decided_by_their_pairs_noise_and_settings() {
             bracketed(&[0.001, -0.002, 0.0], 0.005),
             defaults.clone(),
             alone(),
-            "loss No { confident: true } gain None change -0.03% [-1.83%, +1.80%] cv 1.000% df 5.00 floored outliers [] more false",
+            "loss No gain None change -0.03% [-1.83%, +1.80%] cv 1.000% df 5.00 floored outliers [] more false",
         ),
         (
             "a clear loss",
             bracketed(&[0.06, 0.061, 0.059], 0.005),
             defaults.clone(),
             alone(),
-            "loss Yes { confident: true } gain None change +6.00% [+4.09%, +7.94%] cv 1.000% df 5.00 floored outliers [] more false",
+            "loss Yes gain None change +6.00% [+4.09%, +7.94%] cv 1.000% df 5.00 floored outliers [] more false",
         ),
         (
             "below the first look",
@@ -121,11 +121,11 @@ fn cells_are_decided_by_their_pairs_noise_and_settings() {
             "loss Open gain None change -0.03% [-5.83%, +6.12%] cv 3.287% df 5.00 outliers [] more true",
         ),
         (
-            "the last look passes what is undecided",
+            "the last look leaves what is undecided undecided: not a pass",
             bracketed(&noisy, 0.02),
             defaults.clone(),
             alone(),
-            "loss No { confident: false } gain None change +1.97% [+0.40%, +3.57%] cv 2.489% df 31.00 outliers [] more false",
+            "loss Undecided gain None change +1.97% [+0.40%, +3.57%] cv 2.489% df 31.00 outliers [] more false",
         ),
         (
             "one look before it is still open",
@@ -139,7 +139,7 @@ fn cells_are_decided_by_their_pairs_noise_and_settings() {
             with_base(bracketed(&[0.06, 0.061, 0.059, 0.06], 0.005), &[1], 2.0),
             defaults.clone(),
             alone(),
-            "loss Yes { confident: true } gain None change +5.97% [+4.06%, +7.91%] cv 1.000% df 5.00 floored outliers [1] more false",
+            "loss Yes gain None change +5.97% [+4.06%, +7.91%] cv 1.000% df 5.00 floored outliers [1] more false",
         ),
         (
             "base runs 12% apart are an outlier, even with the right mean",
@@ -150,14 +150,14 @@ fn cells_are_decided_by_their_pairs_noise_and_settings() {
             },
             defaults.clone(),
             alone(),
-            "loss Yes { confident: true } gain None change +6.03% [+4.12%, +7.98%] cv 1.000% df 5.00 floored outliers [2] more false",
+            "loss Yes gain None change +6.03% [+4.12%, +7.98%] cv 1.000% df 5.00 floored outliers [2] more false",
         ),
         (
             "a 20%-slow base run is excluded",
             with_base(bracketed(&[0.06, 0.061, 0.059, 0.06], 0.005), &[1], 1.2),
             defaults.clone(),
             alone(),
-            "loss Yes { confident: true } gain None change +5.97% [+4.06%, +7.91%] cv 1.000% df 5.00 floored outliers [1] more false",
+            "loss Yes gain None change +5.97% [+4.06%, +7.91%] cv 1.000% df 5.00 floored outliers [1] more false",
         ),
         (
             "... not at an outlier threshold of 24",
@@ -185,7 +185,7 @@ fn cells_are_decided_by_their_pairs_noise_and_settings() {
             with_base(bracketed(&[0.06; 10], 0.005), &[1, 4, 7], 2.0),
             config("[speed]\nmax-outliers = 8"),
             alone(),
-            "loss Yes { confident: true } gain None change +6.00% [+4.95%, +7.07%] cv 1.000% df 13.00 floored outliers [1, 4, 7] more false",
+            "loss Yes gain None change +6.00% [+4.95%, +7.07%] cv 1.000% df 13.00 floored outliers [1, 4, 7] more false",
         ),
         (
             "a calibration adds capped degrees of freedom",
@@ -235,7 +235,7 @@ fn cells_are_decided_by_their_pairs_noise_and_settings() {
             bracketed(&[0.03, 0.02, 0.025, 0.026], 0.005),
             config("[speed]\nalpha = 0.08"),
             alone(),
-            "loss Yes { confident: true } gain None change +2.52% [+1.05%, +4.02%] cv 1.000% df 7.00 floored outliers [] more false",
+            "loss Yes gain None change +2.52% [+1.05%, +4.02%] cv 1.000% df 7.00 floored outliers [] more false",
         ),
         (
             "... but not in a family of 4",
@@ -256,7 +256,7 @@ fn cells_are_decided_by_their_pairs_noise_and_settings() {
             bracketed(&[0.02, 0.018, 0.019, 0.02], 0.005),
             config("[speed]\nbeta = 0.2"),
             alone(),
-            "loss No { confident: true } gain None change +1.92% [+0.46%, +3.41%] cv 1.000% df 7.00 floored outliers [] more false",
+            "loss No gain None change +1.92% [+0.46%, +3.41%] cv 1.000% df 7.00 floored outliers [] more false",
         ),
         (
             "min-cv floors the noise",
@@ -277,28 +277,28 @@ fn cells_are_decided_by_their_pairs_noise_and_settings() {
             bracketed(&[0.03, 0.031, 0.029], 0.005),
             config("[speed]\nzone = 0.08"),
             alone(),
-            "loss Yes { confident: true } gain None change +3.00% [+1.14%, +4.89%] cv 1.000% df 5.00 floored outliers [] more false",
+            "loss Yes gain None change +3.00% [+1.14%, +4.89%] cv 1.000% df 5.00 floored outliers [] more false",
         ),
         (
             "... with a loss limit of 8%",
             bracketed(&[0.03, 0.031, 0.029], 0.005),
             config("[speed]\nmax-loss = 0.08"),
             alone(),
-            "loss No { confident: true } gain None change +3.00% [+1.14%, +4.89%] cv 1.000% df 5.00 floored outliers [] more false",
+            "loss No gain None change +3.00% [+1.14%, +4.89%] cv 1.000% df 5.00 floored outliers [] more false",
         ),
         (
             "a gain is a question of its own",
             bracketed(&[-0.10, -0.101, -0.099], 0.005),
             defaults.clone(),
             CellContext { cells: 1, gain_required: true, calibration: None },
-            "loss No { confident: true } gain Some(Yes { confident: true }) change -10.00% [-11.62%, -8.35%] cv 1.000% df 5.00 floored outliers [] more false",
+            "loss No gain Some(Yes) change -10.00% [-11.62%, -8.35%] cv 1.000% df 5.00 floored outliers [] more false",
         ),
         (
             "a small gain is not the one required",
             bracketed(&[-0.01, -0.011, -0.009], 0.005),
             defaults.clone(),
             CellContext { cells: 1, gain_required: true, calibration: None },
-            "loss No { confident: true } gain Some(No { confident: true }) change -1.00% [-2.78%, +0.82%] cv 1.000% df 5.00 floored outliers [] more false",
+            "loss No gain Some(No) change -1.00% [-2.78%, +0.82%] cv 1.000% df 5.00 floored outliers [] more false",
         ),
     ];
     let mut failures = Vec::new();
@@ -338,4 +338,36 @@ fn chained_pairs_count_their_shared_base_runs() {
         high - low
     };
     assert!(width(&chained) > width(&independent));
+}
+
+#[test]
+fn an_undecided_cell_says_what_would_decide_it() {
+    let defaults = GateConfig::defaults();
+    let noisy = |n: usize| -> Vec<f64> {
+        (0..n).map(|i| if i % 2 == 0 { 0.045 } else { -0.005 }).collect()
+    };
+    let judgement = judge_cell(&bracketed(&noisy(16), 0.02), &defaults, &alone());
+    assert_eq!(judgement.loss, Answer::Undecided);
+    let to_decide = judgement.to_decide.expect("an undecided cell says what would decide it");
+    let percent = |x: f64| format!("{:+.2}%", x * 100.0);
+    assert_eq!(
+        format!(
+            "bounds [{}, {}] zone [{}, {}] pairs {:?} more {:?} runs {:?}",
+            percent(to_decide.lower),
+            percent(to_decide.upper),
+            percent(to_decide.low),
+            percent(to_decide.high),
+            to_decide.pairs,
+            to_decide.more_pairs(),
+            to_decide.more_runs()
+        ),
+        "bounds [-0.52%, +4.23%] zone [+0.00%, +4.00%] pairs Some(30) more Some(14) runs Some(28)"
+    );
+    // What it says suffices: with max-pairs raised to it, the same pattern of pairs decides.
+    let pairs = to_decide.pairs.expect("a finite number of pairs");
+    let raised = config(&format!("[speed]\nmax-pairs = {pairs}"));
+    let decided = judge_cell(&bracketed(&noisy(pairs), 0.02), &raised, &alone());
+    assert!(matches!(decided.loss, Answer::Yes | Answer::No), "{decided:?}");
+    // A decided or open cell has nothing to say.
+    assert_eq!(judge_cell(&bracketed(&noisy(15), 0.02), &defaults, &alone()).to_decide, None);
 }

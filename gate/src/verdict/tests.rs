@@ -355,13 +355,23 @@ fn every_rule_decides_on_fixture_evidence() {
             "result pass\nAccuracy warn kimi: undecided, low confidence: the interval holds -1.5 points, the tolerance (p = 0.051); more samples (repeats or seeds) would decide; base 80.0%, PR 77.9%, difference -2.0 [-3.0, -1.4] (96.0% interval, paired, Tango's score) over 1319 questions",
         ),
         (
+            "a cell still undecided at the pair cap is not a pass: an error",
+            with(passing(), |e| {
+                let noisy: Vec<f64> =
+                    (0..16).map(|i| if i % 2 == 0 { 0.07 } else { -0.03 }).collect();
+                replace_speed(e, "kimi", &noisy);
+            }),
+            None,
+            "result error\nE2E performance error kimi: TPOT +1.9% [+0.0%, +3.8%] at c=64, 16 pairs; undecided at the pair cap (16 kept pairs), so not a pass: the loss test's bounds reached [-1.3%, +4.5%], and a fail needs the lower above +0.0%, a pass the upper below +4.0%; at this noise and change about 23 more pairs (46 more runs) would decide it: speed.max-pairs = 39 in base's [gate.speed] table, or a quieter node; noise CV 2.9% from 31 degrees of freedom (16 in-band A/A, no node calibration)",
+        ),
+        (
             "pairs of one base run each need more of them: no in-band A/A",
             with(passing(), |e| {
                 e.retain(|r| !(r.model.as_deref() == Some("kimi") && r.check == Check::Speed));
                 e.extend(single_speed("kimi", 64, &[0.06, 0.061, 0.059]));
             }),
             None,
-            "result pending\nE2E performance pending kimi: TPOT +6.0% [+2.3%, +9.8%] at c=64, 3 pairs; undecided: more pairs are needed; noise CV 1.0% (the min-cv floor) from 2 degrees of freedom (0 in-band A/A, no node calibration)",
+            "result pending\nE2E performance pending kimi: TPOT +6.0% [+2.3%, +9.8%] at c=64, 3 pairs; open: more pairs are needed; noise CV 1.0% (the min-cv floor) from 2 degrees of freedom (0 in-band A/A, no node calibration)",
         ),
         (
             "a 2x-slow base run is an outlier: excluded, re-measured, and the loss still fails",
@@ -402,7 +412,7 @@ fn every_rule_decides_on_fixture_evidence() {
                 ));
             }),
             None,
-            "result pending\nE2E performance pending kimi: TPOT +2.0% [-0.6%, +4.7%] at c=64, 3 pairs; undecided: more pairs are needed; noise CV 1.7% from 15 degrees of freedom (3 in-band A/A, the node's calibration (40 differences))",
+            "result pending\nE2E performance pending kimi: TPOT +2.0% [-0.6%, +4.7%] at c=64, 3 pairs; open: more pairs are needed; noise CV 1.7% from 15 degrees of freedom (3 in-band A/A, the node's calibration (40 differences))",
         ),
         (
             "a check that could not run",

@@ -80,6 +80,19 @@ fn representative_verdicts() {
             "[Fix] [MI355X] kimi_k31: a fix",
         ),
         ("perf_without_gain", &standard, passing(), "[Perf] [MI355X] kimi_k31: faster decode"),
+        (
+            // Sixteen pairs that alternate +7% and -3%: CV 2.9%, a change of +1.9%, still
+            // undecided at the cap. Not a pass: the run is an error, and the comment says
+            // what would decide the cell.
+            "speed_undecided",
+            &standard,
+            with(passing(), |e| {
+                let noisy: Vec<f64> =
+                    (0..16).map(|i| if i % 2 == 0 { 0.07 } else { -0.03 }).collect();
+                replace_speed(e, "kimi_k31", 64, 20.1, &noisy);
+            }),
+            "[Fix] [MI355X] kimi_k31: a fix",
+        ),
         ("codeowners_failure", &codeowners, passing(), "[Fix] [MI355X] kimi_k31: a fix"),
         (
             "coverage_gaps",
@@ -623,6 +636,7 @@ fn speed_item(concurrency: u32, change: f64, interval: (f64, f64)) -> Item {
                 min_gain: 0.05,
                 gain_required: false,
             }),
+            undecided: None,
         }),
     }
 }

@@ -155,7 +155,10 @@ impl Client<'_> {
         let reader = BufReader::new(response.into_body().into_reader());
         match read_stream(reader, self.config.endpoint, start) {
             Ok(stream) => match stream.into_record(self.config.input_len) {
-                Some(record) => RequestOutcome::Completed(record),
+                Some(record) => match super::workload_mismatch(self.config, &record) {
+                    None => RequestOutcome::Completed(record),
+                    Some(mismatch) => self.failed(mismatch),
+                },
                 None => self.failed("the stream ended without a content token".into()),
             },
             Err(error) => self.failed(error),
@@ -225,6 +228,7 @@ impl Stream {
             latency: self.latency,
             output_tokens: self.completion_tokens.unwrap_or(self.content_chunks),
             input_tokens: self.prompt_tokens.unwrap_or(u64::from(input_len)),
+            reported_input_tokens: self.prompt_tokens,
         })
     }
 }

@@ -161,6 +161,7 @@ mod tests {
             latency: ttft + itl.iter().sum::<f64>(),
             output_tokens,
             input_tokens: 8,
+            reported_input_tokens: None,
         })
     }
 
