@@ -472,6 +472,8 @@ fn sglang_record() -> SpeedRecord {
         completed: Some(640),
         input_len: Some(1024),
         output_len: Some(1024),
+        total_input_tokens: Some(655_360),
+        total_output_tokens: Some(655_360),
     }
 }
 
@@ -516,6 +518,8 @@ fn bench_serving_jsonl_is_read_by_its_field_names() {
             completed: None,
             input_len: Some(128),
             output_len: Some(32),
+            total_input_tokens: None,
+            total_output_tokens: None,
         }]),
     );
 }
@@ -581,6 +585,8 @@ fn inferencex_raw_record() -> SpeedRecord {
         completed: Some(640),
         input_len: None,
         output_len: None,
+        total_input_tokens: Some(589_312),
+        total_output_tokens: Some(590_021),
     }
 }
 
@@ -673,4 +679,56 @@ fn a_server_that_stops_early_gives_no_tpot_but_the_numbers() {
         sim_server::serve(fast, "127.0.0.1:0".parse().expect("an address")).expect("a server");
     let result = run(&config(&server.url()));
     assert_eq!((result.completed, result.total_output_tokens), (2, 32), "{result:?}");
+}
+
+#[test]
+fn an_external_run_of_another_workload_has_no_tpot() {
+    use prgate_runner::bench::{check_workload, record_at};
+    let record = sglang_record();
+    assert_eq!(check_workload(&record, 1024, 1024), Ok(()));
+    let cases = [
+        // It was configured with other lengths than the run asked for.
+        (
+            record.clone(),
+            1024,
+            256,
+            "the benchmark ran with output length 1024, the run asked for 256",
+        ),
+        // A server that stopped early: half the tokens asked for.
+        (
+            SpeedRecord { total_output_tokens: Some(204_800), output_len: None, ..record.clone() },
+            1024,
+            1024,
+            "its 640 requests had 204800 output tokens, 320.0 a request, where the run asked for 1024 (at least 512 and at most 1045 a request)",
+        ),
+        (
+            SpeedRecord { total_input_tokens: Some(64_000), input_len: None, ..record.clone() },
+            1024,
+            1024,
+            "its 640 requests had 64000 prompt tokens, 100.0 a request, where the run asked for 1024 (at least 512 and at most 1191 a request)",
+        ),
+    ];
+    for (record, input, output, detail) in cases {
+        let error = check_workload(&record, input, output).expect_err(detail).to_string();
+        assert!(
+            error.starts_with(&format!(
+                "at concurrency 64, {detail}: a run timed on another workload has no TPOT"
+            )),
+            "{error}"
+        );
+    }
+    // Sampled lengths (bench_serving's --random-range-ratio 0.8: 0.9 of the asked on average)
+    // are the run's; more than asked (beyond 2%, a token at least) is not.
+    let sampled = SpeedRecord { total_output_tokens: Some(640 * 922), ..record.clone() };
+    assert_eq!(check_workload(&sampled, 1024, 1024), Ok(()));
+    let more = SpeedRecord { total_output_tokens: Some(640 * 1046), ..record.clone() };
+    assert!(check_workload(&more, 1024, 1024).is_err());
+    assert_eq!(check_workload(&inferencex_raw_record(), 1024, 1024), Ok(()));
+    // The real files of bench_serving and InferenceX measured what they asked for.
+    let real = std::fs::read_to_string("tests/fixtures/realworld/sglang-bench-serving/c1.jsonl")
+        .expect("c1.jsonl");
+    let records = parse_bench_serving_jsonl(&real).expect("records");
+    let found = record_at(&records, 1, 16).expect("the c1 run");
+    assert_eq!(check_workload(found, 256, 128), Ok(()));
+    assert!(check_workload(found, 256, 64).is_err());
 }

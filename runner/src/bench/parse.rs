@@ -53,6 +53,10 @@ pub struct SpeedRecord {
     pub input_len: Option<u64>,
     /// The configured output length in tokens.
     pub output_len: Option<u64>,
+    /// The prompt tokens of all completed requests, as the benchmark counted them.
+    pub total_input_tokens: Option<u64>,
+    /// The output tokens of all completed requests, as the benchmark counted them.
+    pub total_output_tokens: Option<u64>,
 }
 
 /// Where in the parsed text a problem is.
@@ -173,6 +177,17 @@ pub enum RunError {
         /// The measured requests the run asked for (`{requests}`).
         requested: u64,
     },
+    /// The benchmark measured another workload than the run asked for: other lengths
+    /// configured, or far fewer (or more) tokens per request than asked.
+    #[error(
+        "at concurrency {concurrency}, {detail}: a run timed on another workload has no TPOT\nhint: give the benchmark {{input_len}} and {{output_len}}, and a server that honours ignore_eos"
+    )]
+    OtherWorkload {
+        /// The run's concurrency.
+        concurrency: u32,
+        /// What differs, with both numbers.
+        detail: String,
+    },
 }
 
 /// The median TPOT of a run at `concurrency` that asked for `requested` measured requests: the
@@ -184,6 +199,15 @@ pub fn median_tpot_at(
     concurrency: u32,
     requested: u64,
 ) -> Result<f64, RunError> {
+    record_at(records, concurrency, requested).map(|record| record.median_tpot_ms)
+}
+
+/// The record of the run at `concurrency` ([`median_tpot_at`]'s rules).
+pub fn record_at(
+    records: &[SpeedRecord],
+    concurrency: u32,
+    requested: u64,
+) -> Result<&SpeedRecord, RunError> {
     let record = records
         .iter()
         .rev()
@@ -193,8 +217,61 @@ pub fn median_tpot_at(
         Some(completed) if completed != requested => {
             Err(RunError::Incomplete { concurrency, completed, requested })
         }
-        _ => Ok(record.median_tpot_ms),
+        _ => Ok(record),
     }
+}
+
+/// How little of the asked length a request of an external benchmark may average: half. An
+/// external benchmark may sample lengths below the asked one (bench_serving's and InferenceX's
+/// `--random-range-ratio`, 0.9 of it on average at 0.8); a server that ignores `ignore_eos`
+/// stops far earlier.
+pub const EXTERNAL_LENGTH_FLOOR: f64 = 0.5;
+
+/// Whether `record` measured the lengths the run asked for (`input_len`, `output_len` tokens
+/// per request), as far as it says: its configured lengths must be those, and its token totals
+/// over its completed requests must average at least [`EXTERNAL_LENGTH_FLOOR`] of the asked
+/// length a request and at most the asked length plus the built-in client's tolerance
+/// ([`crate::bench::OUTPUT_TOLERANCE`], [`crate::bench::INPUT_TOLERANCE`]). A record that says
+/// neither is taken as it is.
+pub fn check_workload(
+    record: &SpeedRecord,
+    input_len: u64,
+    output_len: u64,
+) -> Result<(), RunError> {
+    let concurrency = record.concurrency;
+    let other = |detail: String| Err(RunError::OtherWorkload { concurrency, detail });
+    for (what, configured, asked) in
+        [("input", record.input_len, input_len), ("output", record.output_len, output_len)]
+    {
+        if let Some(configured) = configured
+            && configured != asked
+        {
+            return other(format!(
+                "the benchmark ran with {what} length {configured}, the run asked for {asked}"
+            ));
+        }
+    }
+    let Some(completed) = record.completed.filter(|completed| *completed > 0) else {
+        return Ok(());
+    };
+    let output_slack = ((output_len as f64 * crate::bench::OUTPUT_TOLERANCE).ceil() as u64).max(1);
+    let input_slack = (input_len as f64 * crate::bench::INPUT_TOLERANCE).ceil() as u64
+        + crate::bench::INPUT_TOLERANCE_TOKENS;
+    for (what, total, asked, slack) in [
+        ("output", record.total_output_tokens, output_len, output_slack),
+        ("prompt", record.total_input_tokens, input_len, input_slack),
+    ] {
+        let Some(total) = total else { continue };
+        let per_request = total as f64 / completed as f64;
+        let floor = (asked as f64 * EXTERNAL_LENGTH_FLOOR).floor();
+        let ceiling = asked.saturating_add(slack);
+        if per_request < floor || per_request > ceiling as f64 {
+            return other(format!(
+                "its {completed} requests had {total} {what} tokens, {per_request:.1} a request, where the run asked for {asked} (at least {floor} and at most {ceiling} a request)"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Parses sglang `bench_serving` JSONL output: one record per non-blank line.
@@ -324,6 +401,8 @@ fn millisecond_statistics(
         completed: fields.completed()?,
         input_len: None,
         output_len: None,
+        total_input_tokens: fields.count("total_input_tokens")?,
+        total_output_tokens: fields.count("total_output_tokens")?,
     })
 }
 
@@ -351,6 +430,8 @@ fn seconds_statistics(
         completed: None,
         input_len: None,
         output_len: None,
+        total_input_tokens: None,
+        total_output_tokens: None,
     })
 }
 

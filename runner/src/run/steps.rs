@@ -1425,7 +1425,12 @@ impl Runner<'_> {
             SpeedFormat::Inferencex => bench::parse_inferencex_json(&text),
         }
         .map_err(|error| format!("{}: {error}", path.display()))?;
-        bench::median_tpot_at(&records, run.concurrency, u64::from(run.requests))
+        // The run's record, which must have measured the lengths it asked for.
+        bench::record_at(&records, run.concurrency, u64::from(run.requests))
+            .and_then(|record| {
+                let asked = (u64::from(run.input_len), u64::from(run.output_len));
+                bench::check_workload(record, asked.0, asked.1).map(|()| record.median_tpot_ms)
+            })
             .map_err(|error| format!("{}: {error}", path.display()))
     }
 }
