@@ -40,8 +40,8 @@ use serde::Serialize;
 pub use client::run;
 pub use metrics::summarize;
 pub use parse::{
-    Location, ParseError, RunError, SpeedRecord, check_workload, median_tpot_at,
-    parse_bench_serving_jsonl, parse_inferencex_json, record_at,
+    EXTERNAL_LENGTH_FLOOR, Location, ParseError, RunError, SpeedRecord, check_workload,
+    median_tpot_at, parse_bench_serving_jsonl, parse_inferencex_json, record_at,
 };
 
 /// Which OpenAI-compatible API the client calls.
