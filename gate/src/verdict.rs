@@ -566,11 +566,7 @@ fn recipe_changes(job: &JobPlan) -> Vec<RecipeChange> {
 /// `test.unit.a.t`): old and new.
 fn moved_test_modules(plan: &Plan) -> Vec<(String, String)> {
     let module = |path: &str| path.strip_suffix(".py").map(|stem| stem.replace('/', "."));
-    plan.changed
-        .iter()
-        .filter(|changed| changed.status == prgate_scope::change::ChangeStatus::Renamed)
-        .filter_map(|changed| Some((module(changed.old_path.as_deref()?)?, module(&changed.path)?)))
-        .collect()
+    plan.renamed_files().filter_map(|(old, new)| Some((module(old)?, module(new)?))).collect()
 }
 
 /// A base test id (`module::name`, or `module.Class::name`) as the PR side names it: under its

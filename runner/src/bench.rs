@@ -221,10 +221,22 @@ pub const INPUT_TOLERANCE: f64 = 0.10;
 /// See [`INPUT_TOLERANCE`].
 pub const INPUT_TOLERANCE_TOKENS: u64 = 64;
 
+/// How many output tokens a request may be off `output_len`: [`OUTPUT_TOLERANCE`] of it, at
+/// least one.
+pub fn output_slack(output_len: u64) -> u64 {
+    ((output_len as f64 * OUTPUT_TOLERANCE).ceil() as u64).max(1)
+}
+
+/// How many prompt tokens a request may be off `input_len`: [`INPUT_TOLERANCE`] of it plus
+/// [`INPUT_TOLERANCE_TOKENS`].
+pub fn input_slack(input_len: u64) -> u64 {
+    (input_len as f64 * INPUT_TOLERANCE).ceil() as u64 + INPUT_TOLERANCE_TOKENS
+}
+
 /// Why a completed request did not measure what it asked for; `None` when it did.
 pub fn workload_mismatch(config: &BenchConfig, record: &RequestRecord) -> Option<String> {
     let asked = u64::from(config.output_len);
-    let slack = ((asked as f64 * OUTPUT_TOLERANCE).ceil() as u64).max(1);
+    let slack = output_slack(asked);
     if record.output_tokens.abs_diff(asked) > slack {
         return Some(format!(
             "asked for {asked} output tokens (max_tokens, ignore_eos) and received {}, beyond the tolerance of {slack}: a server that stops early is timed on another workload",
@@ -232,7 +244,7 @@ pub fn workload_mismatch(config: &BenchConfig, record: &RequestRecord) -> Option
         ));
     }
     let input = u64::from(config.input_len);
-    let slack = (input as f64 * INPUT_TOLERANCE).ceil() as u64 + INPUT_TOLERANCE_TOKENS;
+    let slack = input_slack(input);
     match record.reported_input_tokens {
         Some(reported) if reported.abs_diff(input) > slack => Some(format!(
             "sent a prompt of {input} tokens and the server counted {reported}, beyond the tolerance of {slack}"

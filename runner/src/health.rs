@@ -64,6 +64,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 use crate::node::NodeProfile;
+/// Times in the ledger: RFC 3339 in UTC to the second (`crate::rfc3339`).
+pub use crate::rfc3339::{format as rfc3339, parse as parse_rfc3339};
 
 mod attribute;
 mod canary;
@@ -503,17 +505,10 @@ pub fn without_drained(
     path: &str,
     drained: &[String],
 ) -> Result<(String, Vec<String>), FilterError> {
-    crate::schedule::nodes_file::parse(text, path)?;
-    let toml_error = |message: String| crate::schedule::nodes_file::NodesFileError::Toml {
-        path: path.to_owned(),
-        message,
-    };
-    let mut table: toml::Table =
-        toml::from_str(text).map_err(|error| toml_error(error.message().to_owned()))?;
+    use crate::schedule::nodes_file::{self, NodesFileError};
+    let (mut table, _nodes) = nodes_file::read(text, path)?;
     let Some(toml::Value::Array(nodes)) = table.get_mut("node") else {
-        return Err(
-            crate::schedule::nodes_file::NodesFileError::NoNodes { path: path.to_owned() }.into()
-        );
+        return Err(NodesFileError::NoNodes { path: path.to_owned() }.into());
     };
     let mut left_out = Vec::new();
     nodes.retain(|node| {
@@ -527,7 +522,10 @@ pub fn without_drained(
     if nodes.is_empty() {
         return Err(FilterError::AllDrained { path: path.to_owned(), drained: left_out });
     }
-    let text = toml::to_string(&table).map_err(|error| toml_error(error.to_string()))?;
+    let text = toml::to_string(&table).map_err(|error| NodesFileError::Toml {
+        path: path.to_owned(),
+        message: error.to_string(),
+    })?;
     Ok((text, left_out))
 }
 
@@ -608,16 +606,6 @@ fn parse_lines(text: &str, path: &Path) -> Result<Vec<Entry>, HealthError> {
 /// Seconds since the Unix epoch.
 pub fn unix_seconds(time: SystemTime) -> u64 {
     time.duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs())
-}
-
-/// Seconds since the Unix epoch as RFC 3339 in UTC: `2026-12-01T15:00:00Z`.
-pub fn rfc3339(seconds: u64) -> String {
-    crate::rfc3339::format(seconds)
-}
-
-/// `2026-12-01T15:00:00Z` as seconds since the Unix epoch; `None` for anything else.
-fn parse_rfc3339(text: &str) -> Option<u64> {
-    crate::rfc3339::parse(text)
 }
 
 /// A window in the largest whole unit: `7d`, `36h`, `90m`, `45s`.

@@ -41,6 +41,14 @@ impl Plan {
         self.merge_base.as_deref().unwrap_or(&self.base.sha)
     }
 
+    /// The diff's renamed files: (old path, new path), in the plan's order.
+    pub fn renamed_files(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.changed
+            .iter()
+            .filter(|changed| changed.status == crate::change::ChangeStatus::Renamed)
+            .filter_map(|changed| Some((changed.old_path.as_deref()?, changed.path.as_str())))
+    }
+
     /// The models that run: tier full or smoke and not removed by the PR, in the plan's order.
     pub fn running_models(&self) -> impl Iterator<Item = &ModelPlan> {
         self.models

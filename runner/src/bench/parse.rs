@@ -254,12 +254,9 @@ pub fn check_workload(
     let Some(completed) = record.completed.filter(|completed| *completed > 0) else {
         return Ok(());
     };
-    let output_slack = ((output_len as f64 * crate::bench::OUTPUT_TOLERANCE).ceil() as u64).max(1);
-    let input_slack = (input_len as f64 * crate::bench::INPUT_TOLERANCE).ceil() as u64
-        + crate::bench::INPUT_TOLERANCE_TOKENS;
     for (what, total, asked, slack) in [
-        ("output", record.total_output_tokens, output_len, output_slack),
-        ("prompt", record.total_input_tokens, input_len, input_slack),
+        ("output", record.total_output_tokens, output_len, crate::bench::output_slack(output_len)),
+        ("prompt", record.total_input_tokens, input_len, crate::bench::input_slack(input_len)),
     ] {
         let Some(total) = total else { continue };
         let per_request = total as f64 / completed as f64;

@@ -16,7 +16,6 @@
 
 use std::collections::BTreeMap;
 
-use prgate_scope::change::ChangeStatus;
 use prgate_scope::plan::Plan;
 
 use super::Recipe;
@@ -31,13 +30,7 @@ pub struct Renames {
 impl Renames {
     /// The renames of `plan`'s changed paths.
     pub fn of(plan: &Plan) -> Renames {
-        let files = plan
-            .changed
-            .iter()
-            .filter(|changed| changed.status == ChangeStatus::Renamed)
-            .filter_map(|changed| Some((changed.old_path.clone()?, changed.path.clone())))
-            .collect();
-        Renames { files }
+        Renames::from_pairs(plan.renamed_files())
     }
 
     /// Renames of `(old, new)` file pairs.

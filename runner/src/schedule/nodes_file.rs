@@ -46,11 +46,19 @@ struct RawNode {
 /// The nodes of the nodes file `text` (at `path`, for errors), in the file's order; their
 /// hardware lowercase.
 pub fn parse(text: &str, path: &str) -> Result<Vec<Node>, NodesFileError> {
-    let file: RawFile = toml::from_str(text).map_err(|error| NodesFileError::Toml {
+    read(text, path).map(|(_, nodes)| nodes)
+}
+
+/// The nodes file `text` (at `path`) as its TOML table, for a reader that writes it out again
+/// (`prgate node filter`), and its nodes, checked as [`parse`] checks them; read once.
+pub fn read(text: &str, path: &str) -> Result<(toml::Table, Vec<Node>), NodesFileError> {
+    let toml_error = |error: toml::de::Error| NodesFileError::Toml {
         path: path.to_owned(),
         message: error.message().to_owned()
             + &error.span().map(|span| format!(" (at byte {})", span.start)).unwrap_or_default(),
-    })?;
+    };
+    let table: toml::Table = toml::from_str(text).map_err(toml_error)?;
+    let file: RawFile = toml::Value::Table(table.clone()).try_into().map_err(toml_error)?;
     if file.node.is_empty() {
         return Err(NodesFileError::NoNodes { path: path.to_owned() });
     }
@@ -67,7 +75,7 @@ pub fn parse(text: &str, path: &str) -> Result<Vec<Node>, NodesFileError> {
             checkpoints: raw.checkpoints,
         });
     }
-    Ok(nodes)
+    Ok((table, nodes))
 }
 
 #[cfg(test)]
