@@ -293,7 +293,8 @@ fn run_pr(
     Ok(PrOutcome { result: result_word(&verdict).to_owned(), why })
 }
 
-/// A plan run on the demo's node, as `prgate run --isolation host --preflight off` runs it.
+/// A plan run on the demo's node, as `prgate run --isolation host --trust-pr-code --preflight off`
+/// runs it (the sample is the demo's own tree).
 struct OnNode<'a> {
     plan: &'a Plan,
     repo: &'a Path,

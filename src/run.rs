@@ -37,7 +37,8 @@ const JOB_WAIT_LOCK: Duration = Duration::from_secs(7 * 24 * 3600);
 ///
 /// Every command from the PR's tree (installs, servers, tests, timing scripts, evaluators,
 /// benchmarks) runs in the node profile's image through docker or podman (docs/container.md);
-/// `--isolation host` runs them on this machine instead, for trees you trust.
+/// `--isolation host --trust-pr-code` runs them on this machine instead, for trees you trust:
+/// nothing isolates them there, so `--isolation host` alone is refused.
 ///
 /// With --executor slurm, each model (and the common checks) is one SLURM job that runs `prgate
 /// run --executor local --only-model MODEL` into DIR/slurm/MODEL, with this run's other flags;
@@ -99,9 +100,14 @@ pub(crate) struct RunOptions {
     #[arg(long, value_name = "DURATION", value_parser = parse_time_limit)]
     time_limit: Option<Duration>,
     /// Where commands from the PR run: in the node's container image, or on this machine
-    /// (only for trees you trust: nothing isolates them).
+    /// (only for trees you trust, and only with --trust-pr-code: nothing isolates them).
     #[arg(long, value_enum, default_value_t = IsolationArg::Container)]
     isolation: IsolationArg,
+    /// With --isolation host: the PR's tree is yours (your own tests, a demo), so its commands
+    /// may run on this machine, where they can read prgate's own environment
+    /// (/proc/PID/environ) and leave processes behind. Never for a pull request from others.
+    #[arg(long)]
+    trust_pr_code: bool,
     /// The container engine's client (default: docker on the PATH, else podman).
     #[arg(long, value_name = "PROGRAM")]
     engine: Option<PathBuf>,
@@ -148,6 +154,7 @@ pub(crate) struct RunOptions {
 pub(crate) struct RunSettings {
     pub(crate) python: PathBuf,
     pub(crate) time_limit: Option<Duration>,
+    /// `Host` only with `--trust-pr-code` ([`RunOptions::settings`] refuses it without).
     pub(crate) isolation: IsolationArg,
     pub(crate) engine: Option<PathBuf>,
     pub(crate) wait_lock: Option<Duration>,
@@ -204,7 +211,7 @@ impl RunOptions {
         Ok(RunSettings {
             python: self.python.clone(),
             time_limit: self.time_limit,
-            isolation: self.isolation,
+            isolation: self.isolation()?,
             engine: self.engine.clone(),
             wait_lock: self.wait_lock,
             preflight: (self.preflight == Switch::On).then(|| PreflightSettings {
@@ -214,6 +221,21 @@ impl RunOptions {
             executor,
             accept_narrowing: self.accept_narrowing,
         })
+    }
+}
+
+impl RunOptions {
+    /// `--isolation`, checked: the host only for a tree its runner says it trusts.
+    fn isolation(&self) -> anyhow::Result<IsolationArg> {
+        match (self.isolation, self.trust_pr_code) {
+            (IsolationArg::Host, false) => anyhow::bail!(
+                "--isolation host is refused for PR code: on this machine the PR's commands could read prgate's own environment (/proc/PID/environ, its secrets among it) and leave processes running after the run\nhint: run them in the node's container (--isolation container, the default); for a tree you trust (your own tests, the demo) say so with --trust-pr-code"
+            ),
+            (IsolationArg::Container, true) => {
+                anyhow::bail!("--trust-pr-code is for --isolation host: containers trust nothing")
+            }
+            (isolation, _) => Ok(isolation),
+        }
     }
 }
 
@@ -241,7 +263,7 @@ impl RunSettings {
                 let engine = match &self.engine {
                     Some(program) => Engine::at(program),
                     None => Engine::detect(std::env::var_os("PATH").as_deref()).context(
-                        "no container engine; install docker or podman, or run trusted trees with --isolation host",
+                        "no container engine; install docker or podman, or run trees you trust with --isolation host --trust-pr-code",
                     )?,
                 };
                 Isolation::Container { engine, run: run_id(plan, results)? }
@@ -479,6 +501,10 @@ pub(crate) fn run_slurm(
         }
         if settings.accept_narrowing {
             argv.push("--accept-narrowing".into());
+        }
+        // The operator's word that the trees are trusted goes with the host isolation it allows.
+        if settings.isolation == IsolationArg::Host {
+            argv.push("--trust-pr-code".into());
         }
         argv
     };

@@ -190,6 +190,7 @@ pub(crate) fn spawn_ci(
             &path(&work.join("ci")),
             "--isolation",
             "host",
+            "--trust-pr-code",
             "--preflight",
             "off",
             "--update-every",
@@ -386,6 +387,7 @@ async fn the_two_node_stages_start_run_and_finish_post_one_verdict() {
             &node,
             "--isolation",
             "host",
+            "--trust-pr-code",
             "--preflight",
             "off",
         ]))

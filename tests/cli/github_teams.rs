@@ -828,7 +828,17 @@ async fn a_queue_that_adds_nothing_in_the_prs_scope_keeps_its_result() {
     let run = ci(
         &server,
         &fixture,
-        &["--event", &event, "--node", &node, "--isolation", "host", "--preflight", "off"],
+        &[
+            "--event",
+            &event,
+            "--node",
+            &node,
+            "--isolation",
+            "host",
+            "--trust-pr-code",
+            "--preflight",
+            "off",
+        ],
     )
     .await;
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
@@ -1018,6 +1028,7 @@ async fn ci_with_an_app_token_edits_one_comment_on_every_progress_update() {
         &node,
         "--isolation",
         "host",
+        "--trust-pr-code",
         "--preflight",
         "off",
         "--update-every",

@@ -268,9 +268,10 @@ impl Fixture {
             path(&self.results(results)),
             "--events".to_owned(),
             path(&self.events(results)),
-            // The sample trees are the test's own; one test runs them in containers.
+            // The sample trees are the test's own, so trusted; one test runs them in containers.
             "--isolation".to_owned(),
             "host".to_owned(),
+            "--trust-pr-code".to_owned(),
             // No GPU here; the preflight's tests give it a fake machine.
             "--preflight".to_owned(),
             "off".to_owned(),
@@ -1169,8 +1170,75 @@ fn fake_engine(dir: &Path) -> PathBuf {
     dir.join("docker")
 }
 
+/// `prgate run`'s arguments for `results` with the stand-in `engine` instead of the host (and
+/// so without the host's `--trust-pr-code`).
+fn contained_args(fixture: &Fixture, results: &str, engine: &Path) -> Vec<String> {
+    let mut args = fixture.run_args(results);
+    let at = args.iter().position(|arg| arg == "host").expect("--isolation host");
+    args[at] = "container".to_owned();
+    args.retain(|arg| arg != "--trust-pr-code");
+    args.extend(["--engine".to_owned(), path_str(engine).to_owned()]);
+    args
+}
+
 fn path_str(path: &Path) -> &str {
     path.to_str().expect("UTF-8")
+}
+
+/// Host isolation is for trees the runner trusts: nothing stands between the PR's commands and
+/// prgate's own environment there (`/proc/PID/environ`), nor stops a daemon it leaves. Without
+/// the runner's word (`--trust-pr-code`) `prgate run` and `prgate ci` refuse it before anything
+/// runs, naming the flag; the word is refused where it means nothing (containers).
+#[test]
+fn host_isolation_is_refused_for_pr_code_without_the_runners_word() {
+    let fixture = Fixture::new(&Sample::default());
+    let mut args = fixture.run_args("untrusted");
+    args.retain(|arg| arg != "--trust-pr-code");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = prgate(fixture.repo.path(), &args);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("--isolation host is refused for PR code")
+            && run.stderr.contains("/proc/PID/environ")
+            && run.stderr.contains("hint: ")
+            && run.stderr.contains("--trust-pr-code"),
+        "{}",
+        run.stderr
+    );
+    assert!(!fixture.results("untrusted").exists(), "nothing ran");
+    assert!(!fixture.events("untrusted").exists(), "nothing ran");
+
+    let mut args = fixture.run_args("contained");
+    let at = args.iter().position(|arg| arg == "host").expect("--isolation host");
+    args[at] = "container".to_owned();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = prgate(fixture.repo.path(), &args);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("--trust-pr-code is for --isolation host"), "{}", run.stderr);
+
+    // `prgate ci` refuses it before it reads its event or talks to GitHub.
+    let work = fixture.work.path();
+    let ci = prgate(
+        fixture.repo.path(),
+        &[
+            "ci",
+            "--event",
+            path_str(&work.join("no-such-event.json")),
+            "--repository",
+            "amd/mono",
+            "--repo",
+            path_str(fixture.repo.path()),
+            "--node",
+            path_str(&fixture.node),
+            "--work",
+            path_str(&work.join("ci")),
+            "--isolation",
+            "host",
+        ],
+    );
+    assert_eq!(ci.code, 2, "{}", ci.stderr);
+    assert!(ci.stderr.contains("--isolation host is refused for PR code"), "{}", ci.stderr);
+    assert!(!ci.stderr.contains("no-such-event"), "refused first: {}", ci.stderr);
 }
 
 #[test]
@@ -1180,10 +1248,7 @@ fn in_containers_every_command_from_the_pr_goes_through_the_engine() {
     assert_eq!(host.code, 0, "{}", host.stderr);
 
     let engine = fake_engine(fixture.work.path());
-    let mut args = fixture.run_args("contained");
-    let at = args.iter().position(|arg| arg == "host").expect("--isolation host");
-    args[at] = "container".to_owned();
-    args.extend(["--engine".to_owned(), engine.to_str().expect("UTF-8").to_owned()]);
+    let args = contained_args(&fixture, "contained", &engine);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let run = prgate(fixture.repo.path(), &args);
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -1267,10 +1332,7 @@ fn a_node_whose_host_answers_on_the_runs_network_starts_no_server() {
     let engine = fake_engine(fixture.work.path());
     // The stand-in's node has no firewall rule: the host answers at the gateway.
     std::fs::write(fixture.work.path().join("engine-state/gateway-open"), "").expect("written");
-    let mut args = fixture.run_args("contained");
-    let at = args.iter().position(|arg| arg == "host").expect("--isolation host");
-    args[at] = "container".to_owned();
-    args.extend(["--engine".to_owned(), engine.to_str().expect("UTF-8").to_owned()]);
+    let args = contained_args(&fixture, "contained", &engine);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let run = prgate(fixture.repo.path(), &args);
     assert_eq!(run.code, 0, "{}", run.stderr);
