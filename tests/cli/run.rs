@@ -1611,7 +1611,12 @@ fn fake_hub() -> String {
                 if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
                     break;
                 }
-                authorized |= line.trim() == format!("Authorization: Bearer {SECRET_VALUE}");
+                // Header names are case-insensitive (RFC 9110): prgate's client sends them
+                // lowercase.
+                authorized |= line.trim().split_once(':').is_some_and(|(name, value)| {
+                    name.eq_ignore_ascii_case("authorization")
+                        && value.trim() == format!("Bearer {SECRET_VALUE}")
+                });
             }
             let path = first.split(' ').nth(1).unwrap_or_default().to_owned();
             let body = if !authorized {

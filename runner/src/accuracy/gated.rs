@@ -101,11 +101,12 @@ pub fn endpoint() -> String {
 /// `endpoint` with `token` (none for a public dataset) when it is not; returns the snapshot
 /// folder (host path).
 ///
-/// The requests are made by `curl` (the runner's own HTTP client speaks no TLS), started by
-/// prgate with a fixed argument list: `--proto =https,http`, `--fail`, `--max-filesize`,
-/// `--location` (curl sends an `Authorization` header to the host it was given, never to
-/// another host a redirect names), and the header read from its standard input (`-H @-`), so
-/// the token is on no command line.
+/// The requests are prgate's own (ureq, with rustls and the webpki roots; no child process,
+/// so the token is on no command line and in no environment): HTTPS or HTTP only, at most
+/// [`MAX_REDIRECTS`] redirects, the `Authorization` header sent only to the host it was given
+/// (never to another host a redirect names: the hub sends file downloads to a CDN with a
+/// signed address), no proxy, an answer other than 200 an error naming its status, and no file
+/// larger than its limit.
 pub fn fetch(
     endpoint: &str,
     dataset: &HubDataset,
@@ -173,38 +174,49 @@ pub fn fetch(
 /// The largest file list read: 16 MiB.
 const MAX_LISTING_BYTES: u64 = 16 << 20;
 
-/// Downloads `url` into `target` (a new file) with curl, at most `limit` bytes; the error is
-/// curl's message (redacted) or its exit status.
+/// The most redirects one download follows.
+const MAX_REDIRECTS: u32 = 5;
+
+/// How long one download may take in all: an hour.
+const DOWNLOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Downloads `url` into `target` (a new file), at most `limit` bytes; the error says what the
+/// hub answered or what failed, redacted.
 fn download(url: &str, token: Option<&str>, target: &Path, limit: u64) -> Result<(), String> {
-    use std::process::{Command, Stdio};
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
-    let mut child = Command::new("curl")
-        .args(["--silent", "--show-error", "--fail", "--location", "--proto", "=https,http"])
-        .args(["--proto-redir", "=https,http", "--max-redirs", "5", "--max-time", "3600"])
-        .args(["--max-filesize", &limit.to_string(), "--header", "@-", "--output"])
-        .arg(target)
-        .arg("--")
-        .arg(url)
-        .env_clear()
-        .env("PATH", path)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|error| format!("cannot start curl: {error}"))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        let header = token.map(|token| format!("Authorization: Bearer {token}\n"));
-        stdin
-            .write_all(header.unwrap_or_default().as_bytes())
-            .map_err(|error| format!("cannot give curl the header: {error}"))?;
+    let agent = ureq::Agent::new_with_config(
+        ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .proxy(None)
+            .max_redirects(MAX_REDIRECTS)
+            .redirect_auth_headers(ureq::config::RedirectAuthHeaders::SameHost)
+            .timeout_global(Some(DOWNLOAD_TIMEOUT))
+            .build(),
+    );
+    let mut request = agent.get(url);
+    if let Some(token) = token {
+        request = request.header("Authorization", format!("Bearer {token}"));
     }
-    let output = child.wait_with_output().map_err(|error| format!("curl: {error}"))?;
-    if output.status.success() {
-        return Ok(());
+    let redacted = |message: String| crate::redact::redact(&message).into_owned();
+    let response = request.call().map_err(|error| redacted(format!("{url}: {error}")))?;
+    let status = response.status();
+    if status != 200 {
+        return Err(redacted(format!("{url}: the hub answered {status}")));
     }
-    let message = String::from_utf8_lossy(&output.stderr);
-    let message = crate::redact::redact(message.trim()).into_owned();
-    Err(if message.is_empty() { format!("curl ended with {}", output.status) } else { message })
+    let mut file = std::fs::File::create_new(target)
+        .map_err(|error| format!("cannot create {}: {error}", target.display()))?;
+    let mut body = response.into_body().into_with_config().limit(limit).reader();
+    std::io::copy(&mut body, &mut file).map_err(|error| {
+        let over = error
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<ureq::Error>())
+            .is_some_and(|inner| matches!(inner, ureq::Error::BodyExceedsLimit(_)));
+        if over {
+            format!("{url}: larger than the {limit} bytes fetched at most")
+        } else {
+            redacted(format!("{url}: reading the answer: {error}"))
+        }
+    })?;
+    file.flush().map_err(|error| format!("cannot write {}: {error}", target.display()))
 }
 
 /// The files of a hub listing (`{"siblings": [{"rfilename": ...}]}`), checked.

@@ -9,6 +9,9 @@ use super::*;
 
 const REVISION: &str = "0123456789abcdef0123456789abcdef01234567";
 
+/// A file body that makes the hub answer with a redirect to the address after it.
+const REDIRECT: &str = "redirect:";
+
 /// A request the hub saw: its path and its `Authorization` header.
 type Seen = (String, Option<String>);
 
@@ -46,6 +49,13 @@ fn hub(listing: serde_json::Value, files: &[(&str, &str)]) -> Hub {
                 })
             };
             let response = match body {
+                // A file the hub hands to another host, as it hands downloads to its CDN.
+                Some(body) if body.starts_with(REDIRECT) => {
+                    let location =
+                        tiny_http::Header::from_bytes("Location", &body[REDIRECT.len()..])
+                            .expect("a header");
+                    tiny_http::Response::from_string("").with_status_code(302).with_header(location)
+                }
                 Some(body) => tiny_http::Response::from_string(body),
                 None => tiny_http::Response::from_string("no").with_status_code(404),
             };
@@ -139,4 +149,50 @@ fn hub_datasets_are_pinned_plain_names() {
     ] {
         assert!(HubDataset::parse(bad).is_err(), "{bad}");
     }
+}
+
+#[test]
+fn the_token_goes_only_to_the_hub_not_to_the_host_a_redirect_names() {
+    // The "CDN": another host (127.0.0.2, on loopback) that records what it is sent.
+    let cdn = tiny_http::Server::http("127.0.0.2:0").expect("a server on 127.0.0.2");
+    let cdn_url = format!("http://{}", cdn.server_addr().to_ip().expect("an address"));
+    let cdn_seen = Arc::new(Mutex::new(Vec::<Seen>::new()));
+    let record = Arc::clone(&cdn_seen);
+    thread::spawn(move || {
+        for request in cdn.incoming_requests() {
+            let auth = request
+                .headers()
+                .iter()
+                .find(|header| header.field.equiv("Authorization"))
+                .map(|header| header.value.as_str().to_owned());
+            record.lock().expect("the record").push((request.url().to_owned(), auth));
+            let _ = request.respond(tiny_http::Response::from_string("{\"q\": 2}\n"));
+        }
+    });
+    let listing = serde_json::json!({"siblings": [{"rfilename": "data/test.jsonl"}]});
+    let signed = format!("{REDIRECT}{cdn_url}/signed/test.jsonl?sig=abc");
+    let hub = hub(listing, &[("data/test.jsonl", &signed)]);
+    let cache = tempfile::tempdir().expect("a temporary directory");
+    let root = cache_root(cache.path());
+    let snapshot = fetch(&hub.url, &dataset(), Some("hf_secretvalue"), &root).expect("fetched");
+    assert_eq!(
+        std::fs::read_to_string(snapshot.join("data/test.jsonl")).expect("the file"),
+        "{\"q\": 2}\n"
+    );
+    let hub_seen = hub.seen.lock().expect("the record").clone();
+    assert!(hub_seen.iter().all(|(_, auth)| auth.as_deref() == Some("Bearer hf_secretvalue")));
+    let cdn_seen = cdn_seen.lock().expect("the record").clone();
+    assert_eq!(cdn_seen, [("/signed/test.jsonl?sig=abc".to_owned(), None)], "{cdn_seen:?}");
+}
+
+#[test]
+fn a_listing_over_its_limit_is_refused_naming_the_limit() {
+    let huge =
+        serde_json::json!({"siblings": [], "padding": "x".repeat(MAX_LISTING_BYTES as usize)});
+    let hub = hub(huge, &[]);
+    let cache = tempfile::tempdir().expect("a temporary directory");
+    let root = cache_root(cache.path());
+    let error = fetch(&hub.url, &dataset(), None, &root).expect_err("refused").to_string();
+    assert!(error.contains(&format!("larger than the {MAX_LISTING_BYTES} bytes")), "{error}");
+    assert!(!root.join("hub").join(dataset().snapshot()).exists());
 }
