@@ -131,8 +131,8 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `python3` with pytest, which the sample's tests run under: an error that says what to
-/// install when either is missing.
+/// `python3` with pytest, which the sample's tests run under, and with sglang-router, which
+/// routes its disaggregated model: an error that says what to install when one is missing.
 fn check_prerequisites() -> anyhow::Result<()> {
     let python = std::process::Command::new("python3")
         .args(["-c", "import sys; print(sys.version.split()[0])"])
@@ -155,6 +155,17 @@ fn check_prerequisites() -> anyhow::Result<()> {
             "the demo needs pytest for python3 ({}), and python3 -m pytest does not start\n\
              hint: python3 -m pip install pytest (Debian: apt-get install python3-pytest), then run the demo again",
             String::from_utf8_lossy(&python.stdout).trim()
+        );
+    }
+    let router = std::process::Command::new("python3")
+        .args(["-c", "import sglang_router.launch_router"])
+        .output();
+    if !router.as_ref().is_ok_and(|output| output.status.success()) {
+        anyhow::bail!(
+            "the demo needs sglang-router for python3 ({}): its disaggregated model ({}) is served behind the real router, and python3 cannot import sglang_router\n\
+             hint: bash .ci/demo sets up a python3 with everything the demo needs (.ci/setup-python); or python3 -m pip install sglang-router==0.3.2",
+            String::from_utf8_lossy(&python.stdout).trim(),
+            sample::PD_MODEL,
         );
     }
     Ok(())
@@ -646,8 +657,8 @@ cache-dir = {}
 work-dir = {}
 
 [gpus]
-ids = [0]
-render-devices = ["/dev/dri/renderD128"]
+ids = [0, 1]
+render-devices = ["/dev/dri/renderD128", "/dev/dri/renderD129"]
 
 [image]
 name = "local:none"

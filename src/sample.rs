@@ -43,11 +43,22 @@ readme = "sgl_amd_mono/models/{model}/README.md"
 "#;
 
 const MODELS: &[&str] =
-    &["deepseek_v41", "glm53_flash", "kimi_k3", "kimi_k31", "qwen38_flash_next"];
+    &["deepseek_v41", "glm53_flash", "kimi_k3", "kimi_k31", "mimo_v3_pd", "qwen38_flash_next"];
+
+/// The sample's model served disaggregated: a prefill and a decode instance of the simulated
+/// server behind the real `sglang-router` (docs/topology.md), on GPUs of their own.
+pub(crate) const PD_MODEL: &str = "mimo_v3_pd";
 
 /// Every model of the sample, with those its PRs add: the checkpoints the demo's node has.
-pub(crate) const ALL_MODELS: &[&str] =
-    &["deepseek_v41", "glm53_flash", "kimi_k3", "kimi_k31", "qwen38_flash_next", "muse_spark"];
+pub(crate) const ALL_MODELS: &[&str] = &[
+    "deepseek_v41",
+    "glm53_flash",
+    "kimi_k3",
+    "kimi_k31",
+    "mimo_v3_pd",
+    "qwen38_flash_next",
+    "muse_spark",
+];
 
 /// Builds the sample repository in `dir` (which must be empty or absent): `main`, and a branch
 /// for every PR. Leaves `main` checked out.
@@ -208,6 +219,23 @@ pub(crate) fn build(dir: &Path) -> anyhow::Result<Vec<SamplePr>> {
         },
     )?;
 
+    pr(
+        130,
+        "pr/130-mimo-pd-pages",
+        "[Fix] [MI355X] mimo_v3_pd: hand the KV cache over in pages of 64 tokens",
+        &|files| {
+            append(files, &format!("sgl_amd_mono/models/{PD_MODEL}/layer.py"), "\nKV_PAGE = 64\n");
+            // Its decode instance is now told to move the pages over TCP: the recipe's
+            // required transport line (RDMA) is missing, and the routing check fails instead of
+            // a slower run passing (docs/topology.md).
+            let recipe = files.entry(format!("test/e2e/{PD_MODEL}.toml")).or_default();
+            *recipe = recipe.replace(
+                "--disaggregation-mode decode",
+                "--disaggregation-mode decode --disaggregation-transport tcp",
+            );
+        },
+    )?;
+
     if let Some(flaky) = prs.iter_mut().find(|pr| pr.number == 126) {
         flaky.reruns = true;
     }
@@ -346,7 +374,8 @@ fn add_model(files: &mut Files, model: &str) {
              # SGLang's own path, without the monokernels: slower.\nsglang-tpot-ms = {SGLANG_TPOT_MS}\n"
         ),
     );
-    put(format!("test/e2e/{model}.toml"), recipe(model, kernel_test));
+    let recipe = if model == PD_MODEL { pd_recipe(model) } else { recipe(model, kernel_test) };
+    put(format!("test/e2e/{model}.toml"), recipe);
 }
 
 /// The serving recipe of `model`: the simulated server, a tiny sweep.
@@ -364,7 +393,9 @@ fn recipe(model: &str, kernel_test: &str) -> String {
 # only those, never its loopback.
 hardware = ["mi355x"]
 checkpoint = "{model}"
-tp = 1
+# Both of the demo's node's GPUs: base's and the PR's servers take turns on them (one at a
+# time, as a big model's do on a real node).
+tp = 2
 
 [server]
 command = {command}
@@ -407,6 +438,53 @@ accuracy = "2m"
 speed-run = "1m"
 "#
     )
+}
+
+/// The recipe of the disaggregated model: a prefill and a decode instance of the simulated
+/// server, one GPU each, behind the real sglang-router (`python3 -m sglang_router.launch_router`,
+/// which `.ci/setup-python` installs beside pytest), with the transport line each must log.
+fn pd_recipe(model: &str) -> String {
+    let regular = recipe(model, "k1");
+    let server = |mode: &str| {
+        format!(
+            "prgate sim-server --listen {{host}}:{{port}} \
+             --profile sgl_amd_mono/models/{model}/sim-profile.toml --disaggregation-mode {mode}"
+        )
+    };
+    let router = "python3 -m sglang_router.launch_router --pd-disaggregation --host {host} \
+                  --port {port} --prometheus-port {metrics_port} --policy round_robin \
+                  --log-level warn {extra_args}";
+    let quote = |text: &str| serde_json::to_string(text).unwrap_or_default();
+    let topology = format!(
+        r#"
+# Served disaggregated: one prefill and one decode instance on a GPU each, behind the real
+# sglang-router in PD mode; every request goes through the router (docs/topology.md).
+[topology.prefill]
+instances = 1
+tp = 1
+command = {prefill}
+# The KV transfer must go over RDMA: a fallback to TCP fails the routing check.
+required-log = ['transfer-backend=mooncake transport=rdma']
+
+[topology.decode]
+instances = 1
+tp = 1
+command = {decode}
+required-log = ['kv from \S+ transfer-backend=mooncake transport=rdma']
+
+[topology.router]
+command = {router}
+startup-timeout = "1m"
+"#,
+        prefill = quote(
+            &(server("prefill") + " --disaggregation-bootstrap-port {bootstrap_port} {extra_args}")
+        ),
+        decode = quote(&(server("decode") + " {extra_args}")),
+        router = quote(router),
+    );
+    // The topology's tables go after the recipe's top-level keys and before its own tables.
+    let at = regular.find("\n[tests]").unwrap_or(regular.len());
+    format!("{}{topology}{}", &regular[..at], &regular[at..])
 }
 
 /// PR #126's flaky unit test: its marker is in the node's `trees/` folder, which outlives a

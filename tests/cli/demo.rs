@@ -13,8 +13,10 @@ fn the_demo_runs_and_judges_every_sample_pr_and_keeps_its_results() {
     let stdout = &run.stdout;
 
     // A verdict for every PR.
-    let prs =
-        [131, 133, 136, 138, 141, 95, 101, 103, 110, 112, 114, 116, 118, 120, 122, 124, 126, 128];
+    let prs = [
+        131, 133, 136, 138, 141, 95, 101, 103, 110, 112, 114, 116, 118, 120, 122, 124, 126, 128,
+        130,
+    ];
     for pr in prs {
         assert!(stdout.contains(&format!("=== PR #{pr}: ")), "no PR #{pr} in\n{stdout}");
         // What the PR would get on GitHub, as files.
@@ -88,6 +90,25 @@ fn the_demo_runs_and_judges_every_sample_pr_and_keeps_its_results() {
     assert!(crashing.contains("[FAIL] kimi_k3: speed"), "{crashing}");
     assert!(status(122).starts_with("AMD PR test failure: "), "{}", status(122));
 
+    // The disaggregated model: a prefill and a decode instance behind the real sglang-router.
+    // A common change runs it (smoke) and passes; a PR whose decode moves the KV cache over TCP
+    // fails the transport line base's recipe requires, naming the instance.
+    let common = section(101);
+    assert!(common.contains("[pass] mimo_v3_pd: routing"), "{common}");
+    assert!(common.contains("[pass] mimo_v3_pd: speed: TPOT"), "{common}");
+    let tcp = section(130);
+    assert!(tcp.contains("AMD PR test: FAIL"), "{tcp}");
+    assert!(
+        tcp.contains("[FAIL] mimo_v3_pd: routing:")
+            && tcp.contains("decode instance 0 logged no line matching")
+            && tcp.contains("transport=rdma"),
+        "{tcp}"
+    );
+    let pd_logs = out.join("results/pr-130/logs/mimo_v3_pd.routing.base");
+    for log in ["prefill-0.log", "decode-0.log", "server.log"] {
+        assert!(pd_logs.join(log).is_file(), "no {log} in {}", pd_logs.display());
+    }
+
     // A run while the fleet's second node is drained: the comment says it was left out, and
     // only that PR's (the demo strikes the node just before it).
     let drained = section(124);
@@ -122,7 +143,7 @@ fn the_demo_runs_and_judges_every_sample_pr_and_keeps_its_results() {
         "{comment}"
     );
     // Every comment says what its run cost in GPU time.
-    assert!(comment.contains("| GPU time | glm53\\_flash \\(1 GPU\\): "), "{comment}");
+    assert!(comment.contains("| GPU time | glm53\\_flash \\(2 GPUs\\): "), "{comment}");
     assert!(out.join("cache/gpu-hours.jsonl").is_file());
 
     // The sample's history: five 1.5% losses that each passed, merged into the ledger; the
@@ -171,7 +192,7 @@ fn the_demo_runs_and_judges_every_sample_pr_and_keeps_its_results() {
     let plan = plan_json(&out.join("repository"), &["--head", "pr/101-common-residency"]);
     assert_eq!(
         tiers(&plan),
-        "deepseek_v41 smoke\nglm53_flash smoke\nkimi_k3 smoke\nkimi_k31 smoke\nqwen38_flash_next smoke"
+        "deepseek_v41 smoke\nglm53_flash smoke\nkimi_k3 smoke\nkimi_k31 smoke\nmimo_v3_pd smoke\nqwen38_flash_next smoke"
     );
     // A folder that is not an earlier demo's is never replaced.
     let other = dir.path().join("other");
@@ -212,6 +233,34 @@ fn the_demo_stops_before_it_starts_when_pytest_is_missing() {
     );
     assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
     assert!(run.stderr.contains("the demo needs pytest"), "{}", run.stderr);
+    assert!(!run.stdout.contains("=== PR #"), "it ran anyway: {}", run.stdout);
+    assert!(!out.exists(), "it wrote the sample anyway");
+}
+
+#[test]
+fn the_demo_stops_before_it_starts_when_sglang_router_is_missing() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    // The PATH's python3 (with pytest), but a `sglang_router` first on its module path that
+    // does not import, as where it is not installed.
+    let shadow = dir.path().join("shadow/sglang_router");
+    std::fs::create_dir_all(&shadow).expect("a folder");
+    std::fs::write(shadow.join("__init__.py"), "raise ImportError('not installed here')\n")
+        .expect("the module");
+    let shadow = dir.path().join("shadow");
+    let out = dir.path().join("sample");
+    let run = prgate_with_env(
+        dir.path(),
+        &["demo", "--out", out.to_str().expect("UTF-8")],
+        &[("PYTHONPATH", shadow.to_str().expect("UTF-8"))],
+    );
+    assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("the demo needs sglang-router")
+            && run.stderr.contains("mimo_v3_pd")
+            && run.stderr.contains("hint: bash .ci/demo"),
+        "{}",
+        run.stderr
+    );
     assert!(!run.stdout.contains("=== PR #"), "it ran anyway: {}", run.stdout);
     assert!(!out.exists(), "it wrote the sample anyway");
 }
