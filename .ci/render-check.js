@@ -129,12 +129,15 @@
     }
   });
 
-  // Text nodes outside code: a backslash or a backtick there is an escape that showed.
+  // Text nodes outside code: a backtick, or a backslash before ASCII punctuation (what Markdown
+  // escapes: `\_`, `\[`, `\(`), there is an escape that showed. A backslash before a letter
+  // or a digit is never an escape (CommonMark escapes only punctuation): it is the text's own,
+  // as in a pattern a recipe requires (`kv from \S+`).
   const walker = document.createTreeWalker(document.querySelector("article"), NodeFilter.SHOW_TEXT);
   for (let node = walker.nextNode(); node; node = walker.nextNode()) {
     if (node.parentElement.closest("code, pre, .mermaid, svg")) continue;
     const text = node.textContent;
-    if (/[\\`]/.test(text)) problems.push(`literal escape outside code: ${text.trim().slice(0, 80)}`);
+    if (/`|\\[!-\/:-@\[-`{-~]/.test(text)) problems.push(`literal escape outside code: ${text.trim().slice(0, 80)}`);
   }
 
   // Every table fits: GitHub's stylesheet lets a wide table scroll inside its box, which hides

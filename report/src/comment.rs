@@ -1055,11 +1055,7 @@ fn recipe_changes(verdict: &Verdict) -> Vec<RecipeChangeView> {
             };
             RecipeChangeView {
                 who_html: format!("{whose}: <code>{}</code>", html_text(&change.path)),
-                diff_md: crate::escape::markdown_code_block_as(
-                    change.diff.text.trim_end(),
-                    "",
-                    "diff",
-                ),
+                diff_md: crate::escape::markdown_diff_block(change.diff.text.trim_end()),
                 omitted: change.diff.omitted,
             }
         })

@@ -105,16 +105,34 @@ pub fn markdown_code_block(text: &str, indent: &str) -> String {
 pub const LOG_LINE_WIDTH: usize = 80;
 
 /// `text` with every line longer than `width` characters broken, at its last space within the
-/// width when there is one past half of it, else at the width.
+/// width when there is one past half of it, else at the width; each continuation starts with
+/// `↪ `.
 fn wrap_lines(text: &str, width: usize) -> String {
+    wrap_lines_marked(text, width, |_line| String::new())
+}
+
+/// A unified diff's lines (a recipe against base) as a fenced `diff` block, wrapped like a
+/// log's ([`LOG_LINE_WIDTH`]): a continuation keeps its line's `+`, `-` or space before the
+/// `↪ `, so it is coloured as its line is and the block stays a diff.
+pub fn markdown_diff_block(text: &str) -> String {
+    let marker = |line: &str| match line.chars().next() {
+        Some(c @ ('+' | '-' | ' ')) => c.to_string(),
+        _ => String::new(),
+    };
+    markdown_code_block_as(&wrap_lines_marked(text, LOG_LINE_WIDTH, marker), "", "diff")
+}
+
+/// [`wrap_lines`], each continuation after what `marker` says of its line.
+fn wrap_lines_marked(text: &str, width: usize, marker: impl Fn(&str) -> String) -> String {
     let mut out = String::with_capacity(text.len());
     for line in text.lines() {
+        let lead: Vec<char> = format!("{}↪ ", marker(line)).chars().collect();
         let mut rest: Vec<char> = line.chars().collect();
         let mut first = true;
         loop {
-            let room = if first { width } else { width - 2 };
+            let room = if first { width } else { width.saturating_sub(lead.len()).max(1) };
             if !first {
-                out.push_str("↪ ");
+                out.extend(lead.iter());
             }
             if rest.len() <= room {
                 out.extend(rest.iter());
@@ -335,6 +353,27 @@ mod tests {
             ]
         );
         assert!(body.iter().all(|line| line.chars().count() <= LOG_LINE_WIDTH), "{block}");
+    }
+
+    /// A recipe diff's long line (a server command) goes on below with its own marker, so
+    /// nothing scrolls and every part of it is still coloured as an added or removed line.
+    #[test]
+    fn a_long_diff_line_is_wrapped_keeping_its_marker() {
+        let added = format!("+command = \"{}\"", "word ".repeat(30).trim_end());
+        let block = markdown_diff_block(&format!("@@ -1,2 +1,2 @@\n tp = 1\n{added}"));
+        let body: Vec<&str> = block.lines().collect();
+        assert_eq!(body[0], "```diff");
+        assert_eq!(body[1..3], ["@@ -1,2 +1,2 @@", " tp = 1"]);
+        assert!(body[3].starts_with("+command = \"word word"), "{block}");
+        let continuations = &body[4..body.len() - 1];
+        assert!(!continuations.is_empty(), "{block}");
+        assert!(continuations.iter().all(|line| line.starts_with("+↪ word")), "{block}");
+        assert!(body.iter().all(|line| line.chars().count() <= LOG_LINE_WIDTH), "{block}");
+        let joined: String = body[3..body.len() - 1]
+            .iter()
+            .map(|line| line.strip_prefix("+↪ ").or_else(|| line.strip_prefix('+')).unwrap_or(line))
+            .collect();
+        assert_eq!(format!("+{joined}"), added, "nothing lost");
     }
 
     #[test]
