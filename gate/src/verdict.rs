@@ -1565,10 +1565,16 @@ impl<'a> Judge<'a> {
                 }
                 (true, Confidence::Open) => "; open: more pairs are needed".to_owned(),
                 (true, Confidence::High) => format!(
-                    "; high confidence: P(fail | no loss) ≤ {} (≤ {} for the PR's {} covered cells together), P(pass | {:.0}% loss) ≤ {}",
+                    "; high confidence: P(fail | no loss) ≤ {}{}, P(pass | {:.0}% loss) ≤ {}",
                     rate(judgement.alpha),
-                    rate(judgement.family_alpha),
-                    covered_cells.max(1),
+                    if covered_cells > 1 {
+                        format!(
+                            " (≤ {} for the PR's {covered_cells} covered cells together)",
+                            rate(judgement.family_alpha)
+                        )
+                    } else {
+                        String::new()
+                    },
                     self.config.speed.high * 100.0,
                     rate(judgement.beta)
                 ),
