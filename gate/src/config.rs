@@ -427,7 +427,8 @@ impl RawConfig {
             ));
         }
         let noise_level = error_rate("speed.noise-test-level", speed.noise_test_level)?;
-        let stale_level = error_rate("speed.stale-calibration-level", speed.stale_calibration_level)?;
+        let stale_level =
+            error_rate("speed.stale-calibration-level", speed.stale_calibration_level)?;
         let max_noise_growth = speed.max_noise_growth;
         if !(max_noise_growth.is_finite() && max_noise_growth > 0.0) {
             return Err((

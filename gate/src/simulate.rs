@@ -108,8 +108,10 @@ pub fn simulate_speed(
             let regressed = cell < scenario.regressed;
             let change = if regressed { scenario.true_change } else { 0.0 };
             let calibration = scenario.calibration_samples.map(|samples| {
-                let recorded =
-                    SpeedScenario { cv: scenario.calibration_cv.unwrap_or(scenario.cv), ..*scenario };
+                let recorded = SpeedScenario {
+                    cv: scenario.calibration_cv.unwrap_or(scenario.cv),
+                    ..*scenario
+                };
                 let differences: Vec<f64> = (0..samples)
                     .map(|_| {
                         let a = run(&mut rng, &recorded, 0.0);
@@ -439,7 +441,13 @@ pub fn speed_targets(config: &GateConfig, trials: usize, seed: u64) -> Vec<Targe
     let (at_most, at_least) = (|bound| (bound, true), |bound| (bound, false));
     let beta = config.speed.beta.get();
     let per_pr = |condition: &str, outcomes: &SpeedOutcomes, bound| {
-        Target::rate(condition, outcomes.p_pr_fail, outcomes.trials, bound, Some(outcomes.p_undecided))
+        Target::rate(
+            condition,
+            outcomes.p_pr_fail,
+            outcomes.trials,
+            bound,
+            Some(outcomes.p_undecided),
+        )
     };
     let power = |condition: &str, outcomes: &SpeedOutcomes| {
         Target::rate(
@@ -479,7 +487,11 @@ pub fn speed_targets(config: &GateConfig, trials: usize, seed: u64) -> Vec<Targe
             at_most(0.02),
         ),
         per_pr("... the same at CV 4%", &aa_four_cv4, at_most(0.02)),
-        per_pr("... at CV 2% with 1% of runs (either side) 2× slow", &aa_four_outliers, at_most(0.02)),
+        per_pr(
+            "... at CV 2% with 1% of runs (either side) 2× slow",
+            &aa_four_outliers,
+            at_most(0.02),
+        ),
         power("power at +4%, one cell, no record", &power_one),
         power("power at +4%, one cell, calibrated from 8 differences", &power_calibrated),
         power("power per regressed cell in a 4-cell PR (all 4 regressed)", &power_four),
@@ -499,7 +511,11 @@ pub fn speed_targets(config: &GateConfig, trials: usize, seed: u64) -> Vec<Targe
             at_most(beta),
             Some(pr_slow.p_undecided),
         ),
-        per_pr("the PR doubles its runs' noise, no change: false-fail per 4-cell PR", &pr_noise_2, at_most(0.02)),
+        per_pr(
+            "the PR doubles its runs' noise, no change: false-fail per 4-cell PR",
+            &pr_noise_2,
+            at_most(0.02),
+        ),
         per_pr("... triples it", &pr_noise_3, at_most(0.02)),
         per_pr(
             "stale record (CV 1% from 64 differences, true 3%): A/A false-fail per 4-cell PR",
@@ -507,8 +523,14 @@ pub fn speed_targets(config: &GateConfig, trials: usize, seed: u64) -> Vec<Targe
             at_most(0.02),
         ),
         power("... power at +4% per cell (all 4 regressed)", &stale_power),
-        passes("CV 4%, a +4% loss (1 cell): P(the cell passes); undecided is not a pass", &loss_cv4),
-        passes("CV 5%, a +4% loss (1 cell): P(the cell passes); undecided is not a pass", &loss_cv5),
+        passes(
+            "CV 4%, a +4% loss (1 cell): P(the cell passes); undecided is not a pass",
+            &loss_cv4,
+        ),
+        passes(
+            "CV 5%, a +4% loss (1 cell): P(the cell passes); undecided is not a pass",
+            &loss_cv5,
+        ),
         pairs("mean pairs per A/A cell, CV 2%, 1% of runs 2× slow, 4-cell PR", &aa_four_outliers),
         pairs("... without outliers", &aa_four),
     ]
@@ -560,9 +582,10 @@ pub fn targets_markdown(targets: &[Target]) -> String {
             "| {} | {} | {} | {} {} | {} | {} |\n",
             target.condition,
             value(target.measured),
-            target
-                .interval
-                .map_or_else(|| "-".to_owned(), |(low, high)| format!("{}–{}", value(low), value(high))),
+            target.interval.map_or_else(
+                || "-".to_owned(),
+                |(low, high)| format!("{}–{}", value(low), value(high))
+            ),
             if at_most { "≤" } else { "≥" },
             value(bound),
             if target.met() { "yes" } else { "**no**" },

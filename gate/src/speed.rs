@@ -403,7 +403,8 @@ fn pool(
     let pooled = (residual + in_band + calibrated) / divisor;
     let own_variance = match (own, base) {
         (Some(own), Some(base)) if own_df >= 1.0 && base_df >= 1.0 => {
-            variance_ratio_p(own, own_df, base, base_df).is_some_and(|p| p < speed.noise_level.get())
+            variance_ratio_p(own, own_df, base, base_df)
+                .is_some_and(|p| p < speed.noise_level.get())
         }
         _ => false,
     };
@@ -605,11 +606,13 @@ impl Spending {
     }
 }
 
+/// A schedule of looks: its spending, its error rate's bits, `min-pairs` and `max-pairs`.
+type ScheduleKey = (Spending, u64, usize, usize);
+
 thread_local! {
-    /// The looks' levels of each schedule used so far: `(spending, rate, min-pairs,
-    /// max-pairs)` to the levels (computing one takes milliseconds; a cell is judged after
-    /// every pair).
-    static SCHEDULES: RefCell<BTreeMap<(Spending, u64, usize, usize), Rc<[f64]>>> =
+    /// The looks' levels of each schedule used so far (computing one takes milliseconds; a
+    /// cell is judged after every pair).
+    static SCHEDULES: RefCell<BTreeMap<ScheduleKey, Rc<[f64]>>> =
         const { RefCell::new(BTreeMap::new()) };
 }
 

@@ -199,8 +199,9 @@ pub fn spending_levels(
 ) -> Vec<f64> {
     let Some(&total) = informations.last() else { return Vec::new() };
     let spent = |at: usize| spending(rate, informations[at] / total);
-    let shares: Vec<f64> =
-        (0..informations.len()).map(|at| spent(at) - if at > 0 { spent(at - 1) } else { 0.0 }).collect();
+    let shares: Vec<f64> = (0..informations.len())
+        .map(|at| spent(at) - if at > 0 { spent(at - 1) } else { 0.0 })
+        .collect();
     if informations.len() > MAX_INTEGRATED_LOOKS {
         return shares;
     }
@@ -247,9 +248,8 @@ pub fn spending_levels(
             scale
         };
         let points = (((top - bottom) / spacing).ceil() as usize).clamp(16, 4000) | 1;
-        let next: Vec<f64> = (0..=points)
-            .map(|i| bottom + (top - bottom) * i as f64 / points as f64)
-            .collect();
+        let next: Vec<f64> =
+            (0..=points).map(|i| bottom + (top - bottom) * i as f64 / points as f64).collect();
         let next_density: Vec<f64> = if at == 0 {
             next.iter().map(|s| normal_density(*s / scale) / scale).collect()
         } else {
@@ -645,7 +645,8 @@ mod tests {
         assert_eq!(t.look(&[None], None, true).0, SequentialOutcome::Undecided);
         // A confirming estimate on fewer degrees of freedom holds the fail back: t(3, 0.995)
         // = 5.841; without one (no variance of its own yet) h1 is never accepted.
-        let pooled = Estimate { mean: ta * se + 0.0002, standard_error: se, degrees_of_freedom: 10.0 };
+        let pooled =
+            Estimate { mean: ta * se + 0.0002, standard_error: se, degrees_of_freedom: 10.0 };
         let own = Estimate { degrees_of_freedom: 3.0, ..pooled };
         let look_at = |h1_side: &[Option<Estimate>]| t.look(h1_side, Some(pooled), false).0;
         assert_eq!(look_at(&[Some(pooled), Some(own)]), SequentialOutcome::Continue);

@@ -200,7 +200,7 @@ pub enum Numbers {
         pairs: usize,
         confidence: Confidence,
         #[serde(default)]
-        test: Option<SpeedTest>,
+        test: Option<Box<SpeedTest>>,
         /// The rule's lines the gate judged this cell against (added in place, optional: a
         /// verdict written before it has none).
         #[serde(default)]
@@ -1642,7 +1642,7 @@ impl<'a> Judge<'a> {
                         interval: judgement.change_interval,
                         pairs: judgement.pairs,
                         confidence,
-                        test: Some(test),
+                        test: Some(Box::new(test)),
                         thresholds: Some(SpeedThresholds {
                             max_loss: loss_limit,
                             min_gain: self.config.gain.test.threshold.get(),

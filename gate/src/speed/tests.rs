@@ -136,7 +136,11 @@ fn cells_are_decided_by_their_pairs_noise_and_settings() {
         ),
         (
             "a 2x base run is excluded",
-            with_base(bracketed(&[0.06, 0.061, 0.059, 0.06, 0.06, 0.061, 0.059, 0.06], 0.005), &[1], 2.0),
+            with_base(
+                bracketed(&[0.06, 0.061, 0.059, 0.06, 0.06, 0.061, 0.059, 0.06], 0.005),
+                &[1],
+                2.0,
+            ),
             defaults.clone(),
             alone(),
             "loss Yes gain None change +5.99% [+4.93%, +7.05%] cv 1.000% df 13.00 floored outliers [1] more false",
@@ -154,21 +158,33 @@ fn cells_are_decided_by_their_pairs_noise_and_settings() {
         ),
         (
             "a 20%-slow base run is excluded",
-            with_base(bracketed(&[0.06, 0.061, 0.059, 0.06, 0.06, 0.061, 0.059, 0.06], 0.005), &[1], 1.2),
+            with_base(
+                bracketed(&[0.06, 0.061, 0.059, 0.06, 0.06, 0.061, 0.059, 0.06], 0.005),
+                &[1],
+                1.2,
+            ),
             defaults.clone(),
             alone(),
             "loss Yes gain None change +5.99% [+4.93%, +7.05%] cv 1.000% df 13.00 floored outliers [1] more false",
         ),
         (
             "... not at an outlier threshold of 24",
-            with_base(bracketed(&[0.06, 0.061, 0.059, 0.06, 0.06, 0.061, 0.059, 0.06], 0.005), &[1], 1.2),
+            with_base(
+                bracketed(&[0.06, 0.061, 0.059, 0.06, 0.06, 0.061, 0.059, 0.06], 0.005),
+                &[1],
+                1.2,
+            ),
             config("[speed]\noutlier-threshold = 24.0"),
             alone(),
             "loss Open gain None change +4.80% [+1.03%, +8.70%] cv 3.965% df 15.00 outliers [] more true",
         ),
         (
             "... nor with max-outliers 0",
-            with_base(bracketed(&[0.06, 0.061, 0.059, 0.06, 0.06, 0.061, 0.059, 0.06], 0.005), &[1], 1.2),
+            with_base(
+                bracketed(&[0.06, 0.061, 0.059, 0.06, 0.06, 0.061, 0.059, 0.06], 0.005),
+                &[1],
+                1.2,
+            ),
             config("[speed]\nmax-outliers = 0"),
             alone(),
             "loss Open gain None change +4.80% [+1.03%, +8.70%] cv 3.965% df 15.00 outliers [] more true",
