@@ -258,16 +258,30 @@ pub fn judge_cell(pairs: &[Pair], config: &GateConfig, context: &CellContext) ->
         .map(|(_, pair)| *pair)
         .collect();
     let clean_pool = pool(&clean, speed, context.calibration);
-    let loss_side = [clean_pool.map(|(estimate, _)| estimate), own_estimate(&clean, speed)];
     let n = kept.len();
     let loss_test = sprt(speed, cells, Direction::Loss, n);
+    // When the PR's runs are shown noisier, the looks' t-statistics rest on the pairs' few
+    // degrees of freedom, where the spending's levels (computed for a known variance) run over
+    // alpha: the pairs' own bound then takes the look's share, which holds alpha by the union
+    // bound whatever the looks' correlation.
+    let noisier = clean_pool.is_some_and(|(_, noise)| noise.own_variance);
+    let own_level = if noisier { loss_test.alpha_share } else { loss_test.alpha_level };
+    let loss_side = [
+        (clean_pool.map(|(estimate, _)| estimate), loss_test.alpha_level),
+        (own_estimate(&clean, speed), own_level),
+    ];
     let loss = answer(&loss_test, &loss_side, estimate, n, speed);
     let gain = context.gain_required.then(|| {
         // A gain is shown on every kept pair (the PR's slow runs count against it); its
         // absence on the pooled variance.
         let negate = |e: Option<Estimate>| e.map(|e| Estimate { mean: -e.mean, ..e });
-        let gain_side = [negate(estimate), negate(own_estimate(&kept, speed))];
         let gain_test = sprt(&config.gain.test, cells, Direction::Gain, n);
+        let noisier = pooled.is_some_and(|(_, noise)| noise.own_variance);
+        let own_level = if noisier { gain_test.alpha_share } else { gain_test.alpha_level };
+        let gain_side = [
+            (negate(estimate), gain_test.alpha_level),
+            (negate(own_estimate(&kept, speed)), own_level),
+        ];
         answer(&gain_test, &gain_side, negate(estimate), n, &config.gain.test)
     });
     let base: Vec<f64> = kept.iter().map(|pair| pair.base_tpot_ms).collect();
@@ -581,6 +595,7 @@ fn sprt(
         alpha,
         beta,
         alpha_level: look_level(Spending::Alpha, alpha, config.min_pairs, config.max_pairs, look),
+        alpha_share: look_share(Spending::Alpha, alpha, config.min_pairs, config.max_pairs, look),
         beta_level: look_level(Spending::Beta, beta, config.min_pairs, config.max_pairs, look),
         line: log(config.threshold.get()),
     }
@@ -633,6 +648,15 @@ fn look_level(spending: Spending, rate: f64, first: usize, last: usize, look: us
     levels.get(look).copied().unwrap_or(rate / (last - first + 1) as f64)
 }
 
+/// The share of `rate` look `look` (0 at `first` kept pairs) of a schedule from `first` to
+/// `last` pairs spends.
+fn look_share(spending: Spending, rate: f64, first: usize, last: usize, look: usize) -> f64 {
+    let t = |n: usize| n as f64 / last as f64;
+    let at = first + look;
+    let before = if look == 0 { 0.0 } else { spending.spent(rate, t(at - 1)) };
+    spending.spent(rate, t(at)) - before
+}
+
 /// The share of `rate` the last look of a schedule from `first` to `last` pairs spends: at
 /// most its level ([`crate::stats::spending_levels`]), so what passes a bound at this share
 /// passes it at the level.
@@ -648,7 +672,7 @@ fn last_share(spending: Spending, rate: f64, first: usize, last: usize) -> f64 {
 /// cannot fail on base's noise), h0 the `h0_side` estimate.
 fn answer(
     test: &GroupSequential,
-    h1_side: &[Option<Estimate>],
+    h1_side: &[(Option<Estimate>, f64)],
     h0_side: Option<Estimate>,
     pairs: usize,
     config: &SequentialConfig,
@@ -681,7 +705,7 @@ fn to_decide(
 ) -> ToDecide {
     let change = |log: f64| log.exp() - 1.0;
     let (lower, upper) = test
-        .look(&[Some(estimate)], Some(estimate), true)
+        .look(&[(Some(estimate), test.alpha_level)], Some(estimate), true)
         .1
         .map_or((f64::NEG_INFINITY, f64::INFINITY), |b| (b.lower, b.upper));
     let per_pair = if noise.own_variance { 1.0 } else { 5.0 / 3.0 };

@@ -85,6 +85,9 @@ pub struct GroupSequential {
     /// This look's nominal one-sided levels of the two bounds.
     pub alpha_level: f64,
     pub beta_level: f64,
+    /// This look's share of `alpha` (at most `alpha_level`): the level of a bound that must
+    /// hold alpha by the union bound over the looks, whatever the looks' correlation.
+    pub alpha_share: f64,
     pub line: f64,
 }
 
@@ -114,19 +117,20 @@ pub struct LookBounds {
 impl GroupSequential {
     /// The test at this look. `last` says whether it is the last look. h1 is accepted when
     /// the lower bound of every one of `h1_side` passes `h0` (several estimates of the mean,
-    /// each valid under its own assumptions: all must show it), h0 when the upper bound of
+    /// each valid under its own assumptions, each with the level of its bound, usually
+    /// `alpha_level`: all must show it), h0 when the upper bound of
     /// `h0_side` passes `h1`; `None` (no variance yet) passes neither, so it needs another
     /// sample, or at the last look is undecided. The reported lower bound is the least of
     /// `h1_side`'s.
     pub fn look(
         &self,
-        h1_side: &[Option<Estimate>],
+        h1_side: &[(Option<Estimate>, f64)],
         h0_side: Option<Estimate>,
         last: bool,
     ) -> (SequentialOutcome, Option<LookBounds>) {
-        let lower = |estimate: &Option<Estimate>| {
+        let lower = |(estimate, level): &(Option<Estimate>, f64)| {
             let estimate = (*estimate)?;
-            let ta = t_quantile(1.0 - self.alpha_level, estimate.degrees_of_freedom)?;
+            let ta = t_quantile(1.0 - level, estimate.degrees_of_freedom)?;
             Some(estimate.mean - ta * estimate.standard_error)
         };
         let lowers: Option<Vec<f64>> = h1_side.iter().map(lower).collect();
@@ -572,6 +576,7 @@ mod tests {
             beta: 0.05,
             alpha_level: 0.02 / 4.0,
             beta_level: 0.05 / 4.0,
+            alpha_share: 0.02 / 4.0,
             line: 0.02,
         }
     }
@@ -615,7 +620,7 @@ mod tests {
 
     fn look(test: &GroupSequential, mean: f64, se: f64, df: f64, last: bool) -> SequentialOutcome {
         let estimate = Estimate { mean, standard_error: se, degrees_of_freedom: df };
-        test.look(&[Some(estimate)], Some(estimate), last).0
+        test.look(&[(Some(estimate), test.alpha_level)], Some(estimate), last).0
     }
 
     #[test]
@@ -641,17 +646,29 @@ mod tests {
         // A narrow interval inside the zone passes both bounds: the line decides, confidently.
         assert_eq!(look(&t, 0.025, 0.001, 10.0, false), SequentialOutcome::AcceptH1);
         assert_eq!(look(&t, 0.015, 0.001, 10.0, false), SequentialOutcome::AcceptH0);
-        assert_eq!(t.look(&[None], None, false).0, SequentialOutcome::Continue);
-        assert_eq!(t.look(&[None], None, true).0, SequentialOutcome::Undecided);
+        assert_eq!(t.look(&[(None, 0.005)], None, false).0, SequentialOutcome::Continue);
+        assert_eq!(t.look(&[(None, 0.005)], None, true).0, SequentialOutcome::Undecided);
         // A confirming estimate on fewer degrees of freedom holds the fail back: t(3, 0.995)
         // = 5.841; without one (no variance of its own yet) h1 is never accepted.
         let pooled =
             Estimate { mean: ta * se + 0.0002, standard_error: se, degrees_of_freedom: 10.0 };
         let own = Estimate { degrees_of_freedom: 3.0, ..pooled };
-        let look_at = |h1_side: &[Option<Estimate>]| t.look(h1_side, Some(pooled), false).0;
-        assert_eq!(look_at(&[Some(pooled), Some(own)]), SequentialOutcome::Continue);
-        assert_eq!(look_at(&[Some(pooled), Some(pooled)]), SequentialOutcome::AcceptH1);
-        assert_eq!(look_at(&[Some(pooled), None]), SequentialOutcome::Continue);
+        let look_at = |h1_side: &[(Option<Estimate>, f64)]| t.look(h1_side, Some(pooled), false).0;
+        let level = t.alpha_level;
+        assert_eq!(
+            look_at(&[(Some(pooled), level), (Some(own), level)]),
+            SequentialOutcome::Continue
+        );
+        assert_eq!(
+            look_at(&[(Some(pooled), level), (Some(pooled), level)]),
+            SequentialOutcome::AcceptH1
+        );
+        assert_eq!(look_at(&[(Some(pooled), level), (None, level)]), SequentialOutcome::Continue);
+        // Each bound at its own level: a tenth of the level holds the same estimate back.
+        assert_eq!(
+            look_at(&[(Some(pooled), level), (Some(pooled), level / 10.0)]),
+            SequentialOutcome::Continue
+        );
     }
 
     #[test]
