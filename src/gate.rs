@@ -53,8 +53,9 @@ enum GateCommand {
     Simulate(SimulateArgs),
 }
 
-/// Simulate the speed and accuracy rules as a node sees them (no calibration, outliers, the
-/// bracketed order, multi-cell PRs, GSM8K-sized benchmarks): the targets remeasured,
+/// Simulate the speed and accuracy rules as a node sees them (no calibration, the node's
+/// outliers, the bracketed order, multi-cell PRs, a PR's own slow runs and noise, a stale node
+/// record, GSM8K-sized benchmarks): the issues' targets remeasured, each with its 95% interval,
 /// then P(fail) and pairs for CV 1-5% and true changes 0-7.5% beside the fixed-n design.
 #[derive(Debug, Args)]
 struct SimulateArgs {

@@ -119,6 +119,14 @@ pub struct SequentialConfig {
     pub max_outliers: usize,
     /// The most degrees of freedom a node's stored calibration counts for.
     pub calibration_df: f64,
+    /// The level of the F-test that the pairs' own spread is larger than base's noise
+    /// predicts (the PR's runs are noisier): then the test uses the pairs' own variance.
+    pub noise_level: ErrorRate,
+    /// How many times base's run-to-run noise the PR's may be before a cell reports it.
+    pub max_noise_growth: f64,
+    /// The level of the two-sided F-test that the run's in-band A/A differences contradict
+    /// the node's stored calibration: then the calibration is not used.
+    pub stale_level: ErrorRate,
 }
 
 impl SequentialConfig {
@@ -303,6 +311,9 @@ struct RawSpeed {
     outlier_threshold: f64,
     max_outliers: i64,
     calibration_df: f64,
+    noise_test_level: f64,
+    max_noise_growth: f64,
+    stale_calibration_level: f64,
 }
 
 #[derive(Deserialize)]
@@ -415,6 +426,16 @@ impl RawConfig {
                 format!("{calibration_df} is not a number of degrees of freedom in 0..=1000"),
             ));
         }
+        let noise_level = error_rate("speed.noise-test-level", speed.noise_test_level)?;
+        let stale_level =
+            error_rate("speed.stale-calibration-level", speed.stale_calibration_level)?;
+        let max_noise_growth = speed.max_noise_growth;
+        if !(max_noise_growth.is_finite() && max_noise_growth > 0.0) {
+            return Err((
+                "speed.max-noise-growth".to_owned(),
+                format!("{max_noise_growth} is not a positive factor"),
+            ));
+        }
         // The loss test and the gain test differ only in their threshold and their section.
         let sequential = |section: &str,
                           threshold_key: &str,
@@ -436,6 +457,9 @@ impl RawConfig {
                 outlier_threshold,
                 max_outliers,
                 calibration_df,
+                noise_level,
+                max_noise_growth,
+                stale_level,
             })
         };
         let speed_test =
@@ -530,6 +554,10 @@ mod tests {
             (speed.min_cv.get(), speed.outlier_threshold, speed.max_outliers, speed.calibration_df),
             (0.01, 6.0, 2, 10.0)
         );
+        assert_eq!(
+            (speed.noise_level.get(), speed.max_noise_growth, speed.stale_level.get()),
+            (0.05, 1.5, 0.01)
+        );
         let gain = &config.gain.test;
         assert_eq!((gain.threshold.get(), gain.alpha.get(), gain.beta.get()), (0.05, 0.05, 0.05));
         assert!((gain.low - 0.03).abs() < 1e-12 && (gain.high - 0.07).abs() < 1e-12);
@@ -558,11 +586,19 @@ mod tests {
             ),
             (
                 "[speed]\nmax-los = 0.03",
-                "error: prgate.toml: gate.speed.max-los: unknown key; expected one of alpha, beta, calibration-df, max-loss, max-outliers, max-pairs, min-cv, min-pairs, outlier-threshold, zone",
+                "error: prgate.toml: gate.speed.max-los: unknown key; expected one of alpha, beta, calibration-df, max-loss, max-noise-growth, max-outliers, max-pairs, min-cv, min-pairs, noise-test-level, outlier-threshold, stale-calibration-level, zone",
             ),
             (
                 "[speed]\noutlier-threshold = 1.5",
                 "error: prgate.toml: gate.speed.outlier-threshold: 1.5 is not a number of robust scales of at least 2",
+            ),
+            (
+                "[speed]\nmax-noise-growth = 0",
+                "error: prgate.toml: gate.speed.max-noise-growth: 0 is not a positive factor",
+            ),
+            (
+                "[speed]\nstale-calibration-level = 0",
+                "error: prgate.toml: gate.speed.stale-calibration-level: 0 is not an error rate in (0, 0.5)",
             ),
             (
                 "[speed]\nmax-outliers = 11",

@@ -2,11 +2,13 @@
 //! own functions ([`judge_cell`], [`paired_accuracy`]) asked pair by pair, as the runner asks.
 //!
 //! Speed: each run's median TPOT is the true value times `exp(cv * z)`, `z` standard normal,
-//! independently for every run; a share of runs are outliers, twice as slow. A pair is
+//! independently for every run; a share of runs are outliers, twice as slow (the node's: any
+//! run, base or PR). A scenario may make the PR side differ on its own: a share of the PR's runs
+//! twice as slow, or its noise a multiple of base's. A pair is
 //! bracketed as the runner runs it (base, PR, base: three runs, its own), and a PR judges
 //! `cells` cells together, `regressed` of them with the true change. A node calibration, when
 //! there is one, is the runner's robust estimate (median/MAD) from that many base-vs-base
-//! differences of the same noise. Accuracy: a benchmark of `questions` questions on which
+//! differences of the same noise, or of another (a stale record). Accuracy: a benchmark of `questions` questions on which
 //! base and PR disagree on a share of them, PR right on a share that gives the true difference.
 //! Pure and seeded: the same inputs give the same numbers.
 
@@ -16,7 +18,7 @@ use rand::{Rng as _, SeedableRng as _};
 use crate::config::GateConfig;
 use crate::speed::{Answer, Calibration, CellContext, Pair, judge_cell};
 use crate::stats::{
-    ToleranceOutcome, mean, robust_log_ratio_variance, sample_variance, t_quantile,
+    ToleranceOutcome, mean, robust_log_ratio_variance, sample_variance, t_quantile, wilson,
 };
 use crate::verdict::paired_accuracy;
 
@@ -38,6 +40,29 @@ pub struct SpeedScenario {
     pub outlier_rate: f64,
     /// The node's stored calibration: from this many base-vs-base differences, or none.
     pub calibration_samples: Option<u32>,
+    /// The noise the stored calibration was recorded at, when not `cv` (a stale record).
+    pub calibration_cv: Option<f64>,
+    /// The share of the PR's own runs that are twice as slow (base's are not).
+    pub pr_outlier_rate: f64,
+    /// The PR's run-to-run noise as a multiple of `cv`.
+    pub pr_noise_factor: f64,
+}
+
+impl SpeedScenario {
+    /// One cell alone at noise `cv`, no change, no outliers, no calibration.
+    pub fn at_cv(cv: f64) -> SpeedScenario {
+        SpeedScenario {
+            cv,
+            cells: 1,
+            regressed: 0,
+            true_change: 0.0,
+            outlier_rate: 0.0,
+            calibration_samples: None,
+            calibration_cv: None,
+            pr_outlier_rate: 0.0,
+            pr_noise_factor: 1.0,
+        }
+    }
 }
 
 /// What the speed rule did over the trials of a scenario.
@@ -61,6 +86,11 @@ pub struct SpeedOutcomes {
     pub mean_runs: f64,
     /// Pairs excluded as outliers per cell.
     pub mean_outliers: f64,
+    /// The standard deviation of the pairs a cell took.
+    pub pairs_sd: f64,
+    /// The cells without a change and the regressed cells simulated.
+    pub null_cells: usize,
+    pub regressed_cells: usize,
 }
 
 /// Simulates `trials` PRs of a scenario.
@@ -78,10 +108,14 @@ pub fn simulate_speed(
             let regressed = cell < scenario.regressed;
             let change = if regressed { scenario.true_change } else { 0.0 };
             let calibration = scenario.calibration_samples.map(|samples| {
+                let recorded = SpeedScenario {
+                    cv: scenario.calibration_cv.unwrap_or(scenario.cv),
+                    ..*scenario
+                };
                 let differences: Vec<f64> = (0..samples)
                     .map(|_| {
-                        let a = run(&mut rng, scenario, 0.0);
-                        let b = run(&mut rng, scenario, 0.0);
+                        let a = run(&mut rng, &recorded, 0.0);
+                        let b = run(&mut rng, &recorded, 0.0);
                         (b / a).ln()
                     })
                     .collect();
@@ -94,7 +128,7 @@ pub fn simulate_speed(
             let mut pairs = Vec::new();
             let judgement = loop {
                 let before = run(&mut rng, scenario, 0.0);
-                let pr = run(&mut rng, scenario, change);
+                let pr = pr_run(&mut rng, scenario, change);
                 let after = run(&mut rng, scenario, 0.0);
                 pairs.push(Pair::bracketed(before, pr, after));
                 let judgement = judge_cell(&pairs, config, &context);
@@ -112,9 +146,17 @@ pub fn simulate_speed(
     tally.outcomes()
 }
 
+/// A base run (and any run of a scenario whose PR side does not differ).
 pub(crate) fn run(rng: &mut SmallRng, scenario: &SpeedScenario, change: f64) -> f64 {
     let outlier = if rng.random::<f64>() < scenario.outlier_rate { 2.0 } else { 1.0 };
     20.0 * (1.0 + change) * (scenario.cv * normal(rng)).exp() * outlier
+}
+
+/// A PR run: the node's outliers and noise, times the PR's own.
+pub(crate) fn pr_run(rng: &mut SmallRng, scenario: &SpeedScenario, change: f64) -> f64 {
+    let noisier = SpeedScenario { cv: scenario.cv * scenario.pr_noise_factor, ..*scenario };
+    let own = if rng.random::<f64>() < scenario.pr_outlier_rate { 2.0 } else { 1.0 };
+    run(rng, &noisier, change) * own
 }
 
 /// A standard normal draw (Box–Muller).
@@ -161,6 +203,10 @@ impl Tally {
         self.pairs.sort_unstable();
         let p90_index = ((cells as f64 * 0.9).ceil() as usize).saturating_sub(1);
         let total: usize = self.pairs.iter().sum();
+        let mean_pairs = share(total, cells);
+        let pairs_sd = (self.pairs.iter().map(|&p| (p as f64 - mean_pairs).powi(2)).sum::<f64>()
+            / cells.saturating_sub(1).max(1) as f64)
+            .sqrt();
         SpeedOutcomes {
             trials: self.prs,
             p_pr_fail: share(self.pr_fails, self.prs),
@@ -172,6 +218,9 @@ impl Tally {
             p90_pairs: self.pairs.get(p90_index).copied().unwrap_or(0),
             mean_runs: 3.0 * share(total, cells),
             mean_outliers: share(self.outliers, cells),
+            pairs_sd,
+            null_cells: self.null_cells,
+            regressed_cells: self.regressed_cells,
         }
     }
 }
@@ -212,14 +261,7 @@ pub fn simulate_fixed(
     let low = config.speed.low.ln_1p();
     let alpha = config.speed.alpha.get() / cells.max(1) as f64;
     let t = t_quantile(1.0 - alpha, (n - 1) as f64).unwrap_or(f64::INFINITY);
-    let scenario = SpeedScenario {
-        cv,
-        cells,
-        regressed: 1,
-        true_change,
-        outlier_rate: 0.0,
-        calibration_samples: None,
-    };
+    let scenario = SpeedScenario { cells, regressed: 1, true_change, ..SpeedScenario::at_cv(cv) };
     let mut fails = 0usize;
     for _ in 0..trials {
         let ratios: Vec<f64> = (0..n)
@@ -323,6 +365,9 @@ pub struct Target {
     /// The share of the scenario's cells (or benchmarks) left undecided; `None` where it
     /// does not apply.
     pub undecided: Option<f64>,
+    /// The 95% interval of the measured value: Wilson's score interval of a rate over its
+    /// trials, or the normal interval of a mean; `None` where there is none.
+    pub interval: Option<(f64, f64)>,
 }
 
 impl Target {
@@ -330,24 +375,49 @@ impl Target {
         let (bound, at_most) = self.bound;
         if at_most { self.measured <= bound } else { self.measured >= bound }
     }
+
+    /// A rate measured as `measured` over `trials` (PRs, cells or benchmarks), with its
+    /// Wilson interval.
+    pub fn rate(
+        condition: &str,
+        measured: f64,
+        trials: usize,
+        bound: (f64, bool),
+        undecided: Option<f64>,
+    ) -> Target {
+        let successes = (measured * trials as f64).round() as u64;
+        Target {
+            condition: condition.to_owned(),
+            measured,
+            bound,
+            percent: true,
+            undecided,
+            interval: wilson(successes, trials as u64, 0.05),
+        }
+    }
 }
 
-/// The issue's targets, remeasured: the same table `bench/speed-rule.md` shows.
+/// The issue's targets, remeasured: the same table `bench/speed-rule.md` shows. The speed rows
+/// ([`speed_targets`]), then the accuracy rows ([`accuracy_targets`]).
 pub fn targets(config: &GateConfig, trials: usize, seed: u64) -> Vec<Target> {
+    let mut targets = speed_targets(config, trials, seed);
+    targets.extend(accuracy_targets(config, trials, seed));
+    targets
+}
+
+/// The speed rows of the issue's targets (issues 13 and 23): error rates without and with the
+/// node's outliers, the PR's own slow runs and noise, noisy nodes, a stale calibration, and the
+/// pairs an A/A cell takes.
+pub fn speed_targets(config: &GateConfig, trials: usize, seed: u64) -> Vec<Target> {
     let speed = |scenario: SpeedScenario, salt: u64| {
         simulate_speed(config, &scenario, trials, seed.wrapping_add(salt))
     };
-    let base = SpeedScenario {
-        cv: 0.02,
-        cells: 1,
-        regressed: 0,
-        true_change: 0.0,
-        outlier_rate: 0.0,
-        calibration_samples: None,
-    };
+    let base = SpeedScenario::at_cv(0.02);
+    let four = SpeedScenario { cells: 4, ..base };
     let aa_one = speed(base, 1);
-    let aa_four = speed(SpeedScenario { cells: 4, ..base }, 2);
-    let aa_four_cv4 = speed(SpeedScenario { cells: 4, cv: 0.04, ..base }, 3);
+    let aa_four = speed(four, 2);
+    let aa_four_cv4 = speed(SpeedScenario { cv: 0.04, ..four }, 3);
+    let aa_four_outliers = speed(SpeedScenario { outlier_rate: 0.01, ..four }, 13);
     let loss = SpeedScenario { regressed: 1, true_change: 0.04, ..base };
     let power_one = speed(loss, 4);
     let power_calibrated = speed(SpeedScenario { calibration_samples: Some(8), ..loss }, 5);
@@ -357,6 +427,117 @@ pub fn targets(config: &GateConfig, trials: usize, seed: u64) -> Vec<Target> {
         speed(SpeedScenario { cells: 4, regressed: 4, outlier_rate: 0.01, ..loss }, 8);
     let loss_cv4 = speed(SpeedScenario { cv: 0.04, ..loss }, 11);
     let loss_cv5 = speed(SpeedScenario { cv: 0.05, ..loss }, 12);
+    let pr_slow = speed(SpeedScenario { regressed: 1, pr_outlier_rate: 0.2, ..base }, 14);
+    let pr_noise_2 = speed(SpeedScenario { pr_noise_factor: 2.0, ..four }, 15);
+    let pr_noise_3 = speed(SpeedScenario { pr_noise_factor: 3.0, ..four }, 16);
+    let stale = SpeedScenario {
+        cv: 0.03,
+        calibration_samples: Some(64),
+        calibration_cv: Some(0.01),
+        ..four
+    };
+    let stale_aa = speed(stale, 17);
+    let stale_power = speed(SpeedScenario { regressed: 4, true_change: 0.04, ..stale }, 18);
+    let (at_most, at_least) = (|bound| (bound, true), |bound| (bound, false));
+    let beta = config.speed.beta.get();
+    let per_pr = |condition: &str, outcomes: &SpeedOutcomes, bound| {
+        Target::rate(
+            condition,
+            outcomes.p_pr_fail,
+            outcomes.trials,
+            bound,
+            Some(outcomes.p_undecided),
+        )
+    };
+    let power = |condition: &str, outcomes: &SpeedOutcomes| {
+        Target::rate(
+            condition,
+            outcomes.p_regressed_cell_fail,
+            outcomes.regressed_cells,
+            at_least(0.95),
+            Some(outcomes.p_undecided),
+        )
+    };
+    let passes = |condition: &str, outcomes: &SpeedOutcomes| {
+        Target::rate(
+            condition,
+            outcomes.p_regressed_cell_pass,
+            outcomes.regressed_cells,
+            at_most(beta),
+            Some(outcomes.p_undecided),
+        )
+    };
+    let pairs = |condition: &str, outcomes: &SpeedOutcomes| {
+        let cells = (outcomes.null_cells + outcomes.regressed_cells).max(1) as f64;
+        let half = 1.96 * outcomes.pairs_sd / cells.sqrt();
+        Target {
+            condition: condition.to_owned(),
+            measured: outcomes.mean_pairs,
+            bound: at_most(5.0),
+            percent: false,
+            undecided: Some(outcomes.p_undecided),
+            interval: Some((outcomes.mean_pairs - half, outcomes.mean_pairs + half)),
+        }
+    };
+    vec![
+        per_pr("A/A false-fail per cell, no `speed-noise` record (1 cell)", &aa_one, at_most(0.02)),
+        per_pr(
+            "A/A false-fail per PR (2 models × 2 covered concurrencies), no record",
+            &aa_four,
+            at_most(0.02),
+        ),
+        per_pr("... the same at CV 4%", &aa_four_cv4, at_most(0.02)),
+        per_pr(
+            "... at CV 2% with 1% of runs (either side) 2× slow",
+            &aa_four_outliers,
+            at_most(0.02),
+        ),
+        power("power at +4%, one cell, no record", &power_one),
+        power("power at +4%, one cell, calibrated from 8 differences", &power_calibrated),
+        power("power per regressed cell in a 4-cell PR (all 4 regressed)", &power_four),
+        power("power at +4% when 1% of runs are 2× outliers (1 cell)", &power_outliers),
+        power("... the same per cell in a 4-cell PR", &power_outliers_four),
+        Target::rate(
+            "the PR makes 20% of its own runs 2× slow, base clean: P(the cell fails)",
+            pr_slow.p_regressed_cell_fail,
+            pr_slow.regressed_cells,
+            at_least(0.95),
+            Some(pr_slow.p_undecided),
+        ),
+        Target::rate(
+            "... P(the cell passes)",
+            pr_slow.p_regressed_cell_pass,
+            pr_slow.regressed_cells,
+            at_most(beta),
+            Some(pr_slow.p_undecided),
+        ),
+        per_pr(
+            "the PR doubles its runs' noise, no change: false-fail per 4-cell PR",
+            &pr_noise_2,
+            at_most(0.02),
+        ),
+        per_pr("... triples it", &pr_noise_3, at_most(0.02)),
+        per_pr(
+            "stale record (CV 1% from 64 differences, true 3%): A/A false-fail per 4-cell PR",
+            &stale_aa,
+            at_most(0.02),
+        ),
+        power("... power at +4% per cell (all 4 regressed)", &stale_power),
+        passes(
+            "CV 4%, a +4% loss (1 cell): P(the cell passes); undecided is not a pass",
+            &loss_cv4,
+        ),
+        passes(
+            "CV 5%, a +4% loss (1 cell): P(the cell passes); undecided is not a pass",
+            &loss_cv5,
+        ),
+        pairs("mean pairs per A/A cell, CV 2%, 1% of runs 2× slow, 4-cell PR", &aa_four_outliers),
+        pairs("... without outliers", &aa_four),
+    ]
+}
+
+/// The accuracy rows of the issue's targets.
+pub fn accuracy_targets(config: &GateConfig, trials: usize, seed: u64) -> Vec<Target> {
     let accuracy = |true_difference: f64, salt: u64| {
         let scenario = AccuracyScenario {
             benchmark: "gsm8k".to_owned(),
@@ -369,89 +550,20 @@ pub fn targets(config: &GateConfig, trials: usize, seed: u64) -> Vec<Target> {
     };
     let drop = accuracy(-0.01, 9);
     let accuracy_aa = accuracy(0.0, 10);
-    let row = |condition: &str, measured: f64, bound: (f64, bool), undecided: f64| Target {
-        condition: condition.to_owned(),
-        measured,
-        bound,
-        percent: true,
-        undecided: Some(undecided),
-    };
-    let (at_most, at_least) = (|bound| (bound, true), |bound| (bound, false));
-    let beta = config.speed.beta.get();
     vec![
-        row(
-            "A/A false-fail per cell, no `speed-noise` record (1 cell)",
-            aa_one.p_pr_fail,
-            at_most(0.02),
-            aa_one.p_undecided,
-        ),
-        row(
-            "A/A false-fail per PR (2 models × 2 covered concurrencies), no record",
-            aa_four.p_pr_fail,
-            at_most(0.02),
-            aa_four.p_undecided,
-        ),
-        row("... the same at CV 4%", aa_four_cv4.p_pr_fail, at_most(0.02), aa_four_cv4.p_undecided),
-        row(
-            "power at +4%, one cell, no record",
-            power_one.p_regressed_cell_fail,
-            at_least(0.95),
-            power_one.p_undecided,
-        ),
-        row(
-            "power at +4%, one cell, calibrated from 8 differences",
-            power_calibrated.p_regressed_cell_fail,
-            at_least(0.95),
-            power_calibrated.p_undecided,
-        ),
-        row(
-            "power per regressed cell in a 4-cell PR (all 4 regressed)",
-            power_four.p_regressed_cell_fail,
-            at_least(0.95),
-            power_four.p_undecided,
-        ),
-        row(
-            "power at +4% when 1% of runs are 2× outliers (1 cell)",
-            power_outliers.p_regressed_cell_fail,
-            at_least(0.95),
-            power_outliers.p_undecided,
-        ),
-        row(
-            "... the same per cell in a 4-cell PR",
-            power_outliers_four.p_regressed_cell_fail,
-            at_least(0.95),
-            power_outliers_four.p_undecided,
-        ),
-        row(
-            "CV 4%, a +4% loss (1 cell): P(the cell passes); undecided is not a pass",
-            loss_cv4.p_regressed_cell_pass,
-            at_most(beta),
-            loss_cv4.p_undecided,
-        ),
-        row(
-            "CV 5%, a +4% loss (1 cell): P(the cell passes); undecided is not a pass",
-            loss_cv5.p_regressed_cell_pass,
-            at_most(beta),
-            loss_cv5.p_undecided,
-        ),
-        Target {
-            condition: "mean pairs per decided cell at A/A, CV 2%, 4-cell PR".to_owned(),
-            measured: aa_four.mean_pairs,
-            bound: (6.0, true),
-            percent: false,
-            undecided: Some(aa_four.p_undecided),
-        },
-        row(
+        Target::rate(
             "GSM8K (1,319 q.) drop of 1 pp with tolerance 1.5 pp: P(fail) per benchmark",
             drop.p_beyond,
-            at_most(0.05),
-            drop.p_undecided,
+            drop.trials * 2,
+            (0.05, true),
+            Some(drop.p_undecided),
         ),
-        row(
+        Target::rate(
             "GSM8K A/A false-fail per PR (2 benchmarks), 10% of questions disagree",
             accuracy_aa.p_pr_fail,
-            at_most(0.02),
-            accuracy_aa.p_undecided,
+            accuracy_aa.trials,
+            (0.02, true),
+            Some(accuracy_aa.p_undecided),
         ),
     ]
 }
@@ -459,7 +571,7 @@ pub fn targets(config: &GateConfig, trials: usize, seed: u64) -> Vec<Target> {
 /// The targets as a Markdown table.
 pub fn targets_markdown(targets: &[Target]) -> String {
     let mut out = String::from(
-        "| condition | measured | target | met | undecided |\n|---|---|---|---|---|\n",
+        "| condition | measured | 95% interval | target | met | undecided |\n|---|---|---|---|---|---|\n",
     );
     for target in targets {
         let value = |x: f64| {
@@ -467,9 +579,13 @@ pub fn targets_markdown(targets: &[Target]) -> String {
         };
         let (bound, at_most) = target.bound;
         out.push_str(&format!(
-            "| {} | {} | {} {} | {} | {} |\n",
+            "| {} | {} | {} | {} {} | {} | {} |\n",
             target.condition,
             value(target.measured),
+            target.interval.map_or_else(
+                || "-".to_owned(),
+                |(low, high)| format!("{}–{}", value(low), value(high))
+            ),
             if at_most { "≤" } else { "≥" },
             value(bound),
             if target.met() { "yes" } else { "**no**" },
@@ -492,12 +608,10 @@ pub fn grid_markdown(config: &GateConfig, trials: usize, seed: u64) -> String {
             for cells in [1, 4] {
                 salt += 1;
                 let scenario = SpeedScenario {
-                    cv,
                     cells,
                     regressed: 1,
                     true_change: change,
-                    outlier_rate: 0.0,
-                    calibration_samples: None,
+                    ..SpeedScenario::at_cv(cv)
                 };
                 let one = simulate_speed_one(config, &scenario, trials, seed.wrapping_add(salt));
                 let fixed = fixed_sample_size(config, cv, cells);
@@ -557,7 +671,7 @@ fn simulate_cell(
     let mut pairs = Vec::new();
     loop {
         let before = run(rng, scenario, 0.0);
-        let pr = run(rng, scenario, scenario.true_change);
+        let pr = pr_run(rng, scenario, scenario.true_change);
         let after = run(rng, scenario, 0.0);
         pairs.push(Pair::bracketed(before, pr, after));
         let judgement = judge_cell(&pairs, config, &context);

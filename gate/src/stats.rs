@@ -4,7 +4,7 @@
 //!
 //! A statistic that cannot be computed (too few samples, no variance) is `None`, never NaN.
 
-use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
+use statrs::distribution::{ContinuousCDF, FisherSnedecor, Normal, StudentsT};
 
 /// The median of some samples; `None` when there are none.
 pub fn median(samples: &[f64]) -> Option<f64> {
@@ -58,17 +58,22 @@ pub struct Estimate {
     pub degrees_of_freedom: f64,
 }
 
-/// A one-sided group-sequential t-test of a mean between `h0` and `h1` (`h0 < h1`), looked
-/// at `looks` times: at each look it accepts h1 when the mean's lower `1 - alpha / looks`
-/// t-bound is above `h0`, and h0 when its upper `1 - beta / looks` t-bound is below `h1`.
+/// A one-sided group-sequential t-test of a mean between `h0` and `h1` (`h0 < h1`), at one of
+/// its looks: it accepts h1 when the mean's lower `1 - alpha_level` t-bound is above `h0`, and
+/// h0 when its upper `1 - beta_level` t-bound is below `h1`, where `alpha_level` and
+/// `beta_level` are this look's nominal levels ([`spending_levels`]).
 ///
-/// Each look is an exact t-test (for normal samples, whatever their variance), so by the
-/// union bound over the looks (Bonferroni) P(accept h1 | mean <= h0) <= alpha and P(accept h0
-/// | mean >= h1) <= beta at every variance, for normal samples. When both bounds are passed
-/// (the mean is known to lie inside the zone) the mean against `line` decides. At the last
-/// look a test that passed neither bound is [`SequentialOutcome::Undecided`]: neither
-/// hypothesis is ever accepted off its bound, so both alpha and beta hold, and what the cap
-/// leaves open is told apart from a decision (`docs/gate.md`, "Fail closed").
+/// The nominal levels spend `alpha` and `beta` over the looks by a spending function, computed
+/// for normal statistics of known variance and applied to the t-statistic at its own degrees of
+/// freedom (Jennison & Turnbull's significance-level approach, *Group Sequential Methods*,
+/// 2000, §3.8): each look alone is an exact t-test at its nominal level, and the looks together
+/// hold alpha and beta as a group-sequential design of normal statistics does; the simulation
+/// (`crate::simulate`) measures what they give with the variance estimated. Each bound is
+/// computed as if the other did not stop the test (a non-binding bound), which can only lower
+/// the error. When both bounds are passed (the mean is known to lie inside the zone) the mean
+/// against `line` decides. At the last look a test that passed neither bound is
+/// [`SequentialOutcome::Undecided`]: neither hypothesis is ever accepted off its bound, and what
+/// the cap leaves open is told apart from a decision (`docs/gate.md`, "Fail closed").
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GroupSequential {
     pub h0: f64,
@@ -77,7 +82,12 @@ pub struct GroupSequential {
     pub alpha: f64,
     /// P(accept h0 | h1), over all looks.
     pub beta: f64,
-    pub looks: usize,
+    /// This look's nominal one-sided levels of the two bounds.
+    pub alpha_level: f64,
+    pub beta_level: f64,
+    /// This look's share of `alpha` (at most `alpha_level`): the level of a bound that must
+    /// hold alpha by the union bound over the looks, whatever the looks' correlation.
+    pub alpha_share: f64,
     pub line: f64,
 }
 
@@ -97,50 +107,219 @@ pub enum SequentialOutcome {
 /// The t-bounds one look of a test used.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LookBounds {
-    /// The lower `1 - alpha / looks` bound of the mean: above `h0` accepts h1.
+    /// The lower `1 - alpha_level` bound of the mean (the least of the h1 side's): above `h0`
+    /// accepts h1.
     pub lower: f64,
-    /// The upper `1 - beta / looks` bound of the mean: below `h1` accepts h0.
+    /// The upper `1 - beta_level` bound of the mean: below `h1` accepts h0.
     pub upper: f64,
 }
 
 impl GroupSequential {
-    /// The test at one look. `last` says whether it is the last look; `None` as the estimate
-    /// (no variance yet) needs another sample, or at the last look is undecided.
+    /// The test at this look. `last` says whether it is the last look. h1 is accepted when
+    /// the lower bound of every one of `h1_side` passes `h0` (several estimates of the mean,
+    /// each valid under its own assumptions, each with the level of its bound, usually
+    /// `alpha_level`: all must show it), h0 when the upper bound of
+    /// `h0_side` passes `h1`; `None` (no variance yet) passes neither, so it needs another
+    /// sample, or at the last look is undecided. The reported lower bound is the least of
+    /// `h1_side`'s.
     pub fn look(
         &self,
-        estimate: Option<Estimate>,
+        h1_side: &[(Option<Estimate>, f64)],
+        h0_side: Option<Estimate>,
         last: bool,
     ) -> (SequentialOutcome, Option<LookBounds>) {
-        let looks = self.looks.max(1) as f64;
-        let bounds = estimate.and_then(|estimate| {
-            let df = estimate.degrees_of_freedom;
-            let ta = t_quantile(1.0 - self.alpha / looks, df)?;
-            let tb = t_quantile(1.0 - self.beta / looks, df)?;
-            Some(LookBounds {
-                lower: estimate.mean - ta * estimate.standard_error,
-                upper: estimate.mean + tb * estimate.standard_error,
-            })
+        let lower = |(estimate, level): &(Option<Estimate>, f64)| {
+            let estimate = (*estimate)?;
+            let ta = t_quantile(1.0 - level, estimate.degrees_of_freedom)?;
+            Some(estimate.mean - ta * estimate.standard_error)
+        };
+        let lowers: Option<Vec<f64>> = h1_side.iter().map(lower).collect();
+        let lower = lowers
+            .filter(|all| !all.is_empty())
+            .map(|all| all.into_iter().fold(f64::INFINITY, f64::min));
+        let upper = h0_side.and_then(|estimate| {
+            let tb = t_quantile(1.0 - self.beta_level, estimate.degrees_of_freedom)?;
+            Some(estimate.mean + tb * estimate.standard_error)
         });
-        let outcome = match (estimate, bounds) {
-            (Some(estimate), Some(bounds)) => {
-                let h1 = bounds.lower > self.h0;
-                let h0 = bounds.upper < self.h1;
-                match (h1, h0) {
-                    // Both bounds passed: the mean is known to lie inside the zone, where
-                    // either answer is acceptable; the line says which.
-                    (true, true) if estimate.mean > self.line => SequentialOutcome::AcceptH1,
-                    (true, true) => SequentialOutcome::AcceptH0,
-                    (true, false) => SequentialOutcome::AcceptH1,
-                    (false, true) => SequentialOutcome::AcceptH0,
-                    (false, false) if last => SequentialOutcome::Undecided,
-                    (false, false) => SequentialOutcome::Continue,
-                }
+        let bounds = match (lower, upper) {
+            (Some(lower), Some(upper)) => Some(LookBounds { lower, upper }),
+            _ => None,
+        };
+        let h1 = lower.is_some_and(|lower| lower > self.h0);
+        let h0 = upper.is_some_and(|upper| upper < self.h1);
+        let outcome = match (h1, h0) {
+            // Both bounds passed: the mean is known to lie inside the zone, where either
+            // answer is acceptable; the line says which.
+            (true, true) if h0_side.is_some_and(|e| e.mean > self.line) => {
+                SequentialOutcome::AcceptH1
             }
-            _ if last => SequentialOutcome::Undecided,
-            _ => SequentialOutcome::Continue,
+            (true, true) => SequentialOutcome::AcceptH0,
+            (true, false) => SequentialOutcome::AcceptH1,
+            (false, true) => SequentialOutcome::AcceptH0,
+            (false, false) if last => SequentialOutcome::Undecided,
+            (false, false) => SequentialOutcome::Continue,
         };
         (outcome, bounds)
     }
+}
+
+/// Lan & DeMets' Pocock-type spending function: the share of an error rate `rate` spent by
+/// the information fraction `t`, `rate · ln(1 + (e - 1) t)` (Lan & DeMets 1983, "Discrete
+/// sequential boundaries for clinical trials", Biometrika 70; Kim & DeMets 1987). It spends
+/// early: a third of the rate by a fifth of the information, so that clear cases stop soon.
+pub fn pocock_spending(rate: f64, t: f64) -> f64 {
+    rate * (1.0 + (std::f64::consts::E - 1.0) * t.clamp(0.0, 1.0)).ln()
+}
+
+/// Lan & DeMets' O'Brien–Fleming-type spending function: `2 - 2 Φ(z(1 - rate / 2) / sqrt t)`
+/// of an error rate `rate` by the information fraction `t` (Lan & DeMets 1983). It spends
+/// almost nothing early (under a thousandth of the rate by a fifth of the information) and
+/// keeps the last look close to a fixed-sample test.
+pub fn obrien_fleming_spending(rate: f64, t: f64) -> f64 {
+    if t <= 0.0 {
+        return 0.0;
+    }
+    let normal = Normal::standard();
+    let z = normal.inverse_cdf(1.0 - rate / 2.0);
+    2.0 - 2.0 * normal.cdf(z / t.min(1.0).sqrt())
+}
+
+/// The most looks whose levels [`spending_levels`] integrates; a longer schedule gives each
+/// look its share of the spending (the union bound: valid, and conservative).
+pub const MAX_INTEGRATED_LOOKS: usize = 64;
+
+/// The nominal one-sided levels of a group-sequential test's looks at the increasing
+/// `informations` that spend `rate` by `spending(rate, t)`: look `k`'s level is `1 - Φ(b_k)`,
+/// where `b_k` makes P(the standardized statistic stays below `b_1 .. b_{k-1}` and reaches `b_k`
+/// at look `k`) the error spent between looks `k - 1` and `k`, for a normal statistic of
+/// independent increments (computed by recursive numerical integration: Armitage, McPherson &
+/// Rowe 1969, "Repeated significance tests on accumulating data", JRSS A 132; Jennison &
+/// Turnbull 2000, ch. 19). Every level is at least its look's share of the spending, so a
+/// schedule longer than [`MAX_INTEGRATED_LOOKS`] takes the shares themselves.
+pub fn spending_levels(
+    rate: f64,
+    informations: &[f64],
+    spending: impl Fn(f64, f64) -> f64,
+) -> Vec<f64> {
+    let Some(&total) = informations.last() else { return Vec::new() };
+    let spent = |at: usize| spending(rate, informations[at] / total);
+    let shares: Vec<f64> = (0..informations.len())
+        .map(|at| spent(at) - if at > 0 { spent(at - 1) } else { 0.0 })
+        .collect();
+    if informations.len() > MAX_INTEGRATED_LOOKS {
+        return shares;
+    }
+    let normal = Normal::standard();
+    let mut levels = Vec::with_capacity(informations.len());
+    // The sub-density of the running sum S_k (variance I_k) on the paths still below every
+    // bound, on a grid of points with Simpson's weights.
+    let mut grid: Vec<f64> = Vec::new();
+    let mut density: Vec<f64> = Vec::new();
+    for (at, &information) in informations.iter().enumerate() {
+        let share = shares[at].max(0.0);
+        let scale = information.sqrt();
+        let weights = simpson(&grid);
+        let bound = if at == 0 {
+            normal.inverse_cdf(1.0 - share)
+        } else {
+            let step = (information - informations[at - 1]).sqrt();
+            let crossing = |b: f64| {
+                grid.iter()
+                    .zip(&density)
+                    .zip(&weights)
+                    .map(|((s, f), w)| w * f * (1.0 - normal.cdf((b * scale - s) / step)))
+                    .sum::<f64>()
+            };
+            if share <= 0.0 {
+                f64::INFINITY
+            } else {
+                // The crossing probability falls as the bound rises.
+                let (mut low, mut high) = (-10.0f64, 40.0f64);
+                for _ in 0..60 {
+                    let middle = (low + high) / 2.0;
+                    if crossing(middle) > share { low = middle } else { high = middle }
+                }
+                (low + high) / 2.0
+            }
+        };
+        levels.push((1.0 - normal.cdf(bound)).max(share));
+        // The next density, on the paths that stayed below this bound.
+        let top = if bound.is_finite() { bound * scale } else { 12.0 * scale };
+        let bottom = -10.0 * scale;
+        let spacing = if at + 1 < informations.len() {
+            (informations[at + 1] - information).sqrt() / 8.0
+        } else {
+            scale
+        };
+        let points = (((top - bottom) / spacing).ceil() as usize).clamp(16, 4000) | 1;
+        let next: Vec<f64> =
+            (0..=points).map(|i| bottom + (top - bottom) * i as f64 / points as f64).collect();
+        let next_density: Vec<f64> = if at == 0 {
+            next.iter().map(|s| normal_density(*s / scale) / scale).collect()
+        } else {
+            let step = (information - informations[at - 1]).sqrt();
+            next.iter()
+                .map(|u| {
+                    grid.iter()
+                        .zip(&density)
+                        .zip(&weights)
+                        .map(|((s, f), w)| w * f * normal_density((u - s) / step) / step)
+                        .sum()
+                })
+                .collect()
+        };
+        grid = next;
+        density = next_density;
+    }
+    levels
+}
+
+/// Simpson's weights for an evenly spaced grid of an odd number of points (the last interval
+/// by the trapezoid when the count is even).
+fn simpson(grid: &[f64]) -> Vec<f64> {
+    let n = grid.len();
+    if n < 2 {
+        return vec![0.0; n];
+    }
+    let h = (grid[n - 1] - grid[0]) / (n - 1) as f64;
+    let mut weights = vec![0.0; n];
+    let simpson_points = if n % 2 == 1 { n } else { n - 1 };
+    for (i, weight) in weights.iter_mut().enumerate().take(simpson_points) {
+        *weight = h / 3.0
+            * if i == 0 || i == simpson_points - 1 {
+                1.0
+            } else if i % 2 == 1 {
+                4.0
+            } else {
+                2.0
+            };
+    }
+    if simpson_points < n {
+        weights[n - 2] += h / 2.0;
+        weights[n - 1] += h / 2.0;
+    }
+    weights
+}
+
+fn normal_density(z: f64) -> f64 {
+    (-0.5 * z * z).exp() / (2.0 * std::f64::consts::PI).sqrt()
+}
+
+/// The one-sided p-value of "the variance behind `numerator` is at most that behind
+/// `denominator`" from two independent mean squares of `numerator_df` and `denominator_df`
+/// degrees of freedom (the F-test: P(F ≥ observed)); `None` when it cannot be computed.
+pub fn variance_ratio_p(
+    numerator: f64,
+    numerator_df: f64,
+    denominator: f64,
+    denominator_df: f64,
+) -> Option<f64> {
+    if !(numerator.is_finite() && denominator > 0.0 && numerator >= 0.0) {
+        return None;
+    }
+    let f = FisherSnedecor::new(numerator_df, denominator_df).ok()?;
+    let p = 1.0 - f.cdf(numerator / denominator);
+    p.is_finite().then_some(p.clamp(0.0, 1.0))
 }
 
 /// The indices of outliers among `deviations` (each already divided by its own standard
@@ -390,12 +569,58 @@ mod tests {
     }
 
     fn test() -> GroupSequential {
-        GroupSequential { h0: 0.0, h1: 0.04, alpha: 0.02, beta: 0.05, looks: 4, line: 0.02 }
+        GroupSequential {
+            h0: 0.0,
+            h1: 0.04,
+            alpha: 0.02,
+            beta: 0.05,
+            alpha_level: 0.02 / 4.0,
+            beta_level: 0.05 / 4.0,
+            alpha_share: 0.02 / 4.0,
+            line: 0.02,
+        }
+    }
+
+    #[test]
+    fn spending_levels_are_the_published_group_sequential_bounds() {
+        // Five equally spaced looks, one-sided 2.5% (two-sided 5%): the bounds of Lan and
+        // DeMets' spending functions as tabulated (Jennison & Turnbull 2000, table 7.6;
+        // R's gsDesign and ldbounds give the same). Pocock-type: 2.438, 2.427, 2.410, 2.397,
+        // 2.386. O'Brien–Fleming-type, 2 - 2 Φ(z(1 - α/2) / sqrt t): 4.877, 3.357, 2.680,
+        // 2.290, 2.031.
+        let normal = Normal::standard();
+        let z = |levels: Vec<f64>| -> Vec<f64> {
+            levels.iter().map(|p| normal.inverse_cdf(1.0 - p)).collect()
+        };
+        let looks = [1.0, 2.0, 3.0, 4.0, 5.0];
+        let pocock = z(spending_levels(0.025, &looks, pocock_spending));
+        for (got, want) in pocock.iter().zip([2.438, 2.427, 2.410, 2.397, 2.386]) {
+            assert!((got - want).abs() < 0.003, "{pocock:?}");
+        }
+        let obf = z(spending_levels(0.025, &looks, obrien_fleming_spending));
+        for (got, want) in obf.iter().zip([4.877, 3.357, 2.680, 2.290, 2.031]) {
+            assert!((got - want).abs() < 0.003, "{obf:?}");
+        }
+        // One look is a fixed-sample test; every level is at least its look's share.
+        let one = spending_levels(0.05, &[7.0], pocock_spending);
+        assert!(one.len() == 1 && (one[0] - 0.05).abs() < 1e-9, "{one:?}");
+        let long: Vec<f64> = (1..=80).map(f64::from).collect();
+        let shares = spending_levels(0.05, &long, pocock_spending);
+        let spent: f64 = shares.iter().sum();
+        assert!((spent - 0.05).abs() < 1e-12, "beyond the integrated looks: the shares");
+    }
+
+    #[test]
+    fn the_variance_ratio_test_is_an_f_test() {
+        // F(4, 10) at 3.48 is its 95% point.
+        let p = variance_ratio_p(3.478, 4.0, 1.0, 10.0).expect("a p-value");
+        assert!((p - 0.05).abs() < 0.001, "{p}");
+        assert!(variance_ratio_p(1.0, 4.0, 0.0, 10.0).is_none());
     }
 
     fn look(test: &GroupSequential, mean: f64, se: f64, df: f64, last: bool) -> SequentialOutcome {
         let estimate = Estimate { mean, standard_error: se, degrees_of_freedom: df };
-        test.look(Some(estimate), last).0
+        test.look(&[(Some(estimate), test.alpha_level)], Some(estimate), last).0
     }
 
     #[test]
@@ -421,8 +646,29 @@ mod tests {
         // A narrow interval inside the zone passes both bounds: the line decides, confidently.
         assert_eq!(look(&t, 0.025, 0.001, 10.0, false), SequentialOutcome::AcceptH1);
         assert_eq!(look(&t, 0.015, 0.001, 10.0, false), SequentialOutcome::AcceptH0);
-        assert_eq!(t.look(None, false).0, SequentialOutcome::Continue);
-        assert_eq!(t.look(None, true).0, SequentialOutcome::Undecided);
+        assert_eq!(t.look(&[(None, 0.005)], None, false).0, SequentialOutcome::Continue);
+        assert_eq!(t.look(&[(None, 0.005)], None, true).0, SequentialOutcome::Undecided);
+        // A confirming estimate on fewer degrees of freedom holds the fail back: t(3, 0.995)
+        // = 5.841; without one (no variance of its own yet) h1 is never accepted.
+        let pooled =
+            Estimate { mean: ta * se + 0.0002, standard_error: se, degrees_of_freedom: 10.0 };
+        let own = Estimate { degrees_of_freedom: 3.0, ..pooled };
+        let look_at = |h1_side: &[(Option<Estimate>, f64)]| t.look(h1_side, Some(pooled), false).0;
+        let level = t.alpha_level;
+        assert_eq!(
+            look_at(&[(Some(pooled), level), (Some(own), level)]),
+            SequentialOutcome::Continue
+        );
+        assert_eq!(
+            look_at(&[(Some(pooled), level), (Some(pooled), level)]),
+            SequentialOutcome::AcceptH1
+        );
+        assert_eq!(look_at(&[(Some(pooled), level), (None, level)]), SequentialOutcome::Continue);
+        // Each bound at its own level: a tenth of the level holds the same estimate back.
+        assert_eq!(
+            look_at(&[(Some(pooled), level), (Some(pooled), level / 10.0)]),
+            SequentialOutcome::Continue
+        );
     }
 
     #[test]

@@ -200,7 +200,7 @@ pub enum Numbers {
         pairs: usize,
         confidence: Confidence,
         #[serde(default)]
-        test: Option<SpeedTest>,
+        test: Option<Box<SpeedTest>>,
         /// The rule's lines the gate judged this cell against (added in place, optional: a
         /// verdict written before it has none).
         #[serde(default)]
@@ -251,8 +251,28 @@ pub struct SpeedTest {
     /// The bound on P(fail | no loss) for this cell, and on P(pass | a loss at the zone's top).
     pub alpha: f64,
     pub beta: f64,
-    /// Pairs (by index in run order) excluded as outliers and re-measured.
+    /// Pairs (by index in run order) excluded as outliers and re-measured: the node's.
     pub outliers: Vec<u32>,
+    /// The bound on P(some covered cell of the PR fails | no loss anywhere): `speed.alpha`
+    /// (added in place, optional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family_alpha: Option<f64>,
+    /// The PR's run-to-run noise as a multiple of base's, estimated (added in place,
+    /// optional).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pr_noise_ratio: Option<f64>,
+    /// Whether the pairs' spread was shown larger than base's noise predicts, so the test used
+    /// their own variance (added in place; absent is false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub own_variance: bool,
+    /// Whether the run's A/A differences contradicted the node's stored calibration, which was
+    /// not used (added in place; absent is false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub calibration_stale: bool,
+    /// Pairs (by index) whose PR run was slow against its own clean base runs: the PR's, kept
+    /// as evidence (added in place; absent is none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pr_slow: Vec<u32>,
 }
 
 /// What would decide a speed cell its pair cap left undecided, at the mean and the noise it
@@ -1513,9 +1533,12 @@ impl<'a> Judge<'a> {
             let confidence = confidence_of(judgement.loss);
             // Undecided at the cap is not a pass: neither the loss nor its absence was shown,
             // so the cell is one the run could not judge (docs/gate.md, "Fail closed").
+            // A PR whose runs are shown noisier than base's by more than the stated factor is
+            // reported: a passing cell warns.
             let state = match (covered, judgement.loss) {
                 (false, _) => State::NotJudged,
                 (true, Answer::Yes) => State::Fail,
+                (true, Answer::No) if judgement.noise_growth.is_some() => State::Warn,
                 (true, Answer::No) => State::Pass,
                 (true, Answer::Open) => State::Pending,
                 (true, Answer::Undecided) => State::Error,
@@ -1542,12 +1565,41 @@ impl<'a> Judge<'a> {
                 }
                 (true, Confidence::Open) => "; open: more pairs are needed".to_owned(),
                 (true, Confidence::High) => format!(
-                    "; high confidence: P(fail | no loss) ≤ {}, P(pass | {:.0}% loss) ≤ {}",
+                    "; high confidence: P(fail | no loss) ≤ {}{}, P(pass | {:.0}% loss) ≤ {}",
                     rate(judgement.alpha),
+                    if covered_cells > 1 {
+                        format!(
+                            " (≤ {} for the PR's {covered_cells} covered cells together)",
+                            rate(judgement.family_alpha)
+                        )
+                    } else {
+                        String::new()
+                    },
                     self.config.speed.high * 100.0,
                     rate(judgement.beta)
                 ),
             });
+            if covered && !judgement.pr_slow.is_empty() {
+                let list: Vec<String> = judgement
+                    .pr_slow
+                    .iter()
+                    .filter_map(|at| indices.get(*at))
+                    .map(u32::to_string)
+                    .collect();
+                summary.push_str(&format!(
+                    "; {} PR run{} slow against {} own base runs, kept as the PR's: pair {}",
+                    list.len(),
+                    if list.len() == 1 { "" } else { "s" },
+                    if list.len() == 1 { "its" } else { "their" },
+                    list.join(", ")
+                ));
+            }
+            if let (true, Some(growth)) = (covered, judgement.noise_growth) {
+                summary.push_str(&format!(
+                    "; the PR's runs are {growth:.1}× as noisy as base's (over the {:.1}× of speed.max-noise-growth), so the test used the pairs' own variance",
+                    self.config.speed.max_noise_growth
+                ));
+            }
             if covered {
                 summary.push_str(&format!("; {}", noise_text(&judgement, noise)));
             }
@@ -1560,6 +1612,15 @@ impl<'a> Judge<'a> {
                 alpha: judgement.alpha,
                 beta: judgement.beta,
                 outliers,
+                family_alpha: Some(judgement.family_alpha),
+                pr_noise_ratio: judgement.noise.and_then(|n| n.pr_noise_ratio),
+                own_variance: judgement.noise.is_some_and(|n| n.own_variance),
+                calibration_stale: judgement.calibration_stale,
+                pr_slow: judgement
+                    .pr_slow
+                    .iter()
+                    .filter_map(|at| indices.get(*at).copied())
+                    .collect(),
             };
             self.push(
                 SectionName::E2ePerformance,
@@ -1581,7 +1642,7 @@ impl<'a> Judge<'a> {
                         interval: judgement.change_interval,
                         pairs: judgement.pairs,
                         confidence,
-                        test: Some(test),
+                        test: Some(Box::new(test)),
                         thresholds: Some(SpeedThresholds {
                             max_loss: loss_limit,
                             min_gain: self.config.gain.test.threshold.get(),
@@ -1716,10 +1777,22 @@ fn rate(rate: f64) -> String {
 /// The noise a cell's test used, in words: what the comment shows as its calibration.
 fn noise_text(judgement: &CellJudgement, calibration: Option<Calibration>) -> String {
     let stored = match calibration {
+        Some(c) if judgement.calibration_stale => format!(
+            "the node's calibration ({} differences, CV {:.1}%) not used: this run's A/A contradicts it, so the runner records it afresh",
+            c.samples,
+            (c.log_ratio_variance / 2.0).sqrt() * 100.0
+        ),
         Some(c) => format!("the node's calibration ({} differences)", c.samples),
         None => "no node calibration".to_owned(),
     };
     match judgement.noise {
+        Some(noise) if noise.own_variance => format!(
+            "noise CV {:.1}%{} from {} degrees of freedom (the pairs' own spread: larger than base's {} in-band A/A predict; {stored})",
+            noise.run_cv * 100.0,
+            if noise.floored { " (the min-cv floor)" } else { "" },
+            noise.degrees_of_freedom.round(),
+            noise.in_band_differences,
+        ),
         Some(noise) => format!(
             "noise CV {:.1}%{} from {} degrees of freedom ({} in-band A/A, {stored})",
             noise.run_cv * 100.0,

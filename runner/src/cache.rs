@@ -24,7 +24,10 @@
 //! [`NOISE_MIN_SAMPLES`], their robust variance (`prgate_gate::stats::robust_log_ratio_variance`:
 //! median/MAD, differences more than 5 scales out rejected) and their count are the cell's
 //! `speed-noise` calibration, which the gate pools with the run's own pairs at a capped number
-//! of degrees of freedom. A run without a calibration measures its own noise the same way.
+//! of degrees of freedom. A run without a calibration measures its own noise the same way. When
+//! the gate finds a cell's calibration contradicted by the run's own differences
+//! (`CellJudgement::calibration_stale`: a stale record), the runner starts the record afresh
+//! from them ([`Cache::replace_noise`]) instead of adding them to it.
 
 use std::path::{Path, PathBuf};
 
@@ -127,6 +130,17 @@ impl Cache {
         let excess = entry.log_differences.len().saturating_sub(NOISE_KEPT);
         entry.log_differences.drain(..excess);
         write(&path, &entry)
+    }
+
+    /// Starts the record of `key` afresh from `log_differences`: the gate found the stored
+    /// calibration contradicted by a run's own differences (stale), so the older ones go.
+    pub fn replace_noise(&self, key: &NoiseKey, log_differences: &[f64]) -> std::io::Result<()> {
+        let mut differences: Vec<f64> =
+            log_differences.iter().copied().filter(|d| d.is_finite()).collect();
+        let excess = differences.len().saturating_sub(NOISE_KEPT);
+        differences.drain(..excess);
+        let entry = NoiseEntry { key: key.clone(), log_differences: differences };
+        write(&self.noise_path(key), &entry)
     }
 
     fn accuracy_path(&self, key: &AccuracyKey) -> PathBuf {
@@ -267,6 +281,15 @@ mod tests {
         let entry: NoiseEntry = read(&cache.noise_path(&key)).expect("the entry reads");
         assert_eq!(entry.log_differences.len(), NOISE_KEPT);
         // Another key (another concurrency) is another calibration.
-        assert_eq!(cache.noise(&NoiseKey { concurrency: 8, ..key }), None);
+        assert_eq!(cache.noise(&NoiseKey { concurrency: 8, ..key.clone() }), None);
+        // A stale record starts afresh from the run's differences: too few to be used yet,
+        // then the new noise alone.
+        cache.replace_noise(&key, &[0.05, -0.05, 0.05]).expect("the noise is written");
+        assert_eq!(cache.noise(&key), None, "3 differences are not enough");
+        let noisy: Vec<f64> = (0..8).map(|i| if i % 2 == 0 { 0.05 } else { -0.05 }).collect();
+        cache.replace_noise(&key, &noisy).expect("the noise is written");
+        let fresh = cache.noise(&key).expect("enough differences");
+        assert_eq!(fresh.samples, 8);
+        assert!((fresh.log_ratio_variance - (1.4826f64 * 0.05).powi(2)).abs() < 1e-12);
     }
 }

@@ -74,12 +74,9 @@ pub fn simulate_drift(
 ) -> DriftOutcomes {
     let mut rng = SmallRng::seed_from_u64(seed);
     let runs = SpeedScenario {
-        cv: scenario.cv,
-        cells: 1,
         regressed: 1,
         true_change: scenario.change_per_pr,
-        outlier_rate: 0.0,
-        calibration_samples: None,
+        ..SpeedScenario::at_cv(scenario.cv)
     };
     let (mut at_end, mut ever, mut chained, mut width) = (0usize, 0usize, 0.0, 0.0);
     let (mut first_passes, mut attempts) = (0usize, 0usize);
@@ -163,7 +160,7 @@ fn judged(
     let mut pairs = Vec::new();
     let judgement = loop {
         let before = crate::simulate::run(rng, runs, 0.0);
-        let pr = crate::simulate::run(rng, runs, runs.true_change);
+        let pr = crate::simulate::pr_run(rng, runs, runs.true_change);
         let after = crate::simulate::run(rng, runs, 0.0);
         pairs.push(Pair::bracketed(before, pr, after));
         let judgement = judge_cell(&pairs, config, &context);

@@ -215,7 +215,7 @@ fn measurements_take_each_cells_numbers_and_the_provenance_of_its_records() {
             interval: Some((0.005, 0.025)),
             pairs: 5,
             confidence: Confidence::High,
-            test: Some(SpeedTest {
+            test: Some(Box::new(SpeedTest {
                 run_cv: Some(0.01),
                 degrees_of_freedom: Some(9.0),
                 in_band_differences: 5,
@@ -224,7 +224,12 @@ fn measurements_take_each_cells_numbers_and_the_provenance_of_its_records() {
                 alpha: 0.02,
                 beta: 0.05,
                 outliers: Vec::new(),
-            }),
+                family_alpha: None,
+                pr_noise_ratio: None,
+                own_variance: false,
+                calibration_stale: false,
+                pr_slow: Vec::new(),
+            })),
             thresholds: None,
             undecided: None,
         }),

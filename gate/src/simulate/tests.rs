@@ -4,14 +4,7 @@
 use super::*;
 
 fn scenario(cells: usize, regressed: usize, change: f64) -> SpeedScenario {
-    SpeedScenario {
-        cv: 0.02,
-        cells,
-        regressed,
-        true_change: change,
-        outlier_rate: 0.0,
-        calibration_samples: None,
-    }
+    SpeedScenario { cells, regressed, true_change: change, ..SpeedScenario::at_cv(0.02) }
 }
 
 #[test]
@@ -25,7 +18,7 @@ fn the_same_seed_gives_the_same_numbers() {
 #[test]
 fn small_runs_meet_the_speed_targets_at_cv_2_percent() {
     let config = GateConfig::defaults();
-    // 300 PRs of 4 cells: the measured 0.4% false-fail and 5.4 pairs (bench/speed-rule.md);
+    // 300 PRs of 4 cells: the measured 0.0% false-fail and 4.7 pairs (bench/speed-rule.md);
     // a bound of 3% and 6.5 pairs leaves room for 300 trials' noise.
     let aa = simulate_speed(&config, &scenario(4, 0, 0.0), 300, 11);
     assert!(aa.p_pr_fail <= 0.03, "{aa:?}");
@@ -37,9 +30,10 @@ fn small_runs_meet_the_speed_targets_at_cv_2_percent() {
         12,
     );
     assert!(power.p_regressed_cell_fail >= 0.93, "{power:?}");
-    // A 7.5% loss is clear: a few pairs.
+    // A 7.5% loss is clear: about seven pairs (a fail needs the pairs' own variance to show
+    // it, and the fail bound spends little early: bench/speed-rule.md).
     let clear = simulate_speed(&config, &scenario(1, 1, 0.075), 200, 13);
-    assert!(clear.p_regressed_cell_fail > 0.99 && clear.mean_pairs < 4.5, "{clear:?}");
+    assert!(clear.p_regressed_cell_fail > 0.99 && clear.mean_pairs < 8.0, "{clear:?}");
 }
 
 #[test]
@@ -68,8 +62,10 @@ fn an_undecided_cell_is_never_a_pass() {
     // passes. The old rule passed them (63% of cells, bench/speed-rule.md before 2026-12).
     let noisy = SpeedScenario { cv: 0.05, ..scenario(1, 1, 0.04) };
     let outcomes = simulate_speed(&config, &noisy, 200, 31);
-    assert!(outcomes.p_undecided > 0.3, "{outcomes:?}");
-    assert!(outcomes.p_regressed_cell_pass <= config.speed.beta.get(), "{outcomes:?}");
+    assert!(outcomes.p_undecided > 0.25, "{outcomes:?}");
+    // beta (5%) is spent in full by cells that run to the cap: 200 trials measure it within a
+    // few points (bench/speed-rule.md has 10,000).
+    assert!(outcomes.p_regressed_cell_pass <= 0.08, "{outcomes:?}");
     let passed_or_failed = outcomes.p_regressed_cell_pass + outcomes.p_regressed_cell_fail;
     assert!((passed_or_failed + outcomes.p_undecided - 1.0).abs() < 1e-9, "{outcomes:?}");
 }
@@ -94,7 +90,34 @@ fn a_target_is_met_on_its_side_of_the_bound() {
         bound: (0.02, at_most),
         percent: true,
         undecided: None,
+        interval: None,
     };
     assert!(target(0.019, true).met() && !target(0.021, true).met());
     assert!(target(0.021, false).met() && !target(0.019, false).met());
+}
+
+#[test]
+fn the_prs_own_noise_slow_runs_and_a_stale_record_are_caught_in_small_runs() {
+    let config = GateConfig::defaults();
+    // A PR three times as noisy, no change: a fail needs the pairs' own variance to show it,
+    // so 4-cell PRs fail about as often as alpha allows (2%), not the 16% of a pooled variance.
+    let noisy = SpeedScenario { pr_noise_factor: 3.0, ..scenario(4, 0, 0.0) };
+    let outcomes = simulate_speed(&config, &noisy, 150, 41);
+    assert!(outcomes.p_pr_fail <= 0.05, "{outcomes:?}");
+    // A PR that makes 20% of its runs 2× slow: its slow runs are kept, so few of its cells
+    // pass (the old rule excluded them and passed 80%); most end undecided, an error.
+    let slow = SpeedScenario { pr_outlier_rate: 0.2, ..scenario(1, 1, 0.0) };
+    let outcomes = simulate_speed(&config, &slow, 200, 42);
+    assert!(outcomes.p_regressed_cell_pass <= 0.5, "{outcomes:?}");
+    assert!(outcomes.p_undecided >= 0.35, "{outcomes:?}");
+    // A record of CV 1% on a node now at 3%: contradicted and not used, so A/A PRs do not
+    // fail for it (9% with the record used, issue 23).
+    let stale = SpeedScenario {
+        cv: 0.03,
+        calibration_samples: Some(64),
+        calibration_cv: Some(0.01),
+        ..scenario(4, 0, 0.0)
+    };
+    let outcomes = simulate_speed(&config, &stale, 150, 43);
+    assert!(outcomes.p_pr_fail <= 0.04, "{outcomes:?}");
 }

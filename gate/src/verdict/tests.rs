@@ -273,9 +273,11 @@ fn every_rule_decides_on_fixture_evidence() {
         ("all pass", passing(), Some("[Fix] [MI355X] kimi: a fix"), "result pass"),
         (
             "a TPOT regression",
-            with(passing(), |e| replace_speed(e, "kimi", &[0.06, 0.061, 0.059])),
+            with(passing(), |e| {
+                replace_speed(e, "kimi", &[0.06, 0.061, 0.059, 0.06, 0.06, 0.061, 0.059, 0.06])
+            }),
             None,
-            "result fail\nE2E performance fail kimi: TPOT +6.0% [+4.1%, +7.9%] at c=64, 3 pairs; high confidence: P(fail | no loss) ≤ 1%, P(pass | 4% loss) ≤ 5%; noise CV 1.0% (the min-cv floor) from 5 degrees of freedom (3 in-band A/A, no node calibration)",
+            "result fail\nE2E performance fail kimi: TPOT +6.0% [+5.0%, +7.0%] at c=64, 8 pairs; high confidence: P(fail | no loss) ≤ 1% (≤ 2% for the PR's 2 covered cells together), P(pass | 4% loss) ≤ 5%; noise CV 1.0% (the min-cv floor) from 15 degrees of freedom (8 in-band A/A, no node calibration)",
         ),
         (
             "a perf PR without a gain",
@@ -285,7 +287,9 @@ fn every_rule_decides_on_fixture_evidence() {
         ),
         (
             "a perf PR with a gain",
-            with(passing(), |e| replace_speed(e, "kimi", &[-0.10, -0.11, -0.09])),
+            with(passing(), |e| {
+                replace_speed(e, "kimi", &[-0.10, -0.11, -0.09, -0.10, -0.11, -0.09, -0.10, -0.1])
+            }),
             Some("[Perf] kimi: faster"),
             "result pass",
         ),
@@ -362,7 +366,7 @@ fn every_rule_decides_on_fixture_evidence() {
                 replace_speed(e, "kimi", &noisy);
             }),
             None,
-            "result error\nE2E performance error kimi: TPOT +1.9% [+0.0%, +3.8%] at c=64, 16 pairs; undecided at the pair cap (16 kept pairs), so not a pass: the loss test's bounds reached [-1.3%, +4.5%], and a fail needs the lower above +0.0%, a pass the upper below +4.0%; at this noise and change about 23 more pairs (46 more runs) would decide it: speed.max-pairs = 39 in base's [gate.speed] table, or a quieter node; noise CV 2.9% from 31 degrees of freedom (16 in-band A/A, no node calibration)",
+            "result error\nE2E performance error kimi: TPOT +1.9% [-0.8%, +4.7%] at c=64, 16 pairs; undecided at the pair cap (16 kept pairs), so not a pass: the loss test's bounds reached [-1.6%, +5.1%], and a fail needs the lower above +0.0%, a pass the upper below +4.0%; at this noise and change about 85 more pairs (170 more runs) would decide it: speed.max-pairs = 101 in base's [gate.speed] table, or a quieter node; the PR's runs are 7.1× as noisy as base's (over the 1.5× of speed.max-noise-growth), so the test used the pairs' own variance; noise CV 4.1% from 15 degrees of freedom (the pairs' own spread: larger than base's 16 in-band A/A predict; no node calibration)",
         ),
         (
             "pairs of one base run each need more of them: no in-band A/A",
@@ -376,7 +380,7 @@ fn every_rule_decides_on_fixture_evidence() {
         (
             "a 2x-slow base run is an outlier: excluded, re-measured, and the loss still fails",
             with(passing(), |e| {
-                replace_speed(e, "kimi", &[0.06, 0.061, 0.059, 0.06]);
+                replace_speed(e, "kimi", &[0.06, 0.061, 0.059, 0.06, 0.06, 0.061, 0.059, 0.06]);
                 let base = 20.0 * 2.0f64.sqrt();
                 for r in e.iter_mut() {
                     if let Outcome::SpeedPair {
@@ -394,7 +398,7 @@ fn every_rule_decides_on_fixture_evidence() {
                 }
             }),
             None,
-            "result fail\nE2E performance fail kimi: TPOT +6.0% [+4.1%, +7.9%] at c=64, 4 pairs (1 excluded as outliers and re-measured: pair 1); high confidence: P(fail | no loss) ≤ 1%, P(pass | 4% loss) ≤ 5%; noise CV 1.0% (the min-cv floor) from 5 degrees of freedom (3 in-band A/A, no node calibration)",
+            "result fail\nE2E performance fail kimi: TPOT +6.0% [+4.9%, +7.1%] at c=64, 8 pairs (1 excluded as outliers and re-measured: pair 1); high confidence: P(fail | no loss) ≤ 1% (≤ 2% for the PR's 2 covered cells together), P(pass | 4% loss) ≤ 5%; noise CV 1.0% (the min-cv floor) from 13 degrees of freedom (7 in-band A/A, no node calibration)",
         ),
         (
             "a node calibration adds its degrees of freedom",
@@ -413,6 +417,32 @@ fn every_rule_decides_on_fixture_evidence() {
             }),
             None,
             "result pending\nE2E performance pending kimi: TPOT +2.0% [-0.6%, +4.7%] at c=64, 3 pairs; open: more pairs are needed; noise CV 1.7% from 15 degrees of freedom (3 in-band A/A, the node's calibration (40 differences))",
+        ),
+        (
+            "a calibration this run's A/A contradicts is not used, and the item says so",
+            with(passing(), |e| {
+                replace_speed(e, "kimi", &[0.06, 0.061, 0.059, 0.06, 0.06, 0.061, 0.059, 0.06]);
+                e.push(record(
+                    Some("kimi"),
+                    Check::Speed,
+                    Side::Both,
+                    Outcome::SpeedNoise {
+                        concurrency: 64,
+                        log_ratio_variance: 2.0 * 0.06f64.powi(2),
+                        samples: Some(64),
+                    },
+                ));
+            }),
+            None,
+            "result fail\nE2E performance fail kimi: TPOT +6.0% [+5.0%, +7.0%] at c=64, 8 pairs; high confidence: P(fail | no loss) ≤ 1% (≤ 2% for the PR's 2 covered cells together), P(pass | 4% loss) ≤ 5%; noise CV 1.0% (the min-cv floor) from 15 degrees of freedom (8 in-band A/A, the node's calibration (64 differences, CV 6.0%) not used: this run's A/A contradicts it, so the runner records it afresh)",
+        ),
+        (
+            "a PR run slow against its own base is kept, named, and holds the pass back",
+            with(passing(), |e| {
+                replace_speed(e, "kimi", &[0.001, -0.002, 0.0, 1.0, -0.001, 0.0, 0.001, -0.002]);
+            }),
+            None,
+            "result pending\nE2E performance pending kimi: TPOT +9.0% [-11.2%, +33.8%] at c=64, 8 pairs; open: more pairs are needed; 1 PR run slow against its own base runs, kept as the PR's: pair 3; noise CV 20.0% from 7 degrees of freedom (the pairs' own spread: larger than base's 8 in-band A/A predict; no node calibration)",
         ),
         (
             "a check that could not run",
@@ -564,7 +594,7 @@ fn a_declared_family_keeps_a_decided_cell_decided_as_other_cells_arrive() {
     };
     let mut early = with(passing(), |e| {
         e.retain(|r| !(r.model.as_deref() == Some("glm") && r.check == Check::Speed));
-        replace_speed(e, "kimi", &[0.05, 0.055, 0.06]);
+        replace_speed(e, "kimi", &[0.05, 0.055, 0.06, 0.05, 0.055, 0.06, 0.05, 0.055]);
     });
     declare(&mut early);
     let mut later = early.clone();

@@ -76,7 +76,15 @@ fn representative_verdicts() {
         (
             "tpot_failure",
             &standard,
-            with(passing(), |e| replace_speed(e, "kimi_k31", 64, 20.1, &[0.06, 0.061, 0.059])),
+            with(passing(), |e| {
+                replace_speed(
+                    e,
+                    "kimi_k31",
+                    64,
+                    20.1,
+                    &[0.06, 0.061, 0.059, 0.06, 0.06, 0.061, 0.059, 0.06],
+                )
+            }),
             "[Fix] [MI355X] kimi_k31: a fix",
         ),
         ("perf_without_gain", &standard, passing(), "[Perf] [MI355X] kimi_k31: faster decode"),
@@ -571,8 +579,15 @@ fn a_finding_in_the_headline_is_its_subject() {
 fn the_headline_names_the_failure_and_each_heading_is_its_worst_item() {
     let plan = standard_plan();
     let title = "[Fix] [MI355X] kimi_k31: a fix";
-    let evidence =
-        with(passing(), |e| replace_speed(e, "kimi_k31", 64, 20.1, &[0.06, 0.061, 0.059]));
+    let evidence = with(passing(), |e| {
+        replace_speed(
+            e,
+            "kimi_k31",
+            64,
+            20.1,
+            &[0.06, 0.061, 0.059, 0.06, 0.06, 0.061, 0.059, 0.06],
+        )
+    });
     let comment = check(&plan, Some(&judged(&plan, &evidence, Some(title))), &header(title), None);
     assert!(
         comment.contains("## ❌ AMD PR test: fail — `kimi_k31` TPOT +6.0% at c=64\n"),

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use prgate_gate::evidence::{Check, KernelSamples, NotRunReason, Outcome, Provenance, Side};
-use prgate_gate::speed::{Calibration, CellContext, Pair, needs_another_pair};
+use prgate_gate::speed::{Calibration, CellContext, Pair, judge_cell, needs_another_pair};
 use prgate_scope::plan::ModelPlan;
 
 use super::emit::{Emitter, ServerEvents};
@@ -1290,9 +1290,17 @@ impl Runner<'_> {
         self.record(&job.subject, Check::Speed, Side::Both, Some(&part), outcome)
     }
 
-    /// Adds a cell's in-band A/A differences of this run to the node's noise calibration.
+    /// Adds a cell's in-band A/A differences of this run to the node's noise calibration, or,
+    /// when the gate found the stored calibration contradicted by them (stale), starts the
+    /// node's record afresh from them.
     fn calibrate(&mut self, cell: &Cell) {
-        if let Err(error) = self.cache.add_noise(&cell.noise_key, &cell.aa_differences) {
+        let stale = calibration_stale(self.request, self.family, &cell.pairs, cell.noise);
+        let saved = if stale {
+            self.cache.replace_noise(&cell.noise_key, &cell.aa_differences)
+        } else {
+            self.cache.add_noise(&cell.noise_key, &cell.aa_differences)
+        };
+        if let Err(error) = saved {
             self.summary.notes.push(format!(
                 "the speed noise at concurrency {} could not be saved: {error}",
                 cell.concurrency
@@ -1719,6 +1727,22 @@ pub(super) fn cell_needs_pair(
     };
     pairs.len() < speed.max_pairs + speed.max_outliers
         && needs_another_pair(pairs, request.gate, &context)
+}
+
+/// Whether the gate judges a cell's stored calibration contradicted by the run's own in-band
+/// A/A differences (`prgate_gate::speed::CellJudgement::calibration_stale`).
+pub(super) fn calibration_stale(
+    request: &RunRequest<'_>,
+    family: u32,
+    pairs: &[Pair],
+    noise: Option<Calibration>,
+) -> bool {
+    let context = CellContext {
+        cells: usize::try_from(family.max(1)).unwrap_or(usize::MAX),
+        gain_required: false,
+        calibration: noise,
+    };
+    noise.is_some() && judge_cell(pairs, request.gate, &context).calibration_stale
 }
 
 /// The first `<dir>/<stem>-<n>` that does not exist yet, `n` from 1.
