@@ -17,6 +17,8 @@
 //! [`ToDecide`] says what more pairs would decide it; which verdict state that is, is the
 //! verdict's business (`docs/gate.md`, "Fail closed").
 
+pub mod blocks;
+
 use crate::config::{GateConfig, SequentialConfig};
 use crate::stats::{Estimate, GroupSequential, SequentialOutcome, median, outliers, t_quantile};
 
