@@ -32,11 +32,14 @@ use crate::simulate::normal;
 use crate::speed::{Answer, CellContext, Pair, judge_cell};
 use crate::stats::median;
 
-/// The runs of each open cell on one load of a side's server in the blocked design. Three
-/// makes a block's median robust to one bad run and divides the run-to-run variance of a block
-/// by about 2.2 (the median's efficiency), while a block pair still costs two loads: what
-/// [`simulate_blocked`] measures against one run a load.
-pub const BLOCK_RUNS: usize = 3;
+/// The runs of each open cell on one load of a side's server in the blocked design. A block
+/// pair costs two loads whatever its runs, and the gate's own floor (`min-pairs` block pairs,
+/// and `min-cv` on a block's noise) bounds how much longer blocks can save: by
+/// [`simulate_blocked`] at a real node's proportions (a load 10 min, a run 2 min, 2 cells), two
+/// runs a block save loads where the run-to-run noise is high (CV 2%: 10.5 loads a cell instead
+/// of 13.8, about 3% less time) and cost about a fifth more where it is low (CV 1%), and three
+/// or more cost more in every case simulated (bench/gpu-cost.md).
+pub const BLOCK_RUNS: usize = 2;
 
 /// A block's value, the unit of evidence: the median of its runs' TPOT (ms); `None` without a
 /// finite run.
@@ -115,7 +118,7 @@ pub fn simulate_blocked(
     let context = CellContext { cells: scenario.cells, gain_required: false, calibration: None };
     let (mut fails, mut passes, mut loads, mut runs) = (0usize, 0usize, 0usize, 0usize);
     for _ in 0..trials {
-        let mut block = |rng: &mut SmallRng, change: f64| -> Vec<f64> {
+        let block = |rng: &mut SmallRng, change: f64| -> Vec<f64> {
             let load = scenario.load_cv * normal(rng);
             (0..scenario.block_runs)
                 .map(|_| 20.0 * (1.0 + change) * (load + scenario.run_cv * normal(rng)).exp())
