@@ -1733,11 +1733,22 @@ impl Servers<'_> {
             (ServerDesign::Together, "the node has GPUs for both servers at once".to_owned())
         } else if self.recipe.topology().is_some() {
             (ServerDesign::Blocked, "a topology's servers are stopped and loaded again".to_owned())
-        } else if let Some(at) = (0..2).find(|&at| self.no_api[at]) {
-            let why = if self.keys[at] == MemoryApiKey::None {
-                format!("{}'s recipe says server.memory-api = \"none\"", side_name(at))
-            } else {
-                format!("the {} server answered neither SGLang's nor vLLM's memory API", side_name(at))
+        } else if let Some(at) = [0, 1].into_iter().find(|&at| self.keys[at] == MemoryApiKey::None)
+        {
+            let why = format!("{}'s recipe says server.memory-api = \"none\"", side_name(at));
+            (ServerDesign::Blocked, why)
+        } else if let Some(at) = [1, 0].into_iter().find(|&at| self.no_api[at]) {
+            // One at a time, the PR's server is released (probed) first.
+            let why = match self.keys[at] {
+                MemoryApiKey::Sglang | MemoryApiKey::Vllm => format!(
+                    "the {} server refused the {} memory API its recipe names",
+                    side_name(at),
+                    self.keys[at].name()
+                ),
+                _ => format!(
+                    "the {} server answered neither SGLang's nor vLLM's memory API",
+                    side_name(at)
+                ),
             };
             (ServerDesign::Blocked, why)
         } else {
@@ -1748,11 +1759,14 @@ impl Servers<'_> {
             };
             let why = match self.keys[at] {
                 MemoryApiKey::Sglang | MemoryApiKey::Vllm => format!(
-                    "its recipe says server.memory-api = \"{}\"",
+                    "{}'s recipe says server.memory-api = \"{}\"",
+                    side_name(at),
                     self.keys[at].name()
                 ),
-                _ if self.apis[at].is_some() => "the server answered its memory API".to_owned(),
-                _ => "no switch was needed".to_owned(),
+                _ if self.apis[at].is_some() => {
+                    format!("the {} server answered that memory API", side_name(at))
+                }
+                _ => "no switch needed a memory API".to_owned(),
             };
             (design, why)
         };
