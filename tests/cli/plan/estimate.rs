@@ -107,7 +107,7 @@ beta_x smoke 0 no-recipe node-2"
     );
     assert_eq!(markdown.code, 0, "{}", markdown.stderr);
     assert!(
-        markdown.stdout.contains("| `alpha` | full | 6h22m | recipe | `node-1` |"),
+        markdown.stdout.contains("| `alpha` | full | 8h42m | recipe | `node-1` |"),
         "{}",
         markdown.stdout
     );
