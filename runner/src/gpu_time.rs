@@ -219,7 +219,9 @@ impl ServersUsed {
     pub fn words(&self) -> String {
         let how = match self.design {
             ServerDesign::Together => "both servers up together",
-            ServerDesign::Sglang => "one server at a time, switched by SGLang's memory release and resume",
+            ServerDesign::Sglang => {
+                "one server at a time, switched by SGLang's memory release and resume"
+            }
             ServerDesign::Vllm => "one server at a time, switched by vLLM's sleep and wake-up",
             ServerDesign::Blocked => "one server at a time, blocked reloads",
         };

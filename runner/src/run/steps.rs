@@ -20,7 +20,6 @@ use prgate_scope::plan::ModelPlan;
 use super::emit::{Emitter, ServerEvents};
 use super::exec::{Command, Exec};
 use super::memory::{self, MemoryApi};
-use crate::recipe::memory_api::MemoryApiKey;
 use super::server::{
     Launch, LogWindow, RoutingRead, Server, ServerFailure, server_log_tail, side_routing,
     with_log_tail,
@@ -33,6 +32,7 @@ use crate::gpu_time::{Phase, PhaseClock, ServerDesign, ServersUsed};
 use crate::job::{CommonSource, RecipeSource};
 use crate::junit::{self, PytestCommand};
 use crate::key::Key;
+use crate::recipe::memory_api::MemoryApiKey;
 use crate::recipe::timing::parse_timing_output;
 use crate::recipe::{
     AccuracyBenchmark, Evaluator, ExternalSpeed, Install, Recipe, RoutingLogged, SpeedBenchmark,

@@ -53,7 +53,8 @@ fn blocks_keep_the_false_fail_rate_where_runs_as_pairs_do_not() {
 fn two_runs_a_block_pay_where_the_runs_are_noisy() {
     let config = GateConfig::defaults();
     let minutes = |run_cv: f64, block_runs: usize| {
-        let scenario = BlockScenario { run_cv, load_cv: 0.0, true_change: 0.0, block_runs, cells: 2 };
+        let scenario =
+            BlockScenario { run_cv, load_cv: 0.0, true_change: 0.0, block_runs, cells: 2 };
         let outcomes = simulate_blocked(&config, &scenario, Unit::Block, 300, 9);
         outcomes.mean_loads * 10.0 / 2.0 + outcomes.mean_runs * 2.0
     };
