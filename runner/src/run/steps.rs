@@ -618,10 +618,10 @@ impl Runner<'_> {
             }
         }
         let used = servers.used();
-        if used.design != ServerDesign::Together {
+        if let Some(used) = used.as_ref().filter(|used| used.design != ServerDesign::Together) {
             self.summary.notes.push(format!("{}: {}", job.name(), used.words()));
         }
-        self.servers_used = Some(used);
+        self.servers_used = used;
         // Dropping the servers stops them.
         let _phase = self.clock.enter(Phase::Servers);
         drop(servers);
@@ -1723,10 +1723,14 @@ impl Servers<'_> {
         if !self.together && reloads { blocks::BLOCK_RUNS } else { 1 }
     }
 
-    /// Which design ran, what it took and why, for the GPU-time file and the comment.
-    fn used(&self) -> ServersUsed {
+    /// Which design ran, what it took and why, for the GPU-time file and the comment; `None`
+    /// when no server was loaded (none was needed, or none came up).
+    fn used(&self) -> Option<ServersUsed> {
         let loads = self.loads[0] + self.loads[1];
         let wakes = self.wakes[0] + self.wakes[1];
+        if loads == 0 {
+            return None;
+        }
         let block_runs = u32::try_from(self.block_runs()).unwrap_or(u32::MAX);
         let side_name = |at: usize| if at == 0 { "base" } else { "PR" };
         let (design, why) = if self.together {
@@ -1771,7 +1775,7 @@ impl Servers<'_> {
             (design, why)
         };
         let switches = (loads + wakes).saturating_sub(1);
-        ServersUsed { design, loads, wakes, switches, block_runs, why }
+        Some(ServersUsed { design, loads, wakes, switches, block_runs, why })
     }
 
     /// The failure of a run on `side`'s server; when its process has exited, the server is

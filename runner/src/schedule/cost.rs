@@ -307,9 +307,10 @@ mod tests {
         let waking = counts(&Work { switching: Switching::Wake, ..work });
         assert_eq!((waking.loads(), waking.wakes, waking.runs), (2, 10, 22));
         assert_eq!(waking.time(&units).as_secs() * 8 / 60, 552);
-        // Blocked (no memory API), 2 runs a block, 5 block pairs: 12 loads, 44 runs, 208 min,
-        // 1664 GPU-minutes; at the 4 block pairs two-run blocks take where the runs are noisy
-        // (CV 2%, `prgate_gate::speed::blocks`): 10 loads, 36 runs, 172 min, 1376 GPU-minutes.
+        // Blocked (no memory API), 2 runs a block, 5 block pairs (what the estimate counts): 12
+        // loads, 44 runs, 208 min, 1664 GPU-minutes; at 4 block pairs (two-run blocks take 3.7
+        // to 4.75 on average without a load effect, `prgate_gate::speed::blocks`): 10 loads, 36
+        // runs, 172 min, 1376 GPU-minutes.
         let blocked = Work { switching: Switching::Blocked { runs: 2 }, ..work };
         let five = counts(&blocked);
         assert_eq!((five.loads(), five.wakes, five.runs), (12, 0, 44));
