@@ -565,6 +565,7 @@ pub(crate) fn gpu_time_words(results: &[PathBuf]) -> Option<String> {
                     estimate_gpu_seconds: phase.estimate_gpu_seconds,
                 })
                 .collect(),
+            servers: target.servers.as_ref().map(prgate_runner::gpu_time::ServersUsed::words),
         })
         .collect();
     prgate_report::gpu_hours::words(&models)

@@ -300,6 +300,14 @@ type Files = BTreeMap<String, String>;
 /// SGLang's own path in the simulated profiles: 25% slower than the monokernels' 4.0 ms.
 const SGLANG_TPOT_MS: &str = "5.0";
 const BASE_TPOT_MS: &str = "4.0";
+/// How long a sample server takes to load (its `startup-delay-ms`): a real node's load is five
+/// speed runs (10 min against 2), the demo's runs take about 0.7 s, and a demo that waited five
+/// runs a load would take minutes longer (it loads about 50 servers); 2 s keeps start ≫ run at
+/// about three runs.
+const STARTUP_DELAY_MS: u32 = 2000;
+/// How long a released sample server takes to wake (its `wake-delay-ms`): a real wake is a
+/// quarter of a run (30 s against 2 min).
+const WAKE_DELAY_MS: u32 = 150;
 /// A PR that speeds a model up: 25% less time per token.
 const PERF_TPOT_MS: &str = "3.0";
 /// A PR that slows a model down: 25% more time per token.
@@ -371,7 +379,10 @@ fn add_model(files: &mut Files, model: &str) {
         format!(
             "# How fast prgate's simulated server serves {model}: the monokernels' speed.\n\
              model = \"{model}\"\nttft-ms = 5.0\ntpot-ms = {BASE_TPOT_MS}\nnoise-cv = 0.01\n\
-             # SGLang's own path, without the monokernels: slower.\nsglang-tpot-ms = {SGLANG_TPOT_MS}\n"
+             # SGLang's own path, without the monokernels: slower.\nsglang-tpot-ms = {SGLANG_TPOT_MS}\n\
+             # A real node's proportions scaled to seconds: a load (10 min there) takes about three\n\
+             # speed runs (2 min there), a wake (30 s there) a small part of one.\n\
+             startup-delay-ms = {STARTUP_DELAY_MS}\nwake-delay-ms = {WAKE_DELAY_MS}\n"
         ),
     );
     let recipe = if model == PD_MODEL { pd_recipe(model) } else { recipe(model, kernel_test) };
@@ -402,6 +413,9 @@ command = {command}
 monokernel-flag = "--enable-amd-monokernel"
 startup-timeout = "30s"
 routing-pattern = '\[monokernel\] routed \S+ decode'
+# The simulated server speaks SGLang's memory API: one server at a time (the demo's node has
+# one GPU), each side loads once and every switch is a wake, which the estimate counts too.
+memory-api = "sglang"
 
 [tests]
 unit = ["test/unit/{model}"]

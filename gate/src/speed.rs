@@ -23,6 +23,8 @@
 //! [`ToDecide`] says what more pairs would decide it; which verdict state that is, is the
 //! verdict's business (`docs/gate.md`, "Fail closed").
 
+pub mod blocks;
+
 use crate::config::{GateConfig, SequentialConfig};
 use std::cell::RefCell;
 use std::collections::BTreeMap;

@@ -13,6 +13,9 @@ pub struct ModelTime {
     pub gpus: u32,
     /// Its phases, in the runner's order (install, servers, tests, accuracy, speed).
     pub phases: Vec<PhaseTime>,
+    /// How its two servers shared the node, what that took and why, in the runner's words
+    /// (`prgate_runner::gpu_time::ServersUsed::words`), when its servers ran.
+    pub servers: Option<String>,
 }
 
 /// One phase of a model's GPU time.
@@ -36,8 +39,9 @@ impl ModelTime {
     }
 }
 
-/// The line: per model its GPU time against its estimate and its phases, then the total, e.g.
-/// `alpha (2 GPUs): 1.2 GPU-h of 3.0 estimated · install 0.1 GPU-h, servers 0.3 GPU-h, ...`.
+/// The line: per model its GPU time against its estimate, its phases and how its servers shared
+/// the node, then the total, e.g. `alpha (2 GPUs): 1.2 GPU-h of 3.0 estimated · install 0.1
+/// GPU-h, servers 0.3 GPU-h, ... · one server at a time, switched by ...: 2 loads, ...`.
 /// Models that held no GPU (the common checks) are left out; `None` when no model did.
 pub fn words(models: &[ModelTime]) -> Option<String> {
     let holding: Vec<&ModelTime> = models.iter().filter(|model| model.gpus > 0).collect();
@@ -65,7 +69,9 @@ pub fn words(models: &[ModelTime]) -> Option<String> {
             } else {
                 format!(" · {}", phases.join(", "))
             };
-            format!("{name} ({gpus}): {}{estimate}{phases}", amount(model.measured()))
+            let servers =
+                model.servers.as_ref().map(|words| format!(" · {words}")).unwrap_or_default();
+            format!("{name} ({gpus}): {}{estimate}{phases}{servers}", amount(model.measured()))
         })
         .collect();
     if holding.len() > 1 {
@@ -107,6 +113,7 @@ mod tests {
                     estimate_gpu_seconds,
                 })
                 .collect(),
+            servers: None,
         }
     }
 
@@ -139,6 +146,16 @@ mod tests {
             ],
             Some(
                 "a (1 GPU): 0.5 GPU-min · tests 0.5 GPU-min; b (2 GPUs): 3.0 GPU-s of 0.3 GPU-h estimated · tests 3.0 GPU-s; total 0.6 GPU-min",
+            ),
+        ); // The servers' design, after the phases.
+        let blocked = ModelTime {
+            servers: Some("one server at a time, blocked reloads (blocks of 2 runs): 6 loads, 0 wakes, 5 switches, because base's recipe says server.memory-api = \"none\"".to_owned()),
+            ..model(Some("a"), 1, &[("speed", 30.0, None)])
+        };
+        check(
+            &[blocked],
+            Some(
+                "a (1 GPU): 0.5 GPU-min · speed 0.5 GPU-min · one server at a time, blocked reloads (blocks of 2 runs): 6 loads, 0 wakes, 5 switches, because base's recipe says server.memory-api = \"none\"",
             ),
         );
     }

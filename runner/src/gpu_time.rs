@@ -25,7 +25,19 @@
 //! ```
 //!
 //! `model` is null for the common checks; every phase is listed, in the order above;
-//! `estimate_*` is absent when there is no estimate (no valid recipe).
+//! `estimate_*` is absent when there is no estimate (no valid recipe). A model whose servers ran
+//! has `servers`, how its two servers shared the node and what that took ([`ServersUsed`]):
+//!
+//! ```json
+//! "servers": { "design": "blocked", "loads": 8, "wakes": 0, "switches": 7, "block_runs": 3,
+//!              "why": "base's recipe says server.memory-api = \"none\"" }
+//! ```
+//!
+//! `design` is `together` (both up at once on disjoint GPUs), `sglang` or `vllm` (one at a time,
+//! switched by that engine's memory release and resume), or `blocked` (one at a time, every
+//! switch a reload: the speed runs in blocks of `block_runs` runs a cell on each load,
+//! `prgate_gate::speed::blocks`). `switches` counts every load or wake after the first server's
+//! load; `why` says what chose the design.
 //!
 //! # The node's history: `<cache-dir>/gpu-hours.jsonl` (`schema_version` 1)
 //!
@@ -179,6 +191,64 @@ pub struct TargetTime {
     /// The GPUs its run holds.
     pub gpus: u32,
     pub phases: Vec<PhaseTime>,
+    /// How its servers shared the node, when they ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub servers: Option<ServersUsed>,
+}
+
+/// How a model's two servers shared the node in a run, and what that took.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServersUsed {
+    pub design: ServerDesign,
+    /// Server loads (a start until healthy), both sides.
+    pub loads: u32,
+    /// Wakes of a released server, both sides.
+    pub wakes: u32,
+    /// Loads and wakes after the first server's load.
+    pub switches: u32,
+    /// The runs of a cell on one load (`1` but in the blocked design).
+    pub block_runs: u32,
+    /// What chose the design, in words.
+    pub why: String,
+}
+
+impl ServersUsed {
+    /// The design in words, as the run's notes and the comment say it: `one server at a time, blocked reloads (blocks of 3 runs):
+    /// 8 loads, 0 wakes, 7 switches, because base's recipe says server.memory-api = "none"`.
+    pub fn words(&self) -> String {
+        let how = match self.design {
+            ServerDesign::Together => "both servers up together",
+            ServerDesign::Sglang => {
+                "one server at a time, switched by SGLang's memory release and resume"
+            }
+            ServerDesign::Vllm => "one server at a time, switched by vLLM's sleep and wake-up",
+            ServerDesign::Blocked => "one server at a time, blocked reloads",
+        };
+        let blocks = if self.design == ServerDesign::Blocked {
+            format!(" (blocks of {} runs)", self.block_runs)
+        } else {
+            String::new()
+        };
+        format!(
+            "{how}{blocks}: {} loads, {} wakes, {} switches, because {}",
+            self.loads, self.wakes, self.switches, self.why
+        )
+    }
+}
+
+/// The ways a model's two servers share a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ServerDesign {
+    /// Both up at once, on disjoint GPUs.
+    Together,
+    /// One at a time, switched by SGLang's memory release and resume.
+    Sglang,
+    /// One at a time, switched by vLLM's sleep and wake-up.
+    Vllm,
+    /// One at a time, every switch a reload: the speed runs in blocks.
+    Blocked,
 }
 
 /// One line of the node's history.
@@ -230,7 +300,13 @@ impl TargetTime {
                 }
             })
             .collect();
-        TargetTime { schema_version: SCHEMA_VERSION, model: model.map(str::to_owned), gpus, phases }
+        TargetTime {
+            schema_version: SCHEMA_VERSION,
+            model: model.map(str::to_owned),
+            gpus,
+            phases,
+            servers: None,
+        }
     }
 
     /// `self` with `earlier`'s measured time added (a resumed run into the same directory).
@@ -241,6 +317,8 @@ impl TargetTime {
                 phase.gpu_seconds += before.gpu_seconds;
             }
         }
+        // A resumed run whose servers were not needed again keeps the earlier run's design.
+        self.servers = self.servers.or_else(|| earlier.servers.clone());
         self
     }
 

@@ -42,6 +42,9 @@ pub use history::{History, HistoryError};
 /// A server's start, until it answers its health check; how many a model takes is
 /// [`cost::counts`]'s.
 pub const SERVER_STARTUP: Duration = Duration::from_secs(10 * 60);
+/// A released server taking its memory back (SGLang's resume, vLLM's wake-up) and its warm-up
+/// request: tens of seconds on a real node, where a load takes minutes.
+pub const SERVER_WAKE: Duration = Duration::from_secs(30);
 /// The gateway probe before a server starts in a container (`docs/container.md`; 3.7 s
 /// measured on the demo's node).
 pub const GATEWAY_PROBE: Duration = Duration::from_secs(4);
@@ -56,6 +59,10 @@ pub const ACCURACY_BENCHMARK: Duration = Duration::from_secs(20 * 60);
 /// The pairs a speed cell takes before the gate decides it (the runner's progress estimate,
 /// from the gate's simulation: 4.9 on average at a CV of 2%).
 pub const EXPECTED_PAIRS: u32 = 5;
+/// The block pairs a speed cell takes in the blocked design (a server with no memory API; from
+/// `prgate_gate::speed::blocks`'s simulation: 4.75 on average at a run CV of 2% and no
+/// load-to-load effect, 3.7 at 1%, more with a load effect).
+pub const EXPECTED_BLOCK_PAIRS: u32 = 5;
 /// The time per output token assumed for a speed run.
 pub const ASSUMED_TPOT: Duration = Duration::from_millis(20);
 /// What a speed run takes besides its decoding: the client's start, prefill, the tail.
@@ -294,13 +301,19 @@ pub fn estimate_model_on(
         }
     }
     let cells = recipe.speed().map_or(0, |sweep| count(sweep.concurrencies_for(!full).len()));
+    // Base's recipe is the contract: what it says of the memory API is what the run uses.
+    let switching = cost::Switching::declared(recipe.server().memory_api);
+    let pairs = match switching {
+        cost::Switching::Wake => EXPECTED_PAIRS,
+        cost::Switching::Blocked { .. } => EXPECTED_BLOCK_PAIRS,
+    };
     let work = cost::Work {
         layout: cost::Layout::on_any_of(node_gpus.iter().copied(), recipe),
         pr_work_first: !tests.serving.is_empty() || (full && !recipe.accuracy().is_empty()),
         cells,
-        pairs: EXPECTED_PAIRS,
+        pairs,
         probed: true,
-        wakes: false,
+        switching,
     };
     let counts = cost::counts(&work);
     if let Some(sweep) = recipe.speed() {
@@ -313,7 +326,9 @@ pub fn estimate_model_on(
             .saturating_add(SPEED_RUN_OVERHEAD);
         // A cell's runs, and its share of the speed phase's server switches (one at a time).
         let cells = cells.max(1);
-        let switches = (SERVER_STARTUP + GATEWAY_PROBE).saturating_mul(counts.speed_loads) / cells;
+        let switches = ((SERVER_STARTUP + GATEWAY_PROBE).saturating_mul(counts.speed_loads)
+            + SERVER_WAKE.saturating_mul(counts.wakes))
+            / cells;
         let cell = run.saturating_mul(counts.runs / cells).saturating_add(switches);
         for &concurrency in sweep.concurrencies_for(!full) {
             measured.push((Part::SpeedCell { concurrency }, cell));

@@ -12,6 +12,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use tempfile::TempDir;
 
+use prgate_runner::schedule::cost::Switching;
+
 use crate::support::{Repo, Run, prgate};
 
 const MANIFEST: &str = r#"[scope]
@@ -913,8 +915,9 @@ fn the_servers_get_disjoint_gpus_or_take_turns_with_base_runs_bracketing() {
     assert_eq!(server_loads(&fixture, "results"), [("base".to_owned(), 1), ("pr".to_owned(), 1)]);
 
     // One GPU, servers without a memory API: one server at a time on GPU 0, each switch a
-    // reload; every PR run is bracketed by base runs, a pair's closing base run opening the
-    // next (2n + 1 runs per cell).
+    // reload, so the blocked design: each cell's runs in blocks of two on each load, every PR
+    // block bracketed by base blocks, a pair's closing base block opening the next (2n + 1
+    // blocks per cell).
     let fixture = Fixture::new(&Sample {
         gate: TWO_PAIRS,
         gpus: 1,
@@ -942,29 +945,43 @@ fn the_servers_get_disjoint_gpus_or_take_turns_with_base_runs_bracketing() {
     }
     assert_eq!(pairs[0]["outcome"]["base_runs_ms"][1], pairs[1]["outcome"]["base_runs_ms"][0]);
     // The loads, from the events: the PR's side first (serving tests, accuracy), then base's,
-    // whose server opens the speed pairs; then PR, base per pair; the routing lines are read
-    // from the logs the servers wrote (no restart). 2 + 2n loads for n pairs: base 3, PR 3
-    // (before: a restart for the first opening base run and one for the PR's routing line, 8).
+    // whose server opens the speed pairs; then PR, base per block pair; the routing lines are
+    // read from the logs the servers wrote (no restart). 2 + 2n loads for n block pairs: base
+    // 3, PR 3 (before: a restart for the first opening base run and one for the PR's routing
+    // line, 8).
     assert_eq!(server_loads(&fixture, "results"), [("base".to_owned(), 3), ("pr".to_owned(), 3)]);
     // The estimate's formula counts the same: loads, and runs (from the evidence: each cell's
-    // PR runs and its distinct base runs, 2n + 1).
-    let counted = one_at_a_time_counts(false);
+    // PR blocks and its distinct base blocks, 2n + 1, of two runs each).
+    let counted = one_at_a_time_counts(Switching::Blocked { runs: 2 });
     assert_eq!(counted.loads(), 6);
-    let mut runs = 0;
+    let mut blocks = 0;
     for concurrency in [1, 2] {
         let mut base: Vec<u64> = Vec::new();
         for index in 0..2 {
             let name = format!("alpha.speed.both.concurrency-{concurrency}-pair-{index}");
             let pair = fixture.record("results", &name);
-            runs += 1;
-            for run in pair["outcome"]["base_runs_ms"].as_array().expect("two base runs") {
-                base.push(run.as_f64().expect("ms").to_bits());
+            blocks += 1;
+            for block in pair["outcome"]["base_runs_ms"].as_array().expect("two base blocks") {
+                base.push(block.as_f64().expect("ms").to_bits());
             }
         }
         base.dedup();
-        runs += base.len();
+        blocks += base.len();
     }
-    assert_eq!(u32::try_from(runs).ok(), Some(counted.runs));
+    assert_eq!(u32::try_from(2 * blocks).ok(), Some(counted.runs));
+    // A blocked cell is judged without the node's run-to-run calibration: none is recorded.
+    let noise = fixture.evidence("results").join("alpha.speed.both.concurrency-1-noise.json");
+    assert!(!noise.exists(), "a blocked cell recorded a calibration");
+    // Which design ran, how many loads and switches, and why: in the run's notes and its
+    // GPU-time file (which the comment shows).
+    let words = "one server at a time, blocked reloads (blocks of 2 runs): 6 loads, 0 wakes, 5 switches, because the PR server answered neither SGLang's nor vLLM's memory API";
+    assert!(run.stderr.contains(words), "{}", run.stderr);
+    let time = std::fs::read_to_string(fixture.results("results").join("gpu-time/alpha.json"))
+        .expect("the GPU-time file");
+    let time: serde_json::Value = serde_json::from_str(&time).expect("JSON");
+    assert_eq!(time["servers"]["design"], "blocked", "{time}");
+    assert_eq!(time["servers"]["loads"], 6, "{time}");
+    assert_eq!(time["servers"]["block_runs"], 2, "{time}");
     for side in ["base", "pr"] {
         let routing = fixture.record("results", &format!("alpha.routing.{side}"));
         assert_eq!(routing["outcome"]["routed"], true, "{routing}");
@@ -988,8 +1005,8 @@ fn the_servers_get_disjoint_gpus_or_take_turns_with_base_runs_bracketing() {
 }
 
 /// What the cost formula counts for these tests' sample: one server at a time, the PR side's
-/// server work first, two cells of two pairs; switching by wakes or by loads.
-fn one_at_a_time_counts(wakes: bool) -> prgate_runner::schedule::cost::Counts {
+/// server work first, two cells of two pairs; switching by wakes or by loads in blocks.
+fn one_at_a_time_counts(switching: Switching) -> prgate_runner::schedule::cost::Counts {
     use prgate_runner::schedule::cost::{Layout, Work, counts};
     counts(&Work {
         layout: Layout::OneAtATime,
@@ -997,7 +1014,7 @@ fn one_at_a_time_counts(wakes: bool) -> prgate_runner::schedule::cost::Counts {
         cells: 2,
         pairs: 2,
         probed: false,
-        wakes,
+        switching,
     })
 }
 
@@ -1022,7 +1039,7 @@ fn one_server_at_a_time_loads_each_side_once_and_switches_by_its_memory_api() {
         let wakes = server_events(&fixture, "results", "server-woken");
         assert_eq!(wakes, [("base".to_owned(), 2), ("pr".to_owned(), 2)], "{api}");
         // The cost formula counts the same, switching by wakes.
-        let counted = one_at_a_time_counts(true);
+        let counted = one_at_a_time_counts(Switching::Wake);
         assert_eq!((counted.loads(), counted.wakes), (2, 4), "{api}");
         let released = server_events(&fixture, "results", "server-released");
         assert_eq!(released, [("base".to_owned(), 2), ("pr".to_owned(), 3)], "{api}");
@@ -1044,7 +1061,12 @@ fn one_server_at_a_time_loads_each_side_once_and_switches_by_its_memory_api() {
         }
         // The run says which design ran and what it took.
         assert!(run.stderr.contains(words), "{api}: {}", run.stderr);
-        assert!(run.stderr.contains("2 loads, 4 wakes"), "{api}: {}", run.stderr);
+        assert!(run.stderr.contains("2 loads, 4 wakes, 5 switches"), "{api}: {}", run.stderr);
+        let time = std::fs::read_to_string(fixture.results("results").join("gpu-time/alpha.json"))
+            .expect("the GPU-time file");
+        let time: serde_json::Value = serde_json::from_str(&time).expect("JSON");
+        assert_eq!(time["servers"]["design"], api, "{time}");
+        assert_eq!(time["servers"]["block_runs"], 1, "{time}");
         assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
     }
 }
@@ -1071,6 +1093,16 @@ fn a_recipe_that_names_its_memory_api_is_not_probed() {
         assert_eq!(woken, Vec::<(String, usize)>::new(), "{declared}");
         let released = server_events(&fixture, "results", "server-released");
         assert_eq!(released, Vec::<(String, usize)>::new(), "{declared}");
+        // The blocked design, and why: the recipe's word, or the API it named refused.
+        let why = if declared.contains("none") {
+            "base's recipe says server.memory-api = \"none\""
+        } else {
+            "the PR server refused the vllm memory API its recipe names"
+        };
+        let words = format!(
+            "one server at a time, blocked reloads (blocks of 2 runs): 6 loads, 0 wakes, 5 switches, because {why}"
+        );
+        assert!(run.stderr.contains(&words), "{declared}: {}", run.stderr);
         assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
     }
     // Declared and spoken alike: switched by wakes from the first release, as when probed.

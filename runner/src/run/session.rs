@@ -168,6 +168,7 @@ impl<'r> Session<'r> {
             deadline: request.time_limit.map(|limit| Instant::now() + limit),
             installed: BTreeMap::new(),
             speed_since: None,
+            servers_used: None,
             clock: crate::gpu_time::PhaseClock::default(),
             exec: exec_of(request, &self.processes),
         })
@@ -437,6 +438,7 @@ pub(super) fn run_targets(
         let mut job = model_job(model, recipes, target, selection, facts);
         job.no_checkpoint = no_checkpoint(failure, recipes);
         runner.clock.take();
+        runner.servers_used = None;
         runner.model(&job)?;
         let (gpus, estimate) = match &recipes.pr {
             RecipeSource::Parsed { recipe, .. } => (
@@ -450,8 +452,9 @@ pub(super) fn run_targets(
             ),
             _ => (0, None),
         };
-        let spent =
+        let mut spent =
             TargetTime::new(Some(&model.name), gpus, &runner.clock.take(), estimate.as_ref());
+        spent.servers = runner.servers_used.take();
         times.push((model.name.clone(), spent));
     }
     Ok(times)

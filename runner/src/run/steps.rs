@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use prgate_gate::evidence::{Check, KernelSamples, NotRunReason, Outcome, Provenance, Side};
-use prgate_gate::speed::{Calibration, CellContext, Pair, judge_cell, needs_another_pair};
+use prgate_gate::speed::{
+    Calibration, CellContext, Pair, blocks, judge_cell, needs_another_pair,
+};
 use prgate_scope::plan::ModelPlan;
 
 use super::emit::{Emitter, ServerEvents};
@@ -28,10 +30,11 @@ use super::{RunError, RunRequest, RunSummary, any_missing, evidence, not_run, re
 use crate::accuracy::{self, EvalConfig, gated, sgl_eval};
 use crate::bench::{self, BenchConfig, Endpoint};
 use crate::cache::{AccuracyKey, Cache, NoiseKey};
-use crate::gpu_time::{Phase, PhaseClock};
+use crate::gpu_time::{Phase, PhaseClock, ServerDesign, ServersUsed};
 use crate::job::{CommonSource, RecipeSource};
 use crate::junit::{self, PytestCommand};
 use crate::key::Key;
+use crate::recipe::memory_api::MemoryApiKey;
 use crate::recipe::timing::parse_timing_output;
 use crate::recipe::{
     AccuracyBenchmark, Evaluator, ExternalSpeed, Install, Recipe, RoutingLogged, SpeedBenchmark,
@@ -69,6 +72,9 @@ pub(super) struct Runner<'r> {
     /// In a model's speed phase, when its last speed record closed (or the phase began): the
     /// next record's step started then, so the records split the phase's time between them.
     pub speed_since: Option<u64>,
+    /// How the last model's servers shared the node, for its GPU-time file (taken by the
+    /// session after each model).
+    pub servers_used: Option<ServersUsed>,
 }
 
 /// A step whose `step-started` is out, whose work runs before [`Runner::close_step`].
@@ -613,9 +619,11 @@ impl Runner<'_> {
                 self.routing(job, recipe, &mut servers, side)?;
             }
         }
-        if let Some(design) = servers.design() {
-            self.summary.notes.push(design);
+        let used = servers.used();
+        if let Some(used) = used.as_ref().filter(|used| used.design != ServerDesign::Together) {
+            self.summary.notes.push(format!("{}: {}", job.name(), used.words()));
         }
+        self.servers_used = used;
         // Dropping the servers stops them.
         let _phase = self.clock.enter(Phase::Servers);
         drop(servers);
@@ -1009,8 +1017,9 @@ impl Runner<'_> {
         }
     }
 
-    /// The job plan's speed cells (`concurrencies`) still open, each with the pairs it has and its calibrated noise (a
-    /// `speed-noise` record is written when the cache has one and the cell has none yet).
+    /// The job plan's speed cells (`concurrencies`) still open, each with the pairs it has and
+    /// its calibrated noise (when the cache has one and the cell has none yet, its `speed-noise`
+    /// record is written with the cell's first pair, and dropped when that pair is of blocks).
     fn open_cells(
         &mut self,
         job: &ModelJob<'_>,
@@ -1031,20 +1040,17 @@ impl Runner<'_> {
             let recorded = recorded.get(&concurrency);
             // The calibration is fixed before a cell's first pair, never added to a cell
             // judged already.
-            let noise_part = Part::Noise { concurrency };
             let noise_key = self.noise_key(job, recipe, sweep, concurrency);
             let mut noise = recorded.and_then(|cell| cell.noise);
+            let mut unrecorded_noise = false;
             if recorded.is_none_or(|cell| cell.pairs.is_empty())
                 && noise.is_none()
                 && let Some(calibration) = self.cache.noise(&noise_key)
             {
-                let outcome = Outcome::SpeedNoise {
-                    concurrency,
-                    log_ratio_variance: calibration.log_ratio_variance,
-                    samples: Some(calibration.samples),
-                };
-                self.record(subject, Check::Speed, Side::Both, Some(&noise_part), outcome)?;
+                // Recorded with the cell's first pair, unless that pair is of blocks
+                // (`record_pair`).
                 noise = Some(calibration);
+                unrecorded_noise = true;
             }
             let pairs: Vec<Pair> = recorded
                 .map(|cell| cell.pairs.iter().map(|(_, pair)| *pair).collect())
@@ -1055,9 +1061,11 @@ impl Runner<'_> {
                 covered,
                 pairs,
                 noise,
+                unrecorded_noise,
                 noise_key,
                 aa_differences: Vec::new(),
                 closed: false,
+                blocked: false,
             };
             if self.cell_open(&cell) {
                 cells.push(cell);
@@ -1153,9 +1161,10 @@ impl Runner<'_> {
             }
             return Ok(());
         }
-        // One server at a time, in rounds: an opening base run for each cell that has none, a
-        // PR run for each open cell, then a base run for each that closes its pair and opens
-        // the cell's next one (2n + 1 runs for n pairs).
+        // One server at a time, in rounds of blocks (a block: a cell's runs on one load of a
+        // side, one run when switching does not reload): an opening base block for each cell
+        // that has none, a PR block for each open cell, then a base block for each that closes
+        // its pair and opens the cell's next one (2n + 1 blocks for n pairs).
         let mut opening: BTreeMap<u32, f64> = BTreeMap::new();
         loop {
             let open: Vec<usize> = (0..cells.len())
@@ -1169,21 +1178,21 @@ impl Runner<'_> {
                 if opening.contains_key(&concurrency) {
                     continue;
                 }
-                match self.measure(job, sweep, servers, Side::Base, &cells[at]) {
-                    Ok(tpot) => {
-                        opening.insert(concurrency, tpot);
+                match self.measure_block(job, sweep, servers, Side::Base, &cells[at]) {
+                    Ok(block) => {
+                        opening.insert(concurrency, block);
                     }
                     Err(failure) => self.cell_failed(job, &mut cells[at], Side::Base, failure)?,
                 }
             }
-            let mut pr_runs: BTreeMap<u32, f64> = BTreeMap::new();
+            let mut pr_blocks: BTreeMap<u32, f64> = BTreeMap::new();
             for &at in &open {
                 if cells[at].closed {
                     continue;
                 }
-                match self.measure(job, sweep, servers, Side::Pr, &cells[at]) {
-                    Ok(tpot) => {
-                        pr_runs.insert(cells[at].concurrency, tpot);
+                match self.measure_block(job, sweep, servers, Side::Pr, &cells[at]) {
+                    Ok(block) => {
+                        pr_blocks.insert(cells[at].concurrency, block);
                     }
                     Err(failure) => self.cell_failed(job, &mut cells[at], Side::Pr, failure)?,
                 }
@@ -1191,22 +1200,24 @@ impl Runner<'_> {
             for &at in &open {
                 let concurrency = cells[at].concurrency;
                 let (Some(&pr), Some(&before)) =
-                    (pr_runs.get(&concurrency), opening.get(&concurrency))
+                    (pr_blocks.get(&concurrency), opening.get(&concurrency))
                 else {
                     continue;
                 };
-                match self.measure(job, sweep, servers, Side::Base, &cells[at]) {
+                match self.measure_block(job, sweep, servers, Side::Base, &cells[at]) {
                     Ok(after) => {
-                        self.record_pair(job, &mut cells[at], [before, after], pr)?;
+                        let blocked = servers.block_runs() > 1;
+                        self.record_pair(job, &mut cells[at], [before, after], pr, blocked)?;
                         opening.insert(concurrency, after);
                     }
                     Err(failure) => self.cell_failed(job, &mut cells[at], Side::Base, failure)?,
                 }
             }
         }
-        // Only a base side that ran nothing of the PR's calibrates the node.
+        // Only a base side that ran nothing of the PR's calibrates the node, and only with runs
+        // on one load: a blocked cell's A/A differences are between loads.
         if job.cacheable {
-            for cell in &cells {
+            for cell in cells.iter().filter(|cell| !cell.blocked) {
                 self.calibrate(cell);
             }
         }
@@ -1240,7 +1251,7 @@ impl Runner<'_> {
             });
             match measured {
                 Ok((before, pr, after)) => {
-                    self.record_pair(job, cell, [before, after], pr)?;
+                    self.record_pair(job, cell, [before, after], pr, false)?;
                     opening = Some(after);
                 }
                 Err((side, failure)) => return self.cell_failed(job, cell, side, failure),
@@ -1249,18 +1260,42 @@ impl Runner<'_> {
         Ok(())
     }
 
-    /// Records a bracketed pair: its two base runs (before and after) and its PR run.
+    /// Records a bracketed pair: its two base runs (before and after) and its PR run, or with
+    /// `blocked` its three blocks' values (`prgate_gate::speed::blocks`). The cell's first pair
+    /// records its calibration from the cache, unless it is of blocks: a blocked cell is judged
+    /// without one.
     fn record_pair(
         &mut self,
         job: &ModelJob<'_>,
         cell: &mut Cell,
         base_runs_ms: [f64; 2],
         pr_tpot_ms: f64,
+        blocked: bool,
     ) -> Result<(), RunError> {
+        if blocked {
+            cell.blocked = true;
+            cell.noise = blocks::blocked_context(&CellContext {
+                cells: 1,
+                gain_required: false,
+                calibration: cell.noise,
+            })
+            .calibration;
+        }
+        if std::mem::take(&mut cell.unrecorded_noise)
+            && let Some(calibration) = cell.noise
+        {
+            let outcome = Outcome::SpeedNoise {
+                concurrency: cell.concurrency,
+                log_ratio_variance: calibration.log_ratio_variance,
+                samples: Some(calibration.samples),
+            };
+            let part = Part::Noise { concurrency: cell.concurrency };
+            self.record(&job.subject, Check::Speed, Side::Both, Some(&part), outcome)?;
+        }
         let index = u32::try_from(cell.pairs.len()).unwrap_or(u32::MAX);
         let part = Part::Pair { concurrency: cell.concurrency, index };
         let [before, after] = base_runs_ms;
-        let pair = Pair::bracketed(before, pr_tpot_ms, after);
+        let pair = blocks::block_pair(before, pr_tpot_ms, after);
         let outcome = Outcome::SpeedPair {
             concurrency: cell.concurrency,
             index,
@@ -1306,6 +1341,28 @@ impl Runner<'_> {
                 cell.concurrency
             ));
         }
+    }
+
+    /// One block of `side`'s runs of `cell` on one load of its server: one run when switching
+    /// does not reload, else [`blocks::BLOCK_RUNS`] (the blocked design, known after the
+    /// block's first run, whose switch probes the other server's memory API); the block's
+    /// value, its runs' median.
+    fn measure_block(
+        &self,
+        job: &ModelJob<'_>,
+        sweep: &SpeedSweep,
+        servers: &mut Servers<'_>,
+        side: Side,
+        cell: &Cell,
+    ) -> Result<f64, ServerFailure> {
+        let mut runs = vec![self.measure(job, sweep, servers, side, cell)?];
+        while runs.len() < servers.block_runs() {
+            runs.push(self.measure(job, sweep, servers, side, cell)?);
+        }
+        blocks::block_value(&runs).ok_or_else(|| ServerFailure {
+            reason: NotRunReason::Crash,
+            detail: format!("no finite median TPOT in the block's runs: {runs:?}"),
+        })
     }
 
     /// One speed run on `side`: its median TPOT, or why there is none.
@@ -1494,6 +1551,7 @@ impl<'r> Runner<'r> {
             events: self.emit.servers(),
             apis: declared.map(|(api, _)| api),
             no_api: declared.map(|(_, none)| none),
+            keys: recipes.map(|side| side.server().memory_api),
             loads: [0, 0],
             wakes: [0, 0],
         })
@@ -1541,6 +1599,8 @@ pub(super) struct Servers<'a> {
     /// Each side's memory API, once a release found it; `no_api` once a probe found none.
     apis: [Option<MemoryApi>; 2],
     no_api: [bool; 2],
+    /// What each side's recipe says of its memory API (`server.memory-api`).
+    keys: [MemoryApiKey; 2],
     /// Each side's loads and wakes so far.
     loads: [u32; 2],
     wakes: [u32; 2],
@@ -1665,19 +1725,67 @@ impl Servers<'_> {
         }
     }
 
-    /// Which design ran and what it took, for the run's notes: `None` with both up at once.
-    fn design(&self) -> Option<String> {
-        if self.together {
-            return None;
-        }
+    /// The runs of a block: [`blocks::BLOCK_RUNS`] one at a time when a switch reloads a
+    /// server (a side's is known to speak no memory API, or the model is a topology, whose
+    /// servers are stopped): the blocked design; else one.
+    fn block_runs(&self) -> usize {
+        let reloads = self.no_api.iter().any(|&none| none) || self.recipe.topology().is_some();
+        if !self.together && reloads { blocks::BLOCK_RUNS } else { 1 }
+    }
+
+    /// Which design ran, what it took and why, for the GPU-time file and the comment; `None`
+    /// when no server was loaded (none was needed, or none came up).
+    fn used(&self) -> Option<ServersUsed> {
         let loads = self.loads[0] + self.loads[1];
         let wakes = self.wakes[0] + self.wakes[1];
-        let how = match (self.apis[0].or(self.apis[1]), wakes) {
-            (Some(MemoryApi::Sglang), 1..) => "switched by SGLang's memory release and resume",
-            (Some(MemoryApi::Vllm), 1..) => "switched by vLLM's sleep and wake-up",
-            _ => "no memory API: each switch stopped one server and loaded the other",
+        if loads == 0 {
+            return None;
+        }
+        let block_runs = u32::try_from(self.block_runs()).unwrap_or(u32::MAX);
+        let side_name = |at: usize| if at == 0 { "base" } else { "PR" };
+        let (design, why) = if self.together {
+            (ServerDesign::Together, "the node has GPUs for both servers at once".to_owned())
+        } else if self.recipe.topology().is_some() {
+            (ServerDesign::Blocked, "a topology's servers are stopped and loaded again".to_owned())
+        } else if let Some(at) = [0, 1].into_iter().find(|&at| self.keys[at] == MemoryApiKey::None)
+        {
+            let why = format!("{}'s recipe says server.memory-api = \"none\"", side_name(at));
+            (ServerDesign::Blocked, why)
+        } else if let Some(at) = [1, 0].into_iter().find(|&at| self.no_api[at]) {
+            // One at a time, the PR's server is released (probed) first.
+            let why = match self.keys[at] {
+                MemoryApiKey::Sglang | MemoryApiKey::Vllm => format!(
+                    "the {} server refused the {} memory API its recipe names",
+                    side_name(at),
+                    self.keys[at].name()
+                ),
+                _ => format!(
+                    "the {} server answered neither SGLang's nor vLLM's memory API",
+                    side_name(at)
+                ),
+            };
+            (ServerDesign::Blocked, why)
+        } else {
+            let at = if self.apis[0].is_some() { 0 } else { 1 };
+            let design = match self.apis[at] {
+                Some(MemoryApi::Vllm) => ServerDesign::Vllm,
+                _ => ServerDesign::Sglang,
+            };
+            let why = match self.keys[at] {
+                MemoryApiKey::Sglang | MemoryApiKey::Vllm => format!(
+                    "{}'s recipe says server.memory-api = \"{}\"",
+                    side_name(at),
+                    self.keys[at].name()
+                ),
+                _ if self.apis[at].is_some() => {
+                    format!("the {} server answered that memory API", side_name(at))
+                }
+                _ => "no switch needed a memory API".to_owned(),
+            };
+            (design, why)
         };
-        Some(format!("{}: one server at a time, {how}: {loads} loads, {wakes} wakes", self.model))
+        let switches = (loads + wakes).saturating_sub(1);
+        Some(ServersUsed { design, loads, wakes, switches, block_runs, why })
     }
 
     /// The failure of a run on `side`'s server; when its process has exited, the server is
@@ -1708,6 +1816,10 @@ pub(super) struct Cell {
     aa_differences: Vec<f64>,
     /// Failed: no more pairs.
     closed: bool,
+    /// `noise` came from the cache and its `speed-noise` record is not written yet.
+    unrecorded_noise: bool,
+    /// Some pair of this run is of blocks (`prgate_gate::speed::blocks`).
+    blocked: bool,
 }
 
 /// Whether a cell with `pairs` and `noise` (covered or not) needs another pair: the gate's

@@ -12,17 +12,26 @@
 //! runs of the round on the server that is up). A cell of `n` pairs takes `2n + 1` runs: a
 //! pair's closing base run opens the next.
 //!
-//! Switching by the engines' memory release (the runner probes a server for SGLang's or
-//! vLLM's API at its first switch, `crate::run`), each side loads once and every later switch
-//! is a wake. The estimate cannot know before the run whether a server speaks one, so it counts
-//! reloads (`wakes: false`, the upper bound a time limit needs) until a recipe declares it.
+//! How one at a time switches is [`Switching`]. By the engines' memory release (the recipe's
+//! `server.memory-api` names SGLang's or vLLM's API, or the runner finds one by probing at the
+//! first switch, `crate::run`), each side loads once and every later switch is a wake. A server
+//! with neither (`none`, or a probe that finds none; a topology) reloads at every switch, so the
+//! runner measures in **blocks**: a cell's [`BLOCK_RUNS`] runs on each load, a block pair's
+//! PR block between two base blocks (`prgate_gate::speed::blocks`, whose unit of evidence is the
+//! block); `pairs` then counts block pairs, two loads each. Before a run the estimate knows
+//! only the recipe: `sglang` and `vllm` count wakes; `probe` and `none` count blocks, the
+//! costlier design and so the upper bound a time limit needs (`probe` on a server that turns out
+//! to speak an API costs less than estimated).
 //!
 //! What it leaves to others: the durations of the units (the estimate's constants or the
 //! history), running the job (the runner).
 
 use std::time::Duration;
 
+use prgate_gate::speed::blocks::BLOCK_RUNS;
+
 use crate::recipe::Recipe;
+use crate::recipe::memory_api::MemoryApiKey;
 
 /// How a model's two servers share the node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +70,28 @@ impl Layout {
     }
 }
 
+/// How a one-at-a-time node switches from one server to the other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Switching {
+    /// By the engines' memory release: each side loads once, every later switch is a wake.
+    Wake,
+    /// Every switch reloads: the speed runs go in blocks of `runs` runs a cell on one load.
+    Blocked { runs: u32 },
+}
+
+impl Switching {
+    /// What the estimate counts for a recipe that says `key` of its memory API: wakes where it
+    /// names one, else blocks of [`BLOCK_RUNS`] (`probe`: the upper bound).
+    pub fn declared(key: MemoryApiKey) -> Switching {
+        match key {
+            MemoryApiKey::Sglang | MemoryApiKey::Vllm => Switching::Wake,
+            MemoryApiKey::Probe | MemoryApiKey::None => {
+                Switching::Blocked { runs: u32::try_from(BLOCK_RUNS).unwrap_or(u32::MAX) }
+            }
+        }
+    }
+}
+
 /// What a model's run holds while it runs: the nodes and GPUs its GPU time is counted on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Holds {
@@ -93,14 +124,13 @@ pub struct Work {
     /// Whether the PR side's server has work before the speed pairs (serving tests or
     /// accuracy): one at a time, it is then loaded before base's.
     pub pr_work_first: bool,
-    /// Speed cells, and the pairs each takes.
+    /// Speed cells, and the pairs each takes (block pairs in the blocked design).
     pub cells: u32,
     pub pairs: u32,
     /// Whether each server start runs a gateway probe first (container isolation).
     pub probed: bool,
-    /// Whether the servers switch by the engines' memory release (SGLang's release/resume,
-    /// vLLM's sleep/wake-up) instead of a reload, one at a time.
-    pub wakes: bool,
+    /// How the servers switch, one at a time.
+    pub switching: Switching,
 }
 
 /// The units a job costs.
@@ -108,7 +138,7 @@ pub struct Work {
 pub struct Counts {
     /// Server loads before the speed phase (each side's first).
     pub setup_loads: u32,
-    /// Server loads inside the speed phase (one at a time: every switch reloads).
+    /// Server loads inside the speed phase (one at a time, blocked: every switch reloads).
     pub speed_loads: u32,
     /// Wakes of a released server (switching by memory release), each with its warm-up.
     pub wakes: u32,
@@ -146,12 +176,17 @@ pub struct Units {
 /// The formula. Both servers are needed (the routing check reads each side's log).
 pub fn counts(work: &Work) -> Counts {
     let speed = work.cells > 0 && work.pairs > 0;
-    let runs = if speed { work.cells * (2 * work.pairs + 1) } else { 0 };
+    // A block is one run but in the blocked design, one at a time.
+    let block_runs = match (work.layout, work.switching) {
+        (Layout::OneAtATime, Switching::Blocked { runs }) => runs.max(1),
+        _ => 1,
+    };
+    let runs = if speed { work.cells * (2 * work.pairs + 1) * block_runs } else { 0 };
     let (setup_loads, speed_loads) = match work.layout {
         Layout::Together => (2, 0),
         // Base opens the pairs: loaded before them (after the PR's, when that has work first);
-        // each round then loads the PR's server and base's again. Without the PR's work first,
-        // the first round's PR run loads it (counted with the rounds).
+        // each round (a block pair) then loads the PR's server and base's again. Without the
+        // PR's work first, the first round's PR block loads it (counted with the rounds).
         Layout::OneAtATime if speed => {
             let setup = if work.pr_work_first { 2 } else { 1 };
             let rounds = 2 * work.pairs;
@@ -161,7 +196,8 @@ pub fn counts(work: &Work) -> Counts {
     };
     // Switching by memory release, each side loads once: a switch to a side already loaded is
     // a wake (the PR's first, without work before the pairs, is its load).
-    let (speed_loads, wakes) = if work.wakes && work.layout == Layout::OneAtATime && speed {
+    let waking = work.switching == Switching::Wake;
+    let (speed_loads, wakes) = if waking && work.layout == Layout::OneAtATime && speed {
         let first_pr_load = u32::from(!work.pr_work_first);
         (first_pr_load, speed_loads - first_pr_load)
     } else {
@@ -199,7 +235,7 @@ mod tests {
             cells: 2,
             pairs: 5,
             probed: false,
-            wakes: false,
+            switching: Switching::Blocked { runs: 1 },
         };
         assert_eq!(
             counts(&work),
@@ -212,13 +248,39 @@ mod tests {
         assert_eq!(counts(&no_pr_work).loads(), 11);
         let no_speed = Work { cells: 0, ..one };
         assert_eq!((counts(&no_speed).loads(), counts(&no_speed).runs), (2, 0));
-        let waking = Work { wakes: true, ..one };
+        let waking = Work { switching: Switching::Wake, ..one };
         assert_eq!(
             (counts(&waking).loads(), counts(&waking).wakes, counts(&waking).probes),
             (2, 10, 2)
         );
         let waking_late = Work { pr_work_first: false, ..waking };
         assert_eq!((counts(&waking_late).loads(), counts(&waking_late).wakes), (2, 9));
+    }
+
+    #[test]
+    fn blocked_the_runs_of_a_block_share_its_load_and_a_block_pair_costs_two() {
+        let work = Work {
+            layout: Layout::OneAtATime,
+            pr_work_first: true,
+            cells: 2,
+            pairs: 3,
+            probed: true,
+            switching: Switching::Blocked { runs: 2 },
+        };
+        // 2 setup loads and 2 a block pair; 2 cells of 2 × 3 + 1 blocks of 2 runs.
+        assert_eq!(
+            counts(&work),
+            Counts { setup_loads: 2, speed_loads: 6, wakes: 0, runs: 28, probes: 8 }
+        );
+        // Both up at once, there are no blocks.
+        let together = Work { layout: Layout::Together, ..work };
+        assert_eq!((counts(&together).loads(), counts(&together).runs), (2, 14));
+        // What the estimate counts from a recipe's key: `probe` the costlier design.
+        assert_eq!(Switching::declared(MemoryApiKey::Sglang), Switching::Wake);
+        assert_eq!(Switching::declared(MemoryApiKey::Vllm), Switching::Wake);
+        let blocks = Switching::Blocked { runs: 2 };
+        assert_eq!(Switching::declared(MemoryApiKey::None), blocks);
+        assert_eq!(Switching::declared(MemoryApiKey::Probe), blocks);
     }
 
     /// bench/gpu-cost.md's "after": one model, full tier, tp 8 on an 8-GPU node (one at a
@@ -232,7 +294,7 @@ mod tests {
             cells: 2,
             pairs: 5,
             probed: false,
-            wakes: false,
+            switching: Switching::Blocked { runs: 1 },
         };
         let minute = Duration::from_secs(60);
         let units =
@@ -242,8 +304,19 @@ mod tests {
         assert_eq!(counted.time(&units), 164 * minute);
         assert_eq!(counted.time(&units).as_secs() * 8 / 60, 1312);
         // Switching by memory release: 2 loads, 10 wakes, 69 min, 552 GPU-minutes.
-        let waking = counts(&Work { wakes: true, ..work });
+        let waking = counts(&Work { switching: Switching::Wake, ..work });
         assert_eq!((waking.loads(), waking.wakes, waking.runs), (2, 10, 22));
         assert_eq!(waking.time(&units).as_secs() * 8 / 60, 552);
+        // Blocked (no memory API), 2 runs a block, 5 block pairs (what the estimate counts): 12
+        // loads, 44 runs, 208 min, 1664 GPU-minutes; at 4 block pairs (two-run blocks take 3.7
+        // to 4.75 on average without a load effect, `prgate_gate::speed::blocks`): 10 loads, 36
+        // runs, 172 min, 1376 GPU-minutes.
+        let blocked = Work { switching: Switching::Blocked { runs: 2 }, ..work };
+        let five = counts(&blocked);
+        assert_eq!((five.loads(), five.wakes, five.runs), (12, 0, 44));
+        assert_eq!(five.time(&units).as_secs() * 8 / 60, 1664);
+        let four = counts(&Work { pairs: 4, ..blocked });
+        assert_eq!((four.loads(), four.runs), (10, 36));
+        assert_eq!(four.time(&units).as_secs() * 8 / 60, 1376);
     }
 }

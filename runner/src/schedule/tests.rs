@@ -64,9 +64,10 @@ fn check_estimate(plan: &ModelPlan, recipe: Option<&Recipe>, history: &History, 
 
 #[test]
 fn a_full_tier_from_the_recipe_runs_every_part_on_both_sides() {
-    // A speed run: 30s + 20ms · (1 + 10) waves · 1024 tokens = 255.28s; a cell is 11 runs
-    // (2n + 1) and, one server at a time (no node given), its share of the phase's 10
-    // switches (10m04s each, 5 cells): 46m48s + 20m08s.
+    // A speed run: 30s + 20ms · (1 + 10) waves · 1024 tokens = 255.28s; one server at a time
+    // (no node given) and no memory API named (`probe`: the blocked design, the upper bound),
+    // a cell is 11 blocks (2n + 1) of 2 runs and its share of the phase's 10 reloads (10m04s
+    // each, 5 cells): 1h33m36s + 20m08s.
     check_estimate(
         &model("deepseek_v41", Tier::Full, false),
         Some(&example()),
@@ -85,13 +86,24 @@ accuracy gsm8k (base)                 20m00s  recipe
 accuracy gsm8k (pr)                   20m00s  recipe
 accuracy gpqa-diamond (base)          20m00s  recipe
 accuracy gpqa-diamond (pr)            20m00s  recipe
-speed at concurrency 1              1h06m56s  recipe
-speed at concurrency 4              1h06m56s  recipe
-speed at concurrency 16             1h06m56s  recipe
-speed at concurrency 64             1h06m56s  recipe
-speed at concurrency 128            1h06m56s  recipe
-total                               7h54m48s  recipe",
+speed at concurrency 1              1h53m44s  recipe
+speed at concurrency 4              1h53m44s  recipe
+speed at concurrency 16             1h53m44s  recipe
+speed at concurrency 64             1h53m44s  recipe
+speed at concurrency 128            1h53m44s  recipe
+total                              11h48m48s  recipe",
     );
+    // A recipe that names SGLang's API: 11 runs a cell and its share of the phase's 10 wakes
+    // (30s each): 46m48s + 1m00s.
+    let waking = EXAMPLE.replace("memory-api = \"probe\"", "memory-api = \"sglang\"");
+    let waking = Recipe::parse(&waking, "example.toml").expect("parses");
+    let estimate = estimate_model(
+        &model("deepseek_v41", Tier::Full, false),
+        Some(&waking),
+        &History::default(),
+    );
+    let cell = estimate.parts().iter().find(|part| part.part == Part::SpeedCell { concurrency: 1 });
+    assert_eq!(cell.map(|part| part.duration.as_secs()), Some(46 * 60 + 48 + 60));
 }
 
 #[test]
@@ -110,10 +122,10 @@ unit tests (pr)                        5m00s  recipe
 kernel tests (pr)                      5m00s  recipe
 serving tests (base)                   5m00s  recipe
 serving tests (pr)                     5m00s  recipe
-speed at concurrency 1              1h20m21s  recipe
-speed at concurrency 4              1h20m21s  recipe
-speed at concurrency 16             1h20m21s  recipe
-total                               4h46m12s  recipe",
+speed at concurrency 1              2h07m09s  recipe
+speed at concurrency 4              2h07m09s  recipe
+speed at concurrency 16             2h07m09s  recipe
+total                               7h06m36s  recipe",
     );
 }
 
