@@ -41,9 +41,12 @@ fn blocks_keep_the_false_fail_rate_where_runs_as_pairs_do_not() {
     let blocks_of_three = simulate_blocked(&config, &threes, Unit::Block, trials, 5);
     let runs = simulate_blocked(&config, &threes, Unit::Run, trials, 5);
     assert!(blocks_of_three.p_fail <= 0.035, "{blocks_of_three:?}");
-    assert!(runs.p_fail >= 0.08, "{runs:?} against {blocks_of_three:?}");
+    // Runs as pairs: 4.75% at seed 5 with the gate's own-variance rule (10% before it): over
+    // twice alpha, and nine times the same blocks'.
+    assert!(runs.p_fail >= 0.04, "{runs:?} against {blocks_of_three:?}");
     let loss = simulate_blocked(&config, &scenario(0.02, 0.06), Unit::Block, 200, 6);
     assert!(loss.p_fail >= 0.95, "{loss:?}");
+    eprintln!("blocks {blocks:?}\nblocks of three {blocks_of_three:?}\nruns {runs:?}\nloss {loss:?}");
 }
 
 /// What [`BLOCK_RUNS`] is chosen by: a real node's minutes a cell (a load 10 min, a run 2 min,
