@@ -1,13 +1,12 @@
 //! How well the speed and accuracy rules decide, by simulation of what a node sees: the gate's
-//! own functions ([`judge_cell`], [`paired_accuracy`]) asked pair by pair, as the runner asks.
+//! own functions ([`judge_cell`], [`crate::accuracy::judge_benchmark`]) asked pair by pair, as the runner asks.
 //!
 //! Speed: each run's median TPOT is the true value times `exp(cv * z)`, `z` standard normal,
 //! independently for every run; a share of runs are outliers, twice as slow. A pair is
 //! bracketed as the runner runs it (base, PR, base: three runs, its own), and a PR judges
 //! `cells` cells together, `regressed` of them with the true change. A node calibration, when
 //! there is one, is the runner's robust estimate (median/MAD) from that many base-vs-base
-//! differences of the same noise. Accuracy: a benchmark of `questions` questions on which
-//! base and PR disagree on a share of them, PR right on a share that gives the true difference.
+//! differences of the same noise. Accuracy: [`accuracy`], repeats until the rule decides.
 //! Pure and seeded: the same inputs give the same numbers.
 
 use rand::rngs::SmallRng;
@@ -15,10 +14,9 @@ use rand::{Rng as _, SeedableRng as _};
 
 use crate::config::GateConfig;
 use crate::speed::{Answer, Calibration, CellContext, Pair, judge_cell};
-use crate::stats::{
-    ToleranceOutcome, mean, robust_log_ratio_variance, sample_variance, t_quantile,
-};
-use crate::verdict::paired_accuracy;
+use crate::stats::{mean, robust_log_ratio_variance, sample_variance, t_quantile};
+
+pub mod accuracy;
 
 /// The most pairs a simulated cell may take before the simulation calls the rule broken.
 const PAIR_LIMIT: usize = 200;
@@ -118,7 +116,7 @@ pub(crate) fn run(rng: &mut SmallRng, scenario: &SpeedScenario, change: f64) -> 
 }
 
 /// A standard normal draw (Box–Muller).
-fn normal(rng: &mut SmallRng) -> f64 {
+pub(crate) fn normal(rng: &mut SmallRng) -> f64 {
     let u: f64 = rng.random_range(1e-12..1.0);
     let v: f64 = rng.random::<f64>();
     (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
@@ -237,80 +235,6 @@ pub fn simulate_fixed(
     fails as f64 / trials.max(1) as f64
 }
 
-/// One simulated kind of PR's accuracy benchmarks.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AccuracyScenario {
-    pub benchmark: String,
-    pub questions: u64,
-    /// The share of questions on which base and PR disagree.
-    pub disagreement: f64,
-    /// PR minus base accuracy: -0.01 is a drop of one point.
-    pub true_difference: f64,
-    /// Benchmarks judged together (every model's); each has `true_difference`.
-    pub benchmarks: usize,
-}
-
-/// What the accuracy rule did over the trials of a scenario.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct AccuracyOutcomes {
-    pub trials: usize,
-    /// P(the PR fails: some benchmark is beyond its tolerance).
-    pub p_pr_fail: f64,
-    /// Per benchmark: beyond, within, undecided.
-    pub p_beyond: f64,
-    pub p_within: f64,
-    pub p_undecided: f64,
-}
-
-/// Simulates `trials` PRs of an accuracy scenario through the verdict's own comparison.
-pub fn simulate_accuracy(
-    config: &GateConfig,
-    scenario: &AccuracyScenario,
-    trials: usize,
-    seed: u64,
-) -> AccuracyOutcomes {
-    let mut rng = SmallRng::seed_from_u64(seed);
-    let d = scenario.disagreement;
-    let pr_right = ((d + scenario.true_difference) / (2.0 * d)).clamp(0.0, 1.0);
-    let (mut fails, mut beyond, mut within, mut undecided) = (0usize, 0usize, 0usize, 0usize);
-    let tolerance = config.accuracy_tolerance(&scenario.benchmark).get();
-    for _ in 0..trials {
-        let mut failed = false;
-        for _ in 0..scenario.benchmarks {
-            let (mut base_only, mut pr_only) = (0u64, 0u64);
-            for _ in 0..scenario.questions {
-                if rng.random::<f64>() < d {
-                    if rng.random::<f64>() < pr_right {
-                        pr_only += 1;
-                    } else {
-                        base_only += 1;
-                    }
-                }
-            }
-            let counts = (base_only, pr_only, scenario.questions);
-            let outcome = paired_accuracy(config, &scenario.benchmark, scenario.benchmarks, counts)
-                .map_or(ToleranceOutcome::Undecided, |c| c.against(tolerance));
-            match outcome {
-                ToleranceOutcome::Beyond => {
-                    beyond += 1;
-                    failed = true;
-                }
-                ToleranceOutcome::Within => within += 1,
-                ToleranceOutcome::Undecided => undecided += 1,
-            }
-        }
-        fails += usize::from(failed);
-    }
-    let benchmarks = (trials * scenario.benchmarks).max(1) as f64;
-    AccuracyOutcomes {
-        trials,
-        p_pr_fail: fails as f64 / trials.max(1) as f64,
-        p_beyond: beyond as f64 / benchmarks,
-        p_within: within as f64 / benchmarks,
-        p_undecided: undecided as f64 / benchmarks,
-    }
-}
-
 /// One line of the targets: what is measured, the target, and whether it is met.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Target {
@@ -323,6 +247,8 @@ pub struct Target {
     /// The share of the scenario's cells (or benchmarks) left undecided; `None` where it
     /// does not apply.
     pub undecided: Option<f64>,
+    /// The measured rate's 95% Wilson interval over the trials; `None` for a count.
+    pub interval: Option<(f64, f64)>,
 }
 
 impl Target {
@@ -357,28 +283,17 @@ pub fn targets(config: &GateConfig, trials: usize, seed: u64) -> Vec<Target> {
         speed(SpeedScenario { cells: 4, regressed: 4, outlier_rate: 0.01, ..loss }, 8);
     let loss_cv4 = speed(SpeedScenario { cv: 0.04, ..loss }, 11);
     let loss_cv5 = speed(SpeedScenario { cv: 0.05, ..loss }, 12);
-    let accuracy = |true_difference: f64, salt: u64| {
-        let scenario = AccuracyScenario {
-            benchmark: "gsm8k".to_owned(),
-            questions: 1319,
-            disagreement: 0.10,
-            true_difference,
-            benchmarks: 2,
-        };
-        simulate_accuracy(config, &scenario, trials, seed.wrapping_add(salt))
-    };
-    let drop = accuracy(-0.01, 9);
-    let accuracy_aa = accuracy(0.0, 10);
     let row = |condition: &str, measured: f64, bound: (f64, bool), undecided: f64| Target {
         condition: condition.to_owned(),
         measured,
         bound,
         percent: true,
         undecided: Some(undecided),
+        interval: None,
     };
     let (at_most, at_least) = (|bound| (bound, true), |bound| (bound, false));
     let beta = config.speed.beta.get();
-    vec![
+    let mut rows = vec![
         row(
             "A/A false-fail per cell, no `speed-noise` record (1 cell)",
             aa_one.p_pr_fail,
@@ -440,26 +355,17 @@ pub fn targets(config: &GateConfig, trials: usize, seed: u64) -> Vec<Target> {
             bound: (6.0, true),
             percent: false,
             undecided: Some(aa_four.p_undecided),
+            interval: None,
         },
-        row(
-            "GSM8K (1,319 q.) drop of 1 pp with tolerance 1.5 pp: P(fail) per benchmark",
-            drop.p_beyond,
-            at_most(0.05),
-            drop.p_undecided,
-        ),
-        row(
-            "GSM8K A/A false-fail per PR (2 benchmarks), 10% of questions disagree",
-            accuracy_aa.p_pr_fail,
-            at_most(0.02),
-            accuracy_aa.p_undecided,
-        ),
-    ]
+    ];
+    rows.extend(accuracy::targets(config, trials, seed));
+    rows
 }
 
 /// The targets as a Markdown table.
 pub fn targets_markdown(targets: &[Target]) -> String {
     let mut out = String::from(
-        "| condition | measured | target | met | undecided |\n|---|---|---|---|---|\n",
+        "| condition | measured | 95% interval | target | met | undecided |\n|---|---|---|---|---|---|\n",
     );
     for target in targets {
         let value = |x: f64| {
@@ -467,9 +373,12 @@ pub fn targets_markdown(targets: &[Target]) -> String {
         };
         let (bound, at_most) = target.bound;
         out.push_str(&format!(
-            "| {} | {} | {} {} | {} | {} |\n",
+            "| {} | {} | {} | {} {} | {} | {} |\n",
             target.condition,
             value(target.measured),
+            target
+                .interval
+                .map_or_else(|| "-".to_owned(), |(low, high)| format!("{}–{}", value(low), value(high))),
             if at_most { "≤" } else { "≥" },
             value(bound),
             if target.met() { "yes" } else { "**no**" },
