@@ -397,6 +397,7 @@ impl Evaluation {
             correct: self.correct(),
             per_question: Some(per_question),
             cached: false,
+            repeat: None,
         }
     }
 }

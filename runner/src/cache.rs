@@ -175,6 +175,7 @@ mod tests {
             correct: 9,
             per_question: None,
             cached: false,
+            repeat: None,
         }
     }
 
