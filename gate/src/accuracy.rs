@@ -240,9 +240,8 @@ pub fn judge_benchmark(
     let comparison = pooled.compare(alpha_look, tolerance)?;
     let pass_bound = pooled.compare(beta_look, tolerance)?.interval.0;
     let answer = decide(comparison.interval.1, pass_bound, tolerance, beta_drop, looks);
-    let to_decide = (answer == AccuracyAnswer::Undecided).then(|| {
-        to_decide(config, pooled, looks, tolerance, beta_drop)
-    });
+    let to_decide = (answer == AccuracyAnswer::Undecided)
+        .then(|| to_decide(config, pooled, looks, tolerance, beta_drop));
     Some(BenchmarkJudgement {
         answer,
         comparison,

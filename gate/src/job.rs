@@ -502,6 +502,16 @@ impl JobPlan {
         self.targets.iter().find(|target| target.model.as_deref() == model)
     }
 
+    /// How many accuracy benchmarks the run judges together: the (model, benchmark) steps the
+    /// PR side must produce evidence of. The gate divides accuracy's alpha over them.
+    pub fn accuracy_family(&self) -> u32 {
+        let benchmarks = self
+            .evidence_steps()
+            .filter(|step| step.check() == Check::Accuracy && step.side() == Side::Pr)
+            .count();
+        u32::try_from(benchmarks).unwrap_or(u32::MAX)
+    }
+
     /// Every step that must produce evidence, over all targets.
     pub fn evidence_steps(&self) -> impl Iterator<Item = StepId> + '_ {
         self.targets.iter().flat_map(Target::evidence_steps)

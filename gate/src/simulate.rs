@@ -376,9 +376,10 @@ pub fn targets_markdown(targets: &[Target]) -> String {
             "| {} | {} | {} | {} {} | {} | {} |\n",
             target.condition,
             value(target.measured),
-            target
-                .interval
-                .map_or_else(|| "-".to_owned(), |(low, high)| format!("{}–{}", value(low), value(high))),
+            target.interval.map_or_else(
+                || "-".to_owned(),
+                |(low, high)| format!("{}–{}", value(low), value(high))
+            ),
             if at_most { "≤" } else { "≥" },
             value(bound),
             if target.met() { "yes" } else { "**no**" },

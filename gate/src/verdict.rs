@@ -1284,8 +1284,9 @@ impl<'a> Judge<'a> {
     fn accuracy(&mut self, model: &str) {
         let mut sides: BTreeMap<String, BenchmarkRecords<'_>> = BTreeMap::new();
         for record in self.records(Some(model), Check::Accuracy) {
-            if let Outcome::Accuracy { benchmark, questions, correct, per_question, repeat, .. } =
-                &record.outcome
+            if let Outcome::Accuracy {
+                benchmark, questions, correct, per_question, repeat, ..
+            } = &record.outcome
             {
                 let entry = sides.entry(benchmark.to_ascii_lowercase()).or_default();
                 let result = SideResult {

@@ -161,4 +161,3 @@ fn repeats_pool_paired_when_every_repeat_pairs_else_as_totals() {
     );
     assert_eq!(pool(&[]), None);
 }
-

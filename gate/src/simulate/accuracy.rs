@@ -224,20 +224,21 @@ pub fn targets(config: &GateConfig, trials: usize, seed: u64) -> Vec<Target> {
         let one = run(1.0, salt + 2);
         let two = run(2.0, salt + 3);
         let aime = size.questions < 100;
-        let row = |condition: String, rate: f64, of: usize, bound: (f64, bool), o: &AccuracyOutcomes| {
-            let count = (rate * of as f64).round() as u64;
-            Target {
-                condition: format!(
-                    "{condition} (mean repeats {:.1}, p90 {})",
-                    o.mean_repeats, o.p90_repeats
-                ),
-                measured: rate,
-                bound,
-                percent: true,
-                undecided: Some(o.p_undecided),
-                interval: wilson(count, of as u64, 0.05),
-            }
-        };
+        let row =
+            |condition: String, rate: f64, of: usize, bound: (f64, bool), o: &AccuracyOutcomes| {
+                let count = (rate * of as f64).round() as u64;
+                Target {
+                    condition: format!(
+                        "{condition} (mean repeats {:.1}, p90 {})",
+                        o.mean_repeats, o.p90_repeats
+                    ),
+                    measured: rate,
+                    bound,
+                    percent: true,
+                    undecided: Some(o.p_undecided),
+                    interval: wilson(count, of as u64, 0.05),
+                }
+            };
         let label = size.label;
         rows.push(row(
             format!("{label}, A/A: false-fail per PR (2 benchmarks)"),
@@ -275,7 +276,9 @@ pub fn targets(config: &GateConfig, trials: usize, seed: u64) -> Vec<Target> {
             &two,
         ));
         rows.push(row(
-            format!("{label}, drop of 2× tolerance: P(pass) per benchmark; undecided is not a pass"),
+            format!(
+                "{label}, drop of 2× tolerance: P(pass) per benchmark; undecided is not a pass"
+            ),
             two.p_within,
             two.benchmarks,
             (beta, true),

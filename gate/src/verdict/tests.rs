@@ -112,12 +112,8 @@ fn accuracy_repeat(
 ) -> Evidence {
     let mut record = accuracy(model, side, benchmark, answers);
     if let Outcome::Accuracy { repeat, .. } = &mut record.outcome {
-        *repeat = Some(crate::evidence::Repeat {
-            index,
-            seed: u64::from(index),
-            cap,
-            family: Some(1),
-        });
+        *repeat =
+            Some(crate::evidence::Repeat { index, seed: u64::from(index), cap, family: Some(1) });
     }
     record
 }

@@ -55,15 +55,10 @@ fn a_small_benchmark_stays_undecided_and_never_passes_a_big_drop() {
     let config = GateConfig::defaults();
     // 30 questions at 50% with seeds disagreeing on 30%: twice the tolerance is not resolved
     // by the cap often; what the cap leaves is undecided, never a pass.
-    let aime = AccuracyScenario {
-        accuracy: 0.5,
-        disagreement: 0.3,
-        ..scenario("aime26", 30, 2.0)
-    };
+    let aime = AccuracyScenario { accuracy: 0.5, disagreement: 0.3, ..scenario("aime26", 30, 2.0) };
     let outcomes = simulate_accuracy(&config, &aime, 100, 31);
     assert!(outcomes.p_undecided > 0.1, "{outcomes:?}");
     assert!(outcomes.p_within <= config.accuracy_beta.get(), "{outcomes:?}");
     let total = outcomes.p_within + outcomes.p_beyond + outcomes.p_undecided;
     assert!((total - 1.0).abs() < 1e-9, "{outcomes:?}");
 }
-
