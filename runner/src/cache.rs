@@ -209,7 +209,14 @@ mod tests {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let cache = Cache::new(dir.path());
         let repeat = |seed: u64| AccuracyKey { seed: Some(seed), ..accuracy_key() };
-        let scored = |correct: u64| Outcome::Accuracy { correct, ..outcome() };
+        let scored = |correct: u64| Outcome::Accuracy {
+            benchmark: "gsm8k".to_owned(),
+            questions: 10,
+            correct,
+            per_question: None,
+            cached: false,
+            repeat: None,
+        };
         for seed in 0..3 {
             cache.store_accuracy(&repeat(seed), &scored(7 + seed)).expect("the entry is written");
         }
