@@ -583,9 +583,28 @@ impl Runner<'_> {
         let other_steps: Vec<StepId> =
             needed.iter().filter(|step| step.check() != Check::Accuracy).cloned().collect();
         if !any_missing(&self.completed, &other_steps) && !open_accuracy && cells.is_empty() {
-            // Everything the servers would do is recorded: skip them, and say so.
+            // Everything the servers would do is recorded: skip them, and say so (a
+            // benchmark's step by its repeats' records).
             for step in needed {
-                self.emit.skipped(&step)?;
+                let benchmark = step.part().and_then(Part::benchmark).map(str::to_owned);
+                let Some(benchmark) = benchmark.filter(|_| step.check() == Check::Accuracy) else {
+                    self.emit.skipped(&step)?;
+                    continue;
+                };
+                let repeats: Vec<StepId> = self
+                    .completed
+                    .iter()
+                    .filter(|done| {
+                        done.model() == step.model()
+                            && done.check() == step.check()
+                            && done.side() == step.side()
+                            && done.part().and_then(Part::benchmark) == Some(benchmark.as_str())
+                    })
+                    .cloned()
+                    .collect();
+                for repeat in &repeats {
+                    self.emit.skipped(repeat)?;
+                }
             }
             return Ok(());
         }
@@ -803,8 +822,9 @@ impl Runner<'_> {
     }
 
     /// The repeat `benchmark` needs next, or `None` when it needs none: the lowest index a side
-    /// has not recorded, while the gate says the repeats both sides have leave it open; none
-    /// once a repeat of it could not run.
+    /// has not recorded (repeat 0 always, on every side the job plan runs it), while the gate
+    /// says the repeats both sides have leave it open; no later one once a repeat of it could
+    /// not run.
     fn next_repeat(
         &self,
         job: &ModelJob<'_>,
@@ -812,6 +832,9 @@ impl Runner<'_> {
     ) -> Result<Option<u32>, RunError> {
         let cap = benchmark.repeat_cap(self.request.gate);
         let mut sides: BTreeMap<u32, [Option<Evidence>; 2]> = BTreeMap::new();
+        // A repeat that could not run (on either side) ends the benchmark's repeats: the first
+        // one still runs on both sides, so that each side has its evidence.
+        let mut broken = false;
         for (_, record) in self.results.records()? {
             if record.model.as_deref() != Some(job.name()) || record.check != Check::Accuracy {
                 continue;
@@ -823,9 +846,7 @@ impl Runner<'_> {
                 Outcome::NotRun { subject: Some(subject), .. } => {
                     let part = Part::parse(subject);
                     let named = part.as_ref().and_then(Part::benchmark).map(str::to_owned);
-                    if named.is_some_and(|name| name.eq_ignore_ascii_case(&benchmark.name)) {
-                        return Ok(None);
-                    }
+                    broken |= named.is_some_and(|name| name.eq_ignore_ascii_case(&benchmark.name));
                     continue;
                 }
                 _ => continue,
@@ -847,7 +868,7 @@ impl Runner<'_> {
             let records = sides.get(&index);
             let missing = |side: usize| wanted[side] && records.is_none_or(|r| r[side].is_none());
             if missing(0) || missing(1) {
-                if index == 0 || self.repeat_open(benchmark, cap, &repeats) {
+                if index == 0 || (!broken && self.repeat_open(benchmark, cap, &repeats)) {
                     return Ok(Some(index));
                 }
                 return Ok(None);
