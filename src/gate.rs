@@ -286,6 +286,14 @@ fn run_simulation(args: &SimulateArgs) -> anyhow::Result<()> {
         args.trials,
         args.seed
     )?;
+    writeln!(
+        stdout,
+        "Accuracy: repeats until decided, at most {} (seed r for repeat r); alpha {} a PR over its benchmarks and the looks; beta {} a benchmark at a drop of {} tolerances.\n",
+        config.accuracy_repeats,
+        config.accuracy_alpha.get(),
+        config.accuracy_beta.get(),
+        config.accuracy_beta_at,
+    )?;
     let targets = prgate_gate::simulate::targets(&config, args.trials, args.seed);
     write!(stdout, "{}", prgate_gate::simulate::targets_markdown(&targets))?;
     writeln!(

@@ -64,6 +64,10 @@ impl ErrorRate {
     }
 }
 
+/// The most repeats of an accuracy benchmark a cap may ask for (the gate's default and a
+/// recipe's `repeats`).
+pub const MAX_ACCURACY_REPEATS: u32 = 64;
+
 /// Every setting of the gate, checked.
 #[derive(Debug, Clone)]
 pub struct GateConfig {
@@ -72,6 +76,12 @@ pub struct GateConfig {
     pub speed: SequentialConfig,
     pub gain: GainConfig,
     pub accuracy_alpha: ErrorRate,
+    /// P(pass | the PR is `accuracy_beta_at` tolerances below base), per benchmark.
+    pub accuracy_beta: ErrorRate,
+    /// The drop, in tolerances, that the pass side guards against.
+    pub accuracy_beta_at: f64,
+    /// The repeats a benchmark may take when base's recipe does not set its own cap.
+    pub accuracy_repeats: u32,
     accuracy_tolerance: BTreeMap<String, Fraction>,
     pub kernel_max_regression: Fraction,
     pub missing_readme: Severity,
@@ -330,6 +340,9 @@ struct RawGain {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct RawAccuracy {
     alpha: f64,
+    beta: f64,
+    beta_at: f64,
+    repeats: i64,
     tolerance: BTreeMap<String, f64>,
 }
 
@@ -497,12 +510,34 @@ impl RawConfig {
             let key = format!("accuracy.tolerance.{benchmark}");
             accuracy_tolerance.insert(benchmark.to_ascii_lowercase(), fraction(&key, tolerance)?);
         }
+        let beta_at = self.accuracy.beta_at;
+        if !(beta_at.is_finite() && beta_at > 1.0 && beta_at <= 10.0) {
+            return Err((
+                "accuracy.beta-at".to_owned(),
+                format!("{beta_at} is not a number of tolerances above 1 and at most 10"),
+            ));
+        }
+        let repeats = u32::try_from(self.accuracy.repeats)
+            .ok()
+            .filter(|repeats| (1..=MAX_ACCURACY_REPEATS).contains(repeats))
+            .ok_or_else(|| {
+                (
+                    "accuracy.repeats".to_owned(),
+                    format!(
+                        "{} is not a number of repeats in 1..={MAX_ACCURACY_REPEATS}",
+                        self.accuracy.repeats
+                    ),
+                )
+            })?;
         Ok(GateConfig {
             pre_existing_failure: self.tests.pre_existing_failure,
             missing_routing: self.routing.missing,
             speed: speed_test,
             gain: GainConfig { types: gain.types, test: gain_test },
             accuracy_alpha: error_rate("accuracy.alpha", self.accuracy.alpha)?,
+            accuracy_beta: error_rate("accuracy.beta", self.accuracy.beta)?,
+            accuracy_beta_at: beta_at,
+            accuracy_repeats: repeats,
             accuracy_tolerance,
             kernel_max_regression: fraction("kernel.max-regression", self.kernel.max_regression)?,
             missing_readme: self.doc.missing_readme,
@@ -561,7 +596,16 @@ mod tests {
         let gain = &config.gain.test;
         assert_eq!((gain.threshold.get(), gain.alpha.get(), gain.beta.get()), (0.05, 0.05, 0.05));
         assert!((gain.low - 0.03).abs() < 1e-12 && (gain.high - 0.07).abs() < 1e-12);
-        assert_eq!(config.accuracy_alpha.get(), 0.02);
+        // bench/accuracy-rule.md measured these.
+        assert_eq!(
+            (
+                config.accuracy_alpha.get(),
+                config.accuracy_beta.get(),
+                config.accuracy_beta_at,
+                config.accuracy_repeats
+            ),
+            (0.02, 0.025, 2.0, 20)
+        );
         // bench/drift-guard.md measured these.
         let drift = &config.drift;
         assert_eq!(

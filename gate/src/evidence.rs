@@ -34,7 +34,12 @@
 //! - `routing`: `routed` (whether the server logged monokernel routing) and `line` (the line
 //!   seen, when one was);
 //! - `accuracy`: `benchmark`, `questions`, `correct`, `per_question` ([{`id`, `correct`}] when
-//!   known, so base and PR can be paired), `cached` (a base result taken from the cache);
+//!   known, so base and PR can be paired), `cached` (a base result taken from the cache), and
+//!   `repeat` ({`index`, `seed`, `cap`, `family`}; added in place, optional): which repeat of
+//!   the benchmark the record is, the seed it ran with, the cap of repeats base's recipe set
+//!   (the looks the gate spends its error rates over) and the benchmarks the run judges
+//!   together. One record per repeat and side; a record without `repeat` is repeat 0 of a cap
+//!   of 1 (docs/gate.md, "Accuracy");
 //! - `kernel-timing`: `kernels` [{`name`, `samples_us`}]: the timing script's samples per
 //!   kernel, on one side;
 //! - `speed-pair`: one base run and one PR run at a `concurrency`, the `index` of the pair in
@@ -63,7 +68,7 @@
 //!   - `nothing-to-check`: the recipe asks nothing of the check.
 //!
 //! A step is identified by its model, check, side and part (the benchmark of an accuracy
-//! record or a not-run's subject, the concurrency and index of a speed pair, the concurrency of
+//! record, with its repeat's index when it has one, or a not-run's subject, the concurrency and index of a speed pair, the concurrency of
 //! a noise record); two records of one step are an error, since a rerun replaces its file.
 //!
 //! Readers ignore fields they do not know, and read a `not-run` reason they do not know as
@@ -162,6 +167,10 @@ pub enum Outcome {
         per_question: Option<Vec<QuestionResult>>,
         #[serde(default)]
         cached: bool,
+        /// Which repeat of the benchmark this is, with its seed; `None`: the benchmark's one
+        /// run, unseeded (a record written before repeats, read as repeat 0 of a cap of 1).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        repeat: Option<Repeat>,
     },
     KernelTiming {
         kernels: Vec<KernelSamples>,
@@ -199,6 +208,19 @@ pub enum Outcome {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         failed_on: Option<Side>,
     },
+}
+
+/// One repeat of an accuracy benchmark: its index (0, 1, ...), the seed it ran with (the
+/// runner's is the index), the cap of repeats base's recipe sets, and how many benchmarks the
+/// run judges together (fixed before it starts; the gate divides alpha over them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Repeat {
+    pub index: u32,
+    pub seed: u64,
+    pub cap: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<u32>,
 }
 
 /// One test's result.
@@ -448,7 +470,15 @@ pub fn validate(records: &[Evidence]) -> Result<(), EvidenceError> {
                     ));
                 }
             }
-            Outcome::Accuracy { questions, correct, per_question, .. } => {
+            Outcome::Accuracy { questions, correct, per_question, repeat, .. } => {
+                if let Some(repeat) = repeat
+                    && (repeat.cap == 0 || repeat.index >= repeat.cap)
+                {
+                    return fail(format!(
+                        "repeat {} of a cap of {} repeats is not one",
+                        repeat.index, repeat.cap
+                    ));
+                }
                 if correct > questions || *questions == 0 || *questions > 1_000_000_000 {
                     return fail(format!("{correct} correct of {questions} questions"));
                 }
@@ -498,7 +528,10 @@ pub fn validate(records: &[Evidence]) -> Result<(), EvidenceError> {
 /// What tells apart the records of one check on one side.
 fn step_part(outcome: &Outcome) -> String {
     match outcome {
-        Outcome::Accuracy { benchmark, .. } => benchmark.to_ascii_lowercase(),
+        Outcome::Accuracy { benchmark, repeat, .. } => match repeat {
+            Some(repeat) => format!("{} repeat {}", benchmark.to_ascii_lowercase(), repeat.index),
+            None => benchmark.to_ascii_lowercase(),
+        },
         Outcome::SpeedPair { concurrency, index, .. } => {
             format!("pair {index} at concurrency {concurrency}")
         }

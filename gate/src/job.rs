@@ -41,7 +41,8 @@
 //! acceptance of a narrowing. A step is a [`StepId`]
 //! without its model (the target's); `part` is a benchmark's name (lowercase), or
 //! `concurrency-C` for a speed cell (whose evidence is its pairs `concurrency-C-pair-I`, its
-//! calibration `concurrency-C-noise`, or its not-run). `expect` is `run` (it must produce
+//! calibration `concurrency-C-noise`, or its not-run); an accuracy benchmark's evidence is its
+//! repeats, `<benchmark>@repeat-R` (or, written before repeats, one record named by it). `expect` is `run` (it must produce
 //! evidence), `blocked` (known before the run not to be able to run here: the runner records it
 //! not-run with that `reason`) or `nothing` (the recipe asks nothing of it: no evidence, and the
 //! verdict says "nothing to check"). Readers ignore fields they do not know; a field is never
@@ -253,6 +254,9 @@ pub enum Part {
     Pair { concurrency: u32, index: u32 },
     /// A speed cell's calibration.
     Noise { concurrency: u32 },
+    /// One repeat of an accuracy benchmark (lowercase): the benchmark's step is judged from
+    /// its repeats, as a speed cell from its pairs.
+    Repeat { benchmark: String, index: u32 },
 }
 
 impl Part {
@@ -267,6 +271,12 @@ impl Part {
     pub fn parse(text: &str) -> Option<Part> {
         if text.is_empty() {
             return None;
+        }
+        if let Some((benchmark, index)) = text.rsplit_once(REPEAT_SEPARATOR)
+            && let Ok(index) = index.parse::<u32>()
+            && !benchmark.is_empty()
+        {
+            return Some(Part::Repeat { benchmark: benchmark.to_lowercase(), index });
         }
         let speed = text.strip_prefix("concurrency-").and_then(|rest| {
             let (number, tail) = rest.split_once('-').unwrap_or((rest, ""));
@@ -283,10 +293,23 @@ impl Part {
         Some(speed.unwrap_or_else(|| Part::named(text)))
     }
 
+    /// One repeat of a benchmark (lowercased).
+    pub fn repeat(benchmark: &str, index: u32) -> Part {
+        Part::Repeat { benchmark: benchmark.to_lowercase(), index }
+    }
+
+    /// The accuracy benchmark this part is, or is a repeat of.
+    pub fn benchmark(&self) -> Option<&str> {
+        match self {
+            Part::Named(name) | Part::Repeat { benchmark: name, .. } => Some(name),
+            Part::Cell { .. } | Part::Pair { .. } | Part::Noise { .. } => None,
+        }
+    }
+
     /// The speed cell this part belongs to, when it is one of a cell's.
     pub fn concurrency(&self) -> Option<u32> {
         match self {
-            Part::Named(_) => None,
+            Part::Named(_) | Part::Repeat { .. } => None,
             Part::Cell { concurrency }
             | Part::Pair { concurrency, .. }
             | Part::Noise { concurrency } => Some(*concurrency),
@@ -303,9 +326,14 @@ impl fmt::Display for Part {
                 write!(f, "concurrency-{concurrency}-pair-{index}")
             }
             Part::Noise { concurrency } => write!(f, "concurrency-{concurrency}-noise"),
+            Part::Repeat { benchmark, index } => write!(f, "{benchmark}{REPEAT_SEPARATOR}{index}"),
         }
     }
 }
+
+/// What joins a benchmark's name and a repeat's index in a part's text (`gsm8k@repeat-2`): a
+/// benchmark's name has no `@` (letters, digits, `.`, `_`, `-`).
+const REPEAT_SEPARATOR: &str = "@repeat-";
 
 /// A part as its text in JSON.
 mod part_text {
@@ -342,7 +370,10 @@ impl StepId {
     /// The step a record is the evidence of.
     pub fn of(record: &Evidence) -> StepId {
         let part = match &record.outcome {
-            Outcome::Accuracy { benchmark, .. } => Some(Part::named(benchmark)),
+            Outcome::Accuracy { benchmark, repeat: Some(repeat), .. } => {
+                Some(Part::repeat(benchmark, repeat.index))
+            }
+            Outcome::Accuracy { benchmark, repeat: None, .. } => Some(Part::named(benchmark)),
             Outcome::NotRun { subject, .. } => subject.as_deref().and_then(Part::parse),
             Outcome::SpeedPair { concurrency, index, .. } => {
                 Some(Part::Pair { concurrency: *concurrency, index: *index })
@@ -471,6 +502,16 @@ impl JobPlan {
         self.targets.iter().find(|target| target.model.as_deref() == model)
     }
 
+    /// How many accuracy benchmarks the run judges together: the (model, benchmark) steps the
+    /// PR side must produce evidence of. The gate divides accuracy's alpha over them.
+    pub fn accuracy_family(&self) -> u32 {
+        let benchmarks = self
+            .evidence_steps()
+            .filter(|step| step.check() == Check::Accuracy && step.side() == Side::Pr)
+            .count();
+        u32::try_from(benchmarks).unwrap_or(u32::MAX)
+    }
+
     /// Every step that must produce evidence, over all targets.
     pub fn evidence_steps(&self) -> impl Iterator<Item = StepId> + '_ {
         self.targets.iter().flat_map(Target::evidence_steps)
@@ -483,7 +524,7 @@ impl JobPlan {
 }
 
 /// Whether a record accounts for `step`: a record of the step itself; for a speed cell, one of
-/// its pairs or its not-run; or a not-run of the whole check (or of the step's part) on the side
+/// its pairs or its not-run; for an accuracy benchmark, one of its repeats; or a not-run of the whole check (or of the step's part) on the side
 /// the step loop writes whole-check records on.
 pub fn accounted(step: &StepId, records: &[Evidence]) -> bool {
     records.iter().any(|record| {
@@ -507,6 +548,8 @@ pub fn accounted(step: &StepId, records: &[Evidence]) -> bool {
             (Some(Part::Cell { concurrency }), Some(part)) => {
                 part.concurrency() == Some(*concurrency) && !matches!(part, Part::Noise { .. })
             }
+            // A benchmark is accounted for by any of its repeats.
+            (Some(Part::Named(name)), Some(Part::Repeat { benchmark, .. })) => name == benchmark,
             (Some(wanted), Some(part)) => part == wanted,
             (Some(_), None) => false,
         }

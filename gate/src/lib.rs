@@ -7,12 +7,15 @@
 //! - [`rules`] and [`title`]: the rules judged before any GPU work;
 //! - [`stats`]: the sequential test and the proportion comparisons;
 //! - [`speed`]: one concurrency's decision, and the runner's "another pair?" question;
+//! - [`accuracy`]: one benchmark's decision from its repeats, and the runner's "another
+//!   repeat?" question;
 //! - [`verdict`]: the checklist in the review guideline's order;
 //! - [`history`] and [`drift`]: the ledger of merged changes, and the cumulative drift guard
 //!   over it (the chained change since a reference, its interval, the anchor run's check).
 //!
 //! The gate does no I/O: the binary reads files and hands it plain data.
 
+pub mod accuracy;
 pub mod codeowners;
 pub mod config;
 pub mod drift;

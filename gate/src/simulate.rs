@@ -1,5 +1,6 @@
 //! How well the speed and accuracy rules decide, by simulation of what a node sees: the gate's
-//! own functions ([`judge_cell`], [`paired_accuracy`]) asked pair by pair, as the runner asks.
+//! own functions ([`judge_cell`], [`crate::accuracy::judge_benchmark`]) asked pair by pair (and
+//! repeat by repeat), as the runner asks.
 //!
 //! Speed: each run's median TPOT is the true value times `exp(cv * z)`, `z` standard normal,
 //! independently for every run; a share of runs are outliers, twice as slow (the node's: any
@@ -8,8 +9,8 @@
 //! bracketed as the runner runs it (base, PR, base: three runs, its own), and a PR judges
 //! `cells` cells together, `regressed` of them with the true change. A node calibration, when
 //! there is one, is the runner's robust estimate (median/MAD) from that many base-vs-base
-//! differences of the same noise, or of another (a stale record). Accuracy: a benchmark of `questions` questions on which
-//! base and PR disagree on a share of them, PR right on a share that gives the true difference.
+//! differences of the same noise, or of another (a stale record). Accuracy: [`accuracy`],
+//! repeats until the rule decides.
 //! Pure and seeded: the same inputs give the same numbers.
 
 use rand::rngs::SmallRng;
@@ -20,7 +21,8 @@ use crate::speed::{Answer, Calibration, CellContext, Pair, judge_cell};
 use crate::stats::{
     ToleranceOutcome, mean, robust_log_ratio_variance, sample_variance, t_quantile, wilson,
 };
-use crate::verdict::paired_accuracy;
+
+pub mod accuracy;
 
 /// The most pairs a simulated cell may take before the simulation calls the rule broken.
 const PAIR_LIMIT: usize = 200;
@@ -160,7 +162,7 @@ pub(crate) fn pr_run(rng: &mut SmallRng, scenario: &SpeedScenario, change: f64) 
 }
 
 /// A standard normal draw (Box–Muller).
-pub(crate) fn normal(rng: &mut SmallRng) -> f64 {
+fn normal(rng: &mut SmallRng) -> f64 {
     let u: f64 = rng.random_range(1e-12..1.0);
     let v: f64 = rng.random::<f64>();
     (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
@@ -279,80 +281,6 @@ pub fn simulate_fixed(
     fails as f64 / trials.max(1) as f64
 }
 
-/// One simulated kind of PR's accuracy benchmarks.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AccuracyScenario {
-    pub benchmark: String,
-    pub questions: u64,
-    /// The share of questions on which base and PR disagree.
-    pub disagreement: f64,
-    /// PR minus base accuracy: -0.01 is a drop of one point.
-    pub true_difference: f64,
-    /// Benchmarks judged together (every model's); each has `true_difference`.
-    pub benchmarks: usize,
-}
-
-/// What the accuracy rule did over the trials of a scenario.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct AccuracyOutcomes {
-    pub trials: usize,
-    /// P(the PR fails: some benchmark is beyond its tolerance).
-    pub p_pr_fail: f64,
-    /// Per benchmark: beyond, within, undecided.
-    pub p_beyond: f64,
-    pub p_within: f64,
-    pub p_undecided: f64,
-}
-
-/// Simulates `trials` PRs of an accuracy scenario through the verdict's own comparison.
-pub fn simulate_accuracy(
-    config: &GateConfig,
-    scenario: &AccuracyScenario,
-    trials: usize,
-    seed: u64,
-) -> AccuracyOutcomes {
-    let mut rng = SmallRng::seed_from_u64(seed);
-    let d = scenario.disagreement;
-    let pr_right = ((d + scenario.true_difference) / (2.0 * d)).clamp(0.0, 1.0);
-    let (mut fails, mut beyond, mut within, mut undecided) = (0usize, 0usize, 0usize, 0usize);
-    let tolerance = config.accuracy_tolerance(&scenario.benchmark).get();
-    for _ in 0..trials {
-        let mut failed = false;
-        for _ in 0..scenario.benchmarks {
-            let (mut base_only, mut pr_only) = (0u64, 0u64);
-            for _ in 0..scenario.questions {
-                if rng.random::<f64>() < d {
-                    if rng.random::<f64>() < pr_right {
-                        pr_only += 1;
-                    } else {
-                        base_only += 1;
-                    }
-                }
-            }
-            let counts = (base_only, pr_only, scenario.questions);
-            let outcome = paired_accuracy(config, &scenario.benchmark, scenario.benchmarks, counts)
-                .map_or(ToleranceOutcome::Undecided, |c| c.against(tolerance));
-            match outcome {
-                ToleranceOutcome::Beyond => {
-                    beyond += 1;
-                    failed = true;
-                }
-                ToleranceOutcome::Within => within += 1,
-                ToleranceOutcome::Undecided => undecided += 1,
-            }
-        }
-        fails += usize::from(failed);
-    }
-    let benchmarks = (trials * scenario.benchmarks).max(1) as f64;
-    AccuracyOutcomes {
-        trials,
-        p_pr_fail: fails as f64 / trials.max(1) as f64,
-        p_beyond: beyond as f64 / benchmarks,
-        p_within: within as f64 / benchmarks,
-        p_undecided: undecided as f64 / benchmarks,
-    }
-}
-
 /// One line of the targets: what is measured, the target, and whether it is met.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Target {
@@ -398,10 +326,10 @@ impl Target {
 }
 
 /// The targets, remeasured: the same table `bench/speed-rule.md` shows. The speed rows
-/// ([`speed_targets`]), then the accuracy rows ([`accuracy_targets`]).
+/// ([`speed_targets`]), then the accuracy rows ([`accuracy::targets`]).
 pub fn targets(config: &GateConfig, trials: usize, seed: u64) -> Vec<Target> {
     let mut targets = speed_targets(config, trials, seed);
-    targets.extend(accuracy_targets(config, trials, seed));
+    targets.extend(accuracy::targets(config, trials, seed));
     targets
 }
 
@@ -533,38 +461,6 @@ pub fn speed_targets(config: &GateConfig, trials: usize, seed: u64) -> Vec<Targe
         ),
         pairs("mean pairs per A/A cell, CV 2%, 1% of runs 2× slow, 4-cell PR", &aa_four_outliers),
         pairs("... without outliers", &aa_four),
-    ]
-}
-
-/// The accuracy rows of the targets.
-pub fn accuracy_targets(config: &GateConfig, trials: usize, seed: u64) -> Vec<Target> {
-    let accuracy = |true_difference: f64, salt: u64| {
-        let scenario = AccuracyScenario {
-            benchmark: "gsm8k".to_owned(),
-            questions: 1319,
-            disagreement: 0.10,
-            true_difference,
-            benchmarks: 2,
-        };
-        simulate_accuracy(config, &scenario, trials, seed.wrapping_add(salt))
-    };
-    let drop = accuracy(-0.01, 9);
-    let accuracy_aa = accuracy(0.0, 10);
-    vec![
-        Target::rate(
-            "GSM8K (1,319 q.) drop of 1 pp with tolerance 1.5 pp: P(fail) per benchmark",
-            drop.p_beyond,
-            drop.trials * 2,
-            (0.05, true),
-            Some(drop.p_undecided),
-        ),
-        Target::rate(
-            "GSM8K A/A false-fail per PR (2 benchmarks), 10% of questions disagree",
-            accuracy_aa.p_pr_fail,
-            accuracy_aa.trials,
-            (0.02, true),
-            Some(accuracy_aa.p_undecided),
-        ),
     ]
 }
 

@@ -51,19 +51,20 @@ use std::collections::{BTreeMap, BTreeSet};
 use prgate_scope::plan::{Plan, Tier};
 use serde::{Deserialize, Serialize};
 
+use crate::accuracy::{
+    self, AccuracyAnswer, Looks, Pooled, RepeatsToDecide, SideResult, judge_benchmark,
+};
 use crate::config::{GateConfig, Severity};
 use crate::evidence::{
     Check, Evidence, EvidenceError, NotRunKind, Outcome, Side, TestOutcome, validate,
 };
-use crate::job::{Expect, ExpectedStep, JobPlan, RecipeDiff, Target, tier_checks};
+use crate::job::{Expect, ExpectedStep, JobPlan, Part, RecipeDiff, Target, tier_checks};
 use crate::rules::RuleOutcome;
 use crate::speed::{
     Answer, Calibration, CellContext, CellJudgement, LEGACY_CALIBRATION_SAMPLES, Pair, ToDecide,
     judge_cell,
 };
-use crate::stats::{
-    ProportionComparison, ToleranceOutcome, median, paired_comparison, unpaired_comparison,
-};
+use crate::stats::median;
 
 /// The version of the verdict's JSON format.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -225,14 +226,41 @@ pub enum Numbers {
         p_value: f64,
         tolerance: f64,
         /// The level of each of the interval's one-sided bounds: the PR's accuracy alpha over
-        /// the benchmarks judged.
+        /// the benchmarks judged and the looks (the cap of repeats).
         #[serde(default)]
         alpha: Option<f64>,
+        /// The repeats behind it and the sequential rule's numbers (added in place, optional:
+        /// a verdict written before repeats has none).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        repeats: Option<AccuracyRepeats>,
     },
     /// One kernel: median time on each side and the PR's change.
     Kernel { kernel: String, base_us: f64, pr_us: f64, change: f64 },
     /// One test suite on the PR side.
     Tests { passed: usize, failed: usize, skipped: usize, errors: usize, pre_existing: usize },
+}
+
+/// An accuracy benchmark's repeats and what its sequential rule guarantees
+/// (`prgate_gate::accuracy`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct AccuracyRepeats {
+    /// The repeats judged (both sides'), and the cap.
+    pub judged: u32,
+    pub cap: u32,
+    /// P(fail | within the tolerance) for this benchmark over all looks (the PR's alpha over
+    /// the benchmarks), and P(pass | `beta_drop` below base).
+    pub alpha: f64,
+    pub beta: f64,
+    /// The drop the pass side guards against (beta-at tolerances), a fraction.
+    pub beta_drop: f64,
+    /// The lower bound at the look's beta: a pass needs it above `-beta_drop`.
+    pub pass_bound: f64,
+    /// For a benchmark undecided at its cap: the repeats in all that would decide it at the
+    /// difference and noise measured, and how many more (`None`: over 1,000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeats_to_decide: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub more_repeats: Option<u32>,
 }
 
 /// What a speed cell's test used and guarantees.
@@ -618,19 +646,33 @@ fn clip(text: &str) -> String {
     }
 }
 
-/// The paired comparison of one benchmark as the gate judges it: `counts` are (base right and
-/// PR wrong, PR right and base wrong, questions), `benchmarks` how many are judged together.
-/// `ProportionComparison::against` the benchmark's tolerance is the decision. The simulation
-/// calls this too, so what it measures is what the verdict does.
-pub fn paired_accuracy(
-    config: &GateConfig,
-    benchmark: &str,
-    benchmarks: usize,
-    counts: (u64, u64, u64),
-) -> Option<ProportionComparison> {
-    let alpha = config.accuracy_alpha.get() / benchmarks.max(1) as f64;
-    let tolerance = config.accuracy_tolerance(benchmark).get();
-    paired_comparison(counts.0, counts.1, counts.2, alpha, tolerance)
+/// One benchmark's records: each side's repeats by index, the cap and the family they name.
+#[derive(Default)]
+struct BenchmarkRecords<'a> {
+    base: BTreeMap<u32, SideResult<'a>>,
+    pr: BTreeMap<u32, SideResult<'a>>,
+    cap: u32,
+    family: u32,
+}
+
+/// The share right over some (correct, questions) counts; 0 without questions.
+fn ratio(counts: impl Iterator<Item = (u64, u64)>) -> f64 {
+    let (correct, questions) =
+        counts.fold((0u64, 0u64), |(c, q), (correct, questions)| (c + correct, q + questions));
+    if questions == 0 { 0.0 } else { correct as f64 / questions as f64 }
+}
+
+/// What would decide an undecided benchmark, in words.
+fn undecided_words(to_decide: Option<RepeatsToDecide>) -> String {
+    match to_decide.map(|t| (t.repeats, t.more_repeats(), t.more_runs())) {
+        Some((Some(repeats), Some(more), Some(runs))) => format!(
+            "at the difference and noise measured, {repeats} repeats in all would decide it ({more} more: {runs} benchmark runs, half of them base's unless cached), with the recipe's `repeats` raised to {repeats}"
+        ),
+        _ => format!(
+            "at the difference measured, more than {} repeats would be needed: the difference is about at the tolerance",
+            crate::accuracy::TO_DECIDE_LIMIT
+        ),
+    }
 }
 
 /// Evidence that does not belong to this plan: a model it does not have, or a PR commit that
@@ -1260,36 +1302,35 @@ impl<'a> Judge<'a> {
     }
 
     fn accuracy(&mut self, model: &str) {
-        let mut sides: BTreeMap<String, (Option<&Outcome>, Option<&Outcome>)> = BTreeMap::new();
+        let mut sides: BTreeMap<String, BenchmarkRecords<'_>> = BTreeMap::new();
         for record in self.records(Some(model), Check::Accuracy) {
-            if let Outcome::Accuracy { benchmark, .. } = &record.outcome {
+            if let Outcome::Accuracy {
+                benchmark, questions, correct, per_question, repeat, ..
+            } = &record.outcome
+            {
                 let entry = sides.entry(benchmark.to_ascii_lowercase()).or_default();
+                let result = SideResult {
+                    questions: *questions,
+                    correct: *correct,
+                    per_question: per_question.as_deref(),
+                };
+                let index = repeat.map_or(0, |repeat| repeat.index);
+                entry.cap = entry.cap.max(repeat.map_or(1, |repeat| repeat.cap));
+                entry.family = entry.family.max(repeat.and_then(|r| r.family).unwrap_or(0));
                 match record.side {
-                    Side::Base => entry.0 = Some(&record.outcome),
-                    Side::Pr => entry.1 = Some(&record.outcome),
-                    Side::Both => {}
-                }
+                    Side::Base => entry.base.insert(index, result),
+                    Side::Pr => entry.pr.insert(index, result),
+                    Side::Both => None,
+                };
             }
         }
-        // Each benchmark's bounds are one-sided at the PR's alpha over the benchmarks judged.
-        let alpha = self.config.accuracy_alpha.get() / self.accuracy_family.max(1) as f64;
-        for (benchmark, (base, pr)) in sides {
-            let (
-                Some(Outcome::Accuracy {
-                    questions: base_n,
-                    correct: base_c,
-                    per_question: base_q,
-                    ..
-                }),
-                Some(Outcome::Accuracy {
-                    questions: pr_n, correct: pr_c, per_question: pr_q, ..
-                }),
-            ) = (base, pr)
-            else {
+        for (benchmark, records) in sides {
+            if records.base.is_empty() || records.pr.is_empty() {
                 // The other side's not-run record, when there is one, is its item already.
                 let not_run = self.records(Some(model), Check::Accuracy).iter().any(|record| {
                     matches!(&record.outcome, Outcome::NotRun { subject: Some(subject), .. }
-                        if subject.eq_ignore_ascii_case(&benchmark))
+                        if Part::parse(subject).as_ref().and_then(Part::benchmark)
+                            == Some(benchmark.as_str()))
                 });
                 if not_run {
                     continue;
@@ -1306,82 +1347,123 @@ impl<'a> Judge<'a> {
                     },
                 );
                 continue;
-            };
-            let tolerance = self.config.accuracy_tolerance(&benchmark).get();
-            let paired = paired_counts(base_q.as_deref(), pr_q.as_deref());
-            let comparison = match paired {
-                Some((base_only, pr_only, n)) => paired_accuracy(
-                    self.config,
-                    &benchmark,
-                    self.accuracy_family,
-                    (base_only, pr_only, n),
-                ),
-                None => unpaired_comparison(*base_c, *base_n, *pr_c, *pr_n, alpha, tolerance),
-            };
-            let Some(comparison) = comparison else { continue };
-            let points = |x: f64| format!("{:.1}", x * 100.0);
-            let p_value = if comparison.p_beyond < 0.001 {
-                "p < 0.001".to_owned()
-            } else {
-                format!("p = {:.3}", comparison.p_beyond)
-            };
-            let (state, mut summary) = match comparison.against(tolerance) {
-                ToleranceOutcome::Beyond => (
-                    State::Fail,
-                    format!(
-                        "the PR is below base by more than the tolerance of {} points ({p_value})",
-                        points(tolerance)
-                    ),
-                ),
-                ToleranceOutcome::Within => (
-                    State::Pass,
-                    format!("within the tolerance of {} points of base", points(tolerance)),
-                ),
-                ToleranceOutcome::Undecided => (
-                    State::Warn,
-                    format!(
-                        "undecided, low confidence: the interval holds -{} points, the tolerance ({p_value}); more samples (repeats or seeds) would decide",
-                        points(tolerance)
-                    ),
-                ),
-            };
-            let base_accuracy = *base_c as f64 / *base_n as f64;
-            let pr_accuracy = *pr_c as f64 / *pr_n as f64;
-            summary.push_str(&format!(
-                "; base {}%, PR {}%, difference {} [{}, {}] ({:.1}% interval, {}) over {} questions",
-                points(base_accuracy),
-                points(pr_accuracy),
-                signed_points(comparison.difference),
-                signed_points(comparison.interval.0),
-                signed_points(comparison.interval.1),
-                (1.0 - 2.0 * alpha) * 100.0,
-                if paired.is_some() { "paired, Tango's score" } else { "unpaired, Newcombe's score" },
-                pr_n,
-            ));
-            self.push(
-                SectionName::Accuracy,
-                Item {
-                    model: Some(model.to_owned()),
-                    check: format!("accuracy {benchmark}"),
-                    state,
-                    rule: "accuracy may not drop below base by more than the benchmark's tolerance"
-                        .to_owned(),
-                    summary,
-                    numbers: Some(Numbers::Accuracy {
-                        benchmark: benchmark.clone(),
-                        base: base_accuracy,
-                        pr: pr_accuracy,
-                        difference: comparison.difference,
-                        interval: comparison.interval,
-                        questions: *pr_n,
-                        paired: paired.is_some(),
-                        p_value: comparison.p_beyond,
-                        tolerance,
-                        alpha: Some(alpha),
-                    }),
-                },
-            );
+            }
+            if let Some(item) = self.accuracy_item(model, &benchmark, &records) {
+                self.push(SectionName::Accuracy, item);
+            }
         }
+    }
+
+    /// One benchmark's item from its repeats (those both sides have, paired by index).
+    fn accuracy_item(
+        &self,
+        model: &str,
+        benchmark: &str,
+        records: &BenchmarkRecords<'_>,
+    ) -> Option<Item> {
+        let repeats: Vec<(SideResult<'_>, SideResult<'_>)> = records
+            .base
+            .iter()
+            .filter_map(|(index, base)| Some((*base, *records.pr.get(index)?)))
+            .collect();
+        let looks = Looks {
+            repeats: u32::try_from(repeats.len()).unwrap_or(u32::MAX),
+            cap: records.cap,
+            benchmarks: self.accuracy_family.max(records.family as usize),
+        };
+        let pooled = accuracy::pool(&repeats)?;
+        let judgement = judge_benchmark(self.config, benchmark, pooled, looks)?;
+        let comparison = judgement.comparison;
+        let tolerance = judgement.tolerance;
+        let paired = matches!(pooled, Pooled::Paired { .. });
+        let points = |x: f64| format!("{:.1}", x * 100.0);
+        let p_value = if comparison.p_beyond < 0.001 {
+            "p < 0.001".to_owned()
+        } else {
+            format!("p = {:.3}", comparison.p_beyond)
+        };
+        let repeats_text = format!(
+            "{} of at most {} repeat{}",
+            looks.repeats,
+            looks.cap,
+            if looks.cap == 1 { "" } else { "s" }
+        );
+        let (state, mut summary) = match judgement.answer {
+            AccuracyAnswer::Beyond => (
+                State::Fail,
+                format!(
+                    "the PR is below base by more than the tolerance of {} points ({p_value}, {repeats_text})",
+                    points(tolerance)
+                ),
+            ),
+            AccuracyAnswer::Within => (
+                State::Pass,
+                format!(
+                    "not {} points below base (the lower bound {} is above -{}; {repeats_text})",
+                    points(judgement.beta_drop),
+                    signed_points(judgement.pass_bound),
+                    points(judgement.beta_drop)
+                ),
+            ),
+            AccuracyAnswer::Undecided => (
+                State::Error,
+                format!(
+                    "undecided at the cap of {} repeats, low confidence: not a pass; the interval holds -{} points ({p_value}) and its lower bound {} is not above -{} points; {}",
+                    looks.cap,
+                    points(tolerance),
+                    signed_points(judgement.pass_bound),
+                    points(judgement.beta_drop),
+                    undecided_words(judgement.to_decide),
+                ),
+            ),
+            AccuracyAnswer::Open => (
+                if self.completion == Completion::Final { State::Error } else { State::Pending },
+                format!("open after {repeats_text}: another repeat is needed"),
+            ),
+        };
+        let base_accuracy = ratio(repeats.iter().map(|(base, _)| (base.correct, base.questions)));
+        let pr_accuracy = ratio(repeats.iter().map(|(_, pr)| (pr.correct, pr.questions)));
+        let questions = repeats.first().map_or(0, |(_, pr)| pr.questions);
+        summary.push_str(&format!(
+            "; base {}%, PR {}%, difference {} [{}, {}] ({:.2}% interval, {}) over {} questions",
+            points(base_accuracy),
+            points(pr_accuracy),
+            signed_points(comparison.difference),
+            signed_points(comparison.interval.0),
+            signed_points(comparison.interval.1),
+            (1.0 - 2.0 * judgement.alpha_look) * 100.0,
+            if paired { "paired, Tango's score" } else { "unpaired, Newcombe's score" },
+            questions,
+        ));
+        Some(Item {
+            model: Some(model.to_owned()),
+            check: format!("accuracy {benchmark}"),
+            state,
+            rule: "accuracy may not drop below base by more than the benchmark's tolerance; a benchmark still undecided at its cap of repeats is not a pass".to_owned(),
+            summary,
+            numbers: Some(Numbers::Accuracy {
+                benchmark: benchmark.to_owned(),
+                base: base_accuracy,
+                pr: pr_accuracy,
+                difference: comparison.difference,
+                interval: comparison.interval,
+                questions,
+                paired,
+                p_value: comparison.p_beyond,
+                tolerance,
+                alpha: Some(judgement.alpha_look),
+                repeats: Some(AccuracyRepeats {
+                    judged: looks.repeats,
+                    cap: looks.cap,
+                    alpha: judgement.alpha,
+                    beta: judgement.beta,
+                    beta_drop: judgement.beta_drop,
+                    pass_bound: judgement.pass_bound,
+                    repeats_to_decide: judgement.to_decide.and_then(|t| t.repeats),
+                    more_repeats: judgement.to_decide.and_then(|t| t.more_repeats()),
+                }),
+            }),
+        })
     }
 
     fn kernels(&mut self, model: &str) {
@@ -1862,28 +1944,6 @@ fn list(ids: &[&str]) -> String {
         text.push_str(&format!(" and {} more", ids.len() - SHOWN));
     }
     text
-}
-
-/// The discordant counts of two per-question results over the questions both answered:
-/// (base right and PR wrong, base wrong and PR right, questions in common). `None` when either
-/// side lacks per-question results or they share no question.
-fn paired_counts(
-    base: Option<&[crate::evidence::QuestionResult]>,
-    pr: Option<&[crate::evidence::QuestionResult]>,
-) -> Option<(u64, u64, u64)> {
-    let base: BTreeMap<&str, bool> = base?.iter().map(|q| (q.id.as_str(), q.correct)).collect();
-    let (mut base_only, mut pr_only, mut common) = (0, 0, 0);
-    for question in pr? {
-        if let Some(&base_correct) = base.get(question.id.as_str()) {
-            common += 1;
-            match (base_correct, question.correct) {
-                (true, false) => base_only += 1,
-                (false, true) => pr_only += 1,
-                _ => {}
-            }
-        }
-    }
-    (common > 0).then_some((base_only, pr_only, common))
 }
 
 #[cfg(test)]

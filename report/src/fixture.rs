@@ -156,6 +156,7 @@ pub(crate) fn accuracy(model: &str, side: Side, benchmark: &str, answers: &[bool
                     .collect(),
             ),
             cached: false,
+            repeat: None,
         },
     )
 }

@@ -85,6 +85,9 @@ pub struct EvalConfig {
     /// Append `expected: <answer>` to every prompt: the simulated server's hook (see the
     /// module's documentation); never set it against a real model.
     pub reveal_expected: bool,
+    /// The repeat's seed, sent as the request's `seed`; `None` sends none (the server's own
+    /// sampling, as before repeats).
+    pub seed: Option<u64>,
 }
 
 impl EvalConfig {
@@ -99,6 +102,7 @@ impl EvalConfig {
             concurrency: NonZeroUsize::new(8).unwrap_or(NonZeroUsize::MIN),
             request_timeout: Duration::from_secs(120),
             reveal_expected: false,
+            seed: None,
         }
     }
 }
@@ -346,13 +350,16 @@ fn ask(
     config: &EvalConfig,
     question: &Question,
 ) -> Result<String, String> {
-    let body = json!({
+    let mut body = json!({
         "model": config.model,
         "prompt": prompt(question, config.reveal_expected),
         "max_tokens": config.max_tokens,
         "temperature": 0.0,
         "stream": false,
     });
+    if let Some(seed) = config.seed {
+        body["seed"] = json!(seed);
+    }
     let mut response = agent
         .post(url)
         .header("content-type", "application/json")
@@ -397,6 +404,7 @@ impl Evaluation {
             correct: self.correct(),
             per_question: Some(per_question),
             cached: false,
+            repeat: None,
         }
     }
 }

@@ -52,6 +52,10 @@ pub struct AccuracyKey {
     pub benchmark: String,
     /// The recipe's parts that matter, as one canonical text.
     pub recipe_parts: String,
+    /// The repeat's seed: each repeat of a benchmark is its own entry. `None`: an unseeded run
+    /// (an entry written before repeats, never taken for a seeded one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
 }
 
 /// Everything that makes two base runs of a cell comparable.
@@ -179,6 +183,7 @@ mod tests {
             model: "kimi_k3".to_owned(),
             benchmark: "gsm8k".to_owned(),
             recipe_parts: "builtin".to_owned(),
+            seed: Some(0),
         }
     }
 
@@ -189,6 +194,7 @@ mod tests {
             correct: 9,
             per_question: None,
             cached: false,
+            repeat: None,
         }
     }
 
@@ -204,9 +210,38 @@ mod tests {
             AccuracyKey { base_commit: "beef".to_owned(), ..key.clone() },
             AccuracyKey { image_digest: "sha256:cd".to_owned(), ..key.clone() },
             AccuracyKey { recipe_parts: "limit 5".to_owned(), ..key.clone() },
+            // Each repeat's seed is its own entry; an unseeded one is never a seeded one's.
+            AccuracyKey { seed: Some(1), ..key.clone() },
+            AccuracyKey { seed: None, ..key.clone() },
         ] {
             assert_eq!(cache.accuracy(&other), None, "{other:?}");
         }
+    }
+
+    #[test]
+    fn the_repeats_of_one_benchmark_are_cached_each_under_its_seed() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let cache = Cache::new(dir.path());
+        let repeat = |seed: u64| AccuracyKey { seed: Some(seed), ..accuracy_key() };
+        let scored = |correct: u64| Outcome::Accuracy {
+            benchmark: "gsm8k".to_owned(),
+            questions: 10,
+            correct,
+            per_question: None,
+            cached: false,
+            repeat: None,
+        };
+        for seed in 0..3 {
+            cache.store_accuracy(&repeat(seed), &scored(7 + seed)).expect("the entry is written");
+        }
+        for seed in 0..3 {
+            assert_eq!(cache.accuracy(&repeat(seed)), Some(scored(7 + seed)), "seed {seed}");
+        }
+        assert_eq!(cache.accuracy(&repeat(3)), None);
+        // An entry written before seeds (no `seed` in its key) still reads as the unseeded one.
+        let unseeded = AccuracyKey { seed: None, ..accuracy_key() };
+        let text = serde_json::to_string(&unseeded).expect("serializes");
+        assert!(!text.contains("seed"), "{text}");
     }
 
     #[test]

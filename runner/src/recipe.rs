@@ -159,6 +159,16 @@ pub struct AccuracyBenchmark {
     /// The hub dataset prgate fetches for the command before it runs (`org/name@<commit>`),
     /// read-only at `/datasets` in its container; required with `token`.
     pub hub_dataset: Option<crate::accuracy::gated::HubDataset>,
+    /// The cap of repeats (`repeats`, 1..=64; repeat `r` runs with seed `r`); `None`: the
+    /// gate's `accuracy.repeats`. Base's recipe sets it for both sides.
+    pub repeats: Option<u32>,
+}
+
+impl AccuracyBenchmark {
+    /// The cap of repeats: the recipe's, else the gate's default.
+    pub fn repeat_cap(&self, gate: &prgate_gate::GateConfig) -> u32 {
+        self.repeats.unwrap_or(gate.accuracy_repeats)
+    }
 }
 
 /// Who scores an accuracy benchmark.
@@ -472,13 +482,20 @@ impl TimingScript {
 
 impl ExternalEvaluator {
     /// The command's argv against a server on `port` serving `checkpoint_path`, writing into the
-    /// directory `results` (paths as the command sees them).
-    pub fn command(&self, port: u16, checkpoint_path: &str, results: &str) -> Vec<String> {
+    /// directory `results` (paths as the command sees them), for the repeat of `seed`.
+    pub fn command(
+        &self,
+        port: u16,
+        checkpoint_path: &str,
+        results: &str,
+        seed: u64,
+    ) -> Vec<String> {
         self.command.expand(
             |placeholder| match placeholder {
                 Placeholder::Port => port.to_string(),
                 Placeholder::Checkpoint => checkpoint_path.to_owned(),
                 Placeholder::Results => results.to_owned(),
+                Placeholder::Seed => seed.to_string(),
                 // The accuracy command allows no other placeholder.
                 _ => String::new(),
             },
@@ -591,8 +608,10 @@ fn describe_blockers(blockers: &[Blocker]) -> String {
 const SERVER_PLACEHOLDERS: [Placeholder; 4] =
     [Placeholder::Checkpoint, Placeholder::Port, Placeholder::Tp, Placeholder::ExtraArgs];
 const TIMING_PLACEHOLDERS: [Placeholder; 1] = [Placeholder::Output];
-const ACCURACY_PLACEHOLDERS: [Placeholder; 3] =
-    [Placeholder::Port, Placeholder::Checkpoint, Placeholder::Results];
+use prgate_gate::config::MAX_ACCURACY_REPEATS;
+
+const ACCURACY_PLACEHOLDERS: [Placeholder; 4] =
+    [Placeholder::Port, Placeholder::Checkpoint, Placeholder::Results, Placeholder::Seed];
 const SPEED_PLACEHOLDERS: [Placeholder; 8] = [
     Placeholder::Port,
     Placeholder::Checkpoint,
@@ -861,11 +880,29 @@ impl Checker<'_> {
                     Evaluator::Builtin(BuiltinEvaluator { dataset, limit: raw.limit })
                 }
             };
+            let repeats = raw
+                .repeats
+                .map(|repeats| {
+                    u32::try_from(repeats)
+                        .ok()
+                        .filter(|repeats| (1..=MAX_ACCURACY_REPEATS).contains(repeats))
+                        .ok_or_else(|| {
+                            self.value(
+                                &key("repeats"),
+                                &repeats,
+                                format!(
+                                    "must be a number of repeats in 1..={MAX_ACCURACY_REPEATS}"
+                                ),
+                            )
+                        })
+                })
+                .transpose()?;
             benchmarks.push(AccuracyBenchmark {
                 name: raw.name,
                 evaluator,
                 token: raw.token,
                 hub_dataset,
+                repeats,
             });
         }
         Ok(benchmarks)
@@ -1119,6 +1156,7 @@ struct RawAccuracy {
     metrics: Option<String>,
     dataset: Option<String>,
     limit: Option<u32>,
+    repeats: Option<i64>,
 }
 
 #[derive(Deserialize)]

@@ -54,7 +54,7 @@
 
 use std::path::{Path, PathBuf};
 
-use prgate_gate::evidence::{Evidence, Outcome, Provenance, Reused, TestOutcome};
+use prgate_gate::evidence::{Check, Evidence, Outcome, Provenance, Reused, TestOutcome};
 use prgate_gate::job::{Expect, Part, StepId, Target};
 use prgate_gate::speed::{Calibration, Pair};
 use serde::{Deserialize, Serialize};
@@ -223,8 +223,11 @@ pub fn select(entry: &Entry, current: &Current<'_>) -> Selection {
             continue;
         }
         let id = current.target.step_id(step);
-        let taken = match step.part {
-            Some(Part::Cell { concurrency }) => cell(entry, &id, concurrency, current),
+        let taken = match &step.part {
+            Some(Part::Cell { concurrency }) => cell(entry, &id, *concurrency, current),
+            Some(Part::Named(name)) if step.check == Check::Accuracy => {
+                repeats(entry, &id, name, current.provenance)
+            }
             _ => single(entry, &id, current.provenance),
         };
         if let Some(records) = taken {
@@ -256,6 +259,34 @@ fn single(entry: &Entry, id: &StepId, provenance: &Provenance) -> Option<Vec<Evi
         Outcome::SpeedPair { .. } | Outcome::SpeedNoise { .. } | Outcome::NotRun { .. } => false,
     };
     judged.then(|| vec![record.clone()])
+}
+
+/// An accuracy benchmark's records: its repeats measured so far (or its one record, written
+/// before repeats), when each is a measurement of this provenance; the run goes on from them
+/// (the gate decides whether more repeats are needed). `None` when it has none or one broke.
+fn repeats(
+    entry: &Entry,
+    id: &StepId,
+    benchmark: &str,
+    provenance: &Provenance,
+) -> Option<Vec<Evidence>> {
+    let records: Vec<&Evidence> = entry
+        .records
+        .iter()
+        .filter(|record| {
+            let of = StepId::of(record);
+            of.model() == id.model()
+                && of.check() == id.check()
+                && of.side() == id.side()
+                && of.part().and_then(Part::benchmark) == Some(benchmark)
+        })
+        .collect();
+    let judged = !records.is_empty()
+        && records.iter().all(|record| {
+            matches!(record.outcome, Outcome::Accuracy { .. })
+                && same_provenance(record, provenance)
+        });
+    judged.then(|| records.into_iter().cloned().collect())
 }
 
 /// A whole speed cell's records, when the cell was decided and nothing of it broke.

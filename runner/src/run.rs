@@ -273,7 +273,8 @@ pub fn run(request: &RunRequest<'_>) -> Result<RunSummary, RunError> {
     let selection = Selection::of(request, &exported);
     let facts = Facts::of(request);
     session.take_over(&selection, &exported.job, &facts)?;
-    let mut runner = session.runner(&selection, family)?;
+    let accuracy_family = exported.job.plan.accuracy_family();
+    let mut runner = session.runner(&selection, family, accuracy_family)?;
     let failure = session::preflight(&mut runner, &selection);
     let stops_run = failure.as_ref().filter(|failure| failure.blocks_run());
     let times = match stops_run {

@@ -74,7 +74,8 @@ fn half_right_is_the_same_for_the_same_seed_and_differs_for_another() {
     assert!((15..=45).contains(&correct), "{correct} of 60 at accuracy 0.5");
 
     let outcome = first.outcome("sim-qa");
-    let Outcome::Accuracy { benchmark, questions, correct: right, per_question, cached } = outcome
+    let Outcome::Accuracy { benchmark, questions, correct: right, per_question, cached, .. } =
+        outcome
     else {
         panic!("an accuracy outcome");
     };
@@ -269,6 +270,7 @@ fn reads_a_single_shot_run_with_and_without_predictions() {
                 question("gsm8k-3", true),
             ]),
             cached: false,
+            repeat: None,
         }
     );
 

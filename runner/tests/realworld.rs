@@ -142,7 +142,7 @@ fn an_sgl_eval_run_reads_into_accuracy_evidence() {
         .expect("predictions");
     assert_eq!(sgl_eval::find_run_dir(out.path()).expect("one run"), run);
     match sgl_eval::read_run(out.path(), &run, "gsm8k").expect("the run") {
-        Outcome::Accuracy { benchmark, questions, correct, per_question, cached } => {
+        Outcome::Accuracy { benchmark, questions, correct, per_question, cached, .. } => {
             assert_eq!((benchmark.as_str(), questions, correct, cached), ("gsm8k", 10, 10, false));
             assert_eq!(per_question.map(|questions| questions.len()), Some(10));
         }

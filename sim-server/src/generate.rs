@@ -45,6 +45,9 @@ pub(super) struct GenerationRequest {
     pub(super) stream: bool,
     /// `stream_options.include_usage`: a last chunk with the usage and no choices.
     pub(super) include_usage: bool,
+    /// The request's sampling `seed` (`sampling_params.seed` for `/generate`): an answer with
+    /// an `expected:` line is drawn per (question, seed); `None` keeps the one draw a prompt.
+    pub(super) seed: Option<u64>,
 }
 
 /// The tokens of one answer.
@@ -103,7 +106,18 @@ pub(super) fn parse_request(endpoint: Endpoint, body: &str) -> Result<Generation
             None | Some(Value::Null) => false,
             Some(options) => flag(options, "include_usage")?,
         },
+        seed: seed(&body)?,
     })
+}
+
+/// A body's `seed`: absent or null is none; otherwise a non-negative integer.
+fn seed(body: &Value) -> Result<Option<u64>, String> {
+    match body.get("seed") {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => {
+            value.as_u64().map(Some).ok_or_else(|| "seed must be a non-negative integer".to_owned())
+        }
+    }
 }
 
 /// A `/generate` request: `sampling_params.max_new_tokens` (default 128) and
@@ -135,6 +149,7 @@ fn parse_generate(
         ignore_eos: flag(&params, "ignore_eos")?,
         stream: flag(body, "stream")?,
         include_usage: false,
+        seed: seed(&params)?,
     })
 }
 

@@ -658,7 +658,7 @@ async fn generation(
     // A prefill instance makes the first token only; the decode instance the rest.
     let prefill_only = profile.disaggregation.as_ref().is_some_and(|pd| pd.mode == Mode::Prefill);
     let mut output = Output::new(
-        answer(profile, &parsed.prompt).as_deref(),
+        answer(profile, &parsed.prompt, parsed.seed).as_deref(),
         if prefill_only { 1 } else { parsed.max_tokens },
         parsed.ignore_eos,
     );
@@ -749,10 +749,14 @@ async fn disaggregated_start(
 }
 
 /// The answer the model gives a prompt with an `expected:` line: right with the profile's
-/// accuracy, decided once per prompt.
-fn answer(profile: &Profile, prompt: &str) -> Option<String> {
+/// accuracy. Without a seed it is decided once per prompt; with one, once per (prompt, seed):
+/// each question is right with the profile's accuracy on every seed, drawn anew for each seed,
+/// and two servers of one profile seed draw alike (the same question, the same seed, the same
+/// draw).
+fn answer(profile: &Profile, prompt: &str, seed: Option<u64>) -> Option<String> {
     let expected = generate::expected_answer(prompt)?;
-    if rng::prompt_uniform(profile.seed, prompt) < profile.accuracy.value() {
+    let draw_seed = seed.map_or(profile.seed, |seed| rng::seeded(profile.seed, seed));
+    if rng::prompt_uniform(draw_seed, prompt) < profile.accuracy.value() {
         Some(expected.to_owned())
     } else {
         Some(generate::wrong_answer(expected))

@@ -53,6 +53,12 @@ impl SplitMix64 {
     }
 }
 
+/// The seed of a request's own `seed` under the profile's: a different stream for every
+/// request seed, never the profile's own (the unseeded draw).
+pub(super) fn seeded(profile_seed: u64, request_seed: u64) -> u64 {
+    mix(profile_seed ^ mix(request_seed.wrapping_add(GOLDEN_GAMMA)))
+}
+
 /// A uniform number in [0, 1) fixed by the seed and the prompt's text: the same prompt always
 /// draws the same number, whatever else the server was asked.
 pub(super) fn prompt_uniform(seed: u64, prompt: &str) -> f64 {

@@ -224,6 +224,40 @@ fn prompt_draws_depend_on_the_prompt_and_the_seed_only() {
     assert!((0.0..1.0).contains(&first));
 }
 
+#[test]
+fn a_seeded_answer_is_drawn_per_question_and_seed_at_the_profiles_accuracy() {
+    let profile = Profile {
+        accuracy: Probability::try_from(0.7).expect("a probability"),
+        ..Profile::default()
+    };
+    let prompts: Vec<String> = (0..400).map(|q| format!("question {q}\nexpected: {q}")).collect();
+    let right = |seed: Option<u64>| -> Vec<bool> {
+        prompts
+            .iter()
+            .map(|prompt| {
+                answer(&profile, prompt, seed)
+                    == generate::expected_answer(prompt).map(str::to_owned)
+            })
+            .collect()
+    };
+    // Without a seed: one draw a prompt, as before seeds.
+    let unseeded = right(None);
+    assert_eq!(unseeded, right(None));
+    let first = prompts.first().expect("a prompt");
+    assert_eq!(unseeded[0], rng::prompt_uniform(profile.seed, first) < profile.accuracy.value());
+    // Each seed draws anew; the same seed draws alike; each near the accuracy.
+    let seeds: Vec<Vec<bool>> = (0..4).map(|seed| right(Some(seed))).collect();
+    assert_eq!(seeds[1], right(Some(1)));
+    for (seed, answers) in seeds.iter().enumerate() {
+        let share = answers.iter().filter(|a| **a).count() as f64 / answers.len() as f64;
+        assert!((share - 0.7).abs() < 0.08, "seed {seed}: {share}");
+        assert_ne!(answers, &unseeded, "seed {seed}");
+    }
+    let disagree = seeds[0].iter().zip(&seeds[1]).filter(|(a, b)| a != b).count();
+    // Independent draws at 0.7 disagree on 2 * 0.7 * 0.3 = 42% of the questions.
+    assert!((120..220).contains(&disagree), "{disagree}");
+}
+
 // ---------------------------------------------------------------------------------------------
 // The server, on real sockets.
 

@@ -103,10 +103,11 @@ fn a_pr_whose_server_never_becomes_healthy_fails() {
 
 #[test]
 fn a_pr_whose_server_dies_in_the_middle_of_the_speed_benchmark_fails() {
-    // The accuracy question, the serving test's /health does not count; the warm-up and the
-    // first measured requests do: the PR's server dies within its first speed run.
+    // The 300 accuracy questions (one repeat), the serving test's /health does not count; the
+    // warm-up and the first measured requests do: the PR's server dies within its first speed
+    // run.
     let fixture = Fixture::new(&with_profile(|repo| {
-        repo.write(PROFILE, "tpot-ms = 2.0\ndie-after-requests = 3\n");
+        repo.write(PROFILE, "tpot-ms = 2.0\ndie-after-requests = 302\n");
     }));
     let (gate, verdict) = run_and_gate(&fixture, &[]);
     assert_fails_with(&gate, &verdict, "crashed");
@@ -191,7 +192,7 @@ fn the_base_side_runs_its_own_commands_and_a_changed_recipe_is_never_cached() {
         // The base side measured its own command (2 ms a token), not the PR's (20 ms).
         assert!(pr > 3.0 * base, "base {base} ms, PR {pr} ms: the base side ran the PR's command");
         // Nothing measured with a PR-changed recipe goes into the node's cache.
-        let accuracy = fixture.record(results, "alpha.accuracy.base.tiny");
+        let accuracy = fixture.record(results, "alpha.accuracy.base.tiny%40repeat-0");
         assert_eq!(accuracy["outcome"]["cached"], false, "{accuracy}");
     }
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");

@@ -1,6 +1,7 @@
 //! End-to-end tests of the `prgate` binary: the real program on real git repositories that the
 //! tests build in temporary directories.
 
+mod accuracy;
 mod ci;
 mod codeowners;
 mod contract;

@@ -186,7 +186,7 @@ fn steps_missing_from_the_earlier_run_run_again_and_the_verdict_is_the_same() {
     assert_eq!(
         finished(&fixture, "second"),
         [
-            "\"alpha\" \"accuracy\" \"pr\" tiny",
+            "\"alpha\" \"accuracy\" \"pr\" tiny@repeat-0",
             "\"alpha\" \"speed\" \"both\" concurrency-2-pair-0",
             "\"alpha\" \"speed\" \"both\" concurrency-2-pair-1",
         ],

@@ -197,6 +197,19 @@ digest = "{IMAGE_DIGEST}"
     )
 }
 
+/// The accuracy benchmark: 300 questions, which the simulated server answers alike on both
+/// sides of an unchanged PR (none has an `expected:` line), so that one repeat decides it: the
+/// pass side's bound with no question in disagreement is about `-9 / 300` points, above twice
+/// the default tolerance (docs/gate.md, "Accuracy"); one question would need more repeats than
+/// the cap.
+fn alpha_questions() -> String {
+    (1..=300)
+        .map(|q| {
+            format!("{{\"id\": \"q{q}\", \"question\": \"6 x 7 ({q})?\", \"answer\": \"42\"}}\n")
+        })
+        .collect()
+}
+
 /// The sample repository (base `main`, PR `pr` changing the model's code), its plan and a node
 /// profile in a work folder: everything `prgate run` needs.
 pub(crate) struct Fixture {
@@ -216,10 +229,7 @@ impl Fixture {
             .write("test/kernels/test_alpha_k1.py", "def test_k1():\n    assert 1 + 1 == 2\n")
             .write("test/kernels/alpha_timing.py", TIMING_SCRIPT)
             .write("test/e2e/test_alpha_serving.py", SERVING_TEST)
-            .write(
-                "test/e2e/data/alpha.jsonl",
-                "{\"id\": \"q1\", \"question\": \"6 x 7?\", \"answer\": \"42\"}\n",
-            )
+            .write("test/e2e/data/alpha.jsonl", &alpha_questions())
             .write("test/e2e/alpha.toml", &recipe(sample));
         if sample.base_scripts {
             repo.write("test/e2e/fake_sgl_eval.py", FAKE_SGL_EVAL)
@@ -452,8 +462,8 @@ pub(crate) fn settle(fixture: &Fixture) -> Vec<String> {
 pub(crate) const SERVED: [&str; 6] = [
     "alpha.serving-tests.base",
     "alpha.serving-tests.pr",
-    "alpha.accuracy.base.tiny",
-    "alpha.accuracy.pr.tiny",
+    "alpha.accuracy.base.tiny%40repeat-0",
+    "alpha.accuracy.pr.tiny%40repeat-0",
     "alpha.routing.base",
     "alpha.routing.pr",
 ];
@@ -474,8 +484,8 @@ fn a_run_records_every_check_on_both_sides_and_a_second_run_resumes() {
         "alpha.serving-tests.pr.json",
         "alpha.routing.base.json",
         "alpha.routing.pr.json",
-        "alpha.accuracy.base.tiny.json",
-        "alpha.accuracy.pr.tiny.json",
+        "alpha.accuracy.base.tiny%40repeat-0.json",
+        "alpha.accuracy.pr.tiny%40repeat-0.json",
         "alpha.kernel-timing.base.json",
         "alpha.kernel-timing.pr.json",
         "alpha.speed.both.concurrency-1-pair-0.json",
@@ -576,9 +586,10 @@ fn a_server_that_never_becomes_healthy_is_a_timeout_with_its_log() {
 
 #[test]
 fn a_server_that_dies_mid_benchmark_is_evidence_with_the_reason() {
-    // One accuracy question, one warm-up request, one measured request: the next one kills it.
+    // 300 accuracy questions (one repeat decides them), one warm-up request, one measured
+    // request: the next one kills it.
     let fixture =
-        Fixture::new(&Sample { server_flags: "--die-after-requests 3", ..Sample::default() });
+        Fixture::new(&Sample { server_flags: "--die-after-requests 302", ..Sample::default() });
     let started = Instant::now();
     let run = fixture.run("results");
     assert_eq!(run.code, 0, "{}", run.stderr);
@@ -594,9 +605,9 @@ fn a_server_that_dies_mid_benchmark_is_evidence_with_the_reason() {
         assert_eq!(record["outcome"]["kind"], "not-run", "{stem}: {record}");
         assert_eq!(record["outcome"]["reason"], "crash", "{stem}: {record}");
         let detail = record["outcome"]["detail"].as_str().expect("a detail");
-        assert!(detail.contains("dying after 3 generation requests"), "{stem}: {detail}");
+        assert!(detail.contains("dying after 302 generation requests"), "{stem}: {detail}");
     }
-    let accuracy = fixture.record("results", "alpha.accuracy.pr.tiny");
+    let accuracy = fixture.record("results", "alpha.accuracy.pr.tiny%40repeat-0");
     assert_eq!(accuracy["outcome"]["kind"], "accuracy", "{accuracy}");
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
 }
@@ -797,7 +808,7 @@ fn external_evaluators_and_benchmarks_run_against_the_server_and_are_read() {
     let run = fixture.run("results");
     assert_eq!(run.code, 0, "{}", run.stderr);
     for side in ["base", "pr"] {
-        let accuracy = fixture.record("results", &format!("alpha.accuracy.{side}.ext"));
+        let accuracy = fixture.record("results", &format!("alpha.accuracy.{side}.ext%40repeat-0"));
         // The base tree has no stand-in script: the command fails there, and says so.
         if side == "pr" {
             assert_eq!(accuracy["outcome"]["kind"], "accuracy", "{accuracy}");
@@ -844,15 +855,15 @@ fn a_second_run_takes_the_base_accuracy_from_the_cache() {
     let fixture = Fixture::new(&Sample { gate: TWO_PAIRS, ..Sample::default() });
     let first = fixture.run("first");
     assert_eq!(first.code, 0, "{}", first.stderr);
-    let measured = fixture.record("first", "alpha.accuracy.base.tiny");
+    let measured = fixture.record("first", "alpha.accuracy.base.tiny%40repeat-0");
     assert_eq!(measured["outcome"]["cached"], false, "{measured}");
     let second = fixture.run("second");
     assert_eq!(second.code, 0, "{}", second.stderr);
-    let cached = fixture.record("second", "alpha.accuracy.base.tiny");
+    let cached = fixture.record("second", "alpha.accuracy.base.tiny%40repeat-0");
     assert_eq!(cached["outcome"]["cached"], true, "{cached}");
     assert_eq!(cached["outcome"]["correct"], measured["outcome"]["correct"]);
     // Only the base side is ever cached.
-    let pr = fixture.record("second", "alpha.accuracy.pr.tiny");
+    let pr = fixture.record("second", "alpha.accuracy.pr.tiny%40repeat-0");
     assert_eq!(pr["outcome"]["cached"], false, "{pr}");
     let gate = fixture.gate("second");
     assert!(gate.code == 0 || gate.code == 1, "{}{}", gate.stdout, gate.stderr);
@@ -881,7 +892,7 @@ fn a_new_model_is_compared_with_sglangs_own_path() {
     assert_eq!(base["outcome"]["routed"], false, "{base}");
     let pr = fixture.record("results", "beta.routing.pr");
     assert_eq!(pr["outcome"]["routed"], true, "{pr}");
-    let accuracy = fixture.record("results", "beta.accuracy.base.tiny");
+    let accuracy = fixture.record("results", "beta.accuracy.base.tiny%40repeat-0");
     assert_eq!(accuracy["outcome"]["kind"], "accuracy", "{accuracy}");
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
 }
@@ -1727,9 +1738,9 @@ fn a_gated_dataset_is_fetched_by_prgate_and_no_secret_or_host_file_reaches_any_o
         &[("PRGATE_SECRET_HF_TOKEN", ""), ("HF_ENDPOINT", &hub)],
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let record = fixture.record("without", "alpha.accuracy.pr.gated");
+    let record = fixture.record("without", "alpha.accuracy.pr.gated%40repeat-0");
     assert_eq!(record["outcome"]["reason"], "gated-dataset", "{record}");
-    let builtin = fixture.record("without", "alpha.accuracy.pr.tiny");
+    let builtin = fixture.record("without", "alpha.accuracy.pr.tiny%40repeat-0");
     assert_eq!(builtin["outcome"]["kind"], "accuracy", "{builtin}");
 
     // With the value, prgate fetches the dataset with it; the command gets the dataset, never
@@ -1742,11 +1753,11 @@ fn a_gated_dataset_is_fetched_by_prgate_and_no_secret_or_host_file_reaches_any_o
         &[("PRGATE_SECRET_HF_TOKEN", SECRET_VALUE), ("HF_ENDPOINT", &hub)],
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let record = fixture.record("with", "alpha.accuracy.pr.gated");
+    let record = fixture.record("with", "alpha.accuracy.pr.gated%40repeat-0");
     // `stolen.json` is a link to the host file: not read, so sgl-eval's run directory is.
     assert_eq!(record["outcome"]["kind"], "accuracy", "{record}");
     assert_eq!(record["outcome"]["questions"], 2, "{record}");
-    let leaky = fixture.record("with", "alpha.accuracy.pr.leaky");
+    let leaky = fixture.record("with", "alpha.accuracy.pr.leaky%40repeat-0");
     assert_eq!(leaky["outcome"]["reason"], "no-result", "{leaky}");
     let detail = leaky["outcome"]["detail"].as_str().unwrap_or_default();
     assert!(detail.contains("the token is [redacted HF_TOKEN]"), "{detail}");

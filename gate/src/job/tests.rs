@@ -46,6 +46,9 @@ fn parts_read_back_as_they_are_written() {
         ("concurrency-64", Part::Cell { concurrency: 64 }),
         ("concurrency-64-pair-3", Part::Pair { concurrency: 64, index: 3 }),
         ("concurrency-1-noise", Part::Noise { concurrency: 1 }),
+        ("GSM8K@repeat-2", Part::Repeat { benchmark: "gsm8k".to_owned(), index: 2 }),
+        // Not a repeat: a name.
+        ("gsm8k@repeat-x", Part::Named("gsm8k@repeat-x".to_owned())),
         // Not a speed form: a name.
         ("concurrency-x", Part::Named("concurrency-x".to_owned())),
         ("concurrency-4-pair-", Part::Named("concurrency-4-pair-".to_owned())),
@@ -64,6 +67,7 @@ proptest! {
             Part::Pair { concurrency, index },
             Part::Noise { concurrency },
             Part::Named(name.clone()),
+            Part::Repeat { benchmark: name.clone(), index },
         ] {
             prop_assert_eq!(Part::parse(&part.to_string()), Some(part));
         }
@@ -81,6 +85,19 @@ fn what_accounts_for_a_step() {
         correct: 1,
         per_question: None,
         cached: false,
+        repeat: None,
+    };
+    let repeat = |benchmark: &str, index: u32| {
+        let mut outcome = accuracy(benchmark);
+        if let Outcome::Accuracy { repeat, .. } = &mut outcome {
+            *repeat = Some(crate::evidence::Repeat {
+                index,
+                seed: u64::from(index),
+                cap: 20,
+                family: None,
+            });
+        }
+        outcome
     };
     let tests = || Outcome::Tests { results: vec![] };
     let cases: Vec<(StepId, Vec<Evidence>, bool)> = vec![
@@ -115,6 +132,27 @@ fn what_accounts_for_a_step() {
         (
             step(Check::Accuracy, Side::Base, bench()),
             vec![record(Check::Accuracy, Side::Pr, not_run(Some("gsm8k")))],
+            true,
+        ),
+        // A benchmark: any of its repeats, on its side, or a repeat's not-run.
+        (
+            step(Check::Accuracy, Side::Pr, bench()),
+            vec![record(Check::Accuracy, Side::Pr, repeat("GSM8K", 3))],
+            true,
+        ),
+        (
+            step(Check::Accuracy, Side::Base, bench()),
+            vec![record(Check::Accuracy, Side::Pr, repeat("gsm8k", 0))],
+            false,
+        ),
+        (
+            step(Check::Accuracy, Side::Pr, bench()),
+            vec![record(Check::Accuracy, Side::Pr, repeat("other", 0))],
+            false,
+        ),
+        (
+            step(Check::Accuracy, Side::Pr, bench()),
+            vec![record(Check::Accuracy, Side::Pr, not_run(Some("gsm8k@repeat-1")))],
             true,
         ),
         // A speed cell: one of its pairs or its not-run; its calibration alone is not evidence.

@@ -102,6 +102,22 @@ fn tests(model: &str, check: Check, side: Side, failing: &[&str]) -> Evidence {
     record(Some(model), check, side, Outcome::Tests { results })
 }
 
+/// Repeat `index` (seed `index`) of a cap of `cap` of one side of a benchmark.
+fn accuracy_repeat(
+    model: &str,
+    side: Side,
+    benchmark: &str,
+    answers: &[bool],
+    (index, cap): (u32, u32),
+) -> Evidence {
+    let mut record = accuracy(model, side, benchmark, answers);
+    if let Outcome::Accuracy { repeat, .. } = &mut record.outcome {
+        *repeat =
+            Some(crate::evidence::Repeat { index, seed: u64::from(index), cap, family: Some(1) });
+    }
+    record
+}
+
 fn accuracy(model: &str, side: Side, benchmark: &str, answers: &[bool]) -> Evidence {
     let correct = answers.iter().filter(|a| **a).count() as u64;
     record(
@@ -120,6 +136,7 @@ fn accuracy(model: &str, side: Side, benchmark: &str, answers: &[bool]) -> Evide
                     .collect(),
             ),
             cached: false,
+            repeat: None,
         },
     )
 }
@@ -342,7 +359,7 @@ fn every_rule_decides_on_fixture_evidence() {
                 ));
             }),
             None,
-            "result fail\nAccuracy fail kimi: the PR is below base by more than the tolerance of 1.5 points (p < 0.001); base 80.0%, PR 68.5%, difference -11.4 [-13.4, -9.8] (96.0% interval, paired, Tango's score) over 1319 questions",
+            "result fail\nAccuracy fail kimi: the PR is below base by more than the tolerance of 1.5 points (p < 0.001, 1 of at most 1 repeat); base 80.0%, PR 68.5%, difference -11.4 [-13.4, -9.8] (96.00% interval, paired, Tango's score) over 1319 questions",
         ),
         (
             "an accuracy drop within noise",
@@ -356,7 +373,37 @@ fn every_rule_decides_on_fixture_evidence() {
                 ));
             }),
             None,
-            "result pass\nAccuracy warn kimi: undecided, low confidence: the interval holds -1.5 points, the tolerance (p = 0.051); more samples (repeats or seeds) would decide; base 80.0%, PR 77.9%, difference -2.0 [-3.0, -1.4] (96.0% interval, paired, Tango's score) over 1319 questions",
+            "result pass",
+        ),
+        (
+            "repeats pooled: a 3.3-point drop fails over four repeats",
+            with(passing(), |e| {
+                e.retain(|r| r.check != Check::Accuracy);
+                let base: Vec<bool> = (0..1319).map(|i| i % 5 != 0).collect();
+                let pr: Vec<bool> = (0..1319).map(|i| i % 5 != 0 && i % 30 != 1).collect();
+                for index in 0..4 {
+                    e.push(accuracy_repeat("kimi", Side::Base, "gsm8k", &base, (index, 20)));
+                    e.push(accuracy_repeat("kimi", Side::Pr, "gsm8k", &pr, (index, 20)));
+                }
+            }),
+            None,
+            "result fail\nAccuracy fail kimi: the PR is below base by more than the tolerance of 1.5 points (p < 0.001, 4 of at most 20 repeats); base 80.0%, PR 76.6%, difference -3.3 [-4.2, -2.7] (99.80% interval, paired, Tango's score) over 1319 questions",
+        ),
+        (
+            "a benchmark still undecided at its cap of repeats is not a pass: an error",
+            with(passing(), |e| {
+                e.retain(|r| r.check != Check::Accuracy);
+                let base: Vec<bool> = (0..1319).map(|i| i % 5 != 0).collect();
+                // 2.3 points down, 12% of the questions discordant: neither bound passes.
+                let pr: Vec<bool> =
+                    (0..1319).map(|i| (i % 5 != 0 && i % 11 != 1) || i % 20 == 0).collect();
+                for index in 0..2 {
+                    e.push(accuracy_repeat("kimi", Side::Base, "gsm8k", &base, (index, 2)));
+                    e.push(accuracy_repeat("kimi", Side::Pr, "gsm8k", &pr, (index, 2)));
+                }
+            }),
+            None,
+            "result error\nAccuracy error kimi: undecided at the cap of 2 repeats, low confidence: not a pass; the interval holds -1.5 points (p = 0.127) and its lower bound -3.8 is not above -3.0 points; at the difference and noise measured, 14 repeats in all would decide it (12 more: 24 benchmark runs, half of them base's unless cached), with the recipe's `repeats` raised to 14; base 80.0%, PR 77.7%, difference -2.3 [-3.9, -0.7] (98.00% interval, paired, Tango's score) over 1319 questions",
         ),
         (
             "a cell still undecided at the pair cap is not a pass: an error",

@@ -193,6 +193,7 @@ pub fn outcome(
         correct,
         per_question,
         cached: false,
+        repeat: None,
     })
 }
 

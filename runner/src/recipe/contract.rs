@@ -141,7 +141,8 @@ fn requirements(changes: &mut Changes, base: &Recipe, pr: &Recipe, node: &NodePr
     changes.value("tp", &base.tp.to_string(), &pr.tp.to_string(), narrows(gpus(base), gpus(pr)));
 }
 
-/// The accuracy benchmarks: one removed narrows, one added widens; a limit lowered narrows.
+/// The accuracy benchmarks: one removed narrows, one added widens; a limit or a cap of repeats
+/// lowered narrows.
 fn accuracy(changes: &mut Changes, base: &Recipe, pr: &Recipe) {
     let names =
         |recipe: &Recipe| recipe.accuracy.iter().map(|b| b.name.clone()).collect::<Vec<_>>();
@@ -179,6 +180,13 @@ fn accuracy(changes: &mut Changes, base: &Recipe, pr: &Recipe) {
             )
         };
         changes.value(&key("token"), &gated(ours), &gated(theirs), Effect::Changed);
+        // The cap of repeats is base's: a PR's lower one narrows, a higher one is not used.
+        // A recipe without one has the gate's embedded default.
+        let default = prgate_gate::GateConfig::defaults().accuracy_repeats;
+        let cap = |b: &AccuracyBenchmark| b.repeats.unwrap_or(default);
+        let effect = if cap(theirs) < cap(ours) { Effect::Narrowing } else { Effect::Changed };
+        let (ours, theirs) = (cap(ours).to_string(), cap(theirs).to_string());
+        changes.value(&key("repeats"), &ours, &theirs, effect);
     }
 }
 

@@ -54,6 +54,8 @@ pub enum Placeholder {
     Nnodes,
     /// `{node_rank}`: this node's rank among its instance's nodes.
     NodeRank,
+    /// `{seed}`: an accuracy repeat's seed (repeat `r` runs with seed `r`).
+    Seed,
     /// `{dist_init_addr}`: `host:port` of an instance's rank 0, where its nodes meet.
     DistInitAddr,
     /// `{metrics_port}`: a second port of the router's, for its metrics (sglang-router's
@@ -82,6 +84,7 @@ impl Placeholder {
             Placeholder::NodeRank => "node_rank",
             Placeholder::DistInitAddr => "dist_init_addr",
             Placeholder::MetricsPort => "metrics_port",
+            Placeholder::Seed => "seed",
         }
     }
 }

@@ -42,14 +42,14 @@ fn render(recipe: &Recipe) -> String {
         let evaluator = match &benchmark.evaluator {
             Evaluator::External(external) => format!(
                 "external {:?}, metrics {}",
-                external.command(30000, "/ckpt", "/results"),
+                external.command(30000, "/ckpt", "/results", 3),
                 external.metrics
             ),
             Evaluator::Builtin(builtin) => format!("{builtin:?}"),
         };
         lines.push(format!(
-            "accuracy {} (token {:?}): {evaluator}",
-            benchmark.name, benchmark.token
+            "accuracy {} (token {:?}, repeats {:?}): {evaluator}",
+            benchmark.name, benchmark.token, benchmark.repeats
         ));
     }
     lines.push(format!("speed: {:?}", recipe.speed()));
@@ -226,6 +226,9 @@ fn every_kind_of_error_names_the_file_the_key_and_the_value() {
         ("builtin without dataset", format!("{MINIMAL}{}", builtin.replace("dataset", "# "))),
         ("builtin with command", format!("{MINIMAL}{builtin}command = \"x {{port}}\"\n")),
         ("builtin with zero limit", format!("{MINIMAL}{builtin}limit = 0\n")),
+        ("zero repeats", format!("{MINIMAL}{builtin}repeats = 0\n")),
+        ("too many repeats", format!("{MINIMAL}{external}repeats = 65\n")),
+        ("repeats not a number", format!("{MINIMAL}{builtin}repeats = \"8\"\n")),
         ("absolute dataset", format!("{MINIMAL}{}", builtin.replace("d.jsonl", "/d.jsonl"))),
         ("external without metrics", format!("{MINIMAL}{}", external.replace("metrics", "# "))),
         ("external without command", format!("{MINIMAL}{}", external.replace("command", "# "))),
@@ -407,6 +410,43 @@ fn both_sides_run_by_the_base_recipe_but_the_pr_server_command() {
     let own = contract::decide(None, &pr, &node, &Default::default());
     assert!(own.contract.own, "a model without a base recipe runs by its own");
     assert_eq!(own.base, pr);
+}
+
+#[test]
+fn the_cap_of_repeats_is_bases_and_a_lower_one_narrows() {
+    let node = NodeProfile::parse(node::EXAMPLE, "example node").expect("the example is valid");
+    let base = Recipe::parse(EXAMPLE, "base").expect("the example is valid");
+    let cap = |recipe: &Recipe| {
+        let gate = prgate_gate::GateConfig::defaults();
+        recipe.accuracy().iter().map(|b| b.repeat_cap(&gate)).collect::<Vec<_>>()
+    };
+    // The example caps gsm8k at 20 and leaves gpqa-diamond at the gate's default (20).
+    assert_eq!(cap(&base), [20, 20]);
+    let cases = [
+        ("repeats = 20", "repeats = 4", Some("accuracy.gsm8k.repeats [narrowing] 20 -> 4")),
+        (
+            "repeats = 20",
+            "repeats = 40",
+            Some("accuracy.gsm8k.repeats [changed, base's used] 20 -> 40"),
+        ),
+        // Written out as the default it is: no change.
+        ("repeats = 20", "# repeats", None),
+    ];
+    for (from, to, expect) in cases {
+        let pr = Recipe::parse(&EXAMPLE.replace(from, to), "pr").expect("valid");
+        let sides = contract::decide(Some(&base), &pr, &node, &Default::default());
+        let found: Vec<String> = sides
+            .contract
+            .changes
+            .iter()
+            .filter(|c| c.key.ends_with("repeats"))
+            .map(|c| format!("{} [{}] {} -> {}", c.key, c.effect.as_str(), c.base, c.pr))
+            .collect();
+        assert_eq!(found, expect.into_iter().map(str::to_owned).collect::<Vec<_>>(), "{to}");
+        // Both sides run by base's cap, whatever the PR's says.
+        assert_eq!(cap(&sides.base), [20, 20], "{to}");
+        assert_eq!(cap(&sides.pr), [20, 20], "{to}");
+    }
 }
 
 #[test]

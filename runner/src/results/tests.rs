@@ -37,6 +37,7 @@ fn accuracy(benchmark: &str, correct: u64) -> Outcome {
         correct,
         per_question: None,
         cached: false,
+        repeat: None,
     }
 }
 

@@ -126,6 +126,7 @@ fn judged() -> Vec<Evidence> {
                 correct: 1,
                 per_question: None,
                 cached: false,
+                repeat: None,
             },
         ),
         pair(0),

@@ -146,6 +146,7 @@ impl<'r> Session<'r> {
         &mut self,
         selection: &Selection<'_>,
         family: u32,
+        accuracy_family: u32,
     ) -> Result<Runner<'_>, RunError> {
         let request = self.request;
         let removed = exec_of(request, &self.processes).remove_leftovers();
@@ -164,6 +165,7 @@ impl<'r> Session<'r> {
             completed: self.results.completed_steps()?,
             summary: &mut self.summary,
             family,
+            accuracy_family,
             cache: Cache::new(node.cache_dir()),
             deadline: request.time_limit.map(|limit| Instant::now() + limit),
             installed: BTreeMap::new(),

@@ -13,7 +13,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use prgate_gate::evidence::{Check, KernelSamples, NotRunReason, Outcome, Provenance, Side};
+use prgate_gate::accuracy::{self as accuracy_rule, Looks, SideResult, needs_another_repeat};
+use prgate_gate::evidence::{
+    Check, Evidence, KernelSamples, NotRunReason, Outcome, Provenance, Repeat, Side,
+};
 use prgate_gate::speed::{
     Calibration, CellContext, Pair, blocks, judge_cell, needs_another_pair,
 };
@@ -60,6 +63,9 @@ pub(super) struct Runner<'r> {
     pub completed: BTreeSet<StepId>,
     pub summary: &'r mut RunSummary,
     pub family: u32,
+    /// How many accuracy benchmarks the whole run judges together (the job plan's): the gate
+    /// divides alpha over them.
+    pub accuracy_family: u32,
     pub cache: Cache,
     /// When the run's time is up.
     pub deadline: Option<Instant>,
@@ -576,10 +582,35 @@ impl Runner<'_> {
         let id =
             |check, side, part: Option<&Part>| StepId::new(Some(&name), check, side, part.cloned());
         let cells = self.open_cells(job, recipe, &queue.cells())?;
-        if !any_missing(&self.completed, &needed) && cells.is_empty() {
-            // Everything the servers would do is recorded: skip them, and say so.
+        let mut open_accuracy = false;
+        for benchmark in &benchmarks {
+            open_accuracy |= self.next_repeat(job, benchmark)?.is_some();
+        }
+        let other_steps: Vec<StepId> =
+            needed.iter().filter(|step| step.check() != Check::Accuracy).cloned().collect();
+        if !any_missing(&self.completed, &other_steps) && !open_accuracy && cells.is_empty() {
+            // Everything the servers would do is recorded: skip them, and say so (a
+            // benchmark's step by its repeats' records).
             for step in needed {
-                self.emit.skipped(&step)?;
+                let benchmark = step.part().and_then(Part::benchmark).map(str::to_owned);
+                let Some(benchmark) = benchmark.filter(|_| step.check() == Check::Accuracy) else {
+                    self.emit.skipped(&step)?;
+                    continue;
+                };
+                let repeats: Vec<StepId> = self
+                    .completed
+                    .iter()
+                    .filter(|done| {
+                        done.model() == step.model()
+                            && done.check() == step.check()
+                            && done.side() == step.side()
+                            && done.part().and_then(Part::benchmark) == Some(benchmark.as_str())
+                    })
+                    .cloned()
+                    .collect();
+                for repeat in &repeats {
+                    self.emit.skipped(repeat)?;
+                }
             }
             return Ok(());
         }
@@ -595,16 +626,25 @@ impl Runner<'_> {
             {
                 self.serving_tests(job, recipe, &mut servers, side)?;
             }
+            // The first repeat of every benchmark while this side's server is up.
             for benchmark in &benchmarks {
-                let named = Part::named(&benchmark.name);
-                let part = Some(&named);
-                if needed.contains(&id(Check::Accuracy, side, part))
-                    && !self.skip_if_done(subject, Check::Accuracy, side, part)?
+                let part = Some(Part::named(&benchmark.name));
+                if needed.contains(&id(Check::Accuracy, side, part.as_ref()))
+                    && self.next_repeat(job, benchmark)? == Some(0)
                 {
-                    self.accuracy_on(job, recipe, &mut servers, side, benchmark)?;
+                    self.accuracy_on(job, recipe, &mut servers, side, benchmark, 0)?;
                 }
             }
         }
+        let accuracy_sides: Vec<(Side, &AccuracyBenchmark)> = order
+            .iter()
+            .flat_map(|side| benchmarks.iter().map(move |benchmark| (*side, *benchmark)))
+            .filter(|(side, benchmark)| {
+                let part = Some(Part::named(&benchmark.name));
+                needed.contains(&id(Check::Accuracy, *side, part.as_ref()))
+            })
+            .collect();
+        self.more_repeats(job, recipe, &mut servers, &accuracy_sides)?;
         if !cells.is_empty() {
             let _phase = self.clock.enter(Phase::Speed);
             self.speed_since = Some(now_ms());
@@ -663,10 +703,23 @@ impl Runner<'_> {
         servers: &mut Servers<'_>,
         side: Side,
         benchmark: &AccuracyBenchmark,
+        repeat: u32,
     ) -> Result<(), RunError> {
         let subject = &job.subject;
-        let named = Part::named(&benchmark.name);
-        let part = Some(&named);
+        let this_repeat = Part::repeat(&benchmark.name, repeat);
+        let part = Some(&this_repeat);
+        let stamp = Repeat {
+            index: repeat,
+            seed: u64::from(repeat),
+            cap: benchmark.repeat_cap(self.request.gate),
+            family: Some(self.accuracy_family),
+        };
+        // A base repeat the cache has (keyed with its seed) needs no server.
+        if side == Side::Base
+            && let Some(cached) = self.cached_accuracy(job, recipe, benchmark, stamp)
+        {
+            return self.record(subject, Check::Accuracy, side, part, cached);
+        }
         // The base side runs its own recipe's evaluator of the same name.
         let side_benchmark = servers.recipes[slot(side)]
             .accuracy()
@@ -711,6 +764,7 @@ impl Runner<'_> {
                     &serving,
                     &servers.launches[slot(side)],
                     job.base_tree.unwrap_or(job.pr_tree),
+                    stamp.seed,
                 )
             }
             (Ok(_), None) => not_run(
@@ -723,10 +777,145 @@ impl Runner<'_> {
             ),
             (Err(failure), _) => failed(&failure),
         };
+        let outcome = match outcome {
+            Outcome::Accuracy { benchmark, questions, correct, per_question, cached, .. } => {
+                let repeat = Some(stamp);
+                Outcome::Accuracy { benchmark, questions, correct, per_question, cached, repeat }
+            }
+            // A repeat that could not run is that repeat's: its subject names it.
+            Outcome::NotRun { reason, detail, failed_on, .. } => Outcome::NotRun {
+                reason,
+                detail,
+                subject: Some(this_repeat.to_string()),
+                failed_on,
+            },
+            other => other,
+        };
         if side == Side::Base && !job.model.new && job.cacheable {
-            self.store_accuracy(job, recipe, benchmark, &outcome);
+            self.store_accuracy(job, recipe, benchmark, stamp.seed, &outcome);
         }
         self.close_step(subject, part, open, outcome).map(drop)
+    }
+
+    /// The repeats after the first: round by round, each benchmark still open (the gate's
+    /// [`needs_another_repeat`]) gets its next repeat on both sides, until every one is
+    /// decided, at its cap, or broken (a repeat that could not run ends its benchmark's
+    /// repeats: its not-run record is its verdict). `sides` are the (side, benchmark) pairs
+    /// the job plan runs, in the order of the first round; later rounds alternate it, so that
+    /// the server that is up goes first.
+    fn more_repeats(
+        &mut self,
+        job: &ModelJob<'_>,
+        recipe: &Recipe,
+        servers: &mut Servers<'_>,
+        sides: &[(Side, &AccuracyBenchmark)],
+    ) -> Result<(), RunError> {
+        let mut order: Vec<(Side, &AccuracyBenchmark)> = sides.to_vec();
+        loop {
+            order.reverse();
+            let mut ran = false;
+            for (side, benchmark) in order.clone() {
+                let Some(repeat) = self.next_repeat(job, benchmark)? else { continue };
+                let part = Part::repeat(&benchmark.name, repeat);
+                if self.done(&job.subject, Check::Accuracy, side, Some(&part)) {
+                    continue;
+                }
+                self.accuracy_on(job, recipe, servers, side, benchmark, repeat)?;
+                ran = true;
+            }
+            if !ran {
+                return Ok(());
+            }
+        }
+    }
+
+    /// The repeat `benchmark` needs next, or `None` when it needs none: the lowest index a side
+    /// has not recorded (repeat 0 always, on every side the job plan runs it), while the gate
+    /// says the repeats both sides have leave it open; no later one once a repeat of it could
+    /// not run.
+    fn next_repeat(
+        &self,
+        job: &ModelJob<'_>,
+        benchmark: &AccuracyBenchmark,
+    ) -> Result<Option<u32>, RunError> {
+        let cap = benchmark.repeat_cap(self.request.gate);
+        let mut sides: BTreeMap<u32, [Option<Evidence>; 2]> = BTreeMap::new();
+        // A repeat that could not run (on either side) ends the benchmark's repeats: the first
+        // one still runs on both sides, so that each side has its evidence.
+        let mut broken = false;
+        for (_, record) in self.results.records()? {
+            if record.model.as_deref() != Some(job.name()) || record.check != Check::Accuracy {
+                continue;
+            }
+            let (index, of_benchmark) = match &record.outcome {
+                Outcome::Accuracy { benchmark: name, repeat, .. } => {
+                    (repeat.map_or(0, |r| r.index), name.eq_ignore_ascii_case(&benchmark.name))
+                }
+                Outcome::NotRun { subject: Some(subject), .. } => {
+                    let part = Part::parse(subject);
+                    let named = part.as_ref().and_then(Part::benchmark).map(str::to_owned);
+                    broken |= named.is_some_and(|name| name.eq_ignore_ascii_case(&benchmark.name));
+                    continue;
+                }
+                _ => continue,
+            };
+            if !of_benchmark || record.side == Side::Both {
+                continue;
+            }
+            let at = slot(record.side);
+            sides.entry(index).or_default()[at] = Some(record);
+        }
+        let expected = |side: Side| {
+            let part = Some(Part::named(&benchmark.name));
+            let id = StepId::new(Some(job.name()), Check::Accuracy, side, part);
+            job.target.evidence_steps().any(|step| step == id)
+        };
+        let wanted = [expected(Side::Base), expected(Side::Pr)];
+        let mut repeats = Vec::new();
+        for index in 0..cap {
+            let records = sides.get(&index);
+            let missing = |side: usize| wanted[side] && records.is_none_or(|r| r[side].is_none());
+            if missing(0) || missing(1) {
+                if index == 0 || (!broken && self.repeat_open(benchmark, cap, &repeats)) {
+                    return Ok(Some(index));
+                }
+                return Ok(None);
+            }
+            if let Some([Some(base), Some(pr)]) = records {
+                repeats.push((base.clone(), pr.clone()));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The gate's answer on the repeats both sides have: does the benchmark need another?
+    fn repeat_open(
+        &self,
+        benchmark: &AccuracyBenchmark,
+        cap: u32,
+        repeats: &[(Evidence, Evidence)],
+    ) -> bool {
+        fn side_result(record: &Evidence) -> Option<SideResult<'_>> {
+            match &record.outcome {
+                Outcome::Accuracy { questions, correct, per_question, .. } => Some(SideResult {
+                    questions: *questions,
+                    correct: *correct,
+                    per_question: per_question.as_deref(),
+                }),
+                _ => None,
+            }
+        }
+        let pairs: Vec<(SideResult<'_>, SideResult<'_>)> = repeats
+            .iter()
+            .filter_map(|(base, pr)| Some((side_result(base)?, side_result(pr)?)))
+            .collect();
+        let Some(pooled) = accuracy_rule::pool(&pairs) else { return false };
+        let looks = Looks {
+            repeats: u32::try_from(pairs.len()).unwrap_or(u32::MAX),
+            cap,
+            benchmarks: usize::try_from(self.accuracy_family.max(1)).unwrap_or(usize::MAX),
+        };
+        needs_another_repeat(self.request.gate, &benchmark.name, pooled, looks)
     }
 
     /// A side's routing: its server's log against the recipe's routing pattern, the lines each
@@ -775,14 +964,9 @@ impl Runner<'_> {
                 (_, _, Side::Both) => false,
                 (Check::ServingTests, None, _) => !recipe.tests().serving.is_empty(),
                 (Check::Routing, None, _) => true,
-                (Check::Accuracy, Some(_), side) => match benchmark {
+                (Check::Accuracy, Some(_), _) => match benchmark {
                     Some(benchmark) => {
-                        // A cached base result needs no server.
-                        if side == Side::Base
-                            && let Some(cached) = self.cached_accuracy(job, recipe, benchmark)
-                        {
-                            self.record(subject, Check::Accuracy, side, id.part(), cached)?;
-                        }
+                        // A cached base repeat needs no server (`accuracy_on`).
                         if !benchmarks.iter().any(|kept| kept.name == benchmark.name) {
                             benchmarks.push(benchmark);
                         }
@@ -817,6 +1001,7 @@ impl Runner<'_> {
         job: &ModelJob<'_>,
         recipe: &Recipe,
         benchmark: &AccuracyBenchmark,
+        seed: u64,
     ) -> Option<AccuracyKey> {
         // What the base side runs: its own commands.
         let recipe = job.side_recipe(recipe, Side::Base).ok()?;
@@ -859,38 +1044,45 @@ impl Runner<'_> {
             model: job.model.base_name().to_owned(),
             benchmark: benchmark.name.clone(),
             recipe_parts,
+            seed: Some(seed),
         })
     }
 
-    /// The cached base result of `benchmark`, marked as cached, when the base step is still to
-    /// run.
+    /// The cached base repeat of `benchmark` (its seed's), marked as cached and stamped with
+    /// this run's repeat, when the base step is still to run.
     fn cached_accuracy(
         &self,
         job: &ModelJob<'_>,
         recipe: &Recipe,
         benchmark: &AccuracyBenchmark,
+        stamp: Repeat,
     ) -> Option<Outcome> {
-        let part = Part::named(&benchmark.name);
-        if job.model.new || self.done(&job.subject, Check::Accuracy, Side::Base, Some(&part)) {
+        let part = Part::repeat(&benchmark.name, stamp.index);
+        if job.model.new
+            || !job.cacheable
+            || self.done(&job.subject, Check::Accuracy, Side::Base, Some(&part))
+        {
             return None;
         }
-        let key = self.accuracy_key(job, recipe, benchmark)?;
+        let key = self.accuracy_key(job, recipe, benchmark, stamp.seed)?;
         let mut outcome = self.cache.accuracy(&key)?;
-        if let Outcome::Accuracy { cached, .. } = &mut outcome {
+        if let Outcome::Accuracy { cached, repeat, .. } = &mut outcome {
             *cached = true;
+            *repeat = Some(stamp);
         }
         Some(outcome)
     }
 
-    /// Caches a base-side result measured by this run.
+    /// Caches a base-side repeat measured by this run, under its seed.
     fn store_accuracy(
         &mut self,
         job: &ModelJob<'_>,
         recipe: &Recipe,
         benchmark: &AccuracyBenchmark,
+        seed: u64,
         outcome: &Outcome,
     ) {
-        let Some(key) = self.accuracy_key(job, recipe, benchmark) else { return };
+        let Some(key) = self.accuracy_key(job, recipe, benchmark, seed) else { return };
         if let Err(error) = self.cache.store_accuracy(&key, outcome) {
             self.summary.notes.push(format!(
                 "the base accuracy of {} could not be cached: {error}",
@@ -907,6 +1099,7 @@ impl Runner<'_> {
         serving: &Serving,
         launch: &Launch<'_>,
         data_tree: &Path,
+        seed: u64,
     ) -> Outcome {
         let name = benchmark.name.as_str();
         let server_tail = || server_log_tail(&launch.log);
@@ -924,6 +1117,7 @@ impl Runner<'_> {
                     };
                 let mut config = EvalConfig::new(&serving.url, SERVED_MODEL);
                 config.limit = builtin.limit.map(|limit| limit as usize);
+                config.seed = Some(seed);
                 match accuracy::evaluate(&config, &questions) {
                     Ok(evaluation) if evaluation.questions() > 0 => evaluation.outcome(name),
                     Ok(_empty) => {
@@ -980,8 +1174,12 @@ impl Runner<'_> {
                     return not_run(NotRunReason::Node, detail, Some(name));
                 }
                 let checkpoint = self.exec.checkpoint_view(recipe);
-                let argv =
-                    external.command(serving.port, &checkpoint, &self.exec.out_view(&results, ""));
+                let argv = external.command(
+                    serving.port,
+                    &checkpoint,
+                    &self.exec.out_view(&results, ""),
+                    seed,
+                );
                 let log = results.join("command.log");
                 let command = Command {
                     argv,

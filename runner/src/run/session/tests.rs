@@ -140,7 +140,9 @@ fn a_step_added_to_the_job_plan_is_recorded_by_the_loop_without_the_back_fill() 
         let mut session = Session::open(request).expect("the session opens");
         let selection = Selection::of(request, &exported);
         let facts = Facts::of(request);
-        let mut runner = session.runner(&selection, exported.job.plan.family).expect("a runner");
+        let mut runner = session
+            .runner(&selection, exported.job.plan.family, exported.job.plan.accuracy_family())
+            .expect("a runner");
         run_targets(&mut runner, &selection, &facts, None).expect("the loop runs");
         drop(runner.finish());
         session.check_recorded(&selection).expect("the loop recorded every planned step");
