@@ -18,9 +18,7 @@ use rand::{Rng as _, SeedableRng as _};
 
 use crate::config::GateConfig;
 use crate::speed::{Answer, Calibration, CellContext, Pair, judge_cell};
-use crate::stats::{
-    ToleranceOutcome, mean, robust_log_ratio_variance, sample_variance, t_quantile, wilson,
-};
+use crate::stats::{mean, robust_log_ratio_variance, sample_variance, t_quantile, wilson};
 
 pub mod accuracy;
 
@@ -162,7 +160,7 @@ pub(crate) fn pr_run(rng: &mut SmallRng, scenario: &SpeedScenario, change: f64) 
 }
 
 /// A standard normal draw (Box–Muller).
-fn normal(rng: &mut SmallRng) -> f64 {
+pub(crate) fn normal(rng: &mut SmallRng) -> f64 {
     let u: f64 = rng.random_range(1e-12..1.0);
     let v: f64 = rng.random::<f64>();
     (-2.0 * u.ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()

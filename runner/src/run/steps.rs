@@ -17,9 +17,7 @@ use prgate_gate::accuracy::{self as accuracy_rule, Looks, SideResult, needs_anot
 use prgate_gate::evidence::{
     Check, Evidence, KernelSamples, NotRunReason, Outcome, Provenance, Repeat, Side,
 };
-use prgate_gate::speed::{
-    Calibration, CellContext, Pair, blocks, judge_cell, needs_another_pair,
-};
+use prgate_gate::speed::{Calibration, CellContext, Pair, blocks, judge_cell, needs_another_pair};
 use prgate_scope::plan::ModelPlan;
 
 use super::emit::{Emitter, ServerEvents};

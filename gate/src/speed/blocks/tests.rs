@@ -46,7 +46,9 @@ fn blocks_keep_the_false_fail_rate_where_runs_as_pairs_do_not() {
     assert!(runs.p_fail >= 0.04, "{runs:?} against {blocks_of_three:?}");
     let loss = simulate_blocked(&config, &scenario(0.02, 0.06), Unit::Block, 200, 6);
     assert!(loss.p_fail >= 0.95, "{loss:?}");
-    eprintln!("blocks {blocks:?}\nblocks of three {blocks_of_three:?}\nruns {runs:?}\nloss {loss:?}");
+    eprintln!(
+        "blocks {blocks:?}\nblocks of three {blocks_of_three:?}\nruns {runs:?}\nloss {loss:?}"
+    );
 }
 
 /// What [`BLOCK_RUNS`] is chosen by: a real node's minutes a cell (a load 10 min, a run 2 min,
