@@ -5,7 +5,7 @@
 //! kernel test through a `pytest.ini`. Each trick is a control run without it beside the
 //! tricked run, on the real sim-server and real pytest.
 
-use crate::run::{Fixture, Sample, TWO_PAIRS, settle};
+use crate::run::{Fixture, Sample, THREE_PAIRS, settle};
 use crate::support::Repo;
 
 /// Forty questions: enough for the accuracy rule to see a drop from every answer right to one
@@ -152,7 +152,7 @@ fn item_of(verdict: &serde_json::Value, model: &str, check: &str) -> (String, St
 /// The gate's verdict on `pr` after `prgate run` with `args`, and its exit code.
 fn judged(pr: fn(&Repo), args: &[&str]) -> (i32, serde_json::Value) {
     judged_sample(
-        &Sample { gate: TWO_PAIRS, base_files: &[(DATASET, QUESTIONS)], pr, ..Sample::default() },
+        &Sample { gate: THREE_PAIRS, base_files: &[(DATASET, QUESTIONS)], pr, ..Sample::default() },
         args,
     )
 }

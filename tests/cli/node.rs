@@ -412,7 +412,8 @@ fn a_slurm_job_whose_steps_break_on_both_sides_strikes_the_node_it_ran_on() {
     assert_eq!(
         lines,
         [
-            "(both-sides-broken): accuracy of alpha (tiny) broke on base and on the PR",
+            // A benchmark's steps are its repeats (issue 23): the first one broke.
+            "(both-sides-broken): accuracy of alpha (tiny@repeat-0) broke on base and on the PR",
             "(both-sides-broken): monokernel routing of alpha broke on base and on the PR",
             "(both-sides-broken): serving tests of alpha broke on base and on the PR",
         ],

@@ -35,6 +35,12 @@ pub(crate) const WIDE_ZONE: &str = "\n[gate.speed]\nmax-loss = 0.5\nzone = 0.45\
 pub(crate) const TWO_PAIRS: &str =
     "\n[gate.speed]\nmax-loss = 0.5\nzone = 0.45\nmin-pairs = 2\nmax-pairs = 2\nmax-outliers = 0\n";
 
+/// [`TWO_PAIRS`] with three: what a test needs whose PR must **fail** on speed. A fail needs the
+/// pairs' own variance to show the loss too (docs/gate.md, "The variance"), and two chained
+/// pairs leave it under one degree of freedom; three give it almost two.
+pub(crate) const THREE_PAIRS: &str =
+    "\n[gate.speed]\nmax-loss = 0.5\nzone = 0.45\nmin-pairs = 3\nmax-pairs = 3\nmax-outliers = 0\n";
+
 const TIMING_SCRIPT: &str = r#"import json, sys
 json.dump({"kernels": [{"name": "k1", "samples_us": [10.0, 10.5, 9.8]}]}, open(sys.argv[1], "w"))
 "#;
