@@ -387,12 +387,7 @@ fn pool(
     if pairs.is_empty() {
         return None;
     }
-    let weights: Vec<f64> = pairs.iter().map(|pair| 1.0 / pair.variance_factor()).collect();
-    let total_weight: f64 = weights.iter().sum();
-    let ratios: Vec<f64> = pairs.iter().map(Pair::log_ratio).collect();
-    let mean = ratios.iter().zip(&weights).map(|(r, w)| r * w).sum::<f64>() / total_weight;
-    let residual: f64 = ratios.iter().zip(&weights).map(|(r, w)| w * (r - mean).powi(2)).sum();
-    let chain = Chain::of(pairs, &weights);
+    let Spread { mean, residual, chain } = Spread::of(pairs);
     let differences: Vec<f64> = pairs.iter().filter_map(Pair::aa_difference).collect();
     let in_band: f64 = differences.iter().map(|d| d * d / 2.0).sum();
     let in_band_count = differences.len() as f64;
@@ -476,6 +471,26 @@ fn noise_growth(pairs: &[Pair], speed: &SequentialConfig, noise: Option<NoiseUse
     (shown && ratio > growth).then_some(ratio)
 }
 
+/// What the pooled and the pairs' own estimates share: the pairs' weighted mean log-ratio
+/// (each pair weighted by its log-ratio's inverse variance factor), their weighted residual sum
+/// of squares, and what chaining does to both.
+struct Spread {
+    mean: f64,
+    residual: f64,
+    chain: Chain,
+}
+
+impl Spread {
+    fn of(pairs: &[Pair]) -> Spread {
+        let weights: Vec<f64> = pairs.iter().map(|pair| 1.0 / pair.variance_factor()).collect();
+        let total_weight: f64 = weights.iter().sum();
+        let ratios: Vec<f64> = pairs.iter().map(Pair::log_ratio).collect();
+        let mean = ratios.iter().zip(&weights).map(|(r, w)| r * w).sum::<f64>() / total_weight;
+        let residual = ratios.iter().zip(&weights).map(|(r, w)| w * (r - mean).powi(2)).sum();
+        Spread { mean, residual, chain: Chain::of(pairs, &weights) }
+    }
+}
+
 /// The mean log-ratio on the pairs' own variance alone (their weighted residuals, at their
 /// own degrees of freedom, floored at `min-cv`): valid whatever the PR's noise. `None` below a
 /// degree of freedom.
@@ -483,12 +498,7 @@ fn own_estimate(pairs: &[Pair], speed: &SequentialConfig) -> Option<Estimate> {
     if pairs.is_empty() {
         return None;
     }
-    let weights: Vec<f64> = pairs.iter().map(|pair| 1.0 / pair.variance_factor()).collect();
-    let total_weight: f64 = weights.iter().sum();
-    let ratios: Vec<f64> = pairs.iter().map(Pair::log_ratio).collect();
-    let mean = ratios.iter().zip(&weights).map(|(r, w)| r * w).sum::<f64>() / total_weight;
-    let residual: f64 = ratios.iter().zip(&weights).map(|(r, w)| w * (r - mean).powi(2)).sum();
-    let chain = Chain::of(pairs, &weights);
+    let Spread { mean, residual, chain } = Spread::of(pairs);
     let df = chain.residual_expectation;
     if df < 1.0 {
         return None;
