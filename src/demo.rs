@@ -134,41 +134,32 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
 /// `python3` with pytest, which the sample's tests run under, and with sglang-router, which
 /// routes its disaggregated model: an error that says what to install when one is missing.
 fn check_prerequisites() -> anyhow::Result<()> {
-    let python = std::process::Command::new("python3")
-        .args(["-c", "import sys; print(sys.version.split()[0])"])
-        .output();
-    let Ok(python) = python.as_ref().map_err(ToString::to_string).and_then(|output| {
-        if output.status.success() {
-            Ok(output)
-        } else {
-            Err(String::from_utf8_lossy(&output.stderr).into_owned())
-        }
-    }) else {
+    let Some(version) = python3(&["-c", "import sys; print(sys.version.split()[0])"]) else {
         anyhow::bail!(
             "the demo needs python3 on the PATH, and it is not there\n\
              hint: install it (Debian: apt-get install python3 python3-pytest), then run the demo again"
         );
     };
-    let pytest = std::process::Command::new("python3").args(["-m", "pytest", "--version"]).output();
-    if !pytest.as_ref().is_ok_and(|output| output.status.success()) {
+    if python3(&["-m", "pytest", "--version"]).is_none() {
         anyhow::bail!(
-            "the demo needs pytest for python3 ({}), and python3 -m pytest does not start\n\
-             hint: python3 -m pip install pytest (Debian: apt-get install python3-pytest), then run the demo again",
-            String::from_utf8_lossy(&python.stdout).trim()
+            "the demo needs pytest for python3 ({version}), and python3 -m pytest does not start\n\
+             hint: python3 -m pip install pytest (Debian: apt-get install python3-pytest), then run the demo again"
         );
     }
-    let router = std::process::Command::new("python3")
-        .args(["-c", "import sglang_router.launch_router"])
-        .output();
-    if !router.as_ref().is_ok_and(|output| output.status.success()) {
+    if python3(&["-c", "import sglang_router.launch_router"]).is_none() {
         anyhow::bail!(
-            "the demo needs sglang-router for python3 ({}): its disaggregated model ({}) is served behind the real router, and python3 cannot import sglang_router\n\
+            "the demo needs sglang-router for python3 ({version}): its disaggregated model ({}) is served behind the real router, and python3 cannot import sglang_router\n\
              hint: bash .ci/demo sets up a python3 with everything the demo needs (.ci/setup-python); or python3 -m pip install sglang-router==0.3.2",
-            String::from_utf8_lossy(&python.stdout).trim(),
             sample::PD_MODEL,
         );
     }
     Ok(())
+}
+
+/// What `python3 ARGS` printed, trimmed, when it ran and succeeded.
+fn python3(args: &[&str]) -> Option<String> {
+    let output = std::process::Command::new("python3").args(args).output().ok()?;
+    output.status.success().then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
 }
 
 /// What the summary table says about one PR.

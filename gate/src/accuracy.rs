@@ -26,13 +26,16 @@
 //! cap it is **undecided**, which is not a pass (the verdict's `error`). Between one and
 //! `beta-at` tolerances either answer may come: the indifference zone.
 //!
-//! What it leaves to others: reading records and pairing their questions (the verdict), running
-//! the repeats (the runner), the intervals themselves ([`crate::stats`]).
+//! A benchmark's evidence is read once, here ([`BenchmarkRepeats`]): the verdict judges it and
+//! the runner asks whether it needs another repeat from the same pairing.
+//!
+//! What it leaves to others: which records are a benchmark's (the verdict, the runner),
+//! running the repeats (the runner), the intervals themselves ([`crate::stats`]).
 
 use std::collections::BTreeMap;
 
 use crate::config::GateConfig;
-use crate::evidence::QuestionResult;
+use crate::evidence::{Evidence, Outcome, QuestionResult, Side};
 use crate::stats::{ProportionComparison, paired_comparison, unpaired_comparison};
 
 /// The repeats of a benchmark pooled: the paired discordant counts over every (question,
@@ -61,6 +64,46 @@ pub struct SideResult<'a> {
     pub questions: u64,
     pub correct: u64,
     pub per_question: Option<&'a [QuestionResult]>,
+}
+
+/// One benchmark's repeats as its evidence has them: each side's results by repeat index, and
+/// the largest cap and family its records name (a record without a repeat is repeat 0 of a cap
+/// of 1).
+#[derive(Debug, Default)]
+pub struct BenchmarkRepeats<'a> {
+    pub base: BTreeMap<u32, SideResult<'a>>,
+    pub pr: BTreeMap<u32, SideResult<'a>>,
+    pub cap: u32,
+    pub family: u32,
+}
+
+impl<'a> BenchmarkRepeats<'a> {
+    /// Adds `record` when it is an accuracy result of a side; which benchmark's it is, is the
+    /// caller's to check.
+    pub fn add(&mut self, record: &'a Evidence) {
+        let Outcome::Accuracy { questions, correct, per_question, repeat, .. } = &record.outcome
+        else {
+            return;
+        };
+        let result = SideResult {
+            questions: *questions,
+            correct: *correct,
+            per_question: per_question.as_deref(),
+        };
+        let index = repeat.map_or(0, |repeat| repeat.index);
+        self.cap = self.cap.max(repeat.map_or(1, |repeat| repeat.cap));
+        self.family = self.family.max(repeat.and_then(|repeat| repeat.family).unwrap_or(0));
+        match record.side {
+            Side::Base => self.base.insert(index, result),
+            Side::Pr => self.pr.insert(index, result),
+            Side::Both => None,
+        };
+    }
+
+    /// The repeats both sides have, paired by index, in index order.
+    pub fn paired(&self) -> Vec<(SideResult<'a>, SideResult<'a>)> {
+        self.base.iter().filter_map(|(index, base)| Some((*base, *self.pr.get(index)?))).collect()
+    }
 }
 
 /// Pools repeats, each a (base, PR) pair of one index: paired when every repeat's two sides

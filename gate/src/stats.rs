@@ -4,7 +4,7 @@
 //!
 //! A statistic that cannot be computed (too few samples, no variance) is `None`, never NaN.
 
-use statrs::distribution::{ContinuousCDF, FisherSnedecor, Normal, StudentsT};
+use statrs::distribution::{Continuous, ContinuousCDF, FisherSnedecor, Normal, StudentsT};
 
 /// The median of some samples; `None` when there are none.
 pub fn median(samples: &[f64]) -> Option<f64> {
@@ -255,7 +255,7 @@ pub fn spending_levels(
         let next: Vec<f64> =
             (0..=points).map(|i| bottom + (top - bottom) * i as f64 / points as f64).collect();
         let next_density: Vec<f64> = if at == 0 {
-            next.iter().map(|s| normal_density(*s / scale) / scale).collect()
+            next.iter().map(|s| normal.pdf(*s / scale) / scale).collect()
         } else {
             let step = (information - informations[at - 1]).sqrt();
             next.iter()
@@ -263,7 +263,7 @@ pub fn spending_levels(
                     grid.iter()
                         .zip(&density)
                         .zip(&weights)
-                        .map(|((s, f), w)| w * f * normal_density((u - s) / step) / step)
+                        .map(|((s, f), w)| w * f * normal.pdf((u - s) / step) / step)
                         .sum()
                 })
                 .collect()
@@ -299,10 +299,6 @@ fn simpson(grid: &[f64]) -> Vec<f64> {
         weights[n - 1] += h / 2.0;
     }
     weights
-}
-
-fn normal_density(z: f64) -> f64 {
-    (-0.5 * z * z).exp() / (2.0 * std::f64::consts::PI).sqrt()
 }
 
 /// The one-sided p-value of "the variance behind `numerator` is at most that behind

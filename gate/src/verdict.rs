@@ -52,7 +52,7 @@ use prgate_scope::plan::{Plan, Tier};
 use serde::{Deserialize, Serialize};
 
 use crate::accuracy::{
-    self, AccuracyAnswer, Looks, Pooled, RepeatsToDecide, SideResult, judge_benchmark,
+    self, AccuracyAnswer, BenchmarkRepeats, Looks, Pooled, RepeatsToDecide, judge_benchmark,
 };
 use crate::config::{GateConfig, Severity};
 use crate::evidence::{
@@ -644,15 +644,6 @@ fn clip(text: &str) -> String {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text,
     }
-}
-
-/// One benchmark's records: each side's repeats by index, the cap and the family they name.
-#[derive(Default)]
-struct BenchmarkRecords<'a> {
-    base: BTreeMap<u32, SideResult<'a>>,
-    pr: BTreeMap<u32, SideResult<'a>>,
-    cap: u32,
-    family: u32,
 }
 
 /// The share right over some (correct, questions) counts; 0 without questions.
@@ -1302,26 +1293,10 @@ impl<'a> Judge<'a> {
     }
 
     fn accuracy(&mut self, model: &str) {
-        let mut sides: BTreeMap<String, BenchmarkRecords<'_>> = BTreeMap::new();
+        let mut sides: BTreeMap<String, BenchmarkRepeats<'_>> = BTreeMap::new();
         for record in self.records(Some(model), Check::Accuracy) {
-            if let Outcome::Accuracy {
-                benchmark, questions, correct, per_question, repeat, ..
-            } = &record.outcome
-            {
-                let entry = sides.entry(benchmark.to_ascii_lowercase()).or_default();
-                let result = SideResult {
-                    questions: *questions,
-                    correct: *correct,
-                    per_question: per_question.as_deref(),
-                };
-                let index = repeat.map_or(0, |repeat| repeat.index);
-                entry.cap = entry.cap.max(repeat.map_or(1, |repeat| repeat.cap));
-                entry.family = entry.family.max(repeat.and_then(|r| r.family).unwrap_or(0));
-                match record.side {
-                    Side::Base => entry.base.insert(index, result),
-                    Side::Pr => entry.pr.insert(index, result),
-                    Side::Both => None,
-                };
+            if let Outcome::Accuracy { benchmark, .. } = &record.outcome {
+                sides.entry(benchmark.to_ascii_lowercase()).or_default().add(record);
             }
         }
         for (benchmark, records) in sides {
@@ -1359,13 +1334,9 @@ impl<'a> Judge<'a> {
         &self,
         model: &str,
         benchmark: &str,
-        records: &BenchmarkRecords<'_>,
+        records: &BenchmarkRepeats<'_>,
     ) -> Option<Item> {
-        let repeats: Vec<(SideResult<'_>, SideResult<'_>)> = records
-            .base
-            .iter()
-            .filter_map(|(index, base)| Some((*base, *records.pr.get(index)?)))
-            .collect();
+        let repeats = records.paired();
         let looks = Looks {
             repeats: u32::try_from(repeats.len()).unwrap_or(u32::MAX),
             cap: records.cap,

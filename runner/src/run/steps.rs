@@ -13,9 +13,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use prgate_gate::accuracy::{self as accuracy_rule, Looks, SideResult, needs_another_repeat};
+use prgate_gate::accuracy::{
+    self as accuracy_rule, BenchmarkRepeats, Looks, SideResult, needs_another_repeat,
+};
 use prgate_gate::evidence::{
-    Check, Evidence, KernelSamples, NotRunReason, Outcome, Provenance, Repeat, Side,
+    Check, KernelSamples, NotRunReason, Outcome, Provenance, Repeat, Side,
 };
 use prgate_gate::speed::{Calibration, CellContext, Pair, blocks, judge_cell, needs_another_pair};
 use prgate_scope::plan::ModelPlan;
@@ -837,50 +839,46 @@ impl Runner<'_> {
         benchmark: &AccuracyBenchmark,
     ) -> Result<Option<u32>, RunError> {
         let cap = benchmark.repeat_cap(self.request.gate);
-        let mut sides: BTreeMap<u32, [Option<Evidence>; 2]> = BTreeMap::new();
+        let records = self.results.records()?;
+        let mut repeats = BenchmarkRepeats::default();
         // A repeat that could not run (on either side) ends the benchmark's repeats: the first
         // one still runs on both sides, so that each side has its evidence.
         let mut broken = false;
-        for (_, record) in self.results.records()? {
+        for (_, record) in &records {
             if record.model.as_deref() != Some(job.name()) || record.check != Check::Accuracy {
                 continue;
             }
-            let (index, of_benchmark) = match &record.outcome {
-                Outcome::Accuracy { benchmark: name, repeat, .. } => {
-                    (repeat.map_or(0, |r| r.index), name.eq_ignore_ascii_case(&benchmark.name))
+            match &record.outcome {
+                Outcome::Accuracy { benchmark: name, .. }
+                    if name.eq_ignore_ascii_case(&benchmark.name) =>
+                {
+                    repeats.add(record);
                 }
                 Outcome::NotRun { subject: Some(subject), .. } => {
                     let part = Part::parse(subject);
-                    let named = part.as_ref().and_then(Part::benchmark).map(str::to_owned);
+                    let named = part.as_ref().and_then(Part::benchmark);
                     broken |= named.is_some_and(|name| name.eq_ignore_ascii_case(&benchmark.name));
-                    continue;
                 }
-                _ => continue,
-            };
-            if !of_benchmark || record.side == Side::Both {
-                continue;
+                _ => {}
             }
-            let at = slot(record.side);
-            sides.entry(index).or_default()[at] = Some(record);
         }
         let expected = |side: Side| {
             let part = Some(Part::named(&benchmark.name));
             let id = StepId::new(Some(job.name()), Check::Accuracy, side, part);
             job.target.evidence_steps().any(|step| step == id)
         };
-        let wanted = [expected(Side::Base), expected(Side::Pr)];
-        let mut repeats = Vec::new();
+        let (base_wanted, pr_wanted) = (expected(Side::Base), expected(Side::Pr));
+        let mut both = Vec::new();
         for index in 0..cap {
-            let records = sides.get(&index);
-            let missing = |side: usize| wanted[side] && records.is_none_or(|r| r[side].is_none());
-            if missing(0) || missing(1) {
-                if index == 0 || (!broken && self.repeat_open(benchmark, cap, &repeats)) {
+            let (base, pr) = (repeats.base.get(&index), repeats.pr.get(&index));
+            if (base_wanted && base.is_none()) || (pr_wanted && pr.is_none()) {
+                if index == 0 || (!broken && self.repeat_open(benchmark, cap, &both)) {
                     return Ok(Some(index));
                 }
                 return Ok(None);
             }
-            if let Some([Some(base), Some(pr)]) = records {
-                repeats.push((base.clone(), pr.clone()));
+            if let (Some(base), Some(pr)) = (base, pr) {
+                both.push((*base, *pr));
             }
         }
         Ok(None)
@@ -891,25 +889,11 @@ impl Runner<'_> {
         &self,
         benchmark: &AccuracyBenchmark,
         cap: u32,
-        repeats: &[(Evidence, Evidence)],
+        repeats: &[(SideResult<'_>, SideResult<'_>)],
     ) -> bool {
-        fn side_result(record: &Evidence) -> Option<SideResult<'_>> {
-            match &record.outcome {
-                Outcome::Accuracy { questions, correct, per_question, .. } => Some(SideResult {
-                    questions: *questions,
-                    correct: *correct,
-                    per_question: per_question.as_deref(),
-                }),
-                _ => None,
-            }
-        }
-        let pairs: Vec<(SideResult<'_>, SideResult<'_>)> = repeats
-            .iter()
-            .filter_map(|(base, pr)| Some((side_result(base)?, side_result(pr)?)))
-            .collect();
-        let Some(pooled) = accuracy_rule::pool(&pairs) else { return false };
+        let Some(pooled) = accuracy_rule::pool(repeats) else { return false };
         let looks = Looks {
-            repeats: u32::try_from(pairs.len()).unwrap_or(u32::MAX),
+            repeats: u32::try_from(repeats.len()).unwrap_or(u32::MAX),
             cap,
             benchmarks: usize::try_from(self.accuracy_family.max(1)).unwrap_or(usize::MAX),
         };
