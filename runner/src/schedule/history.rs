@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use prgate_gate::evidence::{Check, Side};
+use prgate_gate::job::Part;
 
 use crate::results::{EVENTS_SCHEMA_VERSION, Event, EventKind};
 
@@ -204,15 +205,14 @@ pub(super) fn speed_cell(concurrency: u32) -> String {
     format!("concurrency-{concurrency}")
 }
 
-/// A step's part as a [`StepKey`] has it: a speed step's part without its pair or noise.
+/// A step's part as a [`StepKey`] has it: a speed step's part without its pair or noise, an
+/// accuracy repeat's its benchmark (a run's repeats add up to the benchmark's time).
 fn group(step: &FinishedStep) -> Option<String> {
-    let part = step.part.as_deref()?;
-    if step.check == Check::Speed
-        && let Some(rest) = part.strip_prefix("concurrency-")
-        && let Some((concurrency, _pair)) = rest.split_once('-')
-        && let Ok(concurrency) = concurrency.parse::<u32>()
-    {
-        return Some(speed_cell(concurrency));
+    let text = step.part.as_deref()?;
+    let part = Part::parse(text)?;
+    match (step.check, part.concurrency(), &part) {
+        (Check::Speed, Some(concurrency), _) => Some(speed_cell(concurrency)),
+        (Check::Accuracy, _, Part::Repeat { benchmark, .. }) => Some(benchmark.clone()),
+        _ => Some(text.to_owned()),
     }
-    Some(part.to_owned())
 }

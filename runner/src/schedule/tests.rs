@@ -64,6 +64,7 @@ fn check_estimate(plan: &ModelPlan, recipe: Option<&Recipe>, history: &History, 
 
 #[test]
 fn a_full_tier_from_the_recipe_runs_every_part_on_both_sides() {
+    // An accuracy benchmark: the repeats an unchanged PR takes (3), 20 minutes each.
     // A speed run: 30s + 20ms · (1 + 10) waves · 1024 tokens = 255.28s; one server at a time
     // (no node given) and no memory API named (`probe`: the blocked design, the upper bound),
     // a cell is 11 blocks (2n + 1) of 2 runs and its share of the phase's 10 reloads (10m04s
@@ -82,16 +83,16 @@ kernel timing (base)                   5m00s  recipe
 kernel timing (pr)                     5m00s  recipe
 serving tests (base)                   5m00s  recipe
 serving tests (pr)                     5m00s  recipe
-accuracy gsm8k (base)                 20m00s  recipe
-accuracy gsm8k (pr)                   20m00s  recipe
-accuracy gpqa-diamond (base)          20m00s  recipe
-accuracy gpqa-diamond (pr)            20m00s  recipe
+accuracy gsm8k (base)               1h00m00s  recipe
+accuracy gsm8k (pr)                 1h00m00s  recipe
+accuracy gpqa-diamond (base)        1h00m00s  recipe
+accuracy gpqa-diamond (pr)          1h00m00s  recipe
 speed at concurrency 1              1h53m44s  recipe
 speed at concurrency 4              1h53m44s  recipe
 speed at concurrency 16             1h53m44s  recipe
 speed at concurrency 64             1h53m44s  recipe
 speed at concurrency 128            1h53m44s  recipe
-total                              11h48m48s  recipe",
+total                              14h28m48s  recipe",
     );
     // A recipe that names SGLang's API: 11 runs a cell and its share of the phase's 10 wakes
     // (30s each): 46m48s + 1m00s.
@@ -259,7 +260,41 @@ total                                 50m00s  history",
         .filter(|part| part.part.to_string().starts_with("accuracy aime26"))
         .map(|part| format!("{} {}", clock(part.duration), part.source.as_str()))
         .collect();
-    assert_eq!(aime, ["20m00s recipe", "20m00s recipe"]);
+    assert_eq!(aime, ["1h00m00s recipe", "1h00m00s recipe"]);
+}
+
+#[test]
+fn an_accuracy_benchmark_counts_its_expected_repeats_and_its_past_repeats_add_up() {
+    let accuracy = |estimate: &Estimate| -> Vec<String> {
+        estimate
+            .parts()
+            .iter()
+            .filter(|part| part.part.to_string().starts_with("accuracy gsm8k"))
+            .map(|part| format!("{} {}", clock(part.duration), part.source.as_str()))
+            .collect()
+    };
+    let full = model("deepseek_v41", Tier::Full, false);
+    // The expected repeats, or the recipe's cap when it is lower.
+    for (repeats, expect) in [(20, "1h00m00s"), (3, "1h00m00s"), (2, "40m00s"), (1, "20m00s")] {
+        let text = EXAMPLE.replacen("repeats = 20", &format!("repeats = {repeats}"), 1);
+        let recipe = Recipe::parse(&text, "example.toml").expect("parses");
+        let estimate = estimate_model(&full, Some(&recipe), &History::default());
+        assert_eq!(accuracy(&estimate), [format!("{expect} recipe"), format!("{expect} recipe")]);
+    }
+    // A past run's repeats of a benchmark, each its own step, are the benchmark's time.
+    let mut events = String::new();
+    let mut at = 0;
+    for (side, repeats) in [("base", 2), ("pr", 4)] {
+        for repeat in 0..repeats {
+            let part = format!("gsm8k@repeat-{repeat}");
+            let step = finished(Some("deepseek_v41"), "accuracy", side, Some(&part), at, at + 90);
+            events.push_str(&step);
+            at += 90;
+        }
+    }
+    let history = History::parse(&events, "events.jsonl").expect("parses");
+    let estimate = estimate_model(&full, Some(&example()), &history);
+    assert_eq!(accuracy(&estimate), ["3m00s history", "6m00s history"]);
 }
 
 #[test]
