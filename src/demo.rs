@@ -47,6 +47,11 @@ pub(crate) struct DemoArgs {
     /// (DIR/results/pr-N). Must be empty, absent, or an earlier demo's (which is replaced).
     #[arg(long, value_name = "DIR", default_value = "prgate-demo")]
     out: PathBuf,
+    /// Run only sample PR N (repeatable; e.g. `--only 95 --only 114`): the whole sample
+    /// repository is still built, but its history (the merged PRs, the drift guard's anchor
+    /// run) and every other PR are not run, so a drifted model's comment shows no guard.
+    #[arg(long, value_name = "N")]
+    only: Vec<u32>,
 }
 
 /// The file that marks a folder as a demo's, so that a later demo may replace it.
@@ -73,6 +78,7 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
     let dir = dir.canonicalize().with_context(|| format!("resolving {}", dir.display()))?;
     let repo = dir.join("repository");
     let prs = sample::build(&repo)?;
+    let prs = chosen(prs, &args.only)?;
     let node = write_node_profile(&dir)?;
 
     let started = Instant::now();
@@ -81,16 +87,18 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
     // The sample's history first: its merges are in the ledger when the PRs below run, so a
     // PR of the drifted model shows the tripped guard in its comment.
     let history = sample::build_history(&repo)?;
-    for pr in &history {
-        let outcome = run_history_pr(&repo, &dir, &node, pr, &mut stdout)
-            .with_context(|| format!("sample history PR #{}", pr.number))?;
-        merge_history_pr(&repo, &node, pr, &mut stdout)?;
-        outcomes.push((pr.clone(), outcome));
+    if args.only.is_empty() {
+        for pr in &history {
+            let outcome = run_history_pr(&repo, &dir, &node, pr, &mut stdout)
+                .with_context(|| format!("sample history PR #{}", pr.number))?;
+            merge_history_pr(&repo, &node, pr, &mut stdout)?;
+            outcomes.push((pr.clone(), outcome));
+        }
+        if let Some(tip) = history.last() {
+            anchor_run(&repo, &dir, &node, tip.branch, &mut stdout).context("the anchor run")?;
+        }
+        show_the_drift_guard(&repo, &dir, &node, &mut stdout)?;
     }
-    if let Some(tip) = history.last() {
-        anchor_run(&repo, &dir, &node, tip.branch, &mut stdout).context("the anchor run")?;
-    }
-    show_the_drift_guard(&repo, &dir, &node, &mut stdout)?;
     for pr in &prs {
         let outcome = run_pr(&repo, &dir, &node, pr, &mut stdout)
             .with_context(|| format!("sample PR #{}", pr.number))?;
@@ -129,6 +137,19 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
     )?;
     stdout.flush()?;
     Ok(())
+}
+
+/// The sample PRs `--only` names, in the sample's order (all of them when it names none); an
+/// error names a number that is not a sample PR's and lists those that are.
+fn chosen(prs: Vec<SamplePr>, only: &[u32]) -> anyhow::Result<Vec<SamplePr>> {
+    if let Some(unknown) = only.iter().find(|&&number| !prs.iter().any(|pr| pr.number == number)) {
+        let numbers: Vec<String> = prs.iter().map(|pr| pr.number.to_string()).collect();
+        anyhow::bail!(
+            "--only {unknown}: the sample has no PR #{unknown} that runs on its own; its PRs are {}",
+            numbers.join(", ")
+        );
+    }
+    Ok(prs.into_iter().filter(|pr| only.is_empty() || only.contains(&pr.number)).collect())
 }
 
 /// `python3` with pytest, which the sample's tests run under, and with sglang-router, which

@@ -1,13 +1,17 @@
 //! `prgate demo`: the built-in sample, start to end — plan, run on simulated servers, gate.
 //!
-//! One test, as the demo runs every sample PR (about a minute on 2 cores).
+//! One test, as the demo runs every sample PR (minutes in a debug build). With
+//! `PRGATE_TEST_DEMO_OUT=DIR` it keeps the demo's output in DIR (an earlier demo's there is
+//! replaced): `.ci/run` renders those comments (`.ci/render-comments DIR`) instead of running
+//! the demo a second time.
 
 use crate::support::{plan_json, prgate, prgate_with_env, tiers};
 
 #[test]
 fn the_demo_runs_and_judges_every_sample_pr_and_keeps_its_results() {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let out = dir.path().join("sample");
+    let out = std::env::var_os("PRGATE_TEST_DEMO_OUT")
+        .map_or_else(|| dir.path().join("sample"), std::path::PathBuf::from);
     let run = prgate(dir.path(), &["demo", "--out", out.to_str().expect("UTF-8")]);
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let stdout = &run.stdout;
@@ -263,4 +267,32 @@ fn the_demo_stops_before_it_starts_when_sglang_router_is_missing() {
     );
     assert!(!run.stdout.contains("=== PR #"), "it ran anyway: {}", run.stdout);
     assert!(!out.exists(), "it wrote the sample anyway");
+}
+
+#[test]
+fn the_demo_runs_only_the_prs_it_is_told_to() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let out = dir.path().join("sample");
+    let out_arg = out.to_str().expect("UTF-8");
+    let run = prgate(dir.path(), &["demo", "--out", out_arg, "--only", "95"]);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let sections: Vec<&str> =
+        run.stdout.lines().filter(|line| line.starts_with("=== PR #")).collect();
+    assert_eq!(sections.len(), 1, "{}", run.stdout);
+    assert!(sections[0].starts_with("=== PR #95: "), "{}", run.stdout);
+    assert!(out.join("results/pr-95/comment.md").is_file());
+    assert!(!out.join("results/pr-114").exists(), "another PR ran");
+    // The whole sample is built: every PR's branch is there to run by hand.
+    let plan = plan_json(&out.join("repository"), &["--head", "pr/101-common-residency"]);
+    assert!(tiers(&plan).contains("deepseek_v41 smoke"), "{plan}");
+
+    let refused = prgate(dir.path(), &["demo", "--out", out_arg, "--only", "7"]);
+    assert_eq!(refused.code, 2, "{}\n{}", refused.stdout, refused.stderr);
+    assert!(
+        refused.stderr.contains("--only 7: the sample has no PR #7")
+            && refused.stderr.contains("95, "),
+        "{}",
+        refused.stderr
+    );
+    assert!(!refused.stdout.contains("=== PR #"), "{}", refused.stdout);
 }
