@@ -297,11 +297,14 @@ pub fn estimate_model_on(
             server_sides.map(|side| (Part::Tests { check: Check::ServingTests, side }, TEST_SUITE)),
         );
     }
+    // The accuracy rounds: the repeats of the benchmark that takes the most.
+    let mut accuracy_rounds = 0;
     if full {
         for benchmark in recipe.accuracy() {
             let repeats = benchmark
                 .repeats
                 .map_or(EXPECTED_ACCURACY_REPEATS, |cap| cap.min(EXPECTED_ACCURACY_REPEATS));
+            accuracy_rounds = accuracy_rounds.max(repeats);
             measured.extend(server_sides.map(|side| {
                 let name = benchmark.name.to_lowercase();
                 (Part::Accuracy { benchmark: name, side }, ACCURACY_BENCHMARK * repeats)
@@ -310,7 +313,7 @@ pub fn estimate_model_on(
     }
     let cells = recipe.speed().map_or(0, |sweep| count(sweep.concurrencies_for(!full).len()));
     // Base's recipe is the contract: what it says of the memory API is what the run uses.
-    let switching = cost::Switching::declared(recipe.server().memory_api);
+    let switching = cost::Switching::of(recipe);
     let pairs = match switching {
         cost::Switching::Wake => EXPECTED_PAIRS,
         cost::Switching::Blocked { .. } => EXPECTED_BLOCK_PAIRS,
@@ -322,6 +325,7 @@ pub fn estimate_model_on(
         pairs,
         probed: true,
         switching,
+        accuracy_rounds,
     };
     let counts = cost::counts(&work);
     if let Some(sweep) = recipe.speed() {
@@ -358,16 +362,20 @@ pub fn estimate_model_on(
     }
     // The loads before the speed phase (the phase's own switches are in its cells): from
     // past runs' load events when they have some, else the constants.
-    let setup_loads = counts.setup_loads;
-    let startups = match history.load_time(Some(&model.name)) {
+    // The accuracy rounds' wakes go with them.
+    let (setup_loads, setup_wakes) = (counts.setup_loads, counts.setup_wakes);
+    let mine = Some(model.name.as_str());
+    let startups = match history.load_time(mine) {
         Some(load) => EstimatePart {
             part: Part::ServerStartups,
-            duration: load.saturating_mul(setup_loads),
+            duration: load.saturating_mul(setup_loads)
+                + history.wake_time(mine).unwrap_or(SERVER_WAKE).saturating_mul(setup_wakes),
             source: PartSource::History,
         },
         None => setup_part(
             Part::ServerStartups,
-            (SERVER_STARTUP + GATEWAY_PROBE).saturating_mul(setup_loads),
+            (SERVER_STARTUP + GATEWAY_PROBE).saturating_mul(setup_loads)
+                + SERVER_WAKE.saturating_mul(setup_wakes),
             served_history,
         ),
     };

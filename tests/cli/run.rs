@@ -1032,6 +1032,8 @@ fn one_at_a_time_counts(switching: Switching) -> prgate_runner::schedule::cost::
         pairs: 2,
         probed: false,
         switching,
+        // The fixture's benchmark is decided at its first repeat: one round.
+        accuracy_rounds: 1,
     })
 }
 

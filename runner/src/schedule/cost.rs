@@ -80,6 +80,16 @@ pub enum Switching {
 }
 
 impl Switching {
+    /// What the estimate counts for `recipe`: a topology's servers are stopped and loaded again
+    /// at each switch (blocks), whatever its memory API; else [`Switching::declared`].
+    pub fn of(recipe: &Recipe) -> Switching {
+        if recipe.topology().is_some() {
+            Switching::Blocked { runs: u32::try_from(BLOCK_RUNS).unwrap_or(u32::MAX) }
+        } else {
+            Switching::declared(recipe.server().memory_api)
+        }
+    }
+
     /// What the estimate counts for a recipe that says `key` of its memory API: wakes where it
     /// names one, else blocks of [`BLOCK_RUNS`] (`probe`: the upper bound).
     pub fn declared(key: MemoryApiKey) -> Switching {
@@ -131,17 +141,27 @@ pub struct Work {
     pub probed: bool,
     /// How the servers switch, one at a time.
     pub switching: Switching,
+    /// The accuracy rounds before the speed phase: the repeats of the benchmark that takes the
+    /// most (0: no accuracy). The first round is the PR's work first, then base's; each later
+    /// round runs every open benchmark's next repeat on both sides, the server that is up
+    /// first (`crate::run`): one at a time, a switch a round, and one more when the rounds end
+    /// on the PR's server and base's must open the speed pairs.
+    pub accuracy_rounds: u32,
 }
 
 /// The units a job costs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Counts {
-    /// Server loads before the speed phase (each side's first).
+    /// Server loads before the speed phase (each side's first, and, blocked, the accuracy
+    /// rounds' switches).
     pub setup_loads: u32,
     /// Server loads inside the speed phase (one at a time, blocked: every switch reloads).
     pub speed_loads: u32,
-    /// Wakes of a released server (switching by memory release), each with its warm-up.
+    /// Wakes of a released server in the speed phase (switching by memory release), each with
+    /// its warm-up.
     pub wakes: u32,
+    /// Wakes before the speed phase: the accuracy rounds' switches by memory release.
+    pub setup_wakes: u32,
     /// Speed runs, over all cells.
     pub runs: u32,
     /// Gateway probes: one per load when the servers run in containers.
@@ -158,7 +178,7 @@ impl Counts {
     /// runs take; the job's tests and benchmarks are the estimate's other parts).
     pub fn time(&self, units: &Units) -> Duration {
         units.load.saturating_mul(self.loads())
-            + units.wake.saturating_mul(self.wakes)
+            + units.wake.saturating_mul(self.wakes + self.setup_wakes)
             + units.run.saturating_mul(self.runs)
             + units.probe.saturating_mul(self.probes)
     }
@@ -203,8 +223,22 @@ pub fn counts(work: &Work) -> Counts {
     } else {
         (speed_loads, 0)
     };
+    // The accuracy rounds' switches: wakes where the servers switch by memory release, else
+    // loads.
+    let accuracy_switches = match work.layout {
+        Layout::Together => 0,
+        Layout::OneAtATime => {
+            let later = work.accuracy_rounds.saturating_sub(1);
+            later + u32::from(speed && later % 2 == 1)
+        }
+    };
+    let (setup_loads, setup_wakes) = if waking {
+        (setup_loads, accuracy_switches)
+    } else {
+        (setup_loads + accuracy_switches, 0)
+    };
     let probes = if work.probed { setup_loads + speed_loads } else { 0 };
-    Counts { setup_loads, speed_loads, wakes, runs, probes }
+    Counts { setup_loads, speed_loads, wakes, setup_wakes, runs, probes }
 }
 
 #[cfg(test)]
@@ -236,10 +270,18 @@ mod tests {
             pairs: 5,
             probed: false,
             switching: Switching::Blocked { runs: 1 },
+            accuracy_rounds: 0,
         };
         assert_eq!(
             counts(&work),
-            Counts { setup_loads: 2, speed_loads: 0, wakes: 0, runs: 22, probes: 0 }
+            Counts {
+                setup_loads: 2,
+                speed_loads: 0,
+                wakes: 0,
+                setup_wakes: 0,
+                runs: 22,
+                probes: 0
+            }
         );
         let one = Work { layout: Layout::OneAtATime, probed: true, ..work };
         let counted = counts(&one);
@@ -258,6 +300,37 @@ mod tests {
     }
 
     #[test]
+    fn accuracy_rounds_after_the_first_switch_once_each_and_base_opens_the_pairs() {
+        let work = Work {
+            layout: Layout::OneAtATime,
+            pr_work_first: true,
+            cells: 2,
+            pairs: 3,
+            probed: true,
+            switching: Switching::Blocked { runs: 2 },
+            accuracy_rounds: 6,
+        };
+        // Six rounds: PR then base, then five alternating rounds (a switch each) that end on
+        // the PR's server, one more switch to base's for the pairs, then 2 a block pair: the
+        // demo's PR #130 (mimo_v3_pd, 6 repeats, 3 block pairs) loaded 14 times.
+        assert_eq!(counts(&work).setup_loads, 2 + 5 + 1);
+        assert_eq!((counts(&work).loads(), counts(&work).probes), (14, 14));
+        // Ending on base's server (an odd number of rounds): no switch back.
+        assert_eq!(counts(&Work { accuracy_rounds: 5, ..work }).setup_loads, 2 + 4);
+        // One round, or none: no switch of its own.
+        for rounds in [0, 1] {
+            assert_eq!(counts(&Work { accuracy_rounds: rounds, ..work }).setup_loads, 2);
+        }
+        // Without speed cells nothing follows the rounds.
+        assert_eq!(counts(&Work { accuracy_rounds: 6, cells: 0, ..work }).loads(), 2 + 5);
+        // By memory release the switches are wakes; both up at once, there are none.
+        let waking = counts(&Work { switching: Switching::Wake, ..work });
+        assert_eq!((waking.loads(), waking.setup_wakes, waking.wakes), (2, 6, 6));
+        let together = counts(&Work { layout: Layout::Together, ..work });
+        assert_eq!((together.loads(), together.setup_wakes), (2, 0));
+    }
+
+    #[test]
     fn blocked_the_runs_of_a_block_share_its_load_and_a_block_pair_costs_two() {
         let work = Work {
             layout: Layout::OneAtATime,
@@ -266,11 +339,19 @@ mod tests {
             pairs: 3,
             probed: true,
             switching: Switching::Blocked { runs: 2 },
+            accuracy_rounds: 0,
         };
         // 2 setup loads and 2 a block pair; 2 cells of 2 × 3 + 1 blocks of 2 runs.
         assert_eq!(
             counts(&work),
-            Counts { setup_loads: 2, speed_loads: 6, wakes: 0, runs: 28, probes: 8 }
+            Counts {
+                setup_loads: 2,
+                speed_loads: 6,
+                wakes: 0,
+                setup_wakes: 0,
+                runs: 28,
+                probes: 8
+            }
         );
         // Both up at once, there are no blocks.
         let together = Work { layout: Layout::Together, ..work };
@@ -281,6 +362,16 @@ mod tests {
         let blocks = Switching::Blocked { runs: 2 };
         assert_eq!(Switching::declared(MemoryApiKey::None), blocks);
         assert_eq!(Switching::declared(MemoryApiKey::Probe), blocks);
+        // A topology reloads at every switch, whatever API its recipe names.
+        let plain =
+            crate::recipe::EXAMPLE.replace("memory-api = \"probe\"", "memory-api = \"sglang\"");
+        let topology = plain.replace(
+            "[timeouts]",
+            "[topology.prefill]\ninstances = 1\ntp = 8\ncommand = \"s --port {port} --b {bootstrap_port}\"\n[topology.decode]\ninstances = 1\ntp = 8\ncommand = \"s --port {port}\"\n[topology.router]\ncommand = \"r --port {port}\"\n\n[timeouts]",
+        );
+        let parse = |text: &str| Recipe::parse(text, "t.toml").expect("parses");
+        assert_eq!(Switching::of(&parse(&plain)), Switching::Wake);
+        assert_eq!(Switching::of(&parse(&topology)), blocks);
     }
 
     /// bench/gpu-cost.md's "after": one model, full tier, tp 8 on an 8-GPU node (one at a
@@ -295,6 +386,7 @@ mod tests {
             pairs: 5,
             probed: false,
             switching: Switching::Blocked { runs: 1 },
+            accuracy_rounds: 0,
         };
         let minute = Duration::from_secs(60);
         let units =

@@ -27,6 +27,8 @@ pub struct History {
     skipped: Vec<String>,
     /// Each server load's model and duration (`server-started` events).
     loads: Vec<(Option<String>, Duration)>,
+    /// Each wake's model and duration (`server-woken` events).
+    wakes: Vec<(Option<String>, Duration)>,
 }
 
 /// Why an event stream could not be read.
@@ -69,6 +71,7 @@ impl History {
         let mut steps = Vec::new();
         let mut skipped = Vec::new();
         let mut loads = Vec::new();
+        let mut wakes = Vec::new();
         let complete = text.ends_with('\n');
         let lines: Vec<&str> = text.lines().collect();
         for (index, line) in lines.iter().enumerate() {
@@ -99,11 +102,14 @@ impl History {
                     version: event.schema_version,
                 });
             }
-            if event.event == EventKind::ServerStarted
-                && event.reason.is_none()
+            if event.reason.is_none()
                 && let Some(took) = event.took()
             {
-                loads.push((event.model.clone(), took));
+                match event.event {
+                    EventKind::ServerStarted => loads.push((event.model.clone(), took)),
+                    EventKind::ServerWoken => wakes.push((event.model.clone(), took)),
+                    _ => {}
+                }
             }
             if event.event != EventKind::StepFinished {
                 continue;
@@ -118,7 +124,7 @@ impl History {
                 duration: Duration::from_millis(event.time_ms.saturating_sub(started_ms)),
             });
         }
-        Ok(History { steps, skipped, loads })
+        Ok(History { steps, skipped, loads, wakes })
     }
 
     /// The histories of several files as one.
@@ -128,6 +134,7 @@ impl History {
             merged.steps.extend(history.steps);
             merged.skipped.extend(history.skipped);
             merged.loads.extend(history.loads);
+            merged.wakes.extend(history.wakes);
         }
         merged
     }
@@ -153,14 +160,13 @@ impl History {
 
     /// The mean time a server of `model` took to load, over the loads the history has.
     pub(super) fn load_time(&self, model: Option<&str>) -> Option<Duration> {
-        let mine: Vec<Duration> = self
-            .loads
-            .iter()
-            .filter(|(of, _)| of.as_deref() == model)
-            .map(|(_, took)| *took)
-            .collect();
-        let count = u32::try_from(mine.len()).ok().filter(|&count| count > 0)?;
-        Some(mine.iter().sum::<Duration>() / count)
+        mean_of(&self.loads, model)
+    }
+
+    /// The mean time a released server of `model` took to wake, over the wakes the history
+    /// has.
+    pub(super) fn wake_time(&self, model: Option<&str>) -> Option<Duration> {
+        mean_of(&self.wakes, model)
     }
 
     /// Each step's duration in the most recent run of `model` that has it.
@@ -198,6 +204,14 @@ impl History {
         }
         durations
     }
+}
+
+/// The mean of `model`'s durations in `took`; `None` when it has none.
+fn mean_of(took: &[(Option<String>, Duration)], model: Option<&str>) -> Option<Duration> {
+    let mine: Vec<Duration> =
+        took.iter().filter(|(of, _)| of.as_deref() == model).map(|(_, took)| *took).collect();
+    let count = u32::try_from(mine.len()).ok().filter(|&count| count > 0)?;
+    Some(mine.iter().sum::<Duration>() / count)
 }
 
 /// The part name of a speed cell: what its pairs' and noise's parts start with.

@@ -64,7 +64,9 @@ fn check_estimate(plan: &ModelPlan, recipe: Option<&Recipe>, history: &History, 
 
 #[test]
 fn a_full_tier_from_the_recipe_runs_every_part_on_both_sides() {
-    // An accuracy benchmark: the repeats an unchanged PR takes (3), 20 minutes each.
+    // An accuracy benchmark: the repeats an unchanged PR takes (3), 20 minutes each; one at a
+    // time, the two rounds after the first reload once each (base's server ends up, to open the
+    // pairs): 4 loads before the speed phase.
     // A speed run: 30s + 20ms · (1 + 10) waves · 1024 tokens = 255.28s; one server at a time
     // (no node given) and no memory API named (`probe`: the blocked design, the upper bound),
     // a cell is 11 blocks (2n + 1) of 2 runs and its share of the phase's 10 reloads (10m04s
@@ -74,7 +76,7 @@ fn a_full_tier_from_the_recipe_runs_every_part_on_both_sides() {
         Some(&example()),
         &History::default(),
         "
-server startups                       20m08s  recipe
+server startups                       40m16s  recipe
 unit tests (base)                      5m00s  recipe
 unit tests (pr)                        5m00s  recipe
 kernel tests (base)                    5m00s  recipe
@@ -92,7 +94,7 @@ speed at concurrency 4              1h53m44s  recipe
 speed at concurrency 16             1h53m44s  recipe
 speed at concurrency 64             1h53m44s  recipe
 speed at concurrency 128            1h53m44s  recipe
-total                              14h28m48s  recipe",
+total                              14h48m56s  recipe",
     );
     // A recipe that names SGLang's API: 11 runs a cell and its share of the phase's 10 wakes
     // (30s each): 46m48s + 1m00s.
@@ -295,6 +297,29 @@ fn an_accuracy_benchmark_counts_its_expected_repeats_and_its_past_repeats_add_up
     let history = History::parse(&events, "events.jsonl").expect("parses");
     let estimate = estimate_model(&full, Some(&example()), &history);
     assert_eq!(accuracy(&estimate), ["3m00s history", "6m00s history"]);
+
+    // The rounds' switches are server loads (blocked) or wakes (by memory release), priced at
+    // the model's past loads and wakes: 2 loads + 2 switches of the 3 rounds.
+    let server = |event: &str, side: &str, from: u64, to: u64| {
+        format!(
+            "{{\"schema_version\":1,\"event\":\"{event}\",\"model\":\"deepseek_v41\",\"check\":\"routing\",\"side\":\"{side}\",\"part\":null,\"time_ms\":{},\"started_ms\":{}}}\n",
+            to * 1000,
+            from * 1000
+        )
+    };
+    let mut events = server("server-started", "pr", 0, 100);
+    events.push_str(&server("server-started", "base", 100, 200));
+    events.push_str(&server("server-woken", "pr", 200, 210));
+    let history = History::parse(&events, "events.jsonl").expect("parses");
+    let startups = |recipe: &Recipe| {
+        let estimate = estimate_model(&full, Some(recipe), &history);
+        estimate.parts()[0].clone()
+    };
+    let blocked = startups(&example());
+    assert_eq!((blocked.part, clock(blocked.duration)), (Part::ServerStartups, "6m40s".into()));
+    let waking = EXAMPLE.replace("memory-api = \"probe\"", "memory-api = \"sglang\"");
+    let waking = startups(&Recipe::parse(&waking, "example.toml").expect("parses"));
+    assert_eq!(clock(waking.duration), "3m40s");
 }
 
 #[test]

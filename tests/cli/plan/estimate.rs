@@ -57,8 +57,8 @@ fn identical_nodes_take_the_models_their_recipes_in_head_allow() {
     let repo = repo_with_recipes();
     let args = ["--base", "main", "--head", "pr", "--estimate", "--nodes", "2"];
     let plan = plan_json(repo.path(), &args);
-    // alpha full from head's recipe: 5h00m08s of tests, timing, accuracy (three repeats of
-    // 20 minutes a benchmark a side) and the two loads
+    // alpha full from head's recipe: 5h20m16s of tests, timing, accuracy (three repeats of
+    // 20 minutes a benchmark a side) and the four loads (two for the accuracy rounds)
     // before the speed phase, and three speed cells of 11 blocks of 2 runs of 255.28s and a
     // third of the phase's 10 reloads each (`--nodes` gives no GPU count: one server at a
     // time; the recipe names no memory API, so the estimate counts the blocked design, the
@@ -67,13 +67,13 @@ fn identical_nodes_take_the_models_their_recipes_in_head_allow() {
     assert_eq!(
         jobs(&plan),
         "(common) - 600 recipe node-2
-alpha full 40897 recipe node-1
+alpha full 42105 recipe node-1
 beta smoke 25897 recipe unschedulable: no node has hardware the recipe supports (mi350x); the nodes are 2 mi355x
 beta_x smoke 0 no-recipe node-2"
     );
     let estimate = &plan["estimate"];
-    assert_eq!(estimate["makespan_seconds"], 40897);
-    assert_eq!(estimate["lower_bound_seconds"], 40897);
+    assert_eq!(estimate["makespan_seconds"], 42105);
+    assert_eq!(estimate["lower_bound_seconds"], 42105);
     assert_eq!(estimate["lower_bound_basis"], "the longest job (alpha)");
     assert_eq!(estimate["optimal"], true);
     assert_eq!(estimate["nodes"][1]["jobs"], serde_json::json!([null, "beta_x"]));
@@ -108,7 +108,7 @@ beta_x smoke 0 no-recipe node-2"
     );
     assert_eq!(markdown.code, 0, "{}", markdown.stderr);
     assert!(
-        markdown.stdout.contains("| `alpha` | full | 11h22m | recipe | `node-1` |"),
+        markdown.stdout.contains("| `alpha` | full | 11h42m | recipe | `node-1` |"),
         "{}",
         markdown.stdout
     );
@@ -194,7 +194,7 @@ fn node_profiles_and_history_shape_the_schedule() {
         &history,
     ];
     let plan = plan_json(repo.path(), &args);
-    // alpha: 40897s (one server at a time: 2 + 2n loads, 2n + 1 blocks of 2 runs a cell), less 6 tests of
+    // alpha: 42105s (one server at a time: 2 + 2n loads, 2n + 1 blocks of 2 runs a cell), less 6 tests of
     // 5m at 1m each and the startups before the speed phase (an old stream without load events:
     // in its serving tests), and its first cell at 10m instead of its recipe's time; the
     // common checks and beta_x go beside beta, whose 25897s leave the shorter node's room.
