@@ -45,6 +45,10 @@
 //! "test/e2e/kimi_k31.toml", "diff": {"text": "@@ ...", "omitted": 0}}` ([`RecipeChange`]).
 //! Readers ignore fields they do not know; a new value of an enumeration raises
 //! `schema_version`.
+//!
+//! This module holds the format's types and the judging loop; each section's items are built
+//! in its own submodule (`scope`, `test_results`, `accuracy_scores`, `kernels`,
+//! `e2e_performance`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
