@@ -55,20 +55,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use prgate_scope::plan::{Plan, Tier};
 use serde::{Deserialize, Serialize};
 
-use crate::accuracy::{
-    self, AccuracyAnswer, BenchmarkRepeats, Looks, Pooled, RepeatsToDecide, judge_benchmark,
-};
 use crate::config::{GateConfig, Severity};
-use crate::evidence::{
-    Check, Evidence, EvidenceError, NotRunKind, Outcome, Side, TestOutcome, validate,
-};
-use crate::job::{Expect, ExpectedStep, JobPlan, Part, RecipeDiff, Target, tier_checks};
+use crate::evidence::{Check, Evidence, EvidenceError, Outcome, validate};
+use crate::job::{JobPlan, RecipeDiff, tier_checks};
 use crate::rules::RuleOutcome;
-use crate::speed::{
-    Answer, Calibration, CellContext, CellJudgement, LEGACY_CALIBRATION_SAMPLES, Pair, ToDecide,
-    judge_cell,
-};
-use crate::stats::median;
+use crate::speed::{Calibration, Pair};
 
 mod accuracy_scores;
 mod e2e_performance;

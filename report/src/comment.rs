@@ -20,15 +20,11 @@
 //! built in `header` (headline, header rows, progress, note, footer), `sections` (the
 //! checklist) and `models` (per-model tables and the chart).
 
-use std::fmt::Write as _;
-
-use prgate_gate::verdict::{Confidence, Item, Numbers, Section, State, Verdict};
-use prgate_scope::plan::{Plan, Tier};
+use prgate_gate::verdict::{State, Verdict};
+use prgate_scope::plan::Plan;
 use serde::Serialize;
 
-use crate::escape::{
-    MarkdownPlace, html_text, markdown_code, markdown_text, markdown_text_with_code,
-};
+use crate::escape::{MarkdownPlace, markdown_text, markdown_text_with_code};
 
 mod header;
 mod models;

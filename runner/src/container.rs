@@ -40,7 +40,7 @@ pub use gateway::{GATEWAY_HINT, GatewayCheck, PROBE_CONNECT_TIMEOUT, PROBE_LIMIT
 pub use running::Container;
 
 use crate::node::{Image, NodeProfile, secret_env_var};
-use crate::process::{ChildGroup, Environment, Finished, ProcessError, ProcessSpec, Stopped, tail};
+use crate::process::{Environment, ProcessError, ProcessSpec};
 use arguments::run_arguments;
 
 /// Where the exported source tree is in the container; the working directory.

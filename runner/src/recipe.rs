@@ -32,16 +32,12 @@ pub use server::{RoutingLogged, Server, ServerSide};
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeSet;
 use std::fmt;
 use std::time::Duration;
 
-use prgate_gate::evidence::{Check, NotRunReason};
 use serde::Deserialize;
 
-use crate::node::{
-    NodeProfile, check_hardware, check_name, check_relative_path, check_secret_name,
-};
+use crate::node::{check_hardware, check_name, check_relative_path};
 use benchmarks::{RawAccuracy, RawSpeed, RawTiming};
 use server::RawServer;
 use template::{Placeholder, Template};

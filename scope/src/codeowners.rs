@@ -17,16 +17,10 @@ mod syntax;
 
 pub use facts::{CodeownersTexts, FactsBuilder, NewModels};
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::fmt;
 
 use globset::{Candidate, GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
-use similar::{Algorithm, DiffOp};
-
-use crate::manifest::Manifest;
-use crate::pattern::{BoundModelPattern, is_valid_model_name};
-use crate::plan::ModelPlan;
 use syntax::{has_unescaped, is_space, parse_line, to_glob_syntax};
 
 /// Where GitHub looks for a CODEOWNERS file, in the order it looks: it uses the first it finds.

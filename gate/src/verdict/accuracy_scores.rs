@@ -2,7 +2,16 @@
 //! test, with what would decide an undecided benchmark. The statistics are
 //! `crate::accuracy`'s; this module only turns its answer into verdict items.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use crate::accuracy;
+use crate::accuracy::{
+    AccuracyAnswer, BenchmarkRepeats, Looks, Pooled, RepeatsToDecide, judge_benchmark,
+};
+use crate::evidence::{Check, Outcome};
+use crate::job::Part;
+
+use super::{AccuracyRepeats, Completion, Item, Judge, Numbers, SectionName, State};
 
 impl<'a> Judge<'a> {
     pub(super) fn accuracy(&mut self, model: &str) {

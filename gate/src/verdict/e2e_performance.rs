@@ -3,7 +3,20 @@
 //! gain the PR's title claims. The test itself is `crate::speed`'s; this module only groups
 //! evidence and words the answer.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use prgate_scope::plan::Tier;
+
+use crate::evidence::{Check, Outcome};
+use crate::speed::{
+    Answer, Calibration, CellContext, CellJudgement, LEGACY_CALIBRATION_SAMPLES, Pair, ToDecide,
+    judge_cell,
+};
+
+use super::{
+    Confidence, Item, Judge, Numbers, SectionName, SpeedCell, SpeedTest, SpeedThresholds,
+    SpeedUndecided, State,
+};
 
 impl<'a> Judge<'a> {
     /// Speed pairs and known noise of a model, per concurrency.

@@ -2,7 +2,12 @@
 //! measured the PR side with the PR's own files. The timing statistics are
 //! `crate::speed`'s; this module turns their answer into verdict items.
 
-use super::*;
+use std::collections::BTreeMap;
+
+use crate::evidence::{Check, Outcome, Side};
+use crate::stats::median;
+
+use super::{Item, Judge, Numbers, SectionName, State};
 
 impl<'a> Judge<'a> {
     pub(super) fn kernels(&mut self, model: &str) {

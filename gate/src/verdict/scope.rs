@@ -3,7 +3,15 @@
 //! not run and why, missing or pending. It also refuses evidence that belongs to another plan.
 //! How a check that did run is judged is left to the sections' own modules.
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+use prgate_scope::plan::{Plan, Tier};
+
+use crate::config::Severity;
+use crate::evidence::{Check, Evidence, EvidenceError, NotRunKind, Outcome, Side};
+use crate::job::{Expect, ExpectedStep, Target};
+
+use super::{Completion, Item, Judge, SectionName, State, check_name, section_of};
 
 impl<'a> Judge<'a> {
     pub(super) fn scope(&mut self, plan: &Plan) {

@@ -2,7 +2,13 @@
 //! base against PR with renamed test modules followed, and the router's routing check.
 //! Whether a suite ran at all is left to the scope module's accounting.
 
-use super::*;
+use std::collections::BTreeSet;
+
+use prgate_scope::plan::Plan;
+
+use crate::evidence::{Check, Outcome, Side, TestOutcome};
+
+use super::{Item, Judge, Numbers, SectionName, State, check_name, list};
 
 impl<'a> Judge<'a> {
     pub(super) fn tests(&mut self, model: Option<&str>, check: Check) {

@@ -3,7 +3,16 @@
 //! the note when the comment was shortened, and the footer with its links. Every string is
 //! built from escaped parts; the layout is the template's.
 
-use super::*;
+use std::fmt::Write as _;
+
+use prgate_gate::verdict::{Item, Numbers, State, Verdict};
+
+use crate::escape::{MarkdownPlace, markdown_code, markdown_text};
+
+use super::{
+    Detail, Header, HeaderRow, Progress, ProgressRow, ReportLink, StepState, Target, capped,
+    finding_md, percent, points, shorten, state_md,
+};
 
 /// The headline: the result, and for a failure or an error what failed or could not be
 /// judged, so that a reviewer need not scan the sections for it.

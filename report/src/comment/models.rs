@@ -2,7 +2,15 @@
 //! against PR (speed, accuracy, kernels, tests), and a Mermaid chart of the median-TPOT change
 //! per concurrency with the rule's lines. Which items exist is the verdict's business.
 
-use super::*;
+use prgate_gate::verdict::{Confidence, Item, Numbers, State, Verdict};
+use prgate_scope::plan::{Plan, Tier};
+
+use crate::escape::html_text;
+
+use super::{
+    AccuracyRow, Chart, KernelRow, ModelView, SpeedRow, TestsRow, colours, milliseconds, percent,
+    points, state_md, unknown,
+};
 
 /// The models with items in the verdict: the plan's order, then any the plan does not list.
 pub(super) fn models(verdict: &Verdict, plan: &Plan) -> Vec<ModelView> {

@@ -2,7 +2,11 @@
 //! state and its items worst first (capped by the detail the comment can afford), and the
 //! recipes the PR changed. The per-model tables are the models module's.
 
-use super::*;
+use prgate_gate::verdict::{Item, Section, State, Verdict};
+
+use crate::escape::{MarkdownPlace, html_text, markdown_code};
+
+use super::{Detail, ItemView, RecipeChangeView, SectionView, finding_md, state_md};
 
 pub(super) fn sections(verdict: &Verdict, detail: Detail) -> Vec<SectionView> {
     verdict

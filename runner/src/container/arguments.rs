@@ -3,7 +3,13 @@
 //! environment, the GPUs, the network, the capabilities. A request that would break one is an
 //! error, not a weaker container. Starting and stopping the container is the parent's.
 
-use super::*;
+use std::path::{Path, PathBuf};
+
+use super::{
+    ContainerError, ContainerNetwork, ContainerRequest, DATASETS_DIR, EngineKind, GPUS_LABEL,
+    MODELS_DIR, OUT_DIR, PODMAN_DEFAULT_VARIABLES, PURPOSE_LABEL, RUN_LABEL, TREE_DIR,
+    image_reference, is_name_char, run_network_name,
+};
 
 /// Host paths that are never mounted, nor any directory inside or above them: the kernel's
 /// and the system's files, and where the engines keep their sockets and their data.

@@ -3,7 +3,13 @@
 //! group, then `<engine> rm -f`) on request or when dropped. Building the command line is
 //! `arguments`'s; the run's cleanup by label is the parent's.
 
-use super::*;
+use std::net::IpAddr;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::process::{ChildGroup, Finished, Stopped, tail};
+
+use super::{ContainerError, Engine, Launch, RunId, run_network_name};
 
 /// A started container: its engine client's process group, and the container by name.
 ///

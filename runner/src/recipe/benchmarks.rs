@@ -5,7 +5,16 @@
 //! name the file, the key and the value. Running them is the runner's; judging them is the
 //! gate's.
 
-use super::*;
+use std::collections::BTreeSet;
+
+use serde::Deserialize;
+
+use crate::node::{check_name, check_relative_path, check_secret_name};
+
+use super::template::{Placeholder, Template};
+use super::{
+    Checker, DEFAULT_REQUESTS_PER_CONCURRENCY, DEFAULT_WARMUP_PER_CONCURRENCY, RecipeError,
+};
 
 impl Checker<'_> {
     pub(super) fn kernel_timing(

@@ -3,7 +3,13 @@
 //! [`Blocker`], which the runner records as not-run evidence; the recipe's contents are
 //! checked elsewhere in this module's parent.
 
-use super::*;
+use std::fmt;
+
+use prgate_gate::evidence::{Check, NotRunReason};
+
+use crate::node::NodeProfile;
+
+use super::Recipe;
 
 impl Recipe {
     /// Whether the recipe can run on `node`: every reason it cannot, in whole or in part.

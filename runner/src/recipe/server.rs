@@ -4,7 +4,14 @@
 //! private serde types, then errors naming the file, the key and the value. Starting the
 //! server is the runner's; a multi-node topology is `super::topology`'s.
 
-use super::*;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::template::{Placeholder, Template};
+use super::{
+    Checker, DEFAULT_HEALTH_PATH, DEFAULT_STARTUP_TIMEOUT, Recipe, RecipeError, memory_api,
+};
 
 impl Recipe {
     /// The server's argv for one side: the command's placeholders filled in, and the

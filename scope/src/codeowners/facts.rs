@@ -4,7 +4,19 @@
 //! owners), and [`NewModels`] says which added lines own only new models' files. Parsing a
 //! file is the parent's; what the facts mean for the PR is the gate's policy.
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+
+use globset::{Candidate, GlobSet, GlobSetBuilder};
+use similar::{Algorithm, DiffOp};
+
+use crate::manifest::Manifest;
+use crate::pattern::{BoundModelPattern, is_valid_model_name};
+use crate::plan::ModelPlan;
+
+use super::{
+    Codeowners, CodeownersFacts, CodeownersFileChange, CodeownersLineChange, FileChangeKind,
+    GITHUB_LOCATIONS, LISTED_OWNER_CHANGES, Line, LineChangeKind, OwnerChange, Pattern, Rule,
+};
 
 /// The CODEOWNERS texts a plan compares, as [`crate::git`] reads them.
 #[derive(Debug, Clone, Default)]

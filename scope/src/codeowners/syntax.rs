@@ -2,7 +2,7 @@
 //! (escaped spaces and `#` kept), what counts as an owner (`@user`, `@org/team`, an email),
 //! and a pattern turned into glob syntax. What a parsed line means is the parent's.
 
-use super::*;
+use super::{Line, Pattern, Rule};
 
 /// The whitespace that separates a line's parts.
 pub(super) fn is_space(c: char) -> bool {
