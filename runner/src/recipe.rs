@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::node::{check_hardware, check_name, check_relative_path};
+use crate::node::{ValueProblem, check_hardware, check_name, check_relative_path};
 use benchmarks::{RawAccuracy, RawSpeed, RawTiming};
 use server::RawServer;
 use template::{Placeholder, Template};
@@ -311,16 +311,26 @@ impl Checker<'_> {
 
 /// A pytest selection: a relative path, optionally followed by `::` and a test's name. It may
 /// not start with `-`, so that it is never read as one of pytest's options.
-fn check_selection(selection: &str) -> Result<(), String> {
+fn check_selection(selection: &str) -> Result<(), SelectionProblem> {
     if selection.starts_with('-') {
-        return Err("starts with -, which pytest would read as an option".to_owned());
+        return Err(SelectionProblem::LikeAnOption);
     }
     if selection.contains(|char: char| char.is_control()) {
-        return Err("has a control character".to_owned());
+        return Err(SelectionProblem::ControlCharacter);
     }
     let path = selection.split("::").next().unwrap_or_default();
-    check_relative_path(path.strip_suffix('/').unwrap_or(path))
-        .map_err(|problem| format!("{problem} (a path from the repository's root, then ::test)"))
+    check_relative_path(path.strip_suffix('/').unwrap_or(path)).map_err(SelectionProblem::Path)
+}
+
+/// Why a pytest selection of a recipe is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum SelectionProblem {
+    #[error("starts with -, which pytest would read as an option")]
+    LikeAnOption,
+    #[error("has a control character")]
+    ControlCharacter,
+    #[error("{0} (a path from the repository's root, then ::test)")]
+    Path(ValueProblem),
 }
 
 /// The longest duration a recipe may give: a week (168h). Longer is an error, so that no
