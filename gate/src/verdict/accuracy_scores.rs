@@ -52,7 +52,7 @@ impl<'a> Judge<'a> {
     }
 
     /// One benchmark's item from its repeats (those both sides have, paired by index).
-    pub(super) fn accuracy_item(
+    fn accuracy_item(
         &self,
         model: &str,
         benchmark: &str,

@@ -86,7 +86,7 @@ impl<'a> Judge<'a> {
 
     /// The timing script of `kernel` (`<script>/<kernel>`) when it measures `model`'s PR side
     /// with files the PR changes.
-    pub(super) fn pr_script_of(&self, model: &str, kernel: &str) -> Option<&crate::job::PrScript> {
+    fn pr_script_of(&self, model: &str, kernel: &str) -> Option<&crate::job::PrScript> {
         let script = kernel.split_once('/').map_or(kernel, |(script, _)| script);
         self.pr_scripts.get(model)?.iter().find(|own| own.script == script)
     }

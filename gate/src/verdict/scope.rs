@@ -63,7 +63,7 @@ impl<'a> Judge<'a> {
     /// A model the PR removes leaves the verdict: it is said, never silent. A model whose files
     /// the PR renamed (`renamed_to` in the plan) is the same model under its new name: it is
     /// judged there, held to this name's base recipe and base results.
-    pub(super) fn removed_models(&mut self, plan: &Plan) {
+    fn removed_models(&mut self, plan: &Plan) {
         for model in plan.models.iter().filter(|model| model.removed) {
             let summary = match &model.renamed_to {
                 None => format!("{}: removed by the PR; its checks no longer run", model.name),

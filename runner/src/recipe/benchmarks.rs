@@ -203,7 +203,7 @@ impl Checker<'_> {
         })
     }
 
-    pub(super) fn speed_benchmark(&self, raw: &RawSpeed) -> Result<SpeedBenchmark, RecipeError> {
+    fn speed_benchmark(&self, raw: &RawSpeed) -> Result<SpeedBenchmark, RecipeError> {
         let misplaced =
             |field: &str| self.key(&format!("speed.{field}"), "only an external benchmark has it");
         let missing = |field: &str| {
