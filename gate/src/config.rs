@@ -8,6 +8,10 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+/// Why the gate's configuration was refused: the shape every config file's errors share, its
+/// key written from the manifest's root (`gate.speed.max-loss`).
+pub use prgate_scope::ConfigError;
+
 /// The embedded defaults, with a comment for every key.
 pub const DEFAULT_CONFIG: &str = include_str!("../default-config.toml");
 
@@ -163,15 +167,6 @@ pub struct TitleConfig {
     pub other_scopes: Vec<String>,
 }
 
-/// Why the gate's configuration was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{file}: {}: {problem}", gate_key(.key))]
-pub struct ConfigError {
-    pub file: String,
-    pub key: String,
-    pub problem: String,
-}
-
 impl GateConfig {
     /// The defaults alone.
     pub fn defaults() -> GateConfig {
@@ -186,11 +181,7 @@ impl GateConfig {
         overrides: Option<&toml::Table>,
         file: &str,
     ) -> Result<GateConfig, ConfigError> {
-        let error = |key: &str, problem: String| ConfigError {
-            file: file.to_owned(),
-            key: key.to_owned(),
-            problem,
-        };
+        let error = |key: &str, problem: String| ConfigError::key(file, &gate_key(key), problem);
         let mut merged: toml::Table = toml::from_str(DEFAULT_CONFIG)
             .map_err(|e| error("", format!("the built-in defaults: {e}")))?;
         if let Some(overrides) = overrides {

@@ -8,8 +8,9 @@
 //! [`ContainerRequest`] as a [`ProcessSpec`], so the engine's client is started and stopped by
 //! [`ChildGroup`] like any other child; [`Container`] adds what a process group cannot do on
 //! its own: stopping the container itself, which outlives a killed client. Every isolation
-//! property is decided here, in one function ([`Engine::launch`]), and checked there: a request
-//! that would break one is an error, not a weaker container.
+//! property is decided here, in one function ([`Engine::launch`], whose command line `arguments`
+//! builds), and checked there: a request that would break one is an error, not a weaker
+//! container. A started [`Container`] is `running`'s.
 //!
 //! What it leaves to others: which steps run in which container and with which GPUs (the
 //! step loop), the preflight's other checks, reading what the container wrote (untrusted
@@ -17,8 +18,10 @@
 //!
 #![doc = include_str!("../../docs/container.md")]
 
+mod arguments;
 mod env;
 mod gateway;
+mod running;
 #[cfg(test)]
 mod tests;
 
@@ -34,9 +37,11 @@ use std::time::{Duration, Instant};
 
 pub use env::{ContainerEnv, EnvError, RESERVED_VARIABLES};
 pub use gateway::{GATEWAY_HINT, GatewayCheck, PROBE_CONNECT_TIMEOUT, PROBE_LIMIT, PROBE_SCRIPT};
+pub use running::Container;
 
 use crate::node::{Image, NodeProfile, secret_env_var};
-use crate::process::{ChildGroup, Environment, Finished, ProcessError, ProcessSpec, Stopped, tail};
+use crate::process::{Environment, ProcessError, ProcessSpec};
+use arguments::run_arguments;
 
 /// Where the exported source tree is in the container; the working directory.
 pub const TREE_DIR: &str = "/work/tree";
@@ -89,20 +94,6 @@ pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The format `image inspect` is asked for: the image's id, then its repo digests.
 pub const IMAGE_FORMAT: &str = "{{.Id}}{{range .RepoDigests}} {{.}}{{end}}";
-
-/// Host paths that are never mounted, nor any directory inside or above them: the kernel's
-/// and the system's files, and where the engines keep their sockets and their data.
-const FORBIDDEN_SOURCES: &[&str] = &[
-    "/proc",
-    "/sys",
-    "/dev",
-    "/run",
-    "/var/run",
-    "/etc",
-    "/boot",
-    "/var/lib/docker",
-    "/var/lib/containers",
-];
 
 /// Which engine a client speaks for. Both take the same command lines here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,18 +186,6 @@ pub enum ContainerNetwork<'a> {
 pub struct Launch {
     pub name: String,
     pub spec: ProcessSpec,
-}
-
-/// A started container: its engine client's process group, and the container by name.
-///
-/// Dropping it stops it (see [`Container::stop`]).
-#[derive(Debug)]
-pub struct Container {
-    engine: Engine,
-    name: String,
-    grace: Duration,
-    client: ChildGroup,
-    stopped: Option<Stopped>,
 }
 
 /// What `image inspect` says of an image.
@@ -563,127 +542,6 @@ impl fmt::Display for RunId {
     }
 }
 
-impl Container {
-    /// Starts the engine client of `launch` in its own process group.
-    pub fn start(engine: &Engine, launch: &Launch) -> Result<Container, ContainerError> {
-        let client = ChildGroup::spawn(&launch.spec)?;
-        Ok(Container {
-            engine: engine.clone(),
-            name: launch.name.clone(),
-            grace: launch.spec.grace,
-            client,
-            stopped: None,
-        })
-    }
-
-    /// The container's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The engine client's process group: for [`crate::process::wait_healthy`], which fails
-    /// fast when it exits, and for its log.
-    pub fn client(&mut self) -> &mut ChildGroup {
-        &mut self.client
-    }
-
-    /// Waits until the container has its address on the run's network ([`run_network_name`]
-    /// of `run`) and returns it: where the host reaches a server. Fails when the client exits
-    /// first, or after `timeout`.
-    pub fn wait_address(
-        &mut self,
-        run: &RunId,
-        timeout: Duration,
-    ) -> Result<IpAddr, ContainerError> {
-        let network = run_network_name(run);
-        let deadline = crate::process::deadline_after(timeout);
-        loop {
-            let last = match self.engine.address(&self.name, &network) {
-                Ok(address) => return Ok(address),
-                Err(error) => error,
-            };
-            if let Some(status) = self.client.try_wait()? {
-                // The client is gone: its group is stopped so that its log is complete.
-                self.client.stop()?;
-                return Err(ContainerError::Exited {
-                    name: self.name.clone(),
-                    network,
-                    status,
-                    log: self.client.log().to_path_buf(),
-                    tail: tail(self.client.log(), 40)
-                        .unwrap_or_else(|error| format!("(cannot read the log: {error})")),
-                });
-            }
-            if Instant::now() >= deadline {
-                return Err(ContainerError::AddressTimedOut {
-                    name: self.name.clone(),
-                    network,
-                    timeout,
-                    last: last.to_string(),
-                });
-            }
-            thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Waits for the command to end; after `timeout`, stops the container
-    /// ([`Container::stop`]). The exit status is the engine client's: the command's, or 125
-    /// to 127 when the engine could not run it.
-    pub fn wait_with_timeout(&mut self, timeout: Duration) -> Result<Finished, ContainerError> {
-        self.wait_with_limits(&crate::process::Limits::wall_clock(timeout))
-    }
-
-    /// [`Container::wait_with_timeout`], and also stops the container when nothing of what
-    /// `limits.stall` watches changes for its limit (`crate::process::ProgressWatch`).
-    pub fn wait_with_limits(
-        &mut self,
-        limits: &crate::process::Limits,
-    ) -> Result<Finished, ContainerError> {
-        let mut waiter = crate::process::Waiter::new(limits);
-        loop {
-            if let Some(status) = self.client.try_wait()? {
-                let stopped = self.client.stop()?;
-                self.stopped = Some(stopped);
-                return Ok(Finished::Exited(status));
-            }
-            if let Some(ending) = waiter.ended() {
-                return self.stop().map(|stopped| ending.finished(stopped));
-            }
-            waiter.pause();
-        }
-    }
-
-    /// Stops the container and its client: `<engine> stop` (the command gets `SIGTERM`, then
-    /// `SIGKILL` after the grace period), then the client's process group, then `<engine> rm
-    /// -f` in case the container was still being created. A container that has already gone
-    /// is not an error. A second call returns the first one's answer.
-    pub fn stop(&mut self) -> Result<Stopped, ContainerError> {
-        if let Some(stopped) = self.stopped {
-            return Ok(stopped);
-        }
-        let stop = self.engine.stop(&self.name, self.grace);
-        let stopped = self.client.stop()?;
-        self.stopped = Some(stopped);
-        let remove = self.engine.remove(&self.name);
-        for result in [stop, remove] {
-            match result {
-                Err(error) if !error.is_no_such_container() => return Err(error),
-                _ => {}
-            }
-        }
-        Ok(stopped)
-    }
-}
-
-impl Drop for Container {
-    fn drop(&mut self) {
-        if self.stopped.is_none() {
-            // Nobody is left to tell; the run's cleanup by label is the backstop.
-            let _ = self.stop();
-        }
-    }
-}
-
 impl ImageInfo {
     /// Whether `digest` (`sha256:...`) is one of the image's repo digests.
     pub fn has_digest(&self, digest: &str) -> bool {
@@ -724,241 +582,6 @@ pub fn container_name(run: &RunId, purpose: &str) -> Result<String, ContainerErr
         });
     }
     Ok(format!("prgate-{run}-{purpose}"))
-}
-
-/// The arguments of `<engine> run` for `request`, checked.
-fn run_arguments(
-    request: &ContainerRequest<'_>,
-    name: &str,
-    kind: EngineKind,
-) -> Result<Vec<String>, ContainerError> {
-    let node = request.node;
-    let invalid = |what: &str, value: String, problem: &str| ContainerError::Request {
-        what: what.to_owned(),
-        value,
-        problem: problem.to_owned(),
-    };
-
-    let store = mount_source("the checkpoint store", node.checkpoint_store())?;
-    let tree = mount_source("the tree", request.tree)?;
-    let out = mount_source("the output directory", request.out)?;
-    let datasets =
-        request.datasets.map(|path| mount_source("the dataset cache", path)).transpose()?;
-    let mut sources = vec![&store, &tree, &out];
-    sources.extend(datasets.as_ref());
-    let pairs = sources.iter().enumerate().flat_map(|(index, first)| {
-        sources[index + 1..].iter().map(move |second| (*first, *second))
-    });
-    for (first, second) in pairs {
-        if Path::new(&first.1).starts_with(&second.1) || Path::new(&second.1).starts_with(&first.1)
-        {
-            return Err(ContainerError::Overlap {
-                first: first.0.to_owned(),
-                first_path: first.1.clone(),
-                second: second.0.to_owned(),
-                second_path: second.1.clone(),
-            });
-        }
-    }
-
-    if request.env.node_secrets() != node.secrets() {
-        return Err(invalid(
-            "the environment",
-            node.name().to_owned(),
-            "was built for another node: its secrets differ",
-        ));
-    }
-    request.env.recheck()?;
-
-    let mut devices = Vec::new();
-    for id in request.gpus {
-        let gpu = node.gpus().iter().find(|gpu| gpu.id == *id).ok_or_else(|| {
-            invalid("GPU", id.to_string(), &format!("is not one of node {}'s GPUs", node.name()))
-        })?;
-        if devices.contains(&gpu.render_device) {
-            return Err(invalid("GPU", id.to_string(), "is asked for twice"));
-        }
-        devices.push(gpu.render_device.clone());
-    }
-
-    if let ContainerNetwork::JoinedTo(joined) = request.network {
-        let ours = joined
-            .strip_prefix(&format!("prgate-{}-", request.run))
-            .is_some_and(|purpose| !purpose.is_empty() && purpose.chars().all(is_name_char));
-        if !ours {
-            return Err(invalid(
-                "the network",
-                joined.to_owned(),
-                "is not the name of a container of this run",
-            ));
-        }
-    }
-
-    if !(1..=1024).contains(&request.shm_gib) {
-        return Err(invalid(
-            "the shared memory size (GiB)",
-            request.shm_gib.to_string(),
-            "must be 1 to 1024",
-        ));
-    }
-
-    if request.command.is_empty() {
-        return Err(ContainerError::EmptyCommand);
-    }
-    if let Some(argument) = request.command.iter().find(|argument| argument.contains('\0')) {
-        return Err(invalid("the command's argument", argument.clone(), "contains a NUL byte"));
-    }
-
-    let purpose = name.strip_prefix(&format!("prgate-{}-", request.run)).unwrap_or(name);
-    let mut labels =
-        vec![format!("{RUN_LABEL}={}", request.run), format!("{PURPOSE_LABEL}={purpose}")];
-    if !request.gpus.is_empty() {
-        let ids: Vec<String> = request.gpus.iter().map(u32::to_string).collect();
-        labels.push(format!("{GPUS_LABEL}={}", ids.join(",")));
-    }
-    for (key, value) in request.labels {
-        check_label(key, value)?;
-        labels.push(format!("{key}={value}"));
-    }
-
-    let mut arguments: Vec<String> =
-        ["run", "--rm", "--init", "--pull", "never", "--name", name].map(str::to_owned).to_vec();
-    for label in labels {
-        arguments.extend(["--label".to_owned(), label]);
-    }
-    let network = match request.network {
-        // Nothing to reach and nothing reaches it: no network namespace with a route, no
-        // outbound traffic, no node service (docs/container.md, "Network").
-        ContainerNetwork::None => "none".to_owned(),
-        // The run's internal network: the host reaches it there, it reaches nothing off it.
-        ContainerNetwork::Run => run_network_name(request.run),
-        // The server's namespace: its loopback is this container's, nothing else is added.
-        ContainerNetwork::JoinedTo(joined) => format!("container:{joined}"),
-    };
-    arguments.extend(["--network".to_owned(), network]);
-    arguments.extend(["--security-opt", "no-new-privileges", "--shm-size"].map(str::to_owned));
-    arguments.push(format!("{}g", request.shm_gib));
-    if !devices.is_empty() {
-        arguments.extend(["--device".to_owned(), "/dev/kfd".to_owned()]);
-        for device in &devices {
-            arguments.extend(["--device".to_owned(), device.display().to_string()]);
-        }
-        arguments.extend(["--group-add".to_owned(), "video".to_owned()]);
-    }
-    arguments.extend([
-        "--mount".to_owned(),
-        format!("type=bind,src={},dst={MODELS_DIR},readonly", store.1),
-        "--mount".to_owned(),
-        format!("type=bind,src={},dst={TREE_DIR}", tree.1),
-        "--mount".to_owned(),
-        format!("type=bind,src={},dst={OUT_DIR}", out.1),
-        "--workdir".to_owned(),
-        TREE_DIR.to_owned(),
-    ]);
-    if let Some(datasets) = &datasets {
-        arguments.extend([
-            "--mount".to_owned(),
-            format!("type=bind,src={},dst={DATASETS_DIR},readonly", datasets.1),
-        ]);
-    }
-    let mut variables = vec!["HF_HUB_OFFLINE=1".to_owned(), "TRANSFORMERS_OFFLINE=1".to_owned()];
-    if datasets.is_some() {
-        variables.push("HF_DATASETS_OFFLINE=1".to_owned());
-        variables.push(format!("HF_HUB_CACHE={DATASETS_DIR}/hub"));
-    }
-    if !devices.is_empty() {
-        let visible: Vec<String> = (0..devices.len()).map(|index| index.to_string()).collect();
-        variables.push(format!("HIP_VISIBLE_DEVICES={}", visible.join(",")));
-    }
-    variables.extend(request.env.vars().map(|(name, value)| format!("{name}={value}")));
-    variables.extend(request.env.secrets().map(str::to_owned));
-    for variable in variables {
-        arguments.extend(["-e".to_owned(), variable]);
-    }
-    if kind == EngineKind::Podman {
-        // Podman adds these of its own (docker does not): the environment stays the image's
-        // and the request's on both engines.
-        for variable in PODMAN_DEFAULT_VARIABLES {
-            arguments.extend(["--unsetenv".to_owned(), (*variable).to_owned()]);
-        }
-    }
-    arguments.push(image_reference(node.image()));
-    arguments.extend(request.command.iter().cloned());
-    Ok(arguments)
-}
-
-/// A host directory that may be mounted, as the mount names it: absolute, existing, resolved
-/// (symbolic links followed), text a `--mount` can carry, and clear of [`FORBIDDEN_SOURCES`],
-/// of `/` and of the runner's home directory and what holds it. Returns `what` with it.
-fn mount_source<'w>(what: &'w str, path: &Path) -> Result<(&'w str, String), ContainerError> {
-    let invalid = |problem: String| ContainerError::Request {
-        what: what.to_owned(),
-        value: path.display().to_string(),
-        problem,
-    };
-    if !path.is_absolute() {
-        return Err(invalid("must be an absolute path".to_owned()));
-    }
-    let resolved =
-        path.canonicalize().map_err(|error| invalid(format!("cannot be resolved: {error}")))?;
-    if !resolved.is_dir() {
-        return Err(invalid("is not a directory".to_owned()));
-    }
-    let text = resolved.to_str().ok_or_else(|| invalid("is not UTF-8".to_owned()))?.to_owned();
-    if text.contains([',', '=', '"', '\n', '\r']) {
-        return Err(invalid(format!(
-            "resolves to {text}, which a mount cannot carry (a , = \" or line break)"
-        )));
-    }
-    if resolved == Path::new("/") {
-        return Err(invalid("is the root directory".to_owned()));
-    }
-    if let Some(forbidden) = FORBIDDEN_SOURCES
-        .iter()
-        .map(Path::new)
-        .find(|forbidden| resolved.starts_with(forbidden) || forbidden.starts_with(&resolved))
-    {
-        return Err(invalid(format!(
-            "resolves to {text}, which is, holds or is inside {}: never mounted",
-            forbidden.display()
-        )));
-    }
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    if let Some(home) = home.filter(|home| home.is_absolute()) {
-        let home = home.canonicalize().unwrap_or(home);
-        if home.starts_with(&resolved) {
-            return Err(invalid(format!(
-                "resolves to {text}, which is or holds the home directory {}: never mounted",
-                home.display()
-            )));
-        }
-    }
-    Ok((what, text))
-}
-
-/// A label of a request: a key `prgate.<lowercase letters, digits, . and ->` other than the
-/// launcher's own, and a value with no control characters, at most 256 bytes.
-fn check_label(key: &str, value: &str) -> Result<(), ContainerError> {
-    let invalid = |problem: &str| ContainerError::Request {
-        what: "the label".to_owned(),
-        value: format!("{key}={value}"),
-        problem: problem.to_owned(),
-    };
-    let rest = key.strip_prefix("prgate.").unwrap_or_default();
-    let key_fits = !rest.is_empty()
-        && rest.chars().all(|char| {
-            char.is_ascii_lowercase() || char.is_ascii_digit() || matches!(char, '.' | '-')
-        });
-    if !key_fits {
-        return Err(invalid("its key must be prgate. and lowercase letters, digits, . and -"));
-    }
-    if [RUN_LABEL, PURPOSE_LABEL, GPUS_LABEL].contains(&key) {
-        return Err(invalid("is the launcher's own label"));
-    }
-    if value.len() > 256 || value.chars().any(char::is_control) {
-        return Err(invalid("its value must be at most 256 bytes, with no control characters"));
-    }
-    Ok(())
 }
 
 /// `image inspect`'s answer in [`IMAGE_FORMAT`]; podman writes the id without `sha256:`.

@@ -359,7 +359,7 @@ impl TargetTime {
 
     /// Writes it as `target`'s file under `results`, adding what an earlier attempt wrote
     /// there; returns what was written.
-    pub fn save(self, results: &Path, target: &str) -> Result<TargetTime, String> {
+    pub fn save(self, results: &Path, target: &str) -> Result<TargetTime, GpuTimeError> {
         let path = TargetTime::path(results, target);
         let total = match std::fs::read(&path)
             .ok()
@@ -375,21 +375,21 @@ impl TargetTime {
     }
 
     /// Writes it to `path` atomically, as pretty JSON; the error names the path.
-    fn write(&self, path: &Path) -> Result<(), String> {
-        let error = |error: String| format!("{}: {error}", path.display());
+    fn write(&self, path: &Path) -> Result<(), GpuTimeError> {
         if let Some(folder) = path.parent() {
-            std::fs::create_dir_all(folder).map_err(|e| error(e.to_string()))?;
+            std::fs::create_dir_all(folder).map_err(|error| GpuTimeError::io(path, error))?;
         }
-        let mut json = serde_json::to_vec_pretty(self).map_err(|e| error(e.to_string()))?;
+        let mut json =
+            serde_json::to_vec_pretty(self).map_err(|error| GpuTimeError::json(path, error))?;
         json.push(b'\n');
-        crate::results::write_atomically(path, &json).map_err(|e| error(e.to_string()))
+        crate::results::write_atomically(path, &json).map_err(|error| GpuTimeError::io(path, error))
     }
 
     /// Copies every target's file of the results directory `from` (a SLURM job's, which adds
     /// up its own attempts) into `to`'s, replacing what `to` held for that target: the run's
     /// GPU time is its jobs'. A file that does not read as a [`TargetTime`] is not copied.
     /// Returns how many were copied.
-    pub fn copy_all(from: &Path, to: &Path) -> Result<usize, String> {
+    pub fn copy_all(from: &Path, to: &Path) -> Result<usize, GpuTimeError> {
         let Ok(entries) = std::fs::read_dir(from.join(RESULTS_FOLDER)) else { return Ok(0) };
         let mut copied = 0;
         for path in entries.flatten().map(|entry| entry.path()) {
@@ -440,21 +440,44 @@ pub fn gpus_held(node: &crate::node::NodeProfile, recipe: &crate::recipe::Recipe
 
 /// Appends `lines` to the node's history in `cache_dir`, one JSON object per line, each handed
 /// to the kernel in one write.
-pub fn append_history(cache_dir: &Path, lines: &[HistoryLine]) -> Result<(), String> {
+pub fn append_history(cache_dir: &Path, lines: &[HistoryLine]) -> Result<(), GpuTimeError> {
     let path = cache_dir.join(HISTORY_FILE);
-    let error = |error: String| format!("{}: {error}", path.display());
-    std::fs::create_dir_all(cache_dir).map_err(|e| error(e.to_string()))?;
+    std::fs::create_dir_all(cache_dir).map_err(|error| GpuTimeError::io(&path, error))?;
     let mut file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(&path)
-        .map_err(|e| error(e.to_string()))?;
+        .map_err(|error| GpuTimeError::io(&path, error))?;
     for line in lines {
-        let mut json = serde_json::to_vec(line).map_err(|e| error(e.to_string()))?;
+        let mut json =
+            serde_json::to_vec(line).map_err(|error| GpuTimeError::json(&path, error))?;
         json.push(b'\n');
-        file.write_all(&crate::redact::redact_bytes(&json)).map_err(|e| error(e.to_string()))?;
+        file.write_all(&crate::redact::redact_bytes(&json))
+            .map_err(|error| GpuTimeError::io(&path, error))?;
     }
     Ok(())
+}
+
+/// Why a GPU-time file or the node's GPU-time history was not written: the file, and what
+/// failed (`<path>: <error>`).
+#[derive(Debug, thiserror::Error)]
+pub enum GpuTimeError {
+    /// Creating its folder, opening or writing the file failed.
+    #[error("{}: {error}", .path.display())]
+    Io { path: PathBuf, error: std::io::Error },
+    /// Its record did not serialize as JSON.
+    #[error("{}: {error}", .path.display())]
+    Json { path: PathBuf, error: serde_json::Error },
+}
+
+impl GpuTimeError {
+    fn io(path: &Path, error: std::io::Error) -> GpuTimeError {
+        GpuTimeError::Io { path: path.to_owned(), error }
+    }
+
+    fn json(path: &Path, error: serde_json::Error) -> GpuTimeError {
+        GpuTimeError::Json { path: path.to_owned(), error }
+    }
 }
 
 #[cfg(test)]

@@ -141,9 +141,10 @@ impl NodeProfile {
         };
         let key_error = |key: &str, problem: &str| NodeError::key(file, key, problem);
 
-        check_name(&raw.name).map_err(|problem| value_error("name", &raw.name, problem))?;
+        check_name(&raw.name)
+            .map_err(|problem| value_error("name", &raw.name, problem.to_string()))?;
         check_hardware(&raw.hardware)
-            .map_err(|problem| value_error("hardware", &raw.hardware, problem))?;
+            .map_err(|problem| value_error("hardware", &raw.hardware, problem.to_string()))?;
 
         if raw.gpus.ids.is_empty() {
             return Err(key_error("gpus.ids", "is empty: list the GPUs prgate may use"));
@@ -169,7 +170,8 @@ impl NodeProfile {
                 ));
             }
             let key = format!("gpus.render-devices[{index}]");
-            check_render_device(device).map_err(|problem| value_error(&key, device, problem))?;
+            check_render_device(device)
+                .map_err(|problem| value_error(&key, device, problem.to_string()))?;
             if gpus.iter().any(|gpu| gpu.render_device == Path::new(device)) {
                 return Err(value_error(&key, device, "is listed twice".to_owned()));
             }
@@ -200,25 +202,28 @@ impl NodeProfile {
             }
         }
 
-        let checkpoint_store = absolute(&raw.checkpoint_store)
-            .map_err(|problem| value_error("checkpoint-store", &raw.checkpoint_store, problem))?;
+        let checkpoint_store = absolute(&raw.checkpoint_store).map_err(|problem| {
+            value_error("checkpoint-store", &raw.checkpoint_store, problem.to_string())
+        })?;
         let cache_dir = absolute(&raw.cache_dir)
-            .map_err(|problem| value_error("cache-dir", &raw.cache_dir, problem))?;
+            .map_err(|problem| value_error("cache-dir", &raw.cache_dir, problem.to_string()))?;
         let work_dir = absolute(&raw.work_dir)
-            .map_err(|problem| value_error("work-dir", &raw.work_dir, problem))?;
+            .map_err(|problem| value_error("work-dir", &raw.work_dir, problem.to_string()))?;
 
         for (name, path) in &raw.checkpoints {
             check_name(name).map_err(|problem| {
                 key_error(&format!("checkpoints.{name:?}"), &format!("the name {problem}"))
             })?;
-            check_relative_path(path)
-                .map_err(|problem| value_error(&format!("checkpoints.{name}"), path, problem))?;
+            check_relative_path(path).map_err(|problem| {
+                value_error(&format!("checkpoints.{name}"), path, problem.to_string())
+            })?;
         }
 
         let mut secrets = BTreeSet::new();
         for (index, secret) in raw.secrets.iter().enumerate() {
             let key = format!("secrets[{index}]");
-            check_secret_name(secret).map_err(|problem| value_error(&key, secret, problem))?;
+            check_secret_name(secret)
+                .map_err(|problem| value_error(&key, secret, problem.to_string()))?;
             if !secrets.insert(secret.clone()) {
                 return Err(value_error(&key, secret, "is listed twice".to_owned()));
             }
@@ -367,13 +372,14 @@ fn health_settings(
     }
     let window = match raw.window {
         None => defaults.policy.window,
-        Some(text) => {
-            parse_window(&text).map_err(|problem| value_error("health.window", &text, problem))?
-        }
+        Some(text) => parse_window(&text)
+            .map_err(|problem| value_error("health.window", &text, problem.to_string()))?,
     };
     let dir = raw
         .dir
-        .map(|dir| absolute(&dir).map_err(|problem| value_error("health.dir", &dir, problem)))
+        .map(|dir| {
+            absolute(&dir).map_err(|problem| value_error("health.dir", &dir, problem.to_string()))
+        })
         .transpose()?;
     let canary = raw.canary.unwrap_or_default();
     if canary.first().is_some_and(String::is_empty) {
@@ -391,15 +397,14 @@ fn health_settings(
 }
 
 /// A window: whole days (`7d`), or a duration such as `36h` or `90m`.
-fn parse_window(text: &str) -> Result<std::time::Duration, String> {
+fn parse_window(text: &str) -> Result<std::time::Duration, ValueProblem> {
     if let Some(days) = text.strip_suffix('d') {
         return match days.parse::<u64>() {
             Ok(days) if days > 0 => Ok(std::time::Duration::from_secs(days.saturating_mul(86_400))),
-            _ => Err("must be a window such as \"7d\", \"36h\" or \"90m\"".to_owned()),
+            _ => Err(ValueProblem::NotAWindow),
         };
     }
-    crate::recipe::parse_duration(text)
-        .map_err(|_problem| "must be a window such as \"7d\", \"36h\" or \"90m\"".to_owned())
+    crate::recipe::parse_duration(text).map_err(|_problem| ValueProblem::NotAWindow)
 }
 
 /// The environment variable that holds secret `name`'s value at run time.
@@ -408,75 +413,89 @@ pub fn secret_env_var(name: &str) -> String {
 }
 
 /// A secret's name: an uppercase environment variable suffix such as `HF_TOKEN`.
-pub(crate) fn check_secret_name(name: &str) -> Result<(), String> {
+pub(crate) fn check_secret_name(name: &str) -> Result<(), ValueProblem> {
     let fits = name.starts_with(|char: char| char.is_ascii_uppercase())
         && name
             .chars()
             .all(|char| char.is_ascii_uppercase() || char.is_ascii_digit() || char == '_');
-    if fits {
-        Ok(())
-    } else {
-        Err("must be a secret's name in capitals, digits and _, such as \"HF_TOKEN\"".to_owned())
-    }
+    if fits { Ok(()) } else { Err(ValueProblem::NotASecretName) }
 }
 
 /// A hardware name: lowercase letters, digits, `-` and `_`, such as `mi355x`.
-pub(crate) fn check_hardware(name: &str) -> Result<(), String> {
+pub(crate) fn check_hardware(name: &str) -> Result<(), ValueProblem> {
     let fits = !name.is_empty()
         && name.chars().all(|char| {
             char.is_ascii_lowercase() || char.is_ascii_digit() || char == '-' || char == '_'
         });
-    if fits {
-        Ok(())
-    } else {
-        Err("must be a hardware name in lowercase letters, digits, - and _, such as \"mi355x\""
-            .to_owned())
-    }
+    if fits { Ok(()) } else { Err(ValueProblem::NotAHardwareName) }
 }
 
 /// A plain name (a node, a checkpoint, a benchmark): ASCII letters, digits, `.`, `_` and `-`,
 /// not `.` or `..`.
-pub(crate) fn check_name(name: &str) -> Result<(), String> {
+pub(crate) fn check_name(name: &str) -> Result<(), ValueProblem> {
     let fits = !name.is_empty()
         && name != "."
         && name != ".."
         && name.chars().all(|char| char.is_ascii_alphanumeric() || matches!(char, '.' | '_' | '-'));
-    if fits {
-        Ok(())
-    } else {
-        Err("must be a plain name: ASCII letters, digits, '.', '_' and '-'".to_owned())
-    }
+    if fits { Ok(()) } else { Err(ValueProblem::NotAPlainName) }
 }
 
 /// A relative `/`-separated path with no empty, `.` or `..` segment.
-pub(crate) fn check_relative_path(path: &str) -> Result<(), String> {
+pub(crate) fn check_relative_path(path: &str) -> Result<(), ValueProblem> {
     if path.is_empty() {
-        return Err("is empty".to_owned());
+        return Err(ValueProblem::Empty);
     }
     if path.starts_with('/') {
-        return Err("must be relative (no leading /)".to_owned());
+        return Err(ValueProblem::NotRelative);
     }
     if path.split('/').any(|segment| segment.is_empty() || segment == "." || segment == "..") {
-        return Err("must be a plain path: no empty, . or .. segments".to_owned());
+        return Err(ValueProblem::NotAPlainPath);
     }
     Ok(())
 }
 
-fn absolute(path: &str) -> Result<PathBuf, String> {
+fn absolute(path: &str) -> Result<PathBuf, ValueProblem> {
     match path.strip_prefix('/') {
-        Some("") => Err("must not be the root directory".to_owned()),
+        Some("") => Err(ValueProblem::Root),
         Some(rest) if check_relative_path(rest).is_ok() => Ok(PathBuf::from(path)),
-        _ => Err("must be an absolute path with no empty, . or .. segments".to_owned()),
+        _ => Err(ValueProblem::NotAnAbsolutePath),
     }
 }
 
-fn check_render_device(device: &str) -> Result<(), String> {
+fn check_render_device(device: &str) -> Result<(), ValueProblem> {
     let number = device.strip_prefix("/dev/dri/renderD").unwrap_or_default();
     if !number.is_empty() && number.chars().all(|char| char.is_ascii_digit()) {
         Ok(())
     } else {
-        Err("must be a render node such as \"/dev/dri/renderD128\"".to_owned())
+        Err(ValueProblem::NotARenderNode)
     }
+}
+
+/// Why a name, a path or a window in a config file does not fit its key: the `<problem>` of
+/// `<file>: <key> = <value>: <problem>` ([`prgate_scope::ConfigError`]), shared by the node
+/// profile and the recipe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ValueProblem {
+    #[error("must be a window such as \"7d\", \"36h\" or \"90m\"")]
+    NotAWindow,
+    #[error("must be a secret's name in capitals, digits and _, such as \"HF_TOKEN\"")]
+    NotASecretName,
+    #[error("must be a hardware name in lowercase letters, digits, - and _, such as \"mi355x\"")]
+    NotAHardwareName,
+    #[error("must be a plain name: ASCII letters, digits, '.', '_' and '-'")]
+    NotAPlainName,
+    #[error("is empty")]
+    Empty,
+    #[error("must be relative (no leading /)")]
+    NotRelative,
+    #[error("must be a plain path: no empty, . or .. segments")]
+    NotAPlainPath,
+    #[error("must not be the root directory")]
+    Root,
+    #[error("must be an absolute path with no empty, . or .. segments")]
+    NotAnAbsolutePath,
+    #[error("must be a render node such as \"/dev/dri/renderD128\"")]
+    NotARenderNode,
 }
 
 #[derive(Deserialize)]

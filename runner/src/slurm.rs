@@ -52,7 +52,7 @@ use prgate_scope::plan::ModelPlan;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-pub use job::{JobRecord, JobState, QUEUE_FORMAT, QueueEntry, parse_queue};
+pub use job::{JobRecord, JobState, QUEUE_FORMAT, QueueEntry, QueueLineError, parse_queue};
 
 use self::client::{BatchScript, Slurm};
 use self::gather::{not_run_record, steps_of, unrecorded};

@@ -14,6 +14,7 @@ use crate::evidence::{
     KernelSamples, NotRunReason, Provenance, QuestionResult, SCHEMA_VERSION as EVIDENCE_VERSION,
     TestResult,
 };
+use crate::evidence::{Side, TestOutcome};
 use crate::rules::judge_rules;
 
 fn model(name: &str, tier: Tier, readme: Option<bool>) -> ModelPlan {

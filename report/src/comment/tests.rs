@@ -12,6 +12,7 @@ use crate::fixture::{
     accuracy, header, judged, model, not_run, passing, plan, record, replace_speed, standard_plan,
     tests,
 };
+use prgate_gate::verdict::{Confidence, Item, Numbers};
 
 fn link() -> ReportLink {
     ReportLink {

@@ -50,11 +50,15 @@ pub enum GatedError {
     Write { dataset: String, path: PathBuf, source: std::io::Error },
 }
 
+/// Why a recipe's `hub-dataset` is refused: it is not `org/name@<commit>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("must be org/name@<commit>, the commit as 40 hex digits")]
+pub struct NotAHubDataset;
+
 impl HubDataset {
     /// Reads `org/name@<commit>`; the error says what is wrong.
-    pub fn parse(text: &str) -> Result<HubDataset, String> {
-        let shape = "must be org/name@<commit>, the commit as 40 hex digits";
-        let (repo, revision) = text.split_once('@').ok_or_else(|| shape.to_owned())?;
+    pub fn parse(text: &str) -> Result<HubDataset, NotAHubDataset> {
+        let (repo, revision) = text.split_once('@').ok_or(NotAHubDataset)?;
         let part = |part: &str| {
             !part.is_empty()
                 && part.len() <= 96
@@ -67,7 +71,7 @@ impl HubDataset {
         if plain_repo && commit {
             Ok(HubDataset { repo: repo.to_owned(), revision: revision.to_owned() })
         } else {
-            Err(shape.to_owned())
+            Err(NotAHubDataset)
         }
     }
 

@@ -1,5 +1,5 @@
 //! Tests of the launcher's pure parts: the command line of a request, every refusal, names,
-//! the engine's answers parsed. The engine itself is exercised in `runner/tests/container.rs`.
+//! the engine's answers parsed. The engine itself is exercised in `runner/tests/container/`.
 
 use std::path::Path;
 

@@ -1,8 +1,10 @@
 //! Tests of the recipe: the example, the defaults, every kind of error, the server's argv on
 //! both sides, and whether a recipe runs on a node.
 
+use prgate_gate::evidence::Check;
+
 use super::*;
-use crate::node;
+use crate::node::{self, NodeProfile};
 
 /// The smallest valid recipe; cases below replace or add lines.
 const MINIMAL: &str = r#"hardware = ["mi355x"]

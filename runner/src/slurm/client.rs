@@ -60,7 +60,7 @@ impl Slurm {
         let output = self.run("squeue", &args)?;
         parse_queue(&output).map_err(|problem| SlurmError::Unreadable {
             command: format!("squeue --name={name}"),
-            output: problem,
+            output: problem.to_string(),
         })
     }
 

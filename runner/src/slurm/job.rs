@@ -79,18 +79,16 @@ pub struct QueueEntry {
 pub const QUEUE_FORMAT: &str = "%i|%T|%r";
 
 /// Reads `squeue`'s lines in [`QUEUE_FORMAT`]; blank lines are skipped.
-pub fn parse_queue(text: &str) -> Result<Vec<QueueEntry>, String> {
+pub fn parse_queue(text: &str) -> Result<Vec<QueueEntry>, QueueLineError> {
     text.lines()
         .filter(|line| !line.trim().is_empty())
         .map(|line| {
             let mut fields = line.trim().splitn(3, '|');
             let (Some(id), Some(state), reason) = (fields.next(), fields.next(), fields.next())
             else {
-                return Err(format!("a line of squeue is not id|state|reason: {line:?}"));
+                return Err(QueueLineError::NotIdStateReason { line: line.to_owned() });
             };
-            let id = id
-                .parse()
-                .map_err(|_| format!("a line of squeue does not start with a job id: {line:?}"))?;
+            let id = id.parse().map_err(|_| QueueLineError::NoJobId { line: line.to_owned() })?;
             Ok(QueueEntry {
                 id,
                 state: JobState::new(state),
@@ -98,6 +96,17 @@ pub fn parse_queue(text: &str) -> Result<Vec<QueueEntry>, String> {
             })
         })
         .collect()
+}
+
+/// A line of `squeue` that [`parse_queue`] cannot read, quoted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QueueLineError {
+    /// The line does not have the fields of [`QUEUE_FORMAT`].
+    #[error("a line of squeue is not id|state|reason: {line:?}")]
+    NotIdStateReason { line: String },
+    /// The line's first field is not a job id.
+    #[error("a line of squeue does not start with a job id: {line:?}")]
+    NoJobId { line: String },
 }
 
 /// What `scontrol show job ID` says about a job, in its one-line or its multi-line form.

@@ -4,7 +4,8 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::plan::Tier;
+use crate::manifest::Manifest;
+use crate::plan::{ModelPlan, Tier};
 
 /// Shows how every line of `text` parses, one a line.
 fn parsed(text: &str) -> String {

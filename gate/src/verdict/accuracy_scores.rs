@@ -1,0 +1,185 @@
+//! The accuracy section: each benchmark's score, base against PR, through the gate's accuracy
+//! test, with what would decide an undecided benchmark. The statistics are
+//! `crate::accuracy`'s; this module only turns its answer into verdict items.
+
+use std::collections::BTreeMap;
+
+use crate::accuracy;
+use crate::accuracy::{
+    AccuracyAnswer, BenchmarkRepeats, Looks, Pooled, RepeatsToDecide, judge_benchmark,
+};
+use crate::evidence::{Check, Outcome};
+use crate::job::Part;
+
+use super::{AccuracyRepeats, Completion, Item, Judge, Numbers, SectionName, State};
+
+impl<'a> Judge<'a> {
+    pub(super) fn accuracy(&mut self, model: &str) {
+        let mut sides: BTreeMap<String, BenchmarkRepeats<'_>> = BTreeMap::new();
+        for record in self.records(Some(model), Check::Accuracy) {
+            if let Outcome::Accuracy { benchmark, .. } = &record.outcome {
+                sides.entry(benchmark.to_ascii_lowercase()).or_default().add(record);
+            }
+        }
+        for (benchmark, records) in sides {
+            if records.base.is_empty() || records.pr.is_empty() {
+                // The other side's not-run record, when there is one, is its item already.
+                let not_run = self.records(Some(model), Check::Accuracy).iter().any(|record| {
+                    matches!(&record.outcome, Outcome::NotRun { subject: Some(subject), .. }
+                        if Part::parse(subject).as_ref().and_then(Part::benchmark)
+                            == Some(benchmark.as_str()))
+                });
+                if not_run {
+                    continue;
+                }
+                self.push(
+                    SectionName::Accuracy,
+                    Item {
+                        model: Some(model.to_owned()),
+                        check: format!("accuracy {benchmark}"),
+                        state: State::Pending,
+                        rule: "every planned check reports".to_owned(),
+                        summary: "only one side has reported".to_owned(),
+                        numbers: None,
+                    },
+                );
+                continue;
+            }
+            if let Some(item) = self.accuracy_item(model, &benchmark, &records) {
+                self.push(SectionName::Accuracy, item);
+            }
+        }
+    }
+
+    /// One benchmark's item from its repeats (those both sides have, paired by index).
+    fn accuracy_item(
+        &self,
+        model: &str,
+        benchmark: &str,
+        records: &BenchmarkRepeats<'_>,
+    ) -> Option<Item> {
+        let repeats = records.paired();
+        let looks = Looks {
+            repeats: u32::try_from(repeats.len()).unwrap_or(u32::MAX),
+            cap: records.cap,
+            benchmarks: self.accuracy_family.max(records.family as usize),
+        };
+        let pooled = accuracy::pool(&repeats)?;
+        let judgement = judge_benchmark(self.config, benchmark, pooled, looks)?;
+        let comparison = judgement.comparison;
+        let tolerance = judgement.tolerance;
+        let paired = matches!(pooled, Pooled::Paired { .. });
+        let points = |x: f64| format!("{:.1}", x * 100.0);
+        let p_value = if comparison.p_beyond < 0.001 {
+            "p < 0.001".to_owned()
+        } else {
+            format!("p = {:.3}", comparison.p_beyond)
+        };
+        let repeats_text = format!(
+            "{} of at most {} repeat{}",
+            looks.repeats,
+            looks.cap,
+            if looks.cap == 1 { "" } else { "s" }
+        );
+        let (state, mut summary) = match judgement.answer {
+            AccuracyAnswer::Beyond => (
+                State::Fail,
+                format!(
+                    "the PR is below base by more than the tolerance of {} points ({p_value}, {repeats_text})",
+                    points(tolerance)
+                ),
+            ),
+            AccuracyAnswer::Within => (
+                State::Pass,
+                format!(
+                    "not {} points below base (the lower bound {} is above -{}; {repeats_text})",
+                    points(judgement.beta_drop),
+                    signed_points(judgement.pass_bound),
+                    points(judgement.beta_drop)
+                ),
+            ),
+            AccuracyAnswer::Undecided => (
+                State::Error,
+                format!(
+                    "undecided at the cap of {} repeats, low confidence: not a pass; the interval holds -{} points ({p_value}) and its lower bound {} is not above -{} points; {}",
+                    looks.cap,
+                    points(tolerance),
+                    signed_points(judgement.pass_bound),
+                    points(judgement.beta_drop),
+                    undecided_words(judgement.to_decide),
+                ),
+            ),
+            AccuracyAnswer::Open => (
+                if self.completion == Completion::Final { State::Error } else { State::Pending },
+                format!("open after {repeats_text}: another repeat is needed"),
+            ),
+        };
+        let base_accuracy = ratio(repeats.iter().map(|(base, _)| (base.correct, base.questions)));
+        let pr_accuracy = ratio(repeats.iter().map(|(_, pr)| (pr.correct, pr.questions)));
+        let questions = repeats.first().map_or(0, |(_, pr)| pr.questions);
+        summary.push_str(&format!(
+            "; base {}%, PR {}%, difference {} [{}, {}] ({:.2}% interval, {}) over {} questions",
+            points(base_accuracy),
+            points(pr_accuracy),
+            signed_points(comparison.difference),
+            signed_points(comparison.interval.0),
+            signed_points(comparison.interval.1),
+            (1.0 - 2.0 * judgement.alpha_look) * 100.0,
+            if paired { "paired, Tango's score" } else { "unpaired, Newcombe's score" },
+            questions,
+        ));
+        Some(Item {
+            model: Some(model.to_owned()),
+            check: format!("accuracy {benchmark}"),
+            state,
+            rule: "accuracy may not drop below base by more than the benchmark's tolerance; a benchmark still undecided at its cap of repeats is not a pass".to_owned(),
+            summary,
+            numbers: Some(Numbers::Accuracy {
+                benchmark: benchmark.to_owned(),
+                base: base_accuracy,
+                pr: pr_accuracy,
+                difference: comparison.difference,
+                interval: comparison.interval,
+                questions,
+                paired,
+                p_value: comparison.p_beyond,
+                tolerance,
+                alpha: Some(judgement.alpha_look),
+                repeats: Some(AccuracyRepeats {
+                    judged: looks.repeats,
+                    cap: looks.cap,
+                    alpha: judgement.alpha,
+                    beta: judgement.beta,
+                    beta_drop: judgement.beta_drop,
+                    pass_bound: judgement.pass_bound,
+                    repeats_to_decide: judgement.to_decide.and_then(|t| t.repeats),
+                    more_repeats: judgement.to_decide.and_then(|t| t.more_repeats()),
+                }),
+            }),
+        })
+    }
+}
+
+/// What would decide an undecided benchmark, in words.
+fn undecided_words(to_decide: Option<RepeatsToDecide>) -> String {
+    match to_decide.map(|t| (t.repeats, t.more_repeats(), t.more_runs())) {
+        Some((Some(repeats), Some(more), Some(runs))) => format!(
+            "at the difference and noise measured, {repeats} repeats in all would decide it ({more} more: {runs} benchmark runs, half of them base's unless cached), with the recipe's `repeats` raised to {repeats}"
+        ),
+        _ => format!(
+            "at the difference measured, more than {} repeats would be needed: the difference is about at the tolerance",
+            crate::accuracy::TO_DECIDE_LIMIT
+        ),
+    }
+}
+
+/// The share right over some (correct, questions) counts; 0 without questions.
+fn ratio(counts: impl Iterator<Item = (u64, u64)>) -> f64 {
+    let (correct, questions) =
+        counts.fold((0u64, 0u64), |(c, q), (correct, questions)| (c + correct, q + questions));
+    if questions == 0 { 0.0 } else { correct as f64 / questions as f64 }
+}
+
+fn signed_points(x: f64) -> String {
+    format!("{:+.1}", x * 100.0)
+}

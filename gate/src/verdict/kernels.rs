@@ -1,0 +1,93 @@
+//! The kernel-microbenchmark section: each timed kernel, base against PR, and which scripts
+//! measured the PR side with the PR's own files. The timing statistics are
+//! `crate::speed`'s; this module turns their answer into verdict items.
+
+use std::collections::BTreeMap;
+
+use crate::evidence::{Check, Outcome, Side};
+use crate::stats::median;
+
+use super::{Item, Judge, Numbers, SectionName, State};
+
+impl<'a> Judge<'a> {
+    pub(super) fn kernels(&mut self, model: &str) {
+        let samples = |side: Side| -> BTreeMap<String, f64> {
+            self.records(Some(model), Check::KernelTiming)
+                .iter()
+                .filter(|record| record.side == side)
+                .flat_map(|record| match &record.outcome {
+                    Outcome::KernelTiming { kernels } => kernels.as_slice(),
+                    _ => &[],
+                })
+                .filter_map(|kernel| median(&kernel.samples_us).map(|m| (kernel.name.clone(), m)))
+                .collect()
+        };
+        let (base, pr) = (samples(Side::Base), samples(Side::Pr));
+        let base_reported = self
+            .records(Some(model), Check::KernelTiming)
+            .iter()
+            .any(|record| record.side == Side::Base);
+        if !base_reported && !self.new_models.contains(model) {
+            // Without base's timings no kernel can be compared yet.
+            self.pending(Some(model), Check::KernelTiming);
+            return;
+        }
+        let limit = self.config.kernel_max_regression.get();
+        for (kernel, pr_us) in &pr {
+            let (state, summary, numbers) = match base.get(kernel) {
+                Some(base_us) => {
+                    let change = pr_us / base_us - 1.0;
+                    let state = if change > limit { State::Warn } else { State::Pass };
+                    (
+                        state,
+                        format!(
+                            "{kernel}: {base_us:.1} µs → {pr_us:.1} µs ({:+.1}%)",
+                            change * 100.0
+                        ),
+                        Some(Numbers::Kernel {
+                            kernel: kernel.clone(),
+                            base_us: *base_us,
+                            pr_us: *pr_us,
+                            change,
+                        }),
+                    )
+                }
+                None => {
+                    (State::Pass, format!("{kernel}: {pr_us:.1} µs (new: no base timing)"), None)
+                }
+            };
+            let (state, summary) = match self.pr_script_of(model, kernel) {
+                // Base's command ran the PR's own files: its number is the PR's measurement.
+                Some(own) => (
+                    state.max(State::Warn),
+                    format!(
+                        "{summary}; the PR side measured by the PR's own script (it changes {}): a reviewer reads it",
+                        own.files.join(", ")
+                    ),
+                ),
+                None => (state, summary),
+            };
+            self.push(
+                SectionName::KernelMicrobenchmark,
+                Item {
+                    model: Some(model.to_owned()),
+                    check: "kernel-timing".to_owned(),
+                    state,
+                    rule: format!("a kernel more than {:.0}% slower is a warning", limit * 100.0),
+                    summary,
+                    numbers,
+                },
+            );
+        }
+        if pr.is_empty() {
+            self.pending(Some(model), Check::KernelTiming);
+        }
+    }
+
+    /// The timing script of `kernel` (`<script>/<kernel>`) when it measures `model`'s PR side
+    /// with files the PR changes.
+    fn pr_script_of(&self, model: &str, kernel: &str) -> Option<&crate::job::PrScript> {
+        let script = kernel.split_once('/').map_or(kernel, |(script, _)| script);
+        self.pr_scripts.get(model)?.iter().find(|own| own.script == script)
+    }
+}

@@ -1,0 +1,443 @@
+//! The verdict's scope and accounting: the scope section (tiers, removed models, the recipe
+//! contract) and, check by check, whether the evidence accounts for what the plan asked — run,
+//! not run and why, missing or pending. It also refuses evidence that belongs to another plan.
+//! How a check that did run is judged is left to the sections' own modules.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use prgate_scope::plan::{Plan, Tier};
+
+use crate::config::Severity;
+use crate::evidence::{Check, Evidence, EvidenceError, NotRunKind, Outcome, Side};
+use crate::job::{Expect, ExpectedStep, Target};
+
+use super::{Completion, Item, Judge, SectionName, State, check_name, section_of};
+
+impl<'a> Judge<'a> {
+    pub(super) fn scope(&mut self, plan: &Plan) {
+        let count = |tier: Tier| plan.models.iter().filter(|model| model.tier == tier).count();
+        let mut summary = format!(
+            "{} full, {} smoke, {} none; common checks {}",
+            count(Tier::Full),
+            count(Tier::Smoke),
+            count(Tier::None),
+            if plan.common.selected { "run" } else { "skipped" }
+        );
+        let state = if plan.diff.trusted {
+            State::Pass
+        } else {
+            summary
+                .push_str(&format!("; the diff is not trusted: {}", plan.diff.warnings.join("; ")));
+            State::Warn
+        };
+        self.push(SectionName::Scope, Item {
+            model: None,
+            check: "scope".to_owned(),
+            state,
+            rule: "a model's own change runs its full tier, a shared change every model's smoke tier".to_owned(),
+            summary,
+            numbers: None,
+        });
+        self.removed_models(plan);
+        let harness: Vec<&str> = plan
+            .changed
+            .iter()
+            .flat_map(|changed| std::iter::once(&changed.path).chain(changed.old_path.as_ref()))
+            .map(String::as_str)
+            .filter(|path| is_test_harness(path))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if !harness.is_empty() {
+            self.push(SectionName::Scope, Item {
+                model: None,
+                check: "test-harness".to_owned(),
+                state: State::Warn,
+                rule: "a change to pytest's own configuration or plugins is read by a reviewer: it can skip, deselect or rewrite tests on the PR side".to_owned(),
+                summary: format!("the PR changes the test harness: {}", harness.join(", ")),
+                numbers: None,
+            });
+        }
+    }
+
+    /// A model the PR removes leaves the verdict: it is said, never silent. A model whose files
+    /// the PR renamed (`renamed_to` in the plan) is the same model under its new name: it is
+    /// judged there, held to this name's base recipe and base results.
+    fn removed_models(&mut self, plan: &Plan) {
+        for model in plan.models.iter().filter(|model| model.removed) {
+            let summary = match &model.renamed_to {
+                None => format!("{}: removed by the PR; its checks no longer run", model.name),
+                Some(to) => format!(
+                    "{}: renamed by the PR to {to}; it is judged as {to}, held to {}'s base recipe and base results",
+                    model.name, model.name
+                ),
+            };
+            self.push(
+                SectionName::Scope,
+                Item {
+                    model: Some(model.name.clone()),
+                    check: if model.renamed_to.is_some() {
+                        "model-renamed"
+                    } else {
+                        "model-removed"
+                    }
+                    .to_owned(),
+                    state: State::Warn,
+                    rule: "a model that leaves the verdict is said, for a reviewer to confirm"
+                        .to_owned(),
+                    summary,
+                    numbers: None,
+                },
+            );
+        }
+    }
+
+    /// The contract of a model's recipe: a model without a base recipe runs by its own; every
+    /// difference of the PR's recipe from base's is listed, and a narrowing fails unless a
+    /// maintainer accepted it (`accept_narrowing`).
+    pub(super) fn contract(&mut self, target: &Target, accept_narrowing: bool) {
+        let contract = &target.recipe.contract;
+        if contract.is_empty() {
+            return;
+        }
+        let narrowing = contract.narrowings().count();
+        let (state, mut summary) = if contract.own {
+            let text = if target.new {
+                "new model (its own recipe): no base recipe to hold it to"
+            } else {
+                "its own recipe: the base side has no valid recipe to hold it to"
+            };
+            (State::Pass, text.to_owned())
+        } else if narrowing == 0 {
+            (State::Pass, "base's recipe measures both sides".to_owned())
+        } else if accept_narrowing {
+            let label = crate::job::ACCEPT_NARROWING_LABEL;
+            let text = format!(
+                "the PR's recipe narrows base's in {narrowing} place(s), accepted by a maintainer (the {label} label); base's recipe measures both sides"
+            );
+            (State::Warn, text)
+        } else {
+            let text = format!(
+                "the PR's recipe narrows what base's measures in {narrowing} place(s): base's recipe still measures both sides, and a narrowing needs a maintainer's {} label",
+                crate::job::ACCEPT_NARROWING_LABEL
+            );
+            (State::Fail, text)
+        };
+        for change in &contract.changes {
+            summary.push_str(&format!(
+                "; {} ({}): base {}, PR {}",
+                change.key,
+                change.effect.as_str(),
+                clip(&change.base),
+                clip(&change.pr)
+            ));
+        }
+        self.push(SectionName::Scope, Item {
+            model: target.model.clone(),
+            check: "recipe-contract".to_owned(),
+            state,
+            rule: "base's recipe decides what is measured, how and how much, for both sides; the PR decides only its own server command".to_owned(),
+            summary,
+            numbers: None,
+        });
+    }
+
+    /// Not-run records become items by what they mean ([`NotRunKind`]): a coverage gap is
+    /// author-provided, a step broken by what it runs fails on the PR side (and cannot be
+    /// judged when the base side broke too), and what the node could not judge is an error.
+    /// Returns whether they stand for the whole check (the PR side measured nothing of it).
+    pub(super) fn not_run(&mut self, model: Option<&str>, check: Check) -> bool {
+        let records: Vec<&Evidence> = self.records(model, check).to_vec();
+        // The PR's own results are always judged: a not-run record only stands for the check
+        // when the PR side measured nothing.
+        let measured_pr = records.iter().any(|record| {
+            record.side != Side::Base && !matches!(record.outcome, Outcome::NotRun { .. })
+        });
+        let mut whole = false;
+        for record in &records {
+            let Outcome::NotRun { reason, detail, subject, failed_on } = &record.outcome else {
+                continue;
+            };
+            let what = match subject {
+                Some(subject) => format!("{} ({subject})", check.describe()),
+                None => check.describe().to_owned(),
+            };
+            let detail = if detail.is_empty() { String::new() } else { format!(" — {detail}") };
+            let item = |state: State, rule: &str, summary: String| Item {
+                model: model.map(str::to_owned),
+                check: check_name(check),
+                state,
+                rule: rule.to_owned(),
+                summary,
+                numbers: None,
+            };
+            let base_side = record.side == Side::Base || *failed_on == Some(Side::Base);
+            whole |= subject.is_none() && !measured_pr;
+            match reason.kind() {
+                NotRunKind::NothingToCheck => {
+                    let summary = format!("{what}: nothing to check{detail}");
+                    self.push(
+                        section_of(check),
+                        item(State::NothingToCheck, "the recipe asks nothing of it", summary),
+                    );
+                }
+                kind if judged_without_base(kind, base_side, measured_pr, check) => {
+                    let summary = format!(
+                        "{what} could not run on the base side: {}{detail}; the PR's results are judged without base",
+                        reason.describe()
+                    );
+                    self.push(
+                        section_of(check),
+                        item(State::Warn, "base and PR are compared side by side", summary),
+                    );
+                }
+                NotRunKind::CoverageGap => {
+                    let owner = model.unwrap_or("common");
+                    self.author.insert(format!("{owner}: {what}: {}{detail}", reason.describe()));
+                    let state = match self.config.not_run {
+                        Severity::Pass => State::Pass,
+                        Severity::Warn => State::AuthorProvided,
+                        Severity::Fail => State::Fail,
+                    };
+                    let summary = format!("{what} could not run: {}{detail}", reason.describe());
+                    let rule = "a check that cannot run on these nodes is provided by the author";
+                    self.push(section_of(check), item(state, rule, summary));
+                }
+                NotRunKind::Broken if base_side => {
+                    let summary = format!(
+                        "{what} broke on the base side ({}){detail}; without base there is nothing to compare the PR with",
+                        reason.describe()
+                    );
+                    let rule = "base and PR are compared side by side";
+                    self.push(section_of(check), item(State::Error, rule, summary));
+                }
+                NotRunKind::Broken if broke_on_base(&records, record) => {
+                    let summary = format!(
+                        "{what} broke on both sides ({}){detail}; the base side broke the same way, so the node cannot judge the PR",
+                        reason.describe()
+                    );
+                    let rule = "a step that breaks on base too cannot be judged";
+                    self.push(section_of(check), item(State::Error, rule, summary));
+                }
+                NotRunKind::Broken => {
+                    let summary = format!("{what}: {}{detail}", reason.describe());
+                    let rule = "a check the PR broke (crash, timeout, no result, a removed or broken recipe) fails";
+                    self.push(section_of(check), item(State::Fail, rule, summary));
+                }
+                NotRunKind::CannotJudge => {
+                    let summary =
+                        format!("{what} could not be judged: {}{detail}", reason.describe());
+                    let rule = "every expected step is judged, or the run ends in error";
+                    self.push(section_of(check), item(State::Error, rule, summary));
+                }
+            }
+        }
+        whole
+    }
+
+    /// A check that has no evidence: pending while the run goes on, an error once it is over;
+    /// `why`, when known, after a colon.
+    pub(super) fn missing(&mut self, model: Option<&str>, check: Check, why: Option<&str>) {
+        let state = match self.completion {
+            Completion::InProgress => State::Pending,
+            Completion::Final => State::Error,
+        };
+        let why = why.map(|why| format!(": {why}")).unwrap_or_default();
+        let summary = match self.completion {
+            Completion::InProgress => format!("no evidence of {} yet{why}", check.describe()),
+            Completion::Final => {
+                format!("no evidence of {}: the run ended without it{why}", check.describe())
+            }
+        };
+        self.push(
+            section_of(check),
+            Item {
+                model: model.map(str::to_owned),
+                check: check_name(check),
+                state,
+                rule: "every planned check reports".to_owned(),
+                summary,
+                numbers: None,
+            },
+        );
+    }
+
+    pub(super) fn pending(&mut self, model: Option<&str>, check: Check) {
+        self.missing(model, check, None);
+    }
+
+    /// Whether the job plan's steps of `check` are accounted for by the evidence, so the check
+    /// can be judged; when they are not (or the recipe asks nothing of it), says so in an item.
+    pub(super) fn accounted(&mut self, target: &Target, check: Check) -> bool {
+        let steps: Vec<&ExpectedStep> = target.steps_of(check).collect();
+        if steps.is_empty() {
+            self.missing(
+                target.model.as_deref(),
+                check,
+                Some("the job plan expects no step of it"),
+            );
+            return false;
+        }
+        if let Some(why) = steps.iter().find_map(|step| match &step.expect {
+            Expect::Nothing { why } => Some(why),
+            _ => None,
+        }) && steps.iter().all(|step| matches!(step.expect, Expect::Nothing { .. }))
+        {
+            self.push(
+                section_of(check),
+                Item {
+                    model: target.model.clone(),
+                    check: check_name(check),
+                    state: State::NothingToCheck,
+                    rule: "the recipe asks nothing of it".to_owned(),
+                    summary: format!("{}: nothing to check ({why})", check.describe()),
+                    numbers: None,
+                },
+            );
+            return false;
+        }
+        let unaccounted: Vec<String> = steps
+            .iter()
+            .filter(|step| !matches!(step.expect, Expect::Nothing { .. }))
+            .map(|step| target.step_id(step))
+            .filter(|id| !crate::job::accounted(id, self.evidence))
+            .map(|id| id.to_string())
+            .collect();
+        if unaccounted.is_empty() {
+            return true;
+        }
+        self.missing(target.model.as_deref(), check, Some(&unaccounted.join("; ")));
+        false
+    }
+
+    pub(super) fn check(&mut self, model: &str, check: Check, covered_cells: usize) {
+        if self.records(Some(model), check).is_empty() {
+            self.pending(Some(model), check);
+            return;
+        }
+        if self.not_run(Some(model), check) {
+            return;
+        }
+        // Only not-run parts (a benchmark, a cell): their items stand for the check.
+        let measured = self
+            .records(Some(model), check)
+            .iter()
+            .any(|record| !matches!(record.outcome, Outcome::NotRun { .. }));
+        if !measured {
+            return;
+        }
+        match check {
+            Check::UnitTests | Check::KernelTests | Check::ServingTests | Check::CommonTests => {
+                self.tests(Some(model), check)
+            }
+            Check::Routing => self.routing(model),
+            Check::Accuracy => self.accuracy(model),
+            Check::KernelTiming => self.kernels(model),
+            Check::Speed => self.speed(model, covered_cells),
+        }
+    }
+}
+
+/// Evidence that does not belong to this plan: a model it does not have, or a PR commit that
+/// is not its head (a rerun's leftovers, another PR's results).
+pub(super) fn check_against_plan(plan: &Plan, evidence: &[Evidence]) -> Result<(), EvidenceError> {
+    for (index, record) in evidence.iter().enumerate() {
+        let fail = |problem: String| Err(EvidenceError { record: index, problem });
+        if let Some(model) = &record.model
+            && !plan.models.iter().any(|planned| &planned.name == model)
+        {
+            return fail(format!("model {model} is not in the plan"));
+        }
+        if let Some(commit) = &record.provenance.pr_commit
+            && commit != &plan.head.sha
+        {
+            return fail(format!(
+                "it was measured on PR commit {commit}, but the plan is for {}",
+                plan.head.sha
+            ));
+        }
+        if let Some(commit) = &record.provenance.base_commit
+            && Some(commit) != plan.merge_base.as_ref()
+            && commit != &plan.base.sha
+        {
+            return fail(format!(
+                "it was measured on base commit {commit}, which is neither the plan's merge-base nor its base"
+            ));
+        }
+    }
+    // Base and PR of one model run side by side: on one node, one image, one recipe.
+    let mut seen: BTreeMap<(Option<&str>, &str), (&str, usize)> = BTreeMap::new();
+    for (index, record) in evidence.iter().enumerate() {
+        let provenance = &record.provenance;
+        for (what, value) in [
+            ("node", provenance.node.as_deref()),
+            ("image", provenance.image_digest.as_deref()),
+            ("recipe", provenance.recipe_hash.as_deref()),
+        ] {
+            let Some(value) = value else { continue };
+            match seen.get(&(record.model.as_deref(), what)) {
+                Some((first, first_index)) if *first != value => {
+                    return Err(EvidenceError {
+                        record: index,
+                        problem: format!(
+                            "its {what} is {value}, but record {first_index} of the same model has {first}: base and PR must run side by side with the same {what}"
+                        ),
+                    });
+                }
+                Some(_) => {}
+                None => {
+                    seen.insert((record.model.as_deref(), what), (value, index));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether a base-side not-run of `kind` leaves the PR's own results to be judged without base
+/// (a warning): a coverage gap, or a test suite that broke on base while the PR's ran.
+fn judged_without_base(kind: NotRunKind, base_side: bool, measured_pr: bool, check: Check) -> bool {
+    base_side
+        && measured_pr
+        && match kind {
+            NotRunKind::CoverageGap => true,
+            NotRunKind::Broken => is_tests(check),
+            NotRunKind::CannotJudge | NotRunKind::NothingToCheck => false,
+        }
+}
+
+/// Whether `check` is a test suite (judged on the PR's results alone when base is missing).
+fn is_tests(check: Check) -> bool {
+    matches!(
+        check,
+        Check::UnitTests | Check::KernelTests | Check::ServingTests | Check::CommonTests
+    )
+}
+
+/// Whether the base side of `record`'s step broke too (a broken or unjudgeable not-run of the
+/// same part on the base side).
+fn broke_on_base(records: &[&Evidence], record: &Evidence) -> bool {
+    let Outcome::NotRun { subject, .. } = &record.outcome else { return false };
+    records.iter().any(|other| {
+        other.side == Side::Base
+            && matches!(&other.outcome, Outcome::NotRun { reason, subject: base_subject, .. }
+                if base_subject == subject
+                    && matches!(reason.kind(), NotRunKind::Broken | NotRunKind::CannotJudge))
+    })
+}
+
+/// A recipe value as a verdict line shows it: at most 80 characters, `…` where it was cut.
+fn clip(text: &str) -> String {
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match text.char_indices().nth(80) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text,
+    }
+}
+
+/// The files pytest reads its configuration and plugins from: `conftest.py`, `pytest.ini`,
+/// `pyproject.toml`, `setup.cfg`, `tox.ini`, at any depth.
+fn is_test_harness(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    matches!(name, "conftest.py" | "pytest.ini" | "pyproject.toml" | "setup.cfg" | "tox.ini")
+}

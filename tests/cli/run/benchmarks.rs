@@ -1,0 +1,129 @@
+//! `prgate run` with the recipe's other measurements: external evaluators and speed
+//! benchmarks run against the server, base accuracy taken from the cache on a second run, and
+//! a model new in the PR compared with SGLang's own path.
+
+use super::*;
+
+const EXTERNAL_ACCURACY: &str = r#"
+[[accuracy]]
+name = "ext"
+evaluator = "external"
+command = "python3 test/e2e/fake_sgl_eval.py {port} {results}"
+metrics = "metrics.json"
+"#;
+
+const EXTERNAL_SPEED: &str = r#"[speed]
+concurrencies = [1]
+covered = [1]
+input-len = 8
+output-len = 8
+benchmark = "external"
+command = "python3 test/e2e/fake_bench_serving.py {port} {concurrency} {results}/result.jsonl {requests}"
+format = "bench-serving"
+result = "result.jsonl"
+"#;
+
+#[test]
+fn external_evaluators_and_benchmarks_run_against_the_server_and_are_read() {
+    let fixture = Fixture::new(&Sample {
+        recipe_extra: EXTERNAL_ACCURACY,
+        speed: Some(EXTERNAL_SPEED),
+        gate: TWO_PAIRS,
+        pr: |repo| {
+            repo.write("pkg/models/alpha/layer.py", "# alpha, faster\n")
+                .write("test/e2e/fake_sgl_eval.py", FAKE_SGL_EVAL)
+                .write("test/e2e/fake_bench_serving.py", FAKE_BENCH_SERVING);
+        },
+        ..Sample::default()
+    });
+    let run = fixture.run("results");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for side in ["base", "pr"] {
+        let accuracy = fixture.record("results", &format!("alpha.accuracy.{side}.ext%40repeat-0"));
+        // The base tree has no stand-in script: the command fails there, and says so.
+        if side == "pr" {
+            assert_eq!(accuracy["outcome"]["kind"], "accuracy", "{accuracy}");
+            assert_eq!(accuracy["outcome"]["questions"], 4, "{accuracy}");
+            assert_eq!(accuracy["outcome"]["correct"], 3, "{accuracy}");
+            assert_eq!(accuracy["outcome"]["per_question"][2]["correct"], false, "{accuracy}");
+        } else {
+            assert_eq!(accuracy["outcome"]["kind"], "not-run", "{accuracy}");
+            let detail = accuracy["outcome"]["detail"].as_str().expect("a detail");
+            assert!(detail.contains("fake_sgl_eval.py"), "{detail}");
+        }
+    }
+    // The speed benchmark runs in each side's own tree: the base tree lacks it too.
+    let speed = fixture.record("results", "alpha.speed.both.concurrency-1");
+    assert_eq!(speed["outcome"]["kind"], "not-run", "{speed}");
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+#[test]
+fn an_external_speed_benchmark_gives_the_pairs() {
+    let fixture = Fixture::new(&Sample {
+        speed: Some(EXTERNAL_SPEED),
+        gate: TWO_PAIRS,
+        pr: |repo| {
+            repo.write("pkg/models/alpha/layer.py", "# alpha, faster\n");
+        },
+        ..Sample::with_scripts()
+    });
+    let run = fixture.run("results");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for index in 0..2 {
+        let pair =
+            fixture.record("results", &format!("alpha.speed.both.concurrency-1-pair-{index}"));
+        assert_eq!(pair["outcome"]["kind"], "speed-pair", "{pair}");
+        let tpot = pair["outcome"]["pr_tpot_ms"].as_f64().expect("a TPOT");
+        // The simulated server streams a token every 2 ms.
+        assert!((1.0..50.0).contains(&tpot), "{pair}");
+    }
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+#[test]
+fn a_second_run_takes_the_base_accuracy_from_the_cache() {
+    let fixture = Fixture::new(&Sample { gate: TWO_PAIRS, ..Sample::default() });
+    let first = fixture.run("first");
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let measured = fixture.record("first", "alpha.accuracy.base.tiny%40repeat-0");
+    assert_eq!(measured["outcome"]["cached"], false, "{measured}");
+    let second = fixture.run("second");
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    let cached = fixture.record("second", "alpha.accuracy.base.tiny%40repeat-0");
+    assert_eq!(cached["outcome"]["cached"], true, "{cached}");
+    assert_eq!(cached["outcome"]["correct"], measured["outcome"]["correct"]);
+    // Only the base side is ever cached.
+    let pr = fixture.record("second", "alpha.accuracy.pr.tiny%40repeat-0");
+    assert_eq!(pr["outcome"]["cached"], false, "{pr}");
+    let gate = fixture.gate("second");
+    assert!(gate.code == 0 || gate.code == 1, "{}{}", gate.stdout, gate.stderr);
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+#[test]
+fn a_new_model_is_compared_with_sglangs_own_path() {
+    let fixture = Fixture::new(&Sample {
+        gate: TWO_PAIRS,
+        pr: |repo| {
+            let recipe = std::fs::read_to_string(repo.path().join("test/e2e/alpha.toml"))
+                .expect("the alpha recipe");
+            repo.write("pkg/models/beta/layer.py", "# beta\n").write("test/e2e/beta.toml", &recipe);
+        },
+        ..Sample::default()
+    });
+    let run = fixture.run("results");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let names = evidence_names(&fixture.evidence("results"));
+    // No base tree for a new model: its tests ran on the PR only.
+    assert!(names.contains("beta.unit-tests.pr.json"), "{names:#?}");
+    assert!(!names.contains("beta.unit-tests.base.json"), "{names:#?}");
+    // Its baseline is the PR tree with the monokernels off: no routing lines there.
+    let base = fixture.record("results", "beta.routing.base");
+    assert_eq!(base["outcome"]["routed"], false, "{base}");
+    let pr = fixture.record("results", "beta.routing.pr");
+    assert_eq!(pr["outcome"]["routed"], true, "{pr}");
+    let accuracy = fixture.record("results", "beta.accuracy.base.tiny%40repeat-0");
+    assert_eq!(accuracy["outcome"]["kind"], "accuracy", "{accuracy}");
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}

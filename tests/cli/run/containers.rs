@@ -1,0 +1,223 @@
+//! `prgate run`'s isolation: host isolation refused without the runner's `--trust-pr-code`,
+//! every PR command through the (stand-in) container engine, and no server on a node whose
+//! host answers on the run's network.
+
+use super::*;
+
+/// A stand-in container engine (runner/tests/fixtures/fake-engine) in `dir`, with the node's
+/// image: a wrapper script that names its state folder, and the state.
+fn fake_engine(dir: &Path) -> PathBuf {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("runner/tests/fixtures/fake-engine");
+    let images = serde_json::json!([{
+        "id": "sha256:1111111111111111111111111111111111111111111111111111111111111111",
+        "names": ["local:none"],
+        "repo_digests": [format!("local@{IMAGE_DIGEST}")],
+    }]);
+    let status = Command::new(&fixture)
+        .args(["install", path_str(dir), path_str(&dir.join("engine-state"))])
+        .arg(images.to_string())
+        .status()
+        .expect("the stand-in engine runs");
+    assert!(status.success(), "fake-engine install: {status}");
+    dir.join("docker")
+}
+
+/// `prgate run`'s arguments for `results` with the stand-in `engine` instead of the host (and
+/// so without the host's `--trust-pr-code`).
+fn contained_args(fixture: &Fixture, results: &str, engine: &Path) -> Vec<String> {
+    let mut args = fixture.run_args(results);
+    let at = args.iter().position(|arg| arg == "host").expect("--isolation host");
+    args[at] = "container".to_owned();
+    args.retain(|arg| arg != "--trust-pr-code");
+    args.extend(["--engine".to_owned(), path_str(engine).to_owned()]);
+    args
+}
+
+fn path_str(path: &Path) -> &str {
+    path.to_str().expect("UTF-8")
+}
+
+/// Host isolation is for trees the runner trusts: nothing stands between the PR's commands and
+/// prgate's own environment there (`/proc/PID/environ`), nor stops a daemon it leaves. Without
+/// the runner's word (`--trust-pr-code`) `prgate run` and `prgate ci` refuse it before anything
+/// runs, naming the flag; the word is refused where it means nothing (containers).
+#[test]
+fn host_isolation_is_refused_for_pr_code_without_the_runners_word() {
+    let fixture = Fixture::new(&Sample::default());
+    let mut args = fixture.run_args("untrusted");
+    args.retain(|arg| arg != "--trust-pr-code");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = prgate(fixture.repo.path(), &args);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("--isolation host is refused for PR code")
+            && run.stderr.contains("/proc/PID/environ")
+            && run.stderr.contains("hint: ")
+            && run.stderr.contains("--trust-pr-code"),
+        "{}",
+        run.stderr
+    );
+    assert!(!fixture.results("untrusted").exists(), "nothing ran");
+    assert!(!fixture.events("untrusted").exists(), "nothing ran");
+
+    let mut args = fixture.run_args("contained");
+    let at = args.iter().position(|arg| arg == "host").expect("--isolation host");
+    args[at] = "container".to_owned();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = prgate(fixture.repo.path(), &args);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(run.stderr.contains("--trust-pr-code is for --isolation host"), "{}", run.stderr);
+
+    // `prgate ci` refuses it before it reads its event or talks to GitHub.
+    let work = fixture.work.path();
+    let ci = prgate(
+        fixture.repo.path(),
+        &[
+            "ci",
+            "--event",
+            path_str(&work.join("no-such-event.json")),
+            "--repository",
+            "amd/mono",
+            "--repo",
+            path_str(fixture.repo.path()),
+            "--node",
+            path_str(&fixture.node),
+            "--work",
+            path_str(&work.join("ci")),
+            "--isolation",
+            "host",
+        ],
+    );
+    assert_eq!(ci.code, 2, "{}", ci.stderr);
+    assert!(ci.stderr.contains("--isolation host is refused for PR code"), "{}", ci.stderr);
+    assert!(!ci.stderr.contains("no-such-event"), "refused first: {}", ci.stderr);
+}
+
+#[test]
+fn in_containers_every_command_from_the_pr_goes_through_the_engine() {
+    let fixture = Fixture::new(&Sample { gate: TWO_PAIRS, ..Sample::default() });
+    let host = fixture.run("host");
+    assert_eq!(host.code, 0, "{}", host.stderr);
+
+    let engine = fake_engine(fixture.work.path());
+    let args = contained_args(&fixture, "contained", &engine);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = prgate(fixture.repo.path(), &args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // The same steps as on the host.
+    assert_eq!(
+        evidence_names(&fixture.evidence("contained")),
+        evidence_names(&fixture.evidence("host"))
+    );
+    for side in ["base", "pr"] {
+        for stem in [format!("alpha.unit-tests.{side}"), format!("alpha.serving-tests.{side}")] {
+            let record = fixture.record("contained", &stem);
+            assert_eq!(record["outcome"]["results"][0]["outcome"], "passed", "{record}");
+        }
+        let routing = fixture.record("contained", &format!("alpha.routing.{side}"));
+        assert_eq!(routing["outcome"]["routed"], true, "{routing}");
+    }
+
+    let log = std::fs::read_to_string(fixture.work.path().join("engine-state/log.jsonl"))
+        .expect("the engine's log");
+    let runs: Vec<serde_json::Value> = log
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("JSON"))
+        .filter(|entry| entry["argv"][0] == "run")
+        .collect();
+    let commands: Vec<String> = runs
+        .iter()
+        .map(|entry| {
+            let argv: Vec<&str> =
+                entry["argv"].as_array().expect("argv").iter().filter_map(|a| a.as_str()).collect();
+            argv.join(" ")
+        })
+        .collect();
+    let count = |needle: &str| commands.iter().filter(|command| command.contains(needle)).count();
+    // Unit tests, kernel tests and serving tests on both sides, kernel timing on both, and
+    // both servers: all in containers.
+    assert_eq!(count("-m pytest"), 6, "{commands:#?}");
+    assert_eq!(count("alpha_timing.py"), 2, "{commands:#?}");
+    assert_eq!(count("sim-server"), 2, "{commands:#?}");
+    // Before each server, the gateway check's probe on the run's network (it found the host
+    // closed: the stand-in's firewall drops).
+    assert_eq!(count("prgate-probe"), 2, "{commands:#?}");
+    for command in &commands {
+        assert!(command.contains("--rm --init"), "{command}");
+        assert!(command.contains(&format!("local:none@{IMAGE_DIGEST}")), "{command}");
+        assert!(command.contains(",dst=/models,readonly"), "{command}");
+        assert!(!command.contains("--privileged"), "{command}");
+        assert!(!command.contains("docker.sock"), "{command}");
+    }
+    // Serving tests reach their server on its own loopback, inside its network namespace.
+    let serving: Vec<&String> =
+        commands.iter().filter(|command| command.contains("test_alpha_serving")).collect();
+    assert_eq!(serving.len(), 2);
+    for command in serving {
+        assert!(command.contains("--network container:prgate-"), "{command}");
+        assert!(command.contains("/work/out/junit.xml"), "{command}");
+    }
+    // The servers are on the run's internal network and publish nothing; every other
+    // container has no network or a server's.
+    for command in &commands {
+        let network = if command.contains("sim-server") || command.contains("prgate-probe") {
+            " --network prgate-"
+        } else if command.contains("test_alpha_serving") {
+            " --network container:prgate-"
+        } else {
+            " --network none "
+        };
+        let (options, _image_and_command) = command.split_once(" local:none@").expect("an image");
+        assert!(options.contains(network), "{network} in {command}");
+        assert!(!options.contains(" -p ") && !options.contains("--publish"), "{command}");
+    }
+    // Nothing of the run is left: no container, no network.
+    let state: serde_json::Value = read_json(&fixture.work.path().join("engine-state/state.json"));
+    assert_eq!(state["containers"].as_array().map(Vec::len), Some(0), "{state}");
+    assert_eq!(state["networks"].as_array().map(Vec::len), Some(0), "{state}");
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+#[test]
+fn a_node_whose_host_answers_on_the_runs_network_starts_no_server() {
+    let fixture = Fixture::new(&Sample { gate: TWO_PAIRS, ..Sample::default() });
+    let engine = fake_engine(fixture.work.path());
+    // The stand-in's node has no firewall rule: the host answers at the gateway.
+    std::fs::write(fixture.work.path().join("engine-state/gateway-open"), "").expect("written");
+    let args = contained_args(&fixture, "contained", &engine);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = prgate(fixture.repo.path(), &args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    for side in ["base", "pr"] {
+        // What needs no server runs as before.
+        let unit = fixture.record("contained", &format!("alpha.unit-tests.{side}"));
+        assert_eq!(unit["outcome"]["results"][0]["outcome"], "passed", "{unit}");
+        // What needs one is the node's failure, with the fix.
+        for stem in [format!("alpha.serving-tests.{side}"), format!("alpha.routing.{side}")] {
+            let record = fixture.record("contained", &stem);
+            assert_eq!(record["outcome"]["kind"], "not-run", "{record}");
+            assert_eq!(record["outcome"]["reason"], "node", "{record}");
+            let detail = record["outcome"]["detail"].as_str().expect("a detail");
+            assert!(detail.contains("the node is not isolated"), "{detail}");
+            assert!(detail.contains("accepted a connection"), "{detail}");
+            assert!(
+                detail.contains("iptables -I INPUT -i podman+ -m conntrack --ctstate NEW -j DROP"),
+                "{detail}"
+            );
+        }
+    }
+    // No server of either side was started: only the probes were on the run's network.
+    let log = std::fs::read_to_string(fixture.work.path().join("engine-state/log.jsonl"))
+        .expect("the engine's log");
+    let runs: Vec<String> = log
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("JSON"))
+        .filter(|entry| entry["argv"][0] == "run")
+        .map(|entry| entry["argv"].to_string())
+        .collect();
+    assert_eq!(runs.iter().filter(|run| run.contains("sim-server")).count(), 0, "{runs:#?}");
+    assert_eq!(runs.iter().filter(|run| run.contains("prgate-probe")).count(), 2, "{runs:#?}");
+    let state: serde_json::Value = read_json(&fixture.work.path().join("engine-state/state.json"));
+    assert_eq!(state["containers"].as_array().map(Vec::len), Some(0), "{state}");
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
