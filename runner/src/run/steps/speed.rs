@@ -431,21 +431,7 @@ impl Runner<'_> {
                     warmup,
                     timeout,
                 };
-                match bench::run(&config) {
-                    Ok(result) if result.failed == 0 && result.median_tpot_ms.is_some() => {
-                        result.median_tpot_ms.ok_or_else(String::new)
-                    }
-                    // A run some of whose requests failed measured a server in trouble (it
-                    // died, it errs): no pair of it is evidence of speed.
-                    Ok(result) => Err(format!(
-                        "{} of {} requests of the run at concurrency {concurrency} on {} failed: {}",
-                        result.failed,
-                        result.failed + result.completed,
-                        serving.url,
-                        result.errors.join("; "),
-                    )),
-                    Err(error) => Err(error.to_string()),
-                }
+                builtin_speed(&config)
             }
             SpeedBenchmark::External(external) => {
                 let index = u32::try_from(cell.pairs.len()).unwrap_or(u32::MAX);
@@ -585,4 +571,25 @@ fn fresh_folder(dir: &Path, stem: &str) -> PathBuf {
         .map(|n| dir.join(format!("{stem}-{n}")))
         .find(|path| !path.exists())
         .unwrap_or_else(|| dir.join(stem))
+}
+
+/// One run of the built-in client by `config`: its median TPOT in milliseconds, or why it is
+/// no evidence of speed.
+fn builtin_speed(config: &BenchConfig) -> Result<f64, String> {
+    match bench::run(config) {
+        Ok(result) if result.failed == 0 && result.median_tpot_ms.is_some() => {
+            result.median_tpot_ms.ok_or_else(String::new)
+        }
+        // A run some of whose requests failed measured a server in trouble (it died, it errs):
+        // no pair of it is evidence of speed.
+        Ok(result) => Err(format!(
+            "{} of {} requests of the run at concurrency {} on {} failed: {}",
+            result.failed,
+            result.failed + result.completed,
+            config.concurrency,
+            config.base_url,
+            result.errors.join("; "),
+        )),
+        Err(error) => Err(error.to_string()),
+    }
 }
