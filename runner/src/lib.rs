@@ -5,7 +5,8 @@
 //! is tested against is a crate of its own (`prgate-sim-server`), not part of the runner.
 //!
 //! - [`export`]: a commit's tree as a clean directory (no `.git`), for installing and testing;
-//! - [`bench`](mod@bench): the built-in speed client (`prgate bench`), with `bench_serving`'s definitions;
+//! - [`bench`](mod@bench): the built-in speed client (`prgate bench`), with `bench_serving`'s
+//!   definitions;
 //! - [`junit`]: the pytest command line for a selection, and its JUnit XML read into per-test
 //!   results;
 //! - [`accuracy`]: the built-in exact-match evaluator over a JSONL dataset, and sgl-eval's
@@ -33,7 +34,8 @@
 //!   checkpoints, secrets and directories;
 //! - [`container`]: the container launcher: a command for a run as the engine's `run`, with
 //!   the node's GPUs only, the checkpoints read-only, no network (or the run's internal one
-//!   for a server, a server's namespace for its clients) and an explicit environment; stopping, cleanup by label and the image's digest (`docs/container.md`);
+//!   for a server, a server's namespace for its clients) and an explicit environment;
+//!   stopping, cleanup by label and the image's digest (`docs/container.md`);
 //! - [`health`]: the node health ledger: strikes attributed to a node (preflight findings,
 //!   a step broken on both sides, GPU errors in base-side logs), its drain after too many,
 //!   and its re-admission by a passing canary;
@@ -55,6 +57,8 @@
 //!   job that did not complete recorded as `not-run` evidence (`docs/slurm.md`);
 //! - [`redact`]: the node's secret values replaced by `[redacted NAME]` in everything prgate
 //!   writes (evidence, events, comment, summary, report);
+//! - [`rfc3339`]: times as RFC 3339 in UTC to the second, the one form prgate's own files
+//!   write a time in (the health ledger, the host lock, the history);
 //! - [`key`]: content keys (SHA-256) for recipes, cache entries and ids;
 //! - [`untrusted`]: reading a file of a PR's tree or a container's output folder: a regular
 //!   file below its root, no link followed at any component, size-capped.

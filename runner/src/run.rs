@@ -19,10 +19,12 @@
 //! (`run/steps/queue`) and never decides again which exist: a step the plan knows is `blocked`
 //! is recorded `not-run` with the plan's reason (the PR removed the recipe its base side has:
 //! `recipe-removed`; neither side has one: `no-recipe`; the PR's does not parse or is not
-//! valid: `recipe-invalid`; what [`Recipe::check_runs_on`] says this node cannot run:
+//! valid: `recipe-invalid`; what
+//! [`Recipe::check_runs_on`](crate::recipe::Recipe::check_runs_on) says this node cannot run:
 //! `hardware-absent`, `no-checkpoint` or `gated-dataset`), one it expects nothing of (a suite
 //! the recipe selects nothing for, no timing script, no benchmark, no sweep) is `not-run`
-//! (`nothing-to-check`), and the steps to run run phase by phase:
+//! (`nothing-to-check`), a step it queues that the recipe does not describe is `not-run`
+//! (`other`: the plan and the recipe disagree), and the steps to run run phase by phase:
 //!
 //! 1. tests: the unit and kernel suites on each side under pytest with JUnit XML, in the side's
 //!    tree, with the recipe's timeout;
@@ -33,7 +35,8 @@
 //!    a time (docs/recipe.md, "How the runner uses a recipe"). The base server has the
 //!    monokernels on, except for a model new in the PR, whose baseline is SGLang's own path:
 //!    the PR tree with the monokernel flag off. A server that is not healthy makes every step
-//!    that needed it `not-run` (`crash` or `timeout`, the log's tail in `detail`). While a
+//!    that needed it `not-run` (`crash` when it exited, `timeout` when it never became
+//!    healthy, `other` when it could not be started; the log's tail in `detail`). While a
 //!    side's server is up: its serving tests (which find it in `PRGATE_SERVER_URL`), then
 //!    accuracy (full tier): each benchmark, built-in or external; a base result may come from
 //!    the node's cache ([`crate::cache`]);
@@ -45,6 +48,13 @@
 //!    `speed-noise` when the cache has one;
 //! 5. routing: each server's log against the recipe's routing pattern; then both servers are
 //!    stopped.
+//!
+//! A step that ran but could not be judged is `not-run` too: its side's install failed
+//! (`crash`); the base side has no valid recipe, or no command for a benchmark, to take its
+//! commands from (`no-recipe`: they never come from the PR); a benchmark names a gated
+//! dataset the base side's own recipe does not (`gated-dataset`); the command left no result
+//! (`no-result`); pytest itself cannot start on the node (`harness`); the command timed out
+//! (`timeout`) or stalled (`stalled`); the node failed it, e.g. a full disk (`node`).
 //!
 //! A model new in the PR has no base tree: its job plan has no base-side tests or kernel
 //! timing (nothing is recorded for them), and its base server is the PR tree with monokernels
@@ -71,8 +81,8 @@
 //! # Provenance
 //!
 //! Every record names the node, the image (its digest when the profile pins one, else its
-//! name), the base and PR commits, and the recipe's hash: the [`crate::key::Key`] of the recipe file's bytes, `sha256:` and 64
-//! hex digits (none when there is no recipe).
+//! name), the base and PR commits, and the recipe's hash: the [`crate::key::Key`] of the recipe
+//! file's bytes, `sha256:` and 64 hex digits (none when there is no recipe).
 //!
 //! The run's stages (the lock, the export and the job plan, what an earlier run judged taken
 //! over, the preflight, the loop, the check that it recorded every step, the GPU time, the
@@ -80,11 +90,13 @@
 //!
 //! A run first takes the host lock ([`crate::lock`]: one run per node; `wait_lock` says how long
 //! to wait for another) and refuses when the node's health ledger has it drained
-//! ([`crate::health`]; a ledger that cannot be read refuses too), then, after the trees are exported and the recipes read, runs the
-//! preflight ([`crate::preflight`]) unless it is off: a finding that stops the whole run records
-//! every planned step `not-run` with it; a checkpoint missing on disk stops only the models that
-//! need it. Those records start with [`PREFLIGHT_PREFIX`]; a later run removes them and runs
-//! their steps again, as it does a step that ran on a full disk ([`DISK_FULL_PREFIX`]).
+//! ([`crate::health`]; a ledger that cannot be read refuses too), then, after the trees are
+//! exported and the recipes read, runs the preflight ([`crate::preflight`]) unless it is off: a
+//! finding that stops the whole run records every check of every target `not-run` with its
+//! reason (`hardware-absent`, `node`, `no-checkpoint` or `other`), one whole-check record each;
+//! a checkpoint missing on disk stops only the served steps of the models that need it
+//! (`no-checkpoint`). Those records start with [`PREFLIGHT_PREFIX`]; a later run removes them
+//! and runs their steps again, as it does a step that ran on a full disk ([`DISK_FULL_PREFIX`]).
 //!
 //! The executor is local: this node runs the whole plan, or the part
 //! [`RunRequest::only_models`] names: the SLURM executor ([`crate::slurm`]) runs this loop
@@ -165,7 +177,8 @@ pub struct RunRequest<'a> {
     /// The Python interpreter that runs pytest (`python3`).
     pub python: &'a Path,
     /// The whole run's time limit: once it has passed, every step still to run is recorded
-    /// `timeout` without running, and running commands are given no more than the time left.
+    /// `run-time-limit` without running, and running commands are given no more than the time
+    /// left.
     pub time_limit: Option<Duration>,
     /// Show progress on standard error (a terminal).
     pub progress: bool,

@@ -1,0 +1,327 @@
+//! Both sides' servers of one model: started when a step first needs one, both up at once on
+//! disjoint GPUs when the node has room, else one at a time (the other side's stopped, or its
+//! memory released through its memory API, to make room); each start's log window kept for
+//! the routing check, and how the servers shared the node for the GPU-time file.
+//!
+//! What it leaves to others: starting and stopping one server (`crate::run::server`), the
+//! memory API (`crate::run::memory`), which steps need a server (`served`).
+
+use std::time::Duration;
+
+use prgate_gate::evidence::{Check, NotRunReason, Side};
+use prgate_gate::speed::blocks;
+
+use crate::gpu_time::{ServerDesign, ServersUsed};
+use crate::recipe::memory_api::MemoryApiKey;
+use crate::recipe::{Recipe, RoutingLogged};
+use crate::results::{Event, EventKind, StepId, now_ms};
+use crate::run::RunError;
+use crate::run::emit::ServerEvents;
+use crate::run::exec::Exec;
+use crate::run::memory::{self, MemoryApi};
+use crate::run::server::{Launch, LogWindow, RoutingRead, Server, ServerFailure};
+use crate::schedule::cost::Layout;
+
+use super::{ModelJob, Runner, SERVED_MODEL, side_name, slot};
+
+impl<'r> Runner<'r> {
+    /// Both sides' servers of a model, none started yet: both up at once on disjoint GPUs of
+    /// `gpus` when the node has room, else one at a time on the same GPUs. A side whose install
+    /// failed has no server.
+    pub(super) fn servers<'a>(
+        &mut self,
+        job: &'a ModelJob<'_>,
+        recipe: &'a Recipe,
+        gpus: &'a [u32],
+    ) -> Result<Servers<'a>, RunError>
+    where
+        'r: 'a,
+    {
+        let tp = (recipe.tp() as usize).min(gpus.len());
+        // A topology has the nodes to itself: base's and PR's run in turn.
+        let node_gpus = u32::try_from(gpus.len()).ok();
+        let together = Layout::of(node_gpus, recipe) == Layout::Together;
+        let gpu_sets =
+            if together { [&gpus[..tp], &gpus[tp..2 * tp]] } else { [&gpus[..tp], &gpus[..tp]] };
+        let mut launches = Vec::new();
+        let mut slots = [Slot::Idle, Slot::Idle];
+        for side in [Side::Base, Side::Pr] {
+            let tree = job.server_tree(side);
+            if let Err((reason, detail)) = self.install_side(job, recipe, side, tree) {
+                slots[slot(side)] = Slot::Failed(ServerFailure { reason, detail });
+            }
+            let routing = StepId::new(Some(job.name()), Check::Routing, side, None);
+            let log = self.results.step_log_dir(&routing)?.join("server.log");
+            launches.push(Launch {
+                tree,
+                // The baseline of a model new in the PR is SGLang's own path.
+                monokernel: side == Side::Pr || !job.model.new,
+                gpus: gpu_sets[slot(side)],
+                env: self.exec.side_env(tree),
+                log,
+                purpose: format!("{}-{}-server", job.name(), side_name(side)),
+            });
+        }
+        let recipes = [job.side_recipe(recipe, Side::Base).unwrap_or(recipe), recipe];
+        let declared = recipes.map(|side| memory::declared(side.server().memory_api));
+        Ok(Servers {
+            recipe,
+            recipes,
+            launches,
+            slots,
+            together,
+            served: [Vec::new(), Vec::new()],
+            model: job.name().to_owned(),
+            events: self.emit.servers(),
+            apis: declared.map(|(api, _)| api),
+            no_api: declared.map(|(_, none)| none),
+            keys: recipes.map(|side| side.server().memory_api),
+            loads: [0, 0],
+            wakes: [0, 0],
+        })
+    }
+}
+
+/// A server's address, as the steps that use it need it.
+#[derive(Debug, Clone)]
+pub(super) struct Serving {
+    /// Where prgate reaches it: `http://127.0.0.1:<port>`.
+    pub url: String,
+    /// The port it listens on, as a command that joins it sees it.
+    pub port: u16,
+    /// Its container, which such a command joins (`None` on the host).
+    pub container: Option<String>,
+}
+
+/// A side's server: not started (or stopped to make room), up, loaded but its memory released
+/// to make room, or failed for good.
+#[derive(Debug)]
+pub(super) enum Slot {
+    Idle,
+    Up(Server),
+    Released(Server),
+    Failed(ServerFailure),
+}
+
+/// Both sides' servers of one model.
+pub(super) struct Servers<'a> {
+    /// The PR's recipe: what is measured (lengths, timeouts, the checkpoint).
+    pub(super) recipe: &'a Recipe,
+    /// What each side runs (base, PR): the base side's commands come from its own recipe.
+    pub(super) recipes: [&'a Recipe; 2],
+    /// How each side's server starts: base, PR.
+    pub(super) launches: Vec<Launch<'a>>,
+    pub(super) slots: [Slot; 2],
+    /// Both up at once (on disjoint GPUs), else one at a time.
+    pub(super) together: bool,
+    /// Each side's starts that became healthy in this run, where they wrote in its log.
+    pub(super) served: [Vec<LogWindow>; 2],
+    /// The model, which its servers' events name.
+    pub(super) model: String,
+    /// Where its loads (and wakes and releases) are told.
+    pub(super) events: ServerEvents<'a>,
+    /// Each side's memory API, once a release found it; `no_api` once a probe found none.
+    apis: [Option<MemoryApi>; 2],
+    no_api: [bool; 2],
+    /// What each side's recipe says of its memory API (`server.memory-api`).
+    keys: [MemoryApiKey; 2],
+    /// Each side's loads and wakes so far.
+    loads: [u32; 2],
+    wakes: [u32; 2],
+}
+
+impl Servers<'_> {
+    /// What `side`'s routing check reads: its recipe, log and measured starts, and on the PR
+    /// side base's server command when the PR's differs from it.
+    pub(super) fn routing_read<'s>(&'s self, side: Side, pattern: &'s str) -> RoutingRead<'s> {
+        let at = slot(side);
+        let recipe = self.recipes[at];
+        let base = self.recipes[slot(Side::Base)].server().command_text();
+        let base_command =
+            (side == Side::Pr && recipe.server().command_text() != base).then_some(base);
+        RoutingRead {
+            recipe,
+            log: &self.launches[at].log,
+            pattern,
+            windows: match recipe.server().routing_logged {
+                RoutingLogged::Serving => &self.served[at],
+                RoutingLogged::Any => std::slice::from_ref(&LogWindow::WHOLE),
+            },
+            base_command,
+        }
+    }
+
+    /// `side`'s server, started when it is idle (one at a time: the other side's is stopped
+    /// first). A server whose process has exited, or that once failed to start, is failed for
+    /// good.
+    pub(super) fn get(
+        &mut self,
+        exec: &Exec<'_>,
+        side: Side,
+        startup: Duration,
+    ) -> Result<Serving, ServerFailure> {
+        let at = slot(side);
+        if let Slot::Up(server) = &mut self.slots[at]
+            && server.exited()
+        {
+            let detail = format!(
+                "the server exited while it was in use\nlast lines of its log:\n{}",
+                server.log_tail()
+            );
+            self.slots[at] = Slot::Failed(ServerFailure { reason: NotRunReason::Crash, detail });
+        }
+        if matches!(self.slots[at], Slot::Idle | Slot::Released(_)) && !self.together {
+            self.make_room(1 - at);
+        }
+        if matches!(self.slots[at], Slot::Released(_)) {
+            self.wake(side);
+        }
+        if matches!(self.slots[at], Slot::Idle) {
+            let began = now_ms();
+            let started = Server::start(self.recipes[at], exec, &self.launches[at], startup);
+            let failure = started.as_ref().err().map(|failure| failure.reason);
+            let model = Some(self.model.as_str());
+            self.events.emit(&Event::server(EventKind::ServerStarted, model, side, began, failure));
+            self.slots[at] = match started {
+                Ok(server) => {
+                    self.served[at].push(server.window);
+                    self.loads[at] += 1;
+                    Slot::Up(server)
+                }
+                Err(failure) => Slot::Failed(failure),
+            };
+        }
+        match &self.slots[at] {
+            Slot::Up(server) => Ok(Serving {
+                url: server.url.clone(),
+                port: server.port,
+                container: server.container(),
+            }),
+            Slot::Failed(failure) => Err(failure.clone()),
+            Slot::Idle | Slot::Released(_) => Err(ServerFailure {
+                reason: NotRunReason::Other,
+                detail: "the server was not started".to_owned(),
+            }),
+        }
+    }
+
+    /// Makes room on the GPUs by the `other` side's server, when it is up: its memory released
+    /// when it speaks an engine's memory API (found by probing at its first release), else
+    /// stopped (dropping it lets its GPUs go).
+    fn make_room(&mut self, other: usize) {
+        match std::mem::replace(&mut self.slots[other], Slot::Idle) {
+            Slot::Up(server) if !server.is_topology() && !self.no_api[other] => {
+                let began = now_ms();
+                match memory::release(&server.url, self.apis[other]) {
+                    Some(api) => {
+                        self.apis[other] = Some(api);
+                        let model = Some(self.model.as_str());
+                        let side = if other == 0 { Side::Base } else { Side::Pr };
+                        let event =
+                            Event::server(EventKind::ServerReleased, model, side, began, None);
+                        self.events.emit(&event);
+                        self.slots[other] = Slot::Released(server);
+                    }
+                    None => self.no_api[other] = true,
+                }
+            }
+            Slot::Up(_stopped) => {}
+            kept => self.slots[other] = kept,
+        }
+    }
+
+    /// Wakes `side`'s released server and warms it up; one that does not come back is
+    /// stopped, to be loaded again.
+    fn wake(&mut self, side: Side) {
+        let at = slot(side);
+        let Slot::Released(mut server) = std::mem::replace(&mut self.slots[at], Slot::Idle) else {
+            return;
+        };
+        let began = now_ms();
+        let api = self.apis[at].unwrap_or(MemoryApi::Sglang);
+        let woke = memory::wake(&server.url, api, SERVED_MODEL) && !server.exited();
+        let failure = (!woke).then_some(NotRunReason::Crash);
+        let model = Some(self.model.as_str());
+        self.events.emit(&Event::server(EventKind::ServerWoken, model, side, began, failure));
+        if woke {
+            self.wakes[at] += 1;
+            self.slots[at] = Slot::Up(server);
+        }
+    }
+
+    /// The runs of a block: [`blocks::BLOCK_RUNS`] one at a time when a switch reloads a
+    /// server (a side's is known to speak no memory API, or the model is a topology, whose
+    /// servers are stopped): the blocked design; else one.
+    pub(super) fn block_runs(&self) -> usize {
+        let reloads = self.no_api.iter().any(|&none| none) || self.recipe.topology().is_some();
+        if !self.together && reloads { blocks::BLOCK_RUNS } else { 1 }
+    }
+
+    /// Which design ran, what it took and why, for the GPU-time file and the comment; `None`
+    /// when no server was loaded (none was needed, or none came up).
+    pub(super) fn used(&self) -> Option<ServersUsed> {
+        let loads = self.loads[0] + self.loads[1];
+        let wakes = self.wakes[0] + self.wakes[1];
+        if loads == 0 {
+            return None;
+        }
+        let block_runs = u32::try_from(self.block_runs()).unwrap_or(u32::MAX);
+        let side_name = |at: usize| if at == 0 { "base" } else { "PR" };
+        let (design, why) = if self.together {
+            (ServerDesign::Together, "the node has GPUs for both servers at once".to_owned())
+        } else if self.recipe.topology().is_some() {
+            (ServerDesign::Blocked, "a topology's servers are stopped and loaded again".to_owned())
+        } else if let Some(at) = [0, 1].into_iter().find(|&at| self.keys[at] == MemoryApiKey::None)
+        {
+            let why = format!("{}'s recipe says server.memory-api = \"none\"", side_name(at));
+            (ServerDesign::Blocked, why)
+        } else if let Some(at) = [1, 0].into_iter().find(|&at| self.no_api[at]) {
+            // One at a time, the PR's server is released (probed) first.
+            let why = match self.keys[at] {
+                MemoryApiKey::Sglang | MemoryApiKey::Vllm => format!(
+                    "the {} server refused the {} memory API its recipe names",
+                    side_name(at),
+                    self.keys[at].name()
+                ),
+                _ => format!(
+                    "the {} server answered neither SGLang's nor vLLM's memory API",
+                    side_name(at)
+                ),
+            };
+            (ServerDesign::Blocked, why)
+        } else {
+            let at = if self.apis[0].is_some() { 0 } else { 1 };
+            let design = match self.apis[at] {
+                Some(MemoryApi::Vllm) => ServerDesign::Vllm,
+                _ => ServerDesign::Sglang,
+            };
+            let why = match self.keys[at] {
+                MemoryApiKey::Sglang | MemoryApiKey::Vllm => format!(
+                    "{}'s recipe says server.memory-api = \"{}\"",
+                    side_name(at),
+                    self.keys[at].name()
+                ),
+                _ if self.apis[at].is_some() => {
+                    format!("the {} server answered that memory API", side_name(at))
+                }
+                _ => "no switch needed a memory API".to_owned(),
+            };
+            (design, why)
+        };
+        let switches = (loads + wakes).saturating_sub(1);
+        Some(ServersUsed { design, loads, wakes, switches, block_runs, why })
+    }
+
+    /// The failure of a run on `side`'s server; when its process has exited, the server is
+    /// failed for good.
+    pub(super) fn failure(&mut self, side: Side, detail: String) -> ServerFailure {
+        let at = slot(side);
+        let failure = ServerFailure { reason: NotRunReason::Crash, detail };
+        if let Slot::Up(server) = &mut self.slots[at]
+            && server.exited()
+        {
+            self.slots[at] = Slot::Failed(failure.clone());
+        }
+        failure
+    }
+}
