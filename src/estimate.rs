@@ -79,7 +79,17 @@ pub(crate) fn estimate_plan(
     history: &History,
     history_files: usize,
 ) -> anyhow::Result<EstimateOutput> {
-    let PlanEstimate { jobs, schedule } = estimate::estimate_plan(repo, plan, nodes, history)?;
+    let estimate = estimate::estimate_plan(repo, plan, nodes, history)?;
+    Ok(output(&estimate, nodes, history_files))
+}
+
+/// `estimate` (the runner's, onto `nodes`) as the `estimate` object.
+pub(crate) fn output(
+    estimate: &PlanEstimate,
+    nodes: &[Node],
+    history_files: usize,
+) -> EstimateOutput {
+    let PlanEstimate { jobs, schedule } = estimate;
     let seconds = schedule::whole_seconds;
     let unplaced =
         |job: usize| schedule.unschedulable().iter().find(|unschedulable| unschedulable.job == job);
@@ -115,7 +125,7 @@ pub(crate) fn estimate_plan(
         })
         .collect();
     let name = |job: usize| model(job).unwrap_or_else(|| "the common checks".to_owned());
-    Ok(EstimateOutput {
+    EstimateOutput {
         nodes: schedule
             .nodes()
             .iter()
@@ -132,7 +142,7 @@ pub(crate) fn estimate_plan(
         lower_bound_basis: schedule.lower_bound().basis.describe(name, nodes.len()),
         optimal: schedule.optimal(),
         history_files,
-    })
+    }
 }
 
 /// The nodes `--nodes` or `--node` give.
