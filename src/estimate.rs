@@ -13,7 +13,6 @@ use clap::{ArgGroup, Args};
 pub(crate) use prgate_report::estimate::EstimateOutput;
 use prgate_report::estimate::{HoldsOutput, JobOutput, NodeOutput, PartOutput};
 use prgate_runner::estimate::{self, PlanEstimate};
-use prgate_runner::node::NodeProfile;
 use prgate_runner::schedule::{self, History, Node};
 use prgate_scope::Plan;
 
@@ -160,9 +159,7 @@ fn read_nodes(args: &EstimateArgs) -> anyhow::Result<Vec<Node>> {
     }
     let mut nodes: Vec<Node> = Vec::with_capacity(args.node.len());
     for path in &args.node {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading the node profile {}", path.display()))?;
-        let profile = NodeProfile::parse(&text, &path.display().to_string())?;
+        let profile = crate::files::read_node_profile(path)?;
         if nodes.iter().any(|node| node.name == profile.name()) {
             anyhow::bail!(
                 "{}: a node named {} is given twice\nhint: give each node's profile once",

@@ -201,7 +201,7 @@ pub(super) fn node_run(args: &Settings) -> anyhow::Result<Outcome> {
     let plan: Plan = crate::files::read_json(&state.join("plan.json"), "plan")?;
     let pinned: Pinned = crate::files::read_json(&state.join("trigger.json"), "trigger")?;
     let schedule: Assignment = crate::files::read_json(&state.join("schedule.json"), "schedule")?;
-    let node = read_node(&args.node)?;
+    let node = crate::files::read_node_profile(&args.node)?;
     let models = schedule.targets(node.name());
     let results = args.work.join("results").join(node.name());
     std::fs::create_dir_all(results.join("evidence"))
@@ -300,17 +300,11 @@ pub(super) fn finish(args: &Settings) -> anyhow::Result<Outcome> {
 /// and `checkpoints`), else this node's profile.
 fn read_nodes(args: &Settings) -> anyhow::Result<Vec<ScheduleNode>> {
     let Some(path) = &args.nodes else {
-        return Ok(vec![ScheduleNode::from(&read_node(&args.node)?)]);
+        return Ok(vec![ScheduleNode::from(&crate::files::read_node_profile(&args.node)?)]);
     };
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading the nodes {}", path.display()))?;
     Ok(prgate_runner::schedule::nodes_file::parse(&text, &path.display().to_string())?)
-}
-
-fn read_node(path: &Path) -> anyhow::Result<NodeProfile> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading the node profile {}", path.display()))?;
-    Ok(NodeProfile::parse(&text, &path.display().to_string())?)
 }
 
 /// The plan from the base side's manifest, over the PR's files as the API listed them; the
@@ -426,7 +420,7 @@ fn pipeline(
     files: Vec<String>,
 ) -> anyhow::Result<Outcome> {
     let pinned = &reporter.pinned;
-    let node = read_node(&args.node)?;
+    let node = crate::files::read_node_profile(&args.node)?;
     reporter.update(|state| {
         state.nodes = vec![node.name().to_owned()];
         state.image = Some(node.image().name.clone());
