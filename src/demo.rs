@@ -13,7 +13,7 @@ use std::time::Instant;
 use anyhow::Context as _;
 use clap::Args;
 use prgate_gate::verdict::Verdict;
-use prgate_gate::{Evidence, JobPlan, State};
+use prgate_gate::{Evidence, JobPlan};
 use prgate_report::comment::{
     CommentInput, Header, ReportLink, render_comment, render_full_report,
 };
@@ -27,7 +27,7 @@ use prgate_runner::run::{
     RunRequest,
 };
 use prgate_scope::PlanRequest;
-use prgate_scope::plan::{Plan, Tier};
+use prgate_scope::plan::Plan;
 
 use crate::sample::{self, SamplePr};
 
@@ -239,7 +239,7 @@ fn run_pr(
     let results = dir.join("results").join(format!("pr-{}", pr.number));
     std::fs::create_dir_all(&results).with_context(|| format!("creating {}", results.display()))?;
     write_json(&results.join("plan.json"), &plan)?;
-    writeln!(out, "    {}", scope_line(&plan))?;
+    writeln!(out, "    {}", prgate_report::headline::scope_line(&plan))?;
 
     let base = crate::gate::BaseSide::read(repo, &plan)?;
     let title = Some(pr.title);
@@ -254,8 +254,8 @@ fn run_pr(
             out,
             "    first run: {} steps, {}: {}",
             summary.recorded,
-            result_word(&verdict),
-            why(&verdict)
+            prgate_report::headline::result_word(&verdict),
+            prgate_report::headline::why(&verdict)
                 .iter()
                 .filter_map(|reason| reason.lines().next())
                 .collect::<Vec<_>>()
@@ -309,11 +309,11 @@ fn run_pr(
     }
     writeln!(out)?;
     out.flush()?;
-    let mut why = why(&verdict);
+    let mut why = prgate_report::headline::why(&verdict);
     if let Some(reuse) = reuse {
         why.insert(0, format!("re-run after a flaky failure: {reuse}"));
     }
-    Ok(PrOutcome { result: result_word(&verdict).to_owned(), why })
+    Ok(PrOutcome { result: prgate_report::headline::result_word(&verdict).to_owned(), why })
 }
 
 /// A plan run on the demo's node, as `prgate run --isolation host --trust-pr-code --preflight off`
@@ -428,48 +428,6 @@ fn write_pr_files(
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
-}
-
-/// The models that run and their tiers, on one line.
-fn scope_line(plan: &Plan) -> String {
-    let mut line = String::from("scope: ");
-    let running: Vec<String> = plan
-        .models
-        .iter()
-        .filter(|model| model.tier != Tier::None)
-        .map(|model| {
-            let tier = if model.tier == Tier::Full { "full" } else { "smoke" };
-            let new = if model.new { ", new" } else { "" };
-            format!("{} ({tier}{new})", prgate_report::escape::terminal(&model.name))
-        })
-        .collect();
-    if running.is_empty() {
-        line.push_str("no model to run");
-    } else {
-        line.push_str(&running.join(", "));
-    }
-    let _ = write!(
-        line,
-        "; common checks {}",
-        if plan.common.selected { "selected" } else { "skipped" }
-    );
-    line
-}
-
-fn result_word(verdict: &Verdict) -> &'static str {
-    let warned = verdict
-        .sections
-        .iter()
-        .any(|section| matches!(section.state, State::Warn | State::AuthorProvided));
-    match verdict.result {
-        State::Pass if warned => "PASS (warnings)",
-        State::Pass | State::NothingToCheck | State::NotJudged => "PASS",
-        State::Error => "ERROR (could not judge)",
-        State::Warn => "PASS (warnings)",
-        State::AuthorProvided => "PASS (author-provided)",
-        State::Pending => "PENDING",
-        State::Fail => "FAIL",
-    }
 }
 
 /// How often the demo runs a history PR whose small loss measured over the 2% line.
@@ -622,32 +580,6 @@ fn show_the_drift_guard(
     writeln!(out, "    the history page: {}\n", page.join("index.html").display())?;
     out.flush()?;
     Ok(())
-}
-
-/// The items that decided the verdict: the failed ones, else the pending ones, else the
-/// warnings; at most four, then how many more. Each is escaped line by line for a terminal,
-/// its lines kept (a log's tail), never shown as `\u{a}`.
-fn why(verdict: &Verdict) -> Vec<String> {
-    const SHOWN: usize = 4;
-    let items: Vec<_> = verdict.sections.iter().flat_map(|section| &section.items).collect();
-    let worst = [State::Fail, State::Error, State::Pending, State::AuthorProvided, State::Warn]
-        .into_iter()
-        .find(|state| items.iter().any(|item| item.state == *state));
-    let Some(worst) = worst else { return Vec::new() };
-    let chosen: Vec<_> = items.iter().filter(|item| item.state == worst).collect();
-    let mut lines: Vec<String> = chosen
-        .iter()
-        .take(SHOWN)
-        .map(|item| {
-            let model = item.model.as_deref().map(|model| format!("{model}: ")).unwrap_or_default();
-            let text = format!("{model}{}: {}", item.check, item.summary);
-            text.lines().map(prgate_report::escape::terminal).collect::<Vec<_>>().join("\n")
-        })
-        .collect();
-    if chosen.len() > SHOWN {
-        lines.push(format!("and {} more", chosen.len() - SHOWN));
-    }
-    lines
 }
 
 /// The demo's node: hardware as the sample's recipes ask, every sample model's checkpoint (an

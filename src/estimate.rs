@@ -13,7 +13,6 @@ use clap::{ArgGroup, Args};
 pub(crate) use prgate_report::estimate::EstimateOutput;
 use prgate_report::estimate::{HoldsOutput, JobOutput, NodeOutput, PartOutput};
 use prgate_runner::estimate::{self, PlanEstimate};
-use prgate_runner::node::NodeProfile;
 use prgate_runner::schedule::{self, History, Node};
 use prgate_scope::Plan;
 
@@ -79,7 +78,17 @@ pub(crate) fn estimate_plan(
     history: &History,
     history_files: usize,
 ) -> anyhow::Result<EstimateOutput> {
-    let PlanEstimate { jobs, schedule } = estimate::estimate_plan(repo, plan, nodes, history)?;
+    let estimate = estimate::estimate_plan(repo, plan, nodes, history)?;
+    Ok(output(&estimate, nodes, history_files))
+}
+
+/// `estimate` (the runner's, onto `nodes`) as the `estimate` object.
+pub(crate) fn output(
+    estimate: &PlanEstimate,
+    nodes: &[Node],
+    history_files: usize,
+) -> EstimateOutput {
+    let PlanEstimate { jobs, schedule } = estimate;
     let seconds = schedule::whole_seconds;
     let unplaced =
         |job: usize| schedule.unschedulable().iter().find(|unschedulable| unschedulable.job == job);
@@ -115,7 +124,7 @@ pub(crate) fn estimate_plan(
         })
         .collect();
     let name = |job: usize| model(job).unwrap_or_else(|| "the common checks".to_owned());
-    Ok(EstimateOutput {
+    EstimateOutput {
         nodes: schedule
             .nodes()
             .iter()
@@ -132,7 +141,7 @@ pub(crate) fn estimate_plan(
         lower_bound_basis: schedule.lower_bound().basis.describe(name, nodes.len()),
         optimal: schedule.optimal(),
         history_files,
-    })
+    }
 }
 
 /// The nodes `--nodes` or `--node` give.
@@ -150,9 +159,7 @@ fn read_nodes(args: &EstimateArgs) -> anyhow::Result<Vec<Node>> {
     }
     let mut nodes: Vec<Node> = Vec::with_capacity(args.node.len());
     for path in &args.node {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading the node profile {}", path.display()))?;
-        let profile = NodeProfile::parse(&text, &path.display().to_string())?;
+        let profile = crate::files::read_node_profile(path)?;
         if nodes.iter().any(|node| node.name == profile.name()) {
             anyhow::bail!(
                 "{}: a node named {} is given twice\nhint: give each node's profile once",

@@ -1,5 +1,6 @@
 //! The binary's small file and terminal helpers: reading a JSON input that names itself in
-//! errors, and writing a command's output to standard output.
+//! errors, reading a node profile (its checks are the runner's), and writing a command's output
+//! to standard output.
 
 use std::io::Write as _;
 use std::path::Path;
@@ -15,6 +16,13 @@ pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
         .with_context(|| format!("reading the {what} {}", path.display()))?;
     serde_json::from_str(&text)
         .with_context(|| format!("the {what} {} is not valid", path.display()))
+}
+
+/// Reads and checks the node profile at `path` (`prgate_runner::node::NodeProfile::parse`).
+pub(crate) fn read_node_profile(path: &Path) -> anyhow::Result<prgate_runner::node::NodeProfile> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the node profile {}", path.display()))?;
+    Ok(prgate_runner::node::NodeProfile::parse(&text, &path.display().to_string())?)
 }
 
 /// Writes a command's output to standard output, all of it, and flushes.

@@ -162,9 +162,7 @@ pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<Outcome> {
         }
         NodeCommand::Canary(args) => canary(args),
         NodeCommand::Filter(args) => {
-            let text = std::fs::read_to_string(&args.node)
-                .with_context(|| format!("reading the node profile {}", args.node.display()))?;
-            let node = NodeProfile::parse(&text, &args.node.display().to_string())?;
+            let node = crate::files::read_node_profile(&args.node)?;
             let drained = health::drained_nodes(&health::health_dir(&node))?;
             let names: Vec<String> = drained.iter().map(|health| health.node.clone()).collect();
             let nodes = std::fs::read_to_string(&args.nodes)
@@ -262,9 +260,7 @@ fn resume(
 
 /// The node profile and the ledger `target` names.
 fn open(target: &Target) -> anyhow::Result<(NodeProfile, Ledger)> {
-    let text = std::fs::read_to_string(&target.node)
-        .with_context(|| format!("reading the node profile {}", target.node.display()))?;
-    let node = NodeProfile::parse(&text, &target.node.display().to_string())?;
+    let node = crate::files::read_node_profile(&target.node)?;
     let name = target.name.clone().unwrap_or_else(|| health::ledger_name(&node));
     let ledger = Ledger::new(&health::health_dir(&node), &name)?;
     Ok((node, ledger))

@@ -258,60 +258,27 @@ pub(crate) async fn check_run(
     github.check_run(existing, &run).await
 }
 
-/// An annotation for every verdict item that did not pass, on the first changed path (not a
-/// deleted one) that put its model in the plan; an item of the whole PR goes on the first
-/// changed path. Text is plain there, made inert for a terminal.
+/// The check run's annotations of `verdict` (`prgate_report::check_run`), as the API takes them.
 pub(crate) fn check_annotations(
     verdict: &Verdict,
     plan: &Plan,
 ) -> Vec<crate::github::CheckAnnotation> {
-    use prgate_gate::State;
-    use prgate_scope::plan::PathMatch;
-    let present = |changed: &&prgate_scope::plan::ChangedPath| {
-        changed.status != prgate_scope::ChangeStatus::Deleted
-    };
-    let path_of = |model: Option<&str>| -> Option<String> {
-        let mut present_paths = plan.changed.iter().filter(present);
-        let found = match model {
-            Some(model) => present_paths.find(|changed| {
-                changed.matches.iter().any(|found| {
-                    matches!(found, PathMatch::Model { model: owner, .. } if owner == model)
-                })
-            }),
-            None => present_paths.next(),
-        };
-        found.or_else(|| plan.changed.iter().find(present)).map(|changed| changed.path.clone())
-    };
-    let terminal = prgate_report::escape::terminal;
-    let mut annotations = Vec::new();
-    for section in &verdict.sections {
-        for item in &section.items {
-            let level = match item.state {
-                State::Pass | State::NothingToCheck | State::NotJudged => continue,
-                State::Fail | State::Error => "failure",
-                State::Warn | State::AuthorProvided => "warning",
-                State::Pending => "notice",
-            };
-            let Some(path) = path_of(item.model.as_deref()) else { continue };
-            let who = item.model.as_deref().map(|model| format!("{model}: ")).unwrap_or_default();
-            annotations.push(crate::github::CheckAnnotation {
-                path,
-                start_line: 1,
-                end_line: 1,
-                annotation_level: level,
-                title: terminal(&format!("AMD PR test: {}", section.name.title())),
-                // Plain text, lines kept: each part inert, the line break ours.
-                message: format!(
-                    "{}{}: {}\nrule: {}",
-                    terminal(&who),
-                    terminal(&item.check),
-                    terminal(&item.summary),
-                    terminal(&item.rule)
-                ),
-            });
-        }
-    }
-    annotations
+    use prgate_report::summary::AnnotationLevel;
+    prgate_report::check_run::check_annotations(verdict, plan)
+        .into_iter()
+        .map(|annotation| crate::github::CheckAnnotation {
+            path: annotation.path,
+            start_line: 1,
+            end_line: 1,
+            annotation_level: match annotation.level {
+                AnnotationLevel::Error => "failure",
+                AnnotationLevel::Warning => "warning",
+                AnnotationLevel::Notice => "notice",
+            },
+            title: annotation.title,
+            message: annotation.message,
+        })
+        .collect()
 }
 
 /// Posts the status on `sha`, then the comment on PR `pr` (edited in place when ours is

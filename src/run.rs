@@ -336,9 +336,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
         &args.reuse_run.clone().unwrap_or_else(|| files.results.display().to_string()),
     );
     let plan: Plan = read_json(files.plan, "plan")?;
-    let node_text = std::fs::read_to_string(files.node)
-        .with_context(|| format!("reading the node profile {}", files.node.display()))?;
-    let node = NodeProfile::parse(&node_text, &files.node.display().to_string())?;
+    let node = crate::files::read_node_profile(files.node)?;
     let base = crate::gate::BaseSide::read(files.repo, &plan).with_context(|| {
         format!(
             "reading the base side's settings in {} (name the repository with --repo)",

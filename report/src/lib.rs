@@ -7,22 +7,28 @@
 //!
 //! - [`plan`]: a plan for a terminal and as Markdown;
 //! - [`verdict`]: a verdict for a terminal;
+//! - [`headline`]: a PR's scope, result and what decided it in a few lines (the demo's summary);
 //! - [`comment`]: the PR comment (tera template `templates/comment.md.tera`) and the full
 //!   report;
 //! - [`estimate`]: the estimate of `prgate plan --estimate` as tables and in words;
+//! - [`progress`]: where a run is, check by check, for the comment's table;
 //! - [`status`]: the commit status;
 //! - [`summary`]: the job summary and the annotations;
+//! - [`check_run`]: the annotations of a check run, placed on the PR's changed files;
 //! - [`gpu_hours`]: the GPU time a run measured and its estimate, by model and phase;
 //! - [`rerun`]: what a re-run took over from an earlier run;
 //! - [`history`]: the drift guard's history page (HTML and Chart.js), the alarm in the PR
 //!   comment and the scheduled check's report.
 
+pub mod check_run;
 pub mod comment;
 pub mod escape;
 pub mod estimate;
 pub mod gpu_hours;
+pub mod headline;
 pub mod history;
 pub mod plan;
+pub mod progress;
 pub mod rerun;
 pub mod status;
 pub mod summary;

@@ -35,6 +35,17 @@ pub enum AnnotationLevel {
 }
 
 impl AnnotationLevel {
+    /// The level of an item in `state`: an error for a failure, a warning for a warning or an
+    /// author-provided check, a notice for a pending one; `None` for an item that passed.
+    pub fn of(state: State) -> Option<AnnotationLevel> {
+        match state {
+            State::Pass | State::NothingToCheck | State::NotJudged => None,
+            State::Fail | State::Error => Some(AnnotationLevel::Error),
+            State::Warn | State::AuthorProvided => Some(AnnotationLevel::Warning),
+            State::Pending => Some(AnnotationLevel::Notice),
+        }
+    }
+
     /// The workflow command's name.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -76,12 +87,7 @@ pub fn annotations(verdict: &Verdict) -> Vec<Annotation> {
     let mut all: Vec<Annotation> = Vec::new();
     for section in &verdict.sections {
         for item in &section.items {
-            let level = match item.state {
-                State::Pass | State::NothingToCheck | State::NotJudged => continue,
-                State::Fail | State::Error => AnnotationLevel::Error,
-                State::Warn | State::AuthorProvided => AnnotationLevel::Warning,
-                State::Pending => AnnotationLevel::Notice,
-            };
+            let Some(level) = AnnotationLevel::of(item.state) else { continue };
             let who = item.model.as_deref().map(|model| format!("{model}: ")).unwrap_or_default();
             all.push(Annotation {
                 level,

@@ -622,5 +622,25 @@ fn recipe_steps(
     (steps, covered)
 }
 
+/// The job plan of a run split over nodes: `merged` so far (`None` before the first node) with
+/// `node_job`, one node's job plan, whose `records` are that node's evidence. Each node's job
+/// plan holds every target as that node sees it, so a target is taken from the node that ran it
+/// (whose records name its model); the first node's plan gives the rest.
+pub fn merge_node_job(
+    merged: Option<JobPlan>,
+    node_job: JobPlan,
+    records: &[prgate_gate::evidence::Evidence],
+) -> JobPlan {
+    let mut merged = merged.unwrap_or_else(|| node_job.clone());
+    for target in node_job.targets {
+        if records.iter().any(|record| record.model == target.model)
+            && let Some(slot) = merged.targets.iter_mut().find(|t| t.model == target.model)
+        {
+            *slot = target;
+        }
+    }
+    merged
+}
+
 #[cfg(test)]
 pub(crate) mod tests;

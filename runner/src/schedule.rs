@@ -12,12 +12,14 @@
 //!   node's profile says, that has its GPUs and checkpoint). Longest-processing-time-first,
 //!   then a local search of moves and swaps, then an exact branch-and-bound search within a
 //!   fixed budget; the result comes with a lower bound on every schedule's makespan.
+//! - [`assignment`]: which node runs which targets, as `prgate ci`'s stages share it.
 //!
 //! What it leaves to others: reading files (the binary), running the jobs (the runner and,
 //! later, the cluster's scheduler). The rest of this page is `docs/schedule.md`.
 //!
 #![doc = include_str!("../../docs/schedule.md")]
 
+pub mod assignment;
 pub mod cost;
 mod history;
 pub mod nodes_file;

@@ -12,6 +12,8 @@ use crate::codeowners::CodeownersFacts;
 use crate::manifest::Manifest;
 use crate::pattern::{BoundModelPattern, is_valid_model_name};
 
+pub mod overlap;
+
 /// The version of the plan's JSON format.
 pub const SCHEMA_VERSION: u32 = 1;
 

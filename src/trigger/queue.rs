@@ -8,14 +8,15 @@
 //! why. Otherwise the models both select (and the common checks, when both select them) run
 //! again on the merge commit, against the queue's base; and with no passing result on the PR's
 //! head, everything the PR or the queue selects runs. The decision reads git (the commits must
-//! be fetched) and the plan's scope; GitHub only for the PR and its statuses. Only a status
+//! be fetched) and the plan's scope (what both plans select is scope's
+//! `prgate_scope::plan::overlap`); GitHub only for the PR and its statuses. Only a status
 //! prgate posted counts (its creator is prgate's own login).
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
 use anyhow::{Context as _, bail};
-use prgate_scope::plan::{PathMatch, Tier};
+use prgate_scope::plan::overlap::Overlap;
 use prgate_scope::{FileList, Plan, PlanRequest};
 use serde::{Deserialize, Serialize};
 
@@ -140,51 +141,20 @@ pub(crate) async fn judge(
     }
     let pr_plan = plan(repo, &pinned.base_sha, &queue.pr_head, pr_files)?;
     let queue_plan = plan(repo, &pinned.base_sha, &pinned.sha, &added)?;
-    let selected = |plan: &Plan| -> BTreeSet<String> {
-        plan.models
-            .iter()
-            .filter(|model| model.tier != Tier::None)
-            .map(|model| model.name.clone())
-            .collect()
-    };
-    let affected: BTreeSet<String> =
-        selected(&pr_plan).intersection(&selected(&queue_plan)).cloned().collect();
-    let common = pr_plan.common.selected && queue_plan.common.selected;
+    let overlap = Overlap::of(&pr_plan, &queue_plan);
     let count = added.len();
     let plural = if count == 1 { "" } else { "s" };
-    if affected.is_empty() && !common {
+    if overlap.is_empty() {
         return Ok(QueueVerdict::Holds(format!(
             "#{number} passed at {short}; the queue adds {count} path{plural}, none in the scope it was tested for"
         )));
     }
-    // The paths that put an affected model (or every model, a shared path) in either plan.
-    let keep = |changed: &prgate_scope::plan::ChangedPath| {
-        changed.matches.iter().any(|found| match found {
-            PathMatch::Model { model, .. } => affected.contains(model),
-            PathMatch::Shared { .. } => true,
-            PathMatch::Ignored { .. } | PathMatch::NoModel { .. } => false,
-        })
-    };
-    let mut files = BTreeSet::new();
-    for changed in pr_plan.changed.iter().chain(&queue_plan.changed).filter(|changed| keep(changed))
-    {
-        files.insert(changed.path.clone());
-        files.extend(changed.old_path.clone());
-    }
-    if common {
-        files.extend(pr_plan.common.reasons.iter().chain(&queue_plan.common.reasons).filter_map(
-            |reason| match reason {
-                prgate_scope::plan::Reason::ChangedPath { path, .. } => Some(path.clone()),
-                _ => None,
-            },
-        ));
-    }
-    let mut what: Vec<String> = affected.iter().cloned().collect();
-    if common {
+    let mut what: Vec<String> = overlap.models.iter().cloned().collect();
+    if overlap.common {
         what.push("the common checks".to_owned());
     }
     Ok(QueueVerdict::Rerun {
-        files: files.into_iter().collect(),
+        files: overlap.paths.into_iter().collect(),
         note: format!(
             "merge queue: #{number} passed at {short}, but the queue adds {count} path{plural} that touch what it was tested for: {} run again on the merge commit",
             what.join(", ")

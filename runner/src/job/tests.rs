@@ -402,3 +402,23 @@ fn a_recipes_diff_is_redacted_then_cut() {
     assert!(wide.text.contains("é…\n"), "{wide:?}");
     assert_eq!((DIFF_LINES, DIFF_LINE_CHARS), (60, 200));
 }
+
+#[test]
+fn a_split_runs_job_plan_takes_each_target_from_the_node_that_ran_it() {
+    let trees = trees(&[], &[(ALPHA, RECIPE)]);
+    let plan = plan(vec![model("alpha", Tier::Smoke, true)], false);
+    let blocked = build(&plan, &trees, &node("cpu-sim", &[])).plan;
+    let ran = build(&plan, &trees, &node("cpu-sim", &["alpha-ckpt"])).plan;
+    let alpha = StepId::new(Some("alpha"), Check::UnitTests, Side::Pr, None);
+    let records = [record(&alpha, "tests")];
+    // The node without the checkpoint has no record of alpha: the node that ran it gives it,
+    // whichever came first.
+    let merged =
+        merge_node_job(Some(merge_node_job(None, blocked.clone(), &[])), ran.clone(), &records);
+    assert_eq!(steps(&merged), steps(&ran));
+    let merged =
+        merge_node_job(Some(merge_node_job(None, ran.clone(), &records)), blocked.clone(), &[]);
+    assert_eq!(steps(&merged), steps(&ran));
+    // One node: its plan as it is.
+    assert_eq!(steps(&merge_node_job(None, blocked.clone(), &[])), steps(&blocked));
+}

@@ -1,0 +1,130 @@
+//! The assignment: which node runs which targets, as `prgate ci --stage start` decided it and
+//! the later stages read it (`state/schedule.json`, docs/workflow.md).
+//!
+//! Made once from the plan's estimate ([`crate::estimate::PlanEstimate`]): each node with work
+//! gets its targets in the schedule's order, each named as `prgate run --only-model` names it
+//! (the model, or [`COMMON_CHECKS`] for the common checks); the targets no node can take keep
+//! their reason, so the finish stage can write their `not-run` records
+//! ([`Assignment::unplaced_evidence`]). The JSON form is the state file's:
+//! `{"nodes": {"node": ["model", "~common"]}, "unschedulable": [{"model", "reason",
+//! "not_run"}], "estimate": "…"}`.
+//!
+//! What it leaves to others: the schedule itself ([`super::schedule`]), the estimate in words
+//! (the report crate), reading and writing the file (the binary).
+
+use std::collections::BTreeMap;
+
+use prgate_gate::evidence::{Evidence, NotRunReason};
+use prgate_scope::Plan;
+use serde::{Deserialize, Serialize};
+
+use crate::estimate::PlanEstimate;
+use crate::run::COMMON_CHECKS;
+
+/// Which targets each node runs, and what no node can run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Assignment {
+    /// Node name → the targets it runs (`~common` for the common checks).
+    nodes: BTreeMap<String, Vec<String>>,
+    /// What no node can run, and why.
+    unschedulable: Vec<Unplaced>,
+    /// The estimate in words, for the comment.
+    #[serde(default)]
+    estimate: Option<String>,
+}
+
+/// A target no node can take.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Unplaced {
+    /// The model, or `~common`.
+    model: String,
+    /// Each node's reason, in words.
+    reason: String,
+    /// What the target's `not-run` records say.
+    not_run: NotRunReason,
+}
+
+impl Assignment {
+    /// The assignment `estimate`'s schedule makes (only the nodes with work), with the
+    /// estimate in words (`words`) for the comment.
+    pub fn of(estimate: &PlanEstimate, words: Option<String>) -> Assignment {
+        let target = |job: usize| {
+            estimate.jobs[job].job.model.clone().unwrap_or_else(|| COMMON_CHECKS.to_owned())
+        };
+        let nodes = estimate
+            .schedule
+            .nodes()
+            .iter()
+            .filter(|load| !load.jobs.is_empty())
+            .map(|load| (load.node.clone(), load.jobs.iter().map(|&job| target(job)).collect()))
+            .collect();
+        let mut unplaced: Vec<_> = estimate.schedule.unschedulable().iter().collect();
+        unplaced.sort_by_key(|unplaced| unplaced.job);
+        let unschedulable = unplaced
+            .into_iter()
+            .map(|unplaced| Unplaced {
+                model: target(unplaced.job),
+                reason: unplaced.reason.clone(),
+                not_run: unplaced.not_run,
+            })
+            .collect();
+        Assignment { nodes, unschedulable, estimate: words }
+    }
+
+    /// The nodes with work, by name.
+    pub fn nodes(&self) -> impl Iterator<Item = &str> {
+        self.nodes.keys().map(String::as_str)
+    }
+
+    /// The targets `node` runs, as `--only-model` names them; none for a node without work.
+    pub fn targets(&self, node: &str) -> &[String] {
+        self.nodes.get(node).map(Vec::as_slice).unwrap_or_default()
+    }
+
+    /// Node name → its targets.
+    pub fn by_node(&self) -> &BTreeMap<String, Vec<String>> {
+        &self.nodes
+    }
+
+    /// The estimate in words.
+    pub fn estimate(&self) -> Option<&str> {
+        self.estimate.as_deref()
+    }
+
+    /// The `not-run` records of the targets no node could take, so that the verdict says why.
+    pub fn unplaced_evidence(&self, plan: &Plan) -> Vec<Evidence> {
+        self.unschedulable
+            .iter()
+            .flat_map(|unplaced| {
+                let model = (unplaced.model != COMMON_CHECKS).then_some(unplaced.model.as_str());
+                crate::run::unplaced_evidence(plan, model, unplaced.not_run, &unplaced.reason)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_state_file_reads_back_and_names_the_common_checks_as_only_model_does() {
+        let text = r#"{
+  "nodes": {"mi355x-1": ["alpha", "~common"], "mi355x-2": ["beta"]},
+  "unschedulable": [{"model": "gamma", "reason": "mi355x-1: no checkpoint", "not_run": "no-checkpoint"}],
+  "estimate": "about 2 h"
+}"#;
+        let assignment: Assignment = serde_json::from_str(text).expect("a schedule file");
+        assert_eq!(assignment.nodes().collect::<Vec<_>>(), ["mi355x-1", "mi355x-2"]);
+        assert_eq!(assignment.targets("mi355x-1"), ["alpha", COMMON_CHECKS]);
+        assert!(assignment.targets("elsewhere").is_empty());
+        assert_eq!(assignment.estimate(), Some("about 2 h"));
+        let again: Assignment =
+            serde_json::from_str(&serde_json::to_string(&assignment).expect("json"))
+                .expect("read back");
+        assert_eq!(again, assignment);
+        let empty: Assignment =
+            serde_json::from_str(r#"{"nodes": {}, "unschedulable": []}"#).expect("no estimate");
+        assert_eq!(empty, Assignment::default());
+    }
+}

@@ -1,0 +1,543 @@
+//! The stages of `prgate ci` (docs/workflow.md): the trigger's pin, then `all` (everything on
+//! this node), or the two-node workflow's `start` (plan, schedule onto the nodes, pending
+//! status), `run` (this node's share, talking to no one) and `finish` (gather every node's
+//! evidence, judge, post).
+//!
+//! Each stage wires crates together: the plan is scope's, the schedule and its assignment of
+//! targets to nodes the runner's (`prgate_runner::schedule::assignment`), a split run's job plan
+//! merged by the runner (`prgate_runner::job::merge_node_job`), the progress table report's
+//! (`prgate_report::progress`), the verdict the gate's. Every stage after the pin runs under
+//! [`guarded`], so an error, a panic or a signal is posted as the `error` status.
+//!
+//! What it leaves to others: the flags (`super`), posting to the PR (`super::reporter`), the
+//! trigger's decision (`crate::trigger`).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::Context as _;
+use std::collections::BTreeSet;
+
+use prgate_gate::State;
+use prgate_gate::evidence::Evidence;
+use prgate_report::status::{StatusSettings, error_status};
+use prgate_runner::job::RecipePaths;
+use prgate_runner::node::NodeProfile;
+use prgate_runner::run::{DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, RunInputs, RunRequest};
+use prgate_runner::schedule::assignment::Assignment;
+use prgate_runner::schedule::{History, Node as ScheduleNode};
+use prgate_scope::{FileList, Plan, PlanRequest};
+
+use super::reporter::{CommentObserver, Reporter, gpu_time_words, images};
+use super::{JobsResult, Settings, write};
+use crate::gate::Outcome;
+use crate::run::{ExecutorSettings, RunFiles};
+use crate::trigger::queue::QueueVerdict;
+use crate::trigger::{Decision, Event, Pinned};
+use prgate_gate::JobPlan;
+use prgate_report::progress::CheckStates;
+
+/// What the trigger gave.
+enum Pin {
+    /// No run starts (the reason is on stderr).
+    NoRun,
+    /// Nothing needs to run: a merge queue's commit keeps the PR's result (its status posted).
+    Settled,
+    /// A run starts: the reporter that will never let the status stay pending, and the files.
+    Started(Arc<Reporter>, Vec<String>),
+}
+
+/// The trigger. On a start, the pin is written to the state folder. A merge queue's commit is
+/// judged first (`trigger::queue`): the PR's result holds (`success` is posted, and the state
+/// folder gets `settled.txt`), or the paths that run again replace the PR's files.
+fn pin(args: &Settings) -> anyhow::Result<Pin> {
+    let state = args.state.clone();
+    std::fs::create_dir_all(&state).with_context(|| format!("creating {}", state.display()))?;
+    let event = match (&args.event, args.pr, &args.sha) {
+        (Some(path), _, _) => crate::files::read_json(path, "event")?,
+        (None, Some(pr), Some(sha)) => {
+            let actor = args.actor.as_deref().context("a dispatch needs --actor (GITHUB_ACTOR)")?;
+            Event::dispatch(pr, sha, actor)
+        }
+        _ => anyhow::bail!("give --event FILE, or --pr N --sha SHA"),
+    };
+    let (runtime, github) = crate::github::connect(&args.repository)?;
+    github.remember_login(args.bot_login.as_deref());
+    let (mut pinned, mut files) =
+        match runtime.block_on(crate::trigger::decide(&github, &event, &args.label))? {
+            Decision::Refuse(reason) => {
+                eprintln!("prgate: no run: {reason}");
+                return Ok(Pin::NoRun);
+            }
+            Decision::Start(pinned, files) => (*pinned, files),
+        };
+    if let Some(queue) = pinned.merge_group.clone() {
+        let context = prgate_report::status::DEFAULT_CONTEXT;
+        let judged = runtime.block_on(crate::trigger::queue::judge(
+            &github, &args.repo, &pinned, &queue, &files, context,
+        ));
+        match judged {
+            Ok(QueueVerdict::Holds(description)) => {
+                let description = prgate_report::status::fit_description(&description);
+                runtime.block_on(github.set_status(
+                    &pinned.sha,
+                    "success",
+                    &description,
+                    context,
+                    args.run_url.as_deref(),
+                ))?;
+                crate::trigger::write_pin(&state, &pinned, &files)?;
+                write(&state.join("settled.txt"), &(description.clone() + "\n"))?;
+                write(&state.join("nodes.json"), "[]\n")?;
+                eprintln!("prgate: merge queue: {description}");
+                return Ok(Pin::Settled);
+            }
+            Ok(QueueVerdict::Rerun { files: again, note }) => {
+                eprintln!("prgate: {note}");
+                files = again;
+                if let Some(queue) = pinned.merge_group.as_mut() {
+                    queue.note = Some(note);
+                }
+            }
+            Err(error) => {
+                let status = error_status(&format!("{error:#}"), &StatusSettings::default());
+                let posted = runtime.block_on(github.set_status(
+                    &pinned.sha,
+                    status.state.as_str(),
+                    &status.description,
+                    &status.context,
+                    args.run_url.as_deref(),
+                ));
+                if let Err(also) = posted {
+                    eprintln!("prgate: could not post the error status: {also:#}");
+                }
+                return Err(error);
+            }
+        }
+    }
+    crate::trigger::write_pin(&state, &pinned, &files)?;
+    eprintln!(
+        "prgate: run #{} at {} (started by {})",
+        pinned.number, pinned.sha, pinned.triggered_by
+    );
+    Ok(Pin::Started(Reporter::new(args, runtime, github, pinned), files))
+}
+
+/// Runs `work`; whatever it ends in other than a result (an error, a panic) is posted as the
+/// `error` status with the comment of what was done.
+fn guarded(
+    reporter: &Arc<Reporter>,
+    work: impl FnOnce() -> anyhow::Result<Outcome>,
+) -> anyhow::Result<Outcome> {
+    // A cancelled job (SIGINT, SIGTERM): the runner stops every child, then this leaves word.
+    // Watched from now on, not only once the run starts: a signal while planning counts too.
+    let last_words = Arc::clone(reporter);
+    prgate_runner::process::before_dying_of_signal(Box::new(move |signal| {
+        last_words.error(&format!("the run was stopped by {signal} (the job was cancelled?)"));
+    }));
+    prgate_runner::process::stop_all_on_signal()?;
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)) {
+        Ok(Ok(outcome)) => Ok(outcome),
+        Ok(Err(error)) => {
+            reporter.error(&format!("{error:#}"));
+            Err(error)
+        }
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|text| (*text).to_owned()))
+                .unwrap_or_else(|| "a panic".to_owned());
+            reporter.error(&format!("prgate crashed: {what}"));
+            Err(anyhow::anyhow!("prgate crashed: {what}"))
+        }
+    }
+}
+
+/// `--stage all`: everything, on this node.
+pub(super) fn all(args: &Settings) -> anyhow::Result<Outcome> {
+    let (reporter, files) = match pin(args)? {
+        Pin::NoRun => return Ok(Outcome::NotPass),
+        Pin::Settled => return Ok(Outcome::Pass),
+        Pin::Started(reporter, files) => (reporter, files),
+    };
+    guarded(&reporter, || pipeline(args, &reporter, files))
+}
+
+/// `--stage start`: the trigger, the plan, the schedule onto the nodes, and the pending status
+/// and comment. Writes `nodes.json` (the nodes with work) and `schedule.json`.
+pub(super) fn start(args: &Settings) -> anyhow::Result<Outcome> {
+    let (reporter, files) = match pin(args)? {
+        Pin::NoRun => return Ok(Outcome::NotPass),
+        Pin::Settled => return Ok(Outcome::Pass),
+        Pin::Started(reporter, files) => (reporter, files),
+    };
+    guarded(&reporter, || {
+        let (plan, _base) = make_plan(args, &reporter, files)?;
+        let nodes = read_nodes(args)?;
+        let estimate =
+            prgate_runner::estimate::estimate_plan(&args.repo, &plan, &nodes, &History::default())?;
+        let output = crate::estimate::output(&estimate, &nodes, 0);
+        let words = prgate_report::estimate::estimate_words(&output);
+        let assignment = Assignment::of(&estimate, Some(words.clone()));
+        reporter.update(|state| state.estimate = Some(words));
+        let state = args.state.clone();
+        let names: Vec<&str> = assignment.nodes().collect();
+        write(&state.join("nodes.json"), &(serde_json::to_string(&names)? + "\n"))?;
+        write(&state.join("schedule.json"), &(serde_json::to_string_pretty(&assignment)? + "\n"))?;
+        write(&state.join("estimate.json"), &(serde_json::to_string_pretty(&output)? + "\n"))?;
+        reporter.update(|state| state.nodes = names.iter().map(|&name| name.to_owned()).collect());
+        reporter.post_progress()?;
+        eprintln!("prgate: scheduled on {}", serde_json::to_string(assignment.by_node())?);
+        Ok(Outcome::Pass)
+    })
+}
+
+/// `--stage run`: this node's share of the schedule, into `<work>/results/<node>`. Talks to
+/// no one: the finish stage reports.
+pub(super) fn node_run(args: &Settings) -> anyhow::Result<Outcome> {
+    let state = args.state.clone();
+    let plan: Plan = crate::files::read_json(&state.join("plan.json"), "plan")?;
+    let pinned: Pinned = crate::files::read_json(&state.join("trigger.json"), "trigger")?;
+    let schedule: Assignment = crate::files::read_json(&state.join("schedule.json"), "schedule")?;
+    let node = crate::files::read_node_profile(&args.node)?;
+    let models = schedule.targets(node.name());
+    let results = args.work.join("results").join(node.name());
+    std::fs::create_dir_all(results.join("evidence"))
+        .with_context(|| format!("creating {}", results.display()))?;
+    if models.is_empty() {
+        eprintln!("prgate: nothing is scheduled on {}", node.name());
+        return Ok(Outcome::Pass);
+    }
+    let base = crate::gate::BaseSide::read(&args.repo, &plan)?;
+    let events = results.join("events.jsonl");
+    let target = Target {
+        node: &node,
+        results: &results,
+        events: &events,
+        only_models: Some(models),
+        progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        observer: None,
+    };
+    let summary =
+        run_plan(args, &plan, &base, &pinned, &target).context("running this node's models")?;
+    for note in &summary.notes {
+        eprintln!("note: {note}");
+    }
+    eprintln!("prgate: {} steps recorded on {}", summary.recorded, node.name());
+    Ok(Outcome::Pass)
+}
+
+/// `--stage finish`: the evidence of every node job gathered, judged and posted; `error` when
+/// a job failed or was cancelled, a scheduled node sent nothing, or a check never reported.
+pub(super) fn finish(args: &Settings) -> anyhow::Result<Outcome> {
+    let state = args.state.clone();
+    let pinned: Pinned = crate::files::read_json(&state.join("trigger.json"), "trigger")?;
+    let (runtime, github) = crate::github::connect(&args.repository)?;
+    let reporter = Reporter::new(args, runtime, github, pinned);
+    guarded(&reporter, || {
+        let plan_path = state.join("plan.json");
+        anyhow::ensure!(plan_path.is_file(), "the start stage ended before it made a plan");
+        let plan: Plan = crate::files::read_json(&plan_path, "plan")?;
+        let base = crate::gate::BaseSide::read(&args.repo, &plan)?;
+        let drift = drift_alarms(args, &plan, &base);
+        reporter.update(|state| {
+            state.plan = Some(plan.clone());
+            state.drift = drift;
+        });
+        let schedule: Assignment = match state.join("schedule.json") {
+            path if path.is_file() => crate::files::read_json(&path, "schedule")?,
+            _ => Assignment::default(),
+        };
+        reporter.update(|state| {
+            state.nodes = schedule.nodes().map(str::to_owned).collect();
+            state.estimate = schedule.estimate().map(str::to_owned);
+        });
+        let mut evidence = Vec::new();
+        let mut reported = BTreeSet::new();
+        let mut job: Option<JobPlan> = None;
+        for dir in &args.evidence {
+            let records = dir.join("evidence");
+            let records = if records.is_dir() { records } else { dir.clone() };
+            if !records.is_dir() {
+                // Nothing came back from that job: the check below names its node.
+                continue;
+            }
+            let (_files, found) = crate::gate::read_evidence(&records)?;
+            for record in &found {
+                if let Some(node) = &record.provenance.node {
+                    reported.insert(node.clone());
+                }
+            }
+            let job_path = dir.join(prgate_runner::results::JOB_FILE);
+            if job_path.is_file() {
+                let node_job = crate::gate::read_job(&job_path, &plan)?;
+                job = Some(prgate_runner::job::merge_node_job(job.take(), node_job, &found));
+            }
+            evidence.extend(found);
+        }
+        evidence.extend(schedule.unplaced_evidence(&plan));
+        reporter.update(|state| {
+            state.progress = prgate_report::progress::from_evidence(&plan, &evidence);
+            state.image = images(&evidence);
+            state.gpu_time = gpu_time_words(&args.evidence);
+        });
+        match &args.jobs {
+            None | Some(JobsResult::Success | JobsResult::Skipped) => {}
+            Some(result) => anyhow::bail!(
+                "the node jobs ended as '{}': what they recorded is shown, the rest did not run",
+                result.as_str()
+            ),
+        }
+        let silent: Vec<&str> = schedule.nodes().filter(|node| !reported.contains(*node)).collect();
+        anyhow::ensure!(silent.is_empty(), "no evidence came back from {}", silent.join(", "));
+        judge_and_post(args, &reporter, &plan, &base, job.as_ref(), &evidence)
+    })
+}
+
+/// The nodes of `--nodes FILE` (`[[node]]` tables of `name`, `hardware`, and optionally `gpus`
+/// and `checkpoints`), else this node's profile.
+fn read_nodes(args: &Settings) -> anyhow::Result<Vec<ScheduleNode>> {
+    let Some(path) = &args.nodes else {
+        return Ok(vec![ScheduleNode::from(&crate::files::read_node_profile(&args.node)?)]);
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the nodes {}", path.display()))?;
+    Ok(prgate_runner::schedule::nodes_file::parse(&text, &path.display().to_string())?)
+}
+
+/// The plan from the base side's manifest, over the PR's files as the API listed them; the
+/// reporter keeps it (the caller posts the pending status and the comment once it has the
+/// estimate).
+fn make_plan(
+    args: &Settings,
+    reporter: &Arc<Reporter>,
+    files: Vec<String>,
+) -> anyhow::Result<(Plan, crate::gate::BaseSide)> {
+    let pinned = &reporter.pinned;
+    let repository = git2::Repository::open(&args.repo)
+        .with_context(|| format!("opening the repository {}", args.repo.display()))?;
+    for (what, sha) in [("the PR's head", &pinned.sha), ("the base", &pinned.base_sha)] {
+        let oid = git2::Oid::from_str(sha).with_context(|| format!("{what} {sha}"))?;
+        repository.find_commit(oid).with_context(|| {
+            format!(
+                "{what} {sha} is not in {}; fetch it first (git fetch origin pull/{}/head)",
+                args.repo.display(),
+                pinned.number
+            )
+        })?;
+    }
+    drop(repository);
+    let changes = prgate_scope::change::parse_file_list(&(files.join("\n") + "\n"))
+        .context("the PR's file list")?;
+    let mut plan = prgate_scope::plan(&PlanRequest {
+        repo: args.repo.clone(),
+        base: Some(pinned.base_sha.clone()),
+        head: Some(pinned.sha.clone()),
+        worktree: false,
+        files: Some(FileList { changes, truncated: pinned.files_truncated }),
+    })?;
+    // A merge queue's run says why it runs what it runs.
+    if let Some(note) = pinned.merge_group.as_ref().and_then(|queue| queue.note.clone()) {
+        plan.warnings.push(note);
+    }
+    write(&args.state.clone().join("plan.json"), &(serde_json::to_string_pretty(&plan)? + "\n"))?;
+    let base = crate::gate::BaseSide::read(&args.repo, &plan)?;
+    let drift = drift_alarms(args, &plan, &base);
+    reporter.update(|state| {
+        state.plan = Some(plan.clone());
+        state.progress = prgate_report::progress::planned(&plan);
+        state.drift = drift;
+    });
+    Ok((plan, base))
+}
+
+/// The history folder: `--history`, else the node profile's; `None` (said on stderr) when
+/// neither can be had.
+fn history_dir(args: &Settings) -> Option<PathBuf> {
+    crate::history::history_dir(args.history.as_deref(), &args.node)
+        .map_err(|error| eprintln!("prgate: no history folder: {error:#}"))
+        .ok()
+}
+
+/// The drift guards over their budget, for the comment's header (docs/history.md).
+fn drift_alarms(args: &Settings, plan: &Plan, base: &crate::gate::BaseSide) -> Vec<String> {
+    let Some(dir) = history_dir(args) else { return Vec::new() };
+    let models: Vec<String> = plan.running_models().map(|model| model.name.clone()).collect();
+    crate::history::alarms(&dir, &models, &base.config)
+}
+
+/// The gate on `evidence`, then the final comment and status.
+fn judge_and_post(
+    args: &Settings,
+    reporter: &Reporter,
+    plan: &Plan,
+    base: &crate::gate::BaseSide,
+    job: Option<&JobPlan>,
+    evidence: &[Evidence],
+) -> anyhow::Result<Outcome> {
+    let title = Some(reporter.pinned.title.as_str());
+    let verdict = crate::gate::judge_final(plan, job, evidence, title, base)
+        .map_err(|error| anyhow::anyhow!("evidence record {}: {}", error.record, error.problem))?;
+    write(&args.work.join("verdict.json"), &(serde_json::to_string_pretty(&verdict)? + "\n"))?;
+    reporter.update(|state| {
+        state.reuse = job
+            .and_then(|job| prgate_report::rerun::Reuse::of(job, evidence))
+            .map(|reuse| reuse.words());
+    });
+    if verdict.result == State::Pending {
+        // The run is over: a check still pending will never report.
+        let missing: Vec<String> = verdict
+            .sections
+            .iter()
+            .flat_map(|section| section.items.iter())
+            .filter(|item| item.state == State::Pending)
+            .map(|item| format!("{} {}", item.model.as_deref().unwrap_or("common"), item.check))
+            .collect();
+        anyhow::bail!("the run ended with checks that never reported: {}", missing.join(", "));
+    }
+    reporter.post_final(&verdict)?;
+    if let Some(dir) = history_dir(args) {
+        let pinned = &reporter.pinned;
+        let facts = crate::history::RunFacts {
+            pr: pinned.number,
+            title: &pinned.title,
+            tested_commit: &pinned.sha,
+            base_commit: plan.base_side_commit(),
+            merge_queue: pinned.merge_group.is_some(),
+            run_url: args.run_url.as_deref(),
+        };
+        eprintln!("prgate: {}", crate::history::save_run(&dir, &facts, &verdict, evidence));
+    }
+    Ok(Outcome::of(&verdict))
+}
+
+/// Everything after the pin, on this node; any error here is posted as the `error` status.
+fn pipeline(
+    args: &Settings,
+    reporter: &Arc<Reporter>,
+    files: Vec<String>,
+) -> anyhow::Result<Outcome> {
+    let pinned = &reporter.pinned;
+    let node = crate::files::read_node_profile(&args.node)?;
+    reporter.update(|state| {
+        state.nodes = vec![node.name().to_owned()];
+        state.image = Some(node.image().name.clone());
+    });
+    let (plan, base) = make_plan(args, reporter, files)?;
+    let this_node = [ScheduleNode::from(&node)];
+    let estimate =
+        crate::estimate::estimate_plan(&args.repo, &plan, &this_node, &History::default(), 0)?;
+    reporter.update(|state| {
+        state.estimate = Some(prgate_report::estimate::estimate_words(&estimate));
+    });
+    reporter.post_progress()?;
+
+    // The run, with the comment observing the step loop's events: the local executor's, or the
+    // SLURM jobs' as the executor passes them on.
+    let results = args.work.join("results");
+    let events = args.work.join("events.jsonl");
+    let comment = CommentObserver {
+        reporter,
+        plan: &plan,
+        every: args.update_every,
+        state: Mutex::new((CheckStates::default(), Instant::now())),
+    };
+    let target = Target {
+        node: &node,
+        results: &results,
+        events: &events,
+        only_models: None,
+        progress: false,
+        observer: Some(&comment),
+    };
+    match &args.run.executor {
+        ExecutorSettings::Local => run_plan(args, &plan, &base, pinned, &target).map(|summary| {
+            for note in &summary.notes {
+                eprintln!("note: {note}");
+            }
+        }),
+        ExecutorSettings::Slurm(slurm) => {
+            // The jobs read the plan the start of this stage wrote.
+            let plan_path = args.state.join("plan.json");
+            let files = RunFiles {
+                plan: &plan_path,
+                node: &args.node,
+                results: &results,
+                repo: &args.repo,
+                events: Some(&events),
+                title: Some(&pinned.title),
+                common_recipe: DEFAULT_COMMON_RECIPE_PATH,
+            };
+            let reuse = crate::run::reuse_mode(
+                args.reuse,
+                &args.run_url.clone().unwrap_or_else(|| results.display().to_string()),
+            );
+            crate::run::run_slurm(&args.run, slurm, &files, &plan, &node, &reuse, Some(&comment))
+        }
+    }
+    .context("running the plan")?;
+    reporter.update(|state| {
+        state.progress = comment.progress();
+        state.gpu_time = gpu_time_words(std::slice::from_ref(&results));
+    });
+    let (_files, evidence) = crate::gate::read_evidence(&results.join("evidence"))?;
+    let job_path = results.join(prgate_runner::results::JOB_FILE);
+    let job = job_path.is_file().then(|| crate::gate::read_job(&job_path, &plan)).transpose()?;
+    judge_and_post(args, reporter, &plan, &base, job.as_ref(), &evidence)
+}
+
+/// Where and what a run of the plan runs.
+struct Target<'a> {
+    node: &'a NodeProfile,
+    results: &'a Path,
+    events: &'a Path,
+    only_models: Option<&'a [String]>,
+    progress: bool,
+    /// Who watches the step loop's events (the comment), besides the events file.
+    observer: Option<&'a dyn prgate_runner::results::StepObserver>,
+}
+
+/// Runs `plan` on this node as the command line says.
+fn run_plan(
+    args: &Settings,
+    plan: &Plan,
+    base: &crate::gate::BaseSide,
+    pinned: &Pinned,
+    target: &Target<'_>,
+) -> anyhow::Result<prgate_runner::run::RunSummary> {
+    let gain_required =
+        prgate_gate::title::requires_gain(Some(pinned.title.as_str()), &base.config.gain.types);
+    let isolation = args.run.isolation(plan, target.results)?;
+    let preflight = args.run.preflight_mode();
+    let request = RunRequest {
+        inputs: RunInputs {
+            plan,
+            repo: &args.repo,
+            node: target.node,
+            results: target.results,
+            events: Some(target.events),
+            recipes: RecipePaths { model: DEFAULT_RECIPE_PATH, common: DEFAULT_COMMON_RECIPE_PATH },
+            accept_narrowing: args.run.accept_narrowing
+                || pinned.labels.iter().any(|label| {
+                    label.eq_ignore_ascii_case(prgate_gate::job::ACCEPT_NARROWING_LABEL)
+                }),
+        },
+        gate: &base.config,
+        gain_required,
+        python: &args.run.python,
+        time_limit: args.run.time_limit,
+        progress: target.progress,
+        isolation: &isolation,
+        wait_lock: args.run.wait_lock,
+        preflight: &preflight,
+        only_models: target.only_models,
+        observer: target.observer,
+        reuse: &crate::run::reuse_mode(
+            args.reuse,
+            &args.run_url.clone().unwrap_or_else(|| target.results.display().to_string()),
+        ),
+    };
+    Ok(prgate_runner::run::run(&request)?)
+}
