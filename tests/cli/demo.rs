@@ -127,6 +127,14 @@ fn the_demo_runs_and_judges_every_sample_pr_and_keeps_its_results() {
         comment(124)
     );
     assert!(!comment(122).contains("Drained"), "{}", comment(122));
+    // PR #122's server dies after three requests: a dead server answers no memory API, and
+    // that says nothing of its engine's, so the run keeps switching by SGLang's and loads it
+    // again (never "refused the sglang memory API").
+    let spent = std::fs::read_to_string(out.join("results/pr-122/gpu-time/kimi_k3.json"))
+        .expect("the GPU-time file");
+    let spent: serde_json::Value = serde_json::from_str(&spent).expect("JSON");
+    assert_eq!(spent["servers"]["design"], "sglang", "{spent}");
+    assert!(!comment(122).contains("refused the sglang memory API"), "{}", comment(122));
     let ledger =
         std::fs::read_to_string(out.join("cache/health/demo-node-2.jsonl")).expect("the ledger");
     assert_eq!(ledger.lines().count(), 4, "three strikes and a drain: {ledger}");

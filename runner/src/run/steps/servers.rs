@@ -207,10 +207,14 @@ impl Servers<'_> {
 
     /// Makes room on the GPUs by the `other` side's server, when it is up: its memory released
     /// when it speaks an engine's memory API (found by probing at its first release), else
-    /// stopped (dropping it lets its GPUs go).
+    /// stopped (dropping it lets its GPUs go). A server that has exited is dropped without a
+    /// probe: a dead server answers no API, which says nothing of the API its engine speaks.
     fn make_room(&mut self, other: usize) {
         match std::mem::replace(&mut self.slots[other], Slot::Idle) {
-            Slot::Up(server) if !server.is_topology() && !self.no_api[other] => {
+            Slot::Up(mut server) if !server.is_topology() && !self.no_api[other] => {
+                if server.exited() {
+                    return;
+                }
                 let began = now_ms();
                 match memory::release(&server.url, self.apis[other]) {
                     Some(api) => {
