@@ -155,6 +155,17 @@ fn chosen(prs: Vec<SamplePr>, only: &[u32]) -> anyhow::Result<Vec<SamplePr>> {
 /// `python3` with pytest, which the sample's tests run under, and with sglang-router, which
 /// routes its disaggregated model: an error that says what to install when one is missing.
 fn check_prerequisites() -> anyhow::Result<()> {
+    // The sample's servers start `prgate` by name, from this program's folder on the host.
+    let program = std::env::current_exe().context("finding this program")?;
+    let folder = program.parent().map(|dir| dir.display().to_string()).unwrap_or_default();
+    let named = program.file_name().and_then(|name| name.to_str()).unwrap_or_default();
+    if named != "prgate" || folder.contains(':') {
+        anyhow::bail!(
+            "the demo's sample servers start `prgate` by name from this program's folder, and this program is {}\n\
+             hint: run it as `prgate` from a folder whose path has no ':' (copy or link it there)",
+            program.display()
+        );
+    }
     let Some(version) = python3(&["-c", "import sys; print(sys.version.split()[0])"]) else {
         anyhow::bail!(
             "the demo needs python3 on the PATH, and it is not there\n\

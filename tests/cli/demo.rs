@@ -304,3 +304,22 @@ fn the_demo_runs_only_the_prs_it_is_told_to() {
     );
     assert!(!refused.stdout.contains("=== PR #"), "{}", refused.stdout);
 }
+
+#[test]
+fn the_demo_stops_before_it_starts_when_this_program_is_not_named_prgate() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let renamed = dir.path().join("prgate-copy");
+    std::fs::copy(env!("CARGO_BIN_EXE_prgate"), &renamed).expect("a copy of prgate");
+    let out = dir.path().join("sample");
+    let run = std::process::Command::new(&renamed)
+        .args(["demo", "--out", out.to_str().expect("UTF-8")])
+        .output()
+        .expect("the copy runs");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("start `prgate` by name") && stderr.contains("prgate-copy"),
+        "{stderr}"
+    );
+    assert!(!out.exists(), "it wrote the sample anyway");
+}
