@@ -462,6 +462,10 @@ impl Engine {
     /// is not 0, or more than `timeout`, is an error with what it wrote to standard error.
     fn output(&self, arguments: &[&str], timeout: Duration) -> Result<String, ContainerError> {
         let command = arguments.join(" ");
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "the container engine's own commands (podman or docker), which prgate builds"
+        )]
         let mut child = Command::new(&self.program)
             .args(arguments)
             .env_clear()

@@ -197,6 +197,7 @@ mod tests {
     use super::*;
 
     fn git(dir: &Path, args: &[&str]) {
+        #[expect(clippy::disallowed_methods, reason = "a test builds its repository with git")]
         let status = Command::new("git")
             .args(args)
             .current_dir(dir)

@@ -233,6 +233,10 @@ impl ChildGroup {
         let pump_error = |source| ProcessError::LogPump { path: spec.log.clone(), source };
         let (pump, output) = capped_log::Pump::start(log).map_err(pump_error)?;
         let output_too = output.try_clone().map_err(pump_error)?;
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "the one starter of a step's command: runner::run::exec decides where it runs (in the container for PR code)"
+        )]
         let mut command = Command::new(program);
         command
             .args(args)

@@ -1,6 +1,8 @@
 //! `runner::junit` against real pytest: a test file with every kind of outcome is run by
 //! `python3 -m pytest` as a real process, and the JUnit XML it writes is read back.
 
+#![expect(clippy::disallowed_methods, reason = "the tests run real pytest for its JUnit XML")]
+
 use std::path::Path;
 use std::process::Command;
 

@@ -3,6 +3,11 @@
 //! fail or hang, over a fake device and sysfs tree; the container tests' stand-in engine
 //! answers the image question.
 
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the tests start the real tools the preflight reads"
+)]
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

@@ -3,6 +3,8 @@
 //! Whether a process is left is read from `/proc/PID/stat` (a zombie waiting for its parent
 //! counts as gone: it runs nothing and holds no socket).
 
+#![expect(clippy::disallowed_methods, reason = "the tests start the real processes they supervise")]
+
 use std::net::{Ipv4Addr, TcpListener};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};

@@ -31,6 +31,7 @@ fn python_holder(path: &Path) -> Child {
                   fcntl.flock(f, fcntl.LOCK_EX)\n\
                   print('locked', flush=True)\n\
                   time.sleep(600)\n";
+    #[expect(clippy::disallowed_methods, reason = "a test holds the lock from another process")]
     let mut child = Command::new("python3")
         .args(["-c", script])
         .arg(path)

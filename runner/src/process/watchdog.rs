@@ -44,6 +44,10 @@ impl Watchdog {
     pub(super) fn start(grace: Duration) -> io::Result<Watchdog> {
         let tenths = grace.as_millis().div_ceil(100).min(u128::from(u32::MAX)).to_string();
         let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "the watchdog: prgate's own script, which stops the groups a killed runner leaves"
+        )]
         let mut child = Command::new("/bin/sh")
             .args(["-c", SCRIPT, "prgate-watchdog", &tenths])
             .env_clear()
@@ -113,6 +117,10 @@ mod tests {
     }
 
     fn group() -> std::process::Child {
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "a test starts the group the watchdog must stop"
+        )]
         Command::new("sh")
             .args(["-c", "trap '' TERM; sleep 100 & sleep 100"])
             .process_group(0)

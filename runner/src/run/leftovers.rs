@@ -134,6 +134,10 @@ mod tests {
     fn a_written_down_group_is_stopped_by_the_next_run() {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let folder = folder(dir.path());
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "a test starts the group a killed run leaves"
+        )]
         let mut child = std::process::Command::new("sleep")
             .arg("60")
             .process_group(0)

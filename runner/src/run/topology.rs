@@ -76,6 +76,10 @@ impl Placement {
 
 /// `scontrol ARGS`' output (the `PATH`'s, with the job's `SLURM_CONF`).
 fn scontrol(args: &[&str]) -> Result<String, String> {
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "SLURM's scontrol, prgate's own query of the job's nodes"
+    )]
     let output = std::process::Command::new("scontrol")
         .args(args)
         .output()

@@ -126,6 +126,10 @@ impl Slurm {
         };
         // In a group of its own: a Ctrl-C on the terminal is the orchestrator's to handle (it
         // cancels the jobs), and must not kill the scancel that does it.
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "SLURM's client commands (sbatch, squeue, sacct, scancel), prgate's own"
+        )]
         let output = Command::new(&path)
             .args(args)
             .stdin(std::process::Stdio::null())

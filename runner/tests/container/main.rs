@@ -12,6 +12,11 @@
 //! This file holds the harness (and the secret test, which reruns this binary by its name);
 //! the other tests are in submodules by topic.
 
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the tests drive the real container engine and rerun this binary"
+)]
+
 mod isolation;
 mod lifecycle;
 mod network;

@@ -1,0 +1,97 @@
+//! ARCHITECTURE.md's crate invariants, checked on the tree: the crate graph (who may depend on
+//! whom), which crates may do I/O, and which may talk to GitHub. Read from the manifests and the
+//! sources as text, so a change that breaks an invariant fails here by name.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The `[dependencies]` of the crate in `dir` (not its dev-dependencies).
+fn dependencies(dir: &str) -> BTreeSet<String> {
+    let path = root().join(dir).join("Cargo.toml");
+    let text = std::fs::read_to_string(&path).expect("the crate's manifest");
+    let manifest: toml::Table = text.parse().expect("TOML");
+    manifest
+        .get("dependencies")
+        .and_then(toml::Value::as_table)
+        .map(|table| table.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// The `.rs` files under `dir`, tests left out (`tests.rs` and `tests/` modules).
+fn sources(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut folders = vec![dir.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).expect("a source folder") {
+            let path = entry.expect("an entry").path();
+            let name = path.file_name().and_then(|name| name.to_str()).unwrap_or_default();
+            if path.is_dir() {
+                if name != "tests" {
+                    folders.push(path);
+                }
+            } else if name.ends_with(".rs") && name != "tests.rs" {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// `(file, needle)` for each source file of `dir` that names one of `needles` outside its
+/// `#[cfg(test)]` module (the text from a line `#[cfg(test)]` on is a test's).
+fn mentions(dir: &str, needles: &[&str]) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for path in sources(&root().join(dir)) {
+        let text = std::fs::read_to_string(&path).expect("a source file");
+        let code = text.split("\n#[cfg(test)]").next().unwrap_or_default();
+        for needle in needles {
+            if code.contains(needle) {
+                let shown = path.strip_prefix(root()).unwrap_or(&path).display().to_string();
+                found.push((shown, (*needle).to_owned()));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_crate_graph_points_one_way() {
+    let ours = |dir: &str| -> Vec<String> {
+        dependencies(dir).into_iter().filter(|name| name.starts_with("prgate-")).collect()
+    };
+    assert_eq!(ours("scope"), Vec::<String>::new(), "scope depends on no crate of ours");
+    assert_eq!(ours("sim-server"), Vec::<String>::new(), "the sim-server stands alone");
+    assert_eq!(ours("gate"), ["prgate-scope"], "gate never depends on runner or report");
+    assert_eq!(ours("report"), ["prgate-gate", "prgate-scope"]);
+    assert_eq!(ours("runner"), ["prgate-gate", "prgate-scope"], "runner never depends on report");
+}
+
+#[test]
+fn only_the_binary_talks_to_github() {
+    for dir in ["scope", "gate", "report", "runner", "sim-server"] {
+        let deps = dependencies(dir);
+        assert!(!deps.contains("octocrab"), "{dir} depends on GitHub's client");
+        let found = mentions(dir, &["api.github.com", "octocrab"]);
+        assert!(found.is_empty(), "{dir} names GitHub's API: {found:?}");
+    }
+    assert!(dependencies(".").contains("octocrab"), "the binary's client is octocrab");
+}
+
+#[test]
+fn gate_and_report_do_no_io_and_scope_reads_only_git() {
+    let io = ["std::fs", "std::net", "std::process", "std::io::stdin", "File::open", "TcpStream"];
+    for dir in ["gate/src", "report/src"] {
+        let found = mentions(dir, &io);
+        assert!(found.is_empty(), "{dir} does I/O: {found:?}");
+    }
+    let found: Vec<_> = mentions("scope/src", &io)
+        .into_iter()
+        .filter(|(file, _)| file != "scope/src/git.rs")
+        .collect();
+    assert!(found.is_empty(), "scope reads more than git: {found:?}");
+}
