@@ -16,6 +16,9 @@ for branch in $(git -C repository branch --format='%(refname:short)' | grep '^pr
     n=${n%%-*}
     dir=results/pr-$n
     [[ -f $dir/events.jsonl ]] || continue
+    # A run that took steps over from an earlier one (PR #126's second, which ran only the
+    # failed suite again) is not a whole job: the estimate is of one.
+    ! grep -q '"step-skipped"' "$dir/events.jsonl" || continue
     "$prgate" plan --repo repository --base main --head "$branch" --estimate \
         --history "$dir/events.jsonl" --node node.toml --format json 2>/dev/null |
         python3 -c '

@@ -1,6 +1,6 @@
 //! The binary's small file and terminal helpers: reading a JSON input that names itself in
-//! errors, reading a node profile (its checks are the runner's), and writing a command's output
-//! to standard output.
+//! errors, reading a node profile (its checks are the runner's) and the gate's settings (the
+//! gate's and scope's), and writing a command's output to standard output.
 
 use std::io::Write as _;
 use std::path::Path;
@@ -23,6 +23,16 @@ pub(crate) fn read_node_profile(path: &Path) -> anyhow::Result<prgate_runner::no
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading the node profile {}", path.display()))?;
     Ok(prgate_runner::node::NodeProfile::parse(&text, &path.display().to_string())?)
+}
+
+/// The gate's settings: the `[gate]` table of the manifest at `path` over the defaults, or the
+/// defaults when none is named (`--config` of the simulations).
+pub(crate) fn read_gate_config(path: Option<&Path>) -> anyhow::Result<prgate_gate::GateConfig> {
+    let Some(path) = path else { return Ok(prgate_gate::GateConfig::defaults()) };
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let manifest = prgate_scope::Manifest::parse(&text, &path.display().to_string())?;
+    Ok(prgate_gate::GateConfig::with_overrides(manifest.gate_table(), &path.display().to_string())?)
 }
 
 /// Writes a command's output to standard output, all of it, and flushes.

@@ -260,15 +260,7 @@ pub(crate) fn read_evidence(dir: &Path) -> anyhow::Result<(Vec<PathBuf>, Vec<Evi
 
 fn run_simulation(args: &SimulateArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.trials > 0, "--trials must be at least 1");
-    let config = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            let manifest = prgate_scope::Manifest::parse(&text, &path.display().to_string())?;
-            GateConfig::with_overrides(manifest.gate_table(), &path.display().to_string())?
-        }
-        None => GateConfig::defaults(),
-    };
+    let config = crate::files::read_gate_config(args.config.as_deref())?;
     let speed = &config.speed;
     let mut stdout = std::io::stdout().lock();
     writeln!(

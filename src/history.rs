@@ -531,15 +531,7 @@ pub(crate) fn write_page(
 
 fn simulate(args: &SimulateArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.trials > 0, "--trials must be at least 1");
-    let config = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            let manifest = prgate_scope::Manifest::parse(&text, &path.display().to_string())?;
-            GateConfig::with_overrides(manifest.gate_table(), &path.display().to_string())?
-        }
-        None => GateConfig::defaults(),
-    };
+    let config = crate::files::read_gate_config(args.config.as_deref())?;
     let drift = &config.drift;
     let mut stdout = std::io::stdout().lock();
     writeln!(

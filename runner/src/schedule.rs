@@ -313,6 +313,12 @@ pub fn estimate_model_on(
             }));
         }
     }
+    // A past run's own rounds, when it had repeats: what this model's benchmarks took.
+    if accuracy_rounds > 0
+        && let Some(past) = history.accuracy_rounds(Some(&model.name))
+    {
+        accuracy_rounds = past;
+    }
     let cells = recipe.speed().map_or(0, |sweep| count(sweep.concurrencies_for(!full).len()));
     // Base's recipe is the contract: what it says of the memory API is what the run uses.
     let switching = cost::Switching::of(recipe);

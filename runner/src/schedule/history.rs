@@ -169,14 +169,28 @@ impl History {
         mean_of(&self.wakes, model)
     }
 
-    /// Each step's duration in the most recent run of `model` that has it.
-    pub(super) fn model_steps(&self, model: Option<&str>) -> BTreeMap<StepKey, Duration> {
+    /// The accuracy rounds of `model`'s most recent run that had accuracy repeats: the most
+    /// repeats any benchmark took on a side (`gsm8k@repeat-R`, R from 0); `None` when no run
+    /// has any.
+    pub(super) fn accuracy_rounds(&self, model: Option<&str>) -> Option<u32> {
+        self.model_runs(model).iter().rev().find_map(|run| {
+            run.iter()
+                .filter(|step| step.check == Check::Accuracy)
+                .filter_map(|step| match Part::parse(step.part.as_deref()?)? {
+                    Part::Repeat { index, .. } => Some(index.saturating_add(1)),
+                    _ => None,
+                })
+                .max()
+        })
+    }
+
+    /// `model`'s finished steps cut into runs, oldest first: a step finished twice starts a
+    /// new run.
+    fn model_runs(&self, model: Option<&str>) -> Vec<Vec<&FinishedStep>> {
         let mut mine: Vec<&FinishedStep> =
             self.steps.iter().filter(|step| step.model.as_deref() == model).collect();
         // Stable: steps that finished in the same millisecond keep the files' order.
         mine.sort_by_key(|step| step.finished_ms);
-
-        // Split into runs: a step finished twice starts a new run.
         let mut runs: Vec<Vec<&FinishedStep>> = vec![Vec::new()];
         let mut finished_in_run: BTreeSet<(Check, Side, Option<&str>)> = BTreeSet::new();
         for step in mine {
@@ -189,7 +203,12 @@ impl History {
                 run.push(step);
             }
         }
+        runs
+    }
 
+    /// Each step's duration in the most recent run of `model` that has it.
+    pub(super) fn model_steps(&self, model: Option<&str>) -> BTreeMap<StepKey, Duration> {
+        let runs = self.model_runs(model);
         let mut durations: BTreeMap<StepKey, Duration> = BTreeMap::new();
         for run in runs.iter().rev() {
             let mut this_run: BTreeMap<StepKey, Duration> = BTreeMap::new();

@@ -320,6 +320,17 @@ fn an_accuracy_benchmark_counts_its_expected_repeats_and_its_past_repeats_add_up
     let waking = EXAMPLE.replace("memory-api = \"probe\"", "memory-api = \"sglang\"");
     let waking = startups(&Recipe::parse(&waking, "example.toml").expect("parses"));
     assert_eq!(clock(waking.duration), "3m40s");
+
+    // A past run's own rounds count: six repeats on a side are five switches, and one more
+    // back to base's server for the pairs (the demo's PR #130 loaded 14 times for them).
+    for repeat in 0..6 {
+        let part = format!("gsm8k@repeat-{repeat}");
+        let step = finished(Some("deepseek_v41"), "accuracy", "pr", Some(&part), 300, 301);
+        events.push_str(&step);
+    }
+    let history = History::parse(&events, "events.jsonl").expect("parses");
+    let blocked = estimate_model(&full, Some(&example()), &history).parts()[0].clone();
+    assert_eq!(clock(blocked.duration), "13m20s", "100s a load, 2 + 6 loads");
 }
 
 #[test]
