@@ -1,6 +1,7 @@
 //! Tests of `prgate_runner::bench`: the built-in client against a real streaming HTTP server of
-//! the test's own (tiny_http on 127.0.0.1, known per-token delay), and the parsers on samples
-//! written with the real field names of sglang `bench_serving` and InferenceX.
+//! the test's own (HTTP/1.1 on a std socket on 127.0.0.1 with TCP_NODELAY, known per-token
+//! delay), and the parsers on samples written with the real field names of sglang
+//! `bench_serving` and InferenceX.
 //!
 //! The timing assertions compare the client's measurement with the test server's own record of
 //! when it wrote each token (`Counters::streams`), never with the delay it was told to sleep: on
@@ -11,8 +12,9 @@
 //! The client's absolute accuracy (2%) belongs to a benchmark (bench/client.sh). Each timing
 //! test prints what it measured.
 
-use std::io::Write;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -140,45 +142,78 @@ fn median(values: &[f64]) -> f64 {
 
 struct TestServer {
     url: String,
-    server: Arc<tiny_http::Server>,
+    /// Set when the server is dropped: its accept loop ends at its next connection.
+    stopped: Arc<AtomicBool>,
     counters: Arc<Counters>,
 }
 
 impl Drop for TestServer {
     fn drop(&mut self) {
-        self.server.unblock();
+        self.stopped.store(true, Ordering::SeqCst);
+        // Wakes the accept loop so that it sees the flag.
+        let _ = TcpStream::connect(self.url.trim_start_matches("http://"));
     }
 }
 
 fn start(behaviour: Behaviour) -> TestServer {
-    let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("bind 127.0.0.1"));
-    let port = server.server_addr().to_ip().expect("an IP address").port();
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
+    let port = listener.local_addr().expect("an address").port();
     let counters = Arc::new(Counters::default());
-    let (accepting, accepting_counters) = (Arc::clone(&server), Arc::clone(&counters));
+    let stopped = Arc::new(AtomicBool::new(false));
+    let (accepting_counters, accepting_stopped) = (Arc::clone(&counters), Arc::clone(&stopped));
     thread::spawn(move || {
-        while let Ok(request) = accepting.recv() {
+        for stream in listener.incoming() {
+            if accepting_stopped.load(Ordering::SeqCst) {
+                return;
+            }
+            let Ok(stream) = stream else { continue };
             let (behaviour, counters) = (behaviour.clone(), Arc::clone(&accepting_counters));
-            thread::spawn(move || answer(request, &behaviour, &counters));
+            thread::spawn(move || answer(stream, &behaviour, &counters));
         }
     });
-    TestServer { url: format!("http://127.0.0.1:{port}"), server, counters }
+    TestServer { url: format!("http://127.0.0.1:{port}"), stopped, counters }
 }
 
-fn answer(mut request: tiny_http::Request, behaviour: &Behaviour, counters: &Counters) {
+/// A request's path and body, read off `stream` (HTTP/1.1: the request line, headers up to a
+/// blank line, then `Content-Length` bytes); `None` for anything else.
+fn read_request(stream: &mut TcpStream) -> Option<(String, String)> {
+    let mut reader = BufReader::new(stream.try_clone().ok()?);
+    let mut line = String::new();
+    reader.read_line(&mut line).ok()?;
+    let path = line.split_whitespace().nth(1)?.to_owned();
+    let mut length = 0;
+    loop {
+        line.clear();
+        reader.read_line(&mut line).ok()?;
+        let header = line.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':')
+            && name.eq_ignore_ascii_case("content-length")
+        {
+            length = value.trim().parse().ok()?;
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).ok()?;
+    Some((path, String::from_utf8_lossy(&body).into_owned()))
+}
+
+fn answer(mut writer: TcpStream, behaviour: &Behaviour, counters: &Counters) {
+    // Each chunk goes out as it is written (no Nagle's algorithm waiting on the client's
+    // delayed ACK): the test times the client against when the server wrote.
+    let _ = writer.set_nodelay(true);
+    let Some((path, body)) = read_request(&mut writer) else { return };
     let received = Instant::now();
     let number = counters.requests.fetch_add(1, Ordering::SeqCst);
-    let mut body = String::new();
-    let _ = request.as_reader().read_to_string(&mut body);
-    let path = request.url().to_owned();
     let json = serde_json::from_str(&body).unwrap_or(Value::Null);
     counters.bodies.lock().expect("bodies").push((path.clone(), json));
     if behaviour.fail_every.is_some_and(|every| number.is_multiple_of(every)) {
-        // `Connection: close`: tiny_http sets no TCP_NODELAY, and on a reused connection Nagle's
-        // algorithm with delayed ACKs would hold the next response's first chunk back.
-        let close = tiny_http::Header::from_bytes("Connection", "close").expect("a header");
-        let response =
-            tiny_http::Response::from_string("boom").with_status_code(500).with_header(close);
-        let _ = request.respond(response);
+        let _ = writer.write_all(
+            b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\nConnection: close\r\n\r\nboom",
+        );
+        let _ = writer.flush();
         return;
     }
     let now = counters.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
@@ -186,13 +221,11 @@ fn answer(mut request: tiny_http::Request, behaviour: &Behaviour, counters: &Cou
     let delay =
         if number < behaviour.slow_requests { behaviour.slow_delay } else { behaviour.delay };
     let chat = path.contains("chat");
-    let mut writer = request.into_writer();
-    // The headers go out with the first chunk: tiny_http sets no TCP_NODELAY, and Nagle's
-    // algorithm with the client's delayed ACK would hold a chunk written behind them.
+    // The headers go out with the first chunk, as one write.
     let mut pending = String::from(
         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
     );
-    let mut chunk = |writer: &mut Box<dyn Write + Send>, data: &str| {
+    let mut chunk = |writer: &mut TcpStream, data: &str| {
         let event = format!("data: {data}\n\n");
         pending.push_str(&format!("{:x}\r\n{event}\r\n", event.len()));
         let _ = writer.write_all(pending.as_bytes());

@@ -1,9 +1,12 @@
-//! Tests of the gated fetch against a real HTTP server on loopback that plays the hub: the
-//! token goes in a header, the snapshot lands in the hub cache's layout, a second fetch asks
-//! nothing, and what a hostile hub answers is refused.
+//! Tests of the gated fetch against a real HTTP server on loopback that plays the hub
+//! (wiremock, on its own thread): the token goes in a header, the snapshot lands in the hub
+//! cache's layout, a second fetch asks nothing, and what a hostile hub answers is refused.
 
+use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
-use std::thread;
+
+use wiremock::matchers::any;
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use super::*;
 
@@ -12,57 +15,82 @@ const REVISION: &str = "0123456789abcdef0123456789abcdef01234567";
 /// A file body that makes the hub answer with a redirect to the address after it.
 const REDIRECT: &str = "redirect:";
 
-/// A request the hub saw: its path and its `Authorization` header.
+/// A request the hub saw: its path (with its query) and its `Authorization` header.
 type Seen = (String, Option<String>);
 
-/// A hub on loopback: serves `listing` for the revision and `files` by name; records every
-/// request's path and `Authorization` header.
-struct Hub {
+/// A server on loopback (its own thread): answers each request with `answer` and records its
+/// path and `Authorization` header.
+struct Recorder {
     url: String,
     seen: Arc<Mutex<Vec<Seen>>>,
-    _server: Arc<tiny_http::Server>,
+    _server: MockServer,
 }
 
-fn hub(listing: serde_json::Value, files: &[(&str, &str)]) -> Hub {
-    let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("a server"));
-    let url = format!("http://{}", server.server_addr().to_ip().expect("an address"));
+/// What a [`Recorder`]'s server does with a request: record it, then answer.
+struct Answer {
+    seen: Arc<Mutex<Vec<Seen>>>,
+    answer: Box<dyn Fn(&str) -> ResponseTemplate + Send + Sync>,
+}
+
+impl Respond for Answer {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let mut path = request.url.path().to_owned();
+        if let Some(query) = request.url.query() {
+            path = format!("{path}?{query}");
+        }
+        let auth = request
+            .headers
+            .get("Authorization")
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
+        self.seen.lock().expect("the record").push((path.clone(), auth));
+        (self.answer)(&path)
+    }
+}
+
+fn recorder(
+    address: &str,
+    answer: impl Fn(&str) -> ResponseTemplate + Send + Sync + 'static,
+) -> Recorder {
+    let listener = TcpListener::bind(address).expect("a port on loopback");
+    let url = format!("http://{}", listener.local_addr().expect("an address"));
     let seen = Arc::new(Mutex::new(Vec::new()));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime to set the server up");
+    let respond = Answer { seen: Arc::clone(&seen), answer: Box::new(answer) };
+    let server = runtime.block_on(async {
+        let server = MockServer::builder().listener(listener).start().await;
+        Mock::given(any()).respond_with(respond).mount(&server).await;
+        server
+    });
+    Recorder { url, seen, _server: server }
+}
+
+/// A hub on loopback: serves `listing` for the revision and `files` by name.
+fn hub(listing: serde_json::Value, files: &[(&str, &str)]) -> Recorder {
     let files: Vec<(String, String)> =
         files.iter().map(|(name, body)| ((*name).to_owned(), (*body).to_owned())).collect();
-    let (serving, record) = (Arc::clone(&server), Arc::clone(&seen));
-    thread::spawn(move || {
-        for request in serving.incoming_requests() {
-            let path = request.url().to_owned();
-            let auth = request
-                .headers()
-                .iter()
-                .find(|header| header.field.equiv("Authorization"))
-                .map(|header| header.value.as_str().to_owned());
-            record.lock().expect("the record").push((path.clone(), auth));
-            let listing_path = format!("/api/datasets/org/gated-set/revision/{REVISION}");
-            let file_prefix = format!("/datasets/org/gated-set/resolve/{REVISION}/");
-            let body = if path == listing_path {
-                Some(listing.to_string())
-            } else {
-                path.strip_prefix(&file_prefix).and_then(|name| {
-                    files.iter().find(|(file, _)| file == name).map(|(_, body)| body.clone())
-                })
-            };
-            let response = match body {
-                // A file the hub hands to another host, as it hands downloads to its CDN.
-                Some(body) if body.starts_with(REDIRECT) => {
-                    let location =
-                        tiny_http::Header::from_bytes("Location", &body[REDIRECT.len()..])
-                            .expect("a header");
-                    tiny_http::Response::from_string("").with_status_code(302).with_header(location)
-                }
-                Some(body) => tiny_http::Response::from_string(body),
-                None => tiny_http::Response::from_string("no").with_status_code(404),
-            };
-            let _ = request.respond(response);
+    let listing_path = format!("/api/datasets/org/gated-set/revision/{REVISION}");
+    let file_prefix = format!("/datasets/org/gated-set/resolve/{REVISION}/");
+    recorder("127.0.0.1:0", move |path| {
+        let body = if path == listing_path {
+            Some(listing.to_string())
+        } else {
+            path.strip_prefix(&file_prefix).and_then(|name| {
+                files.iter().find(|(file, _)| file == name).map(|(_, body)| body.clone())
+            })
+        };
+        match body {
+            // A file the hub hands to another host, as it hands downloads to its CDN.
+            Some(body) if body.starts_with(REDIRECT) => {
+                ResponseTemplate::new(302).insert_header("Location", &body[REDIRECT.len()..])
+            }
+            Some(body) => ResponseTemplate::new(200).set_body_string(body),
+            None => ResponseTemplate::new(404).set_body_string("no"),
         }
-    });
-    Hub { url, seen, _server: server }
+    })
 }
 
 fn dataset() -> HubDataset {
@@ -154,21 +182,9 @@ fn hub_datasets_are_pinned_plain_names() {
 #[test]
 fn the_token_goes_only_to_the_hub_not_to_the_host_a_redirect_names() {
     // The "CDN": another host (127.0.0.2, on loopback) that records what it is sent.
-    let cdn = tiny_http::Server::http("127.0.0.2:0").expect("a server on 127.0.0.2");
-    let cdn_url = format!("http://{}", cdn.server_addr().to_ip().expect("an address"));
-    let cdn_seen = Arc::new(Mutex::new(Vec::<Seen>::new()));
-    let record = Arc::clone(&cdn_seen);
-    thread::spawn(move || {
-        for request in cdn.incoming_requests() {
-            let auth = request
-                .headers()
-                .iter()
-                .find(|header| header.field.equiv("Authorization"))
-                .map(|header| header.value.as_str().to_owned());
-            record.lock().expect("the record").push((request.url().to_owned(), auth));
-            let _ = request.respond(tiny_http::Response::from_string("{\"q\": 2}\n"));
-        }
-    });
+    let cdn =
+        recorder("127.0.0.2:0", |_| ResponseTemplate::new(200).set_body_string("{\"q\": 2}\n"));
+    let (cdn_url, cdn_seen) = (cdn.url.clone(), Arc::clone(&cdn.seen));
     let listing = serde_json::json!({"siblings": [{"rfilename": "data/test.jsonl"}]});
     let signed = format!("{REDIRECT}{cdn_url}/signed/test.jsonl?sig=abc");
     let hub = hub(listing, &[("data/test.jsonl", &signed)]);
