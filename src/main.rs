@@ -1,7 +1,7 @@
 //! `prgate`: proves a pull request to a GPU-kernel repository before a reviewer approves it.
 //!
 //! The binary is the shell around the crates: it parses the command line, reads and writes
-//! files, and talks to GitHub (`github`, `trigger`, `publish`). Deciding is scope's and the
+//! files, and talks to GitHub (the `prgate-github` crate; `trigger`, `publish`). Deciding is scope's and the
 //! gate's work, rendering the report's, running the runner's.
 //!
 //! Exit codes, for every subcommand:
@@ -18,7 +18,6 @@ mod demo;
 mod estimate;
 mod files;
 mod gate;
-mod github;
 mod history;
 mod node;
 mod plan;

@@ -212,7 +212,7 @@ pub(crate) fn publish(args: &PublishArgs) -> anyhow::Result<()> {
     // The job summary and annotations first: they need no network.
     actions_outputs(&input)?;
 
-    let (runtime, github) = crate::github::connect(&args.repository)?;
+    let (runtime, github) = prgate_github::connect(&args.repository)?;
     runtime.block_on(async {
         post(&github, &sha, &status, args.facts.pr, args.bot_login.as_deref(), &body).await?;
         if args.check_run == crate::run::Switch::On {
@@ -229,7 +229,7 @@ pub(crate) fn publish(args: &PublishArgs) -> anyhow::Result<()> {
 /// every item that did not pass, on a changed path of its model (GitHub shows them in the
 /// diff). Returns its id.
 pub(crate) async fn check_run(
-    github: &crate::github::GitHub,
+    github: &prgate_github::GitHub,
     existing: Option<u64>,
     sha: &str,
     input: &CommentInput<'_>,
@@ -246,7 +246,7 @@ pub(crate) async fn check_run(
     let summary = comment.strip_prefix(MARKER).unwrap_or(&comment).trim_start();
     let annotations = input.verdict.map(|verdict| check_annotations(verdict, input.plan));
     let name = format!("{} details", status.context);
-    let run = crate::github::CheckRun {
+    let run = prgate_github::CheckRun {
         name: &name,
         head_sha: sha,
         conclusion,
@@ -262,11 +262,11 @@ pub(crate) async fn check_run(
 pub(crate) fn check_annotations(
     verdict: &Verdict,
     plan: &Plan,
-) -> Vec<crate::github::CheckAnnotation> {
+) -> Vec<prgate_github::CheckAnnotation> {
     use prgate_report::summary::AnnotationLevel;
     prgate_report::check_run::check_annotations(verdict, plan)
         .into_iter()
-        .map(|annotation| crate::github::CheckAnnotation {
+        .map(|annotation| prgate_github::CheckAnnotation {
             path: annotation.path,
             start_line: 1,
             end_line: 1,
@@ -284,7 +284,7 @@ pub(crate) fn check_annotations(
 /// Posts the status on `sha`, then the comment on PR `pr` (edited in place when ours is
 /// there): the status first, so a required check never stays stale because a comment failed.
 pub(crate) async fn post(
-    github: &crate::github::GitHub,
+    github: &prgate_github::GitHub,
     sha: &str,
     status: &prgate_report::status::Status,
     pr: u64,

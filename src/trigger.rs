@@ -23,7 +23,7 @@ use anyhow::{Context as _, bail};
 use clap::Args;
 use serde::{Deserialize, Serialize};
 
-use crate::github::GitHub;
+use prgate_github::GitHub;
 
 /// Decide from a GitHub event whether a run starts, pin the PR's head SHA, and write the PR's
 /// files (`files.txt`, for `prgate plan --files`) and the pinned facts (`trigger.json`).
@@ -174,7 +174,7 @@ pub(crate) enum Decision {
 
 pub(crate) fn run(args: &TriggerArgs) -> anyhow::Result<bool> {
     let event: Event = crate::files::read_json(&args.event, "event")?;
-    let (runtime, github) = crate::github::connect(&args.repository)?;
+    let (runtime, github) = prgate_github::connect(&args.repository)?;
     github.remember_login(args.bot_login.as_deref());
     let decided = runtime.block_on(decide(&github, &event, &args.label));
     match decided.with_context(|| format!("deciding from the event {}", args.event.display()))? {
@@ -333,7 +333,7 @@ async fn rerun_target(
 ) -> anyhow::Result<Result<(u64, String), String>> {
     let identifier = event.requested_action.as_ref().map(|action| action.identifier.as_str());
     if event.action.as_deref() != Some("requested_action")
-        || identifier != Some(crate::github::RERUN_ACTION)
+        || identifier != Some(prgate_github::RERUN_ACTION)
     {
         return Ok(Err(format!(
             "the check_run event is '{}' ({}), not prgate's re-run button",

@@ -62,7 +62,7 @@ fn pin(args: &Settings) -> anyhow::Result<Pin> {
         }
         _ => anyhow::bail!("give --event FILE, or --pr N --sha SHA"),
     };
-    let (runtime, github) = crate::github::connect(&args.repository)?;
+    let (runtime, github) = prgate_github::connect(&args.repository)?;
     github.remember_login(args.bot_login.as_deref());
     let (mut pinned, mut files) =
         match runtime.block_on(crate::trigger::decide(&github, &event, &args.label))? {
@@ -234,7 +234,7 @@ pub(super) fn node_run(args: &Settings) -> anyhow::Result<Outcome> {
 pub(super) fn finish(args: &Settings) -> anyhow::Result<Outcome> {
     let state = args.state.clone();
     let pinned: Pinned = crate::files::read_json(&state.join("trigger.json"), "trigger")?;
-    let (runtime, github) = crate::github::connect(&args.repository)?;
+    let (runtime, github) = prgate_github::connect(&args.repository)?;
     let reporter = Reporter::new(args, runtime, github, pinned);
     guarded(&reporter, || {
         let plan_path = state.join("plan.json");

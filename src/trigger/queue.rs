@@ -21,7 +21,7 @@ use prgate_scope::{FileList, Plan, PlanRequest};
 use serde::{Deserialize, Serialize};
 
 use super::{Decision, Pinned, normal_sha};
-use crate::github::GitHub;
+use prgate_github::GitHub;
 
 /// The `merge_group` of the event payload.
 #[derive(Debug, Deserialize)]

@@ -69,17 +69,25 @@ fn the_crate_graph_points_one_way() {
     assert_eq!(ours("gate"), ["prgate-scope"], "gate never depends on runner or report");
     assert_eq!(ours("report"), ["prgate-gate", "prgate-scope"]);
     assert_eq!(ours("runner"), ["prgate-gate", "prgate-scope"], "runner never depends on report");
+    assert_eq!(ours("github"), Vec::<String>::new(), "github knows nothing of the others");
+    for dir in ["scope", "gate", "report", "runner", "sim-server"] {
+        assert!(!dependencies(dir).contains("prgate-github"), "{dir} uses the GitHub crate");
+    }
 }
 
 #[test]
 fn only_the_binary_talks_to_github() {
-    for dir in ["scope", "gate", "report", "runner", "sim-server"] {
+    // GitHub's client is the `github` crate's alone, and only the binary depends on that.
+    for dir in ["scope", "gate", "report", "runner", "sim-server", "."] {
         let deps = dependencies(dir);
-        assert!(!deps.contains("octocrab"), "{dir} depends on GitHub's client");
+        assert!(!deps.contains("octocrab"), "{dir} depends on GitHub's client itself");
+    }
+    for dir in ["scope", "gate", "report", "runner", "sim-server"] {
         let found = mentions(dir, &["api.github.com", "octocrab"]);
         assert!(found.is_empty(), "{dir} names GitHub's API: {found:?}");
     }
-    assert!(dependencies(".").contains("octocrab"), "the binary's client is octocrab");
+    assert!(dependencies("github").contains("octocrab"), "the github crate's client is octocrab");
+    assert!(dependencies(".").contains("prgate-github"), "the binary talks through it");
 }
 
 #[test]

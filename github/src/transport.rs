@@ -21,22 +21,22 @@ use super::GitHub;
 
 /// How calls are retried.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct RetryPolicy {
+pub struct RetryPolicy {
     /// Tries in all, the first included.
-    pub(crate) attempts: u32,
+    pub attempts: u32,
     /// The first backoff; it doubles each time.
-    pub(crate) backoff: Duration,
+    pub backoff: Duration,
     /// The longest single wait: a server asking for more is an error.
-    pub(crate) max_wait: Duration,
+    pub max_wait: Duration,
     /// The least wait after a rate limit that does not say how long.
-    pub(crate) rate_limit_floor: Duration,
+    pub rate_limit_floor: Duration,
 }
 
 impl RetryPolicy {
     /// The policy: 5 tries, backoff from 1 s, a minute after an unexplained rate limit, no
     /// single wait over 10 minutes. `PRGATE_RETRY_BACKOFF_MS` sets the backoff and the
     /// rate-limit floor both (the tests use it).
-    pub(crate) fn from_env() -> RetryPolicy {
+    pub fn from_env() -> RetryPolicy {
         let override_ms: Option<u64> =
             std::env::var("PRGATE_RETRY_BACKOFF_MS").ok().and_then(|ms| ms.parse().ok());
         let backoff = override_ms.map_or(Duration::from_secs(1), Duration::from_millis);

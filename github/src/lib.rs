@@ -1,4 +1,5 @@
-//! GitHub: the only place prgate talks to it. octocrab carries the requests (authenticated,
+//! GitHub: the only place prgate talks to it (a crate of its own that only the binary uses:
+//! `cargo test --test cli -- architecture::` holds it). octocrab carries the requests (authenticated,
 //! against `GITHUB_API_URL`), with its own retries left out; this module decides what is retried
 //! and when: idempotent calls on 5xx and rate limits, with backoff, honouring `retry-after` and
 //! `x-ratelimit-reset`, and GitHub Enterprise's "abuse detection" 403 (the calls, the retries
@@ -20,7 +21,7 @@ use serde::de::DeserializeOwned;
 
 mod transport;
 
-pub(crate) use transport::RetryPolicy;
+pub use transport::RetryPolicy;
 use transport::{Method, encode, graphql_url, next_link, retryable, short};
 
 /// Where the API is when `GITHUB_API_URL` does not say.
@@ -31,14 +32,14 @@ const PER_PAGE: usize = 100;
 /// `Link` header never ends.
 const MAX_PAGES: usize = 100;
 /// The identifier of the check run's "Re-run" button (a `requested_action`).
-pub(crate) const RERUN_ACTION: &str = "prgate-rerun";
+pub const RERUN_ACTION: &str = "prgate-rerun";
 /// A check run takes at most this many annotations a request (GitHub's limit).
-pub(crate) const ANNOTATIONS_PER_REQUEST: usize = 50;
+pub const ANNOTATIONS_PER_REQUEST: usize = 50;
 /// GitHub's API lists at most this many files of a pull request.
-pub(crate) const MAX_LISTED_FILES: usize = 3000;
+pub const MAX_LISTED_FILES: usize = 3000;
 
 /// A repository on GitHub, with a client for it.
-pub(crate) struct GitHub {
+pub struct GitHub {
     client: Octocrab,
     /// The API's base URL, without a trailing `/`: a `Link` is followed only below it.
     api: String,
@@ -52,33 +53,45 @@ pub(crate) struct GitHub {
     login: Mutex<Option<String>>,
 }
 
+/// The repository and the API it talks to; never the clients (they hold the token).
+impl std::fmt::Debug for GitHub {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("GitHub")
+            .field("api", &self.api)
+            .field("owner", &self.owner)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
 /// What prgate reads of a pull request.
 #[derive(Debug, Clone, Deserialize)]
-pub(crate) struct PullRequest {
-    pub(crate) number: u64,
-    pub(crate) title: String,
-    pub(crate) head: GitRef,
-    pub(crate) base: GitRef,
+pub struct PullRequest {
+    pub number: u64,
+    pub title: String,
+    pub head: GitRef,
+    pub base: GitRef,
     #[serde(default)]
-    pub(crate) changed_files: Option<usize>,
+    pub changed_files: Option<usize>,
     /// `open` or `closed`.
     #[serde(default)]
-    pub(crate) state: Option<String>,
+    pub state: Option<String>,
     #[serde(default)]
-    pub(crate) merged: Option<bool>,
+    pub merged: Option<bool>,
     #[serde(default)]
-    pub(crate) labels: Vec<Label>,
+    pub labels: Vec<Label>,
 }
 
 /// A label of a pull request.
 #[derive(Debug, Clone, Deserialize)]
-pub(crate) struct Label {
-    pub(crate) name: String,
+pub struct Label {
+    pub name: String,
 }
 
 impl PullRequest {
     /// Why no run may start on this PR: it is closed, or merged.
-    pub(crate) fn not_open(&self) -> Option<&'static str> {
+    pub fn not_open(&self) -> Option<&'static str> {
         if self.merged == Some(true) {
             Some("merged")
         } else if self.state.as_deref().is_some_and(|state| state != "open") {
@@ -91,19 +104,19 @@ impl PullRequest {
 
 /// One side of a pull request.
 #[derive(Debug, Clone, Deserialize)]
-pub(crate) struct GitRef {
+pub struct GitRef {
     #[serde(rename = "ref")]
-    pub(crate) reference: String,
-    pub(crate) sha: String,
+    pub reference: String,
+    pub sha: String,
 }
 
 /// A PR's files as the API lists them.
 #[derive(Debug, Clone)]
-pub(crate) struct PrFiles {
+pub struct PrFiles {
     /// Paths, a rename's old path included.
-    pub(crate) paths: Vec<String>,
+    pub paths: Vec<String>,
     /// The API listed fewer files than the PR has (it stops at 3,000).
-    pub(crate) truncated: bool,
+    pub truncated: bool,
 }
 
 #[derive(Deserialize)]
@@ -132,19 +145,19 @@ struct Permission {
 
 /// What the sender may do, as GitHub says.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Access {
+pub struct Access {
     /// GitHub's `permission` is `admin` or `write` (maintain and every custom role based on
     /// write or maintain are `write` there).
-    pub(crate) allowed: bool,
+    pub allowed: bool,
     /// The role's name as GitHub shows it (`role_name`, a custom role's own name), for messages.
-    pub(crate) role: String,
+    pub role: String,
 }
 
 /// One commit status as GitHub lists it, newest first.
 #[derive(Debug, Clone, Deserialize)]
-pub(crate) struct CommitStatus {
-    pub(crate) context: String,
-    pub(crate) state: String,
+pub struct CommitStatus {
+    pub context: String,
+    pub state: String,
     /// Who posted it.
     #[serde(default)]
     creator: Option<User>,
@@ -152,39 +165,39 @@ pub(crate) struct CommitStatus {
 
 impl CommitStatus {
     /// The login that posted it.
-    pub(crate) fn creator(&self) -> Option<&str> {
+    pub fn creator(&self) -> Option<&str> {
         self.creator.as_ref().map(|user| user.login.as_str())
     }
 }
 
 /// A check run's result, as the Checks API takes it.
 #[derive(Debug, Clone)]
-pub(crate) struct CheckRun<'a> {
-    pub(crate) name: &'a str,
-    pub(crate) head_sha: &'a str,
+pub struct CheckRun<'a> {
+    pub name: &'a str,
+    pub head_sha: &'a str,
     /// `None` while it runs (`in_progress`); else `success`, `failure`, `neutral`...
-    pub(crate) conclusion: Option<&'a str>,
-    pub(crate) title: &'a str,
-    pub(crate) summary: &'a str,
-    pub(crate) details_url: Option<&'a str>,
-    pub(crate) annotations: &'a [CheckAnnotation],
+    pub conclusion: Option<&'a str>,
+    pub title: &'a str,
+    pub summary: &'a str,
+    pub details_url: Option<&'a str>,
+    pub annotations: &'a [CheckAnnotation],
 }
 
 /// One annotation of a check run: a file, its lines, a level and a message.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub(crate) struct CheckAnnotation {
-    pub(crate) path: String,
-    pub(crate) start_line: u32,
-    pub(crate) end_line: u32,
+pub struct CheckAnnotation {
+    pub path: String,
+    pub start_line: u32,
+    pub end_line: u32,
     /// `notice`, `warning` or `failure`.
-    pub(crate) annotation_level: &'static str,
-    pub(crate) title: String,
-    pub(crate) message: String,
+    pub annotation_level: &'static str,
+    pub title: String,
+    pub message: String,
 }
 
 /// What happened to the comment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CommentOutcome {
+pub enum CommentOutcome {
     Created(u64),
     Updated(u64),
     Unchanged(u64),
@@ -193,7 +206,7 @@ pub(crate) enum CommentOutcome {
 /// A client for `owner/name` with the token of `GITHUB_TOKEN` and the policy from the
 /// environment, and the runtime to drive it (its service stack spawns on the runtime it is
 /// built in).
-pub(crate) fn connect(repository: &str) -> anyhow::Result<(tokio::runtime::Runtime, GitHub)> {
+pub fn connect(repository: &str) -> anyhow::Result<(tokio::runtime::Runtime, GitHub)> {
     let token = std::env::var("GITHUB_TOKEN").context("GITHUB_TOKEN is not set")?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -208,7 +221,7 @@ pub(crate) fn connect(repository: &str) -> anyhow::Result<(tokio::runtime::Runti
 
 impl GitHub {
     /// A client for `owner/name` with `token`, against `GITHUB_API_URL` or api.github.com.
-    pub(crate) fn new(repository: &str, token: &str, retry: RetryPolicy) -> anyhow::Result<GitHub> {
+    pub fn new(repository: &str, token: &str, retry: RetryPolicy) -> anyhow::Result<GitHub> {
         let Some((owner, name)) = repository
             .split_once('/')
             .filter(|(o, n)| !o.is_empty() && !n.is_empty() && !n.contains('/'))
@@ -258,13 +271,13 @@ impl GitHub {
     }
 
     /// The pull request as GitHub has it now.
-    pub(crate) async fn pull_request(&self, number: u64) -> anyhow::Result<PullRequest> {
+    pub async fn pull_request(&self, number: u64) -> anyhow::Result<PullRequest> {
         self.json(Method::Get, &self.path(&format!("pulls/{number}")), None).await
     }
 
     /// Every file of a PR, page by page (the `Link` header's `next`); marked truncated when the
     /// API stops short of the PR's own count (it lists at most 3,000).
-    pub(crate) async fn pull_request_files(&self, pr: &PullRequest) -> anyhow::Result<PrFiles> {
+    pub async fn pull_request_files(&self, pr: &PullRequest) -> anyhow::Result<PrFiles> {
         let first = self.path(&format!("pulls/{}/files?per_page={PER_PAGE}", pr.number));
         let files: Vec<PrFile> = self.list(&first, MAX_LISTED_FILES).await?;
         let listed = files.len();
@@ -282,7 +295,7 @@ impl GitHub {
     /// write, maintain, admin and every custom role based on write or maintain; triage (which
     /// can label) and read are `read`. Someone who is no collaborator at all (GitHub answers
     /// 404) may not.
-    pub(crate) async fn access(&self, login: &str) -> anyhow::Result<Access> {
+    pub async fn access(&self, login: &str) -> anyhow::Result<Access> {
         let path = self.path(&format!("collaborators/{}/permission", encode(login)));
         let (status, _, text) = self.call(Method::Get, &path, None).await?;
         if status == StatusCode::NOT_FOUND {
@@ -305,7 +318,7 @@ impl GitHub {
 
     /// The open pull requests whose head is `sha` (a fork's PR is not named in a `check_run`
     /// event's `pull_requests`).
-    pub(crate) async fn open_pulls_of(&self, sha: &str) -> anyhow::Result<Vec<u64>> {
+    pub async fn open_pulls_of(&self, sha: &str) -> anyhow::Result<Vec<u64>> {
         #[derive(Deserialize)]
         struct Pull {
             number: u64,
@@ -323,7 +336,7 @@ impl GitHub {
     }
 
     /// The statuses of `sha`, newest first (the first page: GitHub's newest 100).
-    pub(crate) async fn statuses(&self, sha: &str) -> anyhow::Result<Vec<CommitStatus>> {
+    pub async fn statuses(&self, sha: &str) -> anyhow::Result<Vec<CommitStatus>> {
         self.json(
             Method::Get,
             &self.path(&format!("commits/{}/statuses?per_page={PER_PAGE}", encode(sha))),
@@ -334,7 +347,7 @@ impl GitHub {
 
     /// Creates a check run, or (with `existing`) updates it; returns its id. Annotations go 50
     /// a request, the rest in updates of the same run.
-    pub(crate) async fn check_run(
+    pub async fn check_run(
         &self,
         existing: Option<u64>,
         run: &CheckRun<'_>,
@@ -407,7 +420,7 @@ impl GitHub {
     }
 
     /// Removes a label from a PR; a label already gone is fine.
-    pub(crate) async fn remove_label(&self, number: u64, label: &str) -> anyhow::Result<()> {
+    pub async fn remove_label(&self, number: u64, label: &str) -> anyhow::Result<()> {
         let path = self.path(&format!("issues/{number}/labels/{}", encode(label)));
         let (status, _, body) = self.call(Method::Delete, &path, None).await?;
         if status.is_success() || status == StatusCode::NOT_FOUND {
@@ -418,7 +431,7 @@ impl GitHub {
     }
 
     /// Posts a commit status on `sha`.
-    pub(crate) async fn set_status(
+    pub async fn set_status(
         &self,
         sha: &str,
         state: &str,
@@ -507,7 +520,7 @@ impl GitHub {
     /// Edits our comment on a PR, or creates it when there is none; skips the call when the
     /// body is unchanged. A creation that fails is never repeated blindly: the comments are read
     /// again, and one that did get created is edited instead.
-    pub(crate) async fn upsert_comment(
+    pub async fn upsert_comment(
         &self,
         number: u64,
         marker: &str,
@@ -564,7 +577,7 @@ impl GitHub {
     /// integration"), GraphQL's `viewer`: an App's bot is `slug[bot]` there as on comments.
     /// A token that can tell neither is an error: a guessed login would never find our comment
     /// and post a new one every time.
-    pub(crate) async fn comment_login(&self, explicit: Option<&str>) -> anyhow::Result<String> {
+    pub async fn comment_login(&self, explicit: Option<&str>) -> anyhow::Result<String> {
         if let Some(login) = explicit {
             return Ok(login.to_owned());
         }
@@ -580,7 +593,7 @@ impl GitHub {
     }
 
     /// Takes `login` (`--bot-login`) as our login from now on; `None` changes nothing.
-    pub(crate) fn remember_login(&self, login: Option<&str>) {
+    pub fn remember_login(&self, login: Option<&str>) {
         if let Some(login) = login {
             *self.login.lock().unwrap_or_else(PoisonError::into_inner) = Some(login.to_owned());
         }
