@@ -157,9 +157,8 @@ fn chosen(prs: Vec<SamplePr>, only: &[u32]) -> anyhow::Result<Vec<SamplePr>> {
 fn check_prerequisites() -> anyhow::Result<()> {
     // The sample's servers start `prgate` by name, from this program's folder on the host.
     let program = std::env::current_exe().context("finding this program")?;
-    let folder = program.parent().map(|dir| dir.display().to_string()).unwrap_or_default();
     let named = program.file_name().and_then(|name| name.to_str()).unwrap_or_default();
-    if named != "prgate" || folder.contains(':') {
+    if named != "prgate" || prgate_runner::run::own_folder().is_none() {
         anyhow::bail!(
             "the demo's sample servers start `prgate` by name from this program's folder, and this program is {}\n\
              hint: run it as `prgate` from a folder whose path has no ':' (copy or link it there)",

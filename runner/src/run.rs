@@ -395,6 +395,14 @@ fn discard_runs_again(results: &ResultsDir) -> Result<(), RunError> {
     Ok(())
 }
 
+/// The folder of the running prgate, as a host step's `PATH` ends with it (so that a trusted
+/// recipe can name `prgate` as a container's would); `None` when it has no such folder or its
+/// path cannot stand in a `PATH` (not UTF-8, or holding a `:`).
+pub fn own_folder() -> Option<String> {
+    let exe = std::env::current_exe().ok()?;
+    exe.parent().and_then(Path::to_str).filter(|dir| !dir.contains(':')).map(str::to_owned)
+}
+
 /// The checks a model's tier runs, in the order the report lists them; none for a model on no
 /// tier or removed by the PR.
 pub fn planned_checks(model: &ModelPlan) -> &'static [Check] {

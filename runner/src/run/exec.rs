@@ -221,13 +221,7 @@ impl Exec<'_> {
                 path.push(':');
                 path.push_str(&inherited.to_string_lossy());
             }
-            let prgate_dir = std::env::current_exe().ok().and_then(|exe| {
-                exe.parent()
-                    .and_then(Path::to_str)
-                    .filter(|dir| !dir.contains(':'))
-                    .map(str::to_owned)
-            });
-            if let Some(dir) = prgate_dir {
+            if let Some(dir) = super::own_folder() {
                 path.push(':');
                 path.push_str(&dir);
             }

@@ -84,10 +84,15 @@ impl Switching {
     /// at each switch (blocks), whatever its memory API; else [`Switching::declared`].
     pub fn of(recipe: &Recipe) -> Switching {
         if recipe.topology().is_some() {
-            Switching::Blocked { runs: u32::try_from(BLOCK_RUNS).unwrap_or(u32::MAX) }
+            Switching::blocked()
         } else {
             Switching::declared(recipe.server().memory_api)
         }
+    }
+
+    /// Blocks of [`BLOCK_RUNS`] runs.
+    fn blocked() -> Switching {
+        Switching::Blocked { runs: u32::try_from(BLOCK_RUNS).unwrap_or(u32::MAX) }
     }
 
     /// What the estimate counts for a recipe that says `key` of its memory API: wakes where it
@@ -95,9 +100,7 @@ impl Switching {
     pub fn declared(key: MemoryApiKey) -> Switching {
         match key {
             MemoryApiKey::Sglang | MemoryApiKey::Vllm => Switching::Wake,
-            MemoryApiKey::Probe | MemoryApiKey::None => {
-                Switching::Blocked { runs: u32::try_from(BLOCK_RUNS).unwrap_or(u32::MAX) }
-            }
+            MemoryApiKey::Probe | MemoryApiKey::None => Switching::blocked(),
         }
     }
 }
