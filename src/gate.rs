@@ -179,14 +179,7 @@ fn judge(
 
 /// A job plan, checked against the plan it must be of.
 pub(crate) fn read_job(path: &Path, plan: &Plan) -> anyhow::Result<JobPlan> {
-    let job: JobPlan = read_json(path, "job plan")?;
-    anyhow::ensure!(
-        job.schema_version == prgate_gate::job::SCHEMA_VERSION,
-        "the job plan {} has schema_version {}; this prgate reads {}",
-        path.display(),
-        job.schema_version,
-        prgate_gate::job::SCHEMA_VERSION
-    );
+    let job = prgate_runner::results::read_job(path)?;
     anyhow::ensure!(
         job.pr_commit == plan.head.sha && job.base_commit == plan.base_side_commit(),
         "the job plan {} is of PR commit {} on base {}, but the plan is of {} on {}",

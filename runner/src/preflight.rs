@@ -52,7 +52,7 @@ use gpu_health::{Ecc, GpuProcess};
 use memory::{Listed, Vram};
 
 /// A tool's output read into the GPUs it lists.
-type ParseListed = fn(&str) -> Result<Listed, String>;
+type ParseListed = fn(&str) -> Result<Listed, memory::OutputError>;
 
 /// The arguments of the `amd-smi` command that gives the GPUs' memory (the program is the
 /// node profile's `health.amd-smi`).
@@ -133,17 +133,20 @@ pub trait CommandRunner: fmt::Debug {
 /// Whether the node has the run's image: the container engine's question.
 pub trait ImageCheck: fmt::Debug {
     /// `Ok` when `image` is present on the node (with the profile's digest, when it pins
-    /// one); otherwise the problem in words.
-    fn check_image(&self, image: &Image) -> Result<(), String>;
+    /// one); otherwise the problem (its words are the finding's).
+    fn check_image(&self, image: &Image) -> Result<(), ImageProblem>;
 }
 
 /// The container engine answers the image question with [`Engine::check_image`]: the image is
 /// there and, when the profile pins a digest, has it. Nothing is pulled.
 impl ImageCheck for Engine {
-    fn check_image(&self, image: &Image) -> Result<(), String> {
-        Engine::check_image(self, image).map(|_info| ()).map_err(|error| error.to_string())
+    fn check_image(&self, image: &Image) -> Result<(), ImageProblem> {
+        Engine::check_image(self, image).map(|_info| ()).map_err(ImageProblem::from)
     }
 }
+
+/// Why the node's image is not usable: the engine's error, whatever its type.
+pub type ImageProblem = Box<dyn std::error::Error + Send + Sync>;
 
 /// A probe command that gave no answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -530,19 +533,19 @@ impl Preflight<'_> {
         program: &Path,
         log: &str,
         args: &[&str],
-    ) -> Result<String, String> {
+    ) -> Result<String, CommandError> {
         let shown = program.display().to_string();
         if asked.hung.iter().any(|(hung, _)| *hung == shown) {
-            return Err(format!("{shown}: hung before; not asked again"));
+            let problem = "hung before; not asked again".to_owned();
+            return Err(CommandError { program: shown, problem, timed_out_after: None });
         }
         let mut argv = vec![shown.as_str()];
         argv.extend_from_slice(args);
-        self.probes.commands.run(log, &argv).map_err(|error| {
+        self.probes.commands.run(log, &argv).inspect_err(|error| {
             if let Some(timeout) = error.timed_out_after {
                 asked.timeout = timeout;
                 asked.hung.push((shown.clone(), argv.join(" ")));
             }
-            error.to_string()
         })
     }
 
@@ -561,7 +564,7 @@ impl Preflight<'_> {
                     Ok(listed) => return (Some((name, listed)), errors),
                     Err(problem) => errors.push(format!("{name}: {problem}")),
                 },
-                Err(error) => errors.push(error),
+                Err(error) => errors.push(error.to_string()),
             }
         }
         (None, errors)
@@ -621,7 +624,7 @@ impl Preflight<'_> {
         for (key, dir, needed) in dirs {
             let subject = format!("{key} {}", dir.display());
             let problem = match free_bytes(dir) {
-                Err(problem) => Some(problem),
+                Err(problem) => Some(problem.to_string()),
                 Ok(free) if free < needed => {
                     Some(format!("{} free; a run needs {}", gib(free), gib(needed)))
                 }
@@ -662,7 +665,7 @@ impl Preflight<'_> {
         check.check_image(image).err().map(|problem| Finding {
             check: PreflightCheck::Image,
             subject: image.name.clone(),
-            problem,
+            problem: problem.to_string(),
         })
     }
 }
@@ -724,12 +727,19 @@ fn list_ids(listed: &Listed) -> String {
 
 /// The space an unprivileged user may still write on `dir`'s file system, read on `dir` or,
 /// when it does not exist yet, its nearest existing ancestor.
-pub(crate) fn free_bytes(dir: &Path) -> Result<u64, String> {
+pub(crate) fn free_bytes(dir: &Path) -> Result<u64, FreeSpaceError> {
     let existing = dir.ancestors().find(|ancestor| ancestor.exists()).unwrap_or(dir);
-    let stat = rustix::fs::statvfs(existing).map_err(|error| {
-        format!("cannot read the free space of {}: {error}", existing.display())
-    })?;
+    let stat = rustix::fs::statvfs(existing)
+        .map_err(|source| FreeSpaceError { dir: existing.to_path_buf(), source })?;
     Ok(stat.f_bavail.saturating_mul(stat.f_frsize))
+}
+
+/// The file system would not say how much space is free.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read the free space of {}: {source}", dir.display())]
+pub(crate) struct FreeSpaceError {
+    dir: PathBuf,
+    source: rustix::io::Errno,
 }
 
 /// What is wrong with the checkpoint at `path`, when anything is.

@@ -111,6 +111,25 @@ pub enum ResultsError {
     Misplaced { path: PathBuf, step: String, expected: String },
     #[error("refusing to write evidence the gate would refuse, for the {step}: {problem}")]
     Invalid { step: String, problem: String },
+    #[error("{path} is not a job plan: {source}")]
+    NotAJob { path: PathBuf, source: serde_json::Error },
+    #[error("the job plan {path} has schema_version {found}; this prgate reads {reads}")]
+    JobSchema { path: PathBuf, found: u32, reads: u32 },
+}
+
+/// Reads the job plan at `path` (a results directory's `job.json`), refusing one of another
+/// `schema_version`.
+pub fn read_job(path: &Path) -> Result<JobPlan, ResultsError> {
+    let bytes = std::fs::read(path)
+        .map_err(|source| ResultsError::Read { path: path.to_path_buf(), source })?;
+    let job: JobPlan = serde_json::from_slice(&bytes)
+        .map_err(|source| ResultsError::NotAJob { path: path.to_path_buf(), source })?;
+    let reads = prgate_gate::job::SCHEMA_VERSION;
+    if job.schema_version != reads {
+        let found = job.schema_version;
+        return Err(ResultsError::JobSchema { path: path.to_path_buf(), found, reads });
+    }
+    Ok(job)
 }
 
 /// A run's results directory.

@@ -156,7 +156,7 @@ impl ReuseStore {
         run: &str,
         target: &Target,
         records: &[Evidence],
-    ) -> Result<(), String> {
+    ) -> Result<(), SaveError> {
         let entry = Entry {
             schema_version: SCHEMA_VERSION,
             key: key.clone(),
@@ -165,12 +165,21 @@ impl ReuseStore {
             records: records.to_vec(),
         };
         let path = self.entry_path(key);
-        let error = |error: String| format!("{}: {error}", path.display());
-        std::fs::create_dir_all(&self.root).map_err(|e| error(e.to_string()))?;
-        let json = serde_json::to_vec(&entry).map_err(|e| error(e.to_string()))?;
-        let json = crate::redact::redact_bytes(&json);
-        crate::results::write_atomically(&path, &json).map_err(|e| error(e.to_string()))
+        let saved = std::fs::create_dir_all(&self.root)
+            .and_then(|()| serde_json::to_vec(&entry).map_err(std::io::Error::from))
+            .and_then(|json| {
+                crate::results::write_atomically(&path, &crate::redact::redact_bytes(&json))
+            });
+        saved.map_err(|source| SaveError { path, source })
     }
+}
+
+/// A target's records could not be saved in the store.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", path.display())]
+pub struct SaveError {
+    path: std::path::PathBuf,
+    source: std::io::Error,
 }
 
 /// What this run is, for [`select`].

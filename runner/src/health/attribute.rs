@@ -51,7 +51,7 @@ pub struct Attribution {
 pub fn attribute(results: &Path, since: Option<SystemTime>) -> Result<Attribution, ResultsError> {
     let dir = ResultsDir::open(results)?;
     let records = records_since(&dir, since)?;
-    let job = read_job(&dir);
+    let job = crate::results::read_job(&dir.job_path());
     let mut found = Vec::new();
     for ((model, check, part), sides) in broken_steps(&records) {
         if sides == [true, true] {
@@ -102,26 +102,9 @@ fn records_since(
     Ok(records)
 }
 
-/// The job plan, or why there is none to read.
-fn read_job(dir: &ResultsDir) -> Result<JobPlan, String> {
-    let path = dir.job_path();
-    let bytes = std::fs::read(&path).map_err(|error| format!("{}: {error}", path.display()))?;
-    let job: JobPlan = serde_json::from_slice(&bytes)
-        .map_err(|error| format!("{} is not a job plan: {error}", path.display()))?;
-    if job.schema_version != prgate_gate::job::SCHEMA_VERSION {
-        return Err(format!(
-            "{} has schema_version {}; this prgate reads {}",
-            path.display(),
-            job.schema_version,
-            prgate_gate::job::SCHEMA_VERSION
-        ));
-    }
-    Ok(job)
-}
-
 /// Why what the base side of `model`'s target ran may carry the PR's choices; `None` when the
 /// PR left its recipe as the base side has it.
-fn pr_influence(job: Result<&JobPlan, &String>, model: Option<&str>) -> Option<String> {
+fn pr_influence(job: Result<&JobPlan, &ResultsError>, model: Option<&str>) -> Option<String> {
     let job = match job {
         Ok(job) => job,
         Err(problem) => return Some(format!("no job plan says what the PR changed ({problem})")),

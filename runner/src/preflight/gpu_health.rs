@@ -20,7 +20,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::memory::{first_json, gpu_entries};
+use super::memory::{OutputError, first_json, gpu_entries};
 
 /// A GPU's ECC error counts since the driver loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -41,7 +41,7 @@ pub(crate) struct GpuProcess {
 
 /// The ECC counts per GPU of `amd-smi metric --ecc --json`; `None` for a GPU whose counts are
 /// `"N/A"` (ECC off, or not supported).
-pub(crate) fn parse_amd_smi_ecc(output: &str) -> Result<BTreeMap<u32, Option<Ecc>>, String> {
+pub(crate) fn parse_amd_smi_ecc(output: &str) -> Result<BTreeMap<u32, Option<Ecc>>, OutputError> {
     let value = first_json(output)?;
     let mut counts = BTreeMap::new();
     for (id, entry) in gpu_entries(&value)? {
@@ -95,7 +95,7 @@ pub(crate) fn read_sysfs_ecc(root: &Path, render_device: &Path) -> Option<Ecc> {
 /// has an empty list.
 pub(crate) fn parse_amd_smi_processes(
     output: &str,
-) -> Result<BTreeMap<u32, Vec<GpuProcess>>, String> {
+) -> Result<BTreeMap<u32, Vec<GpuProcess>>, OutputError> {
     let value = first_json(output)?;
     let mut processes = BTreeMap::new();
     for (id, entry) in gpu_entries(&value)? {
@@ -112,7 +112,7 @@ pub(crate) fn parse_amd_smi_processes(
             }
             let pid = info.get("pid").and_then(count).and_then(|pid| u32::try_from(pid).ok());
             let Some(pid) = pid else {
-                return Err(format!("a process of GPU {id} has no pid: {info}"));
+                return Err(OutputError::NoPid { gpu: id, info: info.to_string() });
             };
             let name = info.get("name").and_then(Value::as_str).unwrap_or("?").to_owned();
             let vram = info
@@ -128,10 +128,10 @@ pub(crate) fn parse_amd_smi_processes(
 }
 
 /// The processes of `rocm-smi --showpids --json` (on no GPU in particular).
-pub(crate) fn parse_rocm_smi_pids(output: &str) -> Result<Vec<GpuProcess>, String> {
+pub(crate) fn parse_rocm_smi_pids(output: &str) -> Result<Vec<GpuProcess>, OutputError> {
     let value = first_json(output)?;
     let Some(system) = value.get("system").and_then(Value::as_object) else {
-        return Err("its JSON has no \"system\" object".to_owned());
+        return Err(OutputError::NoSystem);
     };
     let mut processes = Vec::new();
     for (key, fields) in system {

@@ -17,9 +17,43 @@
 //! starts with `{` or `[`, and anything after it is ignored.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+
+/// Why a tool's output gave no GPUs: the words name what was wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum OutputError {
+    #[error("it printed no JSON: {0:?}")]
+    NoJson(String),
+    #[error("it printed no JSON")]
+    NoValue,
+    #[error("its JSON does not parse: {0}")]
+    Json(String),
+    #[error("its JSON is an object without a \"gpu_data\" list")]
+    NoGpuData,
+    #[error("its JSON is neither a list nor an object")]
+    NotAList,
+    #[error("its JSON is not an object keyed by card")]
+    NotKeyedByCard,
+    #[error("its JSON has no \"system\" object")]
+    NoSystem,
+    #[error("an entry has no \"gpu\" number: {0}")]
+    NoGpuNumber(String),
+    #[error("GPU number {0} is too large")]
+    GpuNumberTooLarge(u64),
+    #[error("a process of GPU {gpu} has no pid: {info}")]
+    NoPid { gpu: u32, info: String },
+}
+
+/// Why sysfs gave no memory figures for a GPU.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SysfsError {
+    #[error("cannot read {}: {source}", path.display())]
+    Unreadable { path: PathBuf, source: std::io::Error },
+    #[error("{} holds {text:?}, not a number of bytes", path.display())]
+    NotBytes { path: PathBuf, text: String },
+}
 
 /// One GPU's memory, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,7 +69,7 @@ pub(crate) type Listed = BTreeMap<u32, Option<Vram>>;
 const MIB: u64 = 1024 * 1024;
 
 /// The GPUs in the output of `amd-smi metric --mem-usage --json`.
-pub(crate) fn parse_amd_smi(output: &str) -> Result<Listed, String> {
+pub(crate) fn parse_amd_smi(output: &str) -> Result<Listed, OutputError> {
     let value = first_json(output)?;
     let mut listed = Listed::new();
     for (id, entry) in gpu_entries(&value)? {
@@ -55,14 +89,14 @@ pub(crate) fn parse_amd_smi(output: &str) -> Result<Listed, String> {
 /// The GPUs' entries of an amd-smi JSON output, by id: the output is a list of GPUs, or an
 /// object with that list under `"gpu_data"` (newer releases). Entries of a CPU or a core,
 /// which builds with CPU support print too, are skipped.
-pub(crate) fn gpu_entries(value: &Value) -> Result<Vec<(u32, &Value)>, String> {
+pub(crate) fn gpu_entries(value: &Value) -> Result<Vec<(u32, &Value)>, OutputError> {
     let entries = match value {
         Value::Array(entries) => entries,
         Value::Object(fields) => match fields.get("gpu_data") {
             Some(Value::Array(entries)) => entries,
-            _ => return Err("its JSON is an object without a \"gpu_data\" list".to_owned()),
+            _ => return Err(OutputError::NoGpuData),
         },
-        _ => return Err("its JSON is neither a list nor an object".to_owned()),
+        _ => return Err(OutputError::NotAList),
     };
     let mut gpus = Vec::new();
     for entry in entries {
@@ -70,19 +104,19 @@ pub(crate) fn gpu_entries(value: &Value) -> Result<Vec<(u32, &Value)>, String> {
             if entry.get("cpu").is_some() || entry.get("core").is_some() {
                 continue;
             }
-            return Err(format!("an entry has no \"gpu\" number: {}", shorten(entry)));
+            return Err(OutputError::NoGpuNumber(shorten(entry)));
         };
-        let id = u32::try_from(id).map_err(|_too_big| format!("GPU number {id} is too large"))?;
+        let id = u32::try_from(id).map_err(|_too_big| OutputError::GpuNumberTooLarge(id))?;
         gpus.push((id, entry));
     }
     Ok(gpus)
 }
 
 /// The GPUs in the output of `rocm-smi --showmeminfo vram --json`.
-pub(crate) fn parse_rocm_smi(output: &str) -> Result<Listed, String> {
+pub(crate) fn parse_rocm_smi(output: &str) -> Result<Listed, OutputError> {
     let value = first_json(output)?;
     let Value::Object(cards) = value else {
-        return Err("its JSON is not an object keyed by card".to_owned());
+        return Err(OutputError::NotKeyedByCard);
     };
     let mut listed = Listed::new();
     for (key, fields) in &cards {
@@ -100,35 +134,37 @@ pub(crate) fn parse_rocm_smi(output: &str) -> Result<Listed, String> {
 
 /// The memory of the GPU whose render node is `render_device` (`/dev/dri/renderD128`), read
 /// from sysfs under `root`.
-pub(crate) fn read_sysfs(root: &Path, render_device: &Path) -> Result<Vram, String> {
+pub(crate) fn read_sysfs(root: &Path, render_device: &Path) -> Result<Vram, SysfsError> {
     let node = render_device.file_name().unwrap_or_default();
     let folder = root.join("sys/class/drm").join(node).join("device");
-    let read = |name: &str| -> Result<u64, String> {
+    let read = |name: &str| -> Result<u64, SysfsError> {
         let path = folder.join(name);
-        let text = std::fs::read_to_string(&path)
-            .map_err(|error| format!("cannot read {}: {error}", path.display()))?;
-        text.trim().parse().map_err(|_not_a_number| {
-            format!("{} holds {:?}, not a number of bytes", path.display(), text.trim())
-        })
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(source) => return Err(SysfsError::Unreadable { path, source }),
+        };
+        text.trim()
+            .parse()
+            .map_err(|_not_a_number| SysfsError::NotBytes { text: text.trim().to_owned(), path })
     };
     Ok(Vram { total: read("mem_info_vram_total")?, used: read("mem_info_vram_used")? })
 }
 
 /// The first JSON value in a tool's output, after any lines of warnings.
-pub(crate) fn first_json(output: &str) -> Result<Value, String> {
+pub(crate) fn first_json(output: &str) -> Result<Value, OutputError> {
     let mut offset = 0;
     for line in output.split_inclusive('\n') {
         if line.trim_start().starts_with(['{', '[']) {
             let mut values = serde_json::Deserializer::from_str(&output[offset..]).into_iter();
             return match values.next() {
                 Some(Ok(value)) => Ok(value),
-                Some(Err(error)) => Err(format!("its JSON does not parse: {error}")),
-                None => Err("it printed no JSON".to_owned()),
+                Some(Err(error)) => Err(OutputError::Json(error.to_string())),
+                None => Err(OutputError::NoValue),
             };
         }
         offset += line.len();
     }
-    Err(format!("it printed no JSON: {:?}", output.chars().take(200).collect::<String>()))
+    Err(OutputError::NoJson(output.chars().take(200).collect()))
 }
 
 /// An amd-smi memory figure in bytes: `{"value": N, "unit": "MB"}`, a bare number of MiB

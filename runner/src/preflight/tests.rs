@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use super::memory::{Listed, parse_amd_smi, parse_rocm_smi, read_sysfs};
+use super::memory::{Listed, OutputError, parse_amd_smi, parse_rocm_smi, read_sysfs};
 use super::*;
 
 const AMD_SMI_LIST: &str = include_str!("fixtures/amd-smi-metric-mem-usage.json");
@@ -17,7 +17,7 @@ const ROCM_SMI_VRAM: &str = include_str!("fixtures/rocm-smi-showmeminfo-vram.jso
 const MIB: u64 = 1024 * 1024;
 
 /// The GPUs a parser reads, one line each, or its error.
-fn parsed(parse: fn(&str) -> Result<Listed, String>, output: &str) -> String {
+fn parsed(parse: fn(&str) -> Result<Listed, OutputError>, output: &str) -> String {
     match parse(output) {
         Err(problem) => format!("error: {problem}"),
         Ok(listed) if listed.is_empty() => "no GPU".to_owned(),
@@ -121,12 +121,14 @@ fn sysfs_is_read_in_the_render_nodes_device_folder() {
     assert_eq!((vram.total, vram.used), (206_141_652_992, 296_747_008));
 
     std::fs::write(device.join("mem_info_vram_used"), "lots\n").expect("used");
-    let problem = read_sysfs(root.path(), Path::new("/dev/dri/renderD128")).expect_err("garbage");
+    let problem =
+        read_sysfs(root.path(), Path::new("/dev/dri/renderD128")).expect_err("garbage").to_string();
     assert!(
         problem.ends_with("mem_info_vram_used holds \"lots\", not a number of bytes"),
         "{problem}"
     );
-    let problem = read_sysfs(root.path(), Path::new("/dev/dri/renderD136")).expect_err("missing");
+    let problem =
+        read_sysfs(root.path(), Path::new("/dev/dri/renderD136")).expect_err("missing").to_string();
     assert!(problem.contains("renderD136/device/mem_info_vram_total: No such file"), "{problem}");
 }
 
@@ -170,8 +172,8 @@ fn command(program: &str, args: &[&str]) -> String {
 struct FakeImage(Result<(), String>);
 
 impl ImageCheck for FakeImage {
-    fn check_image(&self, _image: &Image) -> Result<(), String> {
-        self.0.clone()
+    fn check_image(&self, _image: &Image) -> Result<(), super::ImageProblem> {
+        self.0.clone().map_err(Into::into)
     }
 }
 

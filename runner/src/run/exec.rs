@@ -23,7 +23,7 @@ use super::leftovers::Entry;
 use super::server::with_log_tail;
 use crate::container::{
     self, Container, ContainerEnv, ContainerNetwork, ContainerRequest, DEFAULT_SHM_GIB, Engine,
-    GATEWAY_HINT, GatewayCheck, OUT_DIR, RunId, TREE_DIR,
+    EnvError, GATEWAY_HINT, GatewayCheck, OUT_DIR, RunId, TREE_DIR,
 };
 use crate::node::NodeProfile;
 use crate::process::{
@@ -233,79 +233,94 @@ impl Exec<'_> {
     /// Runs `command` to its end and returns its exit status; a timeout or a failure to start
     /// is the not-run outcome.
     pub(super) fn run(&self, command: &Command<'_>) -> Result<ExitStatus, Outcome> {
-        let failed = |detail: String| not_run(NotRunReason::Crash, detail);
         // Progress is the command's log growing or a file of its output folder written.
         let limits = Limits {
             timeout: command.timeout,
             stall: Some((self.stall, vec![command.log.clone(), command.out.to_path_buf()])),
         };
         let finished = match self.contained() {
-            None => {
-                let mut spec = ProcessSpec::new(
-                    command.argv.iter().map(OsString::from),
-                    command.tree,
-                    command.log.clone(),
-                );
-                spec.env = host_environment(&command.env);
-                if let Some(datasets) = command.datasets {
-                    spec.env = spec
-                        .env
-                        .set("HF_DATASETS_OFFLINE", "1")
-                        .set("HF_HUB_CACHE", datasets.join("hub"));
-                }
-                let mut group =
-                    ChildGroup::spawn(&spec).map_err(|error| failed(error.to_string()))?;
-                let _entry = Entry::write(self.processes, group.id());
-                let finished = group.wait_with_limits(&limits);
-                // Stopped before it is crossed out, whatever the wait gave.
-                drop(group);
-                finished.map_err(|error| error.to_string())
-            }
-            Some((engine, run)) => {
-                let env = self.container_env(&command.env).map_err(failed)?;
-                let shape = Shape {
-                    purpose: &command.purpose,
-                    datasets: command.datasets,
-                    gpus: command.gpus,
-                    tree: command.tree,
-                    out: command.out,
-                    argv: &command.argv,
-                    log: &command.log,
-                };
-                let network = match command.server {
-                    Some(server) => ContainerNetwork::JoinedTo(server),
-                    None => ContainerNetwork::None,
-                };
-                let request = self.request(run, &shape, &env, network);
-                let launch = engine.launch(&request).map_err(|error| failed(error.to_string()))?;
-                let mut container =
-                    Container::start(engine, &launch).map_err(|error| failed(error.to_string()))?;
-                let _entry = Entry::write(self.processes, container.client().id());
-                let finished = container.wait_with_limits(&limits);
-                drop(container);
-                finished.map_err(|error| error.to_string())
-            }
+            None => self.run_on_host(command, &limits),
+            Some((engine, run)) => self.run_in_container(engine, run, command, &limits),
         };
-        // The command has ended: what it printed is redacted before anyone reads it.
+        // The command has ended (or never started): what it printed is redacted before anyone
+        // reads it.
         let _unredacted = crate::redact::redact_log(&command.log);
+        self.ended(command, finished?)
+    }
+
+    /// Runs `command` as a process group on the host.
+    fn run_on_host(&self, command: &Command<'_>, limits: &Limits) -> Result<Finished, Outcome> {
+        let mut spec = ProcessSpec::new(
+            command.argv.iter().map(OsString::from),
+            command.tree,
+            command.log.clone(),
+        );
+        spec.env = host_environment(&command.env);
+        if let Some(datasets) = command.datasets {
+            spec.env =
+                spec.env.set("HF_DATASETS_OFFLINE", "1").set("HF_HUB_CACHE", datasets.join("hub"));
+        }
+        let mut group = ChildGroup::spawn(&spec).map_err(|error| crashed(&error))?;
+        let _entry = Entry::write(self.processes, group.id());
+        let finished = group.wait_with_limits(limits);
+        // Stopped before it is crossed out, whatever the wait gave.
+        drop(group);
+        finished.map_err(|error| not_run(NotRunReason::Other, error.to_string()))
+    }
+
+    /// Runs `command` in a container of the run.
+    fn run_in_container(
+        &self,
+        engine: &Engine,
+        run: &RunId,
+        command: &Command<'_>,
+        limits: &Limits,
+    ) -> Result<Finished, Outcome> {
+        let env = self.container_env(&command.env).map_err(|error| crashed(&error))?;
+        let shape = Shape {
+            purpose: &command.purpose,
+            datasets: command.datasets,
+            gpus: command.gpus,
+            tree: command.tree,
+            out: command.out,
+            argv: &command.argv,
+            log: &command.log,
+        };
+        let network = match command.server {
+            Some(server) => ContainerNetwork::JoinedTo(server),
+            None => ContainerNetwork::None,
+        };
+        let request = self.request(run, &shape, &env, network);
+        let launch = engine.launch(&request).map_err(|error| crashed(&error))?;
+        let mut container = Container::start(engine, &launch).map_err(|error| crashed(&error))?;
+        let _entry = Entry::write(self.processes, container.client().id());
+        let finished = container.wait_with_limits(limits);
+        drop(container);
+        finished.map_err(|error| not_run(NotRunReason::Other, error.to_string()))
+    }
+
+    /// The exit status of a command that ended, or the not-run outcome of one that was stopped
+    /// or that the engine could not run.
+    fn ended(&self, command: &Command<'_>, finished: Finished) -> Result<ExitStatus, Outcome> {
         match finished {
-            Ok(Finished::Exited(status))
-                if self.contained().is_some() && engine_refused(status) =>
-            {
-                Err(failed(with_log_tail(
-                    format!("the container engine could not run the command ({status})"),
-                    &command.log,
-                )))
+            Finished::Exited(status) if self.contained().is_some() && engine_refused(status) => {
+                Err(not_run(
+                    NotRunReason::Crash,
+                    with_log_tail(
+                        format!("the container engine could not run the command ({status})"),
+                        &command.log,
+                    ),
+                ))
             }
-            Ok(Finished::Exited(status)) => Ok(status),
-            Ok(Finished::TimedOut(_stopped)) => Err(not_run(
+            Finished::Exited(status) => Ok(status),
+            Finished::TimedOut(_stopped) => Err(not_run(
                 NotRunReason::Timeout,
                 with_log_tail(
                     format!("stopped at its time limit of {:?}", command.timeout),
                     &command.log,
                 ),
             )),
-            Ok(Finished::Stalled { silent, .. }) => Err(not_run(
+            Finished::Stalled { silent, .. } => Err(not_run(
                 NotRunReason::Stalled,
                 with_log_tail(
                     format!(
@@ -315,7 +330,6 @@ impl Exec<'_> {
                     &command.log,
                 ),
             )),
-            Err(error) => Err(not_run(NotRunReason::Other, error)),
         }
     }
 
@@ -339,7 +353,8 @@ impl Exec<'_> {
                 Ok((ServerProcess::Host(group), url))
             }
             Some((engine, run)) => {
-                let env = self.container_env(&command.env).map_err(crash)?;
+                let env =
+                    self.container_env(&command.env).map_err(|error| crash(error.to_string()))?;
                 let shape = Shape {
                     purpose: &command.purpose,
                     datasets: None,
@@ -451,13 +466,18 @@ impl Exec<'_> {
 
     /// A command's container environment: `env` and nothing else. No secret is ever let in
     /// (`ContainerEnv::allow_secret` is not called): a command a PR names never gets one.
-    fn container_env(&self, env: &[(String, String)]) -> Result<ContainerEnv, String> {
+    fn container_env(&self, env: &[(String, String)]) -> Result<ContainerEnv, EnvError> {
         let mut container_env = ContainerEnv::new(self.node);
         for (name, value) in env {
-            container_env = container_env.set(name, value).map_err(|error| error.to_string())?;
+            container_env = container_env.set(name, value)?;
         }
         Ok(container_env)
     }
+}
+
+/// A command that could not start: a crash of the step.
+fn crashed(error: &dyn std::fmt::Display) -> Outcome {
+    not_run(NotRunReason::Crash, error.to_string())
 }
 
 /// The host environment of a command: the minimal one and `env`; never a secret.

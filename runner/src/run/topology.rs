@@ -23,10 +23,10 @@ use super::exec::{Exec, ServerCommand, ServerProcess};
 use super::leftovers::Entry;
 use super::server::{Launch, ServerFailure, TAIL_LINES};
 use crate::process::{
-    ChildGroup, HealthError, PortLease, PortRange, ProcessSpec, tail, wait_healthy,
+    ChildGroup, HealthError, PortLease, PortRange, ProcessError, ProcessSpec, tail, wait_healthy,
 };
 use crate::recipe::Recipe;
-use crate::recipe::topology::{InstanceArgs, RoleKind, Topology, router_workers};
+use crate::recipe::topology::{InstanceArgs, Role, RoleKind, Router, Topology, router_workers};
 
 /// The nodes a side's instances run on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,7 +40,7 @@ pub(super) enum Placement {
 impl Placement {
     /// Where `topology` goes: the SLURM allocation this runs in when it has more than one
     /// node, else this node.
-    pub(super) fn find(topology: &Topology) -> Result<Placement, String> {
+    pub(super) fn find(topology: &Topology) -> Result<Placement, PlacementError> {
         let (Ok(job), Ok(list)) =
             (std::env::var("SLURM_JOB_ID"), std::env::var("SLURM_JOB_NODELIST"))
         else {
@@ -54,11 +54,7 @@ impl Placement {
         }
         let wanted = usize::try_from(topology.nodes()).unwrap_or(usize::MAX);
         if names.len() < wanted {
-            return Err(format!(
-                "the topology takes {wanted} nodes; the SLURM job {job} has {} ({})",
-                names.len(),
-                names.join(", ")
-            ));
+            return Err(PlacementError::TooFewNodes { wanted, job, names });
         }
         let mut nodes = Vec::new();
         for name in names {
@@ -74,8 +70,26 @@ impl Placement {
     }
 }
 
+/// Why a topology has no place in the SLURM job it runs in.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum PlacementError {
+    #[error(transparent)]
+    Scontrol(#[from] ScontrolError),
+    #[error("the topology takes {wanted} nodes; the SLURM job {job} has {} ({})", names.len(), names.join(", "))]
+    TooFewNodes { wanted: usize, job: String, names: Vec<String> },
+}
+
+/// A question to SLURM's `scontrol` that got no answer.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ScontrolError {
+    #[error("cannot run scontrol {args}: {source}")]
+    Start { args: String, source: std::io::Error },
+    #[error("scontrol {args} failed ({status}): {stderr}")]
+    Failed { args: String, status: std::process::ExitStatus, stderr: String },
+}
+
 /// `scontrol ARGS`' output (the `PATH`'s, with the job's `SLURM_CONF`).
-fn scontrol(args: &[&str]) -> Result<String, String> {
+fn scontrol(args: &[&str]) -> Result<String, ScontrolError> {
     #[expect(
         clippy::disallowed_methods,
         reason = "SLURM's scontrol, prgate's own query of the job's nodes"
@@ -83,14 +97,13 @@ fn scontrol(args: &[&str]) -> Result<String, String> {
     let output = std::process::Command::new("scontrol")
         .args(args)
         .output()
-        .map_err(|error| format!("cannot run scontrol {}: {error}", args.join(" ")))?;
+        .map_err(|source| ScontrolError::Start { args: args.join(" "), source })?;
     if !output.status.success() {
-        return Err(format!(
-            "scontrol {} failed ({}): {}",
-            args.join(" "),
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        ));
+        return Err(ScontrolError::Failed {
+            args: args.join(" "),
+            status: output.status,
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        });
     }
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
@@ -191,29 +204,17 @@ pub(super) struct Bring<'a> {
 
 impl Bring<'_> {
     /// Starts every instance, waits until each is healthy, then the router; stops what it
-    /// started when anything fails.
+    /// started when anything fails (dropping the part-built [`Deployment`]).
     pub(super) fn up(&self) -> Result<Deployment, ServerFailure> {
         let started = Instant::now();
-        let other = |detail: String| ServerFailure { reason: NotRunReason::Other, detail };
-        let placement = Placement::find(self.topology)
-            .map_err(|detail| ServerFailure { reason: NotRunReason::Node, detail })?;
-        if let (Placement::Slurm { .. }, super::Isolation::Container { .. }) =
-            (&placement, self.exec.isolation)
-        {
-            return Err(ServerFailure {
-                reason: NotRunReason::Node,
-                detail: "a topology across nodes runs with --isolation host only: containers on different nodes have no network between them here (docs/topology.md)".to_owned(),
-            });
-        }
-        let log_dir = self.launch.log.parent().unwrap_or(self.launch.tree).to_path_buf();
-        let range = match self.exec.node.ports() {
-            Some(ports) => PortRange::new(*ports.start(), *ports.end())
-                .map_err(|error| other(error.to_string()))?,
-            None => PortRange::DEFAULT,
+        let placement = self.placement()?;
+        let mut layout = Layout {
+            placement: &placement,
+            ports: self.ports()?,
+            node_gpus: self.exec.node.gpus().iter().map(|gpu| gpu.id).collect(),
+            next_gpu: 0,
+            next_node: 0,
         };
-        let ports_dir = self.exec.node.cache_dir().join("ports");
-        let lease =
-            || PortLease::acquire(&ports_dir, range).map_err(|error| other(error.to_string()));
         let mut deployment = Deployment {
             router: None,
             members: Vec::new(),
@@ -222,164 +223,261 @@ impl Bring<'_> {
             port: 0,
             container: None,
         };
-        let node_gpus: Vec<u32> = self.exec.node.gpus().iter().map(|gpu| gpu.id).collect();
-        let mut next_gpu = 0_usize;
-        // Nodes of the allocation, in order: the first instance shares the batch node with
-        // the router and the step loop; each other instance has nodes of its own.
-        let mut next_node = 0_usize;
         let mut workers: Vec<(RoleKind, String, u16)> = Vec::new();
-        let checkpoint = self.exec.checkpoint_view(self.recipe);
-        let extra: &[String] =
-            if self.launch.monokernel { self.recipe.server().monokernel_flag() } else { &[] };
         for role in self.topology.roles() {
             for instance in 0..role.instances {
-                let port_lease = lease()?;
-                let port = port_lease.port();
-                let bootstrap_lease =
-                    if role.kind == RoleKind::Prefill { Some(lease()?) } else { None };
-                let bootstrap_port = bootstrap_lease.as_ref().map_or(0, PortLease::port);
-                deployment._leases.push(port_lease);
-                deployment._leases.extend(bootstrap_lease);
-                let instance_nodes: Vec<(String, String)> = match &placement {
-                    Placement::Local => vec![("this node".to_owned(), "127.0.0.1".to_owned())],
-                    Placement::Slurm { nodes, .. } => (0..role.nodes)
-                        .map(|_| {
-                            let at = next_node % nodes.len();
-                            next_node += 1;
-                            nodes[at].clone()
-                        })
-                        .collect(),
-                };
-                let rank0 = format!("{}:{}", instance_nodes[0].1, port.wrapping_add(1));
-                let mut url = String::new();
-                for (rank, (node, address)) in instance_nodes.iter().enumerate() {
-                    let rank = u32::try_from(rank).unwrap_or(u32::MAX);
-                    let name = if role.nodes > 1 {
-                        format!("{} instance {instance} (rank {rank}) on {node}", role.kind)
-                    } else {
-                        format!("{} instance {instance} on {node}", role.kind)
-                    };
-                    let failed = |reason: NotRunReason, problem: String| ServerFailure {
-                        reason,
-                        detail: format!("{name}: {problem}"),
-                    };
-                    let args = InstanceArgs {
-                        port,
-                        checkpoint: &checkpoint,
-                        host: address,
-                        bootstrap_port,
-                        nnodes: role.nodes,
-                        node_rank: rank,
-                        dist_init_addr: &rank0,
-                    };
-                    let argv = role.command(&args, extra);
-                    let file = if role.nodes > 1 {
-                        format!("{}-{instance}-rank{rank}.log", role.kind)
-                    } else {
-                        format!("{}-{instance}.log", role.kind)
-                    };
-                    let log = log_dir.join(file);
-                    let per_node = role.gpus_per_node() as usize;
-                    let (mut process, member_url) = match &placement {
-                        Placement::Local => {
-                            if next_gpu + per_node > node_gpus.len() {
-                                return Err(failed(
-                                    NotRunReason::HardwareAbsent,
-                                    format!(
-                                        "the topology needs {} GPUs on this node, which has {}",
-                                        self.topology.gpus(),
-                                        node_gpus.len()
-                                    ),
-                                ));
-                            }
-                            let gpus = &node_gpus[next_gpu..next_gpu + per_node];
-                            next_gpu += per_node;
-                            let purpose =
-                                format!("{}-{}-{instance}", self.launch.purpose, role.kind);
-                            let command = self.command(argv, &log, gpus, purpose, port);
-                            let (process, url) = self
-                                .exec
-                                .start_server(&command)
-                                .map_err(|(reason, problem)| failed(reason, problem))?;
-                            (Process::Here(process), url)
-                        }
-                        Placement::Slurm { job, .. } => {
-                            let gpus = &node_gpus[..per_node.min(node_gpus.len())];
-                            let group = srun(job, node, gpus, &argv, self, &log)
-                                .map_err(|problem| failed(NotRunReason::Other, problem))?;
-                            (Process::Remote(group), format!("http://{address}:{port}"))
-                        }
-                    };
-                    let entry = Entry::write(self.exec.processes, process.group().id());
-                    if rank == 0 {
-                        url.clone_from(&member_url);
-                    }
-                    deployment.members.push(Member {
-                        name: name.clone(),
-                        process,
-                        _entry: entry,
-                        log,
-                    });
-                }
-                // The instance answers on its rank 0.
                 let left = self.startup.saturating_sub(started.elapsed());
-                let health = format!("{url}{}", role.health_path);
-                let rank0_at = deployment.members.len() - instance_nodes.len();
-                let member = &mut deployment.members[rank0_at];
-                if let Err(failure) = healthy(&health, left, member) {
-                    return Err(match (&placement, instance_nodes.first()) {
-                        (Placement::Slurm { job, .. }, Some((node, address))) => {
-                            self.node_failure(failure, job, node, address)
-                        }
-                        _ => failure,
-                    });
-                }
-                workers.push((role.kind, url.clone(), bootstrap_port));
+                let up = self.start_instance(role, instance, left, &mut layout, &mut deployment)?;
+                workers.push((role.kind, up.url.clone(), up.bootstrap_port));
                 if self.topology.router().is_none() {
-                    deployment.url = url.clone();
-                    deployment.port = port;
+                    deployment.url = up.url;
+                    deployment.port = up.port;
                 }
             }
         }
         if let Some(router) = self.topology.router() {
-            let (lease, metrics_lease) = (lease()?, lease()?);
-            let port = lease.port();
-            let metrics_port = metrics_lease.port();
-            deployment._leases.extend([lease, metrics_lease]);
-            // The router is the step loop's alone: on this node's loopback (under SLURM it
-            // listens on every address of the batch node, where the step loop runs).
-            let host = match &placement {
-                Placement::Local => "127.0.0.1".to_owned(),
-                Placement::Slurm { .. } => "0.0.0.0".to_owned(),
-            };
-            let argv = router.command([port, metrics_port], &host, &router_workers(&workers));
-            let log = self.launch.log.clone();
-            let name = "the router".to_owned();
-            let purpose = format!("{}-router", self.launch.purpose);
-            let command = self.command(argv, &log, &[], purpose, port);
-            let (mut process, url) =
-                self.exec.start_server(&command).map_err(|(reason, problem)| ServerFailure {
-                    reason,
-                    detail: format!("{name}: {problem}"),
-                })?;
-            let url = match &placement {
-                Placement::Local => url,
-                Placement::Slurm { .. } => format!("http://127.0.0.1:{port}"),
-            };
-            let entry = Entry::write(self.exec.processes, process.group().id());
-            deployment.container = process.container().map(str::to_owned);
-            let health = format!("{url}{}", router.health_path);
-            let left = router.startup_timeout;
-            deployment.router =
-                Some(Member { name, process: Process::Here(process), _entry: entry, log });
-            if let Some(member) = deployment.router.as_mut() {
-                healthy(&health, left, member)?;
-            }
-            deployment.url = url;
-            deployment.port = port;
+            self.start_router(router, &mut layout, &workers, &mut deployment)?;
         }
         Ok(deployment)
     }
+
+    /// Where the topology goes; across nodes only with `--isolation host`.
+    fn placement(&self) -> Result<Placement, ServerFailure> {
+        let node = |detail: String| ServerFailure { reason: NotRunReason::Node, detail };
+        let placement = Placement::find(self.topology).map_err(|error| node(error.to_string()))?;
+        if let (Placement::Slurm { .. }, super::Isolation::Container { .. }) =
+            (&placement, self.exec.isolation)
+        {
+            return Err(node("a topology across nodes runs with --isolation host only: containers on different nodes have no network between them here (docs/topology.md)".to_owned()));
+        }
+        Ok(placement)
+    }
+
+    /// The node's ports, leased from its cache folder.
+    fn ports(&self) -> Result<Ports, ServerFailure> {
+        let range = match self.exec.node.ports() {
+            Some(ports) => {
+                PortRange::new(*ports.start(), *ports.end()).map_err(|error| other(&error))?
+            }
+            None => PortRange::DEFAULT,
+        };
+        Ok(Ports { dir: self.exec.node.cache_dir().join("ports"), range })
+    }
+
+    /// Starts instance `instance` of `role` on its node(s), one member per node rank, and waits
+    /// up to `left` until its rank 0 answers.
+    fn start_instance(
+        &self,
+        role: &Role,
+        instance: u32,
+        left: Duration,
+        layout: &mut Layout<'_>,
+        deployment: &mut Deployment,
+    ) -> Result<InstanceUp, ServerFailure> {
+        let port_lease = layout.ports.lease()?;
+        let port = port_lease.port();
+        let bootstrap_lease =
+            if role.kind == RoleKind::Prefill { Some(layout.ports.lease()?) } else { None };
+        let bootstrap_port = bootstrap_lease.as_ref().map_or(0, PortLease::port);
+        deployment._leases.push(port_lease);
+        deployment._leases.extend(bootstrap_lease);
+        let instance_nodes = layout.nodes_for(role);
+        let checkpoint = self.exec.checkpoint_view(self.recipe);
+        let rank0 = format!("{}:{}", instance_nodes[0].1, port.wrapping_add(1));
+        let mut url = String::new();
+        for (rank, (node, address)) in instance_nodes.iter().enumerate() {
+            let rank = u32::try_from(rank).unwrap_or(u32::MAX);
+            let args = InstanceArgs {
+                port,
+                checkpoint: &checkpoint,
+                host: address,
+                bootstrap_port,
+                nnodes: role.nodes,
+                node_rank: rank,
+                dist_init_addr: &rank0,
+            };
+            let (member, member_url) = self.start_member(role, instance, &args, node, layout)?;
+            if rank == 0 {
+                url = member_url;
+            }
+            deployment.members.push(member);
+        }
+        // The instance answers on its rank 0.
+        let health = format!("{url}{}", role.health_path);
+        let rank0_at = deployment.members.len() - instance_nodes.len();
+        if let Err(failure) = healthy(&health, left, &mut deployment.members[rank0_at]) {
+            return Err(match (layout.placement, instance_nodes.first()) {
+                (Placement::Slurm { job, .. }, Some((node, address))) => {
+                    self.node_failure(failure, job, node, address)
+                }
+                _ => failure,
+            });
+        }
+        Ok(InstanceUp { url, port, bootstrap_port })
+    }
+
+    /// Starts one node's rank of an instance: on this node on GPUs of its own, or on `node` of
+    /// the SLURM job; returns it with the URL it answers at.
+    fn start_member(
+        &self,
+        role: &Role,
+        instance: u32,
+        args: &InstanceArgs<'_>,
+        node: &str,
+        layout: &mut Layout<'_>,
+    ) -> Result<(Member, String), ServerFailure> {
+        let (kind, rank) = (role.kind, args.node_rank);
+        let (name, file) = if role.nodes > 1 {
+            (
+                format!("{kind} instance {instance} (rank {rank}) on {node}"),
+                format!("{kind}-{instance}-rank{rank}.log"),
+            )
+        } else {
+            (format!("{kind} instance {instance} on {node}"), format!("{kind}-{instance}.log"))
+        };
+        let failed = |reason: NotRunReason, problem: &dyn std::fmt::Display| ServerFailure {
+            reason,
+            detail: format!("{name}: {problem}"),
+        };
+        let extra: &[String] =
+            if self.launch.monokernel { self.recipe.server().monokernel_flag() } else { &[] };
+        let argv = role.command(args, extra);
+        let log = self.launch.log.parent().unwrap_or(self.launch.tree).join(file);
+        let per_node = role.gpus_per_node() as usize;
+        let (mut process, url) = match layout.placement {
+            Placement::Local => {
+                let Some(gpus) = layout.take_gpus(per_node) else {
+                    let problem = format!(
+                        "the topology needs {} GPUs on this node, which has {}",
+                        self.topology.gpus(),
+                        layout.node_gpus.len()
+                    );
+                    return Err(failed(NotRunReason::HardwareAbsent, &problem));
+                };
+                let purpose = format!("{}-{kind}-{instance}", self.launch.purpose);
+                let command = self.command(argv, &log, &gpus, purpose, args.port);
+                let (process, url) = self
+                    .exec
+                    .start_server(&command)
+                    .map_err(|(reason, problem)| failed(reason, &problem))?;
+                (Process::Here(process), url)
+            }
+            Placement::Slurm { job, .. } => {
+                let gpus = &layout.node_gpus[..per_node.min(layout.node_gpus.len())];
+                let group = srun(job, node, gpus, &argv, self, &log)
+                    .map_err(|error| failed(NotRunReason::Other, &error))?;
+                (Process::Remote(group), format!("http://{}:{}", args.host, args.port))
+            }
+        };
+        let entry = Entry::write(self.exec.processes, process.group().id());
+        Ok((Member { name, process, _entry: entry, log }, url))
+    }
+
+    /// Starts the router over `workers` on this node and waits until it answers; the steps
+    /// reach the model through it.
+    fn start_router(
+        &self,
+        router: &Router,
+        layout: &mut Layout<'_>,
+        workers: &[(RoleKind, String, u16)],
+        deployment: &mut Deployment,
+    ) -> Result<(), ServerFailure> {
+        let (lease, metrics_lease) = (layout.ports.lease()?, layout.ports.lease()?);
+        let port = lease.port();
+        let metrics_port = metrics_lease.port();
+        deployment._leases.extend([lease, metrics_lease]);
+        // The router is the step loop's alone: on this node's loopback (under SLURM it
+        // listens on every address of the batch node, where the step loop runs).
+        let host = match layout.placement {
+            Placement::Local => "127.0.0.1",
+            Placement::Slurm { .. } => "0.0.0.0",
+        };
+        let argv = router.command([port, metrics_port], host, &router_workers(workers));
+        let log = self.launch.log.clone();
+        let name = "the router".to_owned();
+        let purpose = format!("{}-router", self.launch.purpose);
+        let command = self.command(argv, &log, &[], purpose, port);
+        let (mut process, url) =
+            self.exec.start_server(&command).map_err(|(reason, problem)| ServerFailure {
+                reason,
+                detail: format!("{name}: {problem}"),
+            })?;
+        let url = match layout.placement {
+            Placement::Local => url,
+            Placement::Slurm { .. } => format!("http://127.0.0.1:{port}"),
+        };
+        let entry = Entry::write(self.exec.processes, process.group().id());
+        deployment.container = process.container().map(str::to_owned);
+        let health = format!("{url}{}", router.health_path);
+        let member = deployment.router.insert(Member {
+            name,
+            process: Process::Here(process),
+            _entry: entry,
+            log,
+        });
+        healthy(&health, router.startup_timeout, member)?;
+        deployment.url = url;
+        deployment.port = port;
+        Ok(())
+    }
+}
+
+/// An instance up: where it answers, and its bootstrap port (a prefill's; else 0).
+struct InstanceUp {
+    url: String,
+    port: u16,
+    bootstrap_port: u16,
+}
+
+/// The node's port range, leased from its folder of leases.
+struct Ports {
+    dir: PathBuf,
+    range: PortRange,
+}
+
+impl Ports {
+    fn lease(&self) -> Result<PortLease, ServerFailure> {
+        PortLease::acquire(&self.dir, self.range).map_err(|error| other(&error))
+    }
+}
+
+/// What a bring-up has handed out so far: this node's GPUs and the allocation's nodes, each
+/// in order; the first instance shares the batch node with the router and the step loop, and
+/// each other instance has nodes of its own.
+struct Layout<'p> {
+    placement: &'p Placement,
+    ports: Ports,
+    node_gpus: Vec<u32>,
+    next_gpu: usize,
+    next_node: usize,
+}
+
+impl Layout<'_> {
+    /// The next `role.nodes` nodes, `(name, address)`; this node alone when local.
+    fn nodes_for(&mut self, role: &Role) -> Vec<(String, String)> {
+        match self.placement {
+            Placement::Local => vec![("this node".to_owned(), "127.0.0.1".to_owned())],
+            Placement::Slurm { nodes, .. } => (0..role.nodes)
+                .map(|_| {
+                    let at = self.next_node % nodes.len();
+                    self.next_node += 1;
+                    nodes[at].clone()
+                })
+                .collect(),
+        }
+    }
+
+    /// The next `count` GPUs of this node, when it has them.
+    fn take_gpus(&mut self, count: usize) -> Option<Vec<u32>> {
+        let gpus = self.node_gpus.get(self.next_gpu..self.next_gpu + count)?.to_vec();
+        self.next_gpu += count;
+        Some(gpus)
+    }
+}
+
+/// A failure of the bring-up itself (ports), not of a server.
+fn other(error: &dyn std::fmt::Display) -> ServerFailure {
+    ServerFailure { reason: NotRunReason::Other, detail: error.to_string() }
 }
 
 /// Starts `argv` on `node` of the SLURM job `job` as a job step of its own (`srun`), its
@@ -391,7 +489,7 @@ fn srun(
     argv: &[String],
     bring: &Bring<'_>,
     log: &Path,
-) -> Result<ChildGroup, String> {
+) -> Result<ChildGroup, ProcessError> {
     let visible: Vec<String> = gpus.iter().map(u32::to_string).collect();
     let mut words: Vec<String> = vec![
         "srun".into(),
@@ -416,7 +514,7 @@ fn srun(
         env = env.inherit(name);
     }
     spec.env = env;
-    ChildGroup::spawn(&spec).map_err(|error| error.to_string())
+    ChildGroup::spawn(&spec)
 }
 
 impl Bring<'_> {
@@ -473,7 +571,7 @@ impl Bring<'_> {
 
 /// Whether the slurmd of the node at `address` takes a connection (on the cluster's
 /// `SlurmdPort`, from `scontrol show config`), within a few seconds.
-fn slurmd_answers(address: &str) -> Result<(), String> {
+fn slurmd_answers(address: &str) -> Result<(), SlurmdError> {
     let config = scontrol(&["show", "config"])?;
     let port = config
         .lines()
@@ -481,15 +579,29 @@ fn slurmd_answers(address: &str) -> Result<(), String> {
             let (key, value) = line.split_once('=')?;
             (key.trim() == "SlurmdPort").then(|| value.trim().parse::<u16>().ok()).flatten()
         })
-        .ok_or("scontrol show config names no SlurmdPort")?;
+        .ok_or(SlurmdError::NoPort)?;
     let target = format!("{address}:{port}");
+    let unreachable = |source| SlurmdError::Unreachable { target: target.clone(), source };
     let socket = std::net::ToSocketAddrs::to_socket_addrs(&target)
-        .map_err(|error| format!("{target}: {error}"))?
+        .map_err(unreachable)?
         .next()
-        .ok_or_else(|| format!("{target}: no address"))?;
+        .ok_or_else(|| SlurmdError::NoAddress { target: target.clone() })?;
     std::net::TcpStream::connect_timeout(&socket, Duration::from_secs(5))
         .map(drop)
-        .map_err(|error| format!("{target}: {error}"))
+        .map_err(unreachable)
+}
+
+/// Why a node's slurmd was not reached.
+#[derive(Debug, thiserror::Error)]
+enum SlurmdError {
+    #[error(transparent)]
+    Scontrol(#[from] ScontrolError),
+    #[error("scontrol show config names no SlurmdPort")]
+    NoPort,
+    #[error("{target}: {source}")]
+    Unreachable { target: String, source: std::io::Error },
+    #[error("{target}: no address")]
+    NoAddress { target: String },
 }
 
 /// Waits until `member` answers `health`; the failure names it.
