@@ -16,21 +16,7 @@
   const width = document.documentElement.clientWidth;
   for (const details of document.querySelectorAll("details")) details.open = true;
 
-  const parse = (text) => {
-    const match = (text || "").match(/^rgba?\(([\d.]+),\s*([\d.]+),\s*([\d.]+)(?:,\s*([\d.]+))?\)$/);
-    return match ? [+match[1], +match[2], +match[3], match[4] === undefined ? 1 : +match[4]] : null;
-  };
-  const luminance = (colour) => {
-    const [r, g, b] = colour.slice(0, 3).map((c) => {
-      const v = c / 255;
-      return v <= 0.04045 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
-    });
-    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
-  };
-  const contrast = (a, b) => {
-    const [la, lb] = [luminance(a), luminance(b)];
-    return (Math.max(la, lb) + 0.05) / (Math.min(la, lb) + 0.05);
-  };
+  const { parse, contrast } = window.prgateContrast;
 
   const points = [];
   const source = document.getElementById("prgate-history-data");
@@ -100,7 +86,7 @@
   // Nothing from the data became markup: the page's own elements only.
   if (document.querySelector("img, iframe, object, embed"))
     problems.push(`an element from the data: ${document.querySelector("img, iframe, object, embed").outerHTML.slice(0, 80)}`);
-  const scripts = [...document.querySelectorAll("script")].filter((script) => !/history-check\.js$/.test(script.src));
+  const scripts = [...document.querySelectorAll("script")].filter((script) => !/(history-check|contrast)\.js$/.test(script.src));
   if (scripts.length !== 3) problems.push(`${scripts.length} scripts, not the page's 3`);
   for (const link of document.querySelectorAll("a[href]")) {
     if (!/^(https?:|#|assets\/)/.test(link.getAttribute("href")))

@@ -209,11 +209,8 @@ impl Runner<'_> {
                 if opening.contains_key(&concurrency) {
                     continue;
                 }
-                match self.measure_block(job, sweep, servers, Side::Base, &cells[at]) {
-                    Ok(block) => {
-                        opening.insert(concurrency, block);
-                    }
-                    Err(failure) => self.cell_failed(job, &mut cells[at], Side::Base, failure)?,
+                if let Some(block) = self.block(job, sweep, servers, Side::Base, &mut cells[at])? {
+                    opening.insert(concurrency, block);
                 }
             }
             let mut pr_blocks: BTreeMap<u32, f64> = BTreeMap::new();
@@ -221,11 +218,8 @@ impl Runner<'_> {
                 if cells[at].closed {
                     continue;
                 }
-                match self.measure_block(job, sweep, servers, Side::Pr, &cells[at]) {
-                    Ok(block) => {
-                        pr_blocks.insert(cells[at].concurrency, block);
-                    }
-                    Err(failure) => self.cell_failed(job, &mut cells[at], Side::Pr, failure)?,
+                if let Some(block) = self.block(job, sweep, servers, Side::Pr, &mut cells[at])? {
+                    pr_blocks.insert(cells[at].concurrency, block);
                 }
             }
             for &at in &open {
@@ -235,13 +229,10 @@ impl Runner<'_> {
                 else {
                     continue;
                 };
-                match self.measure_block(job, sweep, servers, Side::Base, &cells[at]) {
-                    Ok(after) => {
-                        let blocked = servers.block_runs() > 1;
-                        self.record_pair(job, &mut cells[at], [before, after], pr, blocked)?;
-                        opening.insert(concurrency, after);
-                    }
-                    Err(failure) => self.cell_failed(job, &mut cells[at], Side::Base, failure)?,
+                if let Some(after) = self.block(job, sweep, servers, Side::Base, &mut cells[at])? {
+                    let blocked = servers.block_runs() > 1;
+                    self.record_pair(job, &mut cells[at], [before, after], pr, blocked)?;
+                    opening.insert(concurrency, after);
                 }
             }
         }
@@ -364,6 +355,22 @@ impl Runner<'_> {
                 "the speed noise at concurrency {} could not be saved: {error}",
                 cell.concurrency
             ));
+        }
+    }
+
+    /// A block of `side` for `cell`, or `None` when it failed (the cell is then closed with
+    /// the failure's records, [`Self::cell_failed`]).
+    fn block(
+        &mut self,
+        job: &ModelJob<'_>,
+        sweep: &SpeedSweep,
+        servers: &mut Servers<'_>,
+        side: Side,
+        cell: &mut Cell,
+    ) -> Result<Option<f64>, RunError> {
+        match self.measure_block(job, sweep, servers, side, cell) {
+            Ok(block) => Ok(Some(block)),
+            Err(failure) => self.cell_failed(job, cell, side, failure).map(|()| None),
         }
     }
 
