@@ -82,10 +82,7 @@ pub fn render_page(input: &PageInput<'_>) -> Result<Vec<PageFile>, PageError> {
 /// `kimi_k31 c=1: TPOT +7.7% [+6.5%, +8.9%] since v1.2 (1a2b3c4d5e6f), over the +3% budget;
 /// most from #201 +1.5%, #205 +1.5%, #209 +1.5%`. Plain text: the caller escapes it.
 pub fn alarm_words(guard: &Guard, history: &History) -> String {
-    let since = history
-        .reference
-        .as_ref()
-        .map_or_else(|| "the start of the ledger".to_owned(), |reference| reference.describe());
+    let since = reference_words(history, "the start of the ledger");
     let mut words = format!(
         "{}: {} {} {} since {since}, over the {} budget",
         guard.cell.describe(),
@@ -115,10 +112,7 @@ pub fn alarm_words(guard: &Guard, history: &History) -> String {
 /// state, the tripped ones first with their contributors, and what the ledger misses.
 pub fn check_markdown(history: &History, guards: &[Guard], page: Option<&str>) -> String {
     let mut out = String::from("## Drift since the reference\n\n");
-    let reference = history
-        .reference
-        .as_ref()
-        .map_or_else(|| "none yet".to_owned(), |reference| reference.describe());
+    let reference = reference_words(history, "none yet");
     let _ = writeln!(
         out,
         "Reference: {} · {} merged PR(s) since · {} anchor check(s)\n",
@@ -175,10 +169,7 @@ pub fn check_markdown(history: &History, guards: &[Guard], page: Option<&str>) -
 
 /// The same for a terminal: one line a guard.
 pub fn check_human(history: &History, guards: &[Guard]) -> String {
-    let reference = history
-        .reference
-        .as_ref()
-        .map_or_else(|| "none yet".to_owned(), |reference| reference.describe());
+    let reference = reference_words(history, "none yet");
     let mut out = format!(
         "reference {}; {} merged PR(s) since, {} anchor check(s)\n",
         crate::escape::terminal(&reference),
@@ -350,10 +341,7 @@ struct PointData {
 fn view(input: &PageInput<'_>) -> View {
     let history = input.history;
     let alpha = input.guards.first().map_or(0.05, |guard| guard.alpha);
-    let reference = history
-        .reference
-        .as_ref()
-        .map_or_else(|| "none yet".to_owned(), |reference| reference.describe());
+    let reference = reference_words(history, "none yet");
     let summary = input
         .guards
         .iter()
@@ -568,6 +556,11 @@ fn script_json(json: &str) -> String {
         .replace('>', "\\u003e")
         .replace('\u{2028}', "\\u2028")
         .replace('\u{2029}', "\\u2029")
+}
+
+/// The ledger's reference in words (`v1.2 (1a2b3c4d5e6f)`), or `none` when it has none.
+fn reference_words(history: &History, none: &str) -> String {
+    history.reference.as_ref().map_or_else(|| none.to_owned(), |reference| reference.describe())
 }
 
 #[cfg(test)]
