@@ -21,8 +21,10 @@ use serde::{Deserialize, Serialize};
 use crate::estimate::PlanEstimate;
 use crate::run::COMMON_CHECKS;
 
-/// Which targets each node runs, and what no node can run.
+/// Which targets each node runs, and what no node can run. A key it does not know is refused
+/// (a state file from another prgate, or edited by hand, is not half read).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Assignment {
     /// Node name → the targets it runs (`~common` for the common checks).
     nodes: BTreeMap<String, Vec<String>>,
@@ -35,6 +37,7 @@ pub struct Assignment {
 
 /// A target no node can take.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Unplaced {
     /// The model, or `~common`.
     model: String,
@@ -126,5 +129,15 @@ mod tests {
         let empty: Assignment =
             serde_json::from_str(r#"{"nodes": {}, "unschedulable": []}"#).expect("no estimate");
         assert_eq!(empty, Assignment::default());
+    }
+
+    #[test]
+    fn a_key_the_state_file_does_not_know_is_refused_by_name() {
+        let typo = r#"{"nodes": {}, "unschedulable": [], "estimte": "about 2 h"}"#;
+        let error = serde_json::from_str::<Assignment>(typo).expect_err("a misspelt key");
+        assert!(error.to_string().contains("unknown field `estimte`"), "{error}");
+        let unplaced = r#"{"nodes": {}, "unschedulable": [{"model": "gamma", "reason": "r", "not_run": "no-checkpoint", "node": "x"}]}"#;
+        let error = serde_json::from_str::<Assignment>(unplaced).expect_err("an unplaced key");
+        assert!(error.to_string().contains("unknown field `node`"), "{error}");
     }
 }
