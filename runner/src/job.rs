@@ -137,46 +137,20 @@ impl Job {
             targets.push(target);
             common = Some(pr.0);
         }
+        let sides = Sides {
+            request,
+            base_commit: &base_commit,
+            pr_commit: &pr_commit,
+            renames: Renames::of(plan),
+            changed: ChangedFiles::of(plan),
+        };
         let mut models = Vec::new();
         let mut family = 0u32;
-        let (renames, no_renames) = (Renames::of(plan), Renames::default());
-        let changed = ChangedFiles::of(plan);
         for model in plan.running_models() {
-            // A model the PR renamed is held to its old name's recipe.
-            let (base, base_text) = if model.new {
-                (None, None)
-            } else {
-                let name = model.base_name();
-                let (base, text) =
-                    read_recipe(request.base_tree, &request.recipes, name, &base_commit);
-                (Some(base), text)
-            };
-            let (pr, pr_text) =
-                read_recipe(request.pr_tree, &request.recipes, &model.name, &pr_commit);
-            let unchanged = base.as_ref().and_then(RecipeSource::hash).is_some()
-                && base.as_ref().and_then(RecipeSource::hash) == pr.hash();
-            let base_own = match base.as_ref() {
-                Some(RecipeSource::Parsed { recipe, .. }) => Some(recipe.clone()),
-                _ => None,
-            };
-            let moved = if model.renamed_from.is_some() { &renames } else { &no_renames };
-            let (pr, base_side, contract) =
-                contract_sides(model, base.as_ref(), pr, request.node, moved);
-            let (mut target, covered) = model_target(model, base.as_ref(), &pr, request.node);
-            target.recipe.diff = recipe_diff(base_text.as_deref(), pr_text.as_deref());
-            target.recipe.contract = contract;
-            if let RecipeSource::Parsed { recipe: side, .. } = &pr {
-                target.recipe.pr_scripts = pr_scripts(side, &changed);
-            }
+            let (target, recipes, covered) = sides.model(model);
             family = family.saturating_add(covered);
             targets.push(target);
-            models.push(ModelRecipes {
-                name: model.name.clone(),
-                pr,
-                base: base_side,
-                unchanged,
-                base_own,
-            });
+            models.push(recipes);
         }
         Job {
             plan: JobPlan {
@@ -190,6 +164,53 @@ impl Job {
             models,
             common,
         }
+    }
+}
+
+/// What every model's target is made from: the request, both commits, the PR's renames and
+/// the files it changes.
+struct Sides<'a> {
+    request: &'a JobRequest<'a>,
+    base_commit: &'a str,
+    pr_commit: &'a str,
+    renames: Renames,
+    changed: ChangedFiles,
+}
+
+impl Sides<'_> {
+    /// A model's target, what its sides run with, and how many speed cells it covers.
+    fn model(&self, model: &ModelPlan) -> (Target, ModelRecipes, u32) {
+        let request = self.request;
+        // A model the PR renamed is held to its old name's recipe.
+        let (base, base_text) = if model.new {
+            (None, None)
+        } else {
+            let name = model.base_name();
+            let (base, text) =
+                read_recipe(request.base_tree, &request.recipes, name, self.base_commit);
+            (Some(base), text)
+        };
+        let (pr, pr_text) =
+            read_recipe(request.pr_tree, &request.recipes, &model.name, self.pr_commit);
+        let unchanged = base.as_ref().and_then(RecipeSource::hash).is_some()
+            && base.as_ref().and_then(RecipeSource::hash) == pr.hash();
+        let base_own = match base.as_ref() {
+            Some(RecipeSource::Parsed { recipe, .. }) => Some(recipe.clone()),
+            _ => None,
+        };
+        let no_renames = Renames::default();
+        let moved = if model.renamed_from.is_some() { &self.renames } else { &no_renames };
+        let (pr, base_side, contract) =
+            contract_sides(model, base.as_ref(), pr, request.node, moved);
+        let (mut target, covered) = model_target(model, base.as_ref(), &pr, request.node);
+        target.recipe.diff = recipe_diff(base_text.as_deref(), pr_text.as_deref());
+        target.recipe.contract = contract;
+        if let RecipeSource::Parsed { recipe: side, .. } = &pr {
+            target.recipe.pr_scripts = pr_scripts(side, &self.changed);
+        }
+        let recipes =
+            ModelRecipes { name: model.name.clone(), pr, base: base_side, unchanged, base_own };
+        (target, recipes, covered)
     }
 }
 
@@ -536,90 +557,112 @@ fn recipe_steps(
     recipe: &Recipe,
     node: &NodeProfile,
 ) -> (Vec<ExpectedStep>, u32) {
-    let full = model.tier == Tier::Full;
-    let tree_sides: &[Side] = if model.new { &[Side::Pr] } else { &[Side::Base, Side::Pr] };
-    let both = [Side::Base, Side::Pr];
-    let blockers = recipe.check_runs_on(node).err();
-    let blocker = |check: Check, part: Option<&str>| {
-        blockers.as_ref().and_then(|blockers| blockers.blocker_for(check, part)).map(|blocker| {
-            Expect::Blocked { reason: blocker.reason(), detail: blocker.to_string() }
-        })
+    let of = StepsOf {
+        full: model.tier == Tier::Full,
+        tree_sides: if model.new { &[Side::Pr] } else { &[Side::Base, Side::Pr] },
+        recipe,
+        blockers: recipe.check_runs_on(node).err(),
     };
-    let mut steps = Vec::new();
-    let tests = recipe.tests();
-    for (check, selection) in [(Check::UnitTests, &tests.unit), (Check::KernelTests, &tests.kernel)]
-    {
-        if selection.is_empty() {
-            let why = format!("the recipe selects no {}", check.describe());
-            steps.push(step(check, Side::Pr, None, nothing(&why)));
-        } else {
-            steps.extend(tree_sides.iter().map(|&side| step(check, side, None, Expect::Run)));
-        }
-    }
-    if full {
-        if let Some(blocked) = blocker(Check::KernelTiming, None) {
-            steps.push(step(Check::KernelTiming, Side::Pr, None, blocked));
-        } else if recipe.kernel_timing().is_empty() {
-            let why = nothing("the recipe has no kernel timing scripts");
-            steps.push(step(Check::KernelTiming, Side::Pr, None, why));
-        } else {
-            steps.extend(
-                tree_sides.iter().map(|&side| step(Check::KernelTiming, side, None, Expect::Run)),
-            );
-        }
-    }
+    let mut steps = of.tree_steps();
     // Everything that needs the servers stops together when the node cannot serve the model.
-    if let Some(blocked) = blocker(Check::Routing, None) {
+    if let Some(blocked) = of.blocked(Check::Routing, None) {
         for check in [Check::ServingTests, Check::Routing, Check::Accuracy, Check::Speed] {
-            if check != Check::Accuracy || full {
+            if check != Check::Accuracy || of.full {
                 steps.push(step(check, whole_check_side(check), None, blocked.clone()));
             }
         }
         return (steps, 0);
     }
-    if tests.serving.is_empty() {
-        let why = nothing("the recipe selects no serving tests");
-        steps.push(step(Check::ServingTests, Side::Pr, None, why));
-    } else {
-        steps.extend(both.map(|side| step(Check::ServingTests, side, None, Expect::Run)));
+    let covered = of.served_steps(&mut steps);
+    (steps, covered)
+}
+
+/// What decides a model's steps: its tier, the sides its tree runs on (the PR's alone for a
+/// new model), its recipe and what the node lacks for it.
+struct StepsOf<'r> {
+    full: bool,
+    tree_sides: &'static [Side],
+    recipe: &'r Recipe,
+    blockers: Option<crate::recipe::NotRunnable>,
+}
+
+impl StepsOf<'_> {
+    /// What blocks `check` (of `part`) on this node, as the step's expectation.
+    fn blocked(&self, check: Check, part: Option<&str>) -> Option<Expect> {
+        let blocker = self.blockers.as_ref()?.blocker_for(check, part)?;
+        Some(Expect::Blocked { reason: blocker.reason(), detail: blocker.to_string() })
     }
-    if full {
-        if recipe.accuracy().is_empty() {
-            let why = nothing("the recipe has no accuracy benchmarks");
-            steps.push(step(Check::Accuracy, Side::Pr, None, why));
+
+    /// The steps that run in a side's tree without a server: unit and kernel tests, and (full
+    /// tier) kernel timing.
+    fn tree_steps(&self) -> Vec<ExpectedStep> {
+        let mut steps = Vec::new();
+        let tests = self.recipe.tests();
+        for (check, selection) in
+            [(Check::UnitTests, &tests.unit), (Check::KernelTests, &tests.kernel)]
+        {
+            if selection.is_empty() {
+                let why = format!("the recipe selects no {}", check.describe());
+                steps.push(step(check, Side::Pr, None, nothing(&why)));
+            } else {
+                steps.extend(
+                    self.tree_sides.iter().map(|&side| step(check, side, None, Expect::Run)),
+                );
+            }
         }
-        for benchmark in recipe.accuracy() {
-            let part = || Some(Part::named(&benchmark.name));
-            match blocker(Check::Accuracy, Some(&benchmark.name)) {
-                Some(blocked) => steps.push(step(Check::Accuracy, Side::Pr, part(), blocked)),
-                None => {
-                    steps.extend(both.map(|side| step(Check::Accuracy, side, part(), Expect::Run)))
+        if self.full {
+            if let Some(blocked) = self.blocked(Check::KernelTiming, None) {
+                steps.push(step(Check::KernelTiming, Side::Pr, None, blocked));
+            } else if self.recipe.kernel_timing().is_empty() {
+                let why = nothing("the recipe has no kernel timing scripts");
+                steps.push(step(Check::KernelTiming, Side::Pr, None, why));
+            } else {
+                steps.extend(
+                    self.tree_sides
+                        .iter()
+                        .map(|&side| step(Check::KernelTiming, side, None, Expect::Run)),
+                );
+            }
+        }
+        steps
+    }
+
+    /// The steps against the servers: serving tests, (full tier) accuracy, routing and the
+    /// speed cells; returns how many covered cells the sweep has.
+    fn served_steps(&self, steps: &mut Vec<ExpectedStep>) -> u32 {
+        let both = [Side::Base, Side::Pr];
+        if self.recipe.tests().serving.is_empty() {
+            let why = nothing("the recipe selects no serving tests");
+            steps.push(step(Check::ServingTests, Side::Pr, None, why));
+        } else {
+            steps.extend(both.map(|side| step(Check::ServingTests, side, None, Expect::Run)));
+        }
+        if self.full {
+            if self.recipe.accuracy().is_empty() {
+                let why = nothing("the recipe has no accuracy benchmarks");
+                steps.push(step(Check::Accuracy, Side::Pr, None, why));
+            }
+            for benchmark in self.recipe.accuracy() {
+                let part = || Some(Part::named(&benchmark.name));
+                match self.blocked(Check::Accuracy, Some(&benchmark.name)) {
+                    Some(blocked) => steps.push(step(Check::Accuracy, Side::Pr, part(), blocked)),
+                    None => steps
+                        .extend(both.map(|side| step(Check::Accuracy, side, part(), Expect::Run))),
                 }
             }
         }
-    }
-    steps.extend(both.map(|side| step(Check::Routing, side, None, Expect::Run)));
-    let mut covered = 0u32;
-    match recipe.speed() {
-        None => steps.push(step(
-            Check::Speed,
-            Side::Both,
-            None,
-            nothing("the recipe has no speed sweep"),
-        )),
-        Some(sweep) => {
-            for &concurrency in sweep.concurrencies_for(!full) {
-                steps.push(step(
-                    Check::Speed,
-                    Side::Both,
-                    Some(Part::Cell { concurrency }),
-                    Expect::Run,
-                ));
-            }
-            covered = u32::try_from(sweep.covered.len()).unwrap_or(u32::MAX);
+        steps.extend(both.map(|side| step(Check::Routing, side, None, Expect::Run)));
+        let Some(sweep) = self.recipe.speed() else {
+            let why = nothing("the recipe has no speed sweep");
+            steps.push(step(Check::Speed, Side::Both, None, why));
+            return 0;
+        };
+        for &concurrency in sweep.concurrencies_for(!self.full) {
+            let cell = Some(Part::Cell { concurrency });
+            steps.push(step(Check::Speed, Side::Both, cell, Expect::Run));
         }
+        u32::try_from(sweep.covered.len()).unwrap_or(u32::MAX)
     }
-    (steps, covered)
 }
 
 /// The job plan of a run split over nodes: `merged` so far (`None` before the first node) with

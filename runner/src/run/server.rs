@@ -9,6 +9,7 @@ use prgate_gate::evidence::{NotRunReason, Outcome};
 
 use super::exec::{Exec, ServerCommand, ServerProcess};
 use super::leftovers::Entry;
+use crate::node::NodeProfile;
 use crate::process::{HealthError, PortLease, PortRange, tail, wait_healthy};
 use crate::recipe::{Recipe, ServerSide};
 
@@ -97,6 +98,13 @@ pub(super) struct ServerFailure {
     pub detail: String,
 }
 
+impl ServerFailure {
+    /// A failure of prgate's own setup around a server (its port), not of the server.
+    pub(super) fn other(error: &dyn std::fmt::Display) -> ServerFailure {
+        ServerFailure { reason: NotRunReason::Other, detail: error.to_string() }
+    }
+}
+
 impl Server {
     /// Starts the recipe's server as `launch` says and waits until it is healthy, for at most
     /// `startup_limit` (the recipe's startup timeout, or less when the run's time runs out).
@@ -120,15 +128,7 @@ impl Server {
             });
         }
         let started = Instant::now();
-        let other = |detail: String| ServerFailure { reason: NotRunReason::Other, detail };
-        let node = exec.node;
-        let range = match node.ports() {
-            Some(ports) => PortRange::new(*ports.start(), *ports.end())
-                .map_err(|error| other(error.to_string()))?,
-            None => PortRange::DEFAULT,
-        };
-        let lease = PortLease::acquire(&node.cache_dir().join("ports"), range)
-            .map_err(|error| other(error.to_string()))?;
+        let lease = Ports::of(exec.node)?.lease()?;
         let port = lease.port();
         let checkpoint = exec.checkpoint_view(recipe);
         let argv =
@@ -153,25 +153,18 @@ impl Server {
         let entry = Entry::write(exec.processes, process.group().id());
         let health = format!("{url}{}", recipe.server().health_path);
         let left = startup_limit.saturating_sub(started.elapsed());
-        match wait_healthy(&health, left, process.group()) {
-            Ok(_healthy) => Ok(Server {
-                inner: Inner::One { process, _entry: entry, _lease: lease },
-                url,
-                port,
-                log: launch.log.clone(),
-                window: LogWindow { started: began_at, healthy: log_length(&launch.log) },
-            }),
-            Err(error) => {
-                drop(process);
-                drop(entry);
-                let reason = match error {
-                    HealthError::Exited { .. } => NotRunReason::Crash,
-                    HealthError::TimedOut { .. } => NotRunReason::Timeout,
-                    HealthError::Process(_) => NotRunReason::Other,
-                };
-                Err(ServerFailure { reason, detail: error.to_string() })
-            }
+        if let Err(error) = wait_healthy(&health, left, process.group()) {
+            drop(process);
+            drop(entry);
+            return Err(ServerFailure { reason: unhealthy(&error), detail: error.to_string() });
         }
+        Ok(Server {
+            inner: Inner::One { process, _entry: entry, _lease: lease },
+            url,
+            port,
+            log: launch.log.clone(),
+            window: LogWindow { started: began_at, healthy: log_length(&launch.log) },
+        })
     }
 
     /// The container a command joins to reach it (`None` on the host).
@@ -370,6 +363,37 @@ fn routing_in(log: &Path, pattern: &str, windows: &[LogWindow]) -> Outcome {
         }
     };
     Outcome::Routing { routed: line.is_some(), line }
+}
+
+/// The node's port range (its profile's `ports`, else the default), leased from its cache
+/// folder's leases.
+pub(super) struct Ports {
+    dir: PathBuf,
+    range: PortRange,
+}
+
+impl Ports {
+    pub(super) fn of(node: &NodeProfile) -> Result<Ports, ServerFailure> {
+        let range = match node.ports() {
+            Some(ports) => PortRange::new(*ports.start(), *ports.end())
+                .map_err(|error| ServerFailure::other(&error))?,
+            None => PortRange::DEFAULT,
+        };
+        Ok(Ports { dir: node.cache_dir().join("ports"), range })
+    }
+
+    pub(super) fn lease(&self) -> Result<PortLease, ServerFailure> {
+        PortLease::acquire(&self.dir, self.range).map_err(|error| ServerFailure::other(&error))
+    }
+}
+
+/// The not-run reason of a server that did not come up healthy.
+pub(super) fn unhealthy(error: &HealthError) -> NotRunReason {
+    match error {
+        HealthError::Exited { .. } => NotRunReason::Crash,
+        HealthError::TimedOut { .. } => NotRunReason::Timeout,
+        HealthError::Process(_) => NotRunReason::Other,
+    }
 }
 
 #[cfg(test)]

@@ -21,10 +21,8 @@ use prgate_gate::evidence::{NotRunReason, Outcome};
 
 use super::exec::{Exec, ServerCommand, ServerProcess};
 use super::leftovers::Entry;
-use super::server::{Launch, ServerFailure, TAIL_LINES};
-use crate::process::{
-    ChildGroup, HealthError, PortLease, PortRange, ProcessError, ProcessSpec, tail, wait_healthy,
-};
+use super::server::{Launch, Ports, ServerFailure, TAIL_LINES, unhealthy};
+use crate::process::{ChildGroup, PortLease, ProcessError, ProcessSpec, tail, wait_healthy};
 use crate::recipe::Recipe;
 use crate::recipe::topology::{InstanceArgs, Role, RoleKind, Router, Topology, router_workers};
 
@@ -210,7 +208,7 @@ impl Bring<'_> {
         let placement = self.placement()?;
         let mut layout = Layout {
             placement: &placement,
-            ports: self.ports()?,
+            ports: Ports::of(self.exec.node)?,
             node_gpus: self.exec.node.gpus().iter().map(|gpu| gpu.id).collect(),
             next_gpu: 0,
             next_node: 0,
@@ -251,17 +249,6 @@ impl Bring<'_> {
             return Err(node("a topology across nodes runs with --isolation host only: containers on different nodes have no network between them here (docs/topology.md)".to_owned()));
         }
         Ok(placement)
-    }
-
-    /// The node's ports, leased from its cache folder.
-    fn ports(&self) -> Result<Ports, ServerFailure> {
-        let range = match self.exec.node.ports() {
-            Some(ports) => {
-                PortRange::new(*ports.start(), *ports.end()).map_err(|error| other(&error))?
-            }
-            None => PortRange::DEFAULT,
-        };
-        Ok(Ports { dir: self.exec.node.cache_dir().join("ports"), range })
     }
 
     /// Starts instance `instance` of `role` on its node(s), one member per node rank, and waits
@@ -429,18 +416,6 @@ struct InstanceUp {
     bootstrap_port: u16,
 }
 
-/// The node's port range, leased from its folder of leases.
-struct Ports {
-    dir: PathBuf,
-    range: PortRange,
-}
-
-impl Ports {
-    fn lease(&self) -> Result<PortLease, ServerFailure> {
-        PortLease::acquire(&self.dir, self.range).map_err(|error| other(&error))
-    }
-}
-
 /// What a bring-up has handed out so far: this node's GPUs and the allocation's nodes, each
 /// in order; the first instance shares the batch node with the router and the step loop, and
 /// each other instance has nodes of its own.
@@ -473,11 +448,6 @@ impl Layout<'_> {
         self.next_gpu += count;
         Some(gpus)
     }
-}
-
-/// A failure of the bring-up itself (ports), not of a server.
-fn other(error: &dyn std::fmt::Display) -> ServerFailure {
-    ServerFailure { reason: NotRunReason::Other, detail: error.to_string() }
 }
 
 /// Starts `argv` on `node` of the SLURM job `job` as a job step of its own (`srun`), its
@@ -608,14 +578,10 @@ enum SlurmdError {
 fn healthy(health: &str, left: Duration, member: &mut Member) -> Result<(), ServerFailure> {
     match wait_healthy(health, left, member.process.group()) {
         Ok(_healthy) => Ok(()),
-        Err(error) => {
-            let reason = match error {
-                HealthError::Exited { .. } => NotRunReason::Crash,
-                HealthError::TimedOut { .. } => NotRunReason::Timeout,
-                HealthError::Process(_) => NotRunReason::Other,
-            };
-            Err(ServerFailure { reason, detail: format!("{}: {error}", member.name) })
-        }
+        Err(error) => Err(ServerFailure {
+            reason: unhealthy(&error),
+            detail: format!("{}: {error}", member.name),
+        }),
     }
 }
 
