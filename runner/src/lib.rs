@@ -16,7 +16,8 @@
 //! - [`results`]: the results directory: one evidence file per finished step, written
 //!   atomically so a rerun resumes, per-step logs, and the JSON-lines event stream;
 //! - [`recipe`]: a model's recipe from the PR's tree (`test/e2e/<model>.toml`): its server
-//!   command, tests, timing scripts, accuracy benchmarks and speed sweep, checked;
+//!   command, tests, timing scripts, accuracy benchmarks and speed sweep, checked; the
+//!   `prgate-recipe` crate's, re-exported here;
 //! - [`job`]: the job plan (`job.json`, `docs/job.md`), built once from the plan, both sides'
 //!   recipes and the node: every target and every step the run must account for, the one
 //!   source the step loop, the progress line, the SLURM gather and the gate read;
@@ -31,7 +32,7 @@
 //! - [`cache`]: what outlives a run on a node: cached base accuracy and the base-vs-base speed
 //!   noise the gate calibrates with;
 //! - [`node`]: the node profile, trusted and local to the node: its hardware, GPUs, image,
-//!   checkpoints, secrets and directories;
+//!   checkpoints, secrets and directories; the `prgate-recipe` crate's, re-exported here;
 //! - [`container`]: the container launcher: a command for a run as the engine's `run`, with
 //!   the node's GPUs only, the checkpoints read-only, no network (or the run's internal one
 //!   for a server, a server's namespace for its clients) and an explicit environment;
@@ -77,10 +78,8 @@ pub mod junit;
 pub mod key;
 pub mod ledger;
 pub mod lock;
-pub mod node;
 pub mod preflight;
 pub mod process;
-pub mod recipe;
 pub mod redact;
 pub mod results;
 pub mod reuse;
@@ -89,3 +88,6 @@ pub mod run;
 pub mod schedule;
 pub mod slurm;
 pub mod untrusted;
+
+/// The formats, from `prgate-recipe`: `crate::recipe::…` and `crate::node::…` as before.
+pub use prgate_recipe::{node, recipe};

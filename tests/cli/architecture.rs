@@ -68,9 +68,17 @@ fn the_crate_graph_points_one_way() {
     assert_eq!(ours("sim-server"), Vec::<String>::new(), "the sim-server stands alone");
     assert_eq!(ours("gate"), ["prgate-scope"], "gate never depends on runner or report");
     assert_eq!(ours("report"), ["prgate-gate", "prgate-scope"]);
-    assert_eq!(ours("runner"), ["prgate-gate", "prgate-scope"], "runner never depends on report");
+    assert_eq!(
+        ours("runner"),
+        ["prgate-gate", "prgate-recipe", "prgate-scope"],
+        "runner never depends on report"
+    );
+    // The formats: scope for the one error shape of config files and the plan's renames, gate
+    // for the wire types a recipe answers in (checks, not-run reasons, contract changes).
+    assert_eq!(ours("recipe"), ["prgate-gate", "prgate-scope"], "recipe never depends on runner");
+    assert!(dependencies("runner").contains("prgate-recipe"), "the runner reads the formats");
     assert_eq!(ours("github"), Vec::<String>::new(), "github knows nothing of the others");
-    for dir in ["scope", "gate", "report", "runner", "sim-server"] {
+    for dir in ["scope", "gate", "report", "runner", "sim-server", "recipe"] {
         assert!(!dependencies(dir).contains("prgate-github"), "{dir} uses the GitHub crate");
     }
 }
@@ -102,4 +110,29 @@ fn gate_and_report_do_no_io_and_scope_reads_only_git() {
         .filter(|(file, _)| file != "scope/src/git.rs")
         .collect();
     assert!(found.is_empty(), "scope reads more than git: {found:?}");
+}
+
+#[test]
+fn recipe_reads_text_and_does_no_io() {
+    // The formats are parsed from text the caller read: no file, process, socket, environment
+    // or container in `recipe/`, so `plan --estimate` on a laptop links none of it.
+    let io = [
+        "std::fs",
+        "std::net",
+        "std::process",
+        "std::io",
+        "std::env",
+        "File::open",
+        "read_to_string",
+        "Command::new",
+        "TcpStream",
+        "UnixStream",
+        "rustix",
+    ];
+    let found = mentions("recipe/src", &io);
+    assert!(found.is_empty(), "recipe does I/O: {found:?}");
+    let deps = dependencies("recipe");
+    for crate_that_runs in ["rustix", "signal-hook", "ureq", "git2", "prgate-runner"] {
+        assert!(!deps.contains(crate_that_runs), "recipe depends on {crate_that_runs}");
+    }
 }

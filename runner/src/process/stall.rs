@@ -18,51 +18,17 @@ use std::hash::{Hash as _, Hasher as _};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-/// How long a command may go without progress when its recipe says nothing.
-pub const DEFAULT_STALL: Duration = Duration::from_secs(20 * 60);
-/// The shortest stall limit a recipe may ask for.
-pub const MIN_STALL: Duration = Duration::from_secs(1);
-/// The longest stall limit a recipe may ask for; a step's own time limit bounds it too.
-pub const MAX_STALL: Duration = Duration::from_secs(24 * 3600);
+/// The limit's value and bounds are the recipe's (`timeouts.stall`).
+pub use prgate_recipe::recipe::stall::{
+    DEFAULT_STALL, MAX_STALL, MIN_STALL, StallLimit, StallLimitError,
+};
+
 /// How often the watched paths are looked at.
 pub(crate) const CHECK_EVERY: Duration = Duration::from_millis(250);
 /// How deep a watched folder is looked into.
 pub(crate) const MAX_DEPTH: usize = 3;
 /// How many entries of a watched folder are looked at, at most.
 pub(crate) const MAX_ENTRIES: usize = 4096;
-
-/// How long a command may go without progress, between [`MIN_STALL`] and [`MAX_STALL`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct StallLimit(Duration);
-
-/// A stall limit out of its bounds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("a stall limit of {0:?} is not between 1 s and 24 h")]
-pub struct StallLimitError(pub Duration);
-
-impl TryFrom<Duration> for StallLimit {
-    type Error = StallLimitError;
-
-    fn try_from(duration: Duration) -> Result<StallLimit, StallLimitError> {
-        if (MIN_STALL..=MAX_STALL).contains(&duration) {
-            Ok(StallLimit(duration))
-        } else {
-            Err(StallLimitError(duration))
-        }
-    }
-}
-
-impl Default for StallLimit {
-    fn default() -> StallLimit {
-        StallLimit(DEFAULT_STALL)
-    }
-}
-
-impl StallLimit {
-    pub fn get(self) -> Duration {
-        self.0
-    }
-}
 
 /// The limits of one wait: the wall clock, and, when set, progress.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,20 +134,6 @@ fn visit(path: &Path, depth: usize, budget: &mut usize, hasher: &mut impl std::h
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_limit_is_bounded() {
-        let check = |seconds: u64, ok: bool| {
-            let limit = StallLimit::try_from(Duration::from_secs(seconds));
-            assert_eq!(limit.is_ok(), ok, "{seconds} s");
-        };
-        check(0, false);
-        check(1, true);
-        check(20 * 60, true);
-        check(24 * 3600, true);
-        check(24 * 3600 + 1, false);
-        assert_eq!(StallLimit::default().get(), Duration::from_secs(1200));
-    }
 
     #[test]
     fn a_growing_file_or_a_new_file_in_a_folder_is_progress() {

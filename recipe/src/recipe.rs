@@ -14,11 +14,13 @@ pub mod common;
 pub mod contract;
 pub mod memory_api;
 pub mod renames;
+pub mod stall;
 pub mod template;
 pub mod timing;
 pub mod topology;
 
 mod benchmarks;
+mod hub_dataset;
 mod runnable;
 mod server;
 
@@ -26,6 +28,7 @@ pub use benchmarks::{
     AccuracyBenchmark, BuiltinEvaluator, Evaluator, ExternalEvaluator, ExternalSpeed,
     SpeedBenchmark, SpeedFormat, SpeedRun, SpeedSweep, TimingScript,
 };
+pub use hub_dataset::{HubDataset, NotAHubDataset};
 pub use runnable::{Blocker, NotRunnable};
 pub use server::{RoutingLogged, Server, ServerSide};
 
@@ -109,9 +112,9 @@ pub struct StepTimeouts {
     pub accuracy: Option<Duration>,
     pub speed_run: Option<Duration>,
     /// How long any command of the recipe may go without progress before it is stopped
-    /// (`crate::process::ProgressWatch`); `None` leaves the runner's default
-    /// ([`crate::process::DEFAULT_STALL`]).
-    pub stall: Option<crate::process::StallLimit>,
+    /// (the runner's `process::ProgressWatch`); `None` leaves the default
+    /// ([`stall::DEFAULT_STALL`]).
+    pub stall: Option<stall::StallLimit>,
 }
 
 /// Why a recipe was refused: the file and what is wrong, as every config file says it.
@@ -301,7 +304,7 @@ impl Checker<'_> {
             stall: match raw.stall.as_ref() {
                 None => None,
                 Some(text) => Some(
-                    crate::process::StallLimit::try_from(self.duration("timeouts.stall", text)?)
+                    stall::StallLimit::try_from(self.duration("timeouts.stall", text)?)
                         .map_err(|error| self.value("timeouts.stall", text, error.to_string()))?,
                 ),
             },
@@ -335,7 +338,7 @@ enum SelectionProblem {
 
 /// The longest duration a recipe may give: a week (168h). Longer is an error, so that no
 /// deadline computed from a PR's recipe overflows (`u64::MAX` seconds would panic when added
-/// to an instant); the deadlines saturate as well (`crate::process::deadline_after`).
+/// to an instant); the runner's deadlines saturate as well (`process::deadline_after`).
 pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Reads a duration written as numbers with units, largest first: `90s`, `20m`, `1h30m`; at

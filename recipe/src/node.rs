@@ -12,6 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -42,16 +43,33 @@ pub struct NodeProfile {
 }
 
 /// The `[health]` table: the GPU tools the preflight runs, the ECC limit, and when the
-/// [health ledger](crate::health) drains the node (docs/node.md).
+/// health ledger (`prgate_runner::health`) drains the node (docs/node.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HealthSettings {
     amd_smi: PathBuf,
     rocm_smi: PathBuf,
     max_correctable_ecc: u64,
-    policy: crate::health::HealthPolicy,
+    policy: HealthPolicy,
     dir: Option<PathBuf>,
     slurm_drain: bool,
     canary: Vec<String>,
+}
+
+/// When a node is drained (the `[health]` table's `strikes` and `window`); the health ledger
+/// (`prgate_runner::health`) applies it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HealthPolicy {
+    /// How many strikes drain the node.
+    pub strikes: u32,
+    /// The window they must fall in: older strikes do not count.
+    pub window: Duration,
+}
+
+impl Default for HealthPolicy {
+    /// Three strikes within seven days.
+    fn default() -> HealthPolicy {
+        HealthPolicy { strikes: 3, window: Duration::from_secs(7 * 24 * 3600) }
+    }
 }
 
 /// The correctable ECC errors a GPU may have counted before the preflight calls it failing,
@@ -64,7 +82,7 @@ impl Default for HealthSettings {
             amd_smi: PathBuf::from("amd-smi"),
             rocm_smi: PathBuf::from("rocm-smi"),
             max_correctable_ecc: DEFAULT_MAX_CORRECTABLE_ECC,
-            policy: crate::health::HealthPolicy::default(),
+            policy: HealthPolicy::default(),
             dir: None,
             slurm_drain: false,
             canary: Vec::new(),
@@ -89,7 +107,7 @@ impl HealthSettings {
     }
 
     /// When the node is drained.
-    pub fn policy(&self) -> &crate::health::HealthPolicy {
+    pub fn policy(&self) -> &HealthPolicy {
         &self.policy
     }
 
@@ -389,7 +407,7 @@ fn health_settings(
         amd_smi,
         rocm_smi,
         max_correctable_ecc: raw.max_correctable_ecc.unwrap_or(defaults.max_correctable_ecc),
-        policy: crate::health::HealthPolicy { strikes, window },
+        policy: HealthPolicy { strikes, window },
         dir,
         slurm_drain: raw.slurm_drain.unwrap_or(false),
         canary,
@@ -397,10 +415,10 @@ fn health_settings(
 }
 
 /// A window: whole days (`7d`), or a duration such as `36h` or `90m`.
-fn parse_window(text: &str) -> Result<std::time::Duration, ValueProblem> {
+fn parse_window(text: &str) -> Result<Duration, ValueProblem> {
     if let Some(days) = text.strip_suffix('d') {
         return match days.parse::<u64>() {
-            Ok(days) if days > 0 => Ok(std::time::Duration::from_secs(days.saturating_mul(86_400))),
+            Ok(days) if days > 0 => Ok(Duration::from_secs(days.saturating_mul(86_400))),
             _ => Err(ValueProblem::NotAWindow),
         };
     }
@@ -432,7 +450,7 @@ pub(crate) fn check_hardware(name: &str) -> Result<(), ValueProblem> {
 
 /// A plain name (a node, a checkpoint, a benchmark): ASCII letters, digits, `.`, `_` and `-`,
 /// not `.` or `..`.
-pub(crate) fn check_name(name: &str) -> Result<(), ValueProblem> {
+pub fn check_name(name: &str) -> Result<(), ValueProblem> {
     let fits = !name.is_empty()
         && name != "."
         && name != ".."
@@ -475,7 +493,7 @@ fn check_render_device(device: &str) -> Result<(), ValueProblem> {
 /// `<file>: <key> = <value>: <problem>` ([`prgate_scope::ConfigError`]), shared by the node
 /// profile and the recipe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum ValueProblem {
+pub enum ValueProblem {
     #[error("must be a window such as \"7d\", \"36h\" or \"90m\"")]
     NotAWindow,
     #[error("must be a secret's name in capitals, digits and _, such as \"HF_TOKEN\"")]

@@ -60,7 +60,7 @@ impl Checker<'_> {
                 .hub_dataset
                 .as_deref()
                 .map(|text| {
-                    crate::accuracy::gated::HubDataset::parse(text)
+                    super::HubDataset::parse(text)
                         .map_err(|problem| self.value(&key("hub-dataset"), &text, problem))
                 })
                 .transpose()?;
@@ -264,7 +264,7 @@ pub struct AccuracyBenchmark {
     pub token: Option<String>,
     /// The hub dataset prgate fetches for the command before it runs (`org/name@<commit>`),
     /// read-only at `/datasets` in its container; required with `token`.
-    pub hub_dataset: Option<crate::accuracy::gated::HubDataset>,
+    pub hub_dataset: Option<super::HubDataset>,
     /// The cap of repeats (`repeats`, 1..=64; repeat `r` runs with seed `r`); `None`: the
     /// gate's `accuracy.repeats`. Base's recipe sets it for both sides.
     pub repeats: Option<u32>,
@@ -391,7 +391,7 @@ impl ExternalSpeed {
 }
 
 impl TimingScript {
-    /// The script's argv, writing its JSON (see [`timing`]) to `output`, a path as the script
+    /// The script's argv, writing its JSON (see [`timing`](super::timing)) to `output`, a path as the script
     /// sees it.
     pub fn command(&self, output: &str) -> Vec<String> {
         self.command.expand(|_output| output.to_owned(), &[])

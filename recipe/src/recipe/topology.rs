@@ -7,12 +7,12 @@
 //! Parsed through private serde types like the rest of the recipe ([`super::Recipe::parse`]);
 //! every error names the file, the key and the value. What a run does with it (placement onto
 //! nodes, start order, the health gates, the router, the required log lines, stopping it all)
-//! is `crate::run::topology`'s; the reference is `docs/topology.md`.
+//! is `prgate_runner::run::topology`'s; the reference is `docs/topology.md`.
 //!
 //! The trust split: the topology is the base side's contract (roles, instance counts, nodes,
 //! GPUs, the router's command, the log lines required) except each role's server command,
 //! which is the side's own (the PR's on the PR side, the base's on the base side), like the
-//! recipe's `server.command` ([`super::Recipe::with_commands_of`]).
+//! recipe's `server.command` (`Recipe::with_commands_of`).
 
 use std::fmt;
 use std::time::Duration;

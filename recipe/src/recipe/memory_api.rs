@@ -6,7 +6,7 @@
 //! again, no probe). It is base's contract like the rest of the server's keys.
 //!
 //! What it leaves to others: the requests themselves and what a switch does
-//! (`crate::run::memory`).
+//! (`prgate_runner::run::memory`).
 
 use std::fmt;
 

@@ -10,8 +10,8 @@
 //! narrowing (base's value is used, and the verdict fails unless a maintainer accepted it). A
 //! model without a base recipe runs by its own (`own`), which the job plan and comment say.
 //!
-//! What it leaves to others: reading the recipes (`crate::job`), running them (`crate::run`),
-//! judging the changes (the gate's verdict).
+//! What it leaves to others: reading the recipes (`prgate_runner::job`), running them
+//! (`prgate_runner::run`), judging the changes (the gate's verdict).
 
 use prgate_gate::job::{Contract, ContractChange, Effect};
 
