@@ -2,7 +2,9 @@
 //!
 //! It owns every process, socket, container and cluster job prgate starts: installing base
 //! and PR, the servers, tests, accuracy evals and speed benchmarks. The simulated server it
-//! is tested against is a crate of its own (`prgate-sim-server`), not part of the runner.
+//! is tested against is a crate of its own (`prgate-sim-server`), not part of the runner. The
+//! children it starts go through `prgate-sandbox` ([`process`], [`container`], [`export`],
+//! [`untrusted`], [`redact`], re-exported here), but for its own marked SLURM commands.
 //!
 //! - [`export`]: a commit's tree as a clean directory (no `.git`), for installing and testing;
 //! - [`bench`](mod@bench): the built-in speed client (`prgate bench`), with `bench_serving`'s
@@ -67,9 +69,7 @@
 pub mod accuracy;
 pub mod bench;
 pub mod cache;
-pub mod container;
 pub mod estimate;
-pub mod export;
 pub mod gpu_time;
 pub mod health;
 pub mod history;
@@ -79,15 +79,16 @@ pub mod key;
 pub mod ledger;
 pub mod lock;
 pub mod preflight;
-pub mod process;
-pub mod redact;
 pub mod results;
 pub mod reuse;
 pub mod rfc3339;
 pub mod run;
 pub mod schedule;
 pub mod slurm;
-pub mod untrusted;
 
 /// The formats, from `prgate-recipe`: `crate::recipe::…` and `crate::node::…` as before.
 pub use prgate_recipe::{node, recipe};
+
+/// Where children run, from `prgate-sandbox`: `crate::process::…`, `crate::container::…` and the
+/// rest as before.
+pub use prgate_sandbox::{container, export, process, redact, untrusted};

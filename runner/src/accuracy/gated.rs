@@ -25,8 +25,6 @@ use std::path::{Component, Path, PathBuf};
 pub const MAX_FILES: usize = 10_000;
 /// The largest file fetched: 16 GiB.
 pub const MAX_FILE_BYTES: u64 = 16 << 30;
-/// Where the container sees the node's dataset cache, read-only.
-pub const DATASETS_DIR: &str = "/datasets";
 /// The hub's address when the runner's `HF_ENDPOINT` is not set.
 pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 

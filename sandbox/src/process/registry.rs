@@ -53,7 +53,7 @@ fn last_words() -> &'static LastWords {
 /// each record, so that a step whose children the stop killed (a server gone mid-benchmark)
 /// is not recorded as a crash: once stopped, a run records nothing more, and a rerun runs the
 /// step again.
-pub(crate) fn block_while_stopping() {
+pub fn block_while_stopping() {
     // The flag is set by the signal handler itself, before the watcher thread wakes: a child
     // that died of the same signal (SLURM signals every process of a job) counts too.
     if STOPPING.load(Ordering::SeqCst) {

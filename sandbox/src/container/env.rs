@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::node::{NodeProfile, SECRET_ENV_PREFIX, secret_env_var};
+use prgate_recipe::node::{NodeProfile, SECRET_ENV_PREFIX, secret_env_var};
 
 /// The variables the launcher sets itself; a step cannot set or override them.
 pub const RESERVED_VARIABLES: &[&str] = &[

@@ -25,7 +25,7 @@ use std::borrow::Cow;
 use std::path::Path;
 use std::sync::OnceLock;
 
-use crate::node::SECRET_ENV_PREFIX;
+use prgate_recipe::node::SECRET_ENV_PREFIX;
 
 /// The shortest value redacted: 4 bytes.
 pub const MIN_SECRET_LEN: usize = 4;
@@ -221,7 +221,7 @@ impl Redactor {
         let piece = piece.max(1);
         let mut buffer = Vec::with_capacity(piece + 2 * self.longest());
         let mut changed = false;
-        crate::results::write_atomically_with(path, |out| {
+        crate::atomic::write_atomically_with(path, |out| {
             loop {
                 let wanted = piece as u64;
                 let read = (&mut log).take(wanted).read_to_end(&mut buffer)?;

@@ -39,9 +39,9 @@ pub use env::{ContainerEnv, EnvError, RESERVED_VARIABLES};
 pub use gateway::{GATEWAY_HINT, GatewayCheck, PROBE_CONNECT_TIMEOUT, PROBE_LIMIT, PROBE_SCRIPT};
 pub use running::Container;
 
-use crate::node::{Image, NodeProfile, secret_env_var};
 use crate::process::{Environment, ProcessError, ProcessSpec};
 use arguments::run_arguments;
+use prgate_recipe::node::{Image, NodeProfile, secret_env_var};
 
 /// Where the exported source tree is in the container; the working directory.
 pub const TREE_DIR: &str = "/work/tree";
@@ -50,7 +50,7 @@ pub const OUT_DIR: &str = "/work/out";
 /// Where the node's checkpoint store is in the container, read-only.
 pub const MODELS_DIR: &str = "/models";
 /// Where the node's dataset cache is in the container, read-only, when a request mounts it.
-pub const DATASETS_DIR: &str = crate::accuracy::gated::DATASETS_DIR;
+pub const DATASETS_DIR: &str = "/datasets";
 
 /// The label every container and network of a run carries: `prgate.run=<run id>`. Cleanup
 /// removes by it.

@@ -60,8 +60,7 @@ pub use capped_log::{
 pub use group::group_members;
 pub use health::{HEALTH_TAIL_LINES, HealthError, Healthy, wait_healthy};
 pub use port::{PortError, PortLease, PortRange};
-pub(crate) use registry::block_while_stopping;
-pub use registry::{before_dying_of_signal, live_groups, stop_all_on_signal};
+pub use registry::{before_dying_of_signal, block_while_stopping, live_groups, stop_all_on_signal};
 pub use stall::{
     DEFAULT_STALL, Limits, MAX_STALL, MIN_STALL, ProgressWatch, StallLimit, StallLimitError,
 };
