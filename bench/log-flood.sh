@@ -9,7 +9,7 @@
 #      same file system as the target directory (TMPDIR to choose another):
 #        capped: a child printing BYTES (default 1 GiB) of 100-byte log lines
 #                (`yes LINE | head -c BYTES`) through ChildGroup: a pipe, the log's pump, the
-#                file keeps its first and last MiB (runner/src/process/capped_log.rs);
+#                file keeps its first and last MiB (sandbox/src/process/capped_log.rs);
 #        plain:  the same child with its output opened on the file itself;
 #      each under /usr/bin/time -v;
 #   3. prints, per mode, the median wall time, the log's size on disk, prgate's own peak RSS

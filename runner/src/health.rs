@@ -103,21 +103,8 @@ pub const GPU_ERROR_PATTERNS: &[&str] = &[
     "HW Exception by GPU node",
 ];
 
-/// When a node is drained.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HealthPolicy {
-    /// How many strikes drain the node.
-    pub strikes: u32,
-    /// The window they must fall in: older strikes do not count.
-    pub window: Duration,
-}
-
-impl Default for HealthPolicy {
-    /// Three strikes within seven days.
-    fn default() -> HealthPolicy {
-        HealthPolicy { strikes: 3, window: Duration::from_secs(7 * 24 * 3600) }
-    }
-}
+/// When a node is drained: the node profile's `[health]` policy.
+pub use crate::node::HealthPolicy;
 
 /// What a strike, drain or admit came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -2,7 +2,9 @@
 //!
 //! It owns every process, socket, container and cluster job prgate starts: installing base
 //! and PR, the servers, tests, accuracy evals and speed benchmarks. The simulated server it
-//! is tested against is a crate of its own (`prgate-sim-server`), not part of the runner.
+//! is tested against is a crate of its own (`prgate-sim-server`), not part of the runner. The
+//! children it starts go through `prgate-sandbox` ([`process`], [`container`], [`export`],
+//! [`untrusted`], [`redact`], re-exported here), but for its own marked SLURM commands.
 //!
 //! - [`export`]: a commit's tree as a clean directory (no `.git`), for installing and testing;
 //! - [`bench`](mod@bench): the built-in speed client (`prgate bench`), with `bench_serving`'s
@@ -16,7 +18,8 @@
 //! - [`results`]: the results directory: one evidence file per finished step, written
 //!   atomically so a rerun resumes, per-step logs, and the JSON-lines event stream;
 //! - [`recipe`]: a model's recipe from the PR's tree (`test/e2e/<model>.toml`): its server
-//!   command, tests, timing scripts, accuracy benchmarks and speed sweep, checked;
+//!   command, tests, timing scripts, accuracy benchmarks and speed sweep, checked; the
+//!   `prgate-recipe` crate's, re-exported here;
 //! - [`job`]: the job plan (`job.json`, `docs/job.md`), built once from the plan, both sides'
 //!   recipes and the node: every target and every step the run must account for, the one
 //!   source the step loop, the progress line, the SLURM gather and the gate read;
@@ -31,7 +34,7 @@
 //! - [`cache`]: what outlives a run on a node: cached base accuracy and the base-vs-base speed
 //!   noise the gate calibrates with;
 //! - [`node`]: the node profile, trusted and local to the node: its hardware, GPUs, image,
-//!   checkpoints, secrets and directories;
+//!   checkpoints, secrets and directories; the `prgate-recipe` crate's, re-exported here;
 //! - [`container`]: the container launcher: a command for a run as the engine's `run`, with
 //!   the node's GPUs only, the checkpoints read-only, no network (or the run's internal one
 //!   for a server, a server's namespace for its clients) and an explicit environment;
@@ -66,9 +69,7 @@
 pub mod accuracy;
 pub mod bench;
 pub mod cache;
-pub mod container;
 pub mod estimate;
-pub mod export;
 pub mod gpu_time;
 pub mod health;
 pub mod history;
@@ -77,15 +78,17 @@ pub mod junit;
 pub mod key;
 pub mod ledger;
 pub mod lock;
-pub mod node;
 pub mod preflight;
-pub mod process;
-pub mod recipe;
-pub mod redact;
 pub mod results;
 pub mod reuse;
 pub mod rfc3339;
 pub mod run;
 pub mod schedule;
 pub mod slurm;
-pub mod untrusted;
+
+/// The formats, from `prgate-recipe`: `crate::recipe::…` and `crate::node::…` as before.
+pub use prgate_recipe::{node, recipe};
+
+/// Where children run, from `prgate-sandbox`: `crate::process::…`, `crate::container::…` and the
+/// rest as before.
+pub use prgate_sandbox::{container, export, process, redact, untrusted};

@@ -62,11 +62,13 @@ use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use prgate_gate::evidence::{self, Check, Evidence, NotRunReason, Outcome, Side};
+/// A record, an event file's replacement, a ledger: written whole or not at all (the sandbox's
+/// atomic write).
+pub(crate) use prgate_sandbox::atomic::write_atomically;
 use serde::{Deserialize, Serialize};
 
 /// The version of the event stream's format.
@@ -567,45 +569,6 @@ impl Event {
             reason: None,
         }
     }
-}
-
-/// Writes `bytes` to `path` so that `path` is either its old content or all of `bytes`: a
-/// temporary file in the same folder, flushed to disk, renamed over `path`, then the folder
-/// flushed so the rename survives a crash of the machine.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    write_atomically_with(path, |file| file.write_all(bytes).map(|()| true)).map(|_kept| ())
-}
-
-/// [`write_atomically`] with what `write` writes to the temporary file; `path` is replaced
-/// only when `write` says so (`Ok(true)`), else the temporary file is removed. Returns whether
-/// `path` was replaced.
-pub(crate) fn write_atomically_with(
-    path: &Path,
-    write: impl FnOnce(&mut File) -> io::Result<bool>,
-) -> io::Result<bool> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let folder = path.parent().unwrap_or(Path::new("."));
-    let name = path.file_name().and_then(|name| name.to_str()).unwrap_or("record");
-    let temporary = folder.join(format!(
-        ".{name}.tmp-{}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let written = (|| {
-        let mut file = OpenOptions::new().write(true).create_new(true).open(&temporary)?;
-        if !write(&mut file)? {
-            return Ok(false);
-        }
-        file.sync_all()?;
-        drop(file);
-        std::fs::rename(&temporary, path)?;
-        File::open(folder)?.sync_all()?;
-        Ok(true)
-    })();
-    if !matches!(written, Ok(true)) {
-        let _ = std::fs::remove_file(&temporary);
-    }
-    written
 }
 
 /// `%XX` for every byte but ASCII letters, digits, `_` and `-`.

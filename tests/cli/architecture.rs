@@ -68,9 +68,19 @@ fn the_crate_graph_points_one_way() {
     assert_eq!(ours("sim-server"), Vec::<String>::new(), "the sim-server stands alone");
     assert_eq!(ours("gate"), ["prgate-scope"], "gate never depends on runner or report");
     assert_eq!(ours("report"), ["prgate-gate", "prgate-scope"]);
-    assert_eq!(ours("runner"), ["prgate-gate", "prgate-scope"], "runner never depends on report");
+    assert_eq!(
+        ours("runner"),
+        ["prgate-gate", "prgate-recipe", "prgate-sandbox", "prgate-scope"],
+        "runner never depends on report"
+    );
+    // The sandbox needs the node profile (GPUs, image, secrets) and the stall limit, no more.
+    assert_eq!(ours("sandbox"), ["prgate-recipe"], "sandbox never depends on runner or gate");
+    // The formats: scope for the one error shape of config files and the plan's renames, gate
+    // for the wire types a recipe answers in (checks, not-run reasons, contract changes).
+    assert_eq!(ours("recipe"), ["prgate-gate", "prgate-scope"], "recipe never depends on runner");
+    assert!(dependencies("runner").contains("prgate-recipe"), "the runner reads the formats");
     assert_eq!(ours("github"), Vec::<String>::new(), "github knows nothing of the others");
-    for dir in ["scope", "gate", "report", "runner", "sim-server"] {
+    for dir in ["scope", "gate", "report", "runner", "sim-server", "recipe", "sandbox"] {
         assert!(!dependencies(dir).contains("prgate-github"), "{dir} uses the GitHub crate");
     }
 }
@@ -102,4 +112,58 @@ fn gate_and_report_do_no_io_and_scope_reads_only_git() {
         .filter(|(file, _)| file != "scope/src/git.rs")
         .collect();
     assert!(found.is_empty(), "scope reads more than git: {found:?}");
+}
+
+#[test]
+fn recipe_reads_text_and_does_no_io() {
+    // The formats are parsed from text the caller read: no file, process, socket, environment
+    // or container in `recipe/`, so `plan --estimate` on a laptop links none of it.
+    let io = [
+        "std::fs",
+        "std::net",
+        "std::process",
+        "std::io",
+        "std::env",
+        "File::open",
+        "read_to_string",
+        "Command::new",
+        "TcpStream",
+        "UnixStream",
+        "rustix",
+    ];
+    let found = mentions("recipe/src", &io);
+    assert!(found.is_empty(), "recipe does I/O: {found:?}");
+    let deps = dependencies("recipe");
+    for crate_that_runs in ["rustix", "signal-hook", "ureq", "git2", "prgate-runner"] {
+        assert!(!deps.contains(crate_that_runs), "recipe depends on {crate_that_runs}");
+    }
+}
+
+#[test]
+fn children_start_in_the_sandbox_and_at_prgates_own_named_tools() {
+    // Every place that starts a child is marked for clippy's `disallowed-methods`
+    // (`clippy.toml`); the sandbox holds the starter of steps' commands, the container engine
+    // and the watchdog. Outside it, only these marked places of prgate's own tools: SLURM's
+    // commands and `scontrol` (the runner), the demo's python3 check (the binary). Tests may
+    // start children of their own (a test module is not looked at).
+    let outside = [
+        ("runner/src", "runner/src/run/topology.rs"),
+        ("runner/src", "runner/src/slurm/client.rs"),
+        ("src", "src/demo.rs"),
+    ];
+    let marker = ["clippy::disallowed_methods"];
+    for dir in ["scope/src", "gate/src", "report/src", "recipe/src", "sim-server/src", "github/src"]
+    {
+        let found = mentions(dir, &marker);
+        assert!(found.is_empty(), "{dir} starts a child: {found:?}");
+    }
+    for dir in ["runner/src", "src"] {
+        let found: Vec<String> = mentions(dir, &marker).into_iter().map(|(file, _)| file).collect();
+        let expected: Vec<&str> =
+            outside.iter().filter(|(of, _)| *of == dir).map(|(_, file)| *file).collect();
+        assert_eq!(found, expected, "the marked places outside the sandbox in {dir}");
+    }
+    assert!(!mentions("sandbox/src", &marker).is_empty(), "the sandbox starts the children");
+    assert!(dependencies("runner").contains("prgate-sandbox"), "the runner runs through it");
+    assert!(!dependencies("recipe").contains("prgate-sandbox"), "the formats start nothing");
 }

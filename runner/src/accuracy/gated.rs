@@ -25,19 +25,11 @@ use std::path::{Component, Path, PathBuf};
 pub const MAX_FILES: usize = 10_000;
 /// The largest file fetched: 16 GiB.
 pub const MAX_FILE_BYTES: u64 = 16 << 30;
-/// Where the container sees the node's dataset cache, read-only.
-pub const DATASETS_DIR: &str = "/datasets";
 /// The hub's address when the runner's `HF_ENDPOINT` is not set.
 pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
 
-/// A dataset on the hub at a pinned commit: `org/name@<40 hex digits>`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct HubDataset {
-    /// `org/name`.
-    pub repo: String,
-    /// The commit, 40 lowercase hex digits.
-    pub revision: String,
-}
+/// The dataset's name as a recipe writes it, and its snapshot folder, are the recipe's.
+pub use prgate_recipe::recipe::{HubDataset, NotAHubDataset};
 
 /// Why a gated dataset could not be fetched.
 #[derive(Debug, thiserror::Error)]
@@ -48,44 +40,6 @@ pub enum GatedError {
     Listing { dataset: String, problem: String },
     #[error("dataset {dataset}: writing {path}: {source}")]
     Write { dataset: String, path: PathBuf, source: std::io::Error },
-}
-
-/// Why a recipe's `hub-dataset` is refused: it is not `org/name@<commit>`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("must be org/name@<commit>, the commit as 40 hex digits")]
-pub struct NotAHubDataset;
-
-impl HubDataset {
-    /// Reads `org/name@<commit>`; the error says what is wrong.
-    pub fn parse(text: &str) -> Result<HubDataset, NotAHubDataset> {
-        let (repo, revision) = text.split_once('@').ok_or(NotAHubDataset)?;
-        let part = |part: &str| {
-            !part.is_empty()
-                && part.len() <= 96
-                && !part.starts_with(['.', '-'])
-                && part.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
-        };
-        let plain_repo = repo.split_once('/').is_some_and(|(org, name)| part(org) && part(name));
-        let commit = revision.len() == 40
-            && revision.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c));
-        if plain_repo && commit {
-            Ok(HubDataset { repo: repo.to_owned(), revision: revision.to_owned() })
-        } else {
-            Err(NotAHubDataset)
-        }
-    }
-
-    /// The snapshot folder below a hub cache: `datasets--org--name/snapshots/<commit>`.
-    pub fn snapshot(&self) -> PathBuf {
-        let folder = format!("datasets--{}", self.repo.replace('/', "--"));
-        Path::new(&folder).join("snapshots").join(&self.revision)
-    }
-}
-
-impl std::fmt::Display for HubDataset {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}@{}", self.repo, self.revision)
-    }
 }
 
 /// The node's dataset cache: `<cache-dir>/datasets`, which the evaluator gets read-only.

@@ -257,7 +257,7 @@ fn a_run_killed_with_sigkill_resumes_to_the_same_steps_and_leaves_no_process() {
     let partial = evidence_names(&fixture.evidence("killed"));
     assert!(partial.len() < expected.len(), "the run was not cut short: {partial:#?}");
     // Its servers run in their own groups, which a SIGKILL of the runner does not reach: each
-    // group's watchdog stops it (runner/src/process/watchdog.rs).
+    // group's watchdog stops it (sandbox/src/process/watchdog.rs).
     assert_eq!(settle(&fixture), Vec::<String>::new(), "the killed run's servers outlived it");
 
     let resumed = fixture.run("killed");
