@@ -7,7 +7,7 @@ use std::path::Path;
 use prgate_gate::evidence::{Outcome, QuestionResult};
 use prgate_runner::accuracy::sgl_eval::{self, Metrics};
 use prgate_runner::accuracy::{
-    AccuracyError, EvalConfig, Evaluation, Question, evaluate, parse_dataset, read_dataset,
+    EvalConfig, EvalError, Evaluation, Question, evaluate, parse_dataset, read_dataset,
 };
 use prgate_sim_server::{self as sim_server, Probability, Profile, RunningServer};
 
@@ -113,10 +113,10 @@ fn a_failing_server_fails_the_evaluation() {
     let server =
         sim_server::serve(profile, "127.0.0.1:0".parse().expect("an address")).expect("a server");
     let error = evaluate(&EvalConfig::new(&server.url(), "m"), &dataset(3)).expect_err("500s");
-    assert!(matches!(error, AccuracyError::Request { .. }), "{error}");
+    assert!(matches!(error, EvalError::Request { .. }), "{error}");
     assert!(error.to_string().contains("http status 500"), "{error}");
     let error = evaluate(&EvalConfig::new(&server.url(), "m"), &[]).expect_err("no questions");
-    assert!(matches!(error, AccuracyError::NoQuestions));
+    assert!(matches!(error, EvalError::NoQuestions));
 }
 
 #[test]

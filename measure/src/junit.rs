@@ -33,11 +33,12 @@
 //! is its "skipped" plus "xfailed", and there is one result per collected test
 //! (`runner/tests/junit.rs` checks this against real pytest, xdist and rerunfailures).
 //!
-//! Running pytest (in the container, with a timeout, in its own process group) is the caller's
-//! work: this module builds its argv and reads its output, nothing more.
+//! Running pytest (in the container, with a timeout, in its own process group) and reading its
+//! XML file are the caller's work: this module builds its argv and parses the bytes it is
+//! handed, nothing more.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use prgate_gate::evidence::{TestOutcome, TestResult};
 
@@ -75,19 +76,19 @@ pub enum SelectionError {
     InvalidEntry { entry: String, problem: &'static str },
 }
 
-/// Why a JUnit XML file cannot be read.
-#[derive(Debug, thiserror::Error)]
-pub enum JunitError {
-    /// The file cannot be read (pytest did not write it: it crashed, or never ran).
-    #[error("error reading the JUnit XML file {}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    /// The file is not JUnit XML, or is cut short.
-    #[error("error parsing the JUnit XML file {}: {message}", path.display())]
-    Parse { path: PathBuf, message: String },
+/// Why bytes are not pytest's JUnit XML.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// XML has no NUL character (XML 1.0, "Char"): a file with one is not pytest's report.
+    #[error("a NUL byte at offset {offset}: not XML")]
+    NulByte { offset: usize },
+    /// No `<testsuite>` or `<testsuites>` element: an empty or truncated file.
+    #[error("no <testsuite> or <testsuites> element")]
+    NoTestSuite,
+    /// The XML parser refused it; `message` is its error and that error's sources, joined by
+    /// `: ` (the parser's own messages say little alone).
+    #[error("{message}")]
+    Xml { message: String },
 }
 
 /// The argv that runs `command`'s selection under pytest with JUnit XML:
@@ -133,28 +134,21 @@ pub fn pytest_argv(command: &PytestCommand) -> Result<Vec<OsString>, SelectionEr
     Ok(argv)
 }
 
-/// Reads the JUnit XML file at `path` into one result per test case, in the file's order.
-pub fn read_junit_file(path: &Path) -> Result<Vec<TestResult>, JunitError> {
-    let bytes =
-        std::fs::read(path).map_err(|source| JunitError::Read { path: path.to_owned(), source })?;
-    parse_junit(&bytes).map_err(|message| JunitError::Parse { path: path.to_owned(), message })
-}
-
 /// Parses JUnit XML into one result per test, in the order tests first appear (see the
 /// module's documentation for how a test's elements are folded); the error is why it is not
 /// JUnit XML. A document without a `<testsuite>` or `<testsuites>` element (an empty or
 /// truncated file) is an error: pytest writes one even when no test ran.
-pub fn parse_junit(xml: &[u8]) -> Result<Vec<TestResult>, String> {
-    // XML has no NUL character (XML 1.0, "Char"): a file with one is not pytest's report, and
-    // a lenient parser must not read the rest as if it were.
+pub fn parse_junit(xml: &[u8]) -> Result<Vec<TestResult>, ParseError> {
+    // A lenient parser must not read what follows a NUL byte as if it were XML.
     if let Some(offset) = xml.iter().position(|byte| *byte == 0) {
-        return Err(format!("a NUL byte at offset {offset}: not XML"));
+        return Err(ParseError::NulByte { offset });
     }
     let text = String::from_utf8_lossy(xml);
     if !text.contains("<testsuite") {
-        return Err("no <testsuite> or <testsuites> element".to_owned());
+        return Err(ParseError::NoTestSuite);
     }
-    let suites = junit_parser::from_reader(xml).map_err(|error| error_chain(&error))?;
+    let suites = junit_parser::from_reader(xml)
+        .map_err(|error| ParseError::Xml { message: error_chain(&error) })?;
     let mut cases = Vec::new();
     for suite in &suites.suites {
         collect(suite, &mut cases);

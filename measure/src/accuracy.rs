@@ -43,15 +43,17 @@
 //!
 //! # sgl-eval
 //!
-//! [`sgl_eval`] reads the `metrics.json` that `sgl-eval run` writes, and its per-sample
+//! [`sgl_eval`] parses the `metrics.json` that `sgl-eval run` writes, and its per-sample
 //! `output-rs0.jsonl` when there is one, into the same outcome.
+//!
+//! Reading the dataset from a PR's tree and sgl-eval's files from a container's folder, and
+//! fetching a gated dataset, are the runner's (`prgate_runner::accuracy`): this module parses
+//! the text it is handed, and its one I/O is the evaluator's HTTP to the server.
 
-pub mod gated;
 pub mod sgl_eval;
 
 use std::collections::BTreeSet;
 use std::num::NonZeroUsize;
-use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -135,31 +137,39 @@ pub struct ParseError {
     pub problem: String,
 }
 
-/// Why an accuracy evaluation or result cannot be had.
+/// Why the built-in evaluation cannot be had.
 #[derive(Debug, thiserror::Error)]
-pub enum AccuracyError {
-    /// A file cannot be read.
-    #[error("error reading {}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    /// A file of an untrusted tree (a dataset, a command's metrics) is not read.
-    #[error(transparent)]
-    Untrusted(#[from] crate::untrusted::UntrustedFileError),
-    /// A file cannot be parsed.
-    #[error("error parsing {}: {error}", path.display())]
-    Parse { path: PathBuf, error: ParseError },
+pub enum EvalError {
     /// There is no question to ask.
     #[error("the dataset has no questions")]
     NoQuestions,
     /// A request failed; the evaluation stops.
-    #[error("question '{id}': the request to {url} failed: {message}")]
-    Request { id: String, url: String, message: String },
+    #[error("question '{id}': the request to {url} failed: {problem}")]
+    Request { id: String, url: String, problem: RequestProblem },
     /// A worker thread cannot be started.
     #[error("cannot start an evaluator thread")]
     Thread(#[source] std::io::Error),
+}
+
+/// Why one question got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestProblem {
+    /// The request could not be sent or its answer read (a refused or broken connection, a
+    /// timeout).
+    #[error("{0}")]
+    Transport(#[from] ureq::Error),
+    /// The server answered with another status than 200; `text` is the start of its body.
+    #[error("http status {status}: {text}")]
+    Status { status: u16, text: String },
+    /// The body is not JSON.
+    #[error("the body is not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// The body has no completion.
+    #[error("the body has no choices[0].text")]
+    NoText,
+    /// The question's worker stopped before asking it.
+    #[error("the question was never asked: its worker stopped")]
+    NeverAsked,
 }
 
 /// Parses a JSON Lines dataset (the format is in the module's documentation).
@@ -204,18 +214,6 @@ pub fn parse_dataset(text: &str) -> Result<Vec<Question>, ParseError> {
         questions.push(Question { id, question, answer });
     }
     Ok(questions)
-}
-
-/// The largest dataset file the built-in evaluator reads: 64 MiB.
-pub const MAX_DATASET_FILE: u64 = 64 * 1024 * 1024;
-
-/// Reads the JSON Lines dataset file `relative` of `tree` (a PR's or the base's tree): a
-/// regular file below it of at most [`MAX_DATASET_FILE`] bytes, reached without following a
-/// link, so a dataset that is a link to a host file is refused, not sent to the server.
-pub fn read_dataset(tree: &Path, relative: &Path) -> Result<Vec<Question>, AccuracyError> {
-    let text = crate::untrusted::read_to_string(tree, relative, MAX_DATASET_FILE)?;
-    let path = tree.join(relative);
-    parse_dataset(&text).map_err(|error| AccuracyError::Parse { path, error })
 }
 
 /// The prompt for `question` (the layout is in the module's documentation).
@@ -269,10 +267,10 @@ fn as_number(answer: &str) -> Option<f64> {
 }
 
 /// Asks the first [`EvalConfig::limit`] questions and compares the answers.
-pub fn evaluate(config: &EvalConfig, questions: &[Question]) -> Result<Evaluation, AccuracyError> {
+pub fn evaluate(config: &EvalConfig, questions: &[Question]) -> Result<Evaluation, EvalError> {
     let questions = &questions[..config.limit.unwrap_or(usize::MAX).min(questions.len())];
     if questions.is_empty() {
-        return Err(AccuracyError::NoQuestions);
+        return Err(EvalError::NoQuestions);
     }
     let url = format!("{}/v1/completions", config.base_url.trim_end_matches('/'));
     let workers = config.concurrency.get().min(questions.len());
@@ -289,7 +287,7 @@ pub fn evaluate(config: &EvalConfig, questions: &[Question]) -> Result<Evaluatio
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     let answers: Mutex<Vec<Option<Answer>>> = Mutex::new(vec![None; questions.len()]);
-    let first_error: Mutex<Option<AccuracyError>> = Mutex::new(None);
+    let first_error: Mutex<Option<EvalError>> = Mutex::new(None);
     std::thread::scope(|scope| {
         for worker in 0..workers {
             let (next, stop, answers, first_error) = (&next, &stop, &answers, &first_error);
@@ -312,32 +310,32 @@ pub fn evaluate(config: &EvalConfig, questions: &[Question]) -> Result<Evaluatio
                                 let mut slots = answers.lock().unwrap_or_else(|e| e.into_inner());
                                 slots[index] = Some(answer);
                             }
-                            Err(message) => {
+                            Err(problem) => {
                                 stop.store(true, Ordering::Release);
                                 let mut error =
                                     first_error.lock().unwrap_or_else(|e| e.into_inner());
-                                error.get_or_insert(AccuracyError::Request {
+                                error.get_or_insert(EvalError::Request {
                                     id: question.id.clone(),
                                     url: url.to_owned(),
-                                    message,
+                                    problem,
                                 });
                             }
                         }
                     }
                 })
-                .map_err(AccuracyError::Thread)?;
+                .map_err(EvalError::Thread)?;
         }
-        Ok::<(), AccuracyError>(())
+        Ok::<(), EvalError>(())
     })?;
     if let Some(error) = first_error.into_inner().unwrap_or_else(|e| e.into_inner()) {
         return Err(error);
     }
     let answers = answers.into_inner().unwrap_or_else(|e| e.into_inner());
     let answers = answers.into_iter().zip(questions).map(|(answer, question)| {
-        answer.ok_or_else(|| AccuracyError::Request {
+        answer.ok_or_else(|| EvalError::Request {
             id: question.id.clone(),
             url: url.clone(),
-            message: "the question was never asked: its worker stopped".to_owned(),
+            problem: RequestProblem::NeverAsked,
         })
     });
     Ok(Evaluation { answers: answers.collect::<Result<_, _>>()? })
@@ -349,7 +347,7 @@ fn ask(
     url: &str,
     config: &EvalConfig,
     question: &Question,
-) -> Result<String, String> {
+) -> Result<String, RequestProblem> {
     let mut body = json!({
         "model": config.model,
         "prompt": prompt(question, config.reveal_expected),
@@ -363,20 +361,16 @@ fn ask(
     let mut response = agent
         .post(url)
         .header("content-type", "application/json")
-        .send(body.to_string())
-        .map_err(|error| error.to_string())?;
+        .send(body.to_string())?;
     let status = response.status().as_u16();
-    let text = response.body_mut().read_to_string().map_err(|error| error.to_string())?;
+    let text = response.body_mut().read_to_string()?;
     if status != 200 {
         let text: String = text.trim().chars().take(300).collect();
-        return Err(format!("http status {status}: {text}"));
+        return Err(RequestProblem::Status { status, text });
     }
-    let value: Value =
-        serde_json::from_str(&text).map_err(|error| format!("the body is not JSON: {error}"))?;
-    let completion = value
-        .pointer("/choices/0/text")
-        .and_then(Value::as_str)
-        .ok_or_else(|| "the body has no choices[0].text".to_owned())?;
+    let value: Value = serde_json::from_str(&text).map_err(RequestProblem::NotJson)?;
+    let completion =
+        value.pointer("/choices/0/text").and_then(Value::as_str).ok_or(RequestProblem::NoText)?;
     Ok(completion.lines().map(str::trim).find(|line| !line.is_empty()).unwrap_or("").to_owned())
 }
 
