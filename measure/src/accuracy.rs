@@ -358,10 +358,8 @@ fn ask(
     if let Some(seed) = config.seed {
         body["seed"] = json!(seed);
     }
-    let mut response = agent
-        .post(url)
-        .header("content-type", "application/json")
-        .send(body.to_string())?;
+    let mut response =
+        agent.post(url).header("content-type", "application/json").send(body.to_string())?;
     let status = response.status().as_u16();
     let text = response.body_mut().read_to_string()?;
     if status != 200 {
