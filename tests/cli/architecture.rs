@@ -68,7 +68,13 @@ fn the_crate_graph_points_one_way() {
     assert_eq!(ours("sim-server"), Vec::<String>::new(), "the sim-server stands alone");
     assert_eq!(ours("gate"), ["prgate-scope"], "gate never depends on runner or report");
     assert_eq!(ours("report"), ["prgate-gate", "prgate-scope"]);
-    assert_eq!(ours("runner"), ["prgate-gate", "prgate-scope"], "runner never depends on report");
+    assert_eq!(
+        ours("runner"),
+        ["prgate-gate", "prgate-measure", "prgate-scope"],
+        "runner never depends on report"
+    );
+    // The evidence types it parses into are the gate's (pure); never the runner's.
+    assert_eq!(ours("measure"), ["prgate-gate"], "measure depends on nothing but the evidence");
     assert_eq!(ours("github"), Vec::<String>::new(), "github knows nothing of the others");
     for dir in ["scope", "gate", "report", "runner", "sim-server"] {
         assert!(!dependencies(dir).contains("prgate-github"), "{dir} uses the GitHub crate");
@@ -102,4 +108,29 @@ fn gate_and_report_do_no_io_and_scope_reads_only_git() {
         .filter(|(file, _)| file != "scope/src/git.rs")
         .collect();
     assert!(found.is_empty(), "scope reads more than git: {found:?}");
+}
+
+#[test]
+fn measure_parses_what_it_is_handed_and_starts_nothing() {
+    // Its one I/O is its two clients' HTTP to the server under test (ureq's sockets): no child
+    // process, no file or folder (a PR's tree, a container's output), no environment, no
+    // socket of its own. Reading those is the runner's, which hands measure the text.
+    let io = [
+        "std::process",
+        "Command::new",
+        "std::fs",
+        "File::open",
+        "File::create",
+        "read_dir",
+        "std::env",
+        "std::net",
+        "TcpStream",
+        "std::io::stdin",
+    ];
+    let found = mentions("measure/src", &io);
+    assert!(found.is_empty(), "measure does I/O beyond its HTTP clients: {found:?}");
+    // Lean: the parsers' crates and the HTTP client; a new one is a decision made here.
+    let expect = ["junit-parser", "prgate-gate", "serde", "serde_json", "thiserror", "ureq"];
+    let expect: BTreeSet<String> = expect.into_iter().map(str::to_owned).collect();
+    assert_eq!(dependencies("measure"), expect, "measure's dependencies");
 }
