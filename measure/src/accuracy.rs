@@ -156,7 +156,7 @@ pub enum EvalError {
 pub enum RequestProblem {
     /// The request could not be sent or its answer read (a refused or broken connection, a
     /// timeout).
-    #[error("{0}")]
+    #[error(transparent)]
     Transport(#[from] ureq::Error),
     /// The server answered with another status than 200; `text` is the start of its body.
     #[error("http status {status}: {text}")]

@@ -15,8 +15,10 @@
 //! [`accuracy::evaluate`]) send over their own sockets to the server under test, on threads it
 //! starts and joins. Reading a PR's tree or a container's output folder (safely: no link
 //! followed, size-capped), running pytest or sgl-eval, fetching a gated dataset and redacting
-//! secrets are the runner's (`prgate-runner`), which hands the text over. `tests/cli/
-//! architecture.rs` checks that the sources name no process, file system or environment API.
+//! secrets are the runner's (`prgate-runner`), which hands the text over and re-exports these
+//! modules. `cli architecture::measure_parses_what_it_is_handed_and_starts_nothing` checks that
+//! the sources name no process, file system, environment or socket API, and the list of
+//! dependencies.
 //!
 //! It depends on no crate of ours but the gate, whose `evidence` types it produces; the gate
 //! is pure, so that adds no I/O.
