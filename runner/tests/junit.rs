@@ -265,9 +265,12 @@ fn errors_name_the_file() {
     assert_eq!(parse_junit(valid).map(|results| results.len()), Ok(1));
 }
 
-/// The real suite of `tests/fixtures/realworld/pytest-junit/suite` (see the README there).
+/// The real suite of `measure/tests/fixtures/realworld/pytest-junit/suite` (see the README
+/// there: the parser's real inputs are `prgate-measure`'s).
 fn realworld(path: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/realworld/pytest-junit").join(path)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../measure/tests/fixtures/realworld/pytest-junit")
+        .join(path)
 }
 
 /// Passed, failed, errors, skipped, and the ids of the flaky results.
