@@ -8,11 +8,12 @@
 //!
 //! - [`export`]: a commit's tree as a clean directory (no `.git`), for installing and testing;
 //! - [`bench`](mod@bench): the built-in speed client (`prgate bench`), with `bench_serving`'s
-//!   definitions;
+//!   definitions: `prgate-measure`'s, re-exported;
 //! - [`junit`]: the pytest command line for a selection, and its JUnit XML read into per-test
-//!   results;
+//!   results: `prgate-measure`'s, re-exported, with the reading of the file;
 //! - [`accuracy`]: the built-in exact-match evaluator over a JSONL dataset, and sgl-eval's
-//!   `metrics.json` read into accuracy evidence;
+//!   `metrics.json` read into accuracy evidence: `prgate-measure`'s, re-exported, with the
+//!   reading of the dataset and sgl-eval's files as untrusted files and the gated download;
 //! - [`process`]: children in their own process groups, stopped as a whole (on timeout, drop,
 //!   Ctrl-C or SIGTERM), their logs' tails, port leases and the health gate;
 //! - [`results`]: the results directory: one evidence file per finished step, written
@@ -67,7 +68,7 @@
 //!   file below its root, no link followed at any component, size-capped.
 
 pub mod accuracy;
-pub mod bench;
+pub use prgate_measure::bench;
 pub mod cache;
 pub mod estimate;
 pub mod gpu_time;

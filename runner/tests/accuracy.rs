@@ -7,7 +7,7 @@ use std::path::Path;
 use prgate_gate::evidence::{Outcome, QuestionResult};
 use prgate_runner::accuracy::sgl_eval::{self, Metrics};
 use prgate_runner::accuracy::{
-    AccuracyError, EvalConfig, Evaluation, Question, evaluate, parse_dataset, read_dataset,
+    EvalConfig, EvalError, Evaluation, Question, evaluate, parse_dataset, read_dataset,
 };
 use prgate_sim_server::{self as sim_server, Probability, Profile, RunningServer};
 
@@ -113,10 +113,10 @@ fn a_failing_server_fails_the_evaluation() {
     let server =
         sim_server::serve(profile, "127.0.0.1:0".parse().expect("an address")).expect("a server");
     let error = evaluate(&EvalConfig::new(&server.url(), "m"), &dataset(3)).expect_err("500s");
-    assert!(matches!(error, AccuracyError::Request { .. }), "{error}");
+    assert!(matches!(error, EvalError::Request { .. }), "{error}");
     assert!(error.to_string().contains("http status 500"), "{error}");
     let error = evaluate(&EvalConfig::new(&server.url(), "m"), &[]).expect_err("no questions");
-    assert!(matches!(error, AccuracyError::NoQuestions));
+    assert!(matches!(error, EvalError::NoQuestions));
 }
 
 #[test]
@@ -388,5 +388,30 @@ fn questions_asked_at_once_all_come_back_from_a_server_that_closes_each_connecti
         config.request_timeout = std::time::Duration::from_secs(10);
         let evaluation = evaluate(&config, &dataset(5)).expect("every question answered");
         assert_eq!(evaluation.questions(), 5);
+    }
+}
+
+/// sgl-eval 0.1.3's real run directory (`measure/tests/fixtures/realworld/sgl-eval/`, whose
+/// files `measure/tests/realworld.rs` parses), as `sgl-eval run gsm8k --out-dir OUT` lays it
+/// out: found and read into evidence.
+#[test]
+fn a_real_sgl_eval_run_directory_is_found_and_read() {
+    let fixture = |path: &str| {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../measure/tests/fixtures/realworld").join(path)
+    };
+    let out = tempfile::tempdir().expect("a temporary directory");
+    let run = out.path().join("sgl_eval_gsm8k_20261201-104519");
+    std::fs::create_dir(&run).expect("the run directory");
+    std::fs::copy(fixture("sgl-eval/gsm8k-metrics.json"), run.join(sgl_eval::METRICS_FILE))
+        .expect("metrics");
+    std::fs::copy(fixture("sgl-eval/gsm8k-output-rs0.jsonl"), run.join(sgl_eval::PREDICTIONS_FILE))
+        .expect("predictions");
+    assert_eq!(sgl_eval::find_run_dir(out.path()).expect("one run"), run);
+    match sgl_eval::read_run(out.path(), &run, "gsm8k").expect("the run") {
+        Outcome::Accuracy { benchmark, questions, correct, per_question, cached, .. } => {
+            assert_eq!((benchmark.as_str(), questions, correct, cached), ("gsm8k", 10, 10, false));
+            assert_eq!(per_question.map(|questions| questions.len()), Some(10));
+        }
+        other => panic!("not accuracy: {other:?}"),
     }
 }

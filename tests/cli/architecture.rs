@@ -70,7 +70,7 @@ fn the_crate_graph_points_one_way() {
     assert_eq!(ours("report"), ["prgate-gate", "prgate-scope"]);
     assert_eq!(
         ours("runner"),
-        ["prgate-gate", "prgate-recipe", "prgate-sandbox", "prgate-scope"],
+        ["prgate-gate", "prgate-measure", "prgate-recipe", "prgate-sandbox", "prgate-scope"],
         "runner never depends on report"
     );
     // The sandbox needs the node profile (GPUs, image, secrets) and the stall limit, no more.
@@ -79,8 +79,10 @@ fn the_crate_graph_points_one_way() {
     // for the wire types a recipe answers in (checks, not-run reasons, contract changes).
     assert_eq!(ours("recipe"), ["prgate-gate", "prgate-scope"], "recipe never depends on runner");
     assert!(dependencies("runner").contains("prgate-recipe"), "the runner reads the formats");
+    // The evidence types it parses into are the gate's (pure); never the runner's.
+    assert_eq!(ours("measure"), ["prgate-gate"], "measure depends on nothing but the evidence");
     assert_eq!(ours("github"), Vec::<String>::new(), "github knows nothing of the others");
-    for dir in ["scope", "gate", "report", "runner", "sim-server", "recipe", "sandbox"] {
+    for dir in ["scope", "gate", "report", "runner", "sim-server", "recipe", "sandbox", "measure"] {
         assert!(!dependencies(dir).contains("prgate-github"), "{dir} uses the GitHub crate");
     }
 }
@@ -152,8 +154,15 @@ fn children_start_in_the_sandbox_and_at_prgates_own_named_tools() {
         ("src", "src/demo.rs"),
     ];
     let marker = ["clippy::disallowed_methods"];
-    for dir in ["scope/src", "gate/src", "report/src", "recipe/src", "sim-server/src", "github/src"]
-    {
+    for dir in [
+        "scope/src",
+        "gate/src",
+        "report/src",
+        "recipe/src",
+        "measure/src",
+        "sim-server/src",
+        "github/src",
+    ] {
         let found = mentions(dir, &marker);
         assert!(found.is_empty(), "{dir} starts a child: {found:?}");
     }
@@ -166,4 +175,29 @@ fn children_start_in_the_sandbox_and_at_prgates_own_named_tools() {
     assert!(!mentions("sandbox/src", &marker).is_empty(), "the sandbox starts the children");
     assert!(dependencies("runner").contains("prgate-sandbox"), "the runner runs through it");
     assert!(!dependencies("recipe").contains("prgate-sandbox"), "the formats start nothing");
+}
+
+#[test]
+fn measure_parses_what_it_is_handed_and_starts_nothing() {
+    // Its one I/O is its two clients' HTTP to the server under test (ureq's sockets): no child
+    // process, no file or folder (a PR's tree, a container's output), no environment, no
+    // socket of its own. Reading those is the runner's, which hands measure the text.
+    let io = [
+        "std::process",
+        "Command::new",
+        "std::fs",
+        "File::open",
+        "File::create",
+        "read_dir",
+        "std::env",
+        "std::net",
+        "TcpStream",
+        "std::io::stdin",
+    ];
+    let found = mentions("measure/src", &io);
+    assert!(found.is_empty(), "measure does I/O beyond its HTTP clients: {found:?}");
+    // Lean: the parsers' crates and the HTTP client; a new one is a decision made here.
+    let expect = ["junit-parser", "prgate-gate", "serde", "serde_json", "thiserror", "ureq"];
+    let expect: BTreeSet<String> = expect.into_iter().map(str::to_owned).collect();
+    assert_eq!(dependencies("measure"), expect, "measure's dependencies");
 }

@@ -161,7 +161,7 @@ impl Client<'_> {
                 },
                 None => self.failed("the stream ended without a content token".into()),
             },
-            Err(error) => self.failed(error),
+            Err(error) => self.failed(error.to_string()),
         }
     }
 
@@ -233,12 +233,26 @@ impl Stream {
     }
 }
 
+/// Why a stream cannot be read to its end; the request fails with it.
+#[derive(Debug, thiserror::Error)]
+enum StreamError {
+    /// The connection broke, or a line is longer than the client accepts.
+    #[error("reading the stream: {0}")]
+    Read(#[source] std::io::Error),
+    /// A `data:` line that is not JSON; `data` is its start.
+    #[error("a stream chunk is not JSON ({error}): {data}")]
+    NotJson { error: serde_json::Error, data: String },
+    /// A chunk with an `error` field; `error` is its start.
+    #[error("the stream reported an error: {error}")]
+    Reported { error: String },
+}
+
 /// Reads a server-sent event stream to its end, timing each content chunk from `start`.
 fn read_stream(
     mut reader: impl BufRead,
     endpoint: Endpoint,
     start: Instant,
-) -> Result<Stream, String> {
+) -> Result<Stream, StreamError> {
     let mut stream = Stream::default();
     let mut last_token_at = start;
     let mut line = Vec::new();
@@ -248,7 +262,7 @@ fn read_stream(
             .by_ref()
             .take(MAX_LINE_BYTES)
             .read_until(b'\n', &mut line)
-            .map_err(|error| format!("reading the stream: {error}"))?;
+            .map_err(StreamError::Read)?;
         if read == 0 {
             return Ok(stream);
         }
@@ -268,9 +282,9 @@ fn read_stream(
             continue;
         }
         let chunk: Value = serde_json::from_str(data)
-            .map_err(|error| format!("a stream chunk is not JSON ({error}): {}", shorten(data)))?;
+            .map_err(|error| StreamError::NotJson { error, data: shorten(data) })?;
         if let Some(error) = chunk.get("error") {
-            return Err(format!("the stream reported an error: {}", shorten(&error.to_string())));
+            return Err(StreamError::Reported { error: shorten(&error.to_string()) });
         }
         let content = match endpoint {
             Endpoint::Completions => chunk.pointer("/choices/0/text"),
@@ -322,7 +336,7 @@ mod tests {
             .map(|s| (s.content_chunks, s.itl.len(), s.completion_tokens));
         match (got, expect) {
             (Ok(got), Ok(expect)) => assert_eq!(got, expect, "{body}"),
-            (Err(got), Err(expect)) => assert!(got.contains(expect), "{got}"),
+            (Err(got), Err(expect)) => assert!(got.to_string().contains(expect), "{got}"),
             (got, expect) => panic!("{body}: got {got:?}, expected {expect:?}"),
         }
     }

@@ -1,4 +1,4 @@
-//! Tests of `prgate_runner::bench`: the built-in client against a real streaming HTTP server of
+//! Tests of `prgate_measure::bench`: the built-in client against a real streaming HTTP server of
 //! the test's own (HTTP/1.1 on a std socket on 127.0.0.1 with TCP_NODELAY, known per-token
 //! delay), and the parsers on samples written with the real field names of sglang
 //! `bench_serving` and InferenceX.
@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use prgate_runner::bench::{
+use prgate_measure::bench::{
     self, BenchConfig, BenchError, BenchResult, Endpoint, SpeedRecord, parse_bench_serving_jsonl,
     parse_inferencex_json,
 };
@@ -716,7 +716,7 @@ fn a_server_that_stops_early_gives_no_tpot_but_the_numbers() {
 
 #[test]
 fn an_external_run_of_another_workload_has_no_tpot() {
-    use prgate_runner::bench::{check_workload, record_at};
+    use prgate_measure::bench::{check_workload, record_at};
     let record = sglang_record();
     assert_eq!(check_workload(&record, 1024, 1024), Ok(()));
     let cases = [

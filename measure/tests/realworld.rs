@@ -1,12 +1,12 @@
 //! The parsers on what real tools wrote: every speed, accuracy and sgl-eval file in
 //! `tests/fixtures/realworld/` (its README has the provenance and what each tool reported),
-//! read as the tool meant it. The JUnit files there are `tests/junit.rs`'s.
+//! read as the tool meant it. The JUnit files there are `runner/tests/junit.rs`'s, and the
+//! sgl-eval run directory read from a folder is `runner/tests/accuracy.rs`'s.
 
 use std::path::{Path, PathBuf};
 
-use prgate_gate::evidence::Outcome;
-use prgate_runner::accuracy::sgl_eval;
-use prgate_runner::bench::{
+use prgate_measure::accuracy::sgl_eval;
+use prgate_measure::bench::{
     ParseError, RunError, median_tpot_at, parse_bench_serving_jsonl, parse_inferencex_json,
 };
 
@@ -131,21 +131,4 @@ fn an_sgl_eval_run_reads_into_accuracy_evidence() {
     let ids: Vec<&str> = predictions.iter().map(|question| question.id.as_str()).collect();
     assert_eq!(ids, ["q0", "q1", "q2", "q3", "q4", "q6", "q7", "q5", "q8", "q9"]);
     assert!(predictions.iter().all(|question| question.correct));
-
-    // As `sgl-eval run gsm8k --out-dir OUT` lays it out.
-    let out = tempfile::tempdir().expect("a temporary directory");
-    let run = out.path().join("sgl_eval_gsm8k_20261201-104519");
-    std::fs::create_dir(&run).expect("the run directory");
-    std::fs::copy(fixture("sgl-eval/gsm8k-metrics.json"), run.join(sgl_eval::METRICS_FILE))
-        .expect("metrics");
-    std::fs::copy(fixture("sgl-eval/gsm8k-output-rs0.jsonl"), run.join(sgl_eval::PREDICTIONS_FILE))
-        .expect("predictions");
-    assert_eq!(sgl_eval::find_run_dir(out.path()).expect("one run"), run);
-    match sgl_eval::read_run(out.path(), &run, "gsm8k").expect("the run") {
-        Outcome::Accuracy { benchmark, questions, correct, per_question, cached, .. } => {
-            assert_eq!((benchmark.as_str(), questions, correct, cached), ("gsm8k", 10, 10, false));
-            assert_eq!(per_question.map(|questions| questions.len()), Some(10));
-        }
-        other => panic!("not accuracy: {other:?}"),
-    }
 }
