@@ -309,7 +309,9 @@ pub(crate) enum IsolationArg {
     Host,
 }
 
-pub(crate) fn parse_time_limit(text: &str) -> Result<std::time::Duration, String> {
+pub(crate) fn parse_time_limit(
+    text: &str,
+) -> Result<std::time::Duration, prgate_runner::recipe::DurationError> {
     prgate_runner::recipe::parse_duration(text)
 }
 

@@ -343,8 +343,7 @@ pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Reads a duration written as numbers with units, largest first: `90s`, `20m`, `1h30m`; at
 /// most [`MAX_DURATION`].
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let problem = || "must be a duration such as \"90s\", \"20m\" or \"1h30m\"".to_owned();
+pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let mut seconds: u64 = 0;
     let mut number = String::new();
     let mut last_unit = u64::MAX;
@@ -357,29 +356,40 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             'h' => 3600,
             'm' => 60,
             's' => 1,
-            _ => return Err(problem()),
+            _ => return Err(DurationError::NotADuration),
         };
         if number.is_empty() || unit >= last_unit {
-            return Err(problem());
+            return Err(DurationError::NotADuration);
         }
-        let value: u64 = number.parse().map_err(|_too_big| problem())?;
+        let value: u64 = number.parse().map_err(|_too_big| DurationError::NotADuration)?;
         seconds = value
             .checked_mul(unit)
             .and_then(|value| seconds.checked_add(value))
-            .ok_or_else(problem)?;
+            .ok_or(DurationError::NotADuration)?;
         number.clear();
         last_unit = unit;
     }
     if !number.is_empty() || last_unit == u64::MAX {
-        return Err(problem());
+        return Err(DurationError::NotADuration);
     }
     if seconds == 0 {
-        return Err("must be longer than zero".to_owned());
+        return Err(DurationError::Zero);
     }
     if seconds > MAX_DURATION.as_secs() {
-        return Err(format!("must be at most {}h (a week)", MAX_DURATION.as_secs() / 3600));
+        return Err(DurationError::TooLong);
     }
     Ok(Duration::from_secs(seconds))
+}
+
+/// Why a text is not a duration a recipe (or `--time-limit`) may give.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("must be a duration such as \"90s\", \"20m\" or \"1h30m\"")]
+    NotADuration,
+    #[error("must be longer than zero")]
+    Zero,
+    #[error("must be at most {}h (a week)", MAX_DURATION.as_secs() / 3600)]
+    TooLong,
 }
 
 #[derive(Deserialize)]

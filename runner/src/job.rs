@@ -365,7 +365,7 @@ impl<R> Source<R> {
     ) -> (Source<R>, Option<String>) {
         match read_tree_file(tree, &path, RECIPE_LIMIT) {
             Ok(None) => (Source::Missing { path }, None),
-            Err(error) => (Source::Invalid { path, error, hash: None }, None),
+            Err(error) => (Source::Invalid { path, error: error.to_string(), hash: None }, None),
             Ok(Some(bytes)) => {
                 let hash = crate::key::Key::of(&bytes).to_string();
                 let short = commit.get(..7).unwrap_or(commit);
@@ -458,11 +458,15 @@ fn plain_name(name: &str) -> bool {
 /// Reads `relative` in `tree` as PR content: `Ok(None)` when nothing is there; an error when
 /// the path leaves the tree, any component is a symbolic link, the file is not a regular file
 /// or is larger than `limit` bytes.
-fn read_tree_file(tree: &Path, relative: &str, limit: u64) -> Result<Option<Vec<u8>>, String> {
+fn read_tree_file(
+    tree: &Path,
+    relative: &str,
+    limit: u64,
+) -> Result<Option<Vec<u8>>, crate::untrusted::UntrustedFileError> {
     match crate::untrusted::read(tree, Path::new(relative), limit) {
         Ok(bytes) => Ok(Some(bytes)),
         Err(error) if matches!(error.problem, crate::untrusted::Problem::Missing) => Ok(None),
-        Err(error) => Err(error.to_string()),
+        Err(error) => Err(error),
     }
 }
 

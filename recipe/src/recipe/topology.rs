@@ -392,8 +392,9 @@ pub(super) fn check(raw: RawTopology, defaults: &Defaults<'_>) -> Result<Topolog
                 ));
             }
             let startup_timeout = match &router.startup_timeout {
-                Some(text) => super::parse_duration(text)
-                    .map_err(|problem| value("topology.router.startup-timeout", text, &problem))?,
+                Some(text) => super::parse_duration(text).map_err(|problem| {
+                    value("topology.router.startup-timeout", text, &problem.to_string())
+                })?,
                 None => DEFAULT_ROUTER_STARTUP,
             };
             Ok(Router { command, health_path, startup_timeout })

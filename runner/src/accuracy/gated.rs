@@ -35,9 +35,9 @@ pub use prgate_recipe::recipe::{HubDataset, NotAHubDataset};
 #[derive(Debug, thiserror::Error)]
 pub enum GatedError {
     #[error("dataset {dataset}: the hub answered {what}: {problem}")]
-    Hub { dataset: String, what: String, problem: String },
+    Hub { dataset: String, what: String, problem: DownloadError },
     #[error("dataset {dataset}: {problem}")]
-    Listing { dataset: String, problem: String },
+    Listing { dataset: String, problem: ListingError },
     #[error("dataset {dataset}: writing {path}: {source}")]
     Write { dataset: String, path: PathBuf, source: std::io::Error },
 }
@@ -99,7 +99,7 @@ pub fn fetch(
         let listing: serde_json::Value =
             serde_json::from_str(&text).map_err(|error| GatedError::Listing {
                 dataset: name.clone(),
-                problem: format!("the file list is not JSON: {error}"),
+                problem: ListingError::NotJson(error.to_string()),
             })?;
         let files = files_of(&listing)
             .map_err(|problem| GatedError::Listing { dataset: name.clone(), problem })?;
@@ -138,9 +138,43 @@ const MAX_REDIRECTS: u32 = 5;
 /// How long one download may take in all: an hour.
 const DOWNLOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
 
+/// Why a download failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DownloadError {
+    /// What the hub answered, or why it could not be asked: the words are redacted.
+    #[error("{0}")]
+    Hub(String),
+    #[error("{url}: larger than the {limit} bytes fetched at most")]
+    TooLarge { url: String, limit: u64 },
+    #[error("cannot create {}: {source}", path.display())]
+    Create { path: PathBuf, source: std::io::Error },
+    #[error("cannot write {}: {source}", path.display())]
+    Write { path: PathBuf, source: std::io::Error },
+}
+
+/// Why a hub's file list was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ListingError {
+    #[error("the file list is not JSON: {0}")]
+    NotJson(String),
+    #[error("the file list has no siblings array")]
+    NoSiblings,
+    #[error("{0} files, more than the {MAX_FILES} fetched")]
+    TooMany(usize),
+    #[error("a sibling without an rfilename")]
+    NoName,
+    #[error("the file name {0:?} is not a plain relative path")]
+    NotPlain(String),
+}
+
 /// Downloads `url` into `target` (a new file), at most `limit` bytes; the error says what the
 /// hub answered or what failed, redacted.
-fn download(url: &str, token: Option<&str>, target: &Path, limit: u64) -> Result<(), String> {
+fn download(
+    url: &str,
+    token: Option<&str>,
+    target: &Path,
+    limit: u64,
+) -> Result<(), DownloadError> {
     let agent = ureq::Agent::new_with_config(
         ureq::Agent::config_builder()
             .http_status_as_error(false)
@@ -154,14 +188,15 @@ fn download(url: &str, token: Option<&str>, target: &Path, limit: u64) -> Result
     if let Some(token) = token {
         request = request.header("Authorization", format!("Bearer {token}"));
     }
-    let redacted = |message: String| crate::redact::redact(&message).into_owned();
+    let redacted =
+        |message: String| DownloadError::Hub(crate::redact::redact(&message).into_owned());
     let response = request.call().map_err(|error| redacted(format!("{url}: {error}")))?;
     let status = response.status();
     if status != 200 {
         return Err(redacted(format!("{url}: the hub answered {status}")));
     }
     let mut file = std::fs::File::create_new(target)
-        .map_err(|error| format!("cannot create {}: {error}", target.display()))?;
+        .map_err(|source| DownloadError::Create { path: target.to_path_buf(), source })?;
     let mut body = response.into_body().into_with_config().limit(limit).reader();
     std::io::copy(&mut body, &mut file).map_err(|error| {
         let over = error
@@ -169,29 +204,29 @@ fn download(url: &str, token: Option<&str>, target: &Path, limit: u64) -> Result
             .and_then(|inner| inner.downcast_ref::<ureq::Error>())
             .is_some_and(|inner| matches!(inner, ureq::Error::BodyExceedsLimit(_)));
         if over {
-            format!("{url}: larger than the {limit} bytes fetched at most")
+            DownloadError::TooLarge { url: url.to_owned(), limit }
         } else {
             redacted(format!("{url}: reading the answer: {error}"))
         }
     })?;
-    file.flush().map_err(|error| format!("cannot write {}: {error}", target.display()))
+    file.flush().map_err(|source| DownloadError::Write { path: target.to_path_buf(), source })
 }
 
 /// The files of a hub listing (`{"siblings": [{"rfilename": ...}]}`), checked.
-fn files_of(listing: &serde_json::Value) -> Result<Vec<String>, String> {
+fn files_of(listing: &serde_json::Value) -> Result<Vec<String>, ListingError> {
     let siblings = listing
         .get("siblings")
         .and_then(serde_json::Value::as_array)
-        .ok_or_else(|| "the file list has no siblings array".to_owned())?;
+        .ok_or(ListingError::NoSiblings)?;
     if siblings.len() > MAX_FILES {
-        return Err(format!("{} files, more than the {MAX_FILES} fetched", siblings.len()));
+        return Err(ListingError::TooMany(siblings.len()));
     }
     let mut files = Vec::with_capacity(siblings.len());
     for sibling in siblings {
         let file = sibling
             .get("rfilename")
             .and_then(serde_json::Value::as_str)
-            .ok_or_else(|| "a sibling without an rfilename".to_owned())?;
+            .ok_or(ListingError::NoName)?;
         let plain = !file.is_empty()
             && !file.contains(['\\', '\0', '?', '#', '%'])
             && Path::new(file).components().all(|component| match component {
@@ -199,7 +234,7 @@ fn files_of(listing: &serde_json::Value) -> Result<Vec<String>, String> {
                 _ => false,
             });
         if !plain {
-            return Err(format!("the file name {file:?} is not a plain relative path"));
+            return Err(ListingError::NotPlain(file.to_owned()));
         }
         files.push(file.to_owned());
     }

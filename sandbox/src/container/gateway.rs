@@ -200,11 +200,15 @@ impl Engine {
                 )));
             }
         }
-        classify(&answer).map_err(probe_error).map(|verdict| match verdict {
-            Verdict::Connected => {
-                GatewayCheck::Open { gateway, port, how: "the probe says it connected".to_owned() }
+        classify(&answer).map_err(|unclear| probe_error(unclear.to_string())).map(|verdict| {
+            match verdict {
+                Verdict::Connected => GatewayCheck::Open {
+                    gateway,
+                    port,
+                    how: "the probe says it connected".to_owned(),
+                },
+                Verdict::NotReached(answer) => GatewayCheck::Closed { gateway, port, answer },
             }
-            Verdict::NotReached(answer) => GatewayCheck::Closed { gateway, port, answer },
         })
     }
 }
@@ -220,29 +224,37 @@ enum Verdict {
 /// The probe's output read: its last `prgate-probe:` line, and for a failure, a reason that is
 /// the network's (a timeout, a refusal, no route), not the probe's own (no `/dev/tcp`, no
 /// `timeout`). Anything else is an error: the output, cut.
-fn classify(output: &str) -> Result<Verdict, String> {
+fn classify(output: &str) -> Result<Verdict, Unclear> {
     let cut = || super::shorten(output.trim());
     let Some(last) =
         output.lines().rev().find_map(|line| line.trim().strip_prefix("prgate-probe:"))
     else {
-        return Err(format!("the probe printed no verdict: {}", cut()));
+        return Err(Unclear::NoVerdict(cut()));
     };
     if last == "connected" {
         return Ok(Verdict::Connected);
     }
     let Some(status) = last.strip_prefix("failed:") else {
-        return Err(format!("the probe's verdict {last:?} is not one it gives: {}", cut()));
+        return Err(Unclear::UnknownVerdict { verdict: last.to_owned(), output: cut() });
     };
     if status == "124" {
         return Ok(Verdict::NotReached(format!("no answer within {PROBE_CONNECT_TIMEOUT:?}")));
     }
     match NOT_REACHED.iter().find(|reason| output.contains(*reason)) {
         Some(reason) => Ok(Verdict::NotReached((*reason).to_owned())),
-        None => Err(format!(
-            "the probe failed ({status}) for a reason that is not the network's: {}",
-            cut()
-        )),
+        None => Err(Unclear::NotTheNetwork { status: status.to_owned(), output: cut() }),
     }
+}
+
+/// A probe's output that does not tell whether the network let it through: its words, cut.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+enum Unclear {
+    #[error("the probe printed no verdict: {0}")]
+    NoVerdict(String),
+    #[error("the probe's verdict {verdict:?} is not one it gives: {output}")]
+    UnknownVerdict { verdict: String, output: String },
+    #[error("the probe failed ({status}) for a reason that is not the network's: {output}")]
+    NotTheNetwork { status: String, output: String },
 }
 
 #[cfg(test)]
@@ -261,10 +273,11 @@ mod tests {
         // No /dev/tcp in this bash, no timeout program, no verdict: cannot tell.
         let no_tcp =
             "bash: /dev/tcp/10.89.0.1/41000: No such file or directory\nprgate-probe:failed:1\n";
-        assert!(classify(no_tcp).expect_err("cannot tell").contains("not the network's"));
+        let unclear = classify(no_tcp).expect_err("cannot tell").to_string();
+        assert!(unclear.contains("not the network's"), "{unclear}");
         let no_timeout = "bash: line 1: timeout: command not found\nprgate-probe:failed:127\n";
         assert!(classify(no_timeout).is_err());
-        assert!(classify("").expect_err("cannot tell").contains("no verdict"));
+        assert!(classify("").expect_err("cannot tell").to_string().contains("no verdict"));
         assert!(classify("prgate-probe:maybe\n").is_err());
         // The last verdict counts: what a command printed before it does not.
         assert_eq!(
