@@ -31,95 +31,11 @@ pub(super) fn run_arguments(
     name: &str,
     kind: EngineKind,
 ) -> Result<Vec<String>, ContainerError> {
-    let node = request.node;
-    let invalid = |what: &str, value: String, problem: &str| ContainerError::Request {
-        what: what.to_owned(),
-        value,
-        problem: problem.to_owned(),
-    };
-
-    let store = mount_source("the checkpoint store", node.checkpoint_store())?;
-    let tree = mount_source("the tree", request.tree)?;
-    let out = mount_source("the output directory", request.out)?;
-    let datasets =
-        request.datasets.map(|path| mount_source("the dataset cache", path)).transpose()?;
-    let mut sources = vec![&store, &tree, &out];
-    sources.extend(datasets.as_ref());
-    let pairs = sources.iter().enumerate().flat_map(|(index, first)| {
-        sources[index + 1..].iter().map(move |second| (*first, *second))
-    });
-    for (first, second) in pairs {
-        if Path::new(&first.1).starts_with(&second.1) || Path::new(&second.1).starts_with(&first.1)
-        {
-            return Err(ContainerError::Overlap {
-                first: first.0.to_owned(),
-                first_path: first.1.clone(),
-                second: second.0.to_owned(),
-                second_path: second.1.clone(),
-            });
-        }
-    }
-
-    if request.env.node_secrets() != node.secrets() {
-        return Err(invalid(
-            "the environment",
-            node.name().to_owned(),
-            "was built for another node: its secrets differ",
-        ));
-    }
-    request.env.recheck()?;
-
-    let mut devices = Vec::new();
-    for id in request.gpus {
-        let gpu = node.gpus().iter().find(|gpu| gpu.id == *id).ok_or_else(|| {
-            invalid("GPU", id.to_string(), &format!("is not one of node {}'s GPUs", node.name()))
-        })?;
-        if devices.contains(&gpu.render_device) {
-            return Err(invalid("GPU", id.to_string(), "is asked for twice"));
-        }
-        devices.push(gpu.render_device.clone());
-    }
-
-    if let ContainerNetwork::JoinedTo(joined) = request.network {
-        let ours = joined
-            .strip_prefix(&format!("prgate-{}-", request.run))
-            .is_some_and(|purpose| !purpose.is_empty() && purpose.chars().all(is_name_char));
-        if !ours {
-            return Err(invalid(
-                "the network",
-                joined.to_owned(),
-                "is not the name of a container of this run",
-            ));
-        }
-    }
-
-    if !(1..=1024).contains(&request.shm_gib) {
-        return Err(invalid(
-            "the shared memory size (GiB)",
-            request.shm_gib.to_string(),
-            "must be 1 to 1024",
-        ));
-    }
-
-    if request.command.is_empty() {
-        return Err(ContainerError::EmptyCommand);
-    }
-    if let Some(argument) = request.command.iter().find(|argument| argument.contains('\0')) {
-        return Err(invalid("the command's argument", argument.clone(), "contains a NUL byte"));
-    }
-
-    let purpose = name.strip_prefix(&format!("prgate-{}-", request.run)).unwrap_or(name);
-    let mut labels =
-        vec![format!("{RUN_LABEL}={}", request.run), format!("{PURPOSE_LABEL}={purpose}")];
-    if !request.gpus.is_empty() {
-        let ids: Vec<String> = request.gpus.iter().map(u32::to_string).collect();
-        labels.push(format!("{GPUS_LABEL}={}", ids.join(",")));
-    }
-    for (key, value) in request.labels {
-        check_label(key, value)?;
-        labels.push(format!("{key}={value}"));
-    }
-
+    let mounts = Mounts::of(request)?;
+    check_environment(request)?;
+    let devices = devices(request)?;
+    check_request(request)?;
+    let labels = labels(request, name)?;
     let mut arguments: Vec<String> =
         ["run", "--rm", "--init", "--pull", "never", "--name", name].map(str::to_owned).to_vec();
     for label in labels {
@@ -144,34 +60,8 @@ pub(super) fn run_arguments(
         }
         arguments.extend(["--group-add".to_owned(), "video".to_owned()]);
     }
-    arguments.extend([
-        "--mount".to_owned(),
-        format!("type=bind,src={},dst={MODELS_DIR},readonly", store.1),
-        "--mount".to_owned(),
-        format!("type=bind,src={},dst={TREE_DIR}", tree.1),
-        "--mount".to_owned(),
-        format!("type=bind,src={},dst={OUT_DIR}", out.1),
-        "--workdir".to_owned(),
-        TREE_DIR.to_owned(),
-    ]);
-    if let Some(datasets) = &datasets {
-        arguments.extend([
-            "--mount".to_owned(),
-            format!("type=bind,src={},dst={DATASETS_DIR},readonly", datasets.1),
-        ]);
-    }
-    let mut variables = vec!["HF_HUB_OFFLINE=1".to_owned(), "TRANSFORMERS_OFFLINE=1".to_owned()];
-    if datasets.is_some() {
-        variables.push("HF_DATASETS_OFFLINE=1".to_owned());
-        variables.push(format!("HF_HUB_CACHE={DATASETS_DIR}/hub"));
-    }
-    if !devices.is_empty() {
-        let visible: Vec<String> = (0..devices.len()).map(|index| index.to_string()).collect();
-        variables.push(format!("HIP_VISIBLE_DEVICES={}", visible.join(",")));
-    }
-    variables.extend(request.env.vars().map(|(name, value)| format!("{name}={value}")));
-    variables.extend(request.env.secrets().map(str::to_owned));
-    for variable in variables {
+    arguments.extend(mounts.arguments());
+    for variable in variables(request, mounts.datasets.is_some(), devices.len()) {
         arguments.extend(["-e".to_owned(), variable]);
     }
     if kind == EngineKind::Podman {
@@ -181,9 +71,169 @@ pub(super) fn run_arguments(
             arguments.extend(["--unsetenv".to_owned(), (*variable).to_owned()]);
         }
     }
-    arguments.push(image_reference(node.image()));
+    arguments.push(image_reference(request.node.image()));
     arguments.extend(request.command.iter().cloned());
     Ok(arguments)
+}
+
+/// A request's value refused: `what`, the value, and why.
+fn invalid(what: &str, value: String, problem: &str) -> ContainerError {
+    ContainerError::Request { what: what.to_owned(), value, problem: problem.to_owned() }
+}
+
+/// The host folders a container mounts, each checked ([`mount_source`]) and none inside
+/// another: `(what, resolved path)`.
+struct Mounts<'w> {
+    store: (&'w str, String),
+    tree: (&'w str, String),
+    out: (&'w str, String),
+    datasets: Option<(&'w str, String)>,
+}
+
+impl Mounts<'_> {
+    fn of(request: &ContainerRequest<'_>) -> Result<Mounts<'static>, ContainerError> {
+        let mounts = Mounts {
+            store: mount_source("the checkpoint store", request.node.checkpoint_store())?,
+            tree: mount_source("the tree", request.tree)?,
+            out: mount_source("the output directory", request.out)?,
+            datasets: request
+                .datasets
+                .map(|path| mount_source("the dataset cache", path))
+                .transpose()?,
+        };
+        let mut sources = vec![&mounts.store, &mounts.tree, &mounts.out];
+        sources.extend(mounts.datasets.as_ref());
+        let pairs = sources.iter().enumerate().flat_map(|(index, first)| {
+            sources[index + 1..].iter().map(move |second| (*first, *second))
+        });
+        for (first, second) in pairs {
+            if Path::new(&first.1).starts_with(&second.1)
+                || Path::new(&second.1).starts_with(&first.1)
+            {
+                return Err(ContainerError::Overlap {
+                    first: first.0.to_owned(),
+                    first_path: first.1.clone(),
+                    second: second.0.to_owned(),
+                    second_path: second.1.clone(),
+                });
+            }
+        }
+        Ok(mounts)
+    }
+
+    /// The engine's `--mount`s (the checkpoints and datasets read-only) and the work folder.
+    fn arguments(&self) -> Vec<String> {
+        let mut arguments = vec![
+            "--mount".to_owned(),
+            format!("type=bind,src={},dst={MODELS_DIR},readonly", self.store.1),
+            "--mount".to_owned(),
+            format!("type=bind,src={},dst={TREE_DIR}", self.tree.1),
+            "--mount".to_owned(),
+            format!("type=bind,src={},dst={OUT_DIR}", self.out.1),
+            "--workdir".to_owned(),
+            TREE_DIR.to_owned(),
+        ];
+        if let Some(datasets) = &self.datasets {
+            arguments.extend([
+                "--mount".to_owned(),
+                format!("type=bind,src={},dst={DATASETS_DIR},readonly", datasets.1),
+            ]);
+        }
+        arguments
+    }
+}
+
+/// The request's environment, checked: built for this node, its values still valid.
+fn check_environment(request: &ContainerRequest<'_>) -> Result<(), ContainerError> {
+    let node = request.node;
+    if request.env.node_secrets() != node.secrets() {
+        return Err(invalid(
+            "the environment",
+            node.name().to_owned(),
+            "was built for another node: its secrets differ",
+        ));
+    }
+    request.env.recheck()?;
+    Ok(())
+}
+
+/// The request's network, shared memory and command, checked.
+fn check_request(request: &ContainerRequest<'_>) -> Result<(), ContainerError> {
+    if let ContainerNetwork::JoinedTo(joined) = request.network {
+        let ours = joined
+            .strip_prefix(&format!("prgate-{}-", request.run))
+            .is_some_and(|purpose| !purpose.is_empty() && purpose.chars().all(is_name_char));
+        if !ours {
+            return Err(invalid(
+                "the network",
+                joined.to_owned(),
+                "is not the name of a container of this run",
+            ));
+        }
+    }
+    if !(1..=1024).contains(&request.shm_gib) {
+        return Err(invalid(
+            "the shared memory size (GiB)",
+            request.shm_gib.to_string(),
+            "must be 1 to 1024",
+        ));
+    }
+    if request.command.is_empty() {
+        return Err(ContainerError::EmptyCommand);
+    }
+    if let Some(argument) = request.command.iter().find(|argument| argument.contains('\0')) {
+        return Err(invalid("the command's argument", argument.clone(), "contains a NUL byte"));
+    }
+    Ok(())
+}
+
+/// The render devices of the request's GPUs, each one of the node's and asked for once.
+fn devices(request: &ContainerRequest<'_>) -> Result<Vec<PathBuf>, ContainerError> {
+    let node = request.node;
+    let mut devices = Vec::new();
+    for id in request.gpus {
+        let gpu = node.gpus().iter().find(|gpu| gpu.id == *id).ok_or_else(|| {
+            invalid("GPU", id.to_string(), &format!("is not one of node {}'s GPUs", node.name()))
+        })?;
+        if devices.contains(&gpu.render_device) {
+            return Err(invalid("GPU", id.to_string(), "is asked for twice"));
+        }
+        devices.push(gpu.render_device.clone());
+    }
+    Ok(devices)
+}
+
+/// The container's labels: its run, its purpose, its GPUs and the request's own, checked.
+fn labels(request: &ContainerRequest<'_>, name: &str) -> Result<Vec<String>, ContainerError> {
+    let purpose = name.strip_prefix(&format!("prgate-{}-", request.run)).unwrap_or(name);
+    let mut labels =
+        vec![format!("{RUN_LABEL}={}", request.run), format!("{PURPOSE_LABEL}={purpose}")];
+    if !request.gpus.is_empty() {
+        let ids: Vec<String> = request.gpus.iter().map(u32::to_string).collect();
+        labels.push(format!("{GPUS_LABEL}={}", ids.join(",")));
+    }
+    for (key, value) in request.labels {
+        check_label(key, value)?;
+        labels.push(format!("{key}={value}"));
+    }
+    Ok(labels)
+}
+
+/// The container's environment, `NAME=value`: offline for the hub, the datasets' cache when
+/// mounted, the GPUs renumbered from 0, then the request's variables and secrets' names.
+fn variables(request: &ContainerRequest<'_>, datasets: bool, gpus: usize) -> Vec<String> {
+    let mut variables = vec!["HF_HUB_OFFLINE=1".to_owned(), "TRANSFORMERS_OFFLINE=1".to_owned()];
+    if datasets {
+        variables.push("HF_DATASETS_OFFLINE=1".to_owned());
+        variables.push(format!("HF_HUB_CACHE={DATASETS_DIR}/hub"));
+    }
+    if gpus > 0 {
+        let visible: Vec<String> = (0..gpus).map(|index| index.to_string()).collect();
+        variables.push(format!("HIP_VISIBLE_DEVICES={}", visible.join(",")));
+    }
+    variables.extend(request.env.vars().map(|(name, value)| format!("{name}={value}")));
+    variables.extend(request.env.secrets().map(str::to_owned));
+    variables
 }
 
 /// A host directory that may be mounted, as the mount names it: absolute, existing, resolved
