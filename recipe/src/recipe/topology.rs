@@ -283,9 +283,6 @@ pub(super) struct Defaults<'a> {
 /// Checks `raw` into a [`Topology`].
 pub(super) fn check(raw: RawTopology, defaults: &Defaults<'_>) -> Result<Topology, RecipeError> {
     let file = defaults.file;
-    let value = |key: &str, value: &dyn fmt::Debug, problem: &str| {
-        RecipeError::value(file, key, value, problem)
-    };
     let pd = raw.prefill.is_some() || raw.decode.is_some();
     if pd && raw.worker.is_some() {
         return Err(RecipeError::key(
@@ -308,65 +305,9 @@ pub(super) fn check(raw: RawTopology, defaults: &Defaults<'_>) -> Result<Topolog
         (RoleKind::Decode, raw.decode),
         (RoleKind::Worker, raw.worker),
     ] {
-        let Some(raw_role) = raw_role else { continue };
-        let key = |field: &str| format!("topology.{kind}.{field}");
-        if raw_role.instances == 0 {
-            return Err(value(&key("instances"), &0, "must be 1 or more"));
+        if let Some(raw_role) = raw_role {
+            roles.push(check_role(kind, raw_role, defaults)?);
         }
-        let nodes = raw_role.nodes.unwrap_or(1);
-        if nodes == 0 {
-            return Err(value(&key("nodes"), &0, "must be 1 or more"));
-        }
-        let tp = raw_role.tp.unwrap_or(defaults.tp);
-        if tp == 0 || tp % nodes != 0 {
-            return Err(value(
-                &key("tp"),
-                &tp,
-                "must be a multiple of the instance's nodes (its GPUs, shared evenly by its nodes)",
-            ));
-        }
-        let command = Template::parse(&raw_role.command, &ROLE_PLACEHOLDERS, &[Placeholder::Port])
-            .map_err(|error| value(&key("command"), &raw_role.command, &error.to_string()))?;
-        if kind == RoleKind::Prefill && !command.uses(Placeholder::BootstrapPort) {
-            return Err(value(
-                &key("command"),
-                &raw_role.command,
-                "lacks {bootstrap_port}: a prefill instance's bootstrap server must listen where the router tells decode instances to look",
-            ));
-        }
-        if nodes > 1 && !command.uses(Placeholder::NodeRank) {
-            return Err(value(
-                &key("command"),
-                &raw_role.command,
-                "lacks {node_rank}: an instance that spans nodes starts once on each, and each must know its rank",
-            ));
-        }
-        for (index, pattern) in raw_role.required_log.iter().enumerate() {
-            let pattern_key = format!("topology.{kind}.required-log[{index}]");
-            if pattern.trim().is_empty() {
-                return Err(value(&pattern_key, pattern, "is empty: write a regular expression"));
-            }
-            if let Err(error) = regex::Regex::new(pattern) {
-                return Err(value(
-                    &pattern_key,
-                    pattern,
-                    &format!("is not a regular expression: {error}"),
-                ));
-            }
-        }
-        let health_path = raw_role.health_path.unwrap_or_else(|| defaults.health_path.to_owned());
-        if !health_path.starts_with('/') {
-            return Err(value(&key("health-path"), &health_path, "must start with /"));
-        }
-        roles.push(Role {
-            kind,
-            instances: raw_role.instances,
-            nodes,
-            tp,
-            command,
-            required_log: raw_role.required_log,
-            health_path,
-        });
     }
     if roles.is_empty() {
         return Err(RecipeError::key(
@@ -375,31 +316,7 @@ pub(super) fn check(raw: RawTopology, defaults: &Defaults<'_>) -> Result<Topolog
             "has no role: give topology.prefill and topology.decode, or topology.worker",
         ));
     }
-    let router = raw
-        .router
-        .map(|router| {
-            let command =
-                Template::parse(&router.command, &ROUTER_PLACEHOLDERS, &[Placeholder::Port])
-                    .map_err(|error| {
-                        value("topology.router.command", &router.command, &error.to_string())
-                    })?;
-            let health_path = router.health_path.unwrap_or_else(|| "/health".to_owned());
-            if !health_path.starts_with('/') {
-                return Err(value(
-                    "topology.router.health-path",
-                    &health_path,
-                    "must start with /",
-                ));
-            }
-            let startup_timeout = match &router.startup_timeout {
-                Some(text) => super::parse_duration(text).map_err(|problem| {
-                    value("topology.router.startup-timeout", text, &problem.to_string())
-                })?,
-                None => DEFAULT_ROUTER_STARTUP,
-            };
-            Ok(Router { command, health_path, startup_timeout })
-        })
-        .transpose()?;
+    let router = raw.router.map(|router| check_router(router, file)).transpose()?;
     let instances: u32 = roles.iter().map(|role| role.instances).sum();
     if router.is_none() && (pd || instances > 1) {
         return Err(RecipeError::key(
@@ -409,6 +326,88 @@ pub(super) fn check(raw: RawTopology, defaults: &Defaults<'_>) -> Result<Topolog
         ));
     }
     Ok(Topology { roles, router })
+}
+
+/// One role's table (`topology.<kind>`), checked: its instances, nodes, GPUs, command,
+/// required log lines and health path.
+fn check_role(kind: RoleKind, raw: RawRole, defaults: &Defaults<'_>) -> Result<Role, RecipeError> {
+    let key = |field: &str| format!("topology.{kind}.{field}");
+    let value = |field: &str, value: &dyn fmt::Debug, problem: &str| {
+        RecipeError::value(defaults.file, &key(field), value, problem)
+    };
+    if raw.instances == 0 {
+        return Err(value("instances", &0, "must be 1 or more"));
+    }
+    let nodes = raw.nodes.unwrap_or(1);
+    if nodes == 0 {
+        return Err(value("nodes", &0, "must be 1 or more"));
+    }
+    let tp = raw.tp.unwrap_or(defaults.tp);
+    if tp == 0 || !tp.is_multiple_of(nodes) {
+        return Err(value(
+            "tp",
+            &tp,
+            "must be a multiple of the instance's nodes (its GPUs, shared evenly by its nodes)",
+        ));
+    }
+    let command = Template::parse(&raw.command, &ROLE_PLACEHOLDERS, &[Placeholder::Port])
+        .map_err(|error| value("command", &raw.command, &error.to_string()))?;
+    if kind == RoleKind::Prefill && !command.uses(Placeholder::BootstrapPort) {
+        return Err(value(
+            "command",
+            &raw.command,
+            "lacks {bootstrap_port}: a prefill instance's bootstrap server must listen where the router tells decode instances to look",
+        ));
+    }
+    if nodes > 1 && !command.uses(Placeholder::NodeRank) {
+        return Err(value(
+            "command",
+            &raw.command,
+            "lacks {node_rank}: an instance that spans nodes starts once on each, and each must know its rank",
+        ));
+    }
+    for (index, pattern) in raw.required_log.iter().enumerate() {
+        let field = format!("required-log[{index}]");
+        if pattern.trim().is_empty() {
+            return Err(value(&field, pattern, "is empty: write a regular expression"));
+        }
+        if let Err(error) = regex::Regex::new(pattern) {
+            return Err(value(&field, pattern, &format!("is not a regular expression: {error}")));
+        }
+    }
+    let health_path = raw.health_path.unwrap_or_else(|| defaults.health_path.to_owned());
+    if !health_path.starts_with('/') {
+        return Err(value("health-path", &health_path, "must start with /"));
+    }
+    Ok(Role {
+        kind,
+        instances: raw.instances,
+        nodes,
+        tp,
+        command,
+        required_log: raw.required_log,
+        health_path,
+    })
+}
+
+/// The router's table (`topology.router`), checked: its command, health path and startup limit.
+fn check_router(router: RawRouter, file: &str) -> Result<Router, RecipeError> {
+    let value = |key: &str, value: &dyn fmt::Debug, problem: &str| {
+        RecipeError::value(file, key, value, problem)
+    };
+    let command = Template::parse(&router.command, &ROUTER_PLACEHOLDERS, &[Placeholder::Port])
+        .map_err(|error| value("topology.router.command", &router.command, &error.to_string()))?;
+    let health_path = router.health_path.unwrap_or_else(|| "/health".to_owned());
+    if !health_path.starts_with('/') {
+        return Err(value("topology.router.health-path", &health_path, "must start with /"));
+    }
+    let startup_timeout = match &router.startup_timeout {
+        Some(text) => super::parse_duration(text).map_err(|problem| {
+            value("topology.router.startup-timeout", text, &problem.to_string())
+        })?,
+        None => DEFAULT_ROUTER_STARTUP,
+    };
+    Ok(Router { command, health_path, startup_timeout })
 }
 
 #[cfg(test)]
