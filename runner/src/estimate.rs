@@ -9,8 +9,8 @@
 
 use std::path::{Path, PathBuf};
 
-use prgate_scope::Plan;
 pub use prgate_schedule::estimate::*;
+use prgate_scope::Plan;
 
 use crate::run::{DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH};
 use crate::schedule::{History, Node};
@@ -77,7 +77,9 @@ impl HeadTree {
             None => {
                 let short = self.commit.get(..7).unwrap_or(&self.commit);
                 match prgate_scope::base_side::read_text_at(&self.repository, &self.commit, path) {
-                    Ok(Some(text)) => RecipeText::Found { text, name: format!("{path} at {short}") },
+                    Ok(Some(text)) => {
+                        RecipeText::Found { text, name: format!("{path} at {short}") }
+                    }
                     Ok(None) => missing(),
                     Err(error) => RecipeText::Unreadable { message: error.to_string() },
                 }
