@@ -4,6 +4,7 @@
 //! - [`config`]: every threshold, defaults in `gate/default-config.toml`;
 //! - [`evidence`]: the wire format the runner writes, one record per finished step;
 //! - [`job`]: the job plan, what a run must produce, and whether evidence accounts for it;
+//! - [`events`]: the event stream's lines, a run's progress as it goes (`prgate run --events`);
 //! - [`rules`] and [`title`]: the rules judged before any GPU work;
 //! - [`stats`]: the sequential test and the proportion comparisons;
 //! - [`speed`]: one concurrency's decision, and the runner's "another pair?" question;
@@ -19,6 +20,7 @@ pub mod accuracy;
 pub mod codeowners;
 pub mod config;
 pub mod drift;
+pub mod events;
 pub mod evidence;
 pub mod history;
 pub mod job;

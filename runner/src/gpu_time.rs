@@ -52,7 +52,10 @@
 //! commit, `jq -s 'group_by(.pr_commit) | map({pr_commit: .[0].pr_commit, gpu_hours:
 //! (map(.gpu_seconds) | add / 3600)})' gpu-hours.jsonl` (docs/gpu-hours.md).
 //!
-//! What it leaves to others: the estimate (`crate::schedule`), showing it (the report).
+//! What it leaves to others: the estimate (`crate::schedule`, the `prgate-schedule` crate's),
+//! showing it (the report). It stays in the runner: it times a run as it goes (the clock) and
+//! writes and reads the results' and the node's files; of the estimate's side it only asks the
+//! schedule what a model holds ([`gpus_held`]).
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;

@@ -4,7 +4,9 @@
 //! and PR, the servers, tests, accuracy evals and speed benchmarks. The simulated server it
 //! is tested against is a crate of its own (`prgate-sim-server`), not part of the runner. The
 //! children it starts go through `prgate-sandbox` ([`process`], [`container`], [`export`],
-//! [`untrusted`], [`redact`], re-exported here), but for its own marked SLURM commands.
+//! [`untrusted`], [`redact`], re-exported here), but for its own marked SLURM commands. What a
+//! plan costs and where it runs is `prgate-schedule`'s ([`schedule`], and [`estimate`]'s
+//! estimate), re-exported here too.
 //!
 //! - [`export`]: a commit's tree as a clean directory (no `.git`), for installing and testing;
 //! - [`bench`](mod@bench): the built-in speed client (`prgate bench`), with `bench_serving`'s
@@ -47,15 +49,17 @@
 //!   (the health ledger's and the history's machinery);
 //! - [`history`]: the history folder: the ledger of merged changes (the drift guard's input)
 //!   and the PR tests' saved results waiting for their PR to merge;
-//! - [`estimate`]: a plan's estimate: the recipes read from head's tree, each job's GPU time
-//!   and the schedule onto the nodes;
+//! - [`estimate`]: a plan's estimate: the recipes read from head's tree, handed as text to
+//!   `prgate-schedule`'s estimate (re-exported there): each job's GPU time and the schedule
+//!   onto the nodes;
 //! - [`lock`]: the host lock: one run on a host at a time, a refusal that names the holder,
 //!   and no stale lock after a killed run;
 //! - [`preflight`]: before any install, whether the node has what the run needs: its GPUs
 //!   visible and free, disk space, the checkpoints on disk and the image;
 //! - [`schedule`]: each model's GPU time, from its recipe or past runs' event streams, and
 //!   the models placed onto nodes (LPT, a local search and a bounded exact search), with a
-//!   lower bound on the makespan; pure;
+//!   lower bound on the makespan, the nodes file and the assignment; pure: the
+//!   `prgate-schedule` crate's, re-exported here;
 //! - [`slurm`]: the SLURM executor: a run as one batch job per model, their states read with
 //!   `squeue` and `scontrol`, cancelled by name, gathered into one results directory, and a
 //!   job that did not complete recorded as `not-run` evidence (`docs/slurm.md`);
@@ -84,11 +88,14 @@ pub mod results;
 pub mod reuse;
 pub mod rfc3339;
 pub mod run;
-pub mod schedule;
 pub mod slurm;
 
 /// The formats, from `prgate-recipe`: `crate::recipe::…` and `crate::node::…` as before.
 pub use prgate_recipe::{node, recipe};
+
+/// What a plan costs and where it runs, from `prgate-schedule`: `crate::schedule::…` as before
+/// (`crate::estimate` is its estimate, with the recipes read from head's tree).
+pub use prgate_schedule::schedule;
 
 /// Where children run, from `prgate-sandbox`: `crate::process::…`, `crate::container::…` and the
 /// rest as before.

@@ -30,27 +30,9 @@
 //! [`EventWriter`] appends one JSON object per line and hands each line to the kernel at once,
 //! so a reader (the report's live progress) sees every event as it happens:
 //!
-//! ```json
-//! {"schema_version":1,"event":"step-started","model":"kimi_k31","check":"accuracy","side":"pr","part":"gsm8k","time_ms":1764430000000}
-//! {"schema_version":1,"event":"step-finished","model":"kimi_k31","check":"accuracy","side":"pr","part":"gsm8k","time_ms":1764430061250,"started_ms":1764430000000,"outcome":"accuracy"}
-//! {"schema_version":1,"event":"step-skipped","model":null,"check":"common-tests","side":"base","part":null,"time_ms":1764430061300}
-//! ```
-//!
-//! A server's load, wake and release are events too, on the routing step (whose folder holds
-//! the server's log), with `started_ms` (and `reason` when it did not come up):
-//!
-//! ```json
-//! {"schema_version":1,"event":"server-started","model":"kimi_k31","check":"routing","side":"base","part":null,"time_ms":1764430600000,"started_ms":1764430000000}
-//! ```
-//!
-//! `event` is `step-started`, `step-finished` or `step-skipped` (done by an earlier run), or a
-//! server's `server-started` (a load), `server-woken` (memory taken back after a release) or
-//! `server-released`;
-//! `model` is null for the common checks; `check` and `side` are the evidence's names; `part`
-//! is the [`StepId`]'s part; times are milliseconds since the Unix epoch (UTC). A finished
-//! step also has `started_ms` and its record's `outcome` kind, and `reason` when it is
-//! `not-run`. Readers ignore fields they do not know; a field is never removed or changed in
-//! meaning without raising `schema_version`.
+//! The lines' format is `prgate_gate::events`'s (its page shows them): a wire format the
+//! estimate's history and the binary's live progress read too. Here each event gets its time
+//! from the clock ([`EventNow`]).
 //!
 //! What it leaves to others: running the steps (the runner), judging the records (the gate).
 
@@ -69,10 +51,12 @@ use prgate_gate::evidence::{self, Check, Evidence, NotRunReason, Outcome, Side};
 /// A record, an event file's replacement, a ledger: written whole or not at all (the sandbox's
 /// atomic write).
 pub(crate) use prgate_sandbox::atomic::write_atomically;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-/// The version of the event stream's format.
-pub const EVENTS_SCHEMA_VERSION: u32 = 1;
+/// The event stream's lines are the gate's wire format (`prgate_gate::events`): the runner
+/// writes them ([`EventWriter`], [`EventNow`]), the estimate's history and the binary's live
+/// progress read them.
+pub use prgate_gate::events::{EVENTS_SCHEMA_VERSION, Event, EventKind};
 
 use prgate_gate::job::JobPlan;
 pub use prgate_gate::job::{Part, StepId};
@@ -375,57 +359,6 @@ impl ResultsDir {
     }
 }
 
-/// One line of the event stream; see the [module documentation](self) for the format.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Event {
-    pub schema_version: u32,
-    pub event: EventKind,
-    pub model: Option<String>,
-    pub check: Check,
-    pub side: Side,
-    pub part: Option<String>,
-    /// When it happened, in milliseconds since the Unix epoch.
-    pub time_ms: u64,
-    /// When a finished step started.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub started_ms: Option<u64>,
-    /// The `kind` of a finished step's outcome.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<String>,
-    /// Why a finished step could not run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<NotRunReason>,
-}
-
-/// What happened to a step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum EventKind {
-    StepStarted,
-    StepFinished,
-    /// The step was done by an earlier run.
-    StepSkipped,
-    /// A side's server was loaded: started, from `started_ms` until it answered its health
-    /// check (or failed to, with `reason`). Names the routing step, whose folder holds its log.
-    ServerStarted,
-    /// A side's server, loaded earlier and released to make room, took its memory back
-    /// (SGLang's resume, vLLM's wake-up) from `started_ms`, and answered a warm-up request.
-    ServerWoken,
-    /// A side's server let its GPU memory go (SGLang's release, vLLM's sleep) without exiting.
-    ServerReleased,
-}
-
-impl EventKind {
-    /// Whether it is a server's event rather than a step's.
-    pub fn is_server(self) -> bool {
-        matches!(
-            self,
-            EventKind::ServerStarted | EventKind::ServerWoken | EventKind::ServerReleased
-        )
-    }
-}
-
 /// The writer of the event stream; it can be shared between threads.
 #[derive(Debug)]
 pub struct EventWriter {
@@ -506,15 +439,35 @@ pub trait StepObserver: fmt::Debug {
     fn observe(&self, event: &Event);
 }
 
-impl Event {
+/// The event stream's events stamped with the clock (the format, `prgate_gate::events`, is
+/// plain data and takes a time): `Event::started(step)` and the rest, with this trait in scope.
+pub trait EventNow {
     /// `step` starts now.
-    pub fn started(step: &StepId) -> Event {
-        Event::new(EventKind::StepStarted, step, now_ms())
+    fn started(step: &StepId) -> Event;
+    /// `step`, started at `started`, finished now with `record`.
+    fn finished(step: &StepId, started: StepStarted, record: &Evidence) -> Event;
+    /// `step` was done by an earlier run.
+    fn skipped(step: &StepId) -> Event;
+    /// A server event of `kind` for `model`'s `side`, begun at `started_ms`; `failure` when it
+    /// did not come up.
+    fn server(
+        kind: EventKind,
+        model: Option<&str>,
+        side: Side,
+        started_ms: u64,
+        failure: Option<NotRunReason>,
+    ) -> Event;
+    /// When a started event happened, for its finished event.
+    fn as_started(&self) -> StepStarted;
+}
+
+impl EventNow for Event {
+    fn started(step: &StepId) -> Event {
+        Event::at(EventKind::StepStarted, step, now_ms())
     }
 
-    /// `step`, started at `started`, finished now with `record`.
-    pub fn finished(step: &StepId, started: StepStarted, record: &Evidence) -> Event {
-        let mut event = Event::new(EventKind::StepFinished, step, now_ms());
+    fn finished(step: &StepId, started: StepStarted, record: &Evidence) -> Event {
+        let mut event = Event::at(EventKind::StepFinished, step, now_ms());
         event.started_ms = Some(started.time_ms);
         event.outcome = Some(outcome_kind(&record.outcome));
         if let Outcome::NotRun { reason, .. } = record.outcome {
@@ -523,14 +476,11 @@ impl Event {
         event
     }
 
-    /// `step` was done by an earlier run.
-    pub fn skipped(step: &StepId) -> Event {
-        Event::new(EventKind::StepSkipped, step, now_ms())
+    fn skipped(step: &StepId) -> Event {
+        Event::at(EventKind::StepSkipped, step, now_ms())
     }
 
-    /// A server event of `kind` for `model`'s `side`, begun at `started_ms`; `failure` when it
-    /// did not come up.
-    pub fn server(
+    fn server(
         kind: EventKind,
         model: Option<&str>,
         side: Side,
@@ -538,36 +488,14 @@ impl Event {
         failure: Option<NotRunReason>,
     ) -> Event {
         let step = StepId::new(model, Check::Routing, side, None);
-        let mut event = Event::new(kind, &step, now_ms());
+        let mut event = Event::at(kind, &step, now_ms());
         event.started_ms = Some(started_ms);
         event.reason = failure;
         event
     }
 
-    /// When a started event happened, for its finished event.
-    pub fn as_started(&self) -> StepStarted {
+    fn as_started(&self) -> StepStarted {
         StepStarted { time_ms: self.time_ms }
-    }
-
-    /// How long a finished step took.
-    pub fn took(&self) -> Option<std::time::Duration> {
-        let started = self.started_ms?;
-        Some(std::time::Duration::from_millis(self.time_ms.saturating_sub(started)))
-    }
-
-    fn new(event: EventKind, step: &StepId, time_ms: u64) -> Event {
-        Event {
-            schema_version: EVENTS_SCHEMA_VERSION,
-            event,
-            model: step.model().map(str::to_owned),
-            check: step.check(),
-            side: step.side(),
-            part: step.part().map(ToString::to_string),
-            time_ms,
-            started_ms: None,
-            outcome: None,
-            reason: None,
-        }
     }
 }
 

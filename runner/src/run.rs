@@ -121,7 +121,7 @@ use prgate_gate::evidence::{
     Check, Evidence, NotRunReason, Outcome, Provenance, SCHEMA_VERSION, Side,
 };
 use prgate_gate::job::Target;
-use prgate_scope::plan::{ModelPlan, Plan};
+use prgate_scope::plan::Plan;
 
 use crate::export::{ExportError, export_tree};
 use crate::job::{Job, JobRequest, RecipePaths};
@@ -139,8 +139,8 @@ pub const DEFAULT_RECIPE_PATH: &str = "test/e2e/{model}.toml";
 /// Where the common checks' recipe is in the PR's tree unless the request says otherwise.
 pub const DEFAULT_COMMON_RECIPE_PATH: &str = "test/e2e/common.toml";
 /// The name of the common checks in [`RunRequest::only_models`] (and in the results' file
-/// names): no model is named so.
-pub const COMMON_CHECKS: &str = "~common";
+/// names): no model is named so. The schedule's, whose assignment names targets so too.
+pub use prgate_schedule::schedule::assignment::COMMON_CHECKS;
 
 /// What a run is of and where its evidence goes: the part of a request the local step loop
 /// ([`RunRequest`]) and the SLURM executor ([`crate::slurm::SlurmRequest`]) share, and what
@@ -403,44 +403,9 @@ pub fn own_folder() -> Option<String> {
     exe.parent().and_then(Path::to_str).filter(|dir| !dir.contains(':')).map(str::to_owned)
 }
 
-/// The checks a model's tier runs, in the order the report lists them; none for a model on no
-/// tier or removed by the PR.
-pub fn planned_checks(model: &ModelPlan) -> &'static [Check] {
-    if model.removed { &[] } else { prgate_gate::job::tier_checks(model.tier) }
-}
-
-/// The `not-run` records of a target no node can take (`model`, or the common checks when
-/// `None`): one per planned check, on the PR side (both sides for speed), each with `reason`
-/// (the schedule's [`crate::schedule::Unschedulable::not_run`]) and `why` in its detail.
-pub fn unplaced_evidence(
-    plan: &Plan,
-    model: Option<&str>,
-    reason: NotRunReason,
-    why: &str,
-) -> Vec<Evidence> {
-    let checks: &[Check] = match model {
-        None => &[Check::CommonTests],
-        Some(name) => plan
-            .models
-            .iter()
-            .find(|planned| planned.name == name)
-            .map(planned_checks)
-            .unwrap_or_default(),
-    };
-    let provenance = Provenance {
-        base_commit: Some(plan.base_side_commit().to_owned()),
-        pr_commit: Some(plan.head.sha.clone()),
-        ..Provenance::default()
-    };
-    let detail = format!("no CI node can run it: {why}");
-    checks
-        .iter()
-        .map(|&check| {
-            let side = prgate_gate::job::whole_check_side(check);
-            evidence(model, check, side, &provenance, not_run(reason, detail.as_str(), None))
-        })
-        .collect()
-}
+/// The checks a model's tier runs, and the `not-run` records of a target no node can take:
+/// the schedule's (where the unschedulable reasons are), as `crate::run::…` before.
+pub use prgate_schedule::schedule::assignment::{planned_checks, unplaced_evidence};
 
 /// About how many steps a run takes, for the progress line's estimate: the job plan's steps
 /// that produce evidence, a speed cell counting as its expected pairs.

@@ -60,7 +60,7 @@ use self::progress::{Display, JobLine};
 use crate::key::Key;
 use crate::recipe::Recipe;
 use crate::recipe::common::CommonRecipe;
-use crate::results::{Event, EventWriter, ResultsDir, ResultsError, StepObserver};
+use crate::results::{Event, EventNow as _, EventWriter, ResultsDir, ResultsError, StepObserver};
 use crate::run::{COMMON_CHECKS, RunInputs};
 use crate::schedule::{History, estimate_common, estimate_model_on};
 

@@ -70,7 +70,14 @@ fn the_crate_graph_points_one_way() {
     assert_eq!(ours("report"), ["prgate-gate", "prgate-scope"]);
     assert_eq!(
         ours("runner"),
-        ["prgate-gate", "prgate-measure", "prgate-recipe", "prgate-sandbox", "prgate-scope"],
+        [
+            "prgate-gate",
+            "prgate-measure",
+            "prgate-recipe",
+            "prgate-sandbox",
+            "prgate-schedule",
+            "prgate-scope"
+        ],
         "runner never depends on report"
     );
     // The sandbox needs the node profile (GPUs, image, secrets) and the stall limit, no more.
@@ -79,10 +86,28 @@ fn the_crate_graph_points_one_way() {
     // for the wire types a recipe answers in (checks, not-run reasons, contract changes).
     assert_eq!(ours("recipe"), ["prgate-gate", "prgate-scope"], "recipe never depends on runner");
     assert!(dependencies("runner").contains("prgate-recipe"), "the runner reads the formats");
+    // The estimate and the schedule: the formats an estimate is made from (recipe), the wire
+    // types and the event stream's lines (gate), the plan (scope); never what runs a plan.
+    assert_eq!(
+        ours("schedule"),
+        ["prgate-gate", "prgate-recipe", "prgate-scope"],
+        "schedule never depends on runner or sandbox"
+    );
     // The evidence types it parses into are the gate's (pure); never the runner's.
     assert_eq!(ours("measure"), ["prgate-gate"], "measure depends on nothing but the evidence");
     assert_eq!(ours("github"), Vec::<String>::new(), "github knows nothing of the others");
-    for dir in ["scope", "gate", "report", "runner", "sim-server", "recipe", "sandbox", "measure"] {
+    let all = [
+        "scope",
+        "gate",
+        "report",
+        "runner",
+        "sim-server",
+        "recipe",
+        "sandbox",
+        "measure",
+        "schedule",
+    ];
+    for dir in all {
         assert!(!dependencies(dir).contains("prgate-github"), "{dir} uses the GitHub crate");
     }
 }
@@ -160,6 +185,7 @@ fn children_start_in_the_sandbox_and_at_prgates_own_named_tools() {
         "report/src",
         "recipe/src",
         "measure/src",
+        "schedule/src",
         "sim-server/src",
         "github/src",
     ] {
@@ -200,4 +226,49 @@ fn measure_parses_what_it_is_handed_and_starts_nothing() {
     let expect = ["junit-parser", "prgate-gate", "serde", "serde_json", "thiserror", "ureq"];
     let expect: BTreeSet<String> = expect.into_iter().map(str::to_owned).collect();
     assert_eq!(dependencies("measure"), expect, "measure's dependencies");
+}
+
+#[test]
+fn schedule_decides_from_plain_data_and_runs_nothing() {
+    // What a plan costs and where it runs is decided from text and values its callers read (the
+    // recipes from head's tree: the runner's `estimate_plan`; the event streams and the nodes
+    // file: the binary): no file, process, socket, environment, clock or repository in
+    // `schedule/`, so `plan --estimate` on a laptop links no container or cluster code.
+    let io = [
+        "std::fs",
+        "std::net",
+        "std::process",
+        "std::io",
+        "std::env",
+        "File::open",
+        "read_to_string",
+        "Command::new",
+        "TcpStream",
+        "UnixStream",
+        "SystemTime",
+        "Instant",
+        "git2",
+        "rustix",
+    ];
+    let found = mentions("schedule/src", &io);
+    assert!(found.is_empty(), "schedule does I/O: {found:?}");
+    let deps = dependencies("schedule");
+    for crate_that_runs in
+        ["prgate-sandbox", "prgate-runner", "rustix", "signal-hook", "ureq", "git2"]
+    {
+        assert!(!deps.contains(crate_that_runs), "schedule depends on {crate_that_runs}");
+    }
+    // Lean: the formats and wire types below it, serde for the nodes file and the assignment's
+    // state file; a new one is a decision made here.
+    let expect = [
+        "prgate-gate",
+        "prgate-recipe",
+        "prgate-scope",
+        "serde",
+        "serde_json",
+        "thiserror",
+        "toml",
+    ];
+    let expect: BTreeSet<String> = expect.into_iter().map(str::to_owned).collect();
+    assert_eq!(deps, expect, "schedule's dependencies");
 }

@@ -8,7 +8,7 @@ use prgate_gate::evidence::Evidence;
 
 use super::RunError;
 use super::progress::Progress;
-use crate::results::{Event, EventWriter, StepId, StepObserver, StepStarted};
+use crate::results::{Event, EventNow as _, EventWriter, StepId, StepObserver, StepStarted};
 
 /// Hands the step loop's events to its observers.
 pub(super) struct Emitter<'r> {

@@ -14,7 +14,7 @@ use prgate_gate::speed::blocks;
 use crate::gpu_time::{ServerDesign, ServersUsed};
 use crate::recipe::memory_api::MemoryApiKey;
 use crate::recipe::{Recipe, RoutingLogged};
-use crate::results::{Event, EventKind, StepId, now_ms};
+use crate::results::{Event, EventKind, EventNow as _, StepId, now_ms};
 use crate::run::RunError;
 use crate::run::emit::ServerEvents;
 use crate::run::exec::Exec;

@@ -5,7 +5,8 @@
 //! gets its targets in the schedule's order, each named as `prgate run --only-model` names it
 //! (the model, or [`COMMON_CHECKS`] for the common checks); the targets no node can take keep
 //! their reason, so the finish stage can write their `not-run` records
-//! ([`Assignment::unplaced_evidence`]). The JSON form is the state file's:
+//! ([`Assignment::unplaced_evidence`], [`unplaced_evidence`]: made here, where the
+//! unschedulable reasons are, and used by the runner as `prgate_runner::run::unplaced_evidence`). The JSON form is the state file's:
 //! `{"nodes": {"node": ["model", "~common"]}, "unschedulable": [{"model", "reason",
 //! "not_run"}], "estimate": "…"}`.
 //!
@@ -14,12 +15,16 @@
 
 use std::collections::BTreeMap;
 
-use prgate_gate::evidence::{Evidence, NotRunReason};
-use prgate_scope::Plan;
+use prgate_gate::evidence::{Check, Evidence, NotRunReason, Outcome, Provenance, SCHEMA_VERSION};
+use prgate_scope::plan::{ModelPlan, Plan};
 use serde::{Deserialize, Serialize};
 
 use crate::estimate::PlanEstimate;
-use crate::run::COMMON_CHECKS;
+
+/// The name of the common checks as a target: in an assignment, in
+/// `prgate_runner::run::RunRequest::only_models` (`--only-model`) and in the results' file
+/// names; no model is named so. The runner re-exports it (`prgate_runner::run::COMMON_CHECKS`).
+pub const COMMON_CHECKS: &str = "~common";
 
 /// Which targets each node runs, and what no node can run. A key it does not know is refused
 /// (a state file from another prgate, or edited by hand, is not half read).
@@ -100,10 +105,58 @@ impl Assignment {
             .iter()
             .flat_map(|unplaced| {
                 let model = (unplaced.model != COMMON_CHECKS).then_some(unplaced.model.as_str());
-                crate::run::unplaced_evidence(plan, model, unplaced.not_run, &unplaced.reason)
+                unplaced_evidence(plan, model, unplaced.not_run, &unplaced.reason)
             })
             .collect()
     }
+}
+
+/// The checks a model's tier runs, in the order the report lists them; none for a model on no
+/// tier or removed by the PR.
+pub fn planned_checks(model: &ModelPlan) -> &'static [Check] {
+    if model.removed { &[] } else { prgate_gate::job::tier_checks(model.tier) }
+}
+
+/// The `not-run` records of a target no node can take (`model`, or the common checks when
+/// `None`): one per planned check, on the PR side (both sides for speed), each with `reason`
+/// (the schedule's [`super::Unschedulable::not_run`]) and `why` in its detail.
+pub fn unplaced_evidence(
+    plan: &Plan,
+    model: Option<&str>,
+    reason: NotRunReason,
+    why: &str,
+) -> Vec<Evidence> {
+    let checks: &[Check] = match model {
+        None => &[Check::CommonTests],
+        Some(name) => plan
+            .models
+            .iter()
+            .find(|planned| planned.name == name)
+            .map(planned_checks)
+            .unwrap_or_default(),
+    };
+    let provenance = Provenance {
+        base_commit: Some(plan.base_side_commit().to_owned()),
+        pr_commit: Some(plan.head.sha.clone()),
+        ..Provenance::default()
+    };
+    let detail = format!("no CI node can run it: {why}");
+    checks
+        .iter()
+        .map(|&check| Evidence {
+            schema_version: SCHEMA_VERSION,
+            model: model.map(str::to_owned),
+            check,
+            side: prgate_gate::job::whole_check_side(check),
+            provenance: provenance.clone(),
+            outcome: Outcome::NotRun {
+                reason,
+                detail: detail.clone(),
+                subject: None,
+                failed_on: None,
+            },
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
-//! Past runs, read from the runner's event stream (`prgate run --events FILE`,
-//! [`crate::results`]): how long each step of each model took.
+//! Past runs, read from the runner's event stream (`prgate run --events FILE`, its lines
+//! `prgate_gate::events`'s): how long each step of each model took.
 //!
 //! Only `step-finished` events count; a step's duration is `time_ms - started_ms`. The events
 //! of all the files given are put in the order they finished. A model's **runs** are told apart
@@ -10,6 +10,10 @@
 //! A part of an estimate ([`super::Part`]) takes its duration from the most recent run that
 //! has it: a smoke run after a full one leaves the full run's accuracy benchmarks in use. A
 //! speed cell is the sum of its pairs (and its noise calibration) in that run.
+//!
+//! It parses the stream's text with the gate's type of its lines, the one the runner writes
+//! with (`prgate_gate::events`: a wire format, so the writer and its readers share it and this
+//! crate needs nothing of the runner's); reading the files is the caller's (the binary's).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -17,7 +21,7 @@ use std::time::Duration;
 use prgate_gate::evidence::{Check, Side};
 use prgate_gate::job::Part;
 
-use crate::results::{EVENTS_SCHEMA_VERSION, Event, EventKind};
+use prgate_gate::events::{EVENTS_SCHEMA_VERSION, Event, EventKind};
 
 /// The finished steps of past runs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

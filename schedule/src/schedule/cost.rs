@@ -2,7 +2,7 @@
 //! taking its memory back), **speed runs** and gateway **probes**, counted by one formula that
 //! the estimate (`prgate plan --estimate`), the SLURM jobs' time limits and the GPU-time report
 //! all use (they all go through [`super::estimate_model`]); the runner's step loop does what
-//! it counts (`crate::run`), and the CLI tests hold the two to the same numbers.
+//! it counts (`prgate_runner::run`), and the CLI tests hold the two to the same numbers.
 //!
 //! How a model's servers share its node is [`Layout`]: both up at once on disjoint GPUs when
 //! the node has `2 × tp` of them (and the recipe is no topology), else one at a time on the
@@ -14,7 +14,7 @@
 //!
 //! How one at a time switches is [`Switching`]. By the engines' memory release (the recipe's
 //! `server.memory-api` names SGLang's or vLLM's API, or the runner finds one by probing at the
-//! first switch, `crate::run`), each side loads once and every later switch is a wake. A server
+//! first switch, `prgate_runner::run`), each side loads once and every later switch is a wake. A server
 //! with neither (`none`, or a probe that finds none; a topology) reloads at every switch, so the
 //! runner measures in **blocks**: a cell's [`BLOCK_RUNS`] runs on each load, a block pair's
 //! PR block between two base blocks (`prgate_gate::speed::blocks`, whose unit of evidence is the
@@ -147,7 +147,7 @@ pub struct Work {
     /// The accuracy rounds before the speed phase: the repeats of the benchmark that takes the
     /// most (0: no accuracy). The first round is the PR's work first, then base's; each later
     /// round runs every open benchmark's next repeat on both sides, the server that is up
-    /// first (`crate::run`): one at a time, a switch a round, and one more when the rounds end
+    /// first (`prgate_runner::run`): one at a time, a switch a round, and one more when the rounds end
     /// on the PR's server and base's must open the speed pairs.
     pub accuracy_rounds: u32,
 }

@@ -1,7 +1,8 @@
 //! How long each model's run takes on a GPU node, and which node runs which model.
 //!
-//! Pure: plain data in, plain data out, no I/O. The binary reads the recipes, the node
-//! profiles and the history files (`prgate plan --estimate`); this module decides.
+//! Pure: plain data in, plain data out, no I/O. The runner reads the recipes from head's tree
+//! (`prgate_runner::estimate`), the binary the node profiles, the nodes file and the history
+//! files (`prgate plan --estimate`); this module decides.
 //!
 //! - [`estimate_model`] and [`estimate_common`]: a job's GPU time, from the recipe's shape and
 //!   the constants below, or better from the durations of its steps in past runs

@@ -8,7 +8,7 @@
 //! [`parse`], so they agree on what a nodes file is.
 //!
 //! What it leaves to others: scheduling ([`super::schedule`]), the health ledger that says which
-//! nodes are drained (`crate::health`).
+//! nodes are drained (`prgate_runner::health`).
 
 use std::collections::BTreeSet;
 

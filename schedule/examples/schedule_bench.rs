@@ -3,7 +3,7 @@
 //! deterministic sweep of random sets with at least three times more jobs than nodes.
 //!
 //! ```sh
-//! cargo run --release -p prgate-runner --example schedule_bench
+//! cargo run --release -p prgate-schedule --example schedule_bench
 //! ```
 //!
 //! Prints Markdown tables (bench/schedule.md holds their last output). The numbers are ratios
@@ -12,9 +12,9 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use prgate_runner::recipe::Recipe;
-use prgate_runner::recipe::common::CommonRecipe;
-use prgate_runner::schedule::{self, History, Job, Method, Needs, Node, estimate_model};
+use prgate_recipe::recipe::Recipe;
+use prgate_recipe::recipe::common::CommonRecipe;
+use prgate_schedule::schedule::{self, History, Job, Method, Needs, Node, estimate_model};
 use prgate_scope::plan::{ModelPlan, Tier};
 
 /// A model of the seed's shape: its recipe's speed sweep, accuracy benchmarks and where it
