@@ -46,101 +46,111 @@ impl Checker<'_> {
     ) -> Result<Vec<AccuracyBenchmark>, RecipeError> {
         let mut benchmarks: Vec<AccuracyBenchmark> = Vec::with_capacity(raw.len());
         for (index, raw) in raw.into_iter().enumerate() {
-            let key = |field: &str| format!("accuracy[{index}].{field}");
-            check_name(&raw.name)
-                .map_err(|problem| self.value(&key("name"), &raw.name, problem))?;
-            if benchmarks.iter().any(|benchmark| benchmark.name == raw.name) {
-                return Err(self.value(&key("name"), &raw.name, "is used twice"));
-            }
-            if let Some(token) = &raw.token {
-                check_secret_name(token)
-                    .map_err(|problem| self.value(&key("token"), token, problem))?;
-            }
-            let hub_dataset = raw
-                .hub_dataset
-                .as_deref()
-                .map(|text| {
-                    super::HubDataset::parse(text)
-                        .map_err(|problem| self.value(&key("hub-dataset"), &text, problem))
-                })
-                .transpose()?;
-            if raw.token.is_some() && hub_dataset.is_none() {
-                return Err(self.key(
-                    &key("hub-dataset"),
-                    "is missing: a benchmark with a token names the dataset prgate fetches with it (org/name@<commit>); its command never gets the token",
-                ));
-            }
-            if hub_dataset.is_some() && matches!(raw.evaluator, RawEvaluator::Builtin) {
-                return Err(self.key(&key("hub-dataset"), "only the external evaluator has it"));
-            }
-            let misplaced = |field: &str, kind: &str| {
-                self.key(&key(field), format!("only the {kind} evaluator has it"))
-            };
-            let missing = |field: &str, kind: &str| {
-                self.key(&key(field), format!("is missing: the {kind} evaluator needs it"))
-            };
-            let evaluator = match raw.evaluator {
-                RawEvaluator::External => {
-                    if raw.dataset.is_some() {
-                        return Err(misplaced("dataset", "builtin"));
-                    }
-                    if raw.limit.is_some() {
-                        return Err(misplaced("limit", "builtin"));
-                    }
-                    let command = raw.command.ok_or_else(|| missing("command", "external"))?;
-                    let command = self.template(
-                        &key("command"),
-                        &command,
-                        &ACCURACY_PLACEHOLDERS,
-                        &[Placeholder::Port, Placeholder::Results],
-                    )?;
-                    let metrics = raw.metrics.ok_or_else(|| missing("metrics", "external"))?;
-                    check_relative_path(&metrics)
-                        .map_err(|problem| self.value(&key("metrics"), &metrics, problem))?;
-                    Evaluator::External(ExternalEvaluator { command, metrics })
-                }
-                RawEvaluator::Builtin => {
-                    if raw.command.is_some() {
-                        return Err(misplaced("command", "external"));
-                    }
-                    if raw.metrics.is_some() {
-                        return Err(misplaced("metrics", "external"));
-                    }
-                    let dataset = raw.dataset.ok_or_else(|| missing("dataset", "builtin"))?;
-                    check_relative_path(&dataset)
-                        .map_err(|problem| self.value(&key("dataset"), &dataset, problem))?;
-                    if raw.limit == Some(0) {
-                        return Err(self.value(&key("limit"), &0, "must be 1 or more"));
-                    }
-                    Evaluator::Builtin(BuiltinEvaluator { dataset, limit: raw.limit })
-                }
-            };
-            let repeats = raw
-                .repeats
-                .map(|repeats| {
-                    u32::try_from(repeats)
-                        .ok()
-                        .filter(|repeats| (1..=MAX_ACCURACY_REPEATS).contains(repeats))
-                        .ok_or_else(|| {
-                            self.value(
-                                &key("repeats"),
-                                &repeats,
-                                format!(
-                                    "must be a number of repeats in 1..={MAX_ACCURACY_REPEATS}"
-                                ),
-                            )
-                        })
-                })
-                .transpose()?;
-            benchmarks.push(AccuracyBenchmark {
-                name: raw.name,
-                evaluator,
-                token: raw.token,
-                hub_dataset,
-                repeats,
-            });
+            let benchmark = self.benchmark(&format!("accuracy[{index}]"), raw, &benchmarks)?;
+            benchmarks.push(benchmark);
         }
         Ok(benchmarks)
+    }
+
+    /// One accuracy benchmark (`table`, `accuracy[i]`), checked: a name not used `before`, a
+    /// token only with the dataset prgate fetches with it, its evaluator, its repeats.
+    fn benchmark(
+        &self,
+        table: &str,
+        raw: RawAccuracy,
+        before: &[AccuracyBenchmark],
+    ) -> Result<AccuracyBenchmark, RecipeError> {
+        let key = |field: &str| format!("{table}.{field}");
+        check_name(&raw.name).map_err(|problem| self.value(&key("name"), &raw.name, problem))?;
+        if before.iter().any(|benchmark| benchmark.name == raw.name) {
+            return Err(self.value(&key("name"), &raw.name, "is used twice"));
+        }
+        if let Some(token) = &raw.token {
+            check_secret_name(token)
+                .map_err(|problem| self.value(&key("token"), token, problem))?;
+        }
+        let hub_dataset = raw
+            .hub_dataset
+            .as_deref()
+            .map(|text| {
+                super::HubDataset::parse(text)
+                    .map_err(|problem| self.value(&key("hub-dataset"), &text, problem))
+            })
+            .transpose()?;
+        if raw.token.is_some() && hub_dataset.is_none() {
+            return Err(self.key(
+                &key("hub-dataset"),
+                "is missing: a benchmark with a token names the dataset prgate fetches with it (org/name@<commit>); its command never gets the token",
+            ));
+        }
+        if hub_dataset.is_some() && matches!(raw.evaluator, RawEvaluator::Builtin) {
+            return Err(self.key(&key("hub-dataset"), "only the external evaluator has it"));
+        }
+        let evaluator = self.evaluator(table, &raw)?;
+        let repeats = raw
+            .repeats
+            .map(|repeats| {
+                u32::try_from(repeats)
+                    .ok()
+                    .filter(|repeats| (1..=MAX_ACCURACY_REPEATS).contains(repeats))
+                    .ok_or_else(|| {
+                        self.value(
+                            &key("repeats"),
+                            &repeats,
+                            format!("must be a number of repeats in 1..={MAX_ACCURACY_REPEATS}"),
+                        )
+                    })
+            })
+            .transpose()?;
+        Ok(AccuracyBenchmark { name: raw.name, evaluator, token: raw.token, hub_dataset, repeats })
+    }
+
+    /// A benchmark's evaluator: the external one's command and metrics file, or the built-in
+    /// one's dataset and limit; a key of the other kind is refused.
+    fn evaluator(&self, table: &str, raw: &RawAccuracy) -> Result<Evaluator, RecipeError> {
+        let key = |field: &str| format!("{table}.{field}");
+        let misplaced = |field: &str, kind: &str| {
+            self.key(&key(field), format!("only the {kind} evaluator has it"))
+        };
+        let missing = |field: &str, kind: &str| {
+            self.key(&key(field), format!("is missing: the {kind} evaluator needs it"))
+        };
+        match raw.evaluator {
+            RawEvaluator::External => {
+                if raw.dataset.is_some() {
+                    return Err(misplaced("dataset", "builtin"));
+                }
+                if raw.limit.is_some() {
+                    return Err(misplaced("limit", "builtin"));
+                }
+                let command = raw.command.as_ref().ok_or_else(|| missing("command", "external"))?;
+                let command = self.template(
+                    &key("command"),
+                    command,
+                    &ACCURACY_PLACEHOLDERS,
+                    &[Placeholder::Port, Placeholder::Results],
+                )?;
+                let metrics = raw.metrics.clone().ok_or_else(|| missing("metrics", "external"))?;
+                check_relative_path(&metrics)
+                    .map_err(|problem| self.value(&key("metrics"), &metrics, problem))?;
+                Ok(Evaluator::External(ExternalEvaluator { command, metrics }))
+            }
+            RawEvaluator::Builtin => {
+                if raw.command.is_some() {
+                    return Err(misplaced("command", "external"));
+                }
+                if raw.metrics.is_some() {
+                    return Err(misplaced("metrics", "external"));
+                }
+                let dataset = raw.dataset.clone().ok_or_else(|| missing("dataset", "builtin"))?;
+                check_relative_path(&dataset)
+                    .map_err(|problem| self.value(&key("dataset"), &dataset, problem))?;
+                if raw.limit == Some(0) {
+                    return Err(self.value(&key("limit"), &0, "must be 1 or more"));
+                }
+                Ok(Evaluator::Builtin(BuiltinEvaluator { dataset, limit: raw.limit }))
+            }
+        }
     }
 
     pub(super) fn speed(&self, raw: RawSpeed) -> Result<SpeedSweep, RecipeError> {
