@@ -240,52 +240,68 @@ pub fn run(request: &SlurmRequest<'_>) -> Result<SlurmSummary, SlurmError> {
         let job = orchestra.submit(target, &slurm_dir)?;
         orchestra.jobs.push(job);
     }
-    let mut display = Display::new(request.progress, &orchestra.job_name);
-    let mut failing_since: Option<Instant> = None;
-    loop {
-        if let Some(signal) = signals.pending().next() {
-            orchestra.abort(signal, &mut signals);
-        }
-        match orchestra.look() {
-            Ok(()) => failing_since = None,
-            Err(error) => {
-                if let Some(signal) = signals.pending().next() {
-                    orchestra.abort(signal, &mut signals);
-                }
-                let since = *failing_since.get_or_insert_with(Instant::now);
-                if since.elapsed() >= QUEUE_PATIENCE {
-                    return Err(error);
-                }
-                if since.elapsed() < POLL * 2 {
-                    eprintln!("slurm: {error}; trying again");
+    orchestra.watch(&mut signals)?;
+    Ok(orchestra.finish())
+}
+
+impl Orchestra<'_> {
+    /// Watches the jobs until every one has ended and been gathered: their states, their
+    /// evidence, their events forwarded and the progress shown; a signal cancels them. The
+    /// queue may fail to answer for [`QUEUE_PATIENCE`] before the run gives up.
+    fn watch(&mut self, signals: &mut Signals) -> Result<(), SlurmError> {
+        let mut display = Display::new(self.request.progress, &self.job_name);
+        let mut failing_since: Option<Instant> = None;
+        loop {
+            if let Some(signal) = signals.pending().next() {
+                self.abort(signal, signals);
+            }
+            match self.look() {
+                Ok(()) => failing_since = None,
+                Err(error) => {
+                    if let Some(signal) = signals.pending().next() {
+                        self.abort(signal, signals);
+                    }
+                    let since = *failing_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() >= QUEUE_PATIENCE {
+                        return Err(error);
+                    }
+                    if since.elapsed() < POLL * 2 {
+                        eprintln!("slurm: {error}; trying again");
+                    }
                 }
             }
+            self.gather_ended()?;
+            self.forward_events();
+            display.update(&self.lines());
+            if self.jobs.iter().all(|job| job.gathered) {
+                break;
+            }
+            if let Some(signal) = pause(signals, POLL) {
+                self.abort(signal, signals);
+            }
         }
-        orchestra.gather_ended()?;
-        orchestra.forward_events();
-        display.update(&orchestra.lines());
-        if orchestra.jobs.iter().all(|job| job.gathered) {
-            break;
-        }
-        if let Some(signal) = pause(&mut signals, POLL) {
-            orchestra.abort(signal, &mut signals);
-        }
+        display.close();
+        Ok(())
     }
-    display.close();
-    orchestra.armed = false;
-    let mut summary = std::mem::take(&mut orchestra.summary);
-    for job in &orchestra.jobs {
-        if let Some(ended) = &job.ended {
-            summary.jobs.push(JobOutcome {
-                target: job.target.clone(),
-                id: job.id,
-                state: ended.state.clone(),
-                reason: ended.reason.clone(),
-                exit_code: ended.exit_code.clone(),
-            });
+
+    /// The run's summary, with each job's end, once every job is gathered (nothing is
+    /// cancelled on drop from here on).
+    fn finish(&mut self) -> SlurmSummary {
+        self.armed = false;
+        let mut summary = std::mem::take(&mut self.summary);
+        for job in &self.jobs {
+            if let Some(ended) = &job.ended {
+                summary.jobs.push(JobOutcome {
+                    target: job.target.clone(),
+                    id: job.id,
+                    state: ended.state.clone(),
+                    reason: ended.reason.clone(),
+                    exit_code: ended.exit_code.clone(),
+                });
+            }
         }
+        summary
     }
-    Ok(summary)
 }
 
 /// The run's id: the one in `<slurm_dir>/run-id`, else a new one written there.
