@@ -9,8 +9,10 @@
 //! kernel" lowers it in its tree. The server listens on every interface (`0.0.0.0`): in a
 //! container, the published port reaches only those (docs/container.md).
 //!
-//! Commits have fixed authors and dates and the files name no host path, so every build gives
-//! the same SHAs.
+//! The files are real files in `src/sample/` (`main/`: `main`'s beside the models'; `model/`: a
+//! model's, with `@model@` for its name; `pr-126/`: a PR's new test), embedded in the binary;
+//! this module only assembles `main` and the PRs' branches from them. Commits have fixed authors
+//! and dates and the files name no host path, so every build gives the same SHAs.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -30,17 +32,6 @@ pub(crate) struct SamplePr {
     /// second run takes over what the first judged and runs only what failed (docs/rerun.md).
     pub(crate) reruns: bool,
 }
-
-/// The sample's manifest.
-const MANIFEST: &str = r#"# How prgate scopes this repository: docs/manifest.md in prgate's repository.
-[scope]
-models = ["sgl_amd_mono/models/{model}/**", "test/unit/{model}/**",
-          "test/kernels/test_{model}_*.py", "test/e2e/{model}.toml"]
-shared = ["sgl_amd_mono/__init__.py", "sgl_amd_mono/common/**", "pyproject.toml", "test/common/**"]
-ignore = ["docs/**"]
-codeowners = ".github/CODEOWNERS"
-readme = "sgl_amd_mono/models/{model}/README.md"
-"#;
 
 const MODELS: &[&str] =
     &["deepseek_v41", "glm53_flash", "kimi_k3", "kimi_k31", "mimo_v3_pd", "qwen38_flash_next"];
@@ -296,270 +287,91 @@ pub(crate) fn build_history(dir: &Path) -> anyhow::Result<Vec<SamplePr>> {
 
 type Files = BTreeMap<String, String>;
 
-/// The simulated decode speed of every model on `main`, in milliseconds per output token.
-/// SGLang's own path in the simulated profiles: 25% slower than the monokernels' 4.0 ms.
-const SGLANG_TPOT_MS: &str = "5.0";
+/// The simulated decode speed of every model on `main`, in milliseconds per output token (the
+/// `tpot-ms` of `model/sim-profile.toml`; its `sglang-tpot-ms`, SGLang's own path, is 25%
+/// slower). Its `startup-delay-ms`, 2 s: a real node's load is five speed runs (10 min against
+/// 2), the demo's runs take about 0.7 s, and a demo that waited five runs a load would take
+/// minutes longer (it loads about 50 servers); 2 s keeps start ≫ run at about three runs. Its
+/// `wake-delay-ms`, 150 ms: a real wake is a quarter of a run (30 s against 2 min).
 const BASE_TPOT_MS: &str = "4.0";
-/// How long a sample server takes to load (its `startup-delay-ms`): a real node's load is five
-/// speed runs (10 min against 2), the demo's runs take about 0.7 s, and a demo that waited five
-/// runs a load would take minutes longer (it loads about 50 servers); 2 s keeps start ≫ run at
-/// about three runs.
-const STARTUP_DELAY_MS: u32 = 2000;
-/// How long a released sample server takes to wake (its `wake-delay-ms`): a real wake is a
-/// quarter of a run (30 s against 2 min).
-const WAKE_DELAY_MS: u32 = 150;
 /// A PR that speeds a model up: 25% less time per token.
 const PERF_TPOT_MS: &str = "3.0";
 /// A PR that slows a model down: 25% more time per token.
 const SLOW_TPOT_MS: &str = "5.0";
 
-fn base_files() -> Files {
-    let mut files = Files::new();
-    let mut put = |path: &str, text: &str| {
-        files.insert(path.to_owned(), text.to_owned());
+/// `main`'s files beside the models' (`sample/main/`, by their path in the sample).
+macro_rules! main_files {
+    ($($path:literal),* $(,)?) => {
+        &[$(($path, include_str!(concat!("sample/main/", $path)))),*]
     };
-    put("prgate.toml", MANIFEST);
-    put("README.md", "# sgl-amd-mono (sample)\n\nPer-model AMD monokernels for SGLang.\n");
-    put("pyproject.toml", "[project]\nname = \"sgl-amd-mono\"\nversion = \"0.1.0\"\n");
-    put("docs/index.md", "# Documentation\n");
-    put("sgl_amd_mono/__init__.py", "\"\"\"Per-model AMD monokernels.\"\"\"\n");
-    put("sgl_amd_mono/common/__init__.py", "");
-    put("sgl_amd_mono/common/guard.py", "def guard(kernel):\n    return kernel is not None\n");
-    put(
-        "sgl_amd_mono/common/dispatch.py",
-        "def dispatch(model, batch):\n    return model(batch)\n",
-    );
-    put("test/common/test_guard.py", "def test_guard():\n    assert True\n");
-    put("test/common/test_guard_dispatch_kernels.py", "def test_dispatch():\n    assert True\n");
-    put(
-        "test/e2e/common.toml",
-        "# The common checks: shared unit tests and the guard/dispatch kernel tests.\n[tests]\nunit = [\"test/common/test_guard.py\"]\nkernel = [\"test/common/test_guard_dispatch_kernels.py\"]\n",
-    );
-    put("test/kernels/time_kernels.py", TIMING_SCRIPT);
-    put("test/e2e/test_serving.py", SERVING_TEST);
-    put("test/e2e/data/tiny-math.jsonl", &tiny_math());
-    let mut codeowners =
-        String::from("# Owners of each model's package.\n* @sgl-amd-mono/maintainers\n");
-    for model in MODELS {
-        add_model(&mut files, model);
-        codeowners.push_str(&format!(
-            "/sgl_amd_mono/models/{model}/ @{}-team\n",
-            model.replace('_', "-")
-        ));
-    }
-    files.insert(".github/CODEOWNERS".to_owned(), codeowners);
-    files
 }
 
-fn add_model(files: &mut Files, model: &str) {
-    let mut put = |path: String, text: String| {
-        files.insert(path, text);
-    };
-    put(format!("sgl_amd_mono/models/{model}/__init__.py"), String::new());
-    put(
-        format!("sgl_amd_mono/models/{model}/README.md"),
-        format!("# {model}\n\nMonokernel for {model}.\n"),
-    );
-    put(
-        format!("sgl_amd_mono/models/{model}/layer.py"),
-        "def forward(x):\n    return x\n".to_owned(),
-    );
-    put(format!("sgl_amd_mono/models/{model}/kernels.py"), "def k1(x):\n    return x\n".to_owned());
-    put(
-        format!("test/unit/{model}/test_layer.py"),
-        "def test_forward():\n    assert True\n".to_owned(),
-    );
-    let kernel_test = if model == "kimi_k31" { "k1_ring" } else { "k1" };
-    put(
-        format!("test/kernels/test_{model}_{kernel_test}.py"),
-        "def test_k1():\n    assert True\n".to_owned(),
-    );
-    put(
-        format!("sgl_amd_mono/models/{model}/sim-profile.toml"),
-        format!(
-            "# How fast prgate's simulated server serves {model}: the monokernels' speed.\n\
-             model = \"{model}\"\nttft-ms = 5.0\ntpot-ms = {BASE_TPOT_MS}\nnoise-cv = 0.01\n\
-             # SGLang's own path, without the monokernels: slower.\nsglang-tpot-ms = {SGLANG_TPOT_MS}\n\
-             # A real node's proportions scaled to seconds: a load (10 min there) takes about three\n\
-             # speed runs (2 min there), a wake (30 s there) a small part of one.\n\
-             startup-delay-ms = {STARTUP_DELAY_MS}\nwake-delay-ms = {WAKE_DELAY_MS}\n"
-        ),
-    );
-    let recipe = if model == PD_MODEL { pd_recipe(model) } else { recipe(model, kernel_test) };
-    put(format!("test/e2e/{model}.toml"), recipe);
-}
+/// `main`'s files beside the models': the manifest, the shared package and its tests, the
+/// common checks, the kernel timing script, the serving test and the accuracy benchmark.
+const MAIN_FILES: &[(&str, &str)] = main_files![
+    ".github/CODEOWNERS",
+    "README.md",
+    "docs/index.md",
+    "prgate.toml",
+    "pyproject.toml",
+    "sgl_amd_mono/__init__.py",
+    "sgl_amd_mono/common/__init__.py",
+    "sgl_amd_mono/common/dispatch.py",
+    "sgl_amd_mono/common/guard.py",
+    "test/common/test_guard.py",
+    "test/common/test_guard_dispatch_kernels.py",
+    "test/e2e/common.toml",
+    "test/e2e/data/tiny-math.jsonl",
+    "test/e2e/test_serving.py",
+    "test/kernels/time_kernels.py",
+];
 
-/// The serving recipe of `model`: the simulated server, a tiny sweep.
-fn recipe(model: &str, kernel_test: &str) -> String {
-    let command = format!(
-        "prgate sim-server --listen 0.0.0.0:{{port}} \
-         --profile sgl_amd_mono/models/{model}/sim-profile.toml {{extra_args}}"
-    );
-    // A JSON string is a TOML basic string.
-    let command = serde_json::to_string(&command).unwrap_or_default();
-    format!(
-        r#"# Serving recipe of {model} (docs/recipe.md in prgate's repository). The server is
-# prgate's simulated server (`prgate` on the PATH: the image's in a container), from the
-# directory of the tree under test, on every interface: a container's published port reaches
-# only those, never its loopback.
-hardware = ["mi355x"]
-checkpoint = "{model}"
-# Both of the demo's node's GPUs: base's and the PR's servers take turns on them (one at a
-# time, as a big model's do on a real node).
-tp = 2
+/// A model's files (`sample/model/`), by their path with `@model@` and `@kernel_test@` for the
+/// model's name and its kernel test's. The recipe serves the simulated server with a tiny
+/// sweep.
+const MODEL_FILES: &[(&str, &str)] = &[
+    ("sgl_amd_mono/models/@model@/__init__.py", include_str!("sample/model/__init__.py")),
+    ("sgl_amd_mono/models/@model@/README.md", include_str!("sample/model/README.md")),
+    ("sgl_amd_mono/models/@model@/layer.py", include_str!("sample/model/layer.py")),
+    ("sgl_amd_mono/models/@model@/kernels.py", include_str!("sample/model/kernels.py")),
+    ("sgl_amd_mono/models/@model@/sim-profile.toml", include_str!("sample/model/sim-profile.toml")),
+    ("test/unit/@model@/test_layer.py", include_str!("sample/model/test_layer.py")),
+    ("test/kernels/test_@model@_@kernel_test@.py", include_str!("sample/model/test_kernel.py")),
+    ("test/e2e/@model@.toml", include_str!("sample/model/recipe.toml")),
+];
 
-[server]
-command = {command}
-monokernel-flag = "--enable-amd-monokernel"
-startup-timeout = "30s"
-routing-pattern = '\[monokernel\] routed \S+ decode'
-# The simulated server speaks SGLang's memory API: one server at a time (the demo's node has
-# one GPU), each side loads once and every switch is a wake, which the estimate counts too.
-memory-api = "sglang"
-
-[tests]
-unit = ["test/unit/{model}"]
-kernel = ["test/kernels/test_{model}_{kernel_test}.py"]
-serving = ["test/e2e/test_serving.py"]
-
-[[kernel-timing]]
-name = "decode"
-command = "python3 test/kernels/time_kernels.py sgl_amd_mono/models/{model}/sim-profile.toml {{output}}"
-
-[[accuracy]]
-name = "tiny-math"
-evaluator = "builtin"
-dataset = "test/e2e/data/tiny-math.jsonl"
-limit = 40
-
-[speed]
-concurrencies = [1, 4]
-covered = [1]
-input-len = 16
-# 64 tokens at 4 ms: a 252 ms span per request, so a loaded machine's few milliseconds of
-# wake-up jitter leave a run CV of about 2% (16 tokens: 6.5%, which 16 pairs cannot decide, and
-# a cell undecided at the cap is an error, docs/gate.md).
-output-len = 64
-requests-per-concurrency = 2
-warmup-per-concurrency = 1
-
-[timeouts]
-unit-tests = "2m"
-kernel-tests = "2m"
-serving-tests = "2m"
-kernel-timing = "1m"
-accuracy = "2m"
-speed-run = "1m"
-"#
-    )
-}
-
-/// The recipe of the disaggregated model: a prefill and a decode instance of the simulated
-/// server, one GPU each, behind the real sglang-router (`python3 -m sglang_router.launch_router`,
-/// which `.ci/setup-python` installs beside pytest), with the transport line each must log.
-fn pd_recipe(model: &str) -> String {
-    let regular = recipe(model, "k1");
-    let server = |mode: &str| {
-        format!(
-            "prgate sim-server --listen {{host}}:{{port}} \
-             --profile sgl_amd_mono/models/{model}/sim-profile.toml --disaggregation-mode {mode}"
-        )
-    };
-    let router = "python3 -m sglang_router.launch_router --pd-disaggregation --host {host} \
-                  --port {port} --prometheus-port {metrics_port} --policy round_robin \
-                  --log-level warn {extra_args}";
-    let quote = |text: &str| serde_json::to_string(text).unwrap_or_default();
-    let topology = format!(
-        r#"
-# Served disaggregated: one prefill and one decode instance on a GPU each, behind the real
-# sglang-router in PD mode; every request goes through the router (docs/topology.md).
-[topology.prefill]
-instances = 1
-tp = 1
-command = {prefill}
-# The KV transfer must go over RDMA: a fallback to TCP fails the routing check.
-required-log = ['transfer-backend=mooncake transport=rdma']
-
-[topology.decode]
-instances = 1
-tp = 1
-command = {decode}
-required-log = ['kv from \S+ transfer-backend=mooncake transport=rdma']
-
-[topology.router]
-command = {router}
-startup-timeout = "1m"
-"#,
-        prefill = quote(
-            &(server("prefill") + " --disaggregation-bootstrap-port {bootstrap_port} {extra_args}")
-        ),
-        decode = quote(&(server("decode") + " {extra_args}")),
-        router = quote(router),
-    );
-    // The topology's tables go after the recipe's top-level keys and before its own tables.
-    let at = regular.find("\n[tests]").unwrap_or(regular.len());
-    format!("{}{topology}{}", &regular[..at], &regular[at..])
-}
+/// What the disaggregated model's recipe adds before its `[tests]`: a prefill and a decode
+/// instance of the simulated server, one GPU each, behind the real sglang-router
+/// (`python3 -m sglang_router.launch_router`, which `.ci/setup-python` installs beside pytest),
+/// with the transport line each must log.
+const PD_TOPOLOGY: &str = include_str!("sample/model/pd-topology.toml");
 
 /// PR #126's flaky unit test: its marker is in the node's `trees/` folder, which outlives a
 /// run (each run exports its trees afresh below it).
-const FLAKY_TEST: &str = r#"from pathlib import Path
+const FLAKY_TEST: &str = include_str!("sample/pr-126/test_cache.py");
 
+fn base_files() -> Files {
+    let mut files: Files =
+        MAIN_FILES.iter().map(|(path, text)| ((*path).to_owned(), (*text).to_owned())).collect();
+    for model in MODELS {
+        add_model(&mut files, model);
+    }
+    files
+}
 
-def test_warm_cache():
-    # Flaky: the first run on a node finds the kernel cache cold; every later run passes.
-    mark = Path(__file__).resolve().parents[4] / "pr-126-kernel-cache"
-    if not mark.exists():
-        mark.write_text("warm\n")
-        raise AssertionError("the kernel cache was cold (a flaky failure: a rerun passes)")
-"#;
-
-/// The kernel timing script: the decode step's time from the tree's simulated profile.
-const TIMING_SCRIPT: &str = r#"# Times the decode kernel: here, reads its time from the simulated profile (argv[1]), and
-# writes the timing JSON (docs/recipe.md in prgate's repository) to argv[2].
-import json
-import sys
-import tomllib
-
-with open(sys.argv[1], "rb") as f:
-    tpot_us = tomllib.load(f)["tpot-ms"] * 1000.0
-timings = {"kernels": [{"name": "decode_step",
-                        "samples_us": [tpot_us * f for f in (0.99, 1.0, 1.01, 1.0, 0.995)]}]}
-with open(sys.argv[2], "w") as f:
-    json.dump(timings, f)
-print(json.dumps(timings))
-"#;
-
-/// The serving test: the model's server answers.
-const SERVING_TEST: &str = r#"import json
-import os
-import urllib.request
-
-
-def test_the_server_answers():
-    url = os.environ["PRGATE_SERVER_URL"]
-    assert urllib.request.urlopen(url + "/health", timeout=10).status == 200
-    request = urllib.request.Request(
-        url + "/v1/completions",
-        data=json.dumps({"model": "default", "prompt": "Hello", "max_tokens": 4}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    body = json.load(urllib.request.urlopen(request, timeout=10))
-    assert body["choices"][0]["text"]
-"#;
-
-/// The accuracy benchmark: 40 sums, each question with the line `expected: <answer>` that the
-/// simulated server answers (at its profile's accuracy).
-fn tiny_math() -> String {
-    (1..=40)
-        .map(|n| {
-            let (a, b) = (n * 7 % 23 + 2, n * 13 % 31 + 5);
-            format!(
-                "{{\"id\": \"q{n}\", \"question\": \"What is {a} + {b}?\\nexpected: {sum}\", \"answer\": \"{sum}\"}}\n",
-                sum = a + b
-            )
-        })
-        .collect()
+/// Adds `model`'s package, tests and recipe.
+fn add_model(files: &mut Files, model: &str) {
+    let kernel_test = if model == "kimi_k31" { "k1_ring" } else { "k1" };
+    let fill = |text: &str| text.replace("@model@", model).replace("@kernel_test@", kernel_test);
+    for (path, text) in MODEL_FILES {
+        files.insert(fill(path), fill(text));
+    }
+    if model == PD_MODEL {
+        let recipe = files.entry(format!("test/e2e/{model}.toml")).or_default();
+        // The topology's tables go after the recipe's top-level keys and before its own tables.
+        let at = recipe.find("\n[tests]").unwrap_or(recipe.len());
+        recipe.insert_str(at, &format!("\n{}", fill(PD_TOPOLOGY)));
+    }
 }
 
 /// Sets `model`'s simulated time per output token.
