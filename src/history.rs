@@ -18,7 +18,6 @@ use prgate_gate::{Evidence, GateConfig, Verdict};
 use prgate_runner::history::{HistoryDir, Recorded};
 use prgate_runner::node::NodeProfile;
 use prgate_scope::Plan;
-use serde::Deserialize;
 
 use crate::files::{print, read_json};
 use crate::gate::Outcome;
@@ -267,33 +266,10 @@ fn resolve(repo: &Path, reference: &str) -> anyhow::Result<String> {
     Ok(commit.id().to_string())
 }
 
-/// The parts of a merge event prgate reads.
-#[derive(Debug, Deserialize)]
-struct MergeEvent {
-    pull_request: EventPullRequest,
-}
-
-#[derive(Debug, Deserialize)]
-struct EventPullRequest {
-    number: u64,
-    #[serde(default)]
-    title: String,
-    html_url: Option<String>,
-    #[serde(default)]
-    merged: bool,
-    merge_commit_sha: Option<String>,
-    head: EventHead,
-}
-
-#[derive(Debug, Deserialize)]
-struct EventHead {
-    sha: String,
-}
-
 fn record(args: &RecordArgs) -> anyhow::Result<()> {
     let facts = match (&args.event, args.pr) {
         (Some(path), _) => {
-            let event: MergeEvent = read_json(path, "merge event")?;
+            let event: prgate_github::event::MergeEvent = read_json(path, "merge event")?;
             let pr = event.pull_request;
             if !pr.merged {
                 eprintln!(
@@ -348,7 +324,7 @@ fn record(args: &RecordArgs) -> anyhow::Result<()> {
 
 /// A full commit SHA, lowercase; an error names the field.
 fn commit(sha: &str, what: &str) -> anyhow::Result<String> {
-    crate::trigger::normal_sha(sha)
+    prgate_github::event::normal_sha(sha)
         .with_context(|| format!("{what} {sha:?} is not a full commit SHA (40 hex digits)"))
 }
 

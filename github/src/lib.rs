@@ -19,6 +19,8 @@ use octocrab::Octocrab;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
+pub mod event;
+pub mod pin;
 mod transport;
 
 pub use transport::RetryPolicy;

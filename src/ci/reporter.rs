@@ -25,8 +25,8 @@ use prgate_runner::results::{Event as RunEvent, EventKind};
 use prgate_scope::Plan;
 
 use super::{Settings, write};
-use crate::trigger::Pinned;
 use prgate_github::GitHub;
+use prgate_github::pin::Pinned;
 use prgate_report::progress::CheckStates;
 
 /// The PR comment as an observer of the step loop: every event moves its checks on, and the

@@ -33,9 +33,11 @@ use super::reporter::{CommentObserver, Reporter, gpu_time_words, images};
 use super::{JobsResult, Settings, write};
 use crate::gate::Outcome;
 use crate::run::{ExecutorSettings, RunFiles};
+use crate::trigger::Decision;
 use crate::trigger::queue::QueueVerdict;
-use crate::trigger::{Decision, Event, Pinned};
 use prgate_gate::JobPlan;
+use prgate_github::event::Event;
+use prgate_github::pin::Pinned;
 use prgate_report::progress::CheckStates;
 
 /// What the trigger gave.
@@ -87,7 +89,7 @@ fn pin(args: &Settings) -> anyhow::Result<Pin> {
                     context,
                     args.run_url.as_deref(),
                 ))?;
-                crate::trigger::write_pin(&state, &pinned, &files)?;
+                prgate_github::pin::write_pin(&state, &pinned, &files)?;
                 write(&state.join("settled.txt"), &(description.clone() + "\n"))?;
                 write(&state.join("nodes.json"), "[]\n")?;
                 eprintln!("prgate: merge queue: {description}");
@@ -116,7 +118,7 @@ fn pin(args: &Settings) -> anyhow::Result<Pin> {
             }
         }
     }
-    crate::trigger::write_pin(&state, &pinned, &files)?;
+    prgate_github::pin::write_pin(&state, &pinned, &files)?;
     eprintln!(
         "prgate: run #{} at {} (started by {})",
         pinned.number, pinned.sha, pinned.triggered_by
