@@ -95,7 +95,7 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
             outcomes.push((pr.clone(), outcome));
         }
         if let Some(tip) = history.last() {
-            anchor_run(&repo, &dir, &node, tip.branch, &mut stdout).context("the anchor run")?;
+            anchor_run(&repo, &dir, &node, &tip.branch, &mut stdout).context("the anchor run")?;
         }
         show_the_drift_guard(&repo, &dir, &node, &mut stdout)?;
     }
@@ -113,7 +113,7 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
             "#{:<4} {:<width$}  {}",
             pr.number,
             outcome.result,
-            prgate_report::escape::terminal(pr.title)
+            prgate_report::escape::terminal(&pr.title)
         )?;
         for reason in &outcome.why {
             // A reason's later lines (a log's tail) go under it, indented.
@@ -235,7 +235,7 @@ fn run_pr(
     pr: &SamplePr,
     out: &mut impl std::io::Write,
 ) -> anyhow::Result<PrOutcome> {
-    writeln!(out, "=== PR #{}: {}", pr.number, prgate_report::escape::terminal(pr.title))?;
+    writeln!(out, "=== PR #{}: {}", pr.number, prgate_report::escape::terminal(&pr.title))?;
     writeln!(out, "    branch {} onto {}", pr.branch, pr.base)?;
     if pr.number == DRAINED_PR {
         for note in drain_second_node(node) {
@@ -256,7 +256,7 @@ fn run_pr(
     writeln!(out, "    {}", prgate_report::headline::scope_line(&plan))?;
 
     let base = crate::gate::BaseSide::read(repo, &plan)?;
-    let title = Some(pr.title);
+    let title = Some(pr.title.as_str());
     let on_node = OnNode { plan: &plan, repo, node, base: &base, title };
     if pr.reruns {
         // A PR the demo runs twice: its first run, whose judged steps the second takes over.
@@ -307,7 +307,7 @@ fn run_pr(
     let drift = crate::history::alarms(&history, &models, &base.config);
     let facts = crate::history::RunFacts {
         pr: u64::from(pr.number),
-        title: pr.title,
+        title: &pr.title,
         tested_commit: &plan.head.sha,
         base_commit: plan.base_side_commit(),
         merge_queue: false,
