@@ -33,7 +33,7 @@ mod stages;
 pub(crate) use reporter::gpu_time_words;
 
 use crate::gate::Outcome;
-use crate::run::{ExecutorSettings, RunOptions, RunSettings, Switch, parse_time_limit};
+use crate::run::{ExecutorSettings, RunOptions, RunSettings, Switch};
 
 /// Run the whole PR test: trigger, plan, pending status and comment, the run on this node with
 /// the comment kept up to date, the gate, the final comment and status, the job summary and
@@ -77,7 +77,7 @@ pub(crate) struct CiArgs {
     #[arg(long, value_name = "URL")]
     run_url: Option<String>,
     /// Edit the comment at most this often while checks finish.
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_time_limit)]
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = prgate_runner::recipe::parse_duration)]
     update_every: Duration,
     /// The login our comments are written by [default: the token's user; for an App's
     /// installation token, GraphQL's viewer, e.g. `my-app[bot]`].

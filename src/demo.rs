@@ -305,7 +305,7 @@ fn run_pr(
     let models: Vec<String> = plan.running_models().map(|model| model.name.clone()).collect();
     let history = prgate_runner::history::history_dir(node);
     let drift = crate::history::alarms(&history, &models, &base.config);
-    let facts = crate::history::RunFacts {
+    let facts = prgate_runner::history::RunFacts {
         pr: u64::from(pr.number),
         title: &pr.title,
         tested_commit: &plan.head.sha,
@@ -314,7 +314,7 @@ fn run_pr(
         run_url: None,
     };
     // As `prgate ci` does: what the run measured waits in the history for the PR to merge.
-    let saved = crate::history::save_run(&history, &facts, &verdict, &evidence);
+    let saved = prgate_runner::history::save_run(&history, &facts, &verdict, &evidence);
     anyhow::ensure!(!saved.starts_with("the history:"), "{saved}");
     write_pr_files(&results, &plan, &verdict, pr, node, reuse.clone(), drift)?;
     writeln!(out)?;
@@ -511,8 +511,17 @@ fn anchor_run(
     let summary = on_node.run(&results, None, &ReuseMode::Off)?;
     let (evidence, _job, verdict) = on_node.judge(&results)?;
     write_json(&results.join("verdict.json"), &verdict)?;
-    let anchor =
-        crate::history::record_anchor(&history, repo, &plan, &verdict, &evidence, &config, None)?;
+    let anchor = prgate_runner::history::record_anchor_run(
+        &history,
+        &prgate_runner::history::AnchorRun {
+            repo,
+            plan: &plan,
+            verdict: &verdict,
+            evidence: &evidence,
+            config: &config,
+            run_url: None,
+        },
+    )?;
     writeln!(out, "    ran {} steps; it holds PRs {:?}", summary.recorded, anchor.covers)?;
     let chains = prgate_gate::drift::history(&history.lines()?, &config);
     for check in &chains.anchors {

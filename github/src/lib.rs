@@ -9,6 +9,7 @@
 //! API's own origin, where the token would leak). Our comments are found by the marker and our
 //! login, which is known for every token kind: `--bot-login`, the token's user, or (an App's
 //! installation token, which cannot read `/user`) the GraphQL viewer, an App's `slug[bot]`.
+//! The webhook payloads prgate reads are [`event`]'s; the pin a started run keeps, [`pin`]'s.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;

@@ -27,6 +27,14 @@ pub struct Pinned {
     pub labels: Vec<String>,
 }
 
+impl Pinned {
+    /// Whether the PR had the label `name` when it was pinned (GitHub's labels are the same
+    /// label whatever their case).
+    pub fn has_label(&self, name: &str) -> bool {
+        self.labels.iter().any(|label| label.eq_ignore_ascii_case(name))
+    }
+}
+
 /// What a merge queue's pin adds to [`Pinned`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueuePin {

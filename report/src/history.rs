@@ -570,5 +570,8 @@ fn script_json(json: &str) -> String {
         .replace('\u{2029}', "\\u2029")
 }
 
+mod alarms;
+pub use alarms::alarms;
+
 #[cfg(test)]
 mod tests;

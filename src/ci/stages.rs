@@ -402,7 +402,7 @@ fn judge_and_post(
     reporter.post_final(&verdict)?;
     if let Some(dir) = history_dir(args) {
         let pinned = &reporter.pinned;
-        let facts = crate::history::RunFacts {
+        let facts = prgate_runner::history::RunFacts {
             pr: pinned.number,
             title: &pinned.title,
             tested_commit: &pinned.sha,
@@ -410,7 +410,7 @@ fn judge_and_post(
             merge_queue: pinned.merge_group.is_some(),
             run_url: args.run_url.as_deref(),
         };
-        eprintln!("prgate: {}", crate::history::save_run(&dir, &facts, &verdict, evidence));
+        eprintln!("prgate: {}", prgate_runner::history::save_run(&dir, &facts, &verdict, evidence));
     }
     Ok(Outcome::of(&verdict))
 }
@@ -522,9 +522,7 @@ fn run_plan(
             events: Some(target.events),
             recipes: RecipePaths { model: DEFAULT_RECIPE_PATH, common: DEFAULT_COMMON_RECIPE_PATH },
             accept_narrowing: args.run.accept_narrowing
-                || pinned.labels.iter().any(|label| {
-                    label.eq_ignore_ascii_case(prgate_gate::job::ACCEPT_NARROWING_LABEL)
-                }),
+                || pinned.has_label(prgate_gate::job::ACCEPT_NARROWING_LABEL),
         },
         gate: &base.config,
         gain_required,
