@@ -255,7 +255,7 @@ pub(crate) async fn check_run(
         details_url: status.target_url.as_deref(),
         annotations: annotations.as_deref().unwrap_or_default(),
     };
-    github.check_run(existing, &run).await
+    Ok(github.check_run(existing, &run).await?)
 }
 
 /// The check run's annotations of `verdict` (`prgate_report::check_run`), as the API takes them.

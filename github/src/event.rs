@@ -5,7 +5,7 @@
 //! it, a dispatch's PR number as a maintainer types it, a merge queue's branch name. Whether a
 //! run starts is the binary's `trigger`'s decision, not this module's.
 
-use anyhow::bail;
+use crate::{GitHubError, Result};
 use serde::Deserialize;
 
 /// The parts of an event payload prgate reads.
@@ -131,13 +131,13 @@ pub struct MergeGroup {
 impl MergeGroup {
     /// The PR's number and head from the queue's branch,
     /// `refs/heads/gh-readonly-queue/<base>/pr-<N>-<head SHA>`.
-    pub fn pr_and_head(&self) -> anyhow::Result<(u64, String)> {
+    pub fn pr_and_head(&self) -> Result<(u64, String)> {
         queue_branch(&self.head_ref)
     }
 }
 
 /// The PR's number and head from a merge queue's branch name `head_ref`.
-pub fn queue_branch(head_ref: &str) -> anyhow::Result<(u64, String)> {
+pub fn queue_branch(head_ref: &str) -> Result<(u64, String)> {
     let last = head_ref.rsplit('/').next().unwrap_or_default();
     let parsed = last
         .strip_prefix("pr-")
@@ -145,9 +145,9 @@ pub fn queue_branch(head_ref: &str) -> anyhow::Result<(u64, String)> {
         .and_then(|(number, sha)| Some((number.parse::<u64>().ok()?, normal_sha(sha)?)));
     match parsed {
         Some(found) if head_ref.contains("/gh-readonly-queue/") => Ok(found),
-        _ => bail!(
+        _ => Err(GitHubError::Event(format!(
             "the merge group's head_ref '{head_ref}' is not a merge queue branch (refs/heads/gh-readonly-queue/<base>/pr-<N>-<sha>)"
-        ),
+        ))),
     }
 }
 

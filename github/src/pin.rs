@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use anyhow::Context as _;
+use crate::{GitHubError, Result};
 use serde::{Deserialize, Serialize};
 
 /// What a started run is pinned to: written as `trigger.json`.
@@ -48,11 +48,15 @@ pub struct QueuePin {
 }
 
 /// Writes the pin (`trigger.json`) and the PR's files (`files.txt`) into `dir`.
-pub fn write_pin(dir: &Path, pinned: &Pinned, files: &[String]) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+pub fn write_pin(dir: &Path, pinned: &Pinned, files: &[String]) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .map_err(|error| GitHubError::failed(format!("creating {}", dir.display()), error))?;
     let mut list = files.join("\n");
     list.push('\n');
-    std::fs::write(dir.join("files.txt"), list).context("writing files.txt")?;
-    let json = serde_json::to_string_pretty(pinned).context("writing trigger.json")?;
-    std::fs::write(dir.join("trigger.json"), json + "\n").context("writing trigger.json")
+    std::fs::write(dir.join("files.txt"), list)
+        .map_err(|error| GitHubError::failed("writing files.txt", error))?;
+    let json = serde_json::to_string_pretty(pinned)
+        .map_err(|error| GitHubError::failed("writing trigger.json", error))?;
+    std::fs::write(dir.join("trigger.json"), json + "\n")
+        .map_err(|error| GitHubError::failed("writing trigger.json", error))
 }

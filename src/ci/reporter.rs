@@ -265,6 +265,7 @@ impl Reporter {
                         status.target_url.as_deref(),
                     )
                     .await
+                    .map_err(anyhow::Error::from)
             })
         });
         if let Err(error) = result {
