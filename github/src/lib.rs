@@ -9,7 +9,8 @@
 //! API's own origin, where the token would leak). Our comments are found by the marker and our
 //! login, which is known for every token kind: `--bot-login`, the token's user, or (an App's
 //! installation token, which cannot read `/user`) the GraphQL viewer, an App's `slug[bot]`.
-//! The webhook payloads prgate reads are [`event`]'s; the pin a started run keeps, [`pin`]'s.
+//! The webhook payloads prgate reads are [`event`]'s; the pin a started run keeps, [`pin`]'s;
+//! GitHub Actions' job results, [`actions`]'s. Every failure is a [`GitHubError`].
 
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
@@ -19,6 +20,7 @@ use octocrab::Octocrab;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
+pub mod actions;
 mod error;
 pub mod event;
 pub mod pin;

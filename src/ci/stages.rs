@@ -30,12 +30,13 @@ use prgate_runner::schedule::{History, Node as ScheduleNode};
 use prgate_scope::{FileList, Plan, PlanRequest};
 
 use super::reporter::{CommentObserver, Reporter, gpu_time_words, images};
-use super::{JobsResult, Settings, write};
+use super::{Settings, write};
 use crate::gate::Outcome;
 use crate::run::{ExecutorSettings, RunFiles};
 use crate::trigger::Decision;
 use crate::trigger::queue::QueueVerdict;
 use prgate_gate::JobPlan;
+use prgate_github::actions::JobsResult;
 use prgate_github::event::Event;
 use prgate_github::pin::Pinned;
 use prgate_report::progress::CheckStates;
