@@ -201,6 +201,8 @@ fn python3(args: &[&str]) -> Option<String> {
 struct PrOutcome {
     /// The verdict in words (`PASS`, `FAIL`, ...).
     result: String,
+    /// Whether the verdict is a failure (the PR does not merge).
+    failed: bool,
     /// Why it did not simply pass: the failed (else pending, else warned) items.
     why: Vec<String>,
 }
@@ -327,7 +329,11 @@ fn run_pr(
     if let Some(reuse) = reuse {
         why.insert(0, format!("re-run after a flaky failure: {reuse}"));
     }
-    Ok(PrOutcome { result: prgate_report::headline::result_word(&verdict).to_owned(), why })
+    Ok(PrOutcome {
+        result: prgate_report::headline::result_word(&verdict).to_owned(),
+        failed: verdict.result == prgate_gate::State::Fail,
+        why,
+    })
 }
 
 /// A plan run on the demo's node, as `prgate run --isolation host --trust-pr-code --preflight off`
@@ -460,7 +466,7 @@ fn run_history_pr(
     let results = dir.join("results").join(format!("pr-{}", pr.number));
     for attempt in 1..=HISTORY_ATTEMPTS {
         let outcome = run_pr(repo, dir, node, pr, out)?;
-        if outcome.result != "FAIL" {
+        if !outcome.failed {
             return Ok(outcome);
         }
         if attempt < HISTORY_ATTEMPTS {
@@ -605,8 +611,9 @@ fn show_the_drift_guard(
     Ok(())
 }
 
-/// The demo's node: hardware as the sample's recipes ask, every sample model's checkpoint (an
-/// empty folder: the simulated server reads none), work and cache inside `dir`.
+/// The demo's node (`sample/node.toml`): hardware as the sample's recipes ask, every sample
+/// model's checkpoint (an empty folder: the simulated server reads none), work and cache inside
+/// `dir`.
 fn write_node_profile(dir: &Path) -> anyhow::Result<NodeProfile> {
     let checkpoints = dir.join("checkpoints");
     let mut table = String::new();
@@ -615,27 +622,11 @@ fn write_node_profile(dir: &Path) -> anyhow::Result<NodeProfile> {
         std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
         let _ = writeln!(table, "{model} = \"{model}\"");
     }
-    let text = format!(
-        r#"# The demo's node: this machine, serving every model with prgate's simulated server.
-name = "demo-node"
-hardware = "mi355x"
-checkpoint-store = {}
-cache-dir = {}
-work-dir = {}
-
-[gpus]
-ids = [0, 1]
-render-devices = ["/dev/dri/renderD128", "/dev/dri/renderD129"]
-
-[image]
-name = "local:none"
-
-[checkpoints]
-{table}"#,
-        toml_string(&checkpoints)?,
-        toml_string(&dir.join("cache"))?,
-        toml_string(&dir.join("work"))?,
-    );
+    let text = include_str!("sample/node.toml")
+        .replace("@checkpoint_store@", &toml_string(&checkpoints)?)
+        .replace("@cache_dir@", &toml_string(&dir.join("cache"))?)
+        .replace("@work_dir@", &toml_string(&dir.join("work"))?)
+        + &table;
     let path = dir.join("node.toml");
     std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
     Ok(NodeProfile::parse(&text, &path.display().to_string())?)

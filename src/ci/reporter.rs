@@ -7,7 +7,7 @@
 //! through [`Reporter::update`]; the reporter never lets a posted final status be replaced.
 //!
 //! What it leaves to others: the comment's and status's text (`prgate_report`: `comment`,
-//! `status`, and `progress` for the table of checks), GitHub's API (`crate::github`,
+//! `status`, and `progress` for the table of checks), GitHub's API (`prgate_github`,
 //! `crate::publish`), the stages that decide what to post (`super::stages`).
 
 use std::path::PathBuf;
