@@ -20,17 +20,10 @@ use prgate_runner::run::{
     COMMON_CHECKS, DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, Isolation, PreflightMode,
     RunInputs, RunRequest,
 };
-use prgate_runner::slurm::{JobTarget, SlurmRequest, SlurmSettings};
+use prgate_runner::slurm::{JobLimits, JobTarget, SlurmRequest, SlurmSettings};
 use prgate_scope::Plan;
 
 use crate::files::read_json;
-
-/// How much longer than the run's `--time-limit` a SLURM job may take by default: the step
-/// loop stops at its limit by itself, then stops its children and exits.
-const JOB_TIME_SLACK: Duration = Duration::from_secs(5 * 60);
-/// How long a SLURM job waits for the host lock when neither `--wait-lock` nor a job time
-/// limit says: until SLURM's own limit ends it.
-const JOB_WAIT_LOCK: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Run a plan's checks on this node, base and PR side by side, and write the evidence into
 /// DIR/evidence (one file per finished step; a rerun resumes). Exits 0 when the run finished,
@@ -449,10 +442,8 @@ pub(crate) fn run_slurm(
         Some(engine) if engine.components().count() > 1 => Some(absolute(engine)?),
         other => other.clone(),
     };
-    let time_limit =
-        slurm.job_time_limit.or(settings.time_limit.map(|limit| limit + JOB_TIME_SLACK));
-    // Jobs on one node take its host lock in turn; SLURM's time limit bounds the wait.
-    let wait_lock = settings.wait_lock.or(time_limit).unwrap_or(JOB_WAIT_LOCK);
+    let JobLimits { time_limit, wait_lock } =
+        JobLimits::of(slurm.job_time_limit, settings.time_limit, settings.wait_lock);
     let command = |target: &JobTarget<'_>| -> Vec<OsString> {
         let mut argv: Vec<OsString> =
             vec![program.clone().into(), "run".into(), "--executor".into(), "local".into()];
