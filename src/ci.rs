@@ -33,7 +33,8 @@ mod stages;
 pub(crate) use reporter::gpu_time_words;
 
 use crate::gate::Outcome;
-use crate::run::{ExecutorSettings, RunOptions, RunSettings, Switch, parse_time_limit};
+use crate::run::{ExecutorSettings, RunOptions, RunSettings, Switch};
+use prgate_github::actions::JobsResult;
 
 /// Run the whole PR test: trigger, plan, pending status and comment, the run on this node with
 /// the comment kept up to date, the gate, the final comment and status, the job summary and
@@ -77,7 +78,7 @@ pub(crate) struct CiArgs {
     #[arg(long, value_name = "URL")]
     run_url: Option<String>,
     /// Edit the comment at most this often while checks finish.
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_time_limit)]
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = prgate_runner::recipe::parse_duration)]
     update_every: Duration,
     /// The login our comments are written by [default: the token's user; for an App's
     /// installation token, GraphQL's viewer, e.g. `my-app[bot]`].
@@ -187,40 +188,6 @@ impl Settings {
     }
 }
 
-/// How the node jobs ended, as the workflow's `needs.<job>.result` says (`--jobs`). Any other
-/// word is kept, not refused: a finish stage that cannot parse its flags would leave the
-/// status pending, so an unknown result is an error posted like a failure.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum JobsResult {
-    Success,
-    Skipped,
-    Failure,
-    Cancelled,
-    Other(String),
-}
-
-impl JobsResult {
-    fn parse(text: &str) -> Result<JobsResult, std::convert::Infallible> {
-        Ok(match text {
-            "success" => JobsResult::Success,
-            "skipped" => JobsResult::Skipped,
-            "failure" => JobsResult::Failure,
-            "cancelled" => JobsResult::Cancelled,
-            other => JobsResult::Other(other.to_owned()),
-        })
-    }
-
-    fn as_str(&self) -> &str {
-        match self {
-            JobsResult::Success => "success",
-            JobsResult::Skipped => "skipped",
-            JobsResult::Failure => "failure",
-            JobsResult::Cancelled => "cancelled",
-            JobsResult::Other(other) => other,
-        }
-    }
-}
-
 /// The parts of `prgate ci`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Stage {
@@ -246,19 +213,4 @@ fn write(path: &Path, text: &str) -> anyhow::Result<()> {
     // The node's secret values are redacted from everything prgate writes.
     let text = prgate_runner::redact::redact(text);
     std::fs::write(path, text.as_bytes()).with_context(|| format!("writing {}", path.display()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::JobsResult;
-
-    #[test]
-    fn every_jobs_result_reads_back_and_an_unknown_one_is_kept() {
-        for word in ["success", "skipped", "failure", "cancelled", "", "timed_out"] {
-            let result = JobsResult::parse(word).unwrap_or_else(|never| match never {});
-            assert_eq!(result.as_str(), word);
-            let known = !matches!(result, JobsResult::Other(_));
-            assert_eq!(known, ["success", "skipped", "failure", "cancelled"].contains(&word));
-        }
-    }
 }

@@ -95,7 +95,7 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
             outcomes.push((pr.clone(), outcome));
         }
         if let Some(tip) = history.last() {
-            anchor_run(&repo, &dir, &node, tip.branch, &mut stdout).context("the anchor run")?;
+            anchor_run(&repo, &dir, &node, &tip.branch, &mut stdout).context("the anchor run")?;
         }
         show_the_drift_guard(&repo, &dir, &node, &mut stdout)?;
     }
@@ -113,7 +113,7 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
             "#{:<4} {:<width$}  {}",
             pr.number,
             outcome.result,
-            prgate_report::escape::terminal(pr.title)
+            prgate_report::escape::terminal(&pr.title)
         )?;
         for reason in &outcome.why {
             // A reason's later lines (a log's tail) go under it, indented.
@@ -201,6 +201,8 @@ fn python3(args: &[&str]) -> Option<String> {
 struct PrOutcome {
     /// The verdict in words (`PASS`, `FAIL`, ...).
     result: String,
+    /// Whether the verdict is a failure (the PR does not merge).
+    failed: bool,
     /// Why it did not simply pass: the failed (else pending, else warned) items.
     why: Vec<String>,
 }
@@ -235,7 +237,7 @@ fn run_pr(
     pr: &SamplePr,
     out: &mut impl std::io::Write,
 ) -> anyhow::Result<PrOutcome> {
-    writeln!(out, "=== PR #{}: {}", pr.number, prgate_report::escape::terminal(pr.title))?;
+    writeln!(out, "=== PR #{}: {}", pr.number, prgate_report::escape::terminal(&pr.title))?;
     writeln!(out, "    branch {} onto {}", pr.branch, pr.base)?;
     if pr.number == DRAINED_PR {
         for note in drain_second_node(node) {
@@ -256,7 +258,7 @@ fn run_pr(
     writeln!(out, "    {}", prgate_report::headline::scope_line(&plan))?;
 
     let base = crate::gate::BaseSide::read(repo, &plan)?;
-    let title = Some(pr.title);
+    let title = Some(pr.title.as_str());
     let on_node = OnNode { plan: &plan, repo, node, base: &base, title };
     if pr.reruns {
         // A PR the demo runs twice: its first run, whose judged steps the second takes over.
@@ -305,16 +307,16 @@ fn run_pr(
     let models: Vec<String> = plan.running_models().map(|model| model.name.clone()).collect();
     let history = prgate_runner::history::history_dir(node);
     let drift = crate::history::alarms(&history, &models, &base.config);
-    let facts = crate::history::RunFacts {
+    let facts = prgate_runner::history::RunFacts {
         pr: u64::from(pr.number),
-        title: pr.title,
+        title: &pr.title,
         tested_commit: &plan.head.sha,
         base_commit: plan.base_side_commit(),
         merge_queue: false,
         run_url: None,
     };
     // As `prgate ci` does: what the run measured waits in the history for the PR to merge.
-    let saved = crate::history::save_run(&history, &facts, &verdict, &evidence);
+    let saved = prgate_runner::history::save_run(&history, &facts, &verdict, &evidence);
     anyhow::ensure!(!saved.starts_with("the history:"), "{saved}");
     write_pr_files(&results, &plan, &verdict, pr, node, reuse.clone(), drift)?;
     writeln!(out)?;
@@ -327,7 +329,11 @@ fn run_pr(
     if let Some(reuse) = reuse {
         why.insert(0, format!("re-run after a flaky failure: {reuse}"));
     }
-    Ok(PrOutcome { result: prgate_report::headline::result_word(&verdict).to_owned(), why })
+    Ok(PrOutcome {
+        result: prgate_report::headline::result_word(&verdict).to_owned(),
+        failed: verdict.result == prgate_gate::State::Fail,
+        why,
+    })
 }
 
 /// A plan run on the demo's node, as `prgate run --isolation host --trust-pr-code --preflight off`
@@ -460,7 +466,7 @@ fn run_history_pr(
     let results = dir.join("results").join(format!("pr-{}", pr.number));
     for attempt in 1..=HISTORY_ATTEMPTS {
         let outcome = run_pr(repo, dir, node, pr, out)?;
-        if outcome.result != "FAIL" {
+        if !outcome.failed {
             return Ok(outcome);
         }
         if attempt < HISTORY_ATTEMPTS {
@@ -511,8 +517,17 @@ fn anchor_run(
     let summary = on_node.run(&results, None, &ReuseMode::Off)?;
     let (evidence, _job, verdict) = on_node.judge(&results)?;
     write_json(&results.join("verdict.json"), &verdict)?;
-    let anchor =
-        crate::history::record_anchor(&history, repo, &plan, &verdict, &evidence, &config, None)?;
+    let anchor = prgate_runner::history::record_anchor_run(
+        &history,
+        &prgate_runner::history::AnchorRun {
+            repo,
+            plan: &plan,
+            verdict: &verdict,
+            evidence: &evidence,
+            config: &config,
+            run_url: None,
+        },
+    )?;
     writeln!(out, "    ran {} steps; it holds PRs {:?}", summary.recorded, anchor.covers)?;
     let chains = prgate_gate::drift::history(&history.lines()?, &config);
     for check in &chains.anchors {
@@ -596,8 +611,9 @@ fn show_the_drift_guard(
     Ok(())
 }
 
-/// The demo's node: hardware as the sample's recipes ask, every sample model's checkpoint (an
-/// empty folder: the simulated server reads none), work and cache inside `dir`.
+/// The demo's node (`sample/node.toml`): hardware as the sample's recipes ask, every sample
+/// model's checkpoint (an empty folder: the simulated server reads none), work and cache inside
+/// `dir`.
 fn write_node_profile(dir: &Path) -> anyhow::Result<NodeProfile> {
     let checkpoints = dir.join("checkpoints");
     let mut table = String::new();
@@ -606,27 +622,11 @@ fn write_node_profile(dir: &Path) -> anyhow::Result<NodeProfile> {
         std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
         let _ = writeln!(table, "{model} = \"{model}\"");
     }
-    let text = format!(
-        r#"# The demo's node: this machine, serving every model with prgate's simulated server.
-name = "demo-node"
-hardware = "mi355x"
-checkpoint-store = {}
-cache-dir = {}
-work-dir = {}
-
-[gpus]
-ids = [0, 1]
-render-devices = ["/dev/dri/renderD128", "/dev/dri/renderD129"]
-
-[image]
-name = "local:none"
-
-[checkpoints]
-{table}"#,
-        toml_string(&checkpoints)?,
-        toml_string(&dir.join("cache"))?,
-        toml_string(&dir.join("work"))?,
-    );
+    let text = include_str!("sample/node.toml")
+        .replace("@checkpoint_store@", &toml_string(&checkpoints)?)
+        .replace("@cache_dir@", &toml_string(&dir.join("cache"))?)
+        .replace("@work_dir@", &toml_string(&dir.join("work"))?)
+        + &table;
     let path = dir.join("node.toml");
     std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
     Ok(NodeProfile::parse(&text, &path.display().to_string())?)

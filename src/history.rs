@@ -1,11 +1,12 @@
 //! `prgate history`: the ledger of merged changes and the cumulative drift guard over it
-//! (docs/history.md). The ledger's files are the runner's (`prgate_runner::history`), the chain's
-//! statistics the gate's (`prgate_gate::drift`), the page and the words the report's; this is
-//! their command line, the merge event's reading, and the git facts an anchor needs.
+//! (docs/history.md). The ledger's files, a run's saved measurements and an anchor run's line
+//! are the runner's (`prgate_runner::history`), the chain's statistics the gate's
+//! (`prgate_gate::drift`), the page and the words the report's, the merge event's shape
+//! GitHub's (`prgate_github::event`); this is their command line.
 //!
-//! `prgate ci` saves each finished run's measurements ([`save_run`]) and shows the tripped
-//! guards in the comment ([`alarms`]); `prgate history record` turns a merged PR's saved runs
-//! into its ledger line.
+//! `prgate ci` saves each finished run's measurements (`prgate_runner::history::save_run`) and
+//! shows the tripped guards in the comment ([`alarms`]); `prgate history record` turns a merged
+//! PR's saved runs into its ledger line.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -13,12 +14,11 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
 use prgate_gate::drift::{self, GuardState};
-use prgate_gate::history::{Anchor, LEDGER_VERSION, MergeFacts, Reset, RunRecord};
-use prgate_gate::{Evidence, GateConfig, Verdict};
-use prgate_runner::history::{HistoryDir, Recorded};
+use prgate_gate::history::{LEDGER_VERSION, MergeFacts, Reset};
+use prgate_gate::{GateConfig, Verdict};
+use prgate_runner::history::{AnchorRun, HistoryDir, Recorded};
 use prgate_runner::node::NodeProfile;
 use prgate_scope::Plan;
-use serde::Deserialize;
 
 use crate::files::{print, read_json};
 use crate::gate::Outcome;
@@ -267,33 +267,10 @@ fn resolve(repo: &Path, reference: &str) -> anyhow::Result<String> {
     Ok(commit.id().to_string())
 }
 
-/// The parts of a merge event prgate reads.
-#[derive(Debug, Deserialize)]
-struct MergeEvent {
-    pull_request: EventPullRequest,
-}
-
-#[derive(Debug, Deserialize)]
-struct EventPullRequest {
-    number: u64,
-    #[serde(default)]
-    title: String,
-    html_url: Option<String>,
-    #[serde(default)]
-    merged: bool,
-    merge_commit_sha: Option<String>,
-    head: EventHead,
-}
-
-#[derive(Debug, Deserialize)]
-struct EventHead {
-    sha: String,
-}
-
 fn record(args: &RecordArgs) -> anyhow::Result<()> {
     let facts = match (&args.event, args.pr) {
         (Some(path), _) => {
-            let event: MergeEvent = read_json(path, "merge event")?;
+            let event: prgate_github::event::MergeEvent = read_json(path, "merge event")?;
             let pr = event.pull_request;
             if !pr.merged {
                 eprintln!(
@@ -348,7 +325,7 @@ fn record(args: &RecordArgs) -> anyhow::Result<()> {
 
 /// A full commit SHA, lowercase; an error names the field.
 fn commit(sha: &str, what: &str) -> anyhow::Result<String> {
-    crate::trigger::normal_sha(sha)
+    prgate_github::event::normal_sha(sha)
         .with_context(|| format!("{what} {sha:?} is not a full commit SHA (40 hex digits)"))
 }
 
@@ -368,14 +345,16 @@ fn anchor(args: &AnchorArgs) -> anyhow::Result<()> {
         }
     };
     let history = args.location.open()?;
-    let anchor = record_anchor(
+    let anchor = prgate_runner::history::record_anchor_run(
         &history,
-        &args.repo,
-        &plan,
-        &verdict,
-        &evidence,
-        &base.config,
-        args.run_url.as_deref(),
+        &AnchorRun {
+            repo: &args.repo,
+            plan: &plan,
+            verdict: &verdict,
+            evidence: &evidence,
+            config: &base.config,
+            run_url: args.run_url.as_deref(),
+        },
     )?;
     eprintln!(
         "prgate: recorded the anchor run {}..{} ({} speed cell(s), {} accuracy benchmark(s), {} merged PR(s) held)",
@@ -386,59 +365,6 @@ fn anchor(args: &AnchorArgs) -> anyhow::Result<()> {
         anchor.covers.len()
     );
     Ok(())
-}
-
-/// Records an anchor run of `plan` (base: the reference; head: main's tip) from its verdict
-/// and evidence, with the merged PRs its head holds (from git in `repo`); refused unless it
-/// measured from the reference in force.
-pub(crate) fn record_anchor(
-    history: &HistoryDir,
-    repo: &Path,
-    plan: &Plan,
-    verdict: &Verdict,
-    evidence: &[Evidence],
-    config: &GateConfig,
-    run_url: Option<&str>,
-) -> anyhow::Result<Anchor> {
-    let (speed, accuracy) = prgate_gate::history::measurements(verdict, evidence);
-    let lines = history.lines()?;
-    let head = plan.head.sha.clone();
-    let repository = git2::Repository::discover(repo)
-        .with_context(|| format!("opening the repository {}", repo.display()))?;
-    let covers = covered_prs(&repository, &lines, &head)?;
-    let anchor = Anchor {
-        version: LEDGER_VERSION,
-        at: prgate_runner::history::now(),
-        reference_commit: plan.base_side_commit().to_owned(),
-        head_commit: head,
-        run: run_url.map(str::to_owned),
-        covers,
-        speed,
-        accuracy,
-    };
-    history.record_anchor(&anchor, |lines| {
-        drift::history(lines, config).reference.map(|reference| reference.commit)
-    })?;
-    Ok(anchor)
-}
-
-/// The merged PRs of `lines` whose merge commit `head` holds.
-fn covered_prs(
-    repository: &git2::Repository,
-    lines: &[prgate_gate::history::Line],
-    head: &str,
-) -> anyhow::Result<Vec<u64>> {
-    let head = git2::Oid::from_str(head).with_context(|| format!("the plan's head {head}"))?;
-    let mut covers = Vec::new();
-    for line in lines {
-        let prgate_gate::history::Line::Merged(merged) = line else { continue };
-        let Ok(merge) = git2::Oid::from_str(&merged.merge_commit) else { continue };
-        let held = merge == head || repository.graph_descendant_of(head, merge).unwrap_or(false);
-        if held {
-            covers.push(merged.pr);
-        }
-    }
-    Ok(covers)
 }
 
 fn reset(args: &ResetArgs) -> anyhow::Result<()> {
@@ -548,50 +474,6 @@ fn simulate(args: &SimulateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Saves what a finished PR test measured for its PR's ledger line (`prgate ci`); a history that
-/// cannot be written never fails the run: the note says so.
-pub(crate) fn save_run(
-    dir: &Path,
-    facts: &RunFacts<'_>,
-    verdict: &Verdict,
-    evidence: &[Evidence],
-) -> String {
-    let (speed, accuracy) = prgate_gate::history::measurements(verdict, evidence);
-    let run = RunRecord {
-        version: LEDGER_VERSION,
-        at: prgate_runner::history::now(),
-        pr: facts.pr,
-        title: facts.title.to_owned(),
-        tested_commit: facts.tested_commit.to_owned(),
-        base_commit: facts.base_commit.to_owned(),
-        merge_queue: facts.merge_queue,
-        run: facts.run_url.map(str::to_owned),
-        verdict: verdict.result,
-        speed,
-        accuracy,
-    };
-    match HistoryDir::new(dir).save_run(&run) {
-        Ok(path) => format!(
-            "saved this run's {} speed cell(s) and {} accuracy benchmark(s) for the history ledger: {}",
-            run.speed.len(),
-            run.accuracy.len(),
-            path.display()
-        ),
-        Err(error) => format!("the history: {error}"),
-    }
-}
-
-/// The facts of a finished PR test that its saved run keeps.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RunFacts<'a> {
-    pub(crate) pr: u64,
-    pub(crate) title: &'a str,
-    pub(crate) tested_commit: &'a str,
-    pub(crate) base_commit: &'a str,
-    pub(crate) merge_queue: bool,
-    pub(crate) run_url: Option<&'a str>,
-}
-
 /// The tripped guards for a PR comment's header: in full for the models `models` (the PR's),
 /// then how many others are tripped. A ledger that cannot be read says so in one line.
 pub(crate) fn alarms(dir: &Path, models: &[String], config: &GateConfig) -> Vec<String> {
@@ -600,22 +482,6 @@ pub(crate) fn alarms(dir: &Path, models: &[String], config: &GateConfig) -> Vec<
         Err(error) => return vec![format!("the history ledger cannot be read: {error}")],
     };
     let history = drift::history(&lines, config);
-    let tripped: Vec<drift::Guard> = drift::guards(&history, config)
-        .into_iter()
-        .filter(|guard| guard.state == GuardState::Tripped)
-        .collect();
-    let (mine, others): (Vec<_>, Vec<_>) =
-        tripped.iter().partition(|guard| models.iter().any(|model| model == guard.cell.model()));
-    let mut words: Vec<String> =
-        mine.iter().map(|guard| prgate_report::history::alarm_words(guard, &history)).collect();
-    let mut models: Vec<&str> = others.iter().map(|guard| guard.cell.model()).collect();
-    models.dedup();
-    for model in models {
-        let count = others.iter().filter(|guard| guard.cell.model() == model).count();
-        let cells = if count == 1 { "cell" } else { "cells" };
-        words.push(format!(
-            "{model}: {count} {cells} over the budget (see prgate history check, or the history page)"
-        ));
-    }
-    words
+    let guards = drift::guards(&history, config);
+    prgate_report::history::alarms(&history, guards, models)
 }

@@ -108,7 +108,7 @@ struct CanaryArgs {
     #[arg(long, value_name = "DIR")]
     log_dir: Option<PathBuf>,
     /// How long each GPU tool, and the canary command, may take (90s, 10m).
-    #[arg(long, value_name = "DURATION", value_parser = crate::run::parse_time_limit, default_value = "30s")]
+    #[arg(long, value_name = "DURATION", value_parser = prgate_runner::recipe::parse_duration, default_value = "30s")]
     timeout: std::time::Duration,
     /// With a profile that has health.slurm-drain, the folder of SLURM's programs for
     /// `scontrol` [default: found in the PATH].

@@ -185,7 +185,7 @@ pub(crate) fn report(args: &ReportArgs) -> anyhow::Result<()> {
 pub(crate) fn publish(args: &PublishArgs) -> anyhow::Result<()> {
     let loaded = load(&args.facts, args.report_out.is_some())?;
     anyhow::ensure!(args.facts.pr > 0, "--pr is needed to publish");
-    let sha = crate::trigger::normal_sha(&args.sha).with_context(|| {
+    let sha = prgate_github::event::normal_sha(&args.sha).with_context(|| {
         format!("--sha '{}' is not a full commit SHA (40 hex digits)", args.sha)
     })?;
     check_pinned(args, &sha, &loaded)?;
@@ -255,7 +255,7 @@ pub(crate) async fn check_run(
         details_url: status.target_url.as_deref(),
         annotations: annotations.as_deref().unwrap_or_default(),
     };
-    github.check_run(existing, &run).await
+    Ok(github.check_run(existing, &run).await?)
 }
 
 /// The check run's annotations of `verdict` (`prgate_report::check_run`), as the API takes them.
@@ -318,7 +318,7 @@ fn check_pinned(args: &PublishArgs, sha: &str, loaded: &Loaded) -> anyhow::Resul
         anyhow::ensure!(verdict_sha == sha, "the verdict is for {verdict_sha}, not --sha {sha}");
     }
     if let Some(path) = &args.trigger {
-        let pinned: crate::trigger::Pinned = read_json(path, "trigger")?;
+        let pinned: prgate_github::pin::Pinned = read_json(path, "trigger")?;
         anyhow::ensure!(
             pinned.sha == sha && pinned.number == args.facts.pr,
             "the trigger pinned #{} at {}, not #{} at {sha}",

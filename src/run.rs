@@ -13,23 +13,17 @@ use prgate_runner::container::{Engine, RunId};
 use prgate_runner::job::RecipePaths;
 use prgate_runner::node::NodeProfile;
 use prgate_runner::preflight::Thresholds;
+use prgate_runner::recipe::parse_duration;
 use prgate_runner::results::StepObserver;
 use prgate_runner::reuse::ReuseMode;
 use prgate_runner::run::{
     COMMON_CHECKS, DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, Isolation, PreflightMode,
     RunInputs, RunRequest,
 };
-use prgate_runner::slurm::{JobTarget, SlurmRequest, SlurmSettings};
+use prgate_runner::slurm::{JobLimits, JobTarget, SlurmRequest, SlurmSettings};
 use prgate_scope::Plan;
 
 use crate::files::read_json;
-
-/// How much longer than the run's `--time-limit` a SLURM job may take by default: the step
-/// loop stops at its limit by itself, then stops its children and exits.
-const JOB_TIME_SLACK: Duration = Duration::from_secs(5 * 60);
-/// How long a SLURM job waits for the host lock when neither `--wait-lock` nor a job time
-/// limit says: until SLURM's own limit ends it.
-const JOB_WAIT_LOCK: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Run a plan's checks on this node, base and PR side by side, and write the evidence into
 /// DIR/evidence (one file per finished step; a rerun resumes). Exits 0 when the run finished,
@@ -97,7 +91,7 @@ pub(crate) struct RunOptions {
     python: PathBuf,
     /// The whole run's time limit (90s, 20m, 1h30m): once it has passed, every step still to
     /// run is recorded as a timeout without running.
-    #[arg(long, value_name = "DURATION", value_parser = parse_time_limit)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     time_limit: Option<Duration>,
     /// Where commands from the PR run: in the node's container image, or on this machine
     /// (only for trees you trust, and only with --trust-pr-code: nothing isolates them).
@@ -113,7 +107,7 @@ pub(crate) struct RunOptions {
     engine: Option<PathBuf>,
     /// When another run holds this host's lock, wait up to this long (90s, 20m, 2h) instead
     /// of refusing at once.
-    #[arg(long, value_name = "DURATION", value_parser = parse_time_limit)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     wait_lock: Option<Duration>,
     /// Check the node before any install (docs/preflight.md): GPUs visible and free, disk,
     /// checkpoints, image. What it finds lacking is recorded as not-run evidence.
@@ -136,7 +130,7 @@ pub(crate) struct RunOptions {
     /// With --executor slurm: each job's time limit (20m, 2h), rounded up to whole minutes
     /// [default: --time-limit plus 5 minutes, else twice the job's estimate from its recipe
     /// plus 15 minutes].
-    #[arg(long, value_name = "DURATION", value_parser = parse_time_limit)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     job_time_limit: Option<Duration>,
     /// With --executor slurm: an sbatch option for every job, such as
     /// --sbatch-arg=--partition=gpu or --sbatch-arg=--exclusive (repeat for more).
@@ -309,16 +303,12 @@ pub(crate) enum IsolationArg {
     Host,
 }
 
-pub(crate) fn parse_time_limit(
-    text: &str,
-) -> Result<std::time::Duration, prgate_runner::recipe::DurationError> {
-    prgate_runner::recipe::parse_duration(text)
-}
-
 /// A directory argument made absolute from the current directory: the steps run their
 /// commands in other directories, where a relative path would name something else.
-pub(crate) fn parse_absolute_path(text: &str) -> Result<PathBuf, String> {
-    std::path::absolute(text).map_err(|error| format!("cannot resolve {text:?}: {error}"))
+pub(crate) fn parse_absolute_path(text: &str) -> std::io::Result<PathBuf> {
+    std::path::absolute(text).map_err(|error| {
+        std::io::Error::new(error.kind(), format!("cannot resolve {text:?}: {error}"))
+    })
 }
 
 /// `prgate run`: the flags turned into settings once, then the plan run.
@@ -452,10 +442,8 @@ pub(crate) fn run_slurm(
         Some(engine) if engine.components().count() > 1 => Some(absolute(engine)?),
         other => other.clone(),
     };
-    let time_limit =
-        slurm.job_time_limit.or(settings.time_limit.map(|limit| limit + JOB_TIME_SLACK));
-    // Jobs on one node take its host lock in turn; SLURM's time limit bounds the wait.
-    let wait_lock = settings.wait_lock.or(time_limit).unwrap_or(JOB_WAIT_LOCK);
+    let JobLimits { time_limit, wait_lock } =
+        JobLimits::of(slurm.job_time_limit, settings.time_limit, settings.wait_lock);
     let command = |target: &JobTarget<'_>| -> Vec<OsString> {
         let mut argv: Vec<OsString> =
             vec![program.clone().into(), "run".into(), "--executor".into(), "local".into()];

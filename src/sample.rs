@@ -9,38 +9,84 @@
 //! kernel" lowers it in its tree. The server listens on every interface (`0.0.0.0`): in a
 //! container, the published port reaches only those (docs/container.md).
 //!
-//! Commits have fixed authors and dates and the files name no host path, so every build gives
-//! the same SHAs.
+//! The files are real files in `src/sample/` (`main/`: `main`'s beside the models'; `model/`: a
+//! model's, with `@model@` for its name; `pr-126/`: a PR's new test), embedded in the binary;
+//! this module only assembles `main` and the PRs' branches from them. Commits have fixed authors
+//! and dates and the files name no host path, so every build gives the same SHAs.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Context as _;
 use git2::{IndexEntry, IndexTime, Oid, Repository, RepositoryInitOptions, Signature, Time};
+use serde::Deserialize;
 
 /// One pull request of the sample: its branch, number and title.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct SamplePr {
     pub(crate) number: u32,
-    pub(crate) branch: &'static str,
+    pub(crate) branch: String,
     /// The branch it is based on (`main`, or the history PR before it).
-    pub(crate) base: &'static str,
-    pub(crate) title: &'static str,
+    #[serde(default = "main_branch")]
+    pub(crate) base: String,
+    pub(crate) title: String,
     /// The demo runs it twice, as a maintainer's second `run-ci` after a flaky failure: the
     /// second run takes over what the first judged and runs only what failed (docs/rerun.md).
+    #[serde(default)]
     pub(crate) reruns: bool,
+    /// What it changes in `main`'s files.
+    #[serde(default)]
+    edits: Vec<Edit>,
 }
 
-/// The sample's manifest.
-const MANIFEST: &str = r#"# How prgate scopes this repository: docs/manifest.md in prgate's repository.
-[scope]
-models = ["sgl_amd_mono/models/{model}/**", "test/unit/{model}/**",
-          "test/kernels/test_{model}_*.py", "test/e2e/{model}.toml"]
-shared = ["sgl_amd_mono/__init__.py", "sgl_amd_mono/common/**", "pyproject.toml", "test/common/**"]
-ignore = ["docs/**"]
-codeowners = ".github/CODEOWNERS"
-readme = "sgl_amd_mono/models/{model}/README.md"
-"#;
+fn main_branch() -> String {
+    "main".to_owned()
+}
+
+/// The sample's PRs (`sample/prs.toml`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SamplePrs {
+    pr: Vec<SamplePr>,
+}
+
+/// One edit of a sample PR to `main`'s files (`sample/prs.toml` says each kind's keys).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged, deny_unknown_fields)]
+enum Edit {
+    Append { append: String, text: String },
+    Add { add: String, file: String },
+    Tpot { tpot: String, ms: String },
+    Model { model: String },
+    Replace { replace: String, from: String, to: String },
+}
+
+/// The files a sample PR adds (`Edit::Add`), by their name below `sample/`.
+const PR_FILES: &[(&str, &str)] =
+    &[("pr-126/test_cache.py", include_str!("sample/pr-126/test_cache.py"))];
+
+impl Edit {
+    fn apply(&self, files: &mut Files) -> anyhow::Result<()> {
+        match self {
+            Edit::Append { append: path, text } => append(files, path, text),
+            Edit::Add { add: path, file } => {
+                let (_, text) = PR_FILES
+                    .iter()
+                    .find(|(name, _)| name == file)
+                    .with_context(|| format!("the sample has no file {file}"))?;
+                append(files, path, text);
+            }
+            Edit::Tpot { tpot: model, ms } => set_tpot(files, model, ms),
+            Edit::Model { model } => add_model(files, model),
+            Edit::Replace { replace: path, from, to } => {
+                let text = files.entry(path.clone()).or_default();
+                *text = text.replace(from.as_str(), to);
+            }
+        }
+        Ok(())
+    }
+}
 
 const MODELS: &[&str] =
     &["deepseek_v41", "glm53_flash", "kimi_k3", "kimi_k31", "mimo_v3_pd", "qwen38_flash_next"];
@@ -73,178 +119,21 @@ pub(crate) fn build(dir: &Path) -> anyhow::Result<Vec<SamplePr>> {
     let main =
         builder.commit("refs/heads/main", None, &base_files, "Sample monokernel repository")?;
 
-    let mut prs = Vec::new();
-    let mut pr =
-        |number: u32, branch: &'static str, title: &'static str, edit: &dyn Fn(&mut Files)| {
-            let mut files = base_files.clone();
-            edit(&mut files);
-            builder.commit(&format!("refs/heads/{branch}"), Some(main), &files, title)?;
-            prs.push(SamplePr { number, branch, base: "main", title, reruns: false });
-            anyhow::Ok(())
-        };
-    pr(
-        95,
-        "pr/95-deepseek-perf",
-        "[Perf] [MI355X] deepseek_v41: DSpark step glue in fewer launches",
-        &|files| {
-            append(
-                files,
-                "sgl_amd_mono/models/deepseek_v41/kernels.py",
-                "\ndef fused_step_glue(x):\n    return x\n",
-            );
-            set_tpot(files, "deepseek_v41", PERF_TPOT_MS);
-        },
-    )?;
-    pr(
-        101,
-        "pr/101-common-residency",
-        "[Fix] common: check each compiled kernel's residency and scratch",
-        &|files| {
-            append(
-                files,
-                "sgl_amd_mono/common/guard.py",
-                "\ndef check_residency(kernel):\n    return kernel.scratch_bytes < 65536\n",
-            );
-        },
-    )?;
-    pr(
-        103,
-        "pr/103-kimi-pair",
-        "[Feat] [MI355X] kimi_k3/kimi_k31: gfx950 launches, steps of up to 8 rows",
-        &|files| {
-            append(files, "sgl_amd_mono/models/kimi_k3/layer.py", "\nGFX950_LAUNCH = True\n");
-            append(files, "sgl_amd_mono/models/kimi_k31/layer.py", "\nMAX_STEP_ROWS = 8\n");
-            append(
-                files,
-                "test/kernels/test_kimi_k31_k1_ring.py",
-                "\ndef test_eight_rows():\n    assert True\n",
-            );
-            set_tpot(files, "kimi_k31", PERF_TPOT_MS);
-        },
-    )?;
-    pr(110, "pr/110-new-model", "[Feat] [MI355X] muse_spark: first monokernel", &|files| {
-        add_model(files, "muse_spark");
-        append(files, ".github/CODEOWNERS", "/sgl_amd_mono/models/muse_spark/ @muse-team\n");
-    })?;
-    pr(112, "pr/112-docs", "[Doc] docs: explain the tiers", &|files| {
-        append(files, "docs/index.md", "\n## Tiers\n\nFull, smoke and none.\n");
-    })?;
-    pr(
-        114,
-        "pr/114-glm-slower",
-        "[Fix] [MI355X] glm53_flash: bounds-check every row of the decode step",
-        &|files| {
-            append(
-                files,
-                "sgl_amd_mono/models/glm53_flash/kernels.py",
-                "\ndef check_rows(x):\n    return all(row is not None for row in x)\n",
-            );
-            set_tpot(files, "glm53_flash", SLOW_TPOT_MS);
-        },
-    )?;
-    pr(
-        118,
-        "pr/118-qwen-tiles",
-        "[Perf] [MI355X] qwen38_flash_next: reorder the attention tiles",
-        &|files| {
-            // A new tile order that turns out no faster: the [Perf] title needs a gain.
-            append(
-                files,
-                "sgl_amd_mono/models/qwen38_flash_next/kernels.py",
-                "\nTILE_ORDER = (\"k\", \"q\")\n",
-            );
-        },
-    )?;
-    pr(
-        120,
-        "pr/120-deepseek-router",
-        "[Fix] [MI355X] deepseek_v41: cheaper rounding in the MoE router",
-        &|files| {
-            append(
-                files,
-                "sgl_amd_mono/models/deepseek_v41/layer.py",
-                "\nROUTER_ROUNDING = \"bf16\"\n",
-            );
-            // The cheaper rounding costs answers.
-            append(files, "sgl_amd_mono/models/deepseek_v41/sim-profile.toml", "accuracy = 0.7\n");
-        },
-    )?;
-    pr(122, "pr/122-kimi-buffers", "[Fix] [MI355X] kimi_k3: larger decode buffers", &|files| {
-        append(files, "sgl_amd_mono/models/kimi_k3/layer.py", "\nDECODE_BUFFER_ROWS = 64\n");
-        // The larger buffers overrun the device: the PR's server dies once it is loaded.
-        append(files, "sgl_amd_mono/models/kimi_k3/sim-profile.toml", "die-after-requests = 3\n");
-    })?;
-    pr(
-        124,
-        "pr/124-glm-names",
-        "[Fix] [MI355X] glm53_flash: name the decode step's buffers",
-        &|files| {
-            // An ordinary fix, run while the fleet's second node is drained (the demo strikes
-            // it before this PR: docs/node.md).
-            append(
-                files,
-                "sgl_amd_mono/models/glm53_flash/layer.py",
-                "\nDECODE_BUFFER_NAMES = (\"keys\", \"values\")\n",
-            );
-        },
-    )?;
-    pr(116, "pr/116-codeowners", "[Chore] maintainer: hand kimi_k3 to a new team", &|files| {
-        let codeowners = files.entry(".github/CODEOWNERS".to_owned()).or_default();
-        *codeowners = codeowners.replace(
-            "/sgl_amd_mono/models/kimi_k3/ @kimi-k3-team",
-            "/sgl_amd_mono/models/kimi_k3/ @someone-else",
-        );
-    })?;
-
-    pr(126, "pr/126-glm-cache", "[Fix] [MI355X] glm53_flash: warm the kernel cache", &|files| {
-        append(files, "sgl_amd_mono/models/glm53_flash/layer.py", "\nWARM_CACHE = True\n");
-        // A flaky test: it fails the first time it runs on the node and passes afterwards.
-        append(files, "test/unit/glm53_flash/test_cache.py", FLAKY_TEST);
-    })?;
-    pr(
-        128,
-        "pr/128-glm-narrow",
-        "[Fix] [MI355X] glm53_flash: bounds-check the rows, measured where it does not show",
-        &|files| {
-            append(
-                files,
-                "sgl_amd_mono/models/glm53_flash/kernels.py",
-                "\ndef check_all_rows(x):\n    return all(row is not None for row in x)\n",
-            );
-            set_tpot(files, "glm53_flash", SLOW_TPOT_MS);
-            // The PR drops the covered cell its slower kernel would lose at: base's recipe is
-            // the contract, so the cell is measured anyway and the narrowing fails.
-            let recipe = files.entry("test/e2e/glm53_flash.toml".to_owned()).or_default();
-            *recipe = recipe.replace("covered = [1]", "covered = []");
-        },
-    )?;
-
-    pr(
-        130,
-        "pr/130-mimo-pd-pages",
-        "[Fix] [MI355X] mimo_v3_pd: hand the KV cache over in pages of 64 tokens",
-        &|files| {
-            append(files, &format!("sgl_amd_mono/models/{PD_MODEL}/layer.py"), "\nKV_PAGE = 64\n");
-            // Its decode instance is now told to move the pages over TCP: the recipe's
-            // required transport line (RDMA) is missing, and the routing check fails instead of
-            // a slower run passing (docs/topology.md).
-            let recipe = files.entry(format!("test/e2e/{PD_MODEL}.toml")).or_default();
-            *recipe = recipe.replace(
-                "--disaggregation-mode decode",
-                "--disaggregation-mode decode --disaggregation-transport tcp",
-            );
-        },
-    )?;
-
-    if let Some(flaky) = prs.iter_mut().find(|pr| pr.number == 126) {
-        flaky.reruns = true;
+    let prs: SamplePrs = toml::from_str(include_str!("sample/prs.toml"))
+        .context("the sample's PRs (src/sample/prs.toml)")?;
+    for pr in &prs.pr {
+        let mut files = base_files.clone();
+        for edit in &pr.edits {
+            edit.apply(&mut files)?;
+        }
+        builder.commit(&format!("refs/heads/{}", pr.branch), Some(main), &files, &pr.title)?;
     }
 
     let mut checkout = git2::build::CheckoutBuilder::new();
     checkout.force();
     repo.checkout_head(Some(&mut checkout))
         .context("checking out main in the sample repository")?;
-    Ok(prs)
+    Ok(prs.pr)
 }
 
 /// The model whose history the demo's drift guard follows (docs/history.md).
@@ -288,7 +177,14 @@ pub(crate) fn build_history(dir: &Path) -> anyhow::Result<Vec<SamplePr>> {
             &format!("\nFIX_{number} = True\n"),
         );
         parent = builder.commit(&format!("refs/heads/{branch}"), Some(parent), &files, title)?;
-        prs.push(SamplePr { number, branch, base, title, reruns: false });
+        prs.push(SamplePr {
+            number,
+            branch: branch.to_owned(),
+            base: base.to_owned(),
+            title: title.to_owned(),
+            reruns: false,
+            edits: Vec::new(),
+        });
         base = branch;
     }
     Ok(prs)
@@ -296,270 +192,83 @@ pub(crate) fn build_history(dir: &Path) -> anyhow::Result<Vec<SamplePr>> {
 
 type Files = BTreeMap<String, String>;
 
-/// The simulated decode speed of every model on `main`, in milliseconds per output token.
-/// SGLang's own path in the simulated profiles: 25% slower than the monokernels' 4.0 ms.
-const SGLANG_TPOT_MS: &str = "5.0";
+/// The simulated decode speed of every model on `main`, in milliseconds per output token (the
+/// `tpot-ms` of `model/sim-profile.toml`; its `sglang-tpot-ms`, SGLang's own path, is 25%
+/// slower). Its `startup-delay-ms`, 2 s: a real node's load is five speed runs (10 min against
+/// 2), the demo's runs take about 0.7 s, and a demo that waited five runs a load would take
+/// minutes longer (it loads about 50 servers); 2 s keeps start ≫ run at about three runs. Its
+/// `wake-delay-ms`, 150 ms: a real wake is a quarter of a run (30 s against 2 min).
 const BASE_TPOT_MS: &str = "4.0";
-/// How long a sample server takes to load (its `startup-delay-ms`): a real node's load is five
-/// speed runs (10 min against 2), the demo's runs take about 0.7 s, and a demo that waited five
-/// runs a load would take minutes longer (it loads about 50 servers); 2 s keeps start ≫ run at
-/// about three runs.
-const STARTUP_DELAY_MS: u32 = 2000;
-/// How long a released sample server takes to wake (its `wake-delay-ms`): a real wake is a
-/// quarter of a run (30 s against 2 min).
-const WAKE_DELAY_MS: u32 = 150;
-/// A PR that speeds a model up: 25% less time per token.
-const PERF_TPOT_MS: &str = "3.0";
-/// A PR that slows a model down: 25% more time per token.
-const SLOW_TPOT_MS: &str = "5.0";
+
+/// `main`'s files beside the models' (`sample/main/`, by their path in the sample).
+macro_rules! main_files {
+    ($($path:literal),* $(,)?) => {
+        &[$(($path, include_str!(concat!("sample/main/", $path)))),*]
+    };
+}
+
+/// `main`'s files beside the models': the manifest, the shared package and its tests, the
+/// common checks, the kernel timing script, the serving test and the accuracy benchmark.
+const MAIN_FILES: &[(&str, &str)] = main_files![
+    ".github/CODEOWNERS",
+    "README.md",
+    "docs/index.md",
+    "prgate.toml",
+    "pyproject.toml",
+    "sgl_amd_mono/__init__.py",
+    "sgl_amd_mono/common/__init__.py",
+    "sgl_amd_mono/common/dispatch.py",
+    "sgl_amd_mono/common/guard.py",
+    "test/common/test_guard.py",
+    "test/common/test_guard_dispatch_kernels.py",
+    "test/e2e/common.toml",
+    "test/e2e/data/tiny-math.jsonl",
+    "test/e2e/test_serving.py",
+    "test/kernels/time_kernels.py",
+];
+
+/// A model's files (`sample/model/`), by their path with `@model@` and `@kernel_test@` for the
+/// model's name and its kernel test's. The recipe serves the simulated server with a tiny
+/// sweep.
+const MODEL_FILES: &[(&str, &str)] = &[
+    ("sgl_amd_mono/models/@model@/__init__.py", include_str!("sample/model/__init__.py")),
+    ("sgl_amd_mono/models/@model@/README.md", include_str!("sample/model/README.md")),
+    ("sgl_amd_mono/models/@model@/layer.py", include_str!("sample/model/layer.py")),
+    ("sgl_amd_mono/models/@model@/kernels.py", include_str!("sample/model/kernels.py")),
+    ("sgl_amd_mono/models/@model@/sim-profile.toml", include_str!("sample/model/sim-profile.toml")),
+    ("test/unit/@model@/test_layer.py", include_str!("sample/model/test_layer.py")),
+    ("test/kernels/test_@model@_@kernel_test@.py", include_str!("sample/model/test_kernel.py")),
+    ("test/e2e/@model@.toml", include_str!("sample/model/recipe.toml")),
+];
+
+/// What the disaggregated model's recipe adds before its `[tests]`: a prefill and a decode
+/// instance of the simulated server, one GPU each, behind the real sglang-router
+/// (`python3 -m sglang_router.launch_router`, which `.ci/setup-python` installs beside pytest),
+/// with the transport line each must log.
+const PD_TOPOLOGY: &str = include_str!("sample/model/pd-topology.toml");
 
 fn base_files() -> Files {
-    let mut files = Files::new();
-    let mut put = |path: &str, text: &str| {
-        files.insert(path.to_owned(), text.to_owned());
-    };
-    put("prgate.toml", MANIFEST);
-    put("README.md", "# sgl-amd-mono (sample)\n\nPer-model AMD monokernels for SGLang.\n");
-    put("pyproject.toml", "[project]\nname = \"sgl-amd-mono\"\nversion = \"0.1.0\"\n");
-    put("docs/index.md", "# Documentation\n");
-    put("sgl_amd_mono/__init__.py", "\"\"\"Per-model AMD monokernels.\"\"\"\n");
-    put("sgl_amd_mono/common/__init__.py", "");
-    put("sgl_amd_mono/common/guard.py", "def guard(kernel):\n    return kernel is not None\n");
-    put(
-        "sgl_amd_mono/common/dispatch.py",
-        "def dispatch(model, batch):\n    return model(batch)\n",
-    );
-    put("test/common/test_guard.py", "def test_guard():\n    assert True\n");
-    put("test/common/test_guard_dispatch_kernels.py", "def test_dispatch():\n    assert True\n");
-    put(
-        "test/e2e/common.toml",
-        "# The common checks: shared unit tests and the guard/dispatch kernel tests.\n[tests]\nunit = [\"test/common/test_guard.py\"]\nkernel = [\"test/common/test_guard_dispatch_kernels.py\"]\n",
-    );
-    put("test/kernels/time_kernels.py", TIMING_SCRIPT);
-    put("test/e2e/test_serving.py", SERVING_TEST);
-    put("test/e2e/data/tiny-math.jsonl", &tiny_math());
-    let mut codeowners =
-        String::from("# Owners of each model's package.\n* @sgl-amd-mono/maintainers\n");
+    let mut files: Files =
+        MAIN_FILES.iter().map(|(path, text)| ((*path).to_owned(), (*text).to_owned())).collect();
     for model in MODELS {
         add_model(&mut files, model);
-        codeowners.push_str(&format!(
-            "/sgl_amd_mono/models/{model}/ @{}-team\n",
-            model.replace('_', "-")
-        ));
     }
-    files.insert(".github/CODEOWNERS".to_owned(), codeowners);
     files
 }
 
+/// Adds `model`'s package, tests and recipe.
 fn add_model(files: &mut Files, model: &str) {
-    let mut put = |path: String, text: String| {
-        files.insert(path, text);
-    };
-    put(format!("sgl_amd_mono/models/{model}/__init__.py"), String::new());
-    put(
-        format!("sgl_amd_mono/models/{model}/README.md"),
-        format!("# {model}\n\nMonokernel for {model}.\n"),
-    );
-    put(
-        format!("sgl_amd_mono/models/{model}/layer.py"),
-        "def forward(x):\n    return x\n".to_owned(),
-    );
-    put(format!("sgl_amd_mono/models/{model}/kernels.py"), "def k1(x):\n    return x\n".to_owned());
-    put(
-        format!("test/unit/{model}/test_layer.py"),
-        "def test_forward():\n    assert True\n".to_owned(),
-    );
     let kernel_test = if model == "kimi_k31" { "k1_ring" } else { "k1" };
-    put(
-        format!("test/kernels/test_{model}_{kernel_test}.py"),
-        "def test_k1():\n    assert True\n".to_owned(),
-    );
-    put(
-        format!("sgl_amd_mono/models/{model}/sim-profile.toml"),
-        format!(
-            "# How fast prgate's simulated server serves {model}: the monokernels' speed.\n\
-             model = \"{model}\"\nttft-ms = 5.0\ntpot-ms = {BASE_TPOT_MS}\nnoise-cv = 0.01\n\
-             # SGLang's own path, without the monokernels: slower.\nsglang-tpot-ms = {SGLANG_TPOT_MS}\n\
-             # A real node's proportions scaled to seconds: a load (10 min there) takes about three\n\
-             # speed runs (2 min there), a wake (30 s there) a small part of one.\n\
-             startup-delay-ms = {STARTUP_DELAY_MS}\nwake-delay-ms = {WAKE_DELAY_MS}\n"
-        ),
-    );
-    let recipe = if model == PD_MODEL { pd_recipe(model) } else { recipe(model, kernel_test) };
-    put(format!("test/e2e/{model}.toml"), recipe);
-}
-
-/// The serving recipe of `model`: the simulated server, a tiny sweep.
-fn recipe(model: &str, kernel_test: &str) -> String {
-    let command = format!(
-        "prgate sim-server --listen 0.0.0.0:{{port}} \
-         --profile sgl_amd_mono/models/{model}/sim-profile.toml {{extra_args}}"
-    );
-    // A JSON string is a TOML basic string.
-    let command = serde_json::to_string(&command).unwrap_or_default();
-    format!(
-        r#"# Serving recipe of {model} (docs/recipe.md in prgate's repository). The server is
-# prgate's simulated server (`prgate` on the PATH: the image's in a container), from the
-# directory of the tree under test, on every interface: a container's published port reaches
-# only those, never its loopback.
-hardware = ["mi355x"]
-checkpoint = "{model}"
-# Both of the demo's node's GPUs: base's and the PR's servers take turns on them (one at a
-# time, as a big model's do on a real node).
-tp = 2
-
-[server]
-command = {command}
-monokernel-flag = "--enable-amd-monokernel"
-startup-timeout = "30s"
-routing-pattern = '\[monokernel\] routed \S+ decode'
-# The simulated server speaks SGLang's memory API: one server at a time (the demo's node has
-# one GPU), each side loads once and every switch is a wake, which the estimate counts too.
-memory-api = "sglang"
-
-[tests]
-unit = ["test/unit/{model}"]
-kernel = ["test/kernels/test_{model}_{kernel_test}.py"]
-serving = ["test/e2e/test_serving.py"]
-
-[[kernel-timing]]
-name = "decode"
-command = "python3 test/kernels/time_kernels.py sgl_amd_mono/models/{model}/sim-profile.toml {{output}}"
-
-[[accuracy]]
-name = "tiny-math"
-evaluator = "builtin"
-dataset = "test/e2e/data/tiny-math.jsonl"
-limit = 40
-
-[speed]
-concurrencies = [1, 4]
-covered = [1]
-input-len = 16
-# 64 tokens at 4 ms: a 252 ms span per request, so a loaded machine's few milliseconds of
-# wake-up jitter leave a run CV of about 2% (16 tokens: 6.5%, which 16 pairs cannot decide, and
-# a cell undecided at the cap is an error, docs/gate.md).
-output-len = 64
-requests-per-concurrency = 2
-warmup-per-concurrency = 1
-
-[timeouts]
-unit-tests = "2m"
-kernel-tests = "2m"
-serving-tests = "2m"
-kernel-timing = "1m"
-accuracy = "2m"
-speed-run = "1m"
-"#
-    )
-}
-
-/// The recipe of the disaggregated model: a prefill and a decode instance of the simulated
-/// server, one GPU each, behind the real sglang-router (`python3 -m sglang_router.launch_router`,
-/// which `.ci/setup-python` installs beside pytest), with the transport line each must log.
-fn pd_recipe(model: &str) -> String {
-    let regular = recipe(model, "k1");
-    let server = |mode: &str| {
-        format!(
-            "prgate sim-server --listen {{host}}:{{port}} \
-             --profile sgl_amd_mono/models/{model}/sim-profile.toml --disaggregation-mode {mode}"
-        )
-    };
-    let router = "python3 -m sglang_router.launch_router --pd-disaggregation --host {host} \
-                  --port {port} --prometheus-port {metrics_port} --policy round_robin \
-                  --log-level warn {extra_args}";
-    let quote = |text: &str| serde_json::to_string(text).unwrap_or_default();
-    let topology = format!(
-        r#"
-# Served disaggregated: one prefill and one decode instance on a GPU each, behind the real
-# sglang-router in PD mode; every request goes through the router (docs/topology.md).
-[topology.prefill]
-instances = 1
-tp = 1
-command = {prefill}
-# The KV transfer must go over RDMA: a fallback to TCP fails the routing check.
-required-log = ['transfer-backend=mooncake transport=rdma']
-
-[topology.decode]
-instances = 1
-tp = 1
-command = {decode}
-required-log = ['kv from \S+ transfer-backend=mooncake transport=rdma']
-
-[topology.router]
-command = {router}
-startup-timeout = "1m"
-"#,
-        prefill = quote(
-            &(server("prefill") + " --disaggregation-bootstrap-port {bootstrap_port} {extra_args}")
-        ),
-        decode = quote(&(server("decode") + " {extra_args}")),
-        router = quote(router),
-    );
-    // The topology's tables go after the recipe's top-level keys and before its own tables.
-    let at = regular.find("\n[tests]").unwrap_or(regular.len());
-    format!("{}{topology}{}", &regular[..at], &regular[at..])
-}
-
-/// PR #126's flaky unit test: its marker is in the node's `trees/` folder, which outlives a
-/// run (each run exports its trees afresh below it).
-const FLAKY_TEST: &str = r#"from pathlib import Path
-
-
-def test_warm_cache():
-    # Flaky: the first run on a node finds the kernel cache cold; every later run passes.
-    mark = Path(__file__).resolve().parents[4] / "pr-126-kernel-cache"
-    if not mark.exists():
-        mark.write_text("warm\n")
-        raise AssertionError("the kernel cache was cold (a flaky failure: a rerun passes)")
-"#;
-
-/// The kernel timing script: the decode step's time from the tree's simulated profile.
-const TIMING_SCRIPT: &str = r#"# Times the decode kernel: here, reads its time from the simulated profile (argv[1]), and
-# writes the timing JSON (docs/recipe.md in prgate's repository) to argv[2].
-import json
-import sys
-import tomllib
-
-with open(sys.argv[1], "rb") as f:
-    tpot_us = tomllib.load(f)["tpot-ms"] * 1000.0
-timings = {"kernels": [{"name": "decode_step",
-                        "samples_us": [tpot_us * f for f in (0.99, 1.0, 1.01, 1.0, 0.995)]}]}
-with open(sys.argv[2], "w") as f:
-    json.dump(timings, f)
-print(json.dumps(timings))
-"#;
-
-/// The serving test: the model's server answers.
-const SERVING_TEST: &str = r#"import json
-import os
-import urllib.request
-
-
-def test_the_server_answers():
-    url = os.environ["PRGATE_SERVER_URL"]
-    assert urllib.request.urlopen(url + "/health", timeout=10).status == 200
-    request = urllib.request.Request(
-        url + "/v1/completions",
-        data=json.dumps({"model": "default", "prompt": "Hello", "max_tokens": 4}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    body = json.load(urllib.request.urlopen(request, timeout=10))
-    assert body["choices"][0]["text"]
-"#;
-
-/// The accuracy benchmark: 40 sums, each question with the line `expected: <answer>` that the
-/// simulated server answers (at its profile's accuracy).
-fn tiny_math() -> String {
-    (1..=40)
-        .map(|n| {
-            let (a, b) = (n * 7 % 23 + 2, n * 13 % 31 + 5);
-            format!(
-                "{{\"id\": \"q{n}\", \"question\": \"What is {a} + {b}?\\nexpected: {sum}\", \"answer\": \"{sum}\"}}\n",
-                sum = a + b
-            )
-        })
-        .collect()
+    let fill = |text: &str| text.replace("@model@", model).replace("@kernel_test@", kernel_test);
+    for (path, text) in MODEL_FILES {
+        files.insert(fill(path), fill(text));
+    }
+    if model == PD_MODEL {
+        let recipe = files.entry(format!("test/e2e/{model}.toml")).or_default();
+        // The topology's tables go after the recipe's top-level keys and before its own tables.
+        let at = recipe.find("\n[tests]").unwrap_or(recipe.len());
+        recipe.insert_str(at, &format!("\n{}", fill(PD_TOPOLOGY)));
+    }
 }
 
 /// Sets `model`'s simulated time per output token.
@@ -621,5 +330,51 @@ impl Builder<'_> {
         let oid =
             self.repo.commit(Some(reference), &signature, &signature, message, &tree, &parents)?;
         Ok(oid)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The sample's commits are the same on every build: tests, snapshots and docs may name
+    /// their SHAs.
+    #[test]
+    fn every_build_makes_the_same_commits() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        super::build(dir.path()).expect("the sample");
+        super::build_history(dir.path()).expect("the sample's history");
+        let repo = git2::Repository::open(dir.path()).expect("the sample repository");
+        let mut refs: Vec<String> = repo
+            .references()
+            .expect("its references")
+            .map(|reference| {
+                let reference = reference.expect("a reference");
+                let target = reference.target().expect("a direct reference");
+                format!("{} {target}", reference.name().unwrap_or_default())
+            })
+            .collect();
+        refs.sort();
+        let expected = [
+            "refs/heads/history/1 4f2ca7d8c19cfcc020cf3c2ddd477640a07e4312",
+            "refs/heads/history/2 329e10dcfb11f34e499cfe7fbca8c4cbad06f921",
+            "refs/heads/history/3 156c81c87228d554903647a75ed8839c25079951",
+            "refs/heads/history/4 ac61f8c34d91361dcfca20222a43fb5f4a059f0a",
+            "refs/heads/history/5 63ed258caf0ff644e052ff11f5ddb63b6bc9a839",
+            "refs/heads/main d68a4c5bad4fe542bc4a4231b4435254306ac843",
+            "refs/heads/pr/101-common-residency 89d72c5e7f1d3007c75a687ae572ee8f938c8ecd",
+            "refs/heads/pr/103-kimi-pair 3b13dbd6818cd094f38bf25fcc9c622de9f4d8bd",
+            "refs/heads/pr/110-new-model 588fcefb4243e34a634df52d1e7c3891a0f06e6a",
+            "refs/heads/pr/112-docs eab70a57a8e1dd3102711f9e48d89d27e21ff7cf",
+            "refs/heads/pr/114-glm-slower 167bba1a9a71319f5dfc9ef690c4098ae2260a74",
+            "refs/heads/pr/116-codeowners b1437b0968289dbba1aedae32b80d34d22e782c5",
+            "refs/heads/pr/118-qwen-tiles ca9a0131799242b761b977b8c1e5b6692e07dce5",
+            "refs/heads/pr/120-deepseek-router 32198dc0124d3823a42a2445e2e5229e5e2ad5ed",
+            "refs/heads/pr/122-kimi-buffers 9042742b917d9ad264e06650ba91b2e65fe92925",
+            "refs/heads/pr/124-glm-names 3d70196bab175e3a081f0b2c8574668aa3c721fe",
+            "refs/heads/pr/126-glm-cache a69206785a5eb16975875044fdb72f89f930fd2d",
+            "refs/heads/pr/128-glm-narrow e45002a1fdf9774fc91fba9a67964d0038160aad",
+            "refs/heads/pr/130-mimo-pd-pages 2bf5a73667e3b730992bf387c7e655b9de8a6633",
+            "refs/heads/pr/95-deepseek-perf 47dd321585c9e90abe8b217443f09a2fe34f77cd",
+        ];
+        assert_eq!(refs, expected);
     }
 }

@@ -21,9 +21,10 @@ use std::path::PathBuf;
 
 use anyhow::{Context as _, bail};
 use clap::Args;
-use serde::{Deserialize, Serialize};
 
 use prgate_github::GitHub;
+use prgate_github::event::{Event, EventCheckRun, normal_sha};
+use prgate_github::pin::{Pinned, write_pin};
 
 /// Decide from a GitHub event whether a run starts, pin the PR's head SHA, and write the PR's
 /// files (`files.txt`, for `prgate plan --files`) and the pinned facts (`trigger.json`).
@@ -48,122 +49,6 @@ pub(crate) struct TriggerArgs {
     /// token's user; an App's installation token: GraphQL's viewer, e.g. `my-app[bot]`].
     #[arg(long, value_name = "LOGIN", env = "PRGATE_BOT_LOGIN")]
     bot_login: Option<String>,
-}
-
-/// The parts of an event payload prgate reads.
-#[derive(Debug, Deserialize)]
-pub(crate) struct Event {
-    action: Option<String>,
-    label: Option<Named>,
-    sender: Option<Login>,
-    pull_request: Option<EventPullRequest>,
-    inputs: Option<DispatchInputs>,
-    merge_group: Option<queue::MergeGroup>,
-    /// A `check_run` event: the "Re-run" button of prgate's check run.
-    check_run: Option<EventCheckRun>,
-    requested_action: Option<RequestedAction>,
-    /// A `check_suite` event (GitHub's "Re-run all checks" sends `rerequested`): never a run.
-    check_suite: Option<serde::de::IgnoredAny>,
-}
-
-#[derive(Debug, Deserialize)]
-struct EventCheckRun {
-    head_sha: String,
-    #[serde(default)]
-    pull_requests: Vec<Numbered>,
-}
-
-#[derive(Debug, Deserialize)]
-struct Numbered {
-    number: u64,
-}
-
-#[derive(Debug, Deserialize)]
-struct RequestedAction {
-    identifier: String,
-}
-
-impl Event {
-    /// A `workflow_dispatch` of PR `pr` at the expected head `sha`, by `actor`.
-    pub(crate) fn dispatch(pr: u64, sha: &str, actor: &str) -> Event {
-        Event {
-            action: None,
-            label: None,
-            sender: Some(Login { login: actor.to_owned(), kind: None }),
-            pull_request: None,
-            merge_group: None,
-            check_run: None,
-            requested_action: None,
-            check_suite: None,
-            inputs: Some(DispatchInputs {
-                pr: Some(serde_json::Value::from(pr)),
-                sha: Some(sha.to_owned()),
-            }),
-        }
-    }
-}
-
-#[derive(Debug, Deserialize)]
-struct Named {
-    name: String,
-}
-
-#[derive(Debug, Deserialize)]
-struct Login {
-    login: String,
-    /// `User`, `Bot` or `Organization`.
-    #[serde(rename = "type")]
-    kind: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct EventPullRequest {
-    number: u64,
-    head: EventRef,
-}
-
-#[derive(Debug, Deserialize)]
-struct EventRef {
-    sha: String,
-}
-
-#[derive(Debug, Deserialize)]
-struct DispatchInputs {
-    pr: Option<serde_json::Value>,
-    sha: Option<String>,
-}
-
-/// What a started run is pinned to: written as `trigger.json`.
-#[derive(Debug, Serialize, Deserialize)]
-pub(crate) struct Pinned {
-    pub(crate) number: u64,
-    pub(crate) sha: String,
-    pub(crate) title: String,
-    pub(crate) base_ref: String,
-    pub(crate) base_sha: String,
-    pub(crate) triggered_by: String,
-    pub(crate) files_truncated: bool,
-    /// A merge queue's run: `sha` is the queue's merge commit, `base_sha` the queue's base,
-    /// and this the PR's own head and what the queue adds (`queue`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) merge_group: Option<queue::QueuePin>,
-    /// The PR's labels when it was pinned (a maintainer's `accept-narrowing`, say).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(crate) labels: Vec<String>,
-}
-
-/// Writes the pin (`trigger.json`) and the PR's files (`files.txt`) into `dir`.
-pub(crate) fn write_pin(
-    dir: &std::path::Path,
-    pinned: &Pinned,
-    files: &[String],
-) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let mut list = files.join("\n");
-    list.push('\n');
-    std::fs::write(dir.join("files.txt"), list).context("writing files.txt")?;
-    let json = serde_json::to_string_pretty(pinned).context("writing trigger.json")?;
-    std::fs::write(dir.join("trigger.json"), json + "\n").context("writing trigger.json")
 }
 
 /// Whether a run starts.
@@ -245,14 +130,7 @@ pub(crate) async fn decide(
                 (pr.number, sha, true)
             }
             (None, Some(inputs)) => {
-                let number = match &inputs.pr {
-                    Some(serde_json::Value::Number(number)) => number.as_u64(),
-                    Some(serde_json::Value::String(text)) => {
-                        text.trim().trim_start_matches('#').parse().ok()
-                    }
-                    _ => None,
-                };
-                let Some(number) = number else {
+                let Some(number) = inputs.pr_number() else {
                     bail!("the dispatch has no PR number in inputs.pr")
                 };
                 let Some(sha) = inputs.sha.as_deref().and_then(normal_sha) else {
@@ -274,7 +152,7 @@ pub(crate) async fn decide(
     if sender.is_empty() {
         bail!("the event names no sender");
     }
-    let bot = event.sender.as_ref().and_then(|sender| sender.kind.as_deref()) == Some("Bot");
+    let bot = event.sender.as_ref().is_some_and(prgate_github::event::Login::is_bot);
     let refusal = if bot {
         // A bot is no collaborator (the permission endpoint answers 404): judged by its type.
         Some(format!("{sender} is a bot; a maintainer (write, maintain or admin) must start runs"))
@@ -422,12 +300,4 @@ pub(crate) async fn leave_word(github: &GitHub, number: u64, sha: Option<&str>, 
     if let Err(error) = posted {
         eprintln!("prgate: could not comment on #{number} either: {error:#}");
     }
-}
-
-/// A SHA as git writes it: 40 lowercase hex digits (GitHub accepts, and a maintainer may paste,
-/// uppercase ones).
-pub(crate) fn normal_sha(sha: &str) -> Option<String> {
-    let sha = sha.trim();
-    (sha.len() == 40 && sha.bytes().all(|byte| byte.is_ascii_hexdigit()))
-        .then(|| sha.to_ascii_lowercase())
 }

@@ -9,20 +9,27 @@
 //! API's own origin, where the token would leak). Our comments are found by the marker and our
 //! login, which is known for every token kind: `--bot-login`, the token's user, or (an App's
 //! installation token, which cannot read `/user`) the GraphQL viewer, an App's `slug[bot]`.
+//! The webhook payloads prgate reads are [`event`]'s; the pin a started run keeps, [`pin`]'s;
+//! GitHub Actions' job results, [`actions`]'s. Every failure is a [`GitHubError`].
 
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
 use http::StatusCode;
 use octocrab::Octocrab;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
+pub mod actions;
+mod error;
+pub mod event;
+pub mod pin;
 mod transport;
 
+pub use error::{GitHubError, Result};
+
 pub use transport::RetryPolicy;
-use transport::{Method, encode, graphql_url, next_link, retryable, short};
+use transport::{Method, answered, encode, graphql_url, next_link, retryable, short};
 
 /// Where the API is when `GITHUB_API_URL` does not say.
 const DEFAULT_API_URL: &str = "https://api.github.com";
@@ -206,12 +213,13 @@ pub enum CommentOutcome {
 /// A client for `owner/name` with the token of `GITHUB_TOKEN` and the policy from the
 /// environment, and the runtime to drive it (its service stack spawns on the runtime it is
 /// built in).
-pub fn connect(repository: &str) -> anyhow::Result<(tokio::runtime::Runtime, GitHub)> {
-    let token = std::env::var("GITHUB_TOKEN").context("GITHUB_TOKEN is not set")?;
+pub fn connect(repository: &str) -> Result<(tokio::runtime::Runtime, GitHub)> {
+    let token = std::env::var("GITHUB_TOKEN")
+        .map_err(|error| GitHubError::failed("GITHUB_TOKEN is not set", error))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .context("starting the async runtime")?;
+        .map_err(|error| GitHubError::failed("starting the async runtime", error))?;
     let github = {
         let _inside = runtime.enter();
         GitHub::new(repository, &token, RetryPolicy::from_env())?
@@ -221,39 +229,52 @@ pub fn connect(repository: &str) -> anyhow::Result<(tokio::runtime::Runtime, Git
 
 impl GitHub {
     /// A client for `owner/name` with `token`, against `GITHUB_API_URL` or api.github.com.
-    pub fn new(repository: &str, token: &str, retry: RetryPolicy) -> anyhow::Result<GitHub> {
+    pub fn new(repository: &str, token: &str, retry: RetryPolicy) -> Result<GitHub> {
         let Some((owner, name)) = repository
             .split_once('/')
             .filter(|(o, n)| !o.is_empty() && !n.is_empty() && !n.contains('/'))
         else {
-            bail!("--repository '{repository}': expected owner/name");
+            return Err(GitHubError::Setting(format!(
+                "--repository '{repository}': expected owner/name"
+            )));
         };
         let api = std::env::var("GITHUB_API_URL").unwrap_or_else(|_| DEFAULT_API_URL.to_owned());
         let client = Octocrab::builder()
             .base_uri(api.as_str())
-            .with_context(|| format!("GITHUB_API_URL '{api}' is not a URL"))?
+            .map_err(|error| {
+                GitHubError::failed(format!("GITHUB_API_URL '{api}' is not a URL"), error)
+            })?
             .personal_token(token.to_owned())
             .set_connect_timeout(Some(Duration::from_secs(10)))
             .set_read_timeout(Some(Duration::from_secs(60)))
             .build()
-            .context("building the GitHub client")?;
+            .map_err(|error| GitHubError::failed("building the GitHub client", error))?;
         let api = api.trim_end_matches('/').to_owned();
         let graphql_url = std::env::var("GITHUB_GRAPHQL_URL").unwrap_or_else(|_| graphql_url(&api));
-        let parsed: http::Uri = graphql_url
-            .parse()
-            .with_context(|| format!("GITHUB_GRAPHQL_URL '{graphql_url}' is not a URL"))?;
+        let parsed: http::Uri = graphql_url.parse().map_err(|error| {
+            GitHubError::failed(format!("GITHUB_GRAPHQL_URL '{graphql_url}' is not a URL"), error)
+        })?;
         let origin = match (parsed.scheme_str(), parsed.authority()) {
             (Some(scheme), Some(authority)) => format!("{scheme}://{authority}"),
-            _ => bail!("GITHUB_GRAPHQL_URL '{graphql_url}' is not an absolute URL"),
+            _ => {
+                return Err(GitHubError::Setting(format!(
+                    "GITHUB_GRAPHQL_URL '{graphql_url}' is not an absolute URL"
+                )));
+            }
         };
         let graphql_client = Octocrab::builder()
             .base_uri(origin.as_str())
-            .with_context(|| format!("GITHUB_GRAPHQL_URL '{graphql_url}' is not a URL"))?
+            .map_err(|error| {
+                GitHubError::failed(
+                    format!("GITHUB_GRAPHQL_URL '{graphql_url}' is not a URL"),
+                    error,
+                )
+            })?
             .personal_token(token.to_owned())
             .set_connect_timeout(Some(Duration::from_secs(10)))
             .set_read_timeout(Some(Duration::from_secs(60)))
             .build()
-            .context("building the GraphQL client")?;
+            .map_err(|error| GitHubError::failed("building the GraphQL client", error))?;
         let graphql = (graphql_client, parsed.path().to_owned());
         Ok(GitHub {
             client,
@@ -271,13 +292,13 @@ impl GitHub {
     }
 
     /// The pull request as GitHub has it now.
-    pub async fn pull_request(&self, number: u64) -> anyhow::Result<PullRequest> {
+    pub async fn pull_request(&self, number: u64) -> Result<PullRequest> {
         self.json(Method::Get, &self.path(&format!("pulls/{number}")), None).await
     }
 
     /// Every file of a PR, page by page (the `Link` header's `next`); marked truncated when the
     /// API stops short of the PR's own count (it lists at most 3,000).
-    pub async fn pull_request_files(&self, pr: &PullRequest) -> anyhow::Result<PrFiles> {
+    pub async fn pull_request_files(&self, pr: &PullRequest) -> Result<PrFiles> {
         let first = self.path(&format!("pulls/{}/files?per_page={PER_PAGE}", pr.number));
         let files: Vec<PrFile> = self.list(&first, MAX_LISTED_FILES).await?;
         let listed = files.len();
@@ -295,17 +316,18 @@ impl GitHub {
     /// write, maintain, admin and every custom role based on write or maintain; triage (which
     /// can label) and read are `read`. Someone who is no collaborator at all (GitHub answers
     /// 404) may not.
-    pub async fn access(&self, login: &str) -> anyhow::Result<Access> {
+    pub async fn access(&self, login: &str) -> Result<Access> {
         let path = self.path(&format!("collaborators/{}/permission", encode(login)));
         let (status, _, text) = self.call(Method::Get, &path, None).await?;
         if status == StatusCode::NOT_FOUND {
             return Ok(Access { allowed: false, role: "no collaborator".to_owned() });
         }
         if !status.is_success() {
-            bail!("GitHub answered {status} to GET {path}: {}", short(&text));
+            return Err(answered(status, "GET", &path, &text));
         }
-        let permission: Permission = serde_json::from_str(&text)
-            .with_context(|| format!("reading GitHub's answer to {path}"))?;
+        let permission: Permission = serde_json::from_str(&text).map_err(|error| {
+            GitHubError::failed(format!("reading GitHub's answer to {path}"), error)
+        })?;
         let allowed = matches!(permission.permission.as_str(), "admin" | "write");
         let role = match permission.role_name {
             Some(role) if role != permission.permission => {
@@ -318,7 +340,7 @@ impl GitHub {
 
     /// The open pull requests whose head is `sha` (a fork's PR is not named in a `check_run`
     /// event's `pull_requests`).
-    pub async fn open_pulls_of(&self, sha: &str) -> anyhow::Result<Vec<u64>> {
+    pub async fn open_pulls_of(&self, sha: &str) -> Result<Vec<u64>> {
         #[derive(Deserialize)]
         struct Pull {
             number: u64,
@@ -336,7 +358,7 @@ impl GitHub {
     }
 
     /// The statuses of `sha`, newest first (the first page: GitHub's newest 100).
-    pub async fn statuses(&self, sha: &str) -> anyhow::Result<Vec<CommitStatus>> {
+    pub async fn statuses(&self, sha: &str) -> Result<Vec<CommitStatus>> {
         self.json(
             Method::Get,
             &self.path(&format!("commits/{}/statuses?per_page={PER_PAGE}", encode(sha))),
@@ -347,11 +369,7 @@ impl GitHub {
 
     /// Creates a check run, or (with `existing`) updates it; returns its id. Annotations go 50
     /// a request, the rest in updates of the same run.
-    pub async fn check_run(
-        &self,
-        existing: Option<u64>,
-        run: &CheckRun<'_>,
-    ) -> anyhow::Result<u64> {
+    pub async fn check_run(&self, existing: Option<u64>, run: &CheckRun<'_>) -> Result<u64> {
         let mut batches = run.annotations.chunks(ANNOTATIONS_PER_REQUEST);
         let first: &[CheckAnnotation] = batches.next().unwrap_or_default();
         let body = |annotations: &[CheckAnnotation]| {
@@ -420,13 +438,17 @@ impl GitHub {
     }
 
     /// Removes a label from a PR; a label already gone is fine.
-    pub async fn remove_label(&self, number: u64, label: &str) -> anyhow::Result<()> {
+    pub async fn remove_label(&self, number: u64, label: &str) -> Result<()> {
         let path = self.path(&format!("issues/{number}/labels/{}", encode(label)));
         let (status, _, body) = self.call(Method::Delete, &path, None).await?;
         if status.is_success() || status == StatusCode::NOT_FOUND {
             Ok(())
         } else {
-            bail!("removing the label {label} from #{number}: {status}: {}", short(&body))
+            Err(GitHubError::Refused {
+                action: format!("removing the label {label} from #{number}"),
+                status,
+                text: short(&body),
+            })
         }
     }
 
@@ -438,7 +460,7 @@ impl GitHub {
         description: &str,
         context: &str,
         target_url: Option<&str>,
-    ) -> anyhow::Result<()> {
+    ) -> Result<()> {
         let body = serde_json::json!({
             "state": state,
             "description": description,
@@ -463,7 +485,7 @@ impl GitHub {
         number: u64,
         marker: &str,
         bot_login: &str,
-    ) -> anyhow::Result<Option<(u64, String)>> {
+    ) -> Result<Option<(u64, String)>> {
         let first = self.path(&format!("issues/{number}/comments?per_page={PER_PAGE}"));
         let comments: Vec<Comment> = self.list(&first, usize::MAX).await?;
         // Ours starts with the marker; the oldest wins, should there ever be two.
@@ -477,7 +499,7 @@ impl GitHub {
     /// Every item of a list, page by page: the first page at `first`, then each `Link: <...>;
     /// rel="next"` until there is none, `most` items are read, or [`MAX_PAGES`] pages. A `next`
     /// outside the API's own base URL is an error: the token goes with every request.
-    async fn list<T: DeserializeOwned>(&self, first: &str, most: usize) -> anyhow::Result<Vec<T>> {
+    async fn list<T: DeserializeOwned>(&self, first: &str, most: usize) -> Result<Vec<T>> {
         let mut items = Vec::new();
         let mut next = Some(first.to_owned());
         let mut pages = 0usize;
@@ -485,10 +507,11 @@ impl GitHub {
             pages += 1;
             let (status, headers, text) = self.call(Method::Get, &url, None).await?;
             if !status.is_success() {
-                bail!("GitHub answered {status} to GET {url}: {}", short(&text));
+                return Err(answered(status, "GET", &url, &text));
             }
-            let page: Vec<T> = serde_json::from_str(&text)
-                .with_context(|| format!("reading GitHub's answer to {url}"))?;
+            let page: Vec<T> = serde_json::from_str(&text).map_err(|error| {
+                GitHubError::failed(format!("reading GitHub's answer to {url}"), error)
+            })?;
             let empty = page.is_empty();
             items.extend(page);
             if empty || items.len() >= most || pages >= MAX_PAGES {
@@ -503,17 +526,17 @@ impl GitHub {
     }
 
     /// `link` as prgate may request it: a URL under the API's base URL, or a path.
-    fn below_api(&self, link: &str) -> anyhow::Result<String> {
+    fn below_api(&self, link: &str) -> Result<String> {
         if link.starts_with('/') && !link.starts_with("//") {
             return Ok(link.to_owned());
         }
         match link.strip_prefix(self.api.as_str()) {
             Some(rest) if rest.starts_with('/') => Ok(link.to_owned()),
-            _ => bail!(
+            _ => Err(GitHubError::Stopped(format!(
                 "GitHub's Link header points outside the API ({}): '{}'; not followed",
                 self.api,
                 short(link)
-            ),
+            ))),
         }
     }
 
@@ -526,7 +549,7 @@ impl GitHub {
         marker: &str,
         bot_login: &str,
         body: &str,
-    ) -> anyhow::Result<CommentOutcome> {
+    ) -> Result<CommentOutcome> {
         let payload = serde_json::json!({ "body": body });
         let mut backoff = self.retry.backoff;
         for _ in 0..self.retry.attempts {
@@ -546,8 +569,9 @@ impl GitHub {
             let path = self.path(&format!("issues/{number}/comments"));
             match self.call(Method::Post { idempotent: false }, &path, Some(&payload)).await {
                 Ok((status, _, text)) if status.is_success() => {
-                    let comment: Comment =
-                        serde_json::from_str(&text).context("reading the created comment")?;
+                    let comment: Comment = serde_json::from_str(&text).map_err(|error| {
+                        GitHubError::failed("reading the created comment", error)
+                    })?;
                     // The author GitHub recorded is our login, whatever we took it for.
                     if let Some(user) = comment.user {
                         *self.login.lock().unwrap_or_else(PoisonError::into_inner) =
@@ -556,7 +580,11 @@ impl GitHub {
                     return Ok(CommentOutcome::Created(comment.id));
                 }
                 Ok((status, headers, text)) if !retryable(status, &headers, &text) => {
-                    bail!("creating the comment on #{number}: {status}: {}", short(&text));
+                    return Err(GitHubError::Refused {
+                        action: format!("creating the comment on #{number}"),
+                        status,
+                        text: short(&text),
+                    });
                 }
                 // A 5xx, a rate limit or a network error: the comment may or may not exist now.
                 // Wait as the server asks (or back off), then look again before anything else.
@@ -568,7 +596,10 @@ impl GitHub {
             }
             backoff = (backoff * 2).min(self.retry.max_wait);
         }
-        bail!("creating the comment on #{number}: gave up after {} tries", self.retry.attempts)
+        Err(GitHubError::Stopped(format!(
+            "creating the comment on #{number}: gave up after {} tries",
+            self.retry.attempts
+        )))
     }
 
     /// The login our comments are written by: `explicit` (`--bot-login`) when given, else the
@@ -577,7 +608,7 @@ impl GitHub {
     /// integration"), GraphQL's `viewer`: an App's bot is `slug[bot]` there as on comments.
     /// A token that can tell neither is an error: a guessed login would never find our comment
     /// and post a new one every time.
-    pub async fn comment_login(&self, explicit: Option<&str>) -> anyhow::Result<String> {
+    pub async fn comment_login(&self, explicit: Option<&str>) -> Result<String> {
         if let Some(login) = explicit {
             return Ok(login.to_owned());
         }
@@ -600,20 +631,21 @@ impl GitHub {
     }
 
     /// The token's user, or `None` when the token is an integration's.
-    async fn user_login(&self) -> anyhow::Result<Option<String>> {
+    async fn user_login(&self) -> Result<Option<String>> {
         let (status, _, text) = self.call(Method::Get, "/user", None).await?;
         if status == StatusCode::FORBIDDEN && text.contains("not accessible by integration") {
             return Ok(None);
         }
         if !status.is_success() {
-            bail!("GitHub answered {status} to GET /user: {}", short(&text));
+            return Err(answered(status, "GET", "/user", &text));
         }
-        let user: User = serde_json::from_str(&text).context("reading GitHub's answer to /user")?;
+        let user: User = serde_json::from_str(&text)
+            .map_err(|error| GitHubError::failed("reading GitHub's answer to /user", error))?;
         Ok(Some(user.login))
     }
 
     /// GraphQL's `viewer`: a bot's login there lacks the `[bot]` its comments carry.
-    async fn viewer_login(&self) -> anyhow::Result<String> {
+    async fn viewer_login(&self) -> Result<String> {
         #[derive(Deserialize)]
         struct Answer {
             data: Option<Data>,
@@ -634,14 +666,14 @@ impl GitHub {
         let (status, _, text) = self
             .call_on(client, Method::Post { idempotent: true }, path, Some(&query))
             .await
-            .with_context(|| format!("this token cannot read /user; {hint}"))?;
+            .map_err(|error| GitHubError::NoLogin { hint, cause: Box::new(error) })?;
         let answer: Option<Answer> =
             if status.is_success() { serde_json::from_str(&text).ok() } else { None };
         let Some(viewer) = answer.and_then(|answer| answer.data).map(|data| data.viewer) else {
-            bail!(
+            return Err(GitHubError::Stopped(format!(
                 "this token cannot read /user, and GraphQL's viewer answered {status}: {}\n{hint}",
                 short(&text)
-            );
+            )));
         };
         Ok(match viewer.kind.as_deref() {
             Some("Bot") if !viewer.login.ends_with("[bot]") => format!("{}[bot]", viewer.login),

@@ -12,12 +12,11 @@
 
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
 use http::{HeaderMap, StatusCode};
 use octocrab::Octocrab;
 use serde::de::DeserializeOwned;
 
-use super::GitHub;
+use super::{GitHub, GitHubError, Result};
 
 /// How calls are retried.
 #[derive(Debug, Clone, Copy)]
@@ -61,12 +60,14 @@ impl GitHub {
         method: Method,
         path: &str,
         body: Option<&serde_json::Value>,
-    ) -> anyhow::Result<T> {
+    ) -> Result<T> {
         let (status, _, text) = self.call(method, path, body).await?;
         if !status.is_success() {
-            bail!("GitHub answered {status} to {} {path}: {}", method_name(method), short(&text));
+            return Err(answered(status, method_name(method), path, &text));
         }
-        serde_json::from_str(&text).with_context(|| format!("reading GitHub's answer to {path}"))
+        serde_json::from_str(&text).map_err(|error| {
+            GitHubError::failed(format!("reading GitHub's answer to {path}"), error)
+        })
     }
 
     /// One call with the retry policy: repeated on a 5xx, a rate limit or a network error when
@@ -76,7 +77,7 @@ impl GitHub {
         method: Method,
         path: &str,
         body: Option<&serde_json::Value>,
-    ) -> anyhow::Result<(StatusCode, HeaderMap, String)> {
+    ) -> Result<(StatusCode, HeaderMap, String)> {
         self.call_on(&self.client, method, path, body).await
     }
 
@@ -87,7 +88,7 @@ impl GitHub {
         method: Method,
         path: &str,
         body: Option<&serde_json::Value>,
-    ) -> anyhow::Result<(StatusCode, HeaderMap, String)> {
+    ) -> Result<(StatusCode, HeaderMap, String)> {
         let repeatable = !matches!(method, Method::Post { idempotent: false });
         let mut backoff = self.retry.backoff;
         for attempt in 1..=self.retry.attempts {
@@ -111,15 +112,15 @@ impl GitHub {
                     continue;
                 }
                 Err(error) => {
-                    return Err(error).with_context(|| format!("{} {path}", method_name(method)));
+                    let call = format!("{} {path}", method_name(method));
+                    return Err(GitHubError::failed(call, error));
                 }
             };
             let status = response.status();
             let headers = response.headers().clone();
-            let text = client
-                .body_to_string(response)
-                .await
-                .with_context(|| format!("reading the answer to {path}"))?;
+            let text = client.body_to_string(response).await.map_err(|error| {
+                GitHubError::failed(format!("reading the answer to {path}"), error)
+            })?;
             if last || !retryable(status, &headers, &text) {
                 return Ok((status, headers, text));
             }
@@ -132,7 +133,7 @@ impl GitHub {
             tokio::time::sleep(wait).await;
             backoff = (backoff * 2).min(self.retry.max_wait);
         }
-        bail!("{} {path}: no tries left", method_name(method))
+        Err(GitHubError::Stopped(format!("{} {path}: no tries left", method_name(method))))
     }
 }
 
@@ -146,7 +147,7 @@ impl GitHub {
         headers: &HeaderMap,
         body: &str,
         backoff: Duration,
-    ) -> anyhow::Result<Duration> {
+    ) -> Result<Duration> {
         let rate_limited =
             status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::FORBIDDEN;
         let wait = match server_wait(headers) {
@@ -155,12 +156,12 @@ impl GitHub {
             None => backoff,
         };
         if wait > self.retry.max_wait {
-            bail!(
+            return Err(GitHubError::Stopped(format!(
                 "GitHub asks to wait {} s ({status}: {}), longer than prgate waits ({} s)",
                 wait.as_secs(),
                 short(body),
                 self.retry.max_wait.as_secs()
-            );
+            )));
         }
         Ok(wait)
     }
@@ -242,6 +243,16 @@ pub(super) fn encode(segment: &str) -> String {
 }
 
 /// The start of an answer, for error messages.
+/// GitHub's answer `status` to `method path`, with the start of its body `text`.
+pub(super) fn answered(
+    status: StatusCode,
+    method: &'static str,
+    path: &str,
+    text: &str,
+) -> GitHubError {
+    GitHubError::Answered { status, method, path: path.to_owned(), text: short(text) }
+}
+
 pub(super) fn short(text: &str) -> String {
     let text = text.trim();
     match text.char_indices().nth(300) {

@@ -563,5 +563,8 @@ fn reference_words(history: &History, none: &str) -> String {
     history.reference.as_ref().map_or_else(|| none.to_owned(), |reference| reference.describe())
 }
 
+mod alarms;
+pub use alarms::alarms;
+
 #[cfg(test)]
 mod tests;

@@ -22,7 +22,8 @@
 //! and the orchestrator at one shared folder, as for the health ledger (docs/node.md).
 //!
 //! What it leaves to others: the lines' meaning and the chain's statistics
-//! ([`prgate_gate::history`], [`prgate_gate::drift`]), the merge event and git (the binary).
+//! ([`prgate_gate::history`], [`prgate_gate::drift`]), the merge event (`prgate_github`). What
+//! a finished run saves, and an anchor run's line with the git facts it needs, are `record`'s.
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
@@ -205,6 +206,9 @@ impl HistoryDir {
 pub fn now() -> String {
     crate::health::rfc3339(crate::health::unix_seconds(SystemTime::now()))
 }
+
+mod record;
+pub use record::{AnchorError, AnchorRun, RunFacts, record_anchor_run, save_run};
 
 #[cfg(test)]
 mod tests;

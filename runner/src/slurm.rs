@@ -38,6 +38,7 @@ mod client;
 mod gather;
 mod health;
 mod job;
+mod limits;
 mod progress;
 
 use std::ffi::OsString;
@@ -53,6 +54,7 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 pub use job::{JobRecord, JobState, QUEUE_FORMAT, QueueEntry, QueueLineError, parse_queue};
+pub use limits::{JOB_TIME_SLACK, JOB_WAIT_LOCK, JobLimits};
 
 use self::client::{BatchScript, Slurm};
 use self::gather::{not_run_record, steps_of, unrecorded};

@@ -7,7 +7,7 @@
 //! through [`Reporter::update`]; the reporter never lets a posted final status be replaced.
 //!
 //! What it leaves to others: the comment's and status's text (`prgate_report`: `comment`,
-//! `status`, and `progress` for the table of checks), GitHub's API (`crate::github`,
+//! `status`, and `progress` for the table of checks), GitHub's API (`prgate_github`,
 //! `crate::publish`), the stages that decide what to post (`super::stages`).
 
 use std::path::PathBuf;
@@ -25,8 +25,8 @@ use prgate_runner::results::{Event as RunEvent, EventKind};
 use prgate_scope::Plan;
 
 use super::{Settings, write};
-use crate::trigger::Pinned;
 use prgate_github::GitHub;
+use prgate_github::pin::Pinned;
 use prgate_report::progress::CheckStates;
 
 /// The PR comment as an observer of the step loop: every event moves its checks on, and the
@@ -265,6 +265,7 @@ impl Reporter {
                         status.target_url.as_deref(),
                     )
                     .await
+                    .map_err(anyhow::Error::from)
             })
         });
         if let Err(error) = result {

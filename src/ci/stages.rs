@@ -30,12 +30,15 @@ use prgate_runner::schedule::{History, Node as ScheduleNode};
 use prgate_scope::{FileList, Plan, PlanRequest};
 
 use super::reporter::{CommentObserver, Reporter, gpu_time_words, images};
-use super::{JobsResult, Settings, write};
+use super::{Settings, write};
 use crate::gate::Outcome;
 use crate::run::{ExecutorSettings, RunFiles};
+use crate::trigger::Decision;
 use crate::trigger::queue::QueueVerdict;
-use crate::trigger::{Decision, Event, Pinned};
 use prgate_gate::JobPlan;
+use prgate_github::actions::JobsResult;
+use prgate_github::event::Event;
+use prgate_github::pin::Pinned;
 use prgate_report::progress::CheckStates;
 
 /// What the trigger gave.
@@ -87,7 +90,7 @@ fn pin(args: &Settings) -> anyhow::Result<Pin> {
                     context,
                     args.run_url.as_deref(),
                 ))?;
-                crate::trigger::write_pin(&state, &pinned, &files)?;
+                prgate_github::pin::write_pin(&state, &pinned, &files)?;
                 write(&state.join("settled.txt"), &(description.clone() + "\n"))?;
                 write(&state.join("nodes.json"), "[]\n")?;
                 eprintln!("prgate: merge queue: {description}");
@@ -116,7 +119,7 @@ fn pin(args: &Settings) -> anyhow::Result<Pin> {
             }
         }
     }
-    crate::trigger::write_pin(&state, &pinned, &files)?;
+    prgate_github::pin::write_pin(&state, &pinned, &files)?;
     eprintln!(
         "prgate: run #{} at {} (started by {})",
         pinned.number, pinned.sha, pinned.triggered_by
@@ -400,7 +403,7 @@ fn judge_and_post(
     reporter.post_final(&verdict)?;
     if let Some(dir) = history_dir(args) {
         let pinned = &reporter.pinned;
-        let facts = crate::history::RunFacts {
+        let facts = prgate_runner::history::RunFacts {
             pr: pinned.number,
             title: &pinned.title,
             tested_commit: &pinned.sha,
@@ -408,7 +411,7 @@ fn judge_and_post(
             merge_queue: pinned.merge_group.is_some(),
             run_url: args.run_url.as_deref(),
         };
-        eprintln!("prgate: {}", crate::history::save_run(&dir, &facts, &verdict, evidence));
+        eprintln!("prgate: {}", prgate_runner::history::save_run(&dir, &facts, &verdict, evidence));
     }
     Ok(Outcome::of(&verdict))
 }
@@ -520,9 +523,7 @@ fn run_plan(
             events: Some(target.events),
             recipes: RecipePaths { model: DEFAULT_RECIPE_PATH, common: DEFAULT_COMMON_RECIPE_PATH },
             accept_narrowing: args.run.accept_narrowing
-                || pinned.labels.iter().any(|label| {
-                    label.eq_ignore_ascii_case(prgate_gate::job::ACCEPT_NARROWING_LABEL)
-                }),
+                || pinned.has_label(prgate_gate::job::ACCEPT_NARROWING_LABEL),
         },
         gate: &base.config,
         gain_required,

@@ -15,34 +15,13 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use anyhow::{Context as _, bail};
+use super::Decision;
+use anyhow::Context as _;
+use prgate_github::GitHub;
+use prgate_github::event::{MergeGroup, normal_sha};
+use prgate_github::pin::{Pinned, QueuePin};
 use prgate_scope::plan::overlap::Overlap;
 use prgate_scope::{FileList, Plan, PlanRequest};
-use serde::{Deserialize, Serialize};
-
-use super::{Decision, Pinned, normal_sha};
-use prgate_github::GitHub;
-
-/// The `merge_group` of the event payload.
-#[derive(Debug, Deserialize)]
-pub(crate) struct MergeGroup {
-    head_sha: String,
-    head_ref: String,
-    base_sha: String,
-    base_ref: String,
-}
-
-/// What a merge queue's pin adds to [`Pinned`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct QueuePin {
-    /// The PR's own head, whose result the queue may keep.
-    pub(crate) pr_head: String,
-    /// The queue's branch, `refs/heads/gh-readonly-queue/<base>/pr-<N>-<head>`.
-    pub(crate) head_ref: String,
-    /// Why what runs runs, once judged (the plan's warnings show it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) note: Option<String>,
-}
 
 /// What the merge commit needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,7 +44,7 @@ pub(crate) async fn decide(
             action.unwrap_or("none")
         )));
     }
-    let (number, pr_head) = queue_branch(&group.head_ref)?;
+    let (number, pr_head) = group.pr_and_head()?;
     let sha = normal_sha(&group.head_sha)
         .with_context(|| format!("the merge group's head SHA '{}'", group.head_sha))?;
     let base_sha = normal_sha(&group.base_sha)
@@ -84,22 +63,6 @@ pub(crate) async fn decide(
         labels: pr.labels.iter().map(|label| label.name.clone()).collect(),
     };
     Ok(Decision::Start(Box::new(pinned), files.paths))
-}
-
-/// The PR's number and head from the queue's branch,
-/// `refs/heads/gh-readonly-queue/<base>/pr-<N>-<head SHA>`.
-pub(crate) fn queue_branch(head_ref: &str) -> anyhow::Result<(u64, String)> {
-    let last = head_ref.rsplit('/').next().unwrap_or_default();
-    let parsed = last
-        .strip_prefix("pr-")
-        .and_then(|rest| rest.split_once('-'))
-        .and_then(|(number, sha)| Some((number.parse::<u64>().ok()?, normal_sha(sha)?)));
-    match parsed {
-        Some(found) if head_ref.contains("/gh-readonly-queue/") => Ok(found),
-        _ => bail!(
-            "the merge group's head_ref '{head_ref}' is not a merge queue branch (refs/heads/gh-readonly-queue/<base>/pr-<N>-<sha>)"
-        ),
-    }
 }
 
 /// Whether the PR's result holds for the merge commit of `pinned`, or what runs again.
@@ -198,26 +161,4 @@ fn plan(repo: &Path, base: &str, head: &str, files: &[String]) -> anyhow::Result
         worktree: false,
         files: Some(FileList { changes, truncated: false }),
     })?)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_queue_branch_names_the_pr_and_its_head() {
-        // The real payload's head_ref (octokit/webhooks, merge_group.json).
-        let real =
-            "refs/heads/gh-readonly-queue/main/pr-104-929f8209d40f77f4abc622a499c93a83babdbe64";
-        assert_eq!(
-            queue_branch(real).expect("a queue branch"),
-            (104, "929f8209d40f77f4abc622a499c93a83babdbe64".to_owned())
-        );
-        let nested =
-            "refs/heads/gh-readonly-queue/release/v2/pr-7-929F8209D40F77F4ABC622A499C93A83BABDBE64";
-        assert_eq!(queue_branch(nested).expect("a queue branch").0, 7);
-        for bad in ["refs/heads/main", "refs/heads/gh-readonly-queue/main/pr-x-abc", "pr-1-abc"] {
-            assert!(queue_branch(bad).is_err(), "{bad}");
-        }
-    }
 }

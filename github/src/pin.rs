@@ -1,0 +1,62 @@
+//! The pin: what a started run is pinned to (the PR, its head SHA, its base, who started it),
+//! written as `trigger.json` beside the PR's files (`files.txt`) when a run starts, and read by
+//! every later stage: the run only ever reports on the pinned SHA. Deciding the pin is the
+//! binary's `trigger`; this is its file format.
+
+use std::path::Path;
+
+use crate::{GitHubError, Result};
+use serde::{Deserialize, Serialize};
+
+/// What a started run is pinned to: written as `trigger.json`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Pinned {
+    pub number: u64,
+    pub sha: String,
+    pub title: String,
+    pub base_ref: String,
+    pub base_sha: String,
+    pub triggered_by: String,
+    pub files_truncated: bool,
+    /// A merge queue's run: `sha` is the queue's merge commit, `base_sha` the queue's base,
+    /// and this the PR's own head and what the queue adds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge_group: Option<QueuePin>,
+    /// The PR's labels when it was pinned (a maintainer's `accept-narrowing`, say).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
+}
+
+impl Pinned {
+    /// Whether the PR had the label `name` when it was pinned (GitHub's labels are the same
+    /// label whatever their case).
+    pub fn has_label(&self, name: &str) -> bool {
+        self.labels.iter().any(|label| label.eq_ignore_ascii_case(name))
+    }
+}
+
+/// What a merge queue's pin adds to [`Pinned`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueuePin {
+    /// The PR's own head, whose result the queue may keep.
+    pub pr_head: String,
+    /// The queue's branch, `refs/heads/gh-readonly-queue/<base>/pr-<N>-<head>`.
+    pub head_ref: String,
+    /// Why what runs runs, once judged (the plan's warnings show it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// Writes the pin (`trigger.json`) and the PR's files (`files.txt`) into `dir`.
+pub fn write_pin(dir: &Path, pinned: &Pinned, files: &[String]) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .map_err(|error| GitHubError::failed(format!("creating {}", dir.display()), error))?;
+    let mut list = files.join("\n");
+    list.push('\n');
+    std::fs::write(dir.join("files.txt"), list)
+        .map_err(|error| GitHubError::failed("writing files.txt", error))?;
+    let json = serde_json::to_string_pretty(pinned)
+        .map_err(|error| GitHubError::failed("writing trigger.json", error))?;
+    std::fs::write(dir.join("trigger.json"), json + "\n")
+        .map_err(|error| GitHubError::failed("writing trigger.json", error))
+}

@@ -1,0 +1,2 @@
+def guard(kernel):
+    return kernel is not None

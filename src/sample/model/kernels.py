@@ -1,0 +1,2 @@
+def k1(x):
+    return x

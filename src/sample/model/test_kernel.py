@@ -1,0 +1,2 @@
+def test_k1():
+    assert True
