@@ -138,21 +138,7 @@ pub fn markdown(plan: &Plan) -> String {
     let _ = writeln!(out, "**{}**\n", summary(plan));
 
     if !plan.models.is_empty() {
-        let _ = writeln!(out, "| Model | Tier | Why |");
-        let _ = writeln!(out, "| --- | --- | --- |");
-        for model in &plan.models {
-            let marks = model_marks(model, |name| CELL.code(name));
-            let name = format!("{}{marks}", CELL.code(&model.name));
-            let tier = match model.tier {
-                Tier::Full => "**full**",
-                Tier::Smoke => "smoke",
-                Tier::None => "none",
-            };
-            let reasons = model_reasons_text(&model.reasons, &plan.common.reasons, CELL);
-            let why = if reasons.is_empty() { "—".to_owned() } else { reasons.join("<br>") };
-            let _ = writeln!(out, "| {name} | {tier} | {why} |");
-        }
-        let _ = writeln!(out);
+        models_table_md(&mut out, plan);
     }
 
     let common_reasons = reasons_text(&plan.common.reasons, PARAGRAPH);
@@ -163,6 +149,34 @@ pub fn markdown(plan: &Plan) -> String {
     }
     let _ = writeln!(out, "\n");
 
+    changed_files_md(&mut out, plan);
+    for warning in &plan.warnings {
+        let _ = writeln!(out, "\n> {}", PARAGRAPH.prose(warning));
+    }
+    out
+}
+
+/// The Markdown table of the models: name, tier and why.
+fn models_table_md(out: &mut String, plan: &Plan) {
+    let _ = writeln!(out, "| Model | Tier | Why |");
+    let _ = writeln!(out, "| --- | --- | --- |");
+    for model in &plan.models {
+        let marks = model_marks(model, |name| CELL.code(name));
+        let name = format!("{}{marks}", CELL.code(&model.name));
+        let tier = match model.tier {
+            Tier::Full => "**full**",
+            Tier::Smoke => "smoke",
+            Tier::None => "none",
+        };
+        let reasons = model_reasons_text(&model.reasons, &plan.common.reasons, CELL);
+        let why = if reasons.is_empty() { "—".to_owned() } else { reasons.join("<br>") };
+        let _ = writeln!(out, "| {name} | {tier} | {why} |");
+    }
+    let _ = writeln!(out);
+}
+
+/// The collapsed Markdown table of the changed files, at most [`CHANGED_ROWS_SHOWN`] rows.
+fn changed_files_md(out: &mut String, plan: &Plan) {
     let _ = writeln!(out, "<details><summary>Changed files ({})</summary>\n", plan.changed.len());
     if plan.changed.is_empty() {
         let _ = writeln!(out, "No changed files.\n");
@@ -191,10 +205,6 @@ pub fn markdown(plan: &Plan) -> String {
         let _ = writeln!(out);
     }
     let _ = writeln!(out, "</details>");
-    for warning in &plan.warnings {
-        let _ = writeln!(out, "\n> {}", PARAGRAPH.prose(warning));
-    }
-    out
 }
 
 /// One line: how many models run each tier, and whether common runs.
