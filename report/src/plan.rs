@@ -65,6 +65,26 @@ pub fn human(plan: &Plan) -> String {
     }
 
     let _ = writeln!(out);
+    changed_files_human(&mut out, plan);
+    let _ = writeln!(out);
+    models_table_human(&mut out, plan);
+
+    let _ = writeln!(out);
+    let _ =
+        writeln!(out, "common checks: {}", if plan.common.selected { "run" } else { "skipped" });
+    for reason in reasons_text(&plan.common.reasons, Style::Terminal) {
+        let _ = writeln!(out, "  {reason}");
+    }
+    for warning in &plan.warnings {
+        let _ = writeln!(out, "warning: {}", Style::Terminal.prose(warning));
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "{}", summary(plan));
+    out
+}
+
+/// The changed files for the terminal, each with what it matched, in aligned columns.
+fn changed_files_human(out: &mut String, plan: &Plan) {
     let _ = writeln!(out, "changed files ({})", plan.changed.len());
     if plan.changed.is_empty() {
         let _ = writeln!(out, "  (none)");
@@ -80,8 +100,10 @@ pub fn human(plan: &Plan) -> String {
     for (label, matched) in rows {
         let _ = writeln!(out, "  {label:<width$}  {matched}");
     }
+}
 
-    let _ = writeln!(out);
+/// The models for the terminal: name, tier and each reason on its own line.
+fn models_table_human(out: &mut String, plan: &Plan) {
     let name_width = plan
         .models
         .iter()
@@ -102,19 +124,6 @@ pub fn human(plan: &Plan) -> String {
     if plan.models.is_empty() {
         let _ = writeln!(out, "(the manifest's model patterns match no file)");
     }
-
-    let _ = writeln!(out);
-    let _ =
-        writeln!(out, "common checks: {}", if plan.common.selected { "run" } else { "skipped" });
-    for reason in reasons_text(&plan.common.reasons, Style::Terminal) {
-        let _ = writeln!(out, "  {reason}");
-    }
-    for warning in &plan.warnings {
-        let _ = writeln!(out, "warning: {}", Style::Terminal.prose(warning));
-    }
-    let _ = writeln!(out);
-    let _ = writeln!(out, "{}", summary(plan));
-    out
 }
 
 /// The plan as Markdown, for a PR comment or a job summary.
