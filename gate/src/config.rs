@@ -34,24 +34,34 @@ pub struct Fraction(f64);
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
 pub struct ErrorRate(f64);
 
+/// A number that is not a [`Fraction`].
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[error("{value} is not a fraction in [0, 1) (write 2% as 0.02)")]
+pub struct NotAFraction {
+    pub value: f64,
+}
+
+/// A number that is not an [`ErrorRate`].
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[error("{value} is not an error rate in (0, 0.5)")]
+pub struct NotAnErrorRate {
+    pub value: f64,
+}
+
 impl TryFrom<f64> for Fraction {
-    type Error = String;
-    fn try_from(value: f64) -> Result<Fraction, String> {
-        if (0.0..1.0).contains(&value) {
-            Ok(Fraction(value))
-        } else {
-            Err(format!("{value} is not a fraction in [0, 1) (write 2% as 0.02)"))
-        }
+    type Error = NotAFraction;
+    fn try_from(value: f64) -> Result<Fraction, NotAFraction> {
+        if (0.0..1.0).contains(&value) { Ok(Fraction(value)) } else { Err(NotAFraction { value }) }
     }
 }
 
 impl TryFrom<f64> for ErrorRate {
-    type Error = String;
-    fn try_from(value: f64) -> Result<ErrorRate, String> {
+    type Error = NotAnErrorRate;
+    fn try_from(value: f64) -> Result<ErrorRate, NotAnErrorRate> {
         if value > 0.0 && value < 0.5 {
             Ok(ErrorRate(value))
         } else {
-            Err(format!("{value} is not an error rate in (0, 0.5)"))
+            Err(NotAnErrorRate { value })
         }
     }
 }
@@ -368,11 +378,11 @@ struct RawTitle {
 type Checked<T> = Result<T, (String, String)>;
 
 fn fraction(key: &str, value: f64) -> Checked<Fraction> {
-    Fraction::try_from(value).map_err(|problem| (key.to_owned(), problem))
+    Fraction::try_from(value).map_err(|problem| (key.to_owned(), problem.to_string()))
 }
 
 fn error_rate(key: &str, value: f64) -> Checked<ErrorRate> {
-    ErrorRate::try_from(value).map_err(|problem| (key.to_owned(), problem))
+    ErrorRate::try_from(value).map_err(|problem| (key.to_owned(), problem.to_string()))
 }
 
 /// The edges of an indifference zone of half-width `zone` around `threshold`.
@@ -390,146 +400,38 @@ fn zone(key: &str, threshold: Fraction, zone: f64) -> Checked<(f64, f64)> {
     }
 }
 
+/// A key and what is wrong with its value.
+fn invalid<T>(key: &str, problem: String) -> Checked<T> {
+    Err((key.to_owned(), problem))
+}
+
 impl RawConfig {
     fn check(self) -> Checked<GateConfig> {
-        let speed = self.speed;
-        let pairs = |key: &str, value: i64| -> Checked<usize> {
-            usize::try_from(value).ok().filter(|pairs| (2..=1000).contains(pairs)).ok_or_else(
-                || (key.to_owned(), format!("{value} is not a number of pairs in 2..=1000")),
-            )
-        };
-        let min_pairs = pairs("speed.min-pairs", speed.min_pairs)?;
-        let max_pairs = pairs("speed.max-pairs", speed.max_pairs)?;
-        if max_pairs < min_pairs {
-            return Err((
-                "speed.max-pairs".to_owned(),
-                format!("{max_pairs} is below speed.min-pairs ({min_pairs})"),
-            ));
-        }
-        let min_cv = fraction("speed.min-cv", speed.min_cv)?;
-        let outlier_threshold = speed.outlier_threshold;
-        if !(outlier_threshold.is_finite() && outlier_threshold >= 2.0) {
-            return Err((
-                "speed.outlier-threshold".to_owned(),
-                format!("{outlier_threshold} is not a number of robust scales of at least 2"),
-            ));
-        }
-        let max_outliers = usize::try_from(speed.max_outliers)
-            .ok()
-            .filter(|outliers| *outliers <= 10)
-            .ok_or_else(|| {
-                (
-                    "speed.max-outliers".to_owned(),
-                    format!("{} is not a number of pairs in 0..=10", speed.max_outliers),
-                )
-            })?;
-        let calibration_df = speed.calibration_df;
-        if !(calibration_df.is_finite() && (0.0..=1000.0).contains(&calibration_df)) {
-            return Err((
-                "speed.calibration-df".to_owned(),
-                format!("{calibration_df} is not a number of degrees of freedom in 0..=1000"),
-            ));
-        }
-        let noise_level = error_rate("speed.noise-test-level", speed.noise_test_level)?;
-        let stale_level =
-            error_rate("speed.stale-calibration-level", speed.stale_calibration_level)?;
-        let max_noise_growth = speed.max_noise_growth;
-        if !(max_noise_growth.is_finite() && max_noise_growth > 0.0) {
-            return Err((
-                "speed.max-noise-growth".to_owned(),
-                format!("{max_noise_growth} is not a positive factor"),
-            ));
-        }
-        // The loss test and the gain test differ only in their threshold and their section.
-        let sequential = |section: &str,
-                          threshold_key: &str,
-                          threshold: f64,
-                          zone_width: f64,
-                          alpha: f64,
-                          beta: f64| {
-            let threshold = fraction(&format!("{section}.{threshold_key}"), threshold)?;
-            let (low, high) = zone(&format!("{section}.zone"), threshold, zone_width)?;
-            Ok::<_, (String, String)>(SequentialConfig {
-                threshold,
-                low,
-                high,
-                alpha: error_rate(&format!("{section}.alpha"), alpha)?,
-                beta: error_rate(&format!("{section}.beta"), beta)?,
-                min_pairs,
-                max_pairs,
-                min_cv,
-                outlier_threshold,
-                max_outliers,
-                calibration_df,
-                noise_level,
-                max_noise_growth,
-                stale_level,
-            })
-        };
-        let speed_test =
-            sequential("speed", "max-loss", speed.max_loss, speed.zone, speed.alpha, speed.beta)?;
+        let shared = self.speed.shared()?;
+        let speed = &self.speed;
+        let speed_test = shared.test(
+            "speed",
+            "max-loss",
+            speed.max_loss,
+            speed.zone,
+            speed.alpha,
+            speed.beta,
+        )?;
         let gain = self.gain;
         let gain_test =
-            sequential("gain", "min-gain", gain.min_gain, gain.zone, gain.alpha, gain.beta)?;
-
-        let drift = self.drift;
-        let speed_budget = fraction("drift.speed-budget", drift.speed_budget)?;
-        if speed_budget.get() <= 0.0 {
-            return Err((
-                "drift.speed-budget".to_owned(),
-                format!("{} is not a loss above 0 (write 3% as 0.03)", drift.speed_budget),
-            ));
-        }
-        if !(drift.accuracy_budget.is_finite() && drift.accuracy_budget > 0.0) {
-            return Err((
-                "drift.accuracy-budget".to_owned(),
-                format!("{} is not a positive number of tolerances", drift.accuracy_budget),
-            ));
-        }
-        let top = usize::try_from(drift.top).ok().filter(|top| (1..=20).contains(top)).ok_or_else(
-            || ("drift.top".to_owned(), format!("{} is not a number of PRs in 1..=20", drift.top)),
-        )?;
-        let drift = DriftConfig {
-            speed_budget,
-            accuracy_budget: drift.accuracy_budget,
-            alpha: error_rate("drift.alpha", drift.alpha)?,
-            top,
-        };
-
-        let mut accuracy_tolerance = BTreeMap::new();
-        for (benchmark, tolerance) in self.accuracy.tolerance {
-            let key = format!("accuracy.tolerance.{benchmark}");
-            accuracy_tolerance.insert(benchmark.to_ascii_lowercase(), fraction(&key, tolerance)?);
-        }
-        let beta_at = self.accuracy.beta_at;
-        if !(beta_at.is_finite() && beta_at > 1.0 && beta_at <= 10.0) {
-            return Err((
-                "accuracy.beta-at".to_owned(),
-                format!("{beta_at} is not a number of tolerances above 1 and at most 10"),
-            ));
-        }
-        let repeats = u32::try_from(self.accuracy.repeats)
-            .ok()
-            .filter(|repeats| (1..=MAX_ACCURACY_REPEATS).contains(repeats))
-            .ok_or_else(|| {
-                (
-                    "accuracy.repeats".to_owned(),
-                    format!(
-                        "{} is not a number of repeats in 1..={MAX_ACCURACY_REPEATS}",
-                        self.accuracy.repeats
-                    ),
-                )
-            })?;
+            shared.test("gain", "min-gain", gain.min_gain, gain.zone, gain.alpha, gain.beta)?;
+        let drift = self.drift.check()?;
+        let accuracy = self.accuracy.check()?;
         Ok(GateConfig {
             pre_existing_failure: self.tests.pre_existing_failure,
             missing_routing: self.routing.missing,
             speed: speed_test,
             gain: GainConfig { types: gain.types, test: gain_test },
-            accuracy_alpha: error_rate("accuracy.alpha", self.accuracy.alpha)?,
-            accuracy_beta: error_rate("accuracy.beta", self.accuracy.beta)?,
-            accuracy_beta_at: beta_at,
-            accuracy_repeats: repeats,
-            accuracy_tolerance,
+            accuracy_alpha: accuracy.alpha,
+            accuracy_beta: accuracy.beta,
+            accuracy_beta_at: accuracy.beta_at,
+            accuracy_repeats: accuracy.repeats,
+            accuracy_tolerance: accuracy.tolerance,
             kernel_max_regression: fraction("kernel.max-regression", self.kernel.max_regression)?,
             missing_readme: self.doc.missing_readme,
             not_run: self.not_run.verdict,
@@ -541,6 +443,187 @@ impl RawConfig {
                 other_scopes: self.title.other_scopes,
             },
             drift,
+        })
+    }
+}
+
+/// The settings of `[speed]` that the loss test and the gain test share.
+struct SharedSequential {
+    min_pairs: usize,
+    max_pairs: usize,
+    min_cv: Fraction,
+    outlier_threshold: f64,
+    max_outliers: usize,
+    calibration_df: f64,
+    noise_level: ErrorRate,
+    max_noise_growth: f64,
+    stale_level: ErrorRate,
+}
+
+impl RawSpeed {
+    /// The pairs, the outlier rule, the calibration and the noise tests, checked.
+    fn shared(&self) -> Checked<SharedSequential> {
+        let pairs = |key: &str, value: i64| -> Checked<usize> {
+            usize::try_from(value).ok().filter(|pairs| (2..=1000).contains(pairs)).ok_or_else(
+                || (key.to_owned(), format!("{value} is not a number of pairs in 2..=1000")),
+            )
+        };
+        let min_pairs = pairs("speed.min-pairs", self.min_pairs)?;
+        let max_pairs = pairs("speed.max-pairs", self.max_pairs)?;
+        if max_pairs < min_pairs {
+            return invalid(
+                "speed.max-pairs",
+                format!("{max_pairs} is below speed.min-pairs ({min_pairs})"),
+            );
+        }
+        let min_cv = fraction("speed.min-cv", self.min_cv)?;
+        let outlier_threshold = self.outlier_threshold;
+        if !(outlier_threshold.is_finite() && outlier_threshold >= 2.0) {
+            return invalid(
+                "speed.outlier-threshold",
+                format!("{outlier_threshold} is not a number of robust scales of at least 2"),
+            );
+        }
+        let Some(max_outliers) =
+            usize::try_from(self.max_outliers).ok().filter(|outliers| *outliers <= 10)
+        else {
+            return invalid(
+                "speed.max-outliers",
+                format!("{} is not a number of pairs in 0..=10", self.max_outliers),
+            );
+        };
+        let calibration_df = self.calibration_df;
+        if !(calibration_df.is_finite() && (0.0..=1000.0).contains(&calibration_df)) {
+            return invalid(
+                "speed.calibration-df",
+                format!("{calibration_df} is not a number of degrees of freedom in 0..=1000"),
+            );
+        }
+        let noise_level = error_rate("speed.noise-test-level", self.noise_test_level)?;
+        let stale_level =
+            error_rate("speed.stale-calibration-level", self.stale_calibration_level)?;
+        let max_noise_growth = self.max_noise_growth;
+        if !(max_noise_growth.is_finite() && max_noise_growth > 0.0) {
+            return invalid(
+                "speed.max-noise-growth",
+                format!("{max_noise_growth} is not a positive factor"),
+            );
+        }
+        Ok(SharedSequential {
+            min_pairs,
+            max_pairs,
+            min_cv,
+            outlier_threshold,
+            max_outliers,
+            calibration_df,
+            noise_level,
+            max_noise_growth,
+            stale_level,
+        })
+    }
+}
+
+impl SharedSequential {
+    /// One sequential test of `section`: the loss test and the gain test differ only in their
+    /// threshold and their section.
+    fn test(
+        &self,
+        section: &str,
+        threshold_key: &str,
+        threshold: f64,
+        zone_width: f64,
+        alpha: f64,
+        beta: f64,
+    ) -> Checked<SequentialConfig> {
+        let threshold = fraction(&format!("{section}.{threshold_key}"), threshold)?;
+        let (low, high) = zone(&format!("{section}.zone"), threshold, zone_width)?;
+        Ok(SequentialConfig {
+            threshold,
+            low,
+            high,
+            alpha: error_rate(&format!("{section}.alpha"), alpha)?,
+            beta: error_rate(&format!("{section}.beta"), beta)?,
+            min_pairs: self.min_pairs,
+            max_pairs: self.max_pairs,
+            min_cv: self.min_cv,
+            outlier_threshold: self.outlier_threshold,
+            max_outliers: self.max_outliers,
+            calibration_df: self.calibration_df,
+            noise_level: self.noise_level,
+            max_noise_growth: self.max_noise_growth,
+            stale_level: self.stale_level,
+        })
+    }
+}
+
+impl RawDrift {
+    fn check(self) -> Checked<DriftConfig> {
+        let speed_budget = fraction("drift.speed-budget", self.speed_budget)?;
+        if speed_budget.get() <= 0.0 {
+            return invalid(
+                "drift.speed-budget",
+                format!("{} is not a loss above 0 (write 3% as 0.03)", self.speed_budget),
+            );
+        }
+        if !(self.accuracy_budget.is_finite() && self.accuracy_budget > 0.0) {
+            return invalid(
+                "drift.accuracy-budget",
+                format!("{} is not a positive number of tolerances", self.accuracy_budget),
+            );
+        }
+        let Some(top) = usize::try_from(self.top).ok().filter(|top| (1..=20).contains(top)) else {
+            return invalid("drift.top", format!("{} is not a number of PRs in 1..=20", self.top));
+        };
+        Ok(DriftConfig {
+            speed_budget,
+            accuracy_budget: self.accuracy_budget,
+            alpha: error_rate("drift.alpha", self.alpha)?,
+            top,
+        })
+    }
+}
+
+/// The settings of `[accuracy]`, checked.
+struct AccuracySettings {
+    alpha: ErrorRate,
+    beta: ErrorRate,
+    beta_at: f64,
+    repeats: u32,
+    tolerance: BTreeMap<String, Fraction>,
+}
+
+impl RawAccuracy {
+    fn check(self) -> Checked<AccuracySettings> {
+        let mut tolerance = BTreeMap::new();
+        for (benchmark, value) in self.tolerance {
+            let key = format!("accuracy.tolerance.{benchmark}");
+            tolerance.insert(benchmark.to_ascii_lowercase(), fraction(&key, value)?);
+        }
+        let beta_at = self.beta_at;
+        if !(beta_at.is_finite() && beta_at > 1.0 && beta_at <= 10.0) {
+            return invalid(
+                "accuracy.beta-at",
+                format!("{beta_at} is not a number of tolerances above 1 and at most 10"),
+            );
+        }
+        let Some(repeats) = u32::try_from(self.repeats)
+            .ok()
+            .filter(|repeats| (1..=MAX_ACCURACY_REPEATS).contains(repeats))
+        else {
+            return invalid(
+                "accuracy.repeats",
+                format!(
+                    "{} is not a number of repeats in 1..={MAX_ACCURACY_REPEATS}",
+                    self.repeats
+                ),
+            );
+        };
+        Ok(AccuracySettings {
+            alpha: error_rate("accuracy.alpha", self.alpha)?,
+            beta: error_rate("accuracy.beta", self.beta)?,
+            beta_at,
+            repeats,
+            tolerance,
         })
     }
 }

@@ -56,7 +56,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use crate::config::GateConfig;
-use crate::history::{AccuracyChange, Line, SpeedChange};
+use crate::history::{AccuracyChange, Anchor, Line, Merged, Reset, SpeedChange};
 use crate::stats::t_quantile;
 
 pub mod simulate;
@@ -369,128 +369,155 @@ impl Reference {
 /// The chains of the ledger's lines since the last reset: each covered speed cell and each
 /// accuracy benchmark, with every anchor's check applied in order.
 pub fn history(lines: &[Line], config: &GateConfig) -> History {
-    let alpha = config.drift.alpha.get();
-    let mut history = History::default();
-    let mut chains: BTreeMap<Cell, Chain> = BTreeMap::new();
+    let mut reading = Reading { history: History::default(), chains: BTreeMap::new() };
     for line in lines {
         match line {
-            Line::Reset(reset) => {
-                chains.clear();
-                history = History {
-                    reference: Some(Reference {
-                        commit: reset.reference_commit.clone(),
-                        name: reset.reference_name.clone(),
-                        at: Some(reset.at.clone()),
-                        reason: Some(reset.reason.clone()),
-                    }),
-                    ..History::default()
-                };
-            }
-            Line::Merged(merged) => {
-                history.merged += 1;
-                if history.reference.is_none() {
-                    history.reference = merged.base_commit.clone().map(|commit| Reference {
-                        commit,
-                        name: None,
-                        at: None,
-                        reason: None,
-                    });
-                }
-                let source = Source::Pr {
-                    number: merged.pr,
-                    title: merged.title.clone(),
-                    url: merged.url.clone(),
-                    at: merged.at.clone(),
-                };
-                let cells = cells_of(&merged.speed, &merged.accuracy);
-                if cells.is_empty() {
-                    history.unmeasured.push(merged.pr);
-                }
-                for (cell, measurement) in cells {
-                    let chain = chains.entry(cell.clone()).or_insert_with(|| Chain {
-                        cell,
-                        base: None,
-                        links: Vec::new(),
-                        points: Vec::new(),
-                    });
-                    chain.links.push(Link { source: source.clone(), measurement });
-                    let chained = chain.total().unwrap_or(measurement);
-                    chain.points.push(Point {
-                        source: source.clone(),
-                        own: measurement,
-                        chained,
-                        anchor: None,
-                    });
-                }
-            }
-            Line::Anchor(anchor) => {
-                // An anchor of another reference measured another distance.
-                let reference = history.reference.as_ref().map(|r| r.commit.as_str());
-                if reference.is_some_and(|commit| commit != anchor.reference_commit) {
-                    history.other_anchors += 1;
-                    continue;
-                }
-                if reference.is_none() {
-                    history.reference = Some(Reference {
-                        commit: anchor.reference_commit.clone(),
-                        name: None,
-                        at: None,
-                        reason: None,
-                    });
-                }
-                let covers: BTreeSet<u64> = anchor.covers.iter().copied().collect();
-                let source = Source::Anchor {
-                    at: anchor.at.clone(),
-                    head_commit: anchor.head_commit.clone(),
-                    run: anchor.run.clone(),
-                };
-                for (cell, measured) in cells_of(&anchor.speed, &anchor.accuracy) {
-                    let chain = chains.entry(cell.clone()).or_insert_with(|| Chain {
-                        cell: cell.clone(),
-                        base: None,
-                        links: Vec::new(),
-                        points: Vec::new(),
-                    });
-                    let chained = chain.estimate_of(&covers);
-                    let agrees = chained.is_some_and(|chained| agree(&chained, &measured, alpha));
-                    let outcome = AnchorOutcome { chained, agrees };
-                    let measurement = match chained {
-                        Some(chained) if agrees => Measurement::combine(&chained, &measured),
-                        _ => measured,
-                    };
-                    if !agrees {
-                        // The PRs it holds are no longer the chain's: the anchor replaced them.
-                        chain.links.retain(|link| match &link.source {
-                            Source::Pr { number, .. } => !covers.contains(number),
-                            Source::Anchor { .. } => true,
-                        });
-                    }
-                    chain.base = Some(Base {
-                        source: source.clone(),
-                        measurement,
-                        agreed: agrees,
-                        covers: covers.clone(),
-                    });
-                    let now = chain.total().unwrap_or(measured);
-                    chain.points.push(Point {
-                        source: source.clone(),
-                        own: measured,
-                        chained: now,
-                        anchor: Some(outcome),
-                    });
-                    history.anchors.push(AnchorCheck {
-                        cell,
-                        at: anchor.at.clone(),
-                        head_commit: anchor.head_commit.clone(),
-                        anchor: measured,
-                        outcome,
-                    });
-                }
-            }
+            Line::Reset(reset) => reading.reset(reset),
+            Line::Merged(merged) => reading.merged(merged),
+            Line::Anchor(anchor) => reading.anchor(anchor, config.drift.alpha.get()),
         }
     }
+    let Reading { mut history, chains } = reading;
     history.chains = chains.into_values().collect();
     history
+}
+
+/// The ledger read so far: the history and its chains by cell.
+struct Reading {
+    history: History,
+    chains: BTreeMap<Cell, Chain>,
+}
+
+impl Reading {
+    /// A reset starts everything again from its reference.
+    fn reset(&mut self, reset: &Reset) {
+        self.chains.clear();
+        self.history = History {
+            reference: Some(Reference {
+                commit: reset.reference_commit.clone(),
+                name: reset.reference_name.clone(),
+                at: Some(reset.at.clone()),
+                reason: Some(reset.reason.clone()),
+            }),
+            ..History::default()
+        };
+    }
+
+    /// A merged PR adds a link to the chain of every cell it measured.
+    fn merged(&mut self, merged: &Merged) {
+        let history = &mut self.history;
+        history.merged += 1;
+        if history.reference.is_none() {
+            history.reference = merged.base_commit.clone().map(|commit| Reference {
+                commit,
+                name: None,
+                at: None,
+                reason: None,
+            });
+        }
+        let source = Source::Pr {
+            number: merged.pr,
+            title: merged.title.clone(),
+            url: merged.url.clone(),
+            at: merged.at.clone(),
+        };
+        let cells = cells_of(&merged.speed, &merged.accuracy);
+        if cells.is_empty() {
+            history.unmeasured.push(merged.pr);
+        }
+        for (cell, measurement) in cells {
+            let chain = self.chains.entry(cell.clone()).or_insert_with(|| Chain::new(cell));
+            chain.links.push(Link { source: source.clone(), measurement });
+            let chained = chain.total().unwrap_or(measurement);
+            chain.points.push(Point {
+                source: source.clone(),
+                own: measurement,
+                chained,
+                anchor: None,
+            });
+        }
+    }
+
+    /// An anchor of this reference is checked against the chain of every cell it measured;
+    /// one of another reference measured another distance and is only counted.
+    fn anchor(&mut self, anchor: &Anchor, alpha: f64) {
+        let reference = self.history.reference.as_ref().map(|r| r.commit.as_str());
+        if reference.is_some_and(|commit| commit != anchor.reference_commit) {
+            self.history.other_anchors += 1;
+            return;
+        }
+        if reference.is_none() {
+            self.history.reference = Some(Reference {
+                commit: anchor.reference_commit.clone(),
+                name: None,
+                at: None,
+                reason: None,
+            });
+        }
+        let covers: BTreeSet<u64> = anchor.covers.iter().copied().collect();
+        let source = Source::Anchor {
+            at: anchor.at.clone(),
+            head_commit: anchor.head_commit.clone(),
+            run: anchor.run.clone(),
+        };
+        for (cell, measured) in cells_of(&anchor.speed, &anchor.accuracy) {
+            let chain = self.chains.entry(cell.clone()).or_insert_with(|| Chain::new(cell.clone()));
+            let outcome = chain.apply_anchor(&source, &covers, measured, alpha);
+            self.history.anchors.push(AnchorCheck {
+                cell,
+                at: anchor.at.clone(),
+                head_commit: anchor.head_commit.clone(),
+                anchor: measured,
+                outcome,
+            });
+        }
+    }
+}
+
+impl Chain {
+    fn new(cell: Cell) -> Chain {
+        Chain { cell, base: None, links: Vec::new(), points: Vec::new() }
+    }
+
+    /// Checks an anchor's measurement against the chain's estimate of the distance it covers:
+    /// when they agree the two are combined into the chain's base; when not, the anchor
+    /// replaces the PRs it covers.
+    fn apply_anchor(
+        &mut self,
+        source: &Source,
+        covers: &BTreeSet<u64>,
+        measured: Measurement,
+        alpha: f64,
+    ) -> AnchorOutcome {
+        let chained = self.estimate_of(covers);
+        let agrees = chained.is_some_and(|chained| agree(&chained, &measured, alpha));
+        let outcome = AnchorOutcome { chained, agrees };
+        let measurement = match chained {
+            Some(chained) if agrees => Measurement::combine(&chained, &measured),
+            _ => measured,
+        };
+        if !agrees {
+            // The PRs it holds are no longer the chain's: the anchor replaced them.
+            self.links.retain(|link| match &link.source {
+                Source::Pr { number, .. } => !covers.contains(number),
+                Source::Anchor { .. } => true,
+            });
+        }
+        self.base = Some(Base {
+            source: source.clone(),
+            measurement,
+            agreed: agrees,
+            covers: covers.clone(),
+        });
+        let now = self.total().unwrap_or(measured);
+        self.points.push(Point {
+            source: source.clone(),
+            own: measured,
+            chained: now,
+            anchor: Some(outcome),
+        });
+        outcome
+    }
 }
 
 /// Whether the chain's and the anchor's estimates of one distance agree: their difference's

@@ -394,131 +394,151 @@ pub struct EvidenceError {
 pub fn validate(records: &[Evidence]) -> Result<(), EvidenceError> {
     let mut steps = BTreeSet::new();
     for (index, record) in records.iter().enumerate() {
-        let fail = |problem: String| Err(EvidenceError { record: index, problem });
-        if record.schema_version != SCHEMA_VERSION {
-            return fail(format!(
-                "schema_version {} is not one this gate reads ({SCHEMA_VERSION})",
-                record.schema_version
-            ));
-        }
-        let fits = match (&record.outcome, record.check) {
-            (Outcome::NotRun { .. }, _) => true,
-            (Outcome::Tests { .. }, check) => {
-                matches!(
-                    check,
-                    Check::UnitTests
-                        | Check::KernelTests
-                        | Check::ServingTests
-                        | Check::CommonTests
-                )
-            }
-            (Outcome::Routing { .. }, check) => check == Check::Routing,
-            (Outcome::Accuracy { .. }, check) => check == Check::Accuracy,
-            (Outcome::KernelTiming { .. }, check) => check == Check::KernelTiming,
-            (Outcome::SpeedPair { .. } | Outcome::SpeedNoise { .. }, check) => {
-                check == Check::Speed
-            }
-        };
-        if !fits {
-            return fail(format!(
-                "a {} outcome cannot be evidence of {}",
-                outcome_name(&record.outcome),
-                record.check.describe()
-            ));
-        }
-        let side_fits = match record.outcome {
-            Outcome::SpeedPair { .. } | Outcome::SpeedNoise { .. } => record.side == Side::Both,
-            Outcome::NotRun { .. } => true,
-            _ => record.side != Side::Both,
-        };
-        if !side_fits {
-            return fail(format!(
-                "side {:?} does not fit a {} outcome",
-                record.side,
-                outcome_name(&record.outcome)
-            ));
-        }
-        if record.model.is_none() != (record.check == Check::CommonTests) {
-            return fail("common tests have no model, and every other check has one".to_owned());
-        }
-        match &record.outcome {
-            Outcome::SpeedPair { base_tpot_ms, pr_tpot_ms, base_runs_ms, .. } => {
-                let runs = base_runs_ms.unwrap_or([*base_tpot_ms; 2]);
-                for (name, value) in [
-                    ("base_tpot_ms", base_tpot_ms),
-                    ("pr_tpot_ms", pr_tpot_ms),
-                    ("base_runs_ms", &runs[0]),
-                    ("base_runs_ms", &runs[1]),
-                ] {
-                    if !(1e-6..=1e9).contains(value) {
-                        return fail(format!(
-                            "{name} = {value} is not a time in milliseconds (1e-6 to 1e9)"
-                        ));
-                    }
-                }
-                let geometric = (runs[0] * runs[1]).sqrt();
-                if (geometric / base_tpot_ms - 1.0).abs() > 1e-6 {
-                    return fail(format!(
-                        "base_tpot_ms = {base_tpot_ms} is not the geometric mean of base_runs_ms {runs:?}"
-                    ));
-                }
-            }
-            Outcome::SpeedNoise { log_ratio_variance, .. } => {
-                if !(log_ratio_variance.is_finite() && *log_ratio_variance >= 0.0) {
-                    return fail(format!(
-                        "log_ratio_variance = {log_ratio_variance} is not a variance"
-                    ));
-                }
-            }
-            Outcome::Accuracy { questions, correct, per_question, repeat, .. } => {
-                if let Some(repeat) = repeat
-                    && (repeat.cap == 0 || repeat.index >= repeat.cap)
-                {
-                    return fail(format!(
-                        "repeat {} of a cap of {} repeats is not one",
-                        repeat.index, repeat.cap
-                    ));
-                }
-                if correct > questions || *questions == 0 || *questions > 1_000_000_000 {
-                    return fail(format!("{correct} correct of {questions} questions"));
-                }
-                if let Some(per_question) = per_question {
-                    let right = per_question.iter().filter(|q| q.correct).count() as u64;
-                    let ids: BTreeSet<&str> = per_question.iter().map(|q| q.id.as_str()).collect();
-                    if ids.len() != per_question.len() {
-                        return fail("per_question names a question twice".to_owned());
-                    }
-                    if per_question.len() as u64 != *questions || right != *correct {
-                        return fail(format!(
-                            "per_question has {} answers with {right} right, but the totals say {correct} of {questions}",
-                            per_question.len()
-                        ));
-                    }
-                }
-            }
-            Outcome::KernelTiming { kernels } => {
-                for kernel in kernels {
-                    if kernel.samples_us.is_empty()
-                        || kernel.samples_us.iter().any(|t| !(t.is_finite() && *t > 0.0))
-                    {
-                        return fail(format!(
-                            "kernel {} has no samples or a sample that is not a positive number",
-                            kernel.name
-                        ));
-                    }
-                }
-            }
-            Outcome::Tests { .. } | Outcome::Routing { .. } | Outcome::NotRun { .. } => {}
-        }
+        check_shape(index, record)?;
+        check_numbers(index, &record.outcome)?;
         let step = (record.model.clone(), record.check, record.side, step_part(&record.outcome));
         if !steps.insert(step) {
             let part = step_part(&record.outcome);
             let part = if part.is_empty() { String::new() } else { format!(" ({part})") };
+            return Err(EvidenceError {
+                record: index,
+                problem: format!(
+                    "{} of {} on the {:?} side{part} appears twice",
+                    record.check.describe(),
+                    record.model.as_deref().unwrap_or("the common checks"),
+                    record.side
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The record's schema version, and whether its outcome fits its check and side and its model
+/// its check.
+fn check_shape(index: usize, record: &Evidence) -> Result<(), EvidenceError> {
+    let fail = |problem: String| Err(EvidenceError { record: index, problem });
+    if record.schema_version != SCHEMA_VERSION {
+        return fail(format!(
+            "schema_version {} is not one this gate reads ({SCHEMA_VERSION})",
+            record.schema_version
+        ));
+    }
+    let fits = match (&record.outcome, record.check) {
+        (Outcome::NotRun { .. }, _) => true,
+        (Outcome::Tests { .. }, check) => {
+            matches!(
+                check,
+                Check::UnitTests | Check::KernelTests | Check::ServingTests | Check::CommonTests
+            )
+        }
+        (Outcome::Routing { .. }, check) => check == Check::Routing,
+        (Outcome::Accuracy { .. }, check) => check == Check::Accuracy,
+        (Outcome::KernelTiming { .. }, check) => check == Check::KernelTiming,
+        (Outcome::SpeedPair { .. } | Outcome::SpeedNoise { .. }, check) => check == Check::Speed,
+    };
+    if !fits {
+        return fail(format!(
+            "a {} outcome cannot be evidence of {}",
+            outcome_name(&record.outcome),
+            record.check.describe()
+        ));
+    }
+    let side_fits = match record.outcome {
+        Outcome::SpeedPair { .. } | Outcome::SpeedNoise { .. } => record.side == Side::Both,
+        Outcome::NotRun { .. } => true,
+        _ => record.side != Side::Both,
+    };
+    if !side_fits {
+        return fail(format!(
+            "side {:?} does not fit a {} outcome",
+            record.side,
+            outcome_name(&record.outcome)
+        ));
+    }
+    if record.model.is_none() != (record.check == Check::CommonTests) {
+        return fail("common tests have no model, and every other check has one".to_owned());
+    }
+    Ok(())
+}
+
+/// Whether the outcome's numbers are ones a statistic can be made of.
+fn check_numbers(index: usize, outcome: &Outcome) -> Result<(), EvidenceError> {
+    let fail = |problem: String| Err(EvidenceError { record: index, problem });
+    match outcome {
+        Outcome::SpeedPair { base_tpot_ms, pr_tpot_ms, base_runs_ms, .. } => {
+            let runs = base_runs_ms.unwrap_or([*base_tpot_ms; 2]);
+            for (name, value) in [
+                ("base_tpot_ms", base_tpot_ms),
+                ("pr_tpot_ms", pr_tpot_ms),
+                ("base_runs_ms", &runs[0]),
+                ("base_runs_ms", &runs[1]),
+            ] {
+                if !(1e-6..=1e9).contains(value) {
+                    return fail(format!(
+                        "{name} = {value} is not a time in milliseconds (1e-6 to 1e9)"
+                    ));
+                }
+            }
+            let geometric = (runs[0] * runs[1]).sqrt();
+            if (geometric / base_tpot_ms - 1.0).abs() > 1e-6 {
+                return fail(format!(
+                    "base_tpot_ms = {base_tpot_ms} is not the geometric mean of base_runs_ms {runs:?}"
+                ));
+            }
+        }
+        Outcome::SpeedNoise { log_ratio_variance, .. } => {
+            if !(log_ratio_variance.is_finite() && *log_ratio_variance >= 0.0) {
+                return fail(format!(
+                    "log_ratio_variance = {log_ratio_variance} is not a variance"
+                ));
+            }
+        }
+        Outcome::Accuracy { .. } => return check_accuracy(index, outcome),
+        Outcome::KernelTiming { kernels } => {
+            for kernel in kernels {
+                if kernel.samples_us.is_empty()
+                    || kernel.samples_us.iter().any(|t| !(t.is_finite() && *t > 0.0))
+                {
+                    return fail(format!(
+                        "kernel {} has no samples or a sample that is not a positive number",
+                        kernel.name
+                    ));
+                }
+            }
+        }
+        Outcome::Tests { .. } | Outcome::Routing { .. } | Outcome::NotRun { .. } => {}
+    }
+    Ok(())
+}
+
+/// An accuracy record's repeat and counts, and its answers when it lists them.
+fn check_accuracy(index: usize, outcome: &Outcome) -> Result<(), EvidenceError> {
+    let fail = |problem: String| Err(EvidenceError { record: index, problem });
+    let Outcome::Accuracy { questions, correct, per_question, repeat, .. } = outcome else {
+        return Ok(());
+    };
+    if let Some(repeat) = repeat
+        && (repeat.cap == 0 || repeat.index >= repeat.cap)
+    {
+        return fail(format!(
+            "repeat {} of a cap of {} repeats is not one",
+            repeat.index, repeat.cap
+        ));
+    }
+    if correct > questions || *questions == 0 || *questions > 1_000_000_000 {
+        return fail(format!("{correct} correct of {questions} questions"));
+    }
+    if let Some(per_question) = per_question {
+        let right = per_question.iter().filter(|q| q.correct).count() as u64;
+        let ids: BTreeSet<&str> = per_question.iter().map(|q| q.id.as_str()).collect();
+        if ids.len() != per_question.len() {
+            return fail("per_question names a question twice".to_owned());
+        }
+        if per_question.len() as u64 != *questions || right != *correct {
             return fail(format!(
-                "{} of {} on the {:?} side{part} appears twice",
-                record.check.describe(),
-                record.model.as_deref().unwrap_or("the common checks"),
-                record.side
+                "per_question has {} answers with {right} right, but the totals say {correct} of {questions}",
+                per_question.len()
             ));
         }
     }

@@ -268,7 +268,7 @@ pub fn parse_ledger(text: &str) -> Result<Vec<Line>, LineError> {
         }
         let problem = |problem: String| LineError { line: index + 1, problem };
         let line: Line = serde_json::from_str(text).map_err(|error| problem(error.to_string()))?;
-        line.check().map_err(problem)?;
+        line.check().map_err(|error| problem(error.to_string()))?;
         lines.push(line);
     }
     Ok(lines)
@@ -289,12 +289,10 @@ impl Line {
     }
 
     /// Refuses another version and numbers no statistic can be made of.
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), NotALine> {
         let version = self.version();
         if version != LEDGER_VERSION {
-            return Err(format!(
-                "version {version} is not one this prgate reads ({LEDGER_VERSION})"
-            ));
+            return Err(NotALine::Version { version });
         }
         let (speed, accuracy) = match self {
             Line::Merged(merged) => (&merged.speed, &merged.accuracy),
@@ -304,26 +302,48 @@ impl Line {
         for cell in speed {
             let finite = cell.log_ratio.is_finite() && cell.degrees_of_freedom.is_finite();
             if !finite || !positive(cell.standard_error) || !positive(cell.degrees_of_freedom) {
-                return Err(format!(
-                    "{} at c={}: log_ratio {}, standard_error {} and degrees_of_freedom {} are not a measurement (finite, positive error and degrees of freedom)",
-                    cell.model,
-                    cell.concurrency,
-                    cell.log_ratio,
-                    cell.standard_error,
-                    cell.degrees_of_freedom
-                ));
+                return Err(NotALine::Speed {
+                    model: cell.model.clone(),
+                    concurrency: cell.concurrency,
+                    log_ratio: cell.log_ratio,
+                    standard_error: cell.standard_error,
+                    degrees_of_freedom: cell.degrees_of_freedom,
+                });
             }
         }
         for cell in accuracy {
             if !cell.difference.is_finite() || !positive(cell.standard_error) {
-                return Err(format!(
-                    "{} {}: difference {} and standard_error {} are not a measurement",
-                    cell.model, cell.benchmark, cell.difference, cell.standard_error
-                ));
+                return Err(NotALine::Accuracy {
+                    model: cell.model.clone(),
+                    benchmark: cell.benchmark.clone(),
+                    difference: cell.difference,
+                    standard_error: cell.standard_error,
+                });
             }
         }
         Ok(())
     }
+}
+
+/// Why a line that parses is still not one the ledger keeps.
+#[derive(Debug, thiserror::Error)]
+enum NotALine {
+    #[error("version {version} is not one this prgate reads ({LEDGER_VERSION})")]
+    Version { version: u32 },
+    #[error(
+        "{model} at c={concurrency}: log_ratio {log_ratio}, standard_error {standard_error} and degrees_of_freedom {degrees_of_freedom} are not a measurement (finite, positive error and degrees of freedom)"
+    )]
+    Speed {
+        model: String,
+        concurrency: u32,
+        log_ratio: f64,
+        standard_error: f64,
+        degrees_of_freedom: f64,
+    },
+    #[error(
+        "{model} {benchmark}: difference {difference} and standard_error {standard_error} are not a measurement"
+    )]
+    Accuracy { model: String, benchmark: String, difference: f64, standard_error: f64 },
 }
 
 impl SpeedChange {

@@ -335,131 +335,194 @@ pub fn targets(config: &GateConfig, trials: usize, seed: u64) -> Vec<Target> {
 /// node's outliers, the PR's own slow runs and noise, noisy nodes, a stale calibration, and the
 /// pairs an A/A cell takes.
 pub fn speed_targets(config: &GateConfig, trials: usize, seed: u64) -> Vec<Target> {
-    let speed = |scenario: SpeedScenario, salt: u64| {
-        simulate_speed(config, &scenario, trials, seed.wrapping_add(salt))
-    };
-    let base = SpeedScenario::at_cv(0.02);
-    let four = SpeedScenario { cells: 4, ..base };
-    let aa_one = speed(base, 1);
-    let aa_four = speed(four, 2);
-    let aa_four_cv4 = speed(SpeedScenario { cv: 0.04, ..four }, 3);
-    let aa_four_outliers = speed(SpeedScenario { outlier_rate: 0.01, ..four }, 13);
-    let loss = SpeedScenario { regressed: 1, true_change: 0.04, ..base };
-    let power_one = speed(loss, 4);
-    let power_calibrated = speed(SpeedScenario { calibration_samples: Some(8), ..loss }, 5);
-    let power_four = speed(SpeedScenario { cells: 4, regressed: 4, ..loss }, 6);
-    let power_outliers = speed(SpeedScenario { outlier_rate: 0.01, ..loss }, 7);
-    let power_outliers_four =
-        speed(SpeedScenario { cells: 4, regressed: 4, outlier_rate: 0.01, ..loss }, 8);
-    let loss_cv4 = speed(SpeedScenario { cv: 0.04, ..loss }, 11);
-    let loss_cv5 = speed(SpeedScenario { cv: 0.05, ..loss }, 12);
-    let pr_slow = speed(SpeedScenario { regressed: 1, pr_outlier_rate: 0.2, ..base }, 14);
-    let pr_noise_2 = speed(SpeedScenario { pr_noise_factor: 2.0, ..four }, 15);
-    let pr_noise_3 = speed(SpeedScenario { pr_noise_factor: 3.0, ..four }, 16);
-    let stale = SpeedScenario {
-        cv: 0.03,
-        calibration_samples: Some(64),
-        calibration_cv: Some(0.01),
-        ..four
-    };
-    let stale_aa = speed(stale, 17);
-    let stale_power = speed(SpeedScenario { regressed: 4, true_change: 0.04, ..stale }, 18);
-    let (at_most, at_least) = (|bound| (bound, true), |bound| (bound, false));
-    let beta = config.speed.beta.get();
-    let per_pr = |condition: &str, outcomes: &SpeedOutcomes, bound| {
-        Target::rate(
-            condition,
-            outcomes.p_pr_fail,
-            outcomes.trials,
-            bound,
-            Some(outcomes.p_undecided),
-        )
-    };
-    let power = |condition: &str, outcomes: &SpeedOutcomes| {
-        Target::rate(
-            condition,
-            outcomes.p_regressed_cell_fail,
-            outcomes.regressed_cells,
-            at_least(0.95),
-            Some(outcomes.p_undecided),
-        )
-    };
-    let passes = |condition: &str, outcomes: &SpeedOutcomes| {
-        Target::rate(
-            condition,
-            outcomes.p_regressed_cell_pass,
-            outcomes.regressed_cells,
-            at_most(beta),
-            Some(outcomes.p_undecided),
-        )
-    };
-    let pairs = |condition: &str, outcomes: &SpeedOutcomes| {
-        let cells = (outcomes.null_cells + outcomes.regressed_cells).max(1) as f64;
-        let half = 1.96 * outcomes.pairs_sd / cells.sqrt();
-        Target {
-            condition: condition.to_owned(),
-            measured: outcomes.mean_pairs,
-            bound: at_most(5.0),
-            percent: false,
-            undecided: Some(outcomes.p_undecided),
-            interval: Some((outcomes.mean_pairs - half, outcomes.mean_pairs + half)),
+    let runs = SpeedRuns::simulate(config, trials, seed);
+    let mut rows = runs.node_rows();
+    rows.extend(runs.pr_and_pairs_rows(config.speed.beta.get()));
+    rows
+}
+
+/// The outcomes of every speed scenario the targets measure.
+struct SpeedRuns {
+    aa_one: SpeedOutcomes,
+    aa_four: SpeedOutcomes,
+    aa_four_cv4: SpeedOutcomes,
+    aa_four_outliers: SpeedOutcomes,
+    power_one: SpeedOutcomes,
+    power_calibrated: SpeedOutcomes,
+    power_four: SpeedOutcomes,
+    power_outliers: SpeedOutcomes,
+    power_outliers_four: SpeedOutcomes,
+    loss_cv4: SpeedOutcomes,
+    loss_cv5: SpeedOutcomes,
+    pr_slow: SpeedOutcomes,
+    pr_noise_2: SpeedOutcomes,
+    pr_noise_3: SpeedOutcomes,
+    stale_aa: SpeedOutcomes,
+    stale_power: SpeedOutcomes,
+}
+
+impl SpeedRuns {
+    /// Each scenario simulated with its own seed (`seed` plus the scenario's salt).
+    fn simulate(config: &GateConfig, trials: usize, seed: u64) -> SpeedRuns {
+        let speed = |scenario: SpeedScenario, salt: u64| {
+            simulate_speed(config, &scenario, trials, seed.wrapping_add(salt))
+        };
+        let base = SpeedScenario::at_cv(0.02);
+        let four = SpeedScenario { cells: 4, ..base };
+        let loss = SpeedScenario { regressed: 1, true_change: 0.04, ..base };
+        let stale = SpeedScenario {
+            cv: 0.03,
+            calibration_samples: Some(64),
+            calibration_cv: Some(0.01),
+            ..four
+        };
+        SpeedRuns {
+            aa_one: speed(base, 1),
+            aa_four: speed(four, 2),
+            aa_four_cv4: speed(SpeedScenario { cv: 0.04, ..four }, 3),
+            aa_four_outliers: speed(SpeedScenario { outlier_rate: 0.01, ..four }, 13),
+            power_one: speed(loss, 4),
+            power_calibrated: speed(SpeedScenario { calibration_samples: Some(8), ..loss }, 5),
+            power_four: speed(SpeedScenario { cells: 4, regressed: 4, ..loss }, 6),
+            power_outliers: speed(SpeedScenario { outlier_rate: 0.01, ..loss }, 7),
+            power_outliers_four: speed(
+                SpeedScenario { cells: 4, regressed: 4, outlier_rate: 0.01, ..loss },
+                8,
+            ),
+            loss_cv4: speed(SpeedScenario { cv: 0.04, ..loss }, 11),
+            loss_cv5: speed(SpeedScenario { cv: 0.05, ..loss }, 12),
+            pr_slow: speed(SpeedScenario { regressed: 1, pr_outlier_rate: 0.2, ..base }, 14),
+            pr_noise_2: speed(SpeedScenario { pr_noise_factor: 2.0, ..four }, 15),
+            pr_noise_3: speed(SpeedScenario { pr_noise_factor: 3.0, ..four }, 16),
+            stale_aa: speed(stale, 17),
+            stale_power: speed(SpeedScenario { regressed: 4, true_change: 0.04, ..stale }, 18),
         }
-    };
-    vec![
-        per_pr("A/A false-fail per cell, no `speed-noise` record (1 cell)", &aa_one, at_most(0.02)),
-        per_pr(
-            "A/A false-fail per PR (2 models × 2 covered concurrencies), no record",
-            &aa_four,
-            at_most(0.02),
-        ),
-        per_pr("... the same at CV 4%", &aa_four_cv4, at_most(0.02)),
-        per_pr(
-            "... at CV 2% with 1% of runs (either side) 2× slow",
-            &aa_four_outliers,
-            at_most(0.02),
-        ),
-        power("power at +4%, one cell, no record", &power_one),
-        power("power at +4%, one cell, calibrated from 8 differences", &power_calibrated),
-        power("power per regressed cell in a 4-cell PR (all 4 regressed)", &power_four),
-        power("power at +4% when 1% of runs are 2× outliers (1 cell)", &power_outliers),
-        power("... the same per cell in a 4-cell PR", &power_outliers_four),
-        Target::rate(
-            "the PR makes 20% of its own runs 2× slow, base clean: P(the cell fails)",
-            pr_slow.p_regressed_cell_fail,
-            pr_slow.regressed_cells,
-            at_least(0.95),
-            Some(pr_slow.p_undecided),
-        ),
-        Target::rate(
-            "... P(the cell passes)",
-            pr_slow.p_regressed_cell_pass,
-            pr_slow.regressed_cells,
-            at_most(beta),
-            Some(pr_slow.p_undecided),
-        ),
-        per_pr(
-            "the PR doubles its runs' noise, no change: false-fail per 4-cell PR",
-            &pr_noise_2,
-            at_most(0.02),
-        ),
-        per_pr("... triples it", &pr_noise_3, at_most(0.02)),
-        per_pr(
-            "stale record (CV 1% from 64 differences, true 3%): A/A false-fail per 4-cell PR",
-            &stale_aa,
-            at_most(0.02),
-        ),
-        power("... power at +4% per cell (all 4 regressed)", &stale_power),
-        passes(
-            "CV 4%, a +4% loss (1 cell): P(the cell passes); undecided is not a pass",
-            &loss_cv4,
-        ),
-        passes(
-            "CV 5%, a +4% loss (1 cell): P(the cell passes); undecided is not a pass",
-            &loss_cv5,
-        ),
-        pairs("mean pairs per A/A cell, CV 2%, 1% of runs 2× slow, 4-cell PR", &aa_four_outliers),
-        pairs("... without outliers", &aa_four),
-    ]
+    }
+
+    /// The error rates and power on a node with and without outliers.
+    fn node_rows(&self) -> Vec<Target> {
+        vec![
+            per_pr(
+                "A/A false-fail per cell, no `speed-noise` record (1 cell)",
+                &self.aa_one,
+                at_most(0.02),
+            ),
+            per_pr(
+                "A/A false-fail per PR (2 models × 2 covered concurrencies), no record",
+                &self.aa_four,
+                at_most(0.02),
+            ),
+            per_pr("... the same at CV 4%", &self.aa_four_cv4, at_most(0.02)),
+            per_pr(
+                "... at CV 2% with 1% of runs (either side) 2× slow",
+                &self.aa_four_outliers,
+                at_most(0.02),
+            ),
+            power("power at +4%, one cell, no record", &self.power_one),
+            power("power at +4%, one cell, calibrated from 8 differences", &self.power_calibrated),
+            power("power per regressed cell in a 4-cell PR (all 4 regressed)", &self.power_four),
+            power("power at +4% when 1% of runs are 2× outliers (1 cell)", &self.power_outliers),
+            power("... the same per cell in a 4-cell PR", &self.power_outliers_four),
+        ]
+    }
+
+    /// The PR's own slow runs and noise, a stale calibration, noisy nodes, and the pairs an
+    /// A/A cell takes; `beta` bounds P(a lost cell passes).
+    fn pr_and_pairs_rows(&self, beta: f64) -> Vec<Target> {
+        let pr_slow = &self.pr_slow;
+        vec![
+            Target::rate(
+                "the PR makes 20% of its own runs 2× slow, base clean: P(the cell fails)",
+                pr_slow.p_regressed_cell_fail,
+                pr_slow.regressed_cells,
+                at_least(0.95),
+                Some(pr_slow.p_undecided),
+            ),
+            Target::rate(
+                "... P(the cell passes)",
+                pr_slow.p_regressed_cell_pass,
+                pr_slow.regressed_cells,
+                at_most(beta),
+                Some(pr_slow.p_undecided),
+            ),
+            per_pr(
+                "the PR doubles its runs' noise, no change: false-fail per 4-cell PR",
+                &self.pr_noise_2,
+                at_most(0.02),
+            ),
+            per_pr("... triples it", &self.pr_noise_3, at_most(0.02)),
+            per_pr(
+                "stale record (CV 1% from 64 differences, true 3%): A/A false-fail per 4-cell PR",
+                &self.stale_aa,
+                at_most(0.02),
+            ),
+            power("... power at +4% per cell (all 4 regressed)", &self.stale_power),
+            passes(
+                "CV 4%, a +4% loss (1 cell): P(the cell passes); undecided is not a pass",
+                &self.loss_cv4,
+                beta,
+            ),
+            passes(
+                "CV 5%, a +4% loss (1 cell): P(the cell passes); undecided is not a pass",
+                &self.loss_cv5,
+                beta,
+            ),
+            pairs(
+                "mean pairs per A/A cell, CV 2%, 1% of runs 2× slow, 4-cell PR",
+                &self.aa_four_outliers,
+            ),
+            pairs("... without outliers", &self.aa_four),
+        ]
+    }
+}
+
+fn at_most(bound: f64) -> (f64, bool) {
+    (bound, true)
+}
+
+fn at_least(bound: f64) -> (f64, bool) {
+    (bound, false)
+}
+
+/// A row of P(the PR fails).
+fn per_pr(condition: &str, outcomes: &SpeedOutcomes, bound: (f64, bool)) -> Target {
+    Target::rate(condition, outcomes.p_pr_fail, outcomes.trials, bound, Some(outcomes.p_undecided))
+}
+
+/// A row of P(a regressed cell fails): at least 95%.
+fn power(condition: &str, outcomes: &SpeedOutcomes) -> Target {
+    Target::rate(
+        condition,
+        outcomes.p_regressed_cell_fail,
+        outcomes.regressed_cells,
+        at_least(0.95),
+        Some(outcomes.p_undecided),
+    )
+}
+
+/// A row of P(a regressed cell passes): at most `beta`.
+fn passes(condition: &str, outcomes: &SpeedOutcomes, beta: f64) -> Target {
+    Target::rate(
+        condition,
+        outcomes.p_regressed_cell_pass,
+        outcomes.regressed_cells,
+        at_most(beta),
+        Some(outcomes.p_undecided),
+    )
+}
+
+/// A row of the mean pairs a cell takes, with its normal 95% interval: at most 5.
+fn pairs(condition: &str, outcomes: &SpeedOutcomes) -> Target {
+    let cells = (outcomes.null_cells + outcomes.regressed_cells).max(1) as f64;
+    let half = 1.96 * outcomes.pairs_sd / cells.sqrt();
+    Target {
+        condition: condition.to_owned(),
+        measured: outcomes.mean_pairs,
+        bound: at_most(5.0),
+        percent: false,
+        undecided: Some(outcomes.p_undecided),
+        interval: Some((outcomes.mean_pairs - half, outcomes.mean_pairs + half)),
+    }
 }
 
 /// The targets as a Markdown table.

@@ -243,22 +243,12 @@ pub fn judge_cell(pairs: &[Pair], config: &GateConfig, context: &CellContext) ->
     let speed = &config.speed;
     let cells = context.cells.max(1) as f64;
     let screened = screen(pairs, speed, context.calibration);
-    let kept: Vec<Pair> = pairs
-        .iter()
-        .enumerate()
-        .filter(|(at, _)| !screened.excluded.contains(at))
-        .map(|(_, pair)| *pair)
-        .collect();
+    let kept = pairs_except(pairs, &[&screened.excluded]);
     let pooled = pool(&kept, speed, context.calibration);
     let estimate = pooled.map(|(estimate, _)| estimate);
     // A loss is shown on the pairs without the PR's slow runs (which only add to it), on the
     // pooled variance and on the pairs' own; no loss is shown on every kept pair.
-    let clean: Vec<Pair> = pairs
-        .iter()
-        .enumerate()
-        .filter(|(at, _)| !screened.excluded.contains(at) && !screened.pr_slow.contains(at))
-        .map(|(_, pair)| *pair)
-        .collect();
+    let clean = pairs_except(pairs, &[&screened.excluded, &screened.pr_slow]);
     let clean_pool = pool(&clean, speed, context.calibration);
     let n = kept.len();
     let loss_test = sprt(speed, cells, Direction::Loss, n);
@@ -273,26 +263,10 @@ pub fn judge_cell(pairs: &[Pair], config: &GateConfig, context: &CellContext) ->
         (own_estimate(&clean, speed), own_level),
     ];
     let loss = answer(&loss_test, &loss_side, estimate, n, speed);
-    let gain = context.gain_required.then(|| {
-        // A gain is shown on every kept pair (the PR's slow runs count against it); its
-        // absence on the pooled variance.
-        let negate = |e: Option<Estimate>| e.map(|e| Estimate { mean: -e.mean, ..e });
-        let gain_test = sprt(&config.gain.test, cells, Direction::Gain, n);
-        let noisier = pooled.is_some_and(|(_, noise)| noise.own_variance);
-        let own_level = if noisier { gain_test.alpha_share } else { gain_test.alpha_level };
-        let gain_side = [
-            (negate(estimate), gain_test.alpha_level),
-            (negate(own_estimate(&kept, speed)), own_level),
-        ];
-        answer(&gain_test, &gain_side, negate(estimate), n, &config.gain.test)
-    });
+    let gain = context.gain_required.then(|| gain_answer(config, cells, &kept, pooled));
     let base: Vec<f64> = kept.iter().map(|pair| pair.base_tpot_ms).collect();
     let pr: Vec<f64> = kept.iter().map(|pair| pair.pr_tpot_ms).collect();
-    let change_interval = estimate.and_then(|e| {
-        let t = t_quantile(1.0 - INTERVAL_ALPHA / 2.0, e.degrees_of_freedom)?;
-        let half = t * e.standard_error;
-        Some(((e.mean - half).exp() - 1.0, (e.mean + half).exp() - 1.0))
-    });
+    let change_interval = estimate.and_then(change_interval);
     let noise = pooled.map(|(_, noise)| noise);
     CellJudgement {
         pairs: pairs.len(),
@@ -318,6 +292,44 @@ pub fn judge_cell(pairs: &[Pair], config: &GateConfig, context: &CellContext) ->
         noise_growth: noise_growth(&clean, speed, clean_pool.map(|(_, noise)| noise)),
         calibration_stale: noise.is_some_and(|noise| noise.calibration_stale),
     }
+}
+
+/// The pairs but those at the positions `excluded` lists.
+fn pairs_except(pairs: &[Pair], excluded: &[&[usize]]) -> Vec<Pair> {
+    pairs
+        .iter()
+        .enumerate()
+        .filter(|(at, _)| !excluded.iter().any(|positions| positions.contains(at)))
+        .map(|(_, pair)| *pair)
+        .collect()
+}
+
+/// The gain test: a gain is shown on every kept pair (the PR's slow runs count against it);
+/// its absence on the pooled variance.
+fn gain_answer(
+    config: &GateConfig,
+    cells: f64,
+    kept: &[Pair],
+    pooled: Option<(Estimate, NoiseUsed)>,
+) -> Answer {
+    let n = kept.len();
+    let estimate = pooled.map(|(estimate, _)| estimate);
+    let negate = |e: Option<Estimate>| e.map(|e| Estimate { mean: -e.mean, ..e });
+    let gain_test = sprt(&config.gain.test, cells, Direction::Gain, n);
+    let noisier = pooled.is_some_and(|(_, noise)| noise.own_variance);
+    let own_level = if noisier { gain_test.alpha_share } else { gain_test.alpha_level };
+    let gain_side = [
+        (negate(estimate), gain_test.alpha_level),
+        (negate(own_estimate(kept, &config.speed)), own_level),
+    ];
+    answer(&gain_test, &gain_side, negate(estimate), n, &config.gain.test)
+}
+
+/// The change's two-sided interval at `INTERVAL_ALPHA`, as fractions.
+fn change_interval(e: Estimate) -> Option<(f64, f64)> {
+    let t = t_quantile(1.0 - INTERVAL_ALPHA / 2.0, e.degrees_of_freedom)?;
+    let half = t * e.standard_error;
+    Some(((e.mean - half).exp() - 1.0, (e.mean + half).exp() - 1.0))
 }
 
 /// The runner's question between pairs: does this cell need another pair? Every cell still

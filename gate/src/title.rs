@@ -18,25 +18,42 @@ pub struct ParsedTitle {
     pub summary: String,
 }
 
+/// What is wrong with a title's shape.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TitleError {
+    #[error("a '[' with no ']'")]
+    UnclosedTag,
+    #[error("it does not start with a [Type] tag")]
+    NoType,
+    #[error("the [Type] tag is empty")]
+    EmptyType,
+    #[error("no 'scope:' after the tags")]
+    NoScope,
+    #[error("'{scope}' is not a scope (one word, or words joined by / or ,)")]
+    NotAScope { scope: String },
+    #[error("the summary after 'scope:' is empty")]
+    EmptySummary,
+}
+
 /// Takes a title apart; `Err` says what is wrong with its shape.
-pub fn parse(title: &str) -> Result<ParsedTitle, String> {
+pub fn parse(title: &str) -> Result<ParsedTitle, TitleError> {
     let mut rest = title.trim();
     let mut tags = Vec::new();
     while let Some(inner) = rest.strip_prefix('[') {
         let Some(end) = inner.find(']') else {
-            return Err("a '[' with no ']'".to_owned());
+            return Err(TitleError::UnclosedTag);
         };
         tags.push(inner[..end].trim().to_owned());
         rest = inner[end + 1..].trim_start();
     }
     let Some((kind, hardware)) = tags.split_first() else {
-        return Err("it does not start with a [Type] tag".to_owned());
+        return Err(TitleError::NoType);
     };
     if kind.is_empty() {
-        return Err("the [Type] tag is empty".to_owned());
+        return Err(TitleError::EmptyType);
     }
     let Some((scope, summary)) = rest.split_once(':') else {
-        return Err("no 'scope:' after the tags".to_owned());
+        return Err(TitleError::NoScope);
     };
     let scopes: Vec<String> = scope
         .split(['/', ','])
@@ -44,14 +61,11 @@ pub fn parse(title: &str) -> Result<ParsedTitle, String> {
         .filter(|part| !part.is_empty())
         .collect();
     if scopes.is_empty() || scope.trim().contains(char::is_whitespace) {
-        return Err(format!(
-            "'{}' is not a scope (one word, or words joined by / or ,)",
-            scope.trim()
-        ));
+        return Err(TitleError::NotAScope { scope: scope.trim().to_owned() });
     }
     let summary = summary.trim();
     if summary.is_empty() {
-        return Err("the summary after 'scope:' is empty".to_owned());
+        return Err(TitleError::EmptySummary);
     }
     Ok(ParsedTitle {
         kind: kind.clone(),
@@ -162,7 +176,11 @@ mod tests {
             ("[Fix] x:   ", "the summary after 'scope:' is empty"),
         ];
         for (title, expected) in cases {
-            assert_eq!(parse(title), Err(expected.to_owned()), "{title}");
+            assert_eq!(
+                parse(title).map_err(|error| error.to_string()),
+                Err(expected.to_owned()),
+                "{title}"
+            );
         }
     }
 

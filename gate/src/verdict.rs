@@ -52,7 +52,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use prgate_scope::plan::{Plan, Tier};
+use prgate_scope::plan::{ModelPlan, Plan, Tier};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{GateConfig, Severity};
@@ -425,43 +425,56 @@ pub fn judge_with(request: JudgeRequest<'_>) -> Result<Verdict, EvidenceError> {
     let JudgeRequest { plan, job, evidence, rules, gain_required, config, completion } = request;
     validate(evidence)?;
     check_against_plan(plan, evidence)?;
-    let mut by_step: BTreeMap<(Option<String>, Check), Vec<&Evidence>> = BTreeMap::new();
-    for record in evidence {
-        by_step.entry((record.model.clone(), record.check)).or_default().push(record);
+    let inputs = JudgeInputs { plan, job, evidence, config };
+    let mut judge = Judge::new(&inputs, completion, gain_required);
+    judge.items.insert(SectionName::Rules, rule_items(&rules));
+    judge.scope(plan);
+    if let Some(job) = job {
+        for target in &job.targets {
+            judge.contract(target, job.accept_narrowing);
+        }
     }
-    let new_models: BTreeSet<String> =
-        plan.models.iter().filter(|model| model.new).map(|model| model.name.clone()).collect();
-    let accuracy_family = evidence
-        .iter()
-        .filter_map(|record| match &record.outcome {
-            Outcome::Accuracy { benchmark, .. } => {
-                Some((record.model.clone(), benchmark.to_ascii_lowercase()))
-            }
-            _ => None,
-        })
-        .collect::<BTreeSet<_>>()
-        .len();
-    let mut judge = Judge {
-        config,
-        moved_modules: moved_test_modules(plan),
-        pr_scripts: job
-            .into_iter()
-            .flat_map(|job| &job.targets)
-            .filter_map(|target| Some((target.model.clone()?, target.recipe.pr_scripts.clone())))
-            .filter(|(_, scripts)| !scripts.is_empty())
-            .collect(),
-        by_step,
-        items: BTreeMap::new(),
-        author: BTreeSet::new(),
-        new_models,
-        completion,
-        evidence,
-        accuracy_family,
-        gain_required,
-        accept_narrowing: job.is_some_and(|job| job.accept_narrowing),
+    let models: Vec<_> = plan.running_models().collect();
+    judge.models(&models, job);
+    if gain_required {
+        judge.gain_verdict(&models);
+    }
+    if plan.common.selected {
+        judge.common_tests(job);
+    }
+    let sections = judge.sections();
+    let items = || sections.iter().flat_map(|section| section.items.iter());
+    let checks = CheckCounts {
+        judged: items()
+            .filter(|item| matches!(item.state, State::Pass | State::Warn | State::Fail))
+            .count(),
+        expected: items()
+            .filter(|item| !matches!(item.state, State::NothingToCheck | State::NotJudged))
+            .count(),
     };
+    Ok(Verdict {
+        schema_version: SCHEMA_VERSION,
+        pr_sha: Some(plan.head.sha.clone()),
+        result: result_of(&sections),
+        rules,
+        sections,
+        author_must_provide: judge.author.into_iter().collect(),
+        checks,
+        recipe_changes: job.map(recipe_changes).unwrap_or_default(),
+    })
+}
 
-    let rule_items: Vec<Item> = rules
+/// What a [`Judge`] is built from.
+struct JudgeInputs<'a> {
+    plan: &'a Plan,
+    job: Option<&'a JobPlan>,
+    evidence: &'a [Evidence],
+    config: &'a GateConfig,
+}
+
+/// The rules' outcomes as items of the Rules section.
+fn rule_items(rules: &[RuleOutcome]) -> Vec<Item> {
+    rules
         .iter()
         .map(|rule| Item {
             model: None,
@@ -475,126 +488,18 @@ pub fn judge_with(request: JudgeRequest<'_>) -> Result<Verdict, EvidenceError> {
             },
             numbers: None,
         })
-        .collect();
-    judge.items.insert(SectionName::Rules, rule_items);
-    judge.scope(plan);
-    if let Some(job) = job {
-        for target in &job.targets {
-            judge.contract(target, job.accept_narrowing);
-        }
-    }
+        .collect()
+}
 
-    let models: Vec<_> = plan.running_models().collect();
-    // The family the run declared, else the covered cells seen so far.
-    let declared = evidence
-        .iter()
-        .filter_map(|record| match record.outcome {
-            Outcome::SpeedPair { family, .. } => family,
-            _ => None,
-        })
-        .max();
-    let covered_cells =
-        declared.map_or_else(|| judge.covered_cells(&models), |family| family as usize);
-    for model in &models {
-        let target = job.map(|job| job.target(Some(&model.name)));
-        for &check in tier_checks(model.tier) {
-            match target {
-                Some(Some(target)) => {
-                    if judge.accounted(target, check) {
-                        judge.check(&model.name, check, covered_cells);
-                    }
-                }
-                Some(None) => {
-                    judge.missing(
-                        Some(&model.name),
-                        check,
-                        Some("the job plan has no entry for it"),
-                    );
-                }
-                None => judge.check(&model.name, check, covered_cells),
-            }
-        }
-        if model.tier == Tier::Full && model.readme == Some(false) {
-            judge.push(
-                SectionName::Doc,
-                Item {
-                    model: Some(model.name.clone()),
-                    check: "readme".to_owned(),
-                    state: config.missing_readme.into(),
-                    rule: "a model on the full tier needs a README".to_owned(),
-                    summary: "no README".to_owned(),
-                    numbers: None,
-                },
-            );
-        }
-    }
-    if gain_required {
-        judge.gain_verdict(&models);
-    }
-    if plan.common.selected {
-        match job.map(|job| job.target(None)) {
-            Some(Some(target)) => {
-                if judge.accounted(target, Check::CommonTests) {
-                    judge.tests(None, Check::CommonTests);
-                }
-            }
-            Some(None) => {
-                judge.missing(None, Check::CommonTests, Some("the job plan has no entry for it"));
-            }
-            None => judge.tests(None, Check::CommonTests),
-        }
-    }
-
-    let order = [
-        SectionName::Rules,
-        SectionName::Scope,
-        SectionName::Accuracy,
-        SectionName::KernelMicrobenchmark,
-        SectionName::E2ePerformance,
-        SectionName::Tests,
-        SectionName::Doc,
-    ];
-    let sections: Vec<Section> = order
-        .iter()
-        .map(|name| {
-            let mut items = judge.items.remove(name).unwrap_or_default();
-            // Once the run is over, nothing is still to come: what is open could not be judged.
-            if completion == Completion::Final {
-                for item in items.iter_mut().filter(|item| item.state == State::Pending) {
-                    item.state = State::Error;
-                    item.summary.push_str("; the run ended before it was decided");
-                }
-            }
-            let state = items.iter().map(|item| item.state).max().unwrap_or(State::NothingToCheck);
-            Section { name: *name, state, items }
-        })
-        .collect();
+/// The verdict's result: the worst section's state, where a warning still passes.
+fn result_of(sections: &[Section]) -> State {
     let worst = sections.iter().map(|section| section.state).max().unwrap_or(State::Pass);
-    let result = match worst {
+    match worst {
         State::Fail => State::Fail,
         State::Error => State::Error,
         State::Pending => State::Pending,
         _ => State::Pass,
-    };
-    let items = || sections.iter().flat_map(|section| section.items.iter());
-    let checks = CheckCounts {
-        judged: items()
-            .filter(|item| matches!(item.state, State::Pass | State::Warn | State::Fail))
-            .count(),
-        expected: items()
-            .filter(|item| !matches!(item.state, State::NothingToCheck | State::NotJudged))
-            .count(),
-    };
-    Ok(Verdict {
-        schema_version: SCHEMA_VERSION,
-        pr_sha: Some(plan.head.sha.clone()),
-        result,
-        rules,
-        sections,
-        author_must_provide: judge.author.into_iter().collect(),
-        checks,
-        recipe_changes: job.map(recipe_changes).unwrap_or_default(),
-    })
+    }
 }
 
 /// The job plan's recipe diffs, target by target.
@@ -678,6 +583,140 @@ fn check_name(check: Check) -> String {
 }
 
 impl<'a> Judge<'a> {
+    fn new(inputs: &JudgeInputs<'a>, completion: Completion, gain_required: bool) -> Judge<'a> {
+        let JudgeInputs { plan, job, evidence, config } = *inputs;
+        let mut by_step: BTreeMap<(Option<String>, Check), Vec<&Evidence>> = BTreeMap::new();
+        for record in evidence {
+            by_step.entry((record.model.clone(), record.check)).or_default().push(record);
+        }
+        let new_models: BTreeSet<String> =
+            plan.models.iter().filter(|model| model.new).map(|model| model.name.clone()).collect();
+        let accuracy_family = evidence
+            .iter()
+            .filter_map(|record| match &record.outcome {
+                Outcome::Accuracy { benchmark, .. } => {
+                    Some((record.model.clone(), benchmark.to_ascii_lowercase()))
+                }
+                _ => None,
+            })
+            .collect::<BTreeSet<_>>()
+            .len();
+        Judge {
+            config,
+            moved_modules: moved_test_modules(plan),
+            pr_scripts: job
+                .into_iter()
+                .flat_map(|job| &job.targets)
+                .filter_map(|target| {
+                    Some((target.model.clone()?, target.recipe.pr_scripts.clone()))
+                })
+                .filter(|(_, scripts)| !scripts.is_empty())
+                .collect(),
+            by_step,
+            items: BTreeMap::new(),
+            author: BTreeSet::new(),
+            new_models,
+            completion,
+            evidence,
+            accuracy_family,
+            gain_required,
+            accept_narrowing: job.is_some_and(|job| job.accept_narrowing),
+        }
+    }
+
+    /// Every running model's checks (those the job plan accounts for, when there is one) and
+    /// its README.
+    fn models(&mut self, models: &[&ModelPlan], job: Option<&JobPlan>) {
+        // The family the run declared, else the covered cells seen so far.
+        let declared = self
+            .evidence
+            .iter()
+            .filter_map(|record| match record.outcome {
+                Outcome::SpeedPair { family, .. } => family,
+                _ => None,
+            })
+            .max();
+        let covered_cells =
+            declared.map_or_else(|| self.covered_cells(models), |family| family as usize);
+        for model in models {
+            let target = job.map(|job| job.target(Some(&model.name)));
+            for &check in tier_checks(model.tier) {
+                match target {
+                    Some(Some(target)) => {
+                        if self.accounted(target, check) {
+                            self.check(&model.name, check, covered_cells);
+                        }
+                    }
+                    Some(None) => {
+                        self.missing(
+                            Some(&model.name),
+                            check,
+                            Some("the job plan has no entry for it"),
+                        );
+                    }
+                    None => self.check(&model.name, check, covered_cells),
+                }
+            }
+            if model.tier == Tier::Full && model.readme == Some(false) {
+                self.push(
+                    SectionName::Doc,
+                    Item {
+                        model: Some(model.name.clone()),
+                        check: "readme".to_owned(),
+                        state: self.config.missing_readme.into(),
+                        rule: "a model on the full tier needs a README".to_owned(),
+                        summary: "no README".to_owned(),
+                        numbers: None,
+                    },
+                );
+            }
+        }
+    }
+
+    /// The common tests, when the plan selects them.
+    fn common_tests(&mut self, job: Option<&JobPlan>) {
+        match job.map(|job| job.target(None)) {
+            Some(Some(target)) => {
+                if self.accounted(target, Check::CommonTests) {
+                    self.tests(None, Check::CommonTests);
+                }
+            }
+            Some(None) => {
+                self.missing(None, Check::CommonTests, Some("the job plan has no entry for it"));
+            }
+            None => self.tests(None, Check::CommonTests),
+        }
+    }
+
+    /// The sections in the comment's order, each as bad as its worst item. Once the run is
+    /// over, nothing is still to come: what is open could not be judged.
+    fn sections(&mut self) -> Vec<Section> {
+        let order = [
+            SectionName::Rules,
+            SectionName::Scope,
+            SectionName::Accuracy,
+            SectionName::KernelMicrobenchmark,
+            SectionName::E2ePerformance,
+            SectionName::Tests,
+            SectionName::Doc,
+        ];
+        order
+            .iter()
+            .map(|name| {
+                let mut items = self.items.remove(name).unwrap_or_default();
+                if self.completion == Completion::Final {
+                    for item in items.iter_mut().filter(|item| item.state == State::Pending) {
+                        item.state = State::Error;
+                        item.summary.push_str("; the run ended before it was decided");
+                    }
+                }
+                let state =
+                    items.iter().map(|item| item.state).max().unwrap_or(State::NothingToCheck);
+                Section { name: *name, state, items }
+            })
+            .collect()
+    }
+
     fn push(&mut self, section: SectionName, item: Item) {
         self.items.entry(section).or_default().push(item);
     }

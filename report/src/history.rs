@@ -342,49 +342,13 @@ fn view(input: &PageInput<'_>) -> View {
     let history = input.history;
     let alpha = input.guards.first().map_or(0.05, |guard| guard.alpha);
     let reference = reference_words(history, "none yet");
-    let summary = input
-        .guards
-        .iter()
-        .map(|guard| SummaryRow {
-            cell: guard.cell.describe(),
-            anchor: chart_id(&guard.cell),
-            state: state_words(guard.state),
-            state_class: state_class(guard.state),
-            chained: format!(
-                "{} {}",
-                shown(&guard.cell, guard.change),
-                interval_words(&guard.cell, guard.interval)
-            ),
-            budget: shown(&guard.cell, guard.budget),
-            links: guard.links,
-            top: guard
-                .top
-                .iter()
-                .map(|c| format!("{} {}", source_words(&c.source), shown(&guard.cell, c.shown)))
-                .collect::<Vec<_>>()
-                .join(", "),
-        })
-        .collect();
+    let summary = input.guards.iter().map(summary_row).collect();
     let mut models: Vec<ModelView> = Vec::new();
     let mut charts = Vec::new();
     for chain in &history.chains {
         let guard = input.guards.iter().find(|guard| guard.cell == chain.cell);
         let data = chart_data(chain, guard, alpha);
-        let chart = ChartView {
-            id: data.id.clone(),
-            title: chart_title(&chain.cell),
-            caption: guard.map_or_else(String::new, |guard| {
-                format!(
-                    "{} {} since {reference}; budget {}",
-                    shown(&guard.cell, guard.change),
-                    interval_words(&guard.cell, guard.interval),
-                    shown(&guard.cell, guard.budget)
-                )
-            }),
-            state: data.state,
-            state_class: guard.map_or("open", |guard| state_class(guard.state)),
-            rows: chain.points.iter().map(|point| row(&chain.cell, point, alpha)).collect(),
-        };
+        let chart = chart_view(chain, guard, &data, &reference, alpha);
         charts.push(data);
         let model = chain.cell.model();
         match models.iter_mut().find(|view| view.name == model) {
@@ -409,6 +373,55 @@ fn view(input: &PageInput<'_>) -> View {
         summary,
         models,
         data_json: script_json(&data.to_string()),
+    }
+}
+
+/// A guard's row of the summary table.
+fn summary_row(guard: &Guard) -> SummaryRow {
+    SummaryRow {
+        cell: guard.cell.describe(),
+        anchor: chart_id(&guard.cell),
+        state: state_words(guard.state),
+        state_class: state_class(guard.state),
+        chained: format!(
+            "{} {}",
+            shown(&guard.cell, guard.change),
+            interval_words(&guard.cell, guard.interval)
+        ),
+        budget: shown(&guard.cell, guard.budget),
+        links: guard.links,
+        top: guard
+            .top
+            .iter()
+            .map(|c| format!("{} {}", source_words(&c.source), shown(&guard.cell, c.shown)))
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+/// A chain's chart on the page: its caption (the guard's numbers since `reference`), its state
+/// and its table of points.
+fn chart_view(
+    chain: &Chain,
+    guard: Option<&Guard>,
+    data: &ChartData,
+    reference: &str,
+    alpha: f64,
+) -> ChartView {
+    ChartView {
+        id: data.id.clone(),
+        title: chart_title(&chain.cell),
+        caption: guard.map_or_else(String::new, |guard| {
+            format!(
+                "{} {} since {reference}; budget {}",
+                shown(&guard.cell, guard.change),
+                interval_words(&guard.cell, guard.interval),
+                shown(&guard.cell, guard.budget)
+            )
+        }),
+        state: data.state,
+        state_class: guard.map_or("open", |guard| state_class(guard.state)),
+        rows: chain.points.iter().map(|point| row(&chain.cell, point, alpha)).collect(),
     }
 }
 

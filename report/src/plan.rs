@@ -65,6 +65,26 @@ pub fn human(plan: &Plan) -> String {
     }
 
     let _ = writeln!(out);
+    changed_files_human(&mut out, plan);
+    let _ = writeln!(out);
+    models_table_human(&mut out, plan);
+
+    let _ = writeln!(out);
+    let _ =
+        writeln!(out, "common checks: {}", if plan.common.selected { "run" } else { "skipped" });
+    for reason in reasons_text(&plan.common.reasons, Style::Terminal) {
+        let _ = writeln!(out, "  {reason}");
+    }
+    for warning in &plan.warnings {
+        let _ = writeln!(out, "warning: {}", Style::Terminal.prose(warning));
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "{}", summary(plan));
+    out
+}
+
+/// The changed files for the terminal, each with what it matched, in aligned columns.
+fn changed_files_human(out: &mut String, plan: &Plan) {
     let _ = writeln!(out, "changed files ({})", plan.changed.len());
     if plan.changed.is_empty() {
         let _ = writeln!(out, "  (none)");
@@ -80,8 +100,10 @@ pub fn human(plan: &Plan) -> String {
     for (label, matched) in rows {
         let _ = writeln!(out, "  {label:<width$}  {matched}");
     }
+}
 
-    let _ = writeln!(out);
+/// The models for the terminal: name, tier and each reason on its own line.
+fn models_table_human(out: &mut String, plan: &Plan) {
     let name_width = plan
         .models
         .iter()
@@ -102,19 +124,6 @@ pub fn human(plan: &Plan) -> String {
     if plan.models.is_empty() {
         let _ = writeln!(out, "(the manifest's model patterns match no file)");
     }
-
-    let _ = writeln!(out);
-    let _ =
-        writeln!(out, "common checks: {}", if plan.common.selected { "run" } else { "skipped" });
-    for reason in reasons_text(&plan.common.reasons, Style::Terminal) {
-        let _ = writeln!(out, "  {reason}");
-    }
-    for warning in &plan.warnings {
-        let _ = writeln!(out, "warning: {}", Style::Terminal.prose(warning));
-    }
-    let _ = writeln!(out);
-    let _ = writeln!(out, "{}", summary(plan));
-    out
 }
 
 /// The plan as Markdown, for a PR comment or a job summary.
@@ -138,21 +147,7 @@ pub fn markdown(plan: &Plan) -> String {
     let _ = writeln!(out, "**{}**\n", summary(plan));
 
     if !plan.models.is_empty() {
-        let _ = writeln!(out, "| Model | Tier | Why |");
-        let _ = writeln!(out, "| --- | --- | --- |");
-        for model in &plan.models {
-            let marks = model_marks(model, |name| CELL.code(name));
-            let name = format!("{}{marks}", CELL.code(&model.name));
-            let tier = match model.tier {
-                Tier::Full => "**full**",
-                Tier::Smoke => "smoke",
-                Tier::None => "none",
-            };
-            let reasons = model_reasons_text(&model.reasons, &plan.common.reasons, CELL);
-            let why = if reasons.is_empty() { "—".to_owned() } else { reasons.join("<br>") };
-            let _ = writeln!(out, "| {name} | {tier} | {why} |");
-        }
-        let _ = writeln!(out);
+        models_table_md(&mut out, plan);
     }
 
     let common_reasons = reasons_text(&plan.common.reasons, PARAGRAPH);
@@ -163,6 +158,34 @@ pub fn markdown(plan: &Plan) -> String {
     }
     let _ = writeln!(out, "\n");
 
+    changed_files_md(&mut out, plan);
+    for warning in &plan.warnings {
+        let _ = writeln!(out, "\n> {}", PARAGRAPH.prose(warning));
+    }
+    out
+}
+
+/// The Markdown table of the models: name, tier and why.
+fn models_table_md(out: &mut String, plan: &Plan) {
+    let _ = writeln!(out, "| Model | Tier | Why |");
+    let _ = writeln!(out, "| --- | --- | --- |");
+    for model in &plan.models {
+        let marks = model_marks(model, |name| CELL.code(name));
+        let name = format!("{}{marks}", CELL.code(&model.name));
+        let tier = match model.tier {
+            Tier::Full => "**full**",
+            Tier::Smoke => "smoke",
+            Tier::None => "none",
+        };
+        let reasons = model_reasons_text(&model.reasons, &plan.common.reasons, CELL);
+        let why = if reasons.is_empty() { "—".to_owned() } else { reasons.join("<br>") };
+        let _ = writeln!(out, "| {name} | {tier} | {why} |");
+    }
+    let _ = writeln!(out);
+}
+
+/// The collapsed Markdown table of the changed files, at most [`CHANGED_ROWS_SHOWN`] rows.
+fn changed_files_md(out: &mut String, plan: &Plan) {
     let _ = writeln!(out, "<details><summary>Changed files ({})</summary>\n", plan.changed.len());
     if plan.changed.is_empty() {
         let _ = writeln!(out, "No changed files.\n");
@@ -191,10 +214,6 @@ pub fn markdown(plan: &Plan) -> String {
         let _ = writeln!(out);
     }
     let _ = writeln!(out, "</details>");
-    for warning in &plan.warnings {
-        let _ = writeln!(out, "\n> {}", PARAGRAPH.prose(warning));
-    }
-    out
 }
 
 /// One line: how many models run each tier, and whether common runs.

@@ -365,25 +365,22 @@ impl Rule {
 
 impl Pattern {
     /// Compiles a pattern as GitHub reads it; the error says why GitHub would skip the line.
-    pub fn new(text: &str) -> Result<Pattern, String> {
+    pub fn new(text: &str) -> Result<Pattern, PatternError> {
         if text.len() > MAX_PATTERN_BYTES {
-            return Err(format!(
-                "the pattern is {} bytes, more than the {MAX_PATTERN_BYTES} a pattern may have",
-                text.len()
-            ));
+            return Err(PatternError::TooLong { bytes: text.len() });
         }
         if text.starts_with('!') {
-            return Err("negation ('!') is not supported in CODEOWNERS".to_owned());
+            return Err(PatternError::Negation);
         }
         if has_unescaped(text, '[') {
-            return Err("character ranges ('[...]') are not supported in CODEOWNERS".to_owned());
+            return Err(PatternError::CharacterRange);
         }
         let directory_only = text.ends_with('/');
         let rooted = text.starts_with('/');
         let body = text.strip_suffix('/').unwrap_or(text);
         let body = body.strip_prefix('/').unwrap_or(body);
         if body.is_empty() {
-            return Err(format!("the pattern '{text}' matches nothing; '*' matches every file"));
+            return Err(PatternError::MatchesNothing { pattern: text.to_owned() });
         }
         let anchored = rooted || body.contains('/');
         let body = to_glob_syntax(body);
@@ -407,9 +404,9 @@ impl Pattern {
                     .backslash_escape(true)
                     .build()
                     .map(|glob| glob.compile_matcher())
-                    .map_err(|error| format!("bad pattern: {}", error.kind()))
+                    .map_err(|error| PatternError::Glob { kind: error.kind().to_string() })
             })
-            .collect::<Result<Vec<_>, String>>()?;
+            .collect::<Result<Vec<_>, PatternError>>()?;
         Ok(Pattern { text: text.to_owned(), matchers })
     }
 
@@ -431,6 +428,21 @@ impl Pattern {
     fn is_match_candidate(&self, candidate: &Candidate<'_>) -> bool {
         self.matchers.iter().any(|matcher| matcher.is_match_candidate(candidate))
     }
+}
+
+/// Why GitHub would skip a CODEOWNERS pattern.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PatternError {
+    #[error("the pattern is {bytes} bytes, more than the {MAX_PATTERN_BYTES} a pattern may have")]
+    TooLong { bytes: usize },
+    #[error("negation ('!') is not supported in CODEOWNERS")]
+    Negation,
+    #[error("character ranges ('[...]') are not supported in CODEOWNERS")]
+    CharacterRange,
+    #[error("the pattern '{pattern}' matches nothing; '*' matches every file")]
+    MatchesNothing { pattern: String },
+    #[error("bad pattern: {kind}")]
+    Glob { kind: String },
 }
 
 impl PartialEq for Pattern {

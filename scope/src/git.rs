@@ -8,10 +8,13 @@ use std::path::{Path, PathBuf};
 use git2::{Commit, Delta, Diff, DiffFindOptions, DiffOptions, ObjectType, Oid, Repository, Tree};
 
 use crate::change::{Change, ChangeStatus};
-use crate::codeowners::{CodeownersTexts, FactsBuilder, GITHUB_LOCATIONS, NewModels};
+use crate::codeowners::{
+    CodeownersFacts, CodeownersTexts, FactsBuilder, GITHUB_LOCATIONS, NewModels,
+};
 use crate::manifest::{MANIFEST_PATH, Manifest, ManifestError};
 use crate::plan::{
-    DiffInfo, DiffSource, Head, KnownModels, ManifestSource, Plan, Revision, SCHEMA_VERSION, select,
+    DiffInfo, DiffSource, Head, KnownModels, ManifestSource, Plan, Revision, SCHEMA_VERSION,
+    Selection, select,
 };
 
 /// What to plan: which repository, which sides, and where the changed files come from.
@@ -70,74 +73,21 @@ pub enum ScopeError {
 pub fn plan(request: &PlanRequest) -> Result<Plan, ScopeError> {
     let repo = open(&request.repo)?;
     let repo_path = repo.workdir().unwrap_or_else(|| repo.path()).to_path_buf();
-    let unborn = matches!(repo.head(), Err(error) if error.code() == git2::ErrorCode::UnbornBranch);
-    let no_references =
-        repo.references().map(|mut references| references.next().is_none()).unwrap_or(false);
-    if unborn && no_references {
-        return Err(ScopeError::NoCommits { repo: repo_path });
-    }
-
-    let base_ref = match &request.base {
-        Some(base) => base.clone(),
-        None => default_base(&repo),
-    };
-    let head_ref = request.head.clone().unwrap_or_else(|| "HEAD".to_owned());
-    let base = resolve(&repo, &repo_path, "--base", &base_ref, request.base.is_none())?;
-    let head = resolve(&repo, &repo_path, "--head", &head_ref, false)?;
-    if request.worktree {
-        let checked_out = repo.head().ok().and_then(|reference| reference.peel_to_commit().ok());
-        if checked_out.is_none_or(|commit| commit.id() != head.id()) {
-            return Err(ScopeError::WorktreeNotHead { head: head_ref });
-        }
-    }
-
-    let mut diff_warnings = Vec::new();
-    let merge_base = match repo.merge_base(base.id(), head.id()) {
-        Ok(oid) => Some(oid),
-        Err(error) if error.code() == git2::ErrorCode::NotFound => None,
-        Err(source) => {
-            return Err(git_error(format!("merge-base of {base_ref} and {head_ref}"), source));
-        }
-    };
-    let no_merge_base = merge_base.is_none().then(|| {
-        let cause = if repo.is_shallow() {
-            "this is a shallow clone (fetch more history: git fetch --unshallow)"
-        } else {
-            "their histories are unrelated"
-        };
-        format!("{base_ref} and {head_ref} have no merge-base: {cause}")
-    });
-
-    // The base side: the merge-base, or the base tip when there is none.
-    let (base_side_commit, base_side_label) = match merge_base {
-        Some(oid) => (find_commit(&repo, oid)?, format!("merge-base {}", short(oid))),
-        None => {
-            (base.clone(), format!("{base_ref} ({}), as there is no merge-base", short(base.id())))
-        }
-    };
-    let base_tree = tree_of(&base_side_commit)?;
-    let head_tree = tree_of(&head)?;
-    let manifest = read_manifest(&repo, &base_tree, &head_tree, &base_side_label)?;
+    let ends = Ends::resolve(&repo, &repo_path, request)?;
+    let base_side = BaseSide::of(&repo, &ends)?;
+    let base_tree = tree_of(&base_side.commit)?;
+    let head_tree = tree_of(&ends.head)?;
+    let manifest = read_manifest(&repo, &base_tree, &head_tree, &base_side.label)?;
 
     let mut path_warnings = PathWarnings::default();
-    let mut head_diff = if request.worktree {
-        if repo.is_bare() {
-            return Err(ScopeError::BareRepository { repo: repo_path });
-        }
-        worktree_diff(&repo, &base_tree)?
-    } else {
-        tree_diff(&repo, &base_tree, &head_tree)?
-    };
-    // Renames only change how git's diff is shown (both paths count either way), so they are
-    // looked for only when that diff is the list of changed files.
-    let git_diff_is_the_list = match &request.files {
-        Some(files) => files.truncated && no_merge_base.is_none(),
-        None => no_merge_base.is_none(),
-    };
-    if git_diff_is_the_list {
-        diff_warnings.extend(find_renames(&mut head_diff, request.worktree)?);
-    }
-    let head_changes = changes_of(&head_diff, &mut path_warnings);
+    let (head_changes, mut diff_warnings) = head_changes(
+        &repo,
+        &repo_path,
+        request,
+        (&base_tree, &head_tree),
+        base_side.no_merge_base.is_none(),
+        &mut path_warnings,
+    )?;
 
     // The CODEOWNERS facts compare the trees whatever the list of changed files, and, without
     // a merge-base, the base tip with head: the gate's policy decides what that is worth.
@@ -149,10 +99,198 @@ pub fn plan(request: &PlanRequest) -> Result<Plan, ScopeError> {
         &head_side,
         manifest.codeowners(),
         &head_changes,
-        &base_side_label,
+        &base_side.label,
     )?;
     let mut codeowners = FactsBuilder::new(&codeowners_texts);
+    let known = known_models(
+        &repo,
+        (&base_tree, &base_side.label),
+        &manifest,
+        &head_changes,
+        &mut codeowners,
+        &mut path_warnings,
+    )?;
 
+    let listed =
+        changed_files(request, &ends.base_ref, &base_side, &head_changes, &mut diff_warnings);
+    diff_warnings.extend(listed.untrusted.clone());
+    diff_warnings.extend(path_warnings.into_warnings());
+    if let Some(files) = &request.files {
+        diff_warnings.extend(listed_paths_in_no_tree(&files.changes, &base_tree, &head_tree));
+    }
+
+    let mut selection = select(&manifest, &known, &listed.changes, listed.untrusted.as_deref());
+    settle_models(
+        &mut selection,
+        &manifest,
+        &base_tree,
+        &head_changes,
+        base_side.merge_base.is_some(),
+    );
+    let codeowners = codeowners.finish(
+        head_only_files(&head_changes).iter().map(String::as_str),
+        &NewModels::new(&manifest, &selection.models),
+    );
+    Ok(assemble(request, ends, base_side, listed, diff_warnings, selection, codeowners))
+}
+
+/// The plan from its parts.
+fn assemble(
+    request: &PlanRequest,
+    ends: Ends<'_>,
+    base_side: BaseSide<'_>,
+    listed: ChangedFiles,
+    diff_warnings: Vec<String>,
+    selection: Selection,
+    codeowners: CodeownersFacts,
+) -> Plan {
+    Plan {
+        schema_version: SCHEMA_VERSION,
+        base: Revision { reference: ends.base_ref, sha: ends.base.id().to_string() },
+        head: Head {
+            reference: ends.head_ref,
+            sha: ends.head.id().to_string(),
+            worktree: request.worktree,
+        },
+        merge_base: base_side.merge_base.map(|oid| oid.to_string()),
+        manifest: ManifestSource {
+            path: MANIFEST_PATH.to_owned(),
+            commit: base_side.commit.id().to_string(),
+        },
+        diff: DiffInfo {
+            source: listed.source,
+            trusted: listed.untrusted.is_none(),
+            warnings: diff_warnings,
+        },
+        changed: selection.changed,
+        models: selection.models,
+        common: selection.common,
+        warnings: selection.warnings,
+        codeowners,
+    }
+}
+
+/// The two commits a plan compares, as named and as resolved.
+struct Ends<'repo> {
+    base_ref: String,
+    head_ref: String,
+    base: Commit<'repo>,
+    head: Commit<'repo>,
+}
+
+impl<'repo> Ends<'repo> {
+    /// Resolves the request's refs (the default base when it names none), refusing a
+    /// repository without commits and a `--worktree` whose head is not checked out.
+    fn resolve(
+        repo: &'repo Repository,
+        repo_path: &Path,
+        request: &PlanRequest,
+    ) -> Result<Ends<'repo>, ScopeError> {
+        let unborn =
+            matches!(repo.head(), Err(error) if error.code() == git2::ErrorCode::UnbornBranch);
+        let no_references =
+            repo.references().map(|mut references| references.next().is_none()).unwrap_or(false);
+        if unborn && no_references {
+            return Err(ScopeError::NoCommits { repo: repo_path.to_path_buf() });
+        }
+        let base_ref = match &request.base {
+            Some(base) => base.clone(),
+            None => default_base(repo),
+        };
+        let head_ref = request.head.clone().unwrap_or_else(|| "HEAD".to_owned());
+        let base = resolve(repo, repo_path, "--base", &base_ref, request.base.is_none())?;
+        let head = resolve(repo, repo_path, "--head", &head_ref, false)?;
+        if request.worktree {
+            let checked_out =
+                repo.head().ok().and_then(|reference| reference.peel_to_commit().ok());
+            if checked_out.is_none_or(|commit| commit.id() != head.id()) {
+                return Err(ScopeError::WorktreeNotHead { head: head_ref });
+            }
+        }
+        Ok(Ends { base_ref, head_ref, base, head })
+    }
+}
+
+/// The side the PR is compared against: the merge-base, or base's tip when there is none.
+struct BaseSide<'repo> {
+    merge_base: Option<Oid>,
+    /// Why there is no merge-base, when there is none.
+    no_merge_base: Option<String>,
+    commit: Commit<'repo>,
+    /// The commit as errors and warnings name it.
+    label: String,
+}
+
+impl<'repo> BaseSide<'repo> {
+    fn of(repo: &'repo Repository, ends: &Ends<'repo>) -> Result<BaseSide<'repo>, ScopeError> {
+        let (base_ref, head_ref) = (&ends.base_ref, &ends.head_ref);
+        let merge_base = match repo.merge_base(ends.base.id(), ends.head.id()) {
+            Ok(oid) => Some(oid),
+            Err(error) if error.code() == git2::ErrorCode::NotFound => None,
+            Err(source) => {
+                return Err(git_error(format!("merge-base of {base_ref} and {head_ref}"), source));
+            }
+        };
+        let no_merge_base = merge_base.is_none().then(|| {
+            let cause = if repo.is_shallow() {
+                "this is a shallow clone (fetch more history: git fetch --unshallow)"
+            } else {
+                "their histories are unrelated"
+            };
+            format!("{base_ref} and {head_ref} have no merge-base: {cause}")
+        });
+        let (commit, label) = match merge_base {
+            Some(oid) => (find_commit(repo, oid)?, format!("merge-base {}", short(oid))),
+            None => (
+                ends.base.clone(),
+                format!("{base_ref} ({}), as there is no merge-base", short(ends.base.id())),
+            ),
+        };
+        Ok(BaseSide { merge_base, no_merge_base, commit, label })
+    }
+}
+
+/// What git says head changed against the base side (the working tree's changes with
+/// `--worktree`), with the warnings of rename detection.
+fn head_changes(
+    repo: &Repository,
+    repo_path: &Path,
+    request: &PlanRequest,
+    (base_tree, head_tree): (&Tree<'_>, &Tree<'_>),
+    has_merge_base: bool,
+    path_warnings: &mut PathWarnings,
+) -> Result<(Vec<Change>, Vec<String>), ScopeError> {
+    let mut head_diff = if request.worktree {
+        if repo.is_bare() {
+            return Err(ScopeError::BareRepository { repo: repo_path.to_path_buf() });
+        }
+        worktree_diff(repo, base_tree)?
+    } else {
+        tree_diff(repo, base_tree, head_tree)?
+    };
+    // Renames only change how git's diff is shown (both paths count either way), so they are
+    // looked for only when that diff is the list of changed files.
+    let git_diff_is_the_list = match &request.files {
+        Some(files) => files.truncated && has_merge_base,
+        None => has_merge_base,
+    };
+    let mut warnings = Vec::new();
+    if git_diff_is_the_list {
+        warnings.extend(find_renames(&mut head_diff, request.worktree)?);
+    }
+    Ok((changes_of(&head_diff, path_warnings), warnings))
+}
+
+/// The models of both sides: the base tree's, walked (giving the CODEOWNERS facts the base
+/// files they match), and head's changes applied to them.
+fn known_models(
+    repo: &Repository,
+    (base_tree, base_side_label): (&Tree<'_>, &str),
+    manifest: &Manifest,
+    head_changes: &[Change],
+    codeowners: &mut FactsBuilder,
+    path_warnings: &mut PathWarnings,
+) -> Result<KnownModels, ScopeError> {
     let mut known = KnownModels::default();
     // The base tree is walked only where its files can matter: every folder when a CODEOWNERS
     // rule changed (any file may change owner), else only the folders where a pattern that
@@ -170,17 +308,21 @@ pub fn plan(request: &PlanRequest) -> Result<Plan, ScopeError> {
                 .collect(),
         )
     };
-    walk_files(&repo, &base_tree, &walk, &mut Vec::new(), &mut |path| {
+    walk_files(repo, base_tree, &walk, &mut Vec::new(), &mut |path| {
         let path = path_warnings.text_of(path);
-        known.add_base_file(&manifest, &path);
+        known.add_base_file(manifest, &path);
         codeowners.add_base_file(&path);
     })
     .map_err(|source| git_error(format!("reading the tree of {base_side_label}"), source))?;
-    for change in &head_changes {
-        known.apply_change(&manifest, change);
+    for change in head_changes {
+        known.apply_change(manifest, change);
     }
-    // The files only in the head tree: the added lines of CODEOWNERS are matched against them.
-    let head_only_files: Vec<String> = head_changes
+    Ok(known)
+}
+
+/// The files only in the head tree: the added lines of CODEOWNERS are matched against them.
+fn head_only_files(head_changes: &[Change]) -> Vec<String> {
+    head_changes
         .iter()
         .filter(|change| {
             matches!(
@@ -189,21 +331,40 @@ pub fn plan(request: &PlanRequest) -> Result<Plan, ScopeError> {
             )
         })
         .map(|change| change.path.clone())
-        .collect();
+        .collect()
+}
 
+/// The changed files the plan selects from, where they came from, and why they cannot be
+/// trusted (then every model runs the full tier).
+struct ChangedFiles {
+    source: DiffSource,
+    changes: Vec<Change>,
+    untrusted: Option<String>,
+}
+
+/// Chooses the list of changed files: the caller's list, or git's diff when the caller's is
+/// truncated and a merge-base makes git's diff the PR's own; none without a merge-base.
+fn changed_files(
+    request: &PlanRequest,
+    base_ref: &str,
+    base_side: &BaseSide<'_>,
+    head_changes: &[Change],
+    diff_warnings: &mut Vec<String>,
+) -> ChangedFiles {
+    let no_merge_base = &base_side.no_merge_base;
     let (source, changes, untrusted) = match &request.files {
         Some(files) if files.truncated => {
             diff_warnings.push("the changed-file list is truncated".to_owned());
-            match &no_merge_base {
+            match no_merge_base {
                 Some(why) => (DiffSource::FileList, files.changes.clone(), Some(why.clone())),
                 None => {
                     diff_warnings.push("the changed files were read from git instead".to_owned());
-                    (head_source(request.worktree), head_changes.clone(), None)
+                    (head_source(request.worktree), head_changes.to_vec(), None)
                 }
             }
         }
         Some(files) => {
-            if let Some(why) = &no_merge_base {
+            if let Some(why) = no_merge_base {
                 diff_warnings
                     .push(format!("{why}; the manifest and model list come from {base_ref}"));
             }
@@ -211,57 +372,41 @@ pub fn plan(request: &PlanRequest) -> Result<Plan, ScopeError> {
         }
         // Without a merge-base the only diff git can give is against the raw base tip, which
         // would blame the PR for everything base did since: use none of it.
-        None => match &no_merge_base {
+        None => match no_merge_base {
             Some(why) => (head_source(request.worktree), Vec::new(), Some(why.clone())),
-            None => (head_source(request.worktree), head_changes.clone(), None),
+            None => (head_source(request.worktree), head_changes.to_vec(), None),
         },
     };
     let untrusted = untrusted.map(|why| format!("{why}; every model runs the full tier"));
-    diff_warnings.extend(untrusted.clone());
-    diff_warnings.extend(path_warnings.into_warnings());
+    ChangedFiles { source, changes, untrusted }
+}
 
-    if let Some(files) = &request.files {
-        diff_warnings.extend(listed_paths_in_no_tree(&files.changes, &base_tree, &head_tree));
-    }
-
-    let mut selection = select(&manifest, &known, &changes, untrusted.as_deref());
+/// What the trees add to the selected models: whether each README exists on the head side,
+/// and, without a merge-base, that no model can be told new or removed.
+fn settle_models(
+    selection: &mut Selection,
+    manifest: &Manifest,
+    base_tree: &Tree<'_>,
+    head_changes: &[Change],
+    has_merge_base: bool,
+) {
     for model in &mut selection.models {
         if let Some(readme) = manifest.readme_of(&model.name) {
-            model.readme = Some(exists_on_head_side(&readme, &base_tree, &head_changes));
+            model.readme = Some(exists_on_head_side(&readme, base_tree, head_changes));
         }
         // Without a merge-base, a model in one tree only may be base's doing as well as the
         // PR's: neither new nor removed can be told.
-        if merge_base.is_none() {
+        if !has_merge_base {
             model.new = false;
             model.removed = false;
         }
     }
-    if merge_base.is_none() {
+    if !has_merge_base {
         selection.warnings.push(
             "without a merge-base prgate cannot tell which models this change adds or removes"
                 .to_owned(),
         );
     }
-    let codeowners = codeowners.finish(
-        head_only_files.iter().map(String::as_str),
-        &NewModels::new(&manifest, &selection.models),
-    );
-    Ok(Plan {
-        schema_version: SCHEMA_VERSION,
-        base: Revision { reference: base_ref, sha: base.id().to_string() },
-        head: Head { reference: head_ref, sha: head.id().to_string(), worktree: request.worktree },
-        merge_base: merge_base.map(|oid| oid.to_string()),
-        manifest: ManifestSource {
-            path: MANIFEST_PATH.to_owned(),
-            commit: base_side_commit.id().to_string(),
-        },
-        diff: DiffInfo { source, trusted: untrusted.is_none(), warnings: diff_warnings },
-        changed: selection.changed,
-        models: selection.models,
-        common: selection.common,
-        warnings: selection.warnings,
-        codeowners,
-    })
 }
 
 /// Where the head side's files are: a commit's tree, or the working tree.

@@ -159,17 +159,28 @@ struct RawScope {
 }
 
 /// A path inside the repository: relative, `/`-separated, no `.` or `..` segments.
-fn check_repository_path(path: &str) -> Result<(), String> {
+fn check_repository_path(path: &str) -> Result<(), NotARepositoryPath> {
     if path.is_empty() {
-        return Err("is empty".to_owned());
+        return Err(NotARepositoryPath::Empty);
     }
     if path.starts_with('/') {
-        return Err("must be relative to the repository root (no leading /)".to_owned());
+        return Err(NotARepositoryPath::Absolute);
     }
     if path.split('/').any(|segment| segment.is_empty() || segment == "." || segment == "..") {
-        return Err("must be a plain path: no empty, . or .. segments".to_owned());
+        return Err(NotARepositoryPath::NotPlain);
     }
     Ok(())
+}
+
+/// Why a path is not one inside the repository.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum NotARepositoryPath {
+    #[error("is empty")]
+    Empty,
+    #[error("must be relative to the repository root (no leading /)")]
+    Absolute,
+    #[error("must be a plain path: no empty, . or .. segments")]
+    NotPlain,
 }
 
 #[cfg(test)]

@@ -294,11 +294,50 @@ pub fn select(
 
     let mut presence: BTreeMap<String, (bool, bool)> =
         known.presence().map(|(name, base, head)| (name.to_owned(), (base, head))).collect();
-    let mut warnings = Vec::new();
+    let mut warnings = add_models_only_changes_name(manifest, &changes, &mut presence);
+    let changed = classify_changes(manifest, known, &presence, &changes);
+    let reasons = ChangeReasons::of(&changed);
+    let untrusted_reason =
+        untrusted.map(|detail| Reason::UntrustedDiff { detail: detail.to_owned() });
 
-    // Names that only the changes mention (a file list ahead of the local trees) are models
-    // too, so that a partial-segment pattern can find them.
-    for change in &changes {
+    let mut models: Vec<ModelPlan> = presence
+        .iter()
+        .map(|(name, &(base, head))| {
+            let (tier, reasons) = reasons.tier_of(name, untrusted_reason.as_ref());
+            ModelPlan {
+                name: name.clone(),
+                tier,
+                new: head && !base,
+                removed: base && !head,
+                renamed_from: None,
+                renamed_to: None,
+                readme: None,
+                reasons,
+            }
+        })
+        .collect();
+    link_renames(&mut models, &changed);
+
+    let mut common_reasons: Vec<Reason> = untrusted_reason.into_iter().collect();
+    common_reasons.extend(reasons.shared);
+    let common = CommonPlan { selected: !common_reasons.is_empty(), reasons: common_reasons };
+
+    warnings.extend(known.warnings());
+    warnings.sort();
+    warnings.dedup();
+    Selection { changed, models, common, warnings }
+}
+
+/// Adds to `presence` the names that only the changes mention (a file list ahead of the local
+/// trees): they are models too, so that a partial-segment pattern can find them. Returns a
+/// warning for each.
+fn add_models_only_changes_name(
+    manifest: &Manifest,
+    changes: &[&Change],
+    presence: &mut BTreeMap<String, (bool, bool)>,
+) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for change in changes {
         for path in change.counted_paths() {
             for pattern in manifest.models() {
                 if let Some(name) = pattern.capture(path)
@@ -314,7 +353,16 @@ pub fn select(
             }
         }
     }
+    warnings
+}
 
+/// What each changed path matches.
+fn classify_changes(
+    manifest: &Manifest,
+    known: &KnownModels,
+    presence: &BTreeMap<String, (bool, bool)>,
+    changes: &[&Change],
+) -> Vec<ChangedPath> {
     // Partial-segment patterns name only models of the trees: were the names that only the
     // changes mention used too, adding a changed path could move a file to a longer name and
     // lower another model's tier.
@@ -324,75 +372,63 @@ pub fn select(
         .iter()
         .map(|pattern| (pattern.bind(tree_models.iter().copied()), pattern.text()))
         .collect();
-
-    let changed: Vec<ChangedPath> = changes
+    changes
         .iter()
         .map(|change| ChangedPath {
             path: change.path.clone(),
             status: change.status,
             old_path: change.old_path.clone(),
-            matches: classify_change(manifest, &bound, &presence, change),
+            matches: classify_change(manifest, &bound, presence, change),
         })
-        .collect();
+        .collect()
+}
 
-    let mut model_reasons: BTreeMap<&str, BTreeSet<Reason>> = BTreeMap::new();
-    let mut shared_reasons: BTreeSet<Reason> = BTreeSet::new();
-    for path_match in changed.iter().flat_map(|changed| &changed.matches) {
-        match path_match {
-            PathMatch::Model { model, pattern, path } => {
-                model_reasons
-                    .entry(model)
-                    .or_default()
-                    .insert(Reason::ChangedPath { path: path.clone(), pattern: pattern.clone() });
+/// The reasons the changed paths give: each model's own, and the shared files'.
+struct ChangeReasons<'a> {
+    models: BTreeMap<&'a str, BTreeSet<Reason>>,
+    shared: BTreeSet<Reason>,
+}
+
+impl<'a> ChangeReasons<'a> {
+    fn of(changed: &'a [ChangedPath]) -> ChangeReasons<'a> {
+        let mut models: BTreeMap<&str, BTreeSet<Reason>> = BTreeMap::new();
+        let mut shared: BTreeSet<Reason> = BTreeSet::new();
+        for path_match in changed.iter().flat_map(|changed| &changed.matches) {
+            match path_match {
+                PathMatch::Model { model, pattern, path } => {
+                    models.entry(model).or_default().insert(Reason::ChangedPath {
+                        path: path.clone(),
+                        pattern: pattern.clone(),
+                    });
+                }
+                PathMatch::Shared { pattern, path } => {
+                    shared.insert(Reason::ChangedPath {
+                        path: path.clone(),
+                        pattern: pattern.clone(),
+                    });
+                }
+                PathMatch::Ignored { .. } | PathMatch::NoModel { .. } => {}
             }
-            PathMatch::Shared { pattern, path } => {
-                shared_reasons
-                    .insert(Reason::ChangedPath { path: path.clone(), pattern: pattern.clone() });
-            }
-            PathMatch::Ignored { .. } | PathMatch::NoModel { .. } => {}
+        }
+        ChangeReasons { models, shared }
+    }
+
+    /// A model's tier and why: full when the diff is untrusted or its own files changed,
+    /// smoke when only shared files did, none otherwise.
+    fn tier_of(&self, name: &str, untrusted: Option<&Reason>) -> (Tier, Vec<Reason>) {
+        let own = self.models.get(name);
+        if let Some(untrusted) = untrusted {
+            let mut reasons = vec![untrusted.clone()];
+            reasons.extend(own.into_iter().flatten().cloned());
+            (Tier::Full, reasons)
+        } else if let Some(own) = own {
+            (Tier::Full, own.iter().cloned().collect())
+        } else if !self.shared.is_empty() {
+            (Tier::Smoke, vec![Reason::SharedChange])
+        } else {
+            (Tier::None, Vec::new())
         }
     }
-    let untrusted_reason =
-        untrusted.map(|detail| Reason::UntrustedDiff { detail: detail.to_owned() });
-
-    let models = presence
-        .iter()
-        .map(|(name, &(base, head))| {
-            let own = model_reasons.get(name.as_str());
-            let (tier, reasons): (Tier, Vec<Reason>) = if let Some(untrusted) = &untrusted_reason {
-                let mut reasons = vec![untrusted.clone()];
-                reasons.extend(own.into_iter().flatten().cloned());
-                (Tier::Full, reasons)
-            } else if let Some(own) = own {
-                (Tier::Full, own.iter().cloned().collect())
-            } else if !shared_reasons.is_empty() {
-                (Tier::Smoke, vec![Reason::SharedChange])
-            } else {
-                (Tier::None, Vec::new())
-            };
-            ModelPlan {
-                name: name.clone(),
-                tier,
-                new: head && !base,
-                removed: base && !head,
-                renamed_from: None,
-                renamed_to: None,
-                readme: None,
-                reasons,
-            }
-        })
-        .collect();
-    let mut models: Vec<ModelPlan> = models;
-    link_renames(&mut models, &changed);
-
-    let mut common_reasons: Vec<Reason> = untrusted_reason.into_iter().collect();
-    common_reasons.extend(shared_reasons);
-    let common = CommonPlan { selected: !common_reasons.is_empty(), reasons: common_reasons };
-
-    warnings.extend(known.warnings());
-    warnings.sort();
-    warnings.dedup();
-    Selection { changed, models, common, warnings }
 }
 
 /// Links each model new on the head side to the model removed from it whose files the diff

@@ -53,16 +53,23 @@ pub enum Mode {
 }
 
 impl std::str::FromStr for Mode {
-    type Err = String;
+    type Err = NotAMode;
 
     /// `prefill` or `decode`, as SGLang's `--disaggregation-mode` takes them.
-    fn from_str(text: &str) -> Result<Mode, String> {
+    fn from_str(text: &str) -> Result<Mode, NotAMode> {
         match text {
             "prefill" => Ok(Mode::Prefill),
             "decode" => Ok(Mode::Decode),
-            _ => Err(format!("{text:?} is not a disaggregation mode: prefill or decode")),
+            _ => Err(NotAMode { text: text.to_owned() }),
         }
     }
+}
+
+/// A word that is not a [`Mode`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{text:?} is not a disaggregation mode: prefill or decode")]
+pub struct NotAMode {
+    pub text: String,
 }
 
 /// A server's part in a disaggregated model: the profile's `[disaggregation]` table.
@@ -180,7 +187,7 @@ pub(crate) struct Bootstrap {
 
 /// The bootstrap fields of a request's JSON `body`: `None` when it has none of them; an error
 /// (a message for the client) when they are partial or of the wrong type.
-pub(crate) fn bootstrap_of(body: &str) -> Result<Option<Bootstrap>, String> {
+pub(crate) fn bootstrap_of(body: &str) -> Result<Option<Bootstrap>, BadBootstrap> {
     let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(body) else {
         return Ok(None);
     };
@@ -192,17 +199,27 @@ pub(crate) fn bootstrap_of(body: &str) -> Result<Option<Bootstrap>, String> {
     let host = host
         .and_then(Value::as_str)
         .filter(|host| !host.is_empty() && !host.contains(['/', ' ', '@']))
-        .ok_or("bootstrap_host must be the prefill's host name or address")?;
+        .ok_or(BadBootstrap::Host)?;
     let port = port
         .and_then(Value::as_u64)
         .and_then(|port| u16::try_from(port).ok())
         .filter(|port| *port > 0)
-        .ok_or(
-            "bootstrap_port must be the prefill's bootstrap port (the router's --prefill URL PORT)",
-        )?;
-    let room =
-        room.and_then(Value::as_u64).ok_or("bootstrap_room must be an integer 0 to 2^64-1")?;
+        .ok_or(BadBootstrap::Port)?;
+    let room = room.and_then(Value::as_u64).ok_or(BadBootstrap::Room)?;
     Ok(Some(Bootstrap { host: host.to_owned(), port, room }))
+}
+
+/// Bootstrap fields of a request that are partial or of the wrong type (a 400).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum BadBootstrap {
+    #[error("bootstrap_host must be the prefill's host name or address")]
+    Host,
+    #[error(
+        "bootstrap_port must be the prefill's bootstrap port (the router's --prefill URL PORT)"
+    )]
+    Port,
+    #[error("bootstrap_room must be an integer 0 to 2^64-1")]
+    Room,
 }
 
 /// Why a request is not served by an instance of a disaggregated model: the status and message
@@ -346,39 +363,27 @@ pub(crate) async fn bootstrap_answer(
 /// Asks the prefill at `bootstrap` for its room's KV (a decode instance's side), waiting at
 /// most `wait` for the room (and two seconds more for the answer): the room's prompt tokens,
 /// or why not (a message naming the peer).
-pub(crate) async fn fetch_kv(bootstrap: &Bootstrap, wait: Duration) -> Result<u64, String> {
+pub(crate) async fn fetch_kv(bootstrap: &Bootstrap, wait: Duration) -> Result<u64, HandoverError> {
     let peer = format!("{}:{}", bootstrap.host, bootstrap.port);
-    let failed = |problem: String| {
-        format!(
-            "the prefill instance at {peer} did not hand over room {}: {problem}",
-            bootstrap.room
-        )
-    };
+    let failed =
+        |problem: Handover| HandoverError { peer: peer.clone(), room: bootstrap.room, problem };
     let started = Instant::now();
     let exchange = async {
-        let mut stream = tokio::net::TcpStream::connect(&peer)
-            .await
-            .map_err(|error| format!("cannot reach its bootstrap server: {error}"))?;
+        let mut stream =
+            tokio::net::TcpStream::connect(&peer).await.map_err(Handover::Unreachable)?;
         let request = format!(
             "GET /kv/{}?wait_ms={} HTTP/1.1\r\nHost: {peer}\r\nConnection: close\r\n\r\n",
             bootstrap.room,
             wait.as_millis()
         );
-        stream
-            .write_all(request.as_bytes())
-            .await
-            .map_err(|error| format!("writing to its bootstrap server: {error}"))?;
+        stream.write_all(request.as_bytes()).await.map_err(Handover::Write)?;
         let mut answer = Vec::new();
-        stream
-            .take(MAX_BOOTSTRAP_ANSWER)
-            .read_to_end(&mut answer)
-            .await
-            .map_err(|error| format!("reading its bootstrap server's answer: {error}"))?;
-        Ok::<Vec<u8>, String>(answer)
+        stream.take(MAX_BOOTSTRAP_ANSWER).read_to_end(&mut answer).await.map_err(Handover::Read)?;
+        Ok::<Vec<u8>, Handover>(answer)
     };
     let answer = tokio::time::timeout(wait + Duration::from_secs(2), exchange)
         .await
-        .map_err(|_| failed(format!("no answer within {:?}", started.elapsed())))?
+        .map_err(|_| failed(Handover::Timeout { elapsed: started.elapsed() }))?
         .map_err(failed)?;
     let text = String::from_utf8_lossy(&answer);
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
@@ -388,13 +393,41 @@ pub(crate) async fn fetch_kv(bootstrap: &Bootstrap, wait: Duration) -> Result<u6
         Some(200) => body
             .get("prompt_tokens")
             .and_then(Value::as_u64)
-            .ok_or_else(|| failed("its bootstrap server's answer has no prompt_tokens".to_owned())),
+            .ok_or_else(|| failed(Handover::NoPromptTokens)),
         Some(code) => {
             let why = body.get("error").and_then(Value::as_str).unwrap_or("no reason given");
-            Err(failed(format!("its bootstrap server answered {code}: {why}")))
+            Err(failed(Handover::Refused { code, why: why.to_owned() }))
         }
-        None => Err(failed("its bootstrap server's answer is not HTTP".to_owned())),
+        None => Err(failed(Handover::NotHttp)),
     }
+}
+
+/// Why a decode instance did not get its room's KV from the prefill peer (a 500).
+#[derive(Debug, thiserror::Error)]
+#[error("the prefill instance at {peer} did not hand over room {room}: {problem}")]
+pub(crate) struct HandoverError {
+    peer: String,
+    room: u64,
+    problem: Handover,
+}
+
+/// What went wrong in a handover, as the peer's bootstrap server showed it.
+#[derive(Debug, thiserror::Error)]
+enum Handover {
+    #[error("cannot reach its bootstrap server: {0}")]
+    Unreachable(std::io::Error),
+    #[error("writing to its bootstrap server: {0}")]
+    Write(std::io::Error),
+    #[error("reading its bootstrap server's answer: {0}")]
+    Read(std::io::Error),
+    #[error("no answer within {elapsed:?}")]
+    Timeout { elapsed: Duration },
+    #[error("its bootstrap server's answer has no prompt_tokens")]
+    NoPromptTokens,
+    #[error("its bootstrap server answered {code}: {why}")]
+    Refused { code: u16, why: String },
+    #[error("its bootstrap server's answer is not HTTP")]
+    NotHttp,
 }
 
 /// Reads one HTTP request's path from a bootstrap connection (its method is not checked: the
@@ -447,7 +480,7 @@ mod tests {
             (r#"{"bootstrap_host":"h","bootstrap_port":0,"bootstrap_room":1}"#, "bootstrap_port"),
             (r#"{"bootstrap_host":"h","bootstrap_port":1,"bootstrap_room":-1}"#, "bootstrap_room"),
         ] {
-            let error = bootstrap_of(body).expect_err(body);
+            let error = bootstrap_of(body).expect_err(body).to_string();
             assert!(error.contains(named), "{body}: {error}");
         }
         assert!(refusal(Mode::Decode, None).is_some_and(|(code, _)| code == 400));

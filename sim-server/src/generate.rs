@@ -67,12 +67,49 @@ pub(super) struct Identity<'a> {
     pub(super) model: &'a str,
 }
 
+/// Why a request's body is refused (a 400 whose message the client reads).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum BadRequest {
+    #[error("the body is not JSON: {0}")]
+    NotJson(serde_json::Error),
+    #[error("the body is not a JSON object")]
+    NotAnObject,
+    #[error("{key} is too large")]
+    TooLarge { key: &'static str },
+    #[error("{key} must be from 1 to {MAX_OUTPUT_TOKENS}")]
+    OutOfRange { key: &'static str },
+    #[error("seed must be a non-negative integer")]
+    Seed,
+    #[error("sampling_params must be an object")]
+    SamplingParams,
+    #[error(
+        "text must be a string, or input_ids a list of token ids; this server answers one prompt per request"
+    )]
+    GeneratePrompt,
+    #[error("{key} must be true or false")]
+    NotAFlag { key: &'static str },
+    #[error(
+        "prompt must be a string, a list of one string or a list of token ids; this server answers one prompt per request"
+    )]
+    SeveralPrompts,
+    #[error("prompt must be a string, a list of one string or a list of token ids")]
+    Prompt,
+    #[error("messages must be a list of messages")]
+    Messages,
+    #[error("a message's content must be a string or a list of parts")]
+    Content,
+    #[error("tags is not a list of strings")]
+    Tags,
+}
+
 /// Reads a generation request's JSON body; the error is a message for the client.
-pub(super) fn parse_request(endpoint: Endpoint, body: &str) -> Result<GenerationRequest, String> {
-    let body: Value =
-        serde_json::from_str(body).map_err(|error| format!("the body is not JSON: {error}"))?;
+pub(super) fn parse_request(
+    endpoint: Endpoint,
+    body: &str,
+) -> Result<GenerationRequest, BadRequest> {
+    let body: Value = serde_json::from_str(body).map_err(BadRequest::NotJson)?;
     if !body.is_object() {
-        return Err("the body is not a JSON object".to_owned());
+        return Err(BadRequest::NotAnObject);
     }
     let (prompt, prompt_tokens) = match endpoint {
         Endpoint::Completions => completion_prompt(body.get("prompt"))?,
@@ -90,9 +127,9 @@ pub(super) fn parse_request(endpoint: Endpoint, body: &str) -> Result<Generation
         None | Some(Value::Null) => DEFAULT_MAX_TOKENS,
         Some(value) => match value.as_u64() {
             Some(tokens @ 1..=MAX_OUTPUT_TOKENS) => {
-                usize::try_from(tokens).map_err(|_| "max_tokens is too large".to_owned())?
+                usize::try_from(tokens).map_err(|_| BadRequest::TooLarge { key: "max_tokens" })?
             }
-            _ => return Err(format!("max_tokens must be from 1 to {MAX_OUTPUT_TOKENS}")),
+            _ => return Err(BadRequest::OutOfRange { key: "max_tokens" }),
         },
     };
     Ok(GenerationRequest {
@@ -111,12 +148,10 @@ pub(super) fn parse_request(endpoint: Endpoint, body: &str) -> Result<Generation
 }
 
 /// A body's `seed`: absent or null is none; otherwise a non-negative integer.
-fn seed(body: &Value) -> Result<Option<u64>, String> {
+fn seed(body: &Value) -> Result<Option<u64>, BadRequest> {
     match body.get("seed") {
         None | Some(Value::Null) => Ok(None),
-        Some(value) => {
-            value.as_u64().map(Some).ok_or_else(|| "seed must be a non-negative integer".to_owned())
-        }
+        Some(value) => value.as_u64().map(Some).ok_or(BadRequest::Seed),
     }
 }
 
@@ -126,19 +161,18 @@ fn parse_generate(
     body: &Value,
     prompt: String,
     prompt_tokens: usize,
-) -> Result<GenerationRequest, String> {
+) -> Result<GenerationRequest, BadRequest> {
     let params = match body.get("sampling_params") {
         None | Some(Value::Null) => json!({}),
         Some(params @ Value::Object(_)) => params.clone(),
-        Some(_) => return Err("sampling_params must be an object".to_owned()),
+        Some(_) => return Err(BadRequest::SamplingParams),
     };
     let max_tokens = match params.get("max_new_tokens") {
         None | Some(Value::Null) => DEFAULT_MAX_NEW_TOKENS,
         Some(value) => match value.as_u64() {
-            Some(tokens @ 1..=MAX_OUTPUT_TOKENS) => {
-                usize::try_from(tokens).map_err(|_| "max_new_tokens is too large".to_owned())?
-            }
-            _ => return Err(format!("max_new_tokens must be from 1 to {MAX_OUTPUT_TOKENS}")),
+            Some(tokens @ 1..=MAX_OUTPUT_TOKENS) => usize::try_from(tokens)
+                .map_err(|_| BadRequest::TooLarge { key: "max_new_tokens" })?,
+            _ => return Err(BadRequest::OutOfRange { key: "max_new_tokens" }),
         },
     };
     Ok(GenerationRequest {
@@ -154,15 +188,13 @@ fn parse_generate(
 }
 
 /// A `/generate` prompt: `text` (a string) or `input_ids` (token ids); one prompt per request.
-fn generate_prompt(body: &Value) -> Result<(String, usize), String> {
+fn generate_prompt(body: &Value) -> Result<(String, usize), BadRequest> {
     match (body.get("text"), body.get("input_ids")) {
         (Some(Value::String(text)), _) => Ok((text.clone(), count_words(text))),
         (None | Some(Value::Null), Some(Value::Array(ids))) if ids.iter().all(Value::is_u64) => {
             Ok((String::new(), ids.len()))
         }
-        _ => Err("text must be a string, or input_ids a list of token ids; this server answers \
-                  one prompt per request"
-            .to_owned()),
+        _ => Err(BadRequest::GeneratePrompt),
     }
 }
 
@@ -382,16 +414,16 @@ fn usage(prompt_tokens: usize, output: &Output) -> Value {
     })
 }
 
-fn flag(object: &Value, key: &str) -> Result<bool, String> {
+fn flag(object: &Value, key: &'static str) -> Result<bool, BadRequest> {
     match object.get(key) {
         None | Some(Value::Null) => Ok(false),
         Some(Value::Bool(value)) => Ok(*value),
-        Some(_) => Err(format!("{key} must be true or false")),
+        Some(_) => Err(BadRequest::NotAFlag { key }),
     }
 }
 
 /// A completion's prompt: a string, a list of one string, or a list of token ids.
-fn completion_prompt(prompt: Option<&Value>) -> Result<(String, usize), String> {
+fn completion_prompt(prompt: Option<&Value>) -> Result<(String, usize), BadRequest> {
     match prompt {
         Some(Value::String(text)) => Ok((text.clone(), count_words(text))),
         Some(Value::Array(items)) if items.iter().all(Value::is_u64) => {
@@ -399,18 +431,16 @@ fn completion_prompt(prompt: Option<&Value>) -> Result<(String, usize), String> 
         }
         Some(Value::Array(items)) => match items.as_slice() {
             [Value::String(text)] => Ok((text.clone(), count_words(text))),
-            _ => Err("prompt must be a string, a list of one string or a list of token ids; \
-                      this server answers one prompt per request"
-                .to_owned()),
+            _ => Err(BadRequest::SeveralPrompts),
         },
-        _ => Err("prompt must be a string, a list of one string or a list of token ids".to_owned()),
+        _ => Err(BadRequest::Prompt),
     }
 }
 
 /// A chat's prompt: every message's content (a string, or text parts) joined by newlines.
-fn chat_prompt(messages: Option<&Value>) -> Result<String, String> {
+fn chat_prompt(messages: Option<&Value>) -> Result<String, BadRequest> {
     let Some(Value::Array(messages)) = messages else {
-        return Err("messages must be a list of messages".to_owned());
+        return Err(BadRequest::Messages);
     };
     let mut texts = Vec::new();
     for message in messages {
@@ -424,7 +454,7 @@ fn chat_prompt(messages: Option<&Value>) -> Result<String, String> {
                     .filter_map(|part| part.get("text").and_then(Value::as_str)),
             ),
             Some(_) => {
-                return Err("a message's content must be a string or a list of parts".to_owned());
+                return Err(BadRequest::Content);
             }
         }
     }

@@ -624,7 +624,8 @@ async fn generation(
     };
     let parsed = match generate::parse_request(endpoint, &body) {
         Ok(parsed) => parsed,
-        Err(message) => {
+        Err(problem) => {
+            let message = problem.to_string();
             return Ok(respond(400, generate::error_json(&message, "invalid_request_error", 400)));
         }
     };
@@ -634,7 +635,8 @@ async fn generation(
         Some(pd) => {
             let bootstrap = match disaggregation::bootstrap_of(&body) {
                 Ok(bootstrap) => bootstrap,
-                Err(message) => {
+                Err(problem) => {
+                    let message = problem.to_string();
                     let body = generate::error_json(&message, "invalid_request_error", 400);
                     return Ok(respond(400, body));
                 }
@@ -678,7 +680,8 @@ async fn generation(
         match disaggregated_start(shared, pd, bootstrap, &parsed, &timing).await {
             Ok(Some(start)) => timing = start,
             Ok(None) => return Err(Crash),
-            Err(message) => {
+            Err(problem) => {
+                let message = problem.to_string();
                 shared.log(&format!("[sim-server] request {number}: {message}"));
                 return Ok(respond(500, generate::error_json(&message, "server_error", 500)));
             }
@@ -720,7 +723,7 @@ async fn disaggregated_start(
     bootstrap: &disaggregation::Bootstrap,
     parsed: &GenerationRequest,
     timing: &Timing,
-) -> Result<Option<Timing>, String> {
+) -> Result<Option<Timing>, disaggregation::HandoverError> {
     let prompt_tokens = u64::try_from(parsed.prompt_tokens).unwrap_or(u64::MAX);
     match pd.mode {
         Mode::Prefill => {

@@ -15,6 +15,7 @@ use std::time::Instant;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response};
 
+use super::generate::BadRequest;
 use super::{Answer, Body, Crash, Profile, Shared, generate, request_body, respond};
 
 const SGLANG_RELEASE: &str = "/release_memory_occupation";
@@ -56,7 +57,7 @@ pub(super) async fn handle(request: Request<Incoming>, shared: &Arc<Shared>) -> 
                 Err((status, message)) => return Ok(bad(status, &message)),
             };
             if let Err(message) = sglang_body(&body) {
-                return Ok(bad(400, &message));
+                return Ok(bad(400, &message.to_string()));
             }
             if path == SGLANG_RELEASE {
                 release(shared, "release_memory_occupation");
@@ -85,19 +86,18 @@ pub(super) async fn handle(request: Request<Incoming>, shared: &Arc<Shared>) -> 
 
 /// SGLang's request body: empty, or a JSON object whose `tags`, when present, is a list of
 /// strings (`weights`, `kv_cache`).
-fn sglang_body(body: &str) -> Result<(), String> {
+fn sglang_body(body: &str) -> Result<(), BadRequest> {
     if body.trim().is_empty() {
         return Ok(());
     }
-    let value: serde_json::Value =
-        serde_json::from_str(body).map_err(|error| format!("the body is not JSON: {error}"))?;
-    let object = value.as_object().ok_or("the body is not a JSON object")?;
+    let value: serde_json::Value = serde_json::from_str(body).map_err(BadRequest::NotJson)?;
+    let object = value.as_object().ok_or(BadRequest::NotAnObject)?;
     match object.get("tags") {
         None | Some(serde_json::Value::Null) => Ok(()),
         Some(serde_json::Value::Array(tags)) if tags.iter().all(serde_json::Value::is_string) => {
             Ok(())
         }
-        Some(_) => Err("tags is not a list of strings".to_owned()),
+        Some(_) => Err(BadRequest::Tags),
     }
 }
 

@@ -89,17 +89,24 @@ impl MemoryApi {
 }
 
 impl std::str::FromStr for MemoryApi {
-    type Err = String;
+    type Err = NotAMemoryApi;
 
-    fn from_str(text: &str) -> Result<MemoryApi, String> {
+    fn from_str(text: &str) -> Result<MemoryApi, NotAMemoryApi> {
         match text {
             "both" => Ok(MemoryApi::Both),
             "sglang" => Ok(MemoryApi::Sglang),
             "vllm" => Ok(MemoryApi::Vllm),
             "none" => Ok(MemoryApi::None),
-            other => Err(format!("{other:?} is not a memory API (both, sglang, vllm, none)")),
+            other => Err(NotAMemoryApi { text: other.to_owned() }),
         }
     }
+}
+
+/// A word that is not a [`MemoryApi`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{text:?} is not a memory API (both, sglang, vllm, none)")]
+pub struct NotAMemoryApi {
+    pub text: String,
 }
 
 /// A probability: a number from 0 to 1.
@@ -202,12 +209,17 @@ impl Profile {
         let is_json = path.extension().is_some_and(|extension| extension == "json");
         let parsed =
             if is_json { Profile::from_json_str(&text) } else { Profile::from_toml_str(&text) };
-        parsed.map_err(|message| SimServerError::ParseProfile { path: path.to_owned(), message })
+        parsed.map_err(|error| SimServerError::ParseProfile {
+            path: path.to_owned(),
+            message: error.to_string(),
+        })
     }
 
     /// Parses a profile from TOML text; the error is a message for the user.
-    pub fn from_toml_str(text: &str) -> Result<Profile, String> {
-        toml::from_str(text).map_err(|error| error.to_string().trim_end().to_owned())
+    pub fn from_toml_str(text: &str) -> Result<Profile, ProfileSyntaxError> {
+        toml::from_str(text).map_err(|error| ProfileSyntaxError {
+            message: error.to_string().trim_end().to_owned(),
+        })
     }
 
     /// The spacing of output tokens this server uses: SGLang's own when the monokernels are
@@ -220,9 +232,18 @@ impl Profile {
     }
 
     /// Parses a profile from JSON text; the error is a message for the user.
-    pub fn from_json_str(text: &str) -> Result<Profile, String> {
-        serde_json::from_str(text).map_err(|error| error.to_string())
+    pub fn from_json_str(text: &str) -> Result<Profile, ProfileSyntaxError> {
+        serde_json::from_str(text)
+            .map_err(|error| ProfileSyntaxError { message: error.to_string() })
     }
+}
+
+/// Profile text that does not read as a profile: the TOML or JSON parser's message, which
+/// names the key and the line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ProfileSyntaxError {
+    pub message: String,
 }
 
 /// A profile file as written: kebab-case keys, times in milliseconds.

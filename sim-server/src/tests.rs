@@ -83,7 +83,7 @@ fn profile_errors() {
 }
 
 fn check_profile_error(toml: &str, expected: &str) {
-    let error = Profile::from_toml_str(toml).expect_err(toml);
+    let error = Profile::from_toml_str(toml).expect_err(toml).to_string();
     assert!(error.contains(expected), "{toml}: {error}");
 }
 
@@ -198,7 +198,7 @@ fn generation_requests() {
         (Endpoint::ChatCompletions, r#"{"prompt": "a"}"#, "messages must be"),
     ];
     for (endpoint, body, expected) in errors {
-        let error = generate::parse_request(endpoint, body).expect_err(body);
+        let error = generate::parse_request(endpoint, body).expect_err(body).to_string();
         assert!(error.contains(expected), "{body}: {error}");
     }
 }
@@ -817,7 +817,7 @@ fn generate_requests_read_sglangs_native_fields() {
         (r#"{"text": "a", "sampling_params": {"ignore_eos": 1}}"#, "ignore_eos must be"),
     ];
     for (body, expected) in errors {
-        let error = generate::parse_request(Endpoint::Generate, body).expect_err(body);
+        let error = generate::parse_request(Endpoint::Generate, body).expect_err(body).to_string();
         assert!(error.contains(expected), "{body}: {error}");
     }
 }

@@ -201,81 +201,76 @@ const SIZES: [Size; 3] = [
 /// drops of 0.5, 1 and 2 tolerances, two benchmarks judged together. Each row's measured rate
 /// has its 95% Wilson interval.
 pub fn targets(config: &GateConfig, trials: usize, seed: u64) -> Vec<Target> {
-    let mut rows = Vec::new();
+    SIZES
+        .iter()
+        .enumerate()
+        .flat_map(|(at, size)| {
+            size_rows(config, size, trials, seed.wrapping_add(1000 + 10 * at as u64))
+        })
+        .collect()
+}
+
+/// The rows of one benchmark size: A/A, and drops of 0.5, 1 and 2 tolerances, each simulated
+/// with `seed` plus its own salt.
+fn size_rows(config: &GateConfig, size: &Size, trials: usize, seed: u64) -> Vec<Target> {
     let alpha = config.accuracy_alpha.get();
     let beta = config.accuracy_beta.get();
-    for (at, size) in SIZES.iter().enumerate() {
-        let tolerance = config.accuracy_tolerance(size.benchmark).get();
-        let run = |tolerances: f64, salt: u64| {
-            let scenario = AccuracyScenario {
-                benchmark: size.benchmark.to_owned(),
-                questions: size.questions,
-                accuracy: size.accuracy,
-                disagreement: size.disagreement,
-                true_difference: -tolerances * tolerance,
-                benchmarks: 2,
-                cap: None,
-            };
-            simulate_accuracy(config, &scenario, trials, seed.wrapping_add(salt))
+    let tolerance = config.accuracy_tolerance(size.benchmark).get();
+    let run = |tolerances: f64, salt: u64| {
+        let scenario = AccuracyScenario {
+            benchmark: size.benchmark.to_owned(),
+            questions: size.questions,
+            accuracy: size.accuracy,
+            disagreement: size.disagreement,
+            true_difference: -tolerances * tolerance,
+            benchmarks: 2,
+            cap: None,
         };
-        let salt = 1000 + 10 * at as u64;
-        let aa = run(0.0, salt);
-        let half = run(0.5, salt + 1);
-        let one = run(1.0, salt + 2);
-        let two = run(2.0, salt + 3);
-        let aime = size.questions < 100;
-        let row =
-            |condition: String, rate: f64, of: usize, bound: (f64, bool), o: &AccuracyOutcomes| {
-                let count = (rate * of as f64).round() as u64;
-                Target {
-                    condition: format!(
-                        "{condition} (mean repeats {:.1}, p90 {})",
-                        o.mean_repeats, o.p90_repeats
-                    ),
-                    measured: rate,
-                    bound,
-                    percent: true,
-                    undecided: Some(o.p_undecided),
-                    interval: wilson(count, of as u64, 0.05),
-                }
-            };
-        let label = size.label;
-        rows.push(row(
+        simulate_accuracy(config, &scenario, trials, seed.wrapping_add(salt))
+    };
+    let aa = run(0.0, 0);
+    let half = run(0.5, 1);
+    let one = run(1.0, 2);
+    let two = run(2.0, 3);
+    let aime = size.questions < 100;
+    let label = size.label;
+    vec![
+        row(
             format!("{label}, A/A: false-fail per PR (2 benchmarks)"),
             aa.p_pr_fail,
             aa.trials,
             (alpha, true),
             &aa,
-        ));
-        rows.push(row(
+        ),
+        row(
             format!("{label}, A/A: decided pass per benchmark"),
             aa.p_within,
             aa.benchmarks,
             (if aime { 0.0 } else { 0.9 }, false),
             &aa,
-        ));
-        rows.push(row(
+        ),
+        row(
             format!("{label}, drop of 0.5× tolerance: P(fail) per benchmark"),
             half.p_beyond,
             half.benchmarks,
             (alpha / 2.0, true),
             &half,
-        ));
-        rows.push(row(
+        ),
+        row(
             format!("{label}, drop of 1× tolerance: P(fail) per benchmark, at most alpha"),
             one.p_beyond,
             one.benchmarks,
             (alpha / 2.0, true),
             &one,
-        ));
-        rows.push(row(
+        ),
+        row(
             format!("{label}, drop of 2× tolerance: P(fail) per benchmark"),
             two.p_beyond,
             two.benchmarks,
             (if aime { 0.0 } else { 0.95 }, false),
             &two,
-        ));
-        rows.push(row(
+        ),
+        row(
             format!(
                 "{label}, drop of 2× tolerance: P(pass) per benchmark; undecided is not a pass"
             ),
@@ -283,9 +278,30 @@ pub fn targets(config: &GateConfig, trials: usize, seed: u64) -> Vec<Target> {
             two.benchmarks,
             (beta, true),
             &two,
-        ));
+        ),
+    ]
+}
+
+/// A rate measured over `of` trials, with its Wilson interval and the repeats it took.
+fn row(
+    condition: String,
+    rate: f64,
+    of: usize,
+    bound: (f64, bool),
+    o: &AccuracyOutcomes,
+) -> Target {
+    let count = (rate * of as f64).round() as u64;
+    Target {
+        condition: format!(
+            "{condition} (mean repeats {:.1}, p90 {})",
+            o.mean_repeats, o.p90_repeats
+        ),
+        measured: rate,
+        bound,
+        percent: true,
+        undecided: Some(o.p_undecided),
+        interval: wilson(count, of as u64, 0.05),
     }
-    rows
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 
 use crate::accuracy;
 use crate::accuracy::{
-    AccuracyAnswer, BenchmarkRepeats, Looks, Pooled, RepeatsToDecide, judge_benchmark,
+    AccuracyAnswer, BenchmarkJudgement, BenchmarkRepeats, Looks, Pooled, RepeatsToDecide,
+    judge_benchmark,
 };
 use crate::evidence::{Check, Outcome};
 use crate::job::Part;
@@ -69,51 +70,7 @@ impl<'a> Judge<'a> {
         let comparison = judgement.comparison;
         let tolerance = judgement.tolerance;
         let paired = matches!(pooled, Pooled::Paired { .. });
-        let points = |x: f64| format!("{:.1}", x * 100.0);
-        let p_value = if comparison.p_beyond < 0.001 {
-            "p < 0.001".to_owned()
-        } else {
-            format!("p = {:.3}", comparison.p_beyond)
-        };
-        let repeats_text = format!(
-            "{} of at most {} repeat{}",
-            looks.repeats,
-            looks.cap,
-            if looks.cap == 1 { "" } else { "s" }
-        );
-        let (state, mut summary) = match judgement.answer {
-            AccuracyAnswer::Beyond => (
-                State::Fail,
-                format!(
-                    "the PR is below base by more than the tolerance of {} points ({p_value}, {repeats_text})",
-                    points(tolerance)
-                ),
-            ),
-            AccuracyAnswer::Within => (
-                State::Pass,
-                format!(
-                    "not {} points below base (the lower bound {} is above -{}; {repeats_text})",
-                    points(judgement.beta_drop),
-                    signed_points(judgement.pass_bound),
-                    points(judgement.beta_drop)
-                ),
-            ),
-            AccuracyAnswer::Undecided => (
-                State::Error,
-                format!(
-                    "undecided at the cap of {} repeats, low confidence: not a pass; the interval holds -{} points ({p_value}) and its lower bound {} is not above -{} points; {}",
-                    looks.cap,
-                    points(tolerance),
-                    signed_points(judgement.pass_bound),
-                    points(judgement.beta_drop),
-                    undecided_words(judgement.to_decide),
-                ),
-            ),
-            AccuracyAnswer::Open => (
-                if self.completion == Completion::Final { State::Error } else { State::Pending },
-                format!("open after {repeats_text}: another repeat is needed"),
-            ),
-        };
+        let (state, mut summary) = answer_words(&judgement, looks, self.completion);
         let base_accuracy = ratio(repeats.iter().map(|(base, _)| (base.correct, base.questions)));
         let pr_accuracy = ratio(repeats.iter().map(|(_, pr)| (pr.correct, pr.questions)));
         let questions = repeats.first().map_or(0, |(_, pr)| pr.questions);
@@ -158,6 +115,67 @@ impl<'a> Judge<'a> {
             }),
         })
     }
+}
+
+/// The benchmark's state, and its answer in words with its repeats: below base by more than
+/// the tolerance fails, not the guarded drop below passes, undecided at the cap is an error
+/// and open is pending (an error once the run is over).
+fn answer_words(
+    judgement: &BenchmarkJudgement,
+    looks: Looks,
+    completion: Completion,
+) -> (State, String) {
+    let comparison = judgement.comparison;
+    let tolerance = judgement.tolerance;
+    let p_value = if comparison.p_beyond < 0.001 {
+        "p < 0.001".to_owned()
+    } else {
+        format!("p = {:.3}", comparison.p_beyond)
+    };
+    let repeats_text = format!(
+        "{} of at most {} repeat{}",
+        looks.repeats,
+        looks.cap,
+        if looks.cap == 1 { "" } else { "s" }
+    );
+    match judgement.answer {
+        AccuracyAnswer::Beyond => (
+            State::Fail,
+            format!(
+                "the PR is below base by more than the tolerance of {} points ({p_value}, {repeats_text})",
+                points(tolerance)
+            ),
+        ),
+        AccuracyAnswer::Within => (
+            State::Pass,
+            format!(
+                "not {} points below base (the lower bound {} is above -{}; {repeats_text})",
+                points(judgement.beta_drop),
+                signed_points(judgement.pass_bound),
+                points(judgement.beta_drop)
+            ),
+        ),
+        AccuracyAnswer::Undecided => (
+            State::Error,
+            format!(
+                "undecided at the cap of {} repeats, low confidence: not a pass; the interval holds -{} points ({p_value}) and its lower bound {} is not above -{} points; {}",
+                looks.cap,
+                points(tolerance),
+                signed_points(judgement.pass_bound),
+                points(judgement.beta_drop),
+                undecided_words(judgement.to_decide),
+            ),
+        ),
+        AccuracyAnswer::Open => (
+            if completion == Completion::Final { State::Error } else { State::Pending },
+            format!("open after {repeats_text}: another repeat is needed"),
+        ),
+    }
+}
+
+/// A fraction in percentage points, one decimal.
+fn points(x: f64) -> String {
+    format!("{:.1}", x * 100.0)
 }
 
 /// What would decide an undecided benchmark, in words.

@@ -74,147 +74,47 @@ impl<'a> Judge<'a> {
             self.pending(Some(model), Check::Speed);
             return;
         }
-        let loss_limit = self.config.speed.threshold.get();
-        for (concurrency, SpeedCell { covered, pairs, noise }) in cells {
-            if pairs.is_empty() {
-                continue;
+        for (concurrency, cell) in cells {
+            if !cell.pairs.is_empty() {
+                self.speed_cell(model, concurrency, cell, covered_cells);
             }
-            let indices: Vec<u32> = pairs.iter().map(|(index, _)| *index).collect();
-            let pairs: Vec<Pair> = pairs.into_iter().map(|(_, pair)| pair).collect();
-            let context =
-                CellContext { cells: covered_cells, gain_required: false, calibration: noise };
-            let judgement = judge_cell(&pairs, self.config, &context);
-            let confidence = confidence_of(judgement.loss);
-            // Undecided at the cap is not a pass: neither the loss nor its absence was shown,
-            // so the cell is one the run could not judge (docs/gate.md, "Fail closed").
-            // A PR whose runs are shown noisier than base's by more than the stated factor is
-            // reported: a passing cell warns.
-            let state = match (covered, judgement.loss) {
-                (false, _) => State::NotJudged,
-                (true, Answer::Yes) => State::Fail,
-                (true, Answer::No) if judgement.noise_growth.is_some() => State::Warn,
-                (true, Answer::No) => State::Pass,
-                (true, Answer::Open) => State::Pending,
-                (true, Answer::Undecided) => State::Error,
-            };
-            let mut summary = format!(
-                "TPOT {} at c={concurrency}",
-                change_text(judgement.change, judgement.change_interval)
-            );
-            summary.push_str(&format!(", {} pairs", judgement.pairs));
-            let outliers: Vec<u32> =
-                judgement.outliers.iter().filter_map(|at| indices.get(*at).copied()).collect();
-            if !outliers.is_empty() {
-                let list: Vec<String> = outliers.iter().map(u32::to_string).collect();
-                summary.push_str(&format!(
-                    " ({} excluded as outliers and re-measured: pair {})",
-                    outliers.len(),
-                    list.join(", ")
-                ));
-            }
-            summary.push_str(&match (covered, confidence) {
-                (false, _) => "; not covered by the monokernels, so not judged".to_owned(),
-                (true, Confidence::Low) => {
-                    format!("; {}", undecided_text(judgement.to_decide, &self.config.speed))
-                }
-                (true, Confidence::Open) => "; open: more pairs are needed".to_owned(),
-                (true, Confidence::High) => format!(
-                    "; high confidence: P(fail | no loss) ≤ {}{}, P(pass | {:.0}% loss) ≤ {}",
-                    rate(judgement.alpha),
-                    if covered_cells > 1 {
-                        format!(
-                            " (≤ {} for the PR's {covered_cells} covered cells together)",
-                            rate(judgement.family_alpha)
-                        )
-                    } else {
-                        String::new()
-                    },
-                    self.config.speed.high * 100.0,
-                    rate(judgement.beta)
-                ),
-            });
-            if covered && !judgement.pr_slow.is_empty() {
-                let list: Vec<String> = judgement
-                    .pr_slow
-                    .iter()
-                    .filter_map(|at| indices.get(*at))
-                    .map(u32::to_string)
-                    .collect();
-                summary.push_str(&format!(
-                    "; {} PR run{} slow against {} own base runs, kept as the PR's: pair {}",
-                    list.len(),
-                    if list.len() == 1 { "" } else { "s" },
-                    if list.len() == 1 { "its" } else { "their" },
-                    list.join(", ")
-                ));
-            }
-            if let (true, Some(growth)) = (covered, judgement.noise_growth) {
-                summary.push_str(&format!(
-                    "; the PR's runs are {growth:.1}× as noisy as base's (over the {:.1}× of speed.max-noise-growth), so the test used the pairs' own variance",
-                    self.config.speed.max_noise_growth
-                ));
-            }
-            if covered {
-                summary.push_str(&format!("; {}", noise_text(&judgement, noise)));
-            }
-            let test = SpeedTest {
-                run_cv: judgement.noise.map(|n| n.run_cv),
-                degrees_of_freedom: judgement.noise.map(|n| n.degrees_of_freedom),
-                in_band_differences: judgement.noise.map_or(0, |n| n.in_band_differences),
-                calibration_samples: noise.map(|c| c.samples),
-                calibration_df: judgement.noise.map_or(0.0, |n| n.calibration_df),
-                alpha: judgement.alpha,
-                beta: judgement.beta,
-                outliers,
-                family_alpha: Some(judgement.family_alpha),
-                pr_noise_ratio: judgement.noise.and_then(|n| n.pr_noise_ratio),
-                own_variance: judgement.noise.is_some_and(|n| n.own_variance),
-                calibration_stale: judgement.calibration_stale,
-                pr_slow: judgement
-                    .pr_slow
-                    .iter()
-                    .filter_map(|at| indices.get(*at).copied())
-                    .collect(),
-            };
-            self.push(
-                SectionName::E2ePerformance,
-                Item {
-                    model: Some(model.to_owned()),
-                    check: "speed".to_owned(),
-                    state,
-                    rule: format!(
-                        "a median-TPOT loss over {:.0}% at a covered concurrency fails",
-                        loss_limit * 100.0
-                    ),
-                    summary,
-                    numbers: Some(Numbers::Speed {
-                        concurrency,
-                        covered,
-                        base_ms: judgement.base_median_ms,
-                        pr_ms: judgement.pr_median_ms,
-                        change: judgement.change,
-                        interval: judgement.change_interval,
-                        pairs: judgement.pairs,
-                        confidence,
-                        test: Some(Box::new(test)),
-                        thresholds: Some(SpeedThresholds {
-                            max_loss: loss_limit,
-                            min_gain: self.config.gain.test.threshold.get(),
-                            gain_required: self.gain_required,
-                        }),
-                        undecided: judgement.to_decide.filter(|_| covered).map(|to_decide| {
-                            SpeedUndecided {
-                                bounds: (to_decide.lower, to_decide.upper),
-                                zone: (to_decide.low, to_decide.high),
-                                pairs_to_decide: to_decide.pairs,
-                                more_pairs: to_decide.more_pairs(),
-                                more_runs: to_decide.more_runs(),
-                            }
-                        }),
-                    }),
-                },
-            );
         }
+    }
+
+    /// Judges one cell with the sequential test and words the answer.
+    fn speed_cell(&mut self, model: &str, concurrency: u32, cell: SpeedCell, covered_cells: usize) {
+        let SpeedCell { covered, pairs, noise } = cell;
+        let indices: Vec<u32> = pairs.iter().map(|(index, _)| *index).collect();
+        let pairs: Vec<Pair> = pairs.into_iter().map(|(_, pair)| pair).collect();
+        let context =
+            CellContext { cells: covered_cells, gain_required: false, calibration: noise };
+        let judgement = judge_cell(&pairs, self.config, &context);
+        let view = CellView {
+            concurrency,
+            covered,
+            covered_cells,
+            confidence: confidence_of(judgement.loss),
+            judgement: &judgement,
+            indices: &indices,
+            noise,
+        };
+        let loss_limit = self.config.speed.threshold.get();
+        let item = Item {
+            model: Some(model.to_owned()),
+            check: "speed".to_owned(),
+            state: view.state(),
+            rule: format!(
+                "a median-TPOT loss over {:.0}% at a covered concurrency fails",
+                loss_limit * 100.0
+            ),
+            summary: view.summary(&self.config.speed),
+            numbers: Some(view.numbers(SpeedThresholds {
+                max_loss: loss_limit,
+                min_gain: self.config.gain.test.threshold.get(),
+                gain_required: self.gain_required,
+            })),
+        };
+        self.push(SectionName::E2ePerformance, item);
     }
 
     /// The gain rule: one covered cell of a full-tier model must show the required gain.
@@ -274,6 +174,141 @@ impl<'a> Judge<'a> {
             SectionName::E2ePerformance,
             Item { model: None, check: "gain".to_owned(), state, rule, summary, numbers: None },
         );
+    }
+}
+
+/// One cell's judgement, with what wording it needs: its pairs' run indices and its stored
+/// calibration.
+struct CellView<'j> {
+    concurrency: u32,
+    covered: bool,
+    covered_cells: usize,
+    confidence: Confidence,
+    judgement: &'j CellJudgement,
+    /// The run's index of each pair, in the order the test saw them.
+    indices: &'j [u32],
+    noise: Option<Calibration>,
+}
+
+impl CellView<'_> {
+    /// Undecided at the cap is not a pass: neither the loss nor its absence was shown, so the
+    /// cell is one the run could not judge (docs/gate.md, "Fail closed"). A PR whose runs are
+    /// shown noisier than base's by more than the stated factor is reported: a passing cell
+    /// warns.
+    fn state(&self) -> State {
+        match (self.covered, self.judgement.loss) {
+            (false, _) => State::NotJudged,
+            (true, Answer::Yes) => State::Fail,
+            (true, Answer::No) if self.judgement.noise_growth.is_some() => State::Warn,
+            (true, Answer::No) => State::Pass,
+            (true, Answer::Open) => State::Pending,
+            (true, Answer::Undecided) => State::Error,
+        }
+    }
+
+    /// The run indices of pairs given by their positions in the test.
+    fn run_indices(&self, positions: &[usize]) -> Vec<u32> {
+        positions.iter().filter_map(|at| self.indices.get(*at).copied()).collect()
+    }
+
+    fn summary(&self, speed: &crate::config::SequentialConfig) -> String {
+        let (judgement, covered, covered_cells) =
+            (self.judgement, self.covered, self.covered_cells);
+        let mut summary = format!(
+            "TPOT {} at c={}",
+            change_text(judgement.change, judgement.change_interval),
+            self.concurrency
+        );
+        summary.push_str(&format!(", {} pairs", judgement.pairs));
+        let outliers = self.run_indices(&judgement.outliers);
+        if !outliers.is_empty() {
+            let list: Vec<String> = outliers.iter().map(u32::to_string).collect();
+            summary.push_str(&format!(
+                " ({} excluded as outliers and re-measured: pair {})",
+                outliers.len(),
+                list.join(", ")
+            ));
+        }
+        summary.push_str(&match (covered, self.confidence) {
+            (false, _) => "; not covered by the monokernels, so not judged".to_owned(),
+            (true, Confidence::Low) => format!("; {}", undecided_text(judgement.to_decide, speed)),
+            (true, Confidence::Open) => "; open: more pairs are needed".to_owned(),
+            (true, Confidence::High) => format!(
+                "; high confidence: P(fail | no loss) ≤ {}{}, P(pass | {:.0}% loss) ≤ {}",
+                rate(judgement.alpha),
+                if covered_cells > 1 {
+                    format!(
+                        " (≤ {} for the PR's {covered_cells} covered cells together)",
+                        rate(judgement.family_alpha)
+                    )
+                } else {
+                    String::new()
+                },
+                speed.high * 100.0,
+                rate(judgement.beta)
+            ),
+        });
+        if covered && !judgement.pr_slow.is_empty() {
+            let list: Vec<String> =
+                self.run_indices(&judgement.pr_slow).iter().map(u32::to_string).collect();
+            summary.push_str(&format!(
+                "; {} PR run{} slow against {} own base runs, kept as the PR's: pair {}",
+                list.len(),
+                if list.len() == 1 { "" } else { "s" },
+                if list.len() == 1 { "its" } else { "their" },
+                list.join(", ")
+            ));
+        }
+        if let (true, Some(growth)) = (covered, judgement.noise_growth) {
+            summary.push_str(&format!(
+                "; the PR's runs are {growth:.1}× as noisy as base's (over the {:.1}× of speed.max-noise-growth), so the test used the pairs' own variance",
+                speed.max_noise_growth
+            ));
+        }
+        if covered {
+            summary.push_str(&format!("; {}", noise_text(judgement, self.noise)));
+        }
+        summary
+    }
+
+    fn numbers(&self, thresholds: SpeedThresholds) -> Numbers {
+        let judgement = self.judgement;
+        let test = SpeedTest {
+            run_cv: judgement.noise.map(|n| n.run_cv),
+            degrees_of_freedom: judgement.noise.map(|n| n.degrees_of_freedom),
+            in_band_differences: judgement.noise.map_or(0, |n| n.in_band_differences),
+            calibration_samples: self.noise.map(|c| c.samples),
+            calibration_df: judgement.noise.map_or(0.0, |n| n.calibration_df),
+            alpha: judgement.alpha,
+            beta: judgement.beta,
+            outliers: self.run_indices(&judgement.outliers),
+            family_alpha: Some(judgement.family_alpha),
+            pr_noise_ratio: judgement.noise.and_then(|n| n.pr_noise_ratio),
+            own_variance: judgement.noise.is_some_and(|n| n.own_variance),
+            calibration_stale: judgement.calibration_stale,
+            pr_slow: self.run_indices(&judgement.pr_slow),
+        };
+        Numbers::Speed {
+            concurrency: self.concurrency,
+            covered: self.covered,
+            base_ms: judgement.base_median_ms,
+            pr_ms: judgement.pr_median_ms,
+            change: judgement.change,
+            interval: judgement.change_interval,
+            pairs: judgement.pairs,
+            confidence: self.confidence,
+            test: Some(Box::new(test)),
+            thresholds: Some(thresholds),
+            undecided: judgement.to_decide.filter(|_| self.covered).map(|to_decide| {
+                SpeedUndecided {
+                    bounds: (to_decide.lower, to_decide.upper),
+                    zone: (to_decide.low, to_decide.high),
+                    pairs_to_decide: to_decide.pairs,
+                    more_pairs: to_decide.more_pairs(),
+                    more_runs: to_decide.more_runs(),
+                }
+            }),
+        }
     }
 }
 

@@ -9,6 +9,26 @@ use crate::stats::median;
 
 use super::{Item, Judge, Numbers, SectionName, State};
 
+/// A kernel's PR timing against base's: slower by more than `limit` warns; without base's
+/// timing (a new kernel) there is nothing to compare.
+fn compare_kernel(
+    kernel: &str,
+    base_us: Option<f64>,
+    pr_us: f64,
+    limit: f64,
+) -> (State, String, Option<Numbers>) {
+    let Some(base_us) = base_us else {
+        return (State::Pass, format!("{kernel}: {pr_us:.1} µs (new: no base timing)"), None);
+    };
+    let change = pr_us / base_us - 1.0;
+    let state = if change > limit { State::Warn } else { State::Pass };
+    (
+        state,
+        format!("{kernel}: {base_us:.1} µs → {pr_us:.1} µs ({:+.1}%)", change * 100.0),
+        Some(Numbers::Kernel { kernel: kernel.to_owned(), base_us, pr_us, change }),
+    )
+}
+
 impl<'a> Judge<'a> {
     pub(super) fn kernels(&mut self, model: &str) {
         let samples = |side: Side| -> BTreeMap<String, f64> {
@@ -34,28 +54,8 @@ impl<'a> Judge<'a> {
         }
         let limit = self.config.kernel_max_regression.get();
         for (kernel, pr_us) in &pr {
-            let (state, summary, numbers) = match base.get(kernel) {
-                Some(base_us) => {
-                    let change = pr_us / base_us - 1.0;
-                    let state = if change > limit { State::Warn } else { State::Pass };
-                    (
-                        state,
-                        format!(
-                            "{kernel}: {base_us:.1} µs → {pr_us:.1} µs ({:+.1}%)",
-                            change * 100.0
-                        ),
-                        Some(Numbers::Kernel {
-                            kernel: kernel.clone(),
-                            base_us: *base_us,
-                            pr_us: *pr_us,
-                            change,
-                        }),
-                    )
-                }
-                None => {
-                    (State::Pass, format!("{kernel}: {pr_us:.1} µs (new: no base timing)"), None)
-                }
-            };
+            let (state, summary, numbers) =
+                compare_kernel(kernel, base.get(kernel).copied(), *pr_us, limit);
             let (state, summary) = match self.pr_script_of(model, kernel) {
                 // Base's command ran the PR's own files: its number is the PR's measurement.
                 Some(own) => (

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use prgate_scope::plan::{Plan, Tier};
 
 use crate::config::Severity;
-use crate::evidence::{Check, Evidence, EvidenceError, NotRunKind, Outcome, Side};
+use crate::evidence::{Check, Evidence, EvidenceError, NotRunKind, NotRunReason, Outcome, Side};
 use crate::job::{Expect, ExpectedStep, Target};
 
 use super::{Completion, Item, Judge, SectionName, State, check_name, section_of};
@@ -158,81 +158,98 @@ impl<'a> Judge<'a> {
             let Outcome::NotRun { reason, detail, subject, failed_on } = &record.outcome else {
                 continue;
             };
-            let what = match subject {
-                Some(subject) => format!("{} ({subject})", check.describe()),
-                None => check.describe().to_owned(),
-            };
-            let detail = if detail.is_empty() { String::new() } else { format!(" — {detail}") };
-            let item = |state: State, rule: &str, summary: String| Item {
-                model: model.map(str::to_owned),
-                check: check_name(check),
-                state,
-                rule: rule.to_owned(),
-                summary,
-                numbers: None,
-            };
-            let base_side = record.side == Side::Base || *failed_on == Some(Side::Base);
             whole |= subject.is_none() && !measured_pr;
-            match reason.kind() {
-                NotRunKind::NothingToCheck => {
-                    let summary = format!("{what}: nothing to check{detail}");
-                    self.push(
-                        section_of(check),
-                        item(State::NothingToCheck, "the recipe asks nothing of it", summary),
-                    );
-                }
-                kind if judged_without_base(kind, base_side, measured_pr, check) => {
-                    let summary = format!(
-                        "{what} could not run on the base side: {}{detail}; the PR's results are judged without base",
-                        reason.describe()
-                    );
-                    self.push(
-                        section_of(check),
-                        item(State::Warn, "base and PR are compared side by side", summary),
-                    );
-                }
-                NotRunKind::CoverageGap => {
-                    let owner = model.unwrap_or("common");
-                    self.author.insert(format!("{owner}: {what}: {}{detail}", reason.describe()));
-                    let state = match self.config.not_run {
-                        Severity::Pass => State::Pass,
-                        Severity::Warn => State::AuthorProvided,
-                        Severity::Fail => State::Fail,
-                    };
-                    let summary = format!("{what} could not run: {}{detail}", reason.describe());
-                    let rule = "a check that cannot run on these nodes is provided by the author";
-                    self.push(section_of(check), item(state, rule, summary));
-                }
-                NotRunKind::Broken if base_side => {
-                    let summary = format!(
-                        "{what} broke on the base side ({}){detail}; without base there is nothing to compare the PR with",
-                        reason.describe()
-                    );
-                    let rule = "base and PR are compared side by side";
-                    self.push(section_of(check), item(State::Error, rule, summary));
-                }
-                NotRunKind::Broken if broke_on_base(&records, record) => {
-                    let summary = format!(
-                        "{what} broke on both sides ({}){detail}; the base side broke the same way, so the node cannot judge the PR",
-                        reason.describe()
-                    );
-                    let rule = "a step that breaks on base too cannot be judged";
-                    self.push(section_of(check), item(State::Error, rule, summary));
-                }
-                NotRunKind::Broken => {
-                    let summary = format!("{what}: {}{detail}", reason.describe());
-                    let rule = "a check the PR broke (crash, timeout, no result, a removed or broken recipe) fails";
-                    self.push(section_of(check), item(State::Fail, rule, summary));
-                }
-                NotRunKind::CannotJudge => {
-                    let summary =
-                        format!("{what} could not be judged: {}{detail}", reason.describe());
-                    let rule = "every expected step is judged, or the run ends in error";
-                    self.push(section_of(check), item(State::Error, rule, summary));
-                }
-            }
+            let case = NotRunCase {
+                what: match subject {
+                    Some(subject) => format!("{} ({subject})", check.describe()),
+                    None => check.describe().to_owned(),
+                },
+                detail: if detail.is_empty() { String::new() } else { format!(" — {detail}") },
+                reason: *reason,
+                base_side: record.side == Side::Base || *failed_on == Some(Side::Base),
+                broke_on_base: broke_on_base(&records, record),
+            };
+            let (state, rule, summary) = self.not_run_case(model, check, measured_pr, &case);
+            self.push(
+                section_of(check),
+                Item {
+                    model: model.map(str::to_owned),
+                    check: check_name(check),
+                    state,
+                    rule: rule.to_owned(),
+                    summary,
+                    numbers: None,
+                },
+            );
         }
         whole
+    }
+
+    /// One not-run record's state, rule and summary; a coverage gap is also something the
+    /// author must provide.
+    fn not_run_case(
+        &mut self,
+        model: Option<&str>,
+        check: Check,
+        measured_pr: bool,
+        case: &NotRunCase,
+    ) -> (State, &'static str, String) {
+        let NotRunCase { what, detail, reason, base_side, broke_on_base } = case;
+        match reason.kind() {
+            NotRunKind::NothingToCheck => (
+                State::NothingToCheck,
+                "the recipe asks nothing of it",
+                format!("{what}: nothing to check{detail}"),
+            ),
+            kind if judged_without_base(kind, *base_side, measured_pr, check) => (
+                State::Warn,
+                "base and PR are compared side by side",
+                format!(
+                    "{what} could not run on the base side: {}{detail}; the PR's results are judged without base",
+                    reason.describe()
+                ),
+            ),
+            NotRunKind::CoverageGap => {
+                let owner = model.unwrap_or("common");
+                self.author.insert(format!("{owner}: {what}: {}{detail}", reason.describe()));
+                let state = match self.config.not_run {
+                    Severity::Pass => State::Pass,
+                    Severity::Warn => State::AuthorProvided,
+                    Severity::Fail => State::Fail,
+                };
+                (
+                    state,
+                    "a check that cannot run on these nodes is provided by the author",
+                    format!("{what} could not run: {}{detail}", reason.describe()),
+                )
+            }
+            NotRunKind::Broken if *base_side => (
+                State::Error,
+                "base and PR are compared side by side",
+                format!(
+                    "{what} broke on the base side ({}){detail}; without base there is nothing to compare the PR with",
+                    reason.describe()
+                ),
+            ),
+            NotRunKind::Broken if *broke_on_base => (
+                State::Error,
+                "a step that breaks on base too cannot be judged",
+                format!(
+                    "{what} broke on both sides ({}){detail}; the base side broke the same way, so the node cannot judge the PR",
+                    reason.describe()
+                ),
+            ),
+            NotRunKind::Broken => (
+                State::Fail,
+                "a check the PR broke (crash, timeout, no result, a removed or broken recipe) fails",
+                format!("{what}: {}{detail}", reason.describe()),
+            ),
+            NotRunKind::CannotJudge => (
+                State::Error,
+                "every expected step is judged, or the run ends in error",
+                format!("{what} could not be judged: {}{detail}", reason.describe()),
+            ),
+        }
     }
 
     /// A check that has no evidence: pending while the run goes on, an error once it is over;
@@ -392,6 +409,19 @@ pub(super) fn check_against_plan(plan: &Plan, evidence: &[Evidence]) -> Result<(
         }
     }
     Ok(())
+}
+
+/// A not-run record as its item words it.
+struct NotRunCase {
+    /// The check, with the part that did not run.
+    what: String,
+    /// The record's detail after a dash, or nothing.
+    detail: String,
+    reason: NotRunReason,
+    /// The base side did not run it (or failed it).
+    base_side: bool,
+    /// The base side of the same step broke too.
+    broke_on_base: bool,
 }
 
 /// Whether a base-side not-run of `kind` leaves the PR's own results to be judged without base

@@ -187,11 +187,7 @@ pub(super) fn counts_md(verdict: Option<&Verdict>) -> String {
 
 pub(super) fn header_rows(header: &Header, detail: Detail) -> Vec<HeaderRow> {
     let code = |text: &str| markdown_code(&detail.text(text), MarkdownPlace::TableCell);
-    let nodes = capped(&header.nodes, detail.item_cap());
-    let mut nodes_md: Vec<String> = nodes.iter().map(|node| code(node)).collect();
-    if nodes.len() < header.nodes.len() {
-        nodes_md.push(format!("and {} more", header.nodes.len() - nodes.len()));
-    }
+    let nodes_md = capped_list(&header.nodes, detail, |node| code(node));
     let dash = || "—".to_owned();
     let mut rows = vec![
         HeaderRow { label_md: "PR commit (pinned)", value_md: sha_md(&header.pr_sha, CELL_TEXT) },
@@ -211,31 +207,19 @@ pub(super) fn header_rows(header: &Header, detail: Detail) -> Vec<HeaderRow> {
         },
     ];
     if !header.drained.is_empty() {
-        let drained = capped(&header.drained, detail.item_cap());
-        let mut listed: Vec<String> = drained
-            .iter()
-            .map(|node| {
-                let reason = markdown_text(&detail.text(&node.reason), MarkdownPlace::TableCell);
-                format!("{} ({reason})", code(&node.name))
-            })
-            .collect();
-        if drained.len() < header.drained.len() {
-            listed.push(format!("and {} more", header.drained.len() - drained.len()));
-        }
+        let listed = capped_list(&header.drained, detail, |node| {
+            let reason = markdown_text(&detail.text(&node.reason), MarkdownPlace::TableCell);
+            format!("{} ({reason})", code(&node.name))
+        });
         rows.push(HeaderRow {
             label_md: "Drained",
             value_md: format!("{}: left out of this run", listed.join(", ")),
         });
     }
     if !header.drift.is_empty() {
-        let alarms = capped(&header.drift, detail.item_cap());
-        let mut listed: Vec<String> = alarms
-            .iter()
-            .map(|words| markdown_text(&detail.text(words), MarkdownPlace::TableCell))
-            .collect();
-        if alarms.len() < header.drift.len() {
-            listed.push(format!("and {} more", header.drift.len() - alarms.len()));
-        }
+        let listed = capped_list(&header.drift, detail, |words| {
+            markdown_text(&detail.text(words), MarkdownPlace::TableCell)
+        });
         rows.push(HeaderRow {
             label_md: "Drift",
             value_md: format!("❌ over the budget since the reference: {}", listed.join("; ")),
@@ -256,6 +240,17 @@ pub(super) fn header_rows(header: &Header, detail: Detail) -> Vec<HeaderRow> {
         }
     }
     rows
+}
+
+/// The list's first items as `show` words them, at most the detail's item cap of them, then
+/// `and N more` for the rest.
+fn capped_list<T>(list: &[T], detail: Detail, show: impl Fn(&T) -> String) -> Vec<String> {
+    let shown = capped(list, detail.item_cap());
+    let mut words: Vec<String> = shown.iter().map(show).collect();
+    if shown.len() < list.len() {
+        words.push(format!("and {} more", list.len() - shown.len()));
+    }
+    words
 }
 
 /// How long a commit that is not a hash may be when shown, and where it stands.

@@ -55,87 +55,10 @@ fn model_view(name: &str, tier: Option<Tier>, items: &[&Item]) -> ModelView {
         empty: false,
     };
     for item in items {
-        let state_md = state_md(item.state);
-        match &item.numbers {
-            Some(Numbers::Speed {
-                concurrency,
-                covered,
-                base_ms,
-                pr_ms,
-                change,
-                interval,
-                pairs,
-                confidence,
-                ..
-            }) => view.speed.push(SpeedRow {
-                // An uncovered concurrency's state says "not judged" and the intro why; only
-                // a state that does not is told.
-                concurrency: if *covered || item.state == State::NotJudged {
-                    concurrency.to_string()
-                } else {
-                    format!("{concurrency} (not covered)")
-                },
-                medians: format!("{} → {}", milliseconds(*base_ms), milliseconds(*pr_ms)),
-                // The interval's ends in the change's unit without their own `%`: the table
-                // fits an 800 px comment (`.ci/render-comments`).
-                change: match (change, interval) {
-                    (Some(change), Some((low, high))) => {
-                        format!("{} [{}, {}]", percent(*change), points(*low), points(*high))
-                    }
-                    (Some(change), None) => percent(*change),
-                    (None, _) => unknown(),
-                },
-                pairs: match confidence {
-                    Confidence::High => pairs.to_string(),
-                    Confidence::Low => format!("{pairs}, undecided"),
-                    Confidence::Open => format!("{pairs}, open"),
-                },
-                state_md,
-            }),
-            Some(Numbers::Accuracy {
-                benchmark,
-                base,
-                pr,
-                difference,
-                interval,
-                questions,
-                paired,
-                tolerance,
-                ..
-            }) => view.accuracy.push(AccuracyRow {
-                benchmark: benchmark.clone(),
-                accuracies: format!("{:.1} → {:.1}", base * 100.0, pr * 100.0),
-                difference: format!(
-                    "{} [{}, {}]",
-                    points(*difference),
-                    points(interval.0),
-                    points(interval.1)
-                ),
-                questions: if *paired { questions.to_string() } else { format!("{questions}†") },
-                tolerance: format!("{:.1}", tolerance * 100.0),
-                state_md,
-            }),
-            Some(Numbers::Kernel { kernel, base_us, pr_us, change }) => {
-                view.kernels.push(KernelRow {
-                    kernel: kernel.clone(),
-                    times: format!("{base_us:.1} → {pr_us:.1}"),
-                    change: percent(*change),
-                    state_md,
-                })
-            }
-            Some(Numbers::Tests { passed, failed, skipped, errors, pre_existing }) => {
-                view.tests.push(TestsRow {
-                    suite: item.check.clone(),
-                    passed: *passed,
-                    failed: *failed,
-                    errors: *errors,
-                    skipped: *skipped,
-                    pre_existing: *pre_existing,
-                    state_md,
-                })
-            }
-            None => {}
-        }
+        view.speed.extend(speed_row(item));
+        view.accuracy.extend(accuracy_row(item));
+        view.kernels.extend(kernel_row(item));
+        view.tests.extend(tests_row(item));
     }
     view.chart = chart(name, items);
     view.empty = view.speed.is_empty()
@@ -143,6 +66,110 @@ fn model_view(name: &str, tier: Option<Tier>, items: &[&Item]) -> ModelView {
         && view.kernels.is_empty()
         && view.tests.is_empty();
     view
+}
+
+/// A speed item's row of the speed table.
+fn speed_row(item: &Item) -> Option<SpeedRow> {
+    let Some(Numbers::Speed {
+        concurrency,
+        covered,
+        base_ms,
+        pr_ms,
+        change,
+        interval,
+        pairs,
+        confidence,
+        ..
+    }) = &item.numbers
+    else {
+        return None;
+    };
+    Some(SpeedRow {
+        // An uncovered concurrency's state says "not judged" and the intro why; only a state
+        // that does not is told.
+        concurrency: if *covered || item.state == State::NotJudged {
+            concurrency.to_string()
+        } else {
+            format!("{concurrency} (not covered)")
+        },
+        medians: format!("{} → {}", milliseconds(*base_ms), milliseconds(*pr_ms)),
+        // The interval's ends in the change's unit without their own `%`: the table fits an
+        // 800 px comment (`.ci/render-comments`).
+        change: match (change, interval) {
+            (Some(change), Some((low, high))) => {
+                format!("{} [{}, {}]", percent(*change), points(*low), points(*high))
+            }
+            (Some(change), None) => percent(*change),
+            (None, _) => unknown(),
+        },
+        pairs: match confidence {
+            Confidence::High => pairs.to_string(),
+            Confidence::Low => format!("{pairs}, undecided"),
+            Confidence::Open => format!("{pairs}, open"),
+        },
+        state_md: state_md(item.state),
+    })
+}
+
+/// An accuracy item's row of the accuracy table.
+fn accuracy_row(item: &Item) -> Option<AccuracyRow> {
+    let Some(Numbers::Accuracy {
+        benchmark,
+        base,
+        pr,
+        difference,
+        interval,
+        questions,
+        paired,
+        tolerance,
+        ..
+    }) = &item.numbers
+    else {
+        return None;
+    };
+    Some(AccuracyRow {
+        benchmark: benchmark.clone(),
+        accuracies: format!("{:.1} → {:.1}", base * 100.0, pr * 100.0),
+        difference: format!(
+            "{} [{}, {}]",
+            points(*difference),
+            points(interval.0),
+            points(interval.1)
+        ),
+        questions: if *paired { questions.to_string() } else { format!("{questions}†") },
+        tolerance: format!("{:.1}", tolerance * 100.0),
+        state_md: state_md(item.state),
+    })
+}
+
+/// A kernel item's row of the kernel table.
+fn kernel_row(item: &Item) -> Option<KernelRow> {
+    let Some(Numbers::Kernel { kernel, base_us, pr_us, change }) = &item.numbers else {
+        return None;
+    };
+    Some(KernelRow {
+        kernel: kernel.clone(),
+        times: format!("{base_us:.1} → {pr_us:.1}"),
+        change: percent(*change),
+        state_md: state_md(item.state),
+    })
+}
+
+/// A tests item's row of the tests table.
+fn tests_row(item: &Item) -> Option<TestsRow> {
+    let Some(Numbers::Tests { passed, failed, skipped, errors, pre_existing }) = &item.numbers
+    else {
+        return None;
+    };
+    Some(TestsRow {
+        suite: item.check.clone(),
+        passed: *passed,
+        failed: *failed,
+        errors: *errors,
+        skipped: *skipped,
+        pre_existing: *pre_existing,
+        state_md: state_md(item.state),
+    })
 }
 
 /// A model's own items by state, worst first (`1 ❌ <b>fail</b> · 8 ✅ pass`): a model's
@@ -181,25 +208,11 @@ type Cell = (u32, f64, f64, f64);
 /// The chart of the TPOT change per concurrency, when at least two concurrencies have a
 /// change and its interval.
 pub(super) fn chart(name: &str, items: &[&Item]) -> Option<Chart> {
-    let mut cells: Vec<Cell> = items
-        .iter()
-        .filter_map(|item| match item.numbers {
-            Some(Numbers::Speed {
-                concurrency,
-                change: Some(change),
-                interval: Some((low, high)),
-                ..
-            }) if change.is_finite() && low.is_finite() && high.is_finite() => {
-                Some((concurrency, change * 100.0, low * 100.0, high * 100.0))
-            }
-            _ => None,
-        })
-        .collect();
+    let cells = chart_cells(items);
     // A rule's line needs two points to show.
     if cells.len() < 2 {
         return None;
     }
-    cells.sort_by_key(|cell| cell.0);
     // The lines the gate judged these cells against; a verdict written before it said them
     // has none, and the chart then draws only zero rather than guess.
     let thresholds = items.iter().find_map(|item| match item.numbers {
@@ -212,16 +225,7 @@ pub(super) fn chart(name: &str, items: &[&Item]) -> Option<Chart> {
     });
     let loss = thresholds.map(|t| t.max_loss * 100.0);
     let gain = thresholds.map(|t| t.min_gain * 100.0);
-    // The axis holds every interval and the rule's lines; past the least span, with a margin
-    // of 1% beyond the farthest.
-    let lowest = cells
-        .iter()
-        .map(|cell| cell.2)
-        .chain(gain.map(|gain| -gain))
-        .fold(-CHART_MIN_SPAN, f64::min);
-    let highest = cells.iter().map(|cell| cell.3).chain(loss).fold(CHART_MIN_SPAN, f64::max);
-    let bottom = if lowest < -CHART_MIN_SPAN { (lowest - 1.0).floor() } else { -CHART_MIN_SPAN };
-    let top = if highest > CHART_MIN_SPAN { (highest + 1.0).ceil() } else { CHART_MIN_SPAN };
+    let (bottom, top) = chart_axis(&cells, loss, gain);
     // The change's mark: 1% of the axis each side of the change.
     let mark = (top - bottom) * 0.01;
     let number = |value: f64| {
@@ -260,6 +264,40 @@ pub(super) fn chart(name: &str, items: &[&Item]) -> Option<Chart> {
         gain_required: thresholds.is_some_and(|t| t.gain_required),
         span: format!("{CHART_MIN_SPAN:.0}%"),
     })
+}
+
+/// The concurrencies with a finite change and interval, in percent, by concurrency.
+fn chart_cells(items: &[&Item]) -> Vec<Cell> {
+    let mut cells: Vec<Cell> = items
+        .iter()
+        .filter_map(|item| match item.numbers {
+            Some(Numbers::Speed {
+                concurrency,
+                change: Some(change),
+                interval: Some((low, high)),
+                ..
+            }) if change.is_finite() && low.is_finite() && high.is_finite() => {
+                Some((concurrency, change * 100.0, low * 100.0, high * 100.0))
+            }
+            _ => None,
+        })
+        .collect();
+    cells.sort_by_key(|cell| cell.0);
+    cells
+}
+
+/// The y-axis's bottom and top: it holds every interval and the rule's lines; past the least
+/// span, with a margin of 1% beyond the farthest.
+fn chart_axis(cells: &[Cell], loss: Option<f64>, gain: Option<f64>) -> (f64, f64) {
+    let lowest = cells
+        .iter()
+        .map(|cell| cell.2)
+        .chain(gain.map(|gain| -gain))
+        .fold(-CHART_MIN_SPAN, f64::min);
+    let highest = cells.iter().map(|cell| cell.3).chain(loss).fold(CHART_MIN_SPAN, f64::max);
+    let bottom = if lowest < -CHART_MIN_SPAN { (lowest - 1.0).floor() } else { -CHART_MIN_SPAN };
+    let top = if highest > CHART_MIN_SPAN { (highest + 1.0).ceil() } else { CHART_MIN_SPAN };
+    (bottom, top)
 }
 
 /// A threshold in percent for the legend: `2%`, `2.5%`.

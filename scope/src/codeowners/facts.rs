@@ -259,42 +259,9 @@ fn file_changes(
     let mut moved_to = None;
 
     if in_base && !in_head {
-        let rules_of = |text: &str| {
-            let (_, keys) = Codeowners::parse(text).rule_keys();
-            keys
-        };
-        let base_rules = texts.base.get(configured).map(|text| rules_of(text));
-        let renamed = texts
-            .renamed_to
-            .as_deref()
-            .filter(|to| *to != configured && texts.head.contains_key(*to));
-        let same_rules = new_elsewhere
-            .iter()
-            .copied()
-            .find(|location| texts.head.get(*location).map(|text| rules_of(text)) == base_rules);
-        match (renamed, same_rules) {
-            (Some(to), _) => {
-                changes.push(CodeownersFileChange {
-                    kind: FileChangeKind::Moved,
-                    path: to.to_owned(),
-                    detail: format!("{configured} is renamed to {to}"),
-                });
-                moved_to = Some(to);
-            }
-            (None, Some(to)) => {
-                changes.push(CodeownersFileChange {
-                    kind: FileChangeKind::Moved,
-                    path: to.to_owned(),
-                    detail: format!("{configured} is deleted and {to}, with the same rules, added"),
-                });
-                moved_to = Some(to);
-            }
-            (None, None) => changes.push(CodeownersFileChange {
-                kind: FileChangeKind::Deleted,
-                path: configured.to_owned(),
-                detail: format!("{configured} is deleted"),
-            }),
-        }
+        let (change, to) = moved_or_deleted(texts, &new_elsewhere);
+        changes.push(change);
+        moved_to = to;
         head_path = moved_to.map(str::to_owned);
     }
     if !in_base {
@@ -320,9 +287,59 @@ fn file_changes(
     (changes, head_path)
 }
 
+/// The configured file, in base and not at head: renamed (as the diff says), replaced by a
+/// new file at one of GitHub's locations with the same rules (moved), or deleted. Returns the
+/// change and where the file moved to.
+fn moved_or_deleted<'t>(
+    texts: &'t CodeownersTexts,
+    new_elsewhere: &[&'t str],
+) -> (CodeownersFileChange, Option<&'t str>) {
+    let configured = texts.path.as_str();
+    let rules_of = |text: &str| {
+        let (_, keys) = Codeowners::parse(text).rule_keys();
+        keys
+    };
+    let base_rules = texts.base.get(configured).map(|text| rules_of(text));
+    let renamed =
+        texts.renamed_to.as_deref().filter(|to| *to != configured && texts.head.contains_key(*to));
+    let same_rules = new_elsewhere
+        .iter()
+        .copied()
+        .find(|location| texts.head.get(*location).map(|text| rules_of(text)) == base_rules);
+    let moved = |to: &str, detail: String| CodeownersFileChange {
+        kind: FileChangeKind::Moved,
+        path: to.to_owned(),
+        detail,
+    };
+    match (renamed, same_rules) {
+        (Some(to), _) => (moved(to, format!("{configured} is renamed to {to}")), Some(to)),
+        (None, Some(to)) => (
+            moved(to, format!("{configured} is deleted and {to}, with the same rules, added")),
+            Some(to),
+        ),
+        (None, None) => (
+            CodeownersFileChange {
+                kind: FileChangeKind::Deleted,
+                path: configured.to_owned(),
+                detail: format!("{configured} is deleted"),
+            },
+            None,
+        ),
+    }
+}
+
 /// The changed lines between two files: a diff of the rule lines (rules and invalid lines,
 /// normalized), then a diff of the comment and blank lines.
 fn diff_lines(base: &Codeowners, head: &Codeowners) -> Vec<CodeownersLineChange> {
+    let mut changes = rule_line_changes(base, head);
+    changes.extend(comment_line_changes(base, head));
+    changes
+}
+
+/// The changes of the rule lines: a rule deleted and inserted again elsewhere is reordered; in
+/// a hunk the other deletions pair with the insertions in order (modified), the rest are
+/// removed or added; a rule kept with a changed inline comment or spacing is a comment change.
+fn rule_line_changes(base: &Codeowners, head: &Codeowners) -> Vec<CodeownersLineChange> {
     let (base_rules, base_keys) = base.rule_keys();
     let (head_rules, head_keys) = head.rule_keys();
     let ops = similar::capture_diff_slices(Algorithm::Myers, &base_keys, &head_keys);
@@ -333,22 +350,7 @@ fn diff_lines(base: &Codeowners, head: &Codeowners) -> Vec<CodeownersLineChange>
         .filter(|op| !matches!(op, DiffOp::Equal { .. }))
         .map(|op| (op.old_range().collect(), op.new_range().collect()))
         .collect();
-    // A deleted line inserted again, the same, elsewhere is reordered: each deletion, in order,
-    // takes the first insertion of its text not taken yet.
-    let mut insertions: HashMap<&str, VecDeque<usize>> = HashMap::new();
-    for new in hunks.iter().flat_map(|(_, news)| news) {
-        insertions.entry(head_keys[*new].as_str()).or_default().push_back(*new);
-    }
-    let mut reordered_to: HashMap<usize, usize> = HashMap::new();
-    let mut reinserted: HashSet<usize> = HashSet::new();
-    for old in hunks.iter().flat_map(|(olds, _)| olds) {
-        if let Some(new) =
-            insertions.get_mut(base_keys[*old].as_str()).and_then(VecDeque::pop_front)
-        {
-            reordered_to.insert(*old, new);
-            reinserted.insert(new);
-        }
-    }
+    let (reordered_to, reinserted) = reorders(&hunks, &base_keys, &head_keys);
 
     let line_change = |kind, old: Option<usize>, new: Option<usize>| {
         change_of(kind, base, head, old.map(|old| base_rules[old]), new.map(|new| head_rules[new]))
@@ -388,9 +390,39 @@ fn diff_lines(base: &Codeowners, head: &Codeowners) -> Vec<CodeownersLineChange>
             changes.push(line_change(LineChangeKind::Added, None, Some(new)));
         }
     }
+    changes
+}
 
+/// A deleted line inserted again, the same, elsewhere is reordered: each deletion, in order,
+/// takes the first insertion of its text not taken yet. Returns where each reordered deletion
+/// went, and the insertions taken.
+fn reorders(
+    hunks: &[(Vec<usize>, Vec<usize>)],
+    base_keys: &[String],
+    head_keys: &[String],
+) -> (HashMap<usize, usize>, HashSet<usize>) {
+    let mut insertions: HashMap<&str, VecDeque<usize>> = HashMap::new();
+    for new in hunks.iter().flat_map(|(_, news)| news) {
+        insertions.entry(head_keys[*new].as_str()).or_default().push_back(*new);
+    }
+    let mut reordered_to: HashMap<usize, usize> = HashMap::new();
+    let mut reinserted: HashSet<usize> = HashSet::new();
+    for old in hunks.iter().flat_map(|(olds, _)| olds) {
+        if let Some(new) =
+            insertions.get_mut(base_keys[*old].as_str()).and_then(VecDeque::pop_front)
+        {
+            reordered_to.insert(*old, new);
+            reinserted.insert(new);
+        }
+    }
+    (reordered_to, reinserted)
+}
+
+/// The changes of the comment and blank lines: each hunk's lines paired in order.
+fn comment_line_changes(base: &Codeowners, head: &Codeowners) -> Vec<CodeownersLineChange> {
     let (base_comments, base_comment_keys) = base.comment_keys();
     let (head_comments, head_comment_keys) = head.comment_keys();
+    let mut changes = Vec::new();
     for op in similar::capture_diff_slices(Algorithm::Myers, &base_comment_keys, &head_comment_keys)
     {
         if matches!(op, DiffOp::Equal { .. }) {

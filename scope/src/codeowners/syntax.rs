@@ -24,7 +24,7 @@ pub(super) fn parse_line(raw: &str) -> Line {
     };
     let pattern = match Pattern::new(pattern) {
         Ok(pattern) => pattern,
-        Err(problem) => return invalid(problem),
+        Err(problem) => return invalid(problem.to_string()),
     };
     if let Some(bad) = owners.iter().find(|owner| !is_owner(owner)) {
         return invalid(format!(
