@@ -67,7 +67,7 @@ fn edit(repo: &Repo, path: &str, edits: &[(&str, &str)]) {
 /// The honest PR: its server is ten times slower and answers one question in five right; its
 /// unit and kernel tests fail.
 fn regress(repo: &Repo) {
-    edit(repo, RECIPE, &[("--tpot-ms 10 ", "--tpot-ms 100 --accuracy 0.2 ")]);
+    edit(repo, RECIPE, &[("--tpot-ms 2 ", "--tpot-ms 20 --accuracy 0.2 ")]);
     repo.write("test/unit/alpha/test_layer.py", "def test_passes():\n    assert False\n");
     repo.write("test/kernels/test_alpha_k1.py", "def test_k1():\n    assert 1 + 1 == 3\n");
 }
@@ -118,7 +118,7 @@ fn regress_and_rename(repo: &Repo) {
         repo,
         "test/e2e/beta.toml",
         &[
-            ("--tpot-ms 10 ", "--tpot-ms 100 --accuracy 0.2 "),
+            ("--tpot-ms 2 ", "--tpot-ms 20 --accuracy 0.2 "),
             ("test/unit/alpha", "test/unit/beta"),
             ("test_alpha_k1.py", "test_beta_k1.py"),
             ("test_alpha_serving.py", "test_beta_serving.py"),
@@ -270,7 +270,7 @@ fn a_narrowing_fails_on_its_own_and_passes_as_a_warning_with_a_maintainers_appro
 fn server_line() -> String {
     let prgate = env!("CARGO_BIN_EXE_prgate");
     format!(
-        "command = \"{prgate} sim-server --listen 127.0.0.1:{{port}} --tpot-ms 10  {{extra_args}}\""
+        "command = \"{prgate} sim-server --listen 127.0.0.1:{{port}} --tpot-ms 2  {{extra_args}}\""
     )
 }
 
@@ -279,7 +279,7 @@ fn server_line() -> String {
 fn unrouted_server(repo: &Repo, before: &str) {
     let prgate = env!("CARGO_BIN_EXE_prgate");
     let command = format!(
-        "command = '''sh -c '{before}exec {prgate} sim-server --listen 127.0.0.1:{{port}} --tpot-ms 10' sim {{extra_args}}'''"
+        "command = '''sh -c '{before}exec {prgate} sim-server --listen 127.0.0.1:{{port}} --tpot-ms 2' sim {{extra_args}}'''"
     );
     edit(repo, RECIPE, &[(server_line().as_str(), command.as_str())]);
 }

@@ -172,14 +172,14 @@ fn an_untouched_pr_passes_with_every_check_judged() {
 #[test]
 fn the_base_side_runs_its_own_commands_and_a_changed_recipe_is_never_cached() {
     // The PR's recipe starts its server ten times slower: only the PR side may run that
-    // command (were the base side to run it too, both sides would measure 100 ms a token).
+    // command (were the base side to run it too, both sides would measure 20 ms a token).
     let fixture = Fixture::new(&Sample {
         gate: TWO_PAIRS,
         pr: |repo| {
             let path = repo.path().join("test/e2e/alpha.toml");
             let recipe = std::fs::read_to_string(&path).expect("the recipe");
-            assert!(recipe.contains("--tpot-ms 10 "), "{recipe}");
-            repo.write("test/e2e/alpha.toml", &recipe.replace("--tpot-ms 10 ", "--tpot-ms 100 "));
+            assert!(recipe.contains("--tpot-ms 2 "), "{recipe}");
+            repo.write("test/e2e/alpha.toml", &recipe.replace("--tpot-ms 2 ", "--tpot-ms 20 "));
         },
         ..Sample::default()
     });
@@ -189,7 +189,7 @@ fn the_base_side_runs_its_own_commands_and_a_changed_recipe_is_never_cached() {
         let pair = fixture.record(results, "alpha.speed.both.concurrency-1-pair-0");
         let (base, pr) = (&pair["outcome"]["base_tpot_ms"], &pair["outcome"]["pr_tpot_ms"]);
         let (base, pr) = (base.as_f64().expect("a number"), pr.as_f64().expect("a number"));
-        // The base side measured its own command (10 ms a token), not the PR's (100 ms).
+        // The base side measured its own command (2 ms a token), not the PR's (20 ms).
         assert!(pr > 3.0 * base, "base {base} ms, PR {pr} ms: the base side ran the PR's command");
         // Nothing measured with a PR-changed recipe goes into the node's cache.
         let accuracy = fixture.record(results, "alpha.accuracy.base.tiny%40repeat-0");

@@ -75,7 +75,7 @@ fn an_external_speed_benchmark_gives_the_pairs() {
             fixture.record("results", &format!("alpha.speed.both.concurrency-1-pair-{index}"));
         assert_eq!(pair["outcome"]["kind"], "speed-pair", "{pair}");
         let tpot = pair["outcome"]["pr_tpot_ms"].as_f64().expect("a TPOT");
-        // The simulated server streams a token every 10 ms.
+        // The simulated server streams a token every 2 ms.
         assert!((1.0..50.0).contains(&tpot), "{pair}");
     }
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
