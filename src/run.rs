@@ -421,81 +421,10 @@ pub(crate) fn run_slurm(
     reuse: &ReuseMode,
     observer: Option<&dyn StepObserver>,
 ) -> anyhow::Result<()> {
-    let program = std::env::current_exe().context("finding this program, for the jobs to run")?;
-    let absolute = |path: &Path| {
-        std::path::absolute(path).with_context(|| format!("resolving {}", path.display()))
-    };
-    let plan_path = absolute(files.plan)?;
-    let node_path = absolute(files.node)?;
-    let repo = absolute(files.repo)?;
-    // A bare program name is looked up in the job's PATH; a path must work from anywhere.
-    let python = if settings.python.components().count() > 1 {
-        absolute(&settings.python)?
-    } else {
-        settings.python.clone()
-    };
-    let preflight = match &settings.preflight {
-        Some(preflight) => Some((absolute(&preflight.root)?, preflight.min_free_disk)),
-        None => None,
-    };
-    let engine = match &settings.engine {
-        Some(engine) if engine.components().count() > 1 => Some(absolute(engine)?),
-        other => other.clone(),
-    };
+    let job = JobCommand::of(settings, files, reuse)?;
     let JobLimits { time_limit, wait_lock } =
         JobLimits::of(slurm.job_time_limit, settings.time_limit, settings.wait_lock);
-    let command = |target: &JobTarget<'_>| -> Vec<OsString> {
-        let mut argv: Vec<OsString> =
-            vec![program.clone().into(), "run".into(), "--executor".into(), "local".into()];
-        let mut options: Vec<(&str, OsString)> = vec![
-            ("--plan", plan_path.clone().into()),
-            ("--node", node_path.clone().into()),
-            ("--repo", repo.clone().into()),
-            ("--results", target.results.into()),
-            ("--events", target.events.into()),
-            ("--only-model", target.name.into()),
-            ("--python", python.clone().into()),
-            ("--common-recipe", files.common_recipe.into()),
-            ("--isolation", value_name(settings.isolation).into()),
-            ("--wait-lock", seconds(wait_lock).into()),
-        ];
-        match &preflight {
-            Some((root, min_free_disk)) => {
-                options.push(("--preflight", value_name(Switch::On).into()));
-                options.push(("--preflight-root", root.clone().into()));
-                if let Some(gib) = min_free_disk {
-                    options.push(("--min-free-disk", gib.to_string().into()));
-                }
-            }
-            None => options.push(("--preflight", value_name(Switch::Off).into())),
-        }
-        if let Some(engine) = &engine {
-            options.push(("--engine", engine.clone().into()));
-        }
-        if let Some(title) = files.title {
-            options.push(("--title", title.into()));
-        }
-        if let Some(limit) = settings.time_limit {
-            options.push(("--time-limit", seconds(limit).into()));
-        }
-        // Each job reuses from, and saves into, the store of the node it lands on.
-        if let ReuseMode::Node { run } = reuse {
-            options.push(("--reuse", value_name(Switch::On).into()));
-            options.push(("--reuse-run", run.into()));
-        }
-        for (name, value) in options {
-            argv.push(name.into());
-            argv.push(value);
-        }
-        if settings.accept_narrowing {
-            argv.push("--accept-narrowing".into());
-        }
-        // The operator's word that the trees are trusted goes with the host isolation it allows.
-        if settings.isolation == IsolationArg::Host {
-            argv.push("--trust-pr-code".into());
-        }
-        argv
-    };
+    let command = |target: &JobTarget<'_>| job.argv(target, wait_lock);
     let slurm_settings = SlurmSettings {
         bin_dir: slurm.bin_dir.clone(),
         time_limit,
@@ -504,7 +433,7 @@ pub(crate) fn run_slurm(
     let request = SlurmRequest {
         inputs: RunInputs {
             plan,
-            repo: &repo,
+            repo: &job.repo,
             node,
             results: files.results,
             events: files.events,
@@ -542,6 +471,114 @@ pub(crate) fn run_slurm(
         files.results.join("evidence").display()
     );
     Ok(())
+}
+
+/// The command line of a SLURM job: `prgate run --executor local --only-model M`, with this
+/// run's files as absolute paths (a job runs elsewhere) and its flags.
+struct JobCommand<'a> {
+    program: PathBuf,
+    plan: PathBuf,
+    node: PathBuf,
+    repo: PathBuf,
+    /// A bare program name is looked up in the job's PATH; a path must work from anywhere.
+    python: PathBuf,
+    /// The preflight's root and free-disk floor, when it runs.
+    preflight: Option<(PathBuf, Option<u64>)>,
+    engine: Option<PathBuf>,
+    settings: &'a RunSettings,
+    files: &'a RunFiles<'a>,
+    reuse: &'a ReuseMode,
+}
+
+impl<'a> JobCommand<'a> {
+    fn of(
+        settings: &'a RunSettings,
+        files: &'a RunFiles<'a>,
+        reuse: &'a ReuseMode,
+    ) -> anyhow::Result<JobCommand<'a>> {
+        let absolute = |path: &Path| {
+            std::path::absolute(path).with_context(|| format!("resolving {}", path.display()))
+        };
+        let bare = |path: &PathBuf| path.components().count() <= 1;
+        Ok(JobCommand {
+            program: std::env::current_exe()
+                .context("finding this program, for the jobs to run")?,
+            plan: absolute(files.plan)?,
+            node: absolute(files.node)?,
+            repo: absolute(files.repo)?,
+            python: if bare(&settings.python) {
+                settings.python.clone()
+            } else {
+                absolute(&settings.python)?
+            },
+            preflight: match &settings.preflight {
+                Some(preflight) => Some((absolute(&preflight.root)?, preflight.min_free_disk)),
+                None => None,
+            },
+            engine: match &settings.engine {
+                Some(engine) if !bare(engine) => Some(absolute(engine)?),
+                other => other.clone(),
+            },
+            settings,
+            files,
+            reuse,
+        })
+    }
+
+    /// The argv of `target`'s job, which waits at most `wait_lock` for the host lock.
+    fn argv(&self, target: &JobTarget<'_>, wait_lock: Duration) -> Vec<OsString> {
+        let (settings, files) = (self.settings, self.files);
+        let mut argv: Vec<OsString> =
+            vec![self.program.clone().into(), "run".into(), "--executor".into(), "local".into()];
+        let mut options: Vec<(&str, OsString)> = vec![
+            ("--plan", self.plan.clone().into()),
+            ("--node", self.node.clone().into()),
+            ("--repo", self.repo.clone().into()),
+            ("--results", target.results.into()),
+            ("--events", target.events.into()),
+            ("--only-model", target.name.into()),
+            ("--python", self.python.clone().into()),
+            ("--common-recipe", files.common_recipe.into()),
+            ("--isolation", value_name(settings.isolation).into()),
+            ("--wait-lock", seconds(wait_lock).into()),
+        ];
+        match &self.preflight {
+            Some((root, min_free_disk)) => {
+                options.push(("--preflight", value_name(Switch::On).into()));
+                options.push(("--preflight-root", root.clone().into()));
+                if let Some(gib) = min_free_disk {
+                    options.push(("--min-free-disk", gib.to_string().into()));
+                }
+            }
+            None => options.push(("--preflight", value_name(Switch::Off).into())),
+        }
+        if let Some(engine) = &self.engine {
+            options.push(("--engine", engine.clone().into()));
+        }
+        if let Some(title) = files.title {
+            options.push(("--title", title.into()));
+        }
+        if let Some(limit) = settings.time_limit {
+            options.push(("--time-limit", seconds(limit).into()));
+        }
+        // Each job reuses from, and saves into, the store of the node it lands on.
+        if let ReuseMode::Node { run } = self.reuse {
+            options.push(("--reuse", value_name(Switch::On).into()));
+            options.push(("--reuse-run", run.into()));
+        }
+        for (name, value) in options {
+            argv.push(name.into());
+            argv.push(value);
+        }
+        if settings.accept_narrowing {
+            argv.push("--accept-narrowing".into());
+        }
+        // The operator's word that the trees are trusted goes with the host isolation it allows.
+        if settings.isolation == IsolationArg::Host {
+            argv.push("--trust-pr-code".into());
+        }
+        argv
+    }
 }
 
 /// A value of a `--flag` as its command line names it.
