@@ -16,7 +16,7 @@
   const width = document.documentElement.clientWidth;
   for (const details of document.querySelectorAll("details")) details.open = true;
 
-  const { parse, contrast } = window.prgateContrast;
+  const { parse, contrast, report } = window.prgateCheck;
 
   const points = [];
   const source = document.getElementById("prgate-history-data");
@@ -86,20 +86,13 @@
   // Nothing from the data became markup: the page's own elements only.
   if (document.querySelector("img, iframe, object, embed"))
     problems.push(`an element from the data: ${document.querySelector("img, iframe, object, embed").outerHTML.slice(0, 80)}`);
-  const scripts = [...document.querySelectorAll("script")].filter((script) => !/(history-check|contrast)\.js$/.test(script.src));
+  const scripts = [...document.querySelectorAll("script")].filter((script) => !/(history-check|check-helpers)\.js$/.test(script.src));
   if (scripts.length !== 3) problems.push(`${scripts.length} scripts, not the page's 3`);
   for (const link of document.querySelectorAll("a[href]")) {
     if (!/^(https?:|#|assets\/)/.test(link.getAttribute("href")))
       problems.push(`a link to ${link.getAttribute("href").slice(0, 60)}`);
   }
 
-  const report = (id, value) => {
-    const pre = document.createElement("pre");
-    pre.id = id;
-    pre.hidden = true;
-    pre.textContent = value;
-    document.body.appendChild(pre);
-  };
   report("prgate-height", String(Math.ceil(document.documentElement.scrollHeight) + 20));
   report("prgate-scheme", dark ? "dark" : "light");
   report("prgate-points", points.sort().join("\n"));

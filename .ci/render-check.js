@@ -16,7 +16,7 @@
   const dark = window.matchMedia("(prefers-color-scheme: dark)").matches;
   for (const details of document.querySelectorAll("details")) details.open = true;
 
-  const { parse, contrast } = window.prgateContrast;
+  const { parse, contrast, report } = window.prgateCheck;
   const hex = (colour) => "#" + colour.slice(0, 3).map((c) => Math.round(c).toString(16).padStart(2, "0")).join("");
   const opaque = (colour) => colour && colour[3] > 0.99;
   const pageGround = () => {
@@ -167,13 +167,6 @@
       problems.push(`the headline does not name what failed: ${text}`);
   }
 
-  const report = (id, value) => {
-    const pre = document.createElement("pre");
-    pre.id = id;
-    pre.hidden = true;
-    pre.textContent = value;
-    document.body.appendChild(pre);
-  };
   report("prgate-height", String(Math.ceil(document.querySelector("article").getBoundingClientRect().height) + 20));
   report("prgate-scheme", dark ? "dark" : "light");
   report("prgate-contrast", Number.isFinite(leastContrast) ? leastContrast.toFixed(2) : "none");

@@ -1,8 +1,8 @@
-// Colours and their contrast, for the render checks (.ci/render-check.js and
-// .ci/history-check.js; the page loads this script before either): window.prgateContrast holds
-// parse (CSS's rgb()/rgba() or #rrggbb as [r, g, b, alpha], or null), luminance and contrast
-// (WCAG 2.1's relative luminance and contrast ratio).
-window.prgateContrast = (() => {
+// What the render checks share (.ci/render-check.js and .ci/history-check.js; the page loads
+// this script before either): window.prgateCheck holds parse (CSS's rgb()/rgba() or #rrggbb as
+// [r, g, b, alpha], or null), luminance and contrast (WCAG 2.1's relative luminance and contrast
+// ratio), and report (a result written into a hidden <pre id=…> for the script to read).
+window.prgateCheck = (() => {
   const parse = (text) => {
     const value = (text || "").trim().toLowerCase();
     let match = value.match(/^#([0-9a-f]{2})([0-9a-f]{2})([0-9a-f]{2})$/);
@@ -22,5 +22,12 @@ window.prgateContrast = (() => {
     const [la, lb] = [luminance(a), luminance(b)];
     return (Math.max(la, lb) + 0.05) / (Math.min(la, lb) + 0.05);
   };
-  return { parse, luminance, contrast };
+  const report = (id, value) => {
+    const pre = document.createElement("pre");
+    pre.id = id;
+    pre.hidden = true;
+    pre.textContent = value;
+    document.body.appendChild(pre);
+  };
+  return { parse, luminance, contrast, report };
 })();
