@@ -6,7 +6,7 @@
 //! runs, one before and one after its PR run: its base is their geometric mean (a linear drift
 //! cancels) and their ratio is an in-band A/A difference, uncorrelated with the pair's
 //! log-ratio, that measures the node's noise inside the run. The runner chains a cell's pairs
-//! (a pair's closing base run opens the next); [`Chain`] accounts for the shared runs.
+//! (a pair's closing base run opens the next); `Chain` accounts for the shared runs.
 //!
 //! Each question is a group-sequential t-test ([`GroupSequential`]) with an indifference zone
 //! around its threshold, its error rates spent over the looks by spending functions

@@ -541,7 +541,7 @@ struct SpeedCell {
 struct Judge<'a> {
     config: &'a GateConfig,
     /// The diff's renamed test modules (old, new), dotted as pytest's ids name them: a base
-    /// test id is read under its new name on the PR side ([`test_results::moved_test_id`]).
+    /// test id is read under its new name on the PR side (`test_results::moved_test_id`).
     moved_modules: Vec<(String, String)>,
     /// Per model, the timing scripts that measure the PR side with the PR's own files (the job
     /// plan's `pr_scripts`).

@@ -3,7 +3,7 @@
 //! against `GITHUB_API_URL`), with its own retries left out; this module decides what is retried
 //! and when: idempotent calls on 5xx and rate limits, with backoff, honouring `retry-after` and
 //! `x-ratelimit-reset`, and GitHub Enterprise's "abuse detection" 403 (the calls, the retries
-//! and the pagination's `Link` are [`transport`]'s). A comment is never
+//! and the pagination's `Link` are `transport`'s). A comment is never
 //! created twice: after a failed creation the comments are read again first, and an existing one
 //! is edited instead. Lists are read by following the `Link` header's `next` (never past the
 //! API's own origin, where the token would leak). Our comments are found by the marker and our

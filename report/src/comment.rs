@@ -454,7 +454,7 @@ struct Chart {
     gain: Option<String>,
     /// Whether the PR's title claims a gain (so the gain line is judged).
     gain_required: bool,
-    /// [`models::CHART_MIN_SPAN`] in words.
+    /// `models::CHART_MIN_SPAN` in words.
     span: String,
 }
 

@@ -7,11 +7,11 @@
 //! - a **strike**: a failure attributed to the node: a preflight finding about its GPUs (ECC
 //!   errors, memory a dead process left, a hung device), the same step broken on base and PR
 //!   (what the PR cannot cause alone), or a GPU error in a base-side server log
-//!   ([`GPU_ERROR_PATTERNS`]), both only of a recipe the PR left unchanged; see [`attribute`];
+//!   ([`GPU_ERROR_PATTERNS`]), both only of a recipe the PR left unchanged; see `attribute`;
 //! - a **drain**: the node takes no more work, written by [`Ledger::strike`] when the strikes
 //!   since the node was last admitted, within the [policy](HealthPolicy)'s window, reach its
 //!   count, or by hand ([`Ledger::drain`]);
-//! - an **admit**: the node is back: a passing canary ([`crate::canary`]) or by hand.
+//! - an **admit**: the node is back: a passing canary (`canary`) or by hand.
 //!
 //! A node is drained while its last drain is later than its last admit ([`NodeHealth`]); a
 //! drain stays until an admit, however old its strikes grow. Strikes before the last admit

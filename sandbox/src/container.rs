@@ -6,7 +6,7 @@
 //! On a GPU node every PR-controlled command runs inside the node's image; only prgate runs
 //! outside. [`Engine::launch`] builds the `docker run` (or `podman run`) of one
 //! [`ContainerRequest`] as a [`ProcessSpec`], so the engine's client is started and stopped by
-//! [`ChildGroup`] like any other child; [`Container`] adds what a process group cannot do on
+//! [`ChildGroup`](crate::process::ChildGroup) like any other child; [`Container`] adds what a process group cannot do on
 //! its own: stopping the container itself, which outlives a killed client. Every isolation
 //! property is decided here, in one function ([`Engine::launch`], whose command line `arguments`
 //! builds), and checked there: a request that would break one is an error, not a weaker

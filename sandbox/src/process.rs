@@ -23,7 +23,7 @@
 //! after [`ChildGroup::stop`] is complete, and one read while the command runs shows its head
 //! and its latest output (`process/capped_log.rs` says what a live reader sees).
 //!
-//! Around the children: [`tail`] reads the last lines of a log (the evidence of a crash),
+//! Around the children: [`tail()`] reads the last lines of a log (the evidence of a crash),
 //! [`PortLease`] hands out a TCP port no other prgate on the node holds, and [`wait_healthy`]
 //! polls a server's health endpoint and fails fast when the server exits.
 //!
@@ -474,7 +474,7 @@ impl Waiter {
         watch.stalled(now).then(|| Ending::Stalled(watch.limit()))
     }
 
-    /// Sleeps a little: pauses double up to [`MAX_PAUSE`], never past the deadline.
+    /// Sleeps a little: pauses double up to `MAX_PAUSE`, never past the deadline.
     pub fn pause(&mut self) {
         thread::sleep(self.pause.min(self.deadline.saturating_duration_since(Instant::now())));
         self.pause = (self.pause * 2).min(MAX_PAUSE);

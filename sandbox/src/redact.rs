@@ -191,7 +191,7 @@ pub fn redact_bytes(bytes: &[u8]) -> Cow<'_, [u8]> {
 
 /// How much of a log [`redact_log`] reads at a time: 1 MiB. A log of any length is redacted
 /// whole, one piece at a time, with what a secret's form could still need carried over (see
-/// [`Redactor::safe_cut`]): a value that spans two pieces is redacted too.
+/// `Redactor::safe_cut`): a value that spans two pieces is redacted too.
 pub const LOG_PIECE: usize = 1 << 20;
 
 /// Redacts the runner's secret values from the log at `path` in place, once the command that

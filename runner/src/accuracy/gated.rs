@@ -61,7 +61,7 @@ pub fn endpoint() -> String {
 ///
 /// The requests are prgate's own (ureq, with rustls and the webpki roots; no child process,
 /// so the token is on no command line and in no environment): HTTPS or HTTP only, at most
-/// [`MAX_REDIRECTS`] redirects, the `Authorization` header sent only to the host it was given
+/// `MAX_REDIRECTS` redirects, the `Authorization` header sent only to the host it was given
 /// (never to another host a redirect names: the hub sends file downloads to a CDN with a
 /// signed address), no proxy, an answer other than 200 an error naming its status, and no file
 /// larger than its limit.

@@ -69,7 +69,7 @@ impl ProgressWatch {
         }
     }
 
-    /// How long nothing changed, looking again when [`CHECK_EVERY`] has passed.
+    /// How long nothing changed, looking again when `CHECK_EVERY` has passed.
     pub fn silent_for(&mut self, now: Instant) -> Duration {
         if now.saturating_duration_since(self.last_check) >= CHECK_EVERY {
             self.last_check = now;
