@@ -27,11 +27,13 @@ use super::group::{self, Signal};
 /// Evidence already written stays (it is written atomically), so a run stopped this way
 /// resumes where it stopped.
 pub fn stop_all_on_signal() -> io::Result<()> {
-    static WATCHER: OnceLock<Result<(), String>> = OnceLock::new();
+    // The first call's error, kept for every later call (an `io::Error` is not `Clone`).
+    static WATCHER: OnceLock<Result<(), Arc<io::Error>>> = OnceLock::new();
     WATCHER
-        .get_or_init(|| watch().map_err(|error| error.to_string()))
-        .clone()
-        .map_err(|message| io::Error::other(format!("cannot watch for signals: {message}")))
+        .get_or_init(|| watch().map_err(Arc::new))
+        .as_ref()
+        .map(drop)
+        .map_err(|error| io::Error::new(error.kind(), format!("cannot watch for signals: {error}")))
 }
 
 /// What to do, once every child is stopped, before the runner dies of a signal: a caller
