@@ -23,8 +23,8 @@ use crate::recipe::{
 };
 use crate::results::{Part, StepId};
 use crate::run::exec::Command;
-use crate::run::server::{Launch, ServerFailure, server_log_tail, with_log_tail};
-use crate::run::{RunError, not_run};
+use crate::run::server::{Launch, server_log_tail, with_log_tail};
+use crate::run::{RunError, StepFailure, not_run};
 use crate::untrusted;
 
 use super::servers::{Servers, Serving};
@@ -64,7 +64,7 @@ impl Runner<'_> {
         let gated_elsewhere = gated_elsewhere(job.base_own, side_benchmark);
         // The server first (its load is a server event of its own), then the step, whose
         // events bracket the evaluation (and the history prices it).
-        let expired = |detail| ServerFailure { reason: NotRunReason::RunTimeLimit, detail };
+        let expired = |detail| StepFailure { reason: NotRunReason::RunTimeLimit, detail };
         let mut server = match self.out_of_time() {
             Some(detail) => Err(expired(detail)),
             None => self.server(servers, side),
@@ -372,8 +372,8 @@ impl Runner<'_> {
             purpose: format!("{}-accuracy-{name}", launch.purpose),
             server: serving.container.as_deref(),
         };
-        if let Err(outcome) = self.exec.run(&command) {
-            return outcome;
+        if let Err(failure) = self.exec.run(&command) {
+            return failure.not_run(None);
         }
         // The recipe's metrics file, else sgl-eval's one run directory under it.
         let metrics = results.join(&external.metrics);

@@ -7,14 +7,14 @@
 //! side's routing from its server's log. What it leaves to others: the servers themselves
 //! (`servers`), accuracy (`accuracy`), speed (`speed`).
 
-use prgate_gate::evidence::{Check, NotRunReason, Side};
+use prgate_gate::evidence::{Check, Side};
 use prgate_gate::job::whole_check_side;
 
 use crate::gpu_time::{Phase, ServerDesign};
 use crate::recipe::{AccuracyBenchmark, Recipe};
 use crate::results::{Part, StepId, now_ms};
-use crate::run::server::{ServerFailure, side_routing};
-use crate::run::{RunError, any_missing, not_run};
+use crate::run::server::side_routing;
+use crate::run::{RunError, StepFailure, any_missing};
 
 use super::pytest::{TestRun, pytest};
 use super::queue::{self, Queue, Queued};
@@ -32,8 +32,8 @@ impl Runner<'_> {
     ) -> Result<(), RunError> {
         let subject = &job.subject;
         let runs_any = queue.phase(queue::Phase::Served).any(|q| matches!(q, Queued::Run(_)));
-        if let Some((reason, detail)) = job.no_checkpoint.clone().filter(|_| runs_any) {
-            return self.record_no_checkpoint(subject, queue, reason, &detail);
+        if let Some(failure) = job.no_checkpoint.as_ref().filter(|_| runs_any) {
+            return self.record_no_checkpoint(subject, queue, failure);
         }
         let sides = [Side::Base, Side::Pr];
         let (needed, benchmarks) = self.served_steps(job, recipe, queue)?;
@@ -101,18 +101,17 @@ impl Runner<'_> {
     }
 
     /// The served phase when the preflight found the model's checkpoint missing: nothing of it
-    /// can start, so each of its checks the plan has is recorded `not-run` with the preflight's
-    /// `reason` and `detail`, one whole-check record each.
+    /// can start, so each of its checks the plan has is recorded `not-run` as the preflight
+    /// says (`failure`), one whole-check record each.
     fn record_no_checkpoint(
         &mut self,
         subject: &Subject,
         queue: &Queue<'_>,
-        reason: NotRunReason,
-        detail: &str,
+        failure: &StepFailure,
     ) -> Result<(), RunError> {
         for check in [Check::ServingTests, Check::Routing, Check::Accuracy, Check::Speed] {
             if queue.has(check) {
-                let outcome = not_run(reason, detail, None);
+                let outcome = failure.clone().not_run(None);
                 self.record(subject, check, whole_check_side(check), None, outcome)?;
             }
         }
@@ -258,7 +257,7 @@ impl Runner<'_> {
         &self,
         servers: &mut Servers<'_>,
         side: Side,
-    ) -> Result<Serving, ServerFailure> {
+    ) -> Result<Serving, StepFailure> {
         let _phase = self.clock.enter(Phase::Servers);
         let startup = self.limit(servers.recipe.server().startup_timeout);
         servers.get(&self.exec, side, startup)

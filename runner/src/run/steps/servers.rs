@@ -16,10 +16,11 @@ use crate::recipe::memory_api::MemoryApiKey;
 use crate::recipe::{Recipe, RoutingLogged};
 use crate::results::{Event, EventKind, EventNow as _, StepId, now_ms};
 use crate::run::RunError;
+use crate::run::StepFailure;
 use crate::run::emit::ServerEvents;
 use crate::run::exec::Exec;
 use crate::run::memory::{self, MemoryApi};
-use crate::run::server::{Launch, LogWindow, RoutingRead, Server, ServerFailure};
+use crate::run::server::{Launch, LogWindow, RoutingRead, Server};
 use crate::schedule::cost::Layout;
 
 use super::{ModelJob, Runner, SERVED_MODEL, side_name, slot};
@@ -47,8 +48,8 @@ impl<'r> Runner<'r> {
         let mut slots = [Slot::Idle, Slot::Idle];
         for side in [Side::Base, Side::Pr] {
             let tree = job.server_tree(side);
-            if let Err((reason, detail)) = self.install_side(job, recipe, side, tree) {
-                slots[slot(side)] = Slot::Failed(ServerFailure { reason, detail });
+            if let Err(failure) = self.install_side(job, recipe, side, tree) {
+                slots[slot(side)] = Slot::Failed(failure);
             }
             let routing = StepId::new(Some(job.name()), Check::Routing, side, None);
             let log = self.results.step_log_dir(&routing)?.join("server.log");
@@ -100,7 +101,7 @@ pub(super) enum Slot {
     Idle,
     Up(Server),
     Released(Server),
-    Failed(ServerFailure),
+    Failed(StepFailure),
 }
 
 /// Both sides' servers of one model.
@@ -159,7 +160,7 @@ impl Servers<'_> {
         exec: &Exec<'_>,
         side: Side,
         startup: Duration,
-    ) -> Result<Serving, ServerFailure> {
+    ) -> Result<Serving, StepFailure> {
         let at = slot(side);
         if let Slot::Up(server) = &mut self.slots[at]
             && server.exited()
@@ -168,7 +169,7 @@ impl Servers<'_> {
                 "the server exited while it was in use\nlast lines of its log:\n{}",
                 server.log_tail()
             );
-            self.slots[at] = Slot::Failed(ServerFailure { reason: NotRunReason::Crash, detail });
+            self.slots[at] = Slot::Failed(StepFailure { reason: NotRunReason::Crash, detail });
         }
         if matches!(self.slots[at], Slot::Idle | Slot::Released(_)) && !self.together {
             self.make_room(1 - at);
@@ -198,7 +199,7 @@ impl Servers<'_> {
                 container: server.container(),
             }),
             Slot::Failed(failure) => Err(failure.clone()),
-            Slot::Idle | Slot::Released(_) => Err(ServerFailure {
+            Slot::Idle | Slot::Released(_) => Err(StepFailure {
                 reason: NotRunReason::Other,
                 detail: "the server was not started".to_owned(),
             }),
@@ -318,9 +319,9 @@ impl Servers<'_> {
 
     /// The failure of a run on `side`'s server; when its process has exited, the server is
     /// failed for good.
-    pub(super) fn failure(&mut self, side: Side, detail: String) -> ServerFailure {
+    pub(super) fn failure(&mut self, side: Side, detail: String) -> StepFailure {
         let at = slot(side);
-        let failure = ServerFailure { reason: NotRunReason::Crash, detail };
+        let failure = StepFailure::crash(detail);
         if let Slot::Up(server) = &mut self.slots[at]
             && server.exited()
         {
