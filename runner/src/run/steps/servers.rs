@@ -14,7 +14,7 @@ use prgate_gate::speed::blocks;
 use crate::gpu_time::{ServerDesign, ServersUsed};
 use crate::recipe::memory_api::MemoryApiKey;
 use crate::recipe::{Recipe, RoutingLogged};
-use crate::results::{Event, EventKind, EventNow as _, StepId, now_ms};
+use crate::results::{EventKind, StepId, event_server, now_ms};
 use crate::run::RunError;
 use crate::run::StepFailure;
 use crate::run::emit::ServerEvents;
@@ -182,7 +182,7 @@ impl Servers<'_> {
             let started = Server::start(self.recipes[at], exec, &self.launches[at], startup);
             let failure = started.as_ref().err().map(|failure| failure.reason);
             let model = Some(self.model.as_str());
-            self.events.emit(&Event::server(EventKind::ServerStarted, model, side, began, failure));
+            self.events.emit(&event_server(EventKind::ServerStarted, model, side, began, failure));
             self.slots[at] = match started {
                 Ok(server) => {
                     self.served[at].push(server.window);
@@ -223,7 +223,7 @@ impl Servers<'_> {
                         let model = Some(self.model.as_str());
                         let side = if other == 0 { Side::Base } else { Side::Pr };
                         let event =
-                            Event::server(EventKind::ServerReleased, model, side, began, None);
+                            event_server(EventKind::ServerReleased, model, side, began, None);
                         self.events.emit(&event);
                         self.slots[other] = Slot::Released(server);
                     }
@@ -247,7 +247,7 @@ impl Servers<'_> {
         let woke = memory::wake(&server.url, api, SERVED_MODEL) && !server.exited();
         let failure = (!woke).then_some(NotRunReason::Crash);
         let model = Some(self.model.as_str());
-        self.events.emit(&Event::server(EventKind::ServerWoken, model, side, began, failure));
+        self.events.emit(&event_server(EventKind::ServerWoken, model, side, began, failure));
         if woke {
             self.wakes[at] += 1;
             self.slots[at] = Slot::Up(server);
