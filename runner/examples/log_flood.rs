@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
-use prgate_runner::process::{ChildGroup, Finished, ProcessSpec};
+use prgate_runner::process::{ChildGroup, Finished, ProcessError, ProcessSpec};
 
 /// A log line of 100 bytes with its newline, as a busy server prints them.
 const LINE: &str = "[2026-12-02 17:00:00 TP0] Decode batch. #running-req: 64, #token: 81920, gen throughput: 4096 tok/s";
@@ -49,7 +49,7 @@ fn main() -> ExitCode {
     let flooded = match mode {
         "capped" => capped(&script, &dir, &log),
         "plain" => plain(&script, &dir, &log),
-        other => Err(format!("the mode is capped or plain, not {other}")),
+        other => Err(FloodError::Mode(other.to_owned())),
     };
     let elapsed = started.elapsed();
     if let Err(error) = flooded {
@@ -65,29 +65,41 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// Why a flood did not run to its end.
+#[derive(Debug, thiserror::Error)]
+enum FloodError {
+    #[error("the mode is capped or plain, not {0}")]
+    Mode(String),
+    #[error(transparent)]
+    Process(#[from] ProcessError),
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// How the child ended, in words.
+    #[error("the flood ended badly: {0}")]
+    EndedBadly(String),
+}
+
 /// The flood as prgate runs every command: its output through the capped log.
-fn capped(script: &str, dir: &Path, log: &Path) -> Result<(), String> {
+fn capped(script: &str, dir: &Path, log: &Path) -> Result<(), FloodError> {
     let spec = ProcessSpec::new(["sh", "-c", script], dir, log);
-    let mut child = ChildGroup::spawn(&spec).map_err(|error| error.to_string())?;
-    match child.wait_with_timeout(Duration::from_secs(3600)) {
-        Ok(Finished::Exited(status)) if status.success() => Ok(()),
-        Ok(finished) => Err(format!("the flood ended badly: {finished:?}")),
-        Err(error) => Err(error.to_string()),
+    let mut child = ChildGroup::spawn(&spec)?;
+    match child.wait_with_timeout(Duration::from_secs(3600))? {
+        Finished::Exited(status) if status.success() => Ok(()),
+        finished => Err(FloodError::EndedBadly(format!("{finished:?}"))),
     }
 }
 
 /// The flood with its output on the file itself.
-fn plain(script: &str, dir: &Path, log: &Path) -> Result<(), String> {
-    let file = std::fs::File::create(log).map_err(|error| error.to_string())?;
+fn plain(script: &str, dir: &Path, log: &Path) -> Result<(), FloodError> {
+    let file = std::fs::File::create(log)?;
     #[expect(clippy::disallowed_methods, reason = "the benchmark's flood, a shell of its own")]
     let status = Command::new("sh")
         .args(["-c", script])
         .current_dir(dir)
         .stdin(Stdio::null())
         .stdout(file)
-        .status()
-        .map_err(|error| error.to_string())?;
-    if status.success() { Ok(()) } else { Err(format!("the flood ended badly: {status}")) }
+        .status()?;
+    if status.success() { Ok(()) } else { Err(FloodError::EndedBadly(status.to_string())) }
 }
 
 /// This process's peak resident memory, from `/proc/self/status` (Linux).

@@ -32,7 +32,7 @@
 //!
 //! The lines' format is `prgate_gate::events`'s (its page shows them): a wire format the
 //! estimate's history and the binary's live progress read too. Here each event gets its time
-//! from the clock ([`EventNow`]).
+//! from the clock ([`event_started`] and the rest).
 //!
 //! What it leaves to others: running the steps (the runner), judging the records (the gate).
 
@@ -54,8 +54,8 @@ pub(crate) use prgate_sandbox::atomic::write_atomically;
 use serde::Serialize;
 
 /// The event stream's lines are the gate's wire format (`prgate_gate::events`): the runner
-/// writes them ([`EventWriter`], [`EventNow`]), the estimate's history and the binary's live
-/// progress read them.
+/// writes them ([`EventWriter`], [`event_started`] and the rest), the estimate's history and
+/// the binary's live progress read them.
 pub use prgate_gate::events::{EVENTS_SCHEMA_VERSION, Event, EventKind};
 
 use prgate_gate::job::JobPlan;
@@ -373,6 +373,13 @@ pub struct StepStarted {
     time_ms: u64,
 }
 
+impl StepStarted {
+    /// When `started`, a step's started event, happened.
+    pub fn of(started: &Event) -> StepStarted {
+        StepStarted { time_ms: started.time_ms }
+    }
+}
+
 impl EventWriter {
     /// Opens `path` to append events (a resumed run goes on with the same file), creating it.
     pub fn create(path: &Path) -> Result<EventWriter, ResultsError> {
@@ -396,9 +403,9 @@ impl EventWriter {
 
     /// Records that `step` started.
     pub fn step_started(&self, step: &StepId) -> Result<StepStarted, ResultsError> {
-        let event = Event::started(step);
+        let event = event_started(step);
         self.emit(&event)?;
-        Ok(StepStarted { time_ms: event.time_ms })
+        Ok(StepStarted::of(&event))
     }
 
     /// Records that `step`, started at `started`, finished with `record`.
@@ -408,12 +415,12 @@ impl EventWriter {
         started: StepStarted,
         record: &Evidence,
     ) -> Result<(), ResultsError> {
-        self.emit(&Event::finished(step, started, record))
+        self.emit(&event_finished(step, started, record))
     }
 
     /// Records that `step` was done by an earlier run.
     pub fn step_skipped(&self, step: &StepId) -> Result<(), ResultsError> {
-        self.emit(&Event::skipped(step))
+        self.emit(&event_skipped(step))
     }
 
     /// Appends an event another writer recorded, as it is: a SLURM job's events, passed on
@@ -439,64 +446,44 @@ pub trait StepObserver: fmt::Debug {
     fn observe(&self, event: &Event);
 }
 
-/// The event stream's events stamped with the clock (the format, `prgate_gate::events`, is
-/// plain data and takes a time): `Event::started(step)` and the rest, with this trait in scope.
-pub trait EventNow {
-    /// `step` starts now.
-    fn started(step: &StepId) -> Event;
-    /// `step`, started at `started`, finished now with `record`.
-    fn finished(step: &StepId, started: StepStarted, record: &Evidence) -> Event;
-    /// `step` was done by an earlier run.
-    fn skipped(step: &StepId) -> Event;
-    /// A server event of `kind` for `model`'s `side`, begun at `started_ms`; `failure` when it
-    /// did not come up.
-    fn server(
-        kind: EventKind,
-        model: Option<&str>,
-        side: Side,
-        started_ms: u64,
-        failure: Option<NotRunReason>,
-    ) -> Event;
-    /// When a started event happened, for its finished event.
-    fn as_started(&self) -> StepStarted;
+// The event stream's events stamped with the clock: the format (`prgate_gate::events`) is
+// plain data and takes a time; these give it now.
+
+/// The event: `step` starts now.
+pub fn event_started(step: &StepId) -> Event {
+    Event::at(EventKind::StepStarted, step, now_ms())
 }
 
-impl EventNow for Event {
-    fn started(step: &StepId) -> Event {
-        Event::at(EventKind::StepStarted, step, now_ms())
+/// The event: `step`, started at `started`, finished now with `record`.
+pub fn event_finished(step: &StepId, started: StepStarted, record: &Evidence) -> Event {
+    let mut event = Event::at(EventKind::StepFinished, step, now_ms());
+    event.started_ms = Some(started.time_ms);
+    event.outcome = Some(outcome_kind(&record.outcome));
+    if let Outcome::NotRun { reason, .. } = record.outcome {
+        event.reason = Some(reason);
     }
+    event
+}
 
-    fn finished(step: &StepId, started: StepStarted, record: &Evidence) -> Event {
-        let mut event = Event::at(EventKind::StepFinished, step, now_ms());
-        event.started_ms = Some(started.time_ms);
-        event.outcome = Some(outcome_kind(&record.outcome));
-        if let Outcome::NotRun { reason, .. } = record.outcome {
-            event.reason = Some(reason);
-        }
-        event
-    }
+/// The event: `step` was done by an earlier run (noticed now).
+pub fn event_skipped(step: &StepId) -> Event {
+    Event::at(EventKind::StepSkipped, step, now_ms())
+}
 
-    fn skipped(step: &StepId) -> Event {
-        Event::at(EventKind::StepSkipped, step, now_ms())
-    }
-
-    fn server(
-        kind: EventKind,
-        model: Option<&str>,
-        side: Side,
-        started_ms: u64,
-        failure: Option<NotRunReason>,
-    ) -> Event {
-        let step = StepId::new(model, Check::Routing, side, None);
-        let mut event = Event::at(kind, &step, now_ms());
-        event.started_ms = Some(started_ms);
-        event.reason = failure;
-        event
-    }
-
-    fn as_started(&self) -> StepStarted {
-        StepStarted { time_ms: self.time_ms }
-    }
+/// A server event of `kind` for `model`'s `side`, begun at `started_ms` and ending now;
+/// `failure` when it did not come up.
+pub fn event_server(
+    kind: EventKind,
+    model: Option<&str>,
+    side: Side,
+    started_ms: u64,
+    failure: Option<NotRunReason>,
+) -> Event {
+    let step = StepId::new(model, Check::Routing, side, None);
+    let mut event = Event::at(kind, &step, now_ms());
+    event.started_ms = Some(started_ms);
+    event.reason = failure;
+    event
 }
 
 /// `%XX` for every byte but ASCII letters, digits, `_` and `-`.

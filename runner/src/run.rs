@@ -104,6 +104,7 @@
 
 mod emit;
 mod exec;
+mod failure;
 mod leftovers;
 mod memory;
 pub(crate) mod progress;
@@ -132,6 +133,7 @@ use crate::process::ProcessError;
 use crate::results::{Part, ResultsDir, ResultsError, StepId};
 use crate::reuse::ReuseMode;
 pub use exec::Isolation;
+use failure::StepFailure;
 use session::{Facts, Selection, Session};
 
 /// Where a model's recipe is in the PR's tree unless the request says otherwise.

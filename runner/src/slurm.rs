@@ -62,7 +62,10 @@ use self::progress::{Display, JobLine};
 use crate::key::Key;
 use crate::recipe::Recipe;
 use crate::recipe::common::CommonRecipe;
-use crate::results::{Event, EventNow as _, EventWriter, ResultsDir, ResultsError, StepObserver};
+use crate::results::{
+    Event, EventWriter, ResultsDir, ResultsError, StepObserver, StepStarted, event_finished,
+    event_started,
+};
 use crate::run::{COMMON_CHECKS, RunInputs};
 use crate::schedule::{History, estimate_common, estimate_model_on};
 
@@ -583,10 +586,10 @@ impl Orchestra<'_> {
         let detail = detail(job, ended, &self.job_name);
         for step in unrecorded(target, &records) {
             let record = not_run_record(&step, &provenance, reason, &detail);
-            let started = Event::started(&step);
+            let started = event_started(&step);
             self.emit(&started)?;
             self.results.write(&record)?;
-            self.emit(&Event::finished(&step, started.as_started(), &record))?;
+            self.emit(&event_finished(&step, StepStarted::of(&started), &record))?;
             self.summary.not_run += 1;
         }
         Ok(())

@@ -8,7 +8,10 @@ use prgate_gate::evidence::Evidence;
 
 use super::RunError;
 use super::progress::Progress;
-use crate::results::{Event, EventNow as _, EventWriter, StepId, StepObserver, StepStarted};
+use crate::results::{
+    Event, EventWriter, StepId, StepObserver, StepStarted, event_finished, event_skipped,
+    event_started,
+};
 
 /// Hands the step loop's events to its observers.
 pub(super) struct Emitter<'r> {
@@ -26,12 +29,12 @@ impl<'r> Emitter<'r> {
         step: &StepId,
         since: Option<u64>,
     ) -> Result<StepStarted, RunError> {
-        let mut event = Event::started(step);
+        let mut event = event_started(step);
         if let Some(since) = since {
             event.time_ms = since;
         }
         self.emit(&event)?;
-        Ok(event.as_started())
+        Ok(StepStarted::of(&event))
     }
 
     /// `step` finished with `record`; returns when (milliseconds since the epoch), so that what
@@ -42,7 +45,7 @@ impl<'r> Emitter<'r> {
         started: StepStarted,
         record: &Evidence,
     ) -> Result<u64, RunError> {
-        let event = Event::finished(step, started, record);
+        let event = event_finished(step, started, record);
         self.emit(&event)?;
         Ok(event.time_ms)
     }
@@ -50,7 +53,7 @@ impl<'r> Emitter<'r> {
     /// An earlier run did `step`.
     pub(super) fn skipped(&mut self, step: &StepId) -> Result<(), RunError> {
         self.skipped.insert(step.clone());
-        self.emit(&Event::skipped(step))
+        self.emit(&event_skipped(step))
     }
 
     /// Where the servers' events go: the stream's file and the caller's observer (the

@@ -17,8 +17,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use prgate_gate::evidence::{NotRunReason, Outcome};
+use prgate_gate::evidence::NotRunReason;
 
+use super::StepFailure;
 use super::leftovers::Entry;
 use super::server::with_log_tail;
 use crate::container::{
@@ -231,8 +232,8 @@ impl Exec<'_> {
     }
 
     /// Runs `command` to its end and returns its exit status; a timeout or a failure to start
-    /// is the not-run outcome.
-    pub(super) fn run(&self, command: &Command<'_>) -> Result<ExitStatus, Outcome> {
+    /// is the step's failure.
+    pub(super) fn run(&self, command: &Command<'_>) -> Result<ExitStatus, StepFailure> {
         // Progress is the command's log growing or a file of its output folder written.
         let limits = Limits {
             timeout: command.timeout,
@@ -249,7 +250,7 @@ impl Exec<'_> {
     }
 
     /// Runs `command` as a process group on the host.
-    fn run_on_host(&self, command: &Command<'_>, limits: &Limits) -> Result<Finished, Outcome> {
+    fn run_on_host(&self, command: &Command<'_>, limits: &Limits) -> Result<Finished, StepFailure> {
         let mut spec = ProcessSpec::new(
             command.argv.iter().map(OsString::from),
             command.tree,
@@ -265,7 +266,7 @@ impl Exec<'_> {
         let finished = group.wait_with_limits(limits);
         // Stopped before it is crossed out, whatever the wait gave.
         drop(group);
-        finished.map_err(|error| not_run(NotRunReason::Other, error.to_string()))
+        finished.map_err(|error| StepFailure::new(NotRunReason::Other, error.to_string()))
     }
 
     /// Runs `command` in a container of the run.
@@ -275,7 +276,7 @@ impl Exec<'_> {
         run: &RunId,
         command: &Command<'_>,
         limits: &Limits,
-    ) -> Result<Finished, Outcome> {
+    ) -> Result<Finished, StepFailure> {
         let env = self.container_env(&command.env).map_err(|error| crashed(&error))?;
         let shape = Shape {
             purpose: &command.purpose,
@@ -296,15 +297,15 @@ impl Exec<'_> {
         let _entry = Entry::write(self.processes, container.client().id());
         let finished = container.wait_with_limits(limits);
         drop(container);
-        finished.map_err(|error| not_run(NotRunReason::Other, error.to_string()))
+        finished.map_err(|error| StepFailure::new(NotRunReason::Other, error.to_string()))
     }
 
-    /// The exit status of a command that ended, or the not-run outcome of one that was stopped
-    /// or that the engine could not run.
-    fn ended(&self, command: &Command<'_>, finished: Finished) -> Result<ExitStatus, Outcome> {
+    /// The exit status of a command that ended, or why one that was stopped, or that the engine
+    /// could not run, gave no evidence.
+    fn ended(&self, command: &Command<'_>, finished: Finished) -> Result<ExitStatus, StepFailure> {
         match finished {
             Finished::Exited(status) if self.contained().is_some() && engine_refused(status) => {
-                Err(not_run(
+                Err(StepFailure::new(
                     NotRunReason::Crash,
                     with_log_tail(
                         format!("the container engine could not run the command ({status})"),
@@ -313,14 +314,14 @@ impl Exec<'_> {
                 ))
             }
             Finished::Exited(status) => Ok(status),
-            Finished::TimedOut(_stopped) => Err(not_run(
+            Finished::TimedOut(_stopped) => Err(StepFailure::new(
                 NotRunReason::Timeout,
                 with_log_tail(
                     format!("stopped at its time limit of {:?}", command.timeout),
                     &command.log,
                 ),
             )),
-            Finished::Stalled { silent, .. } => Err(not_run(
+            Finished::Stalled { silent, .. } => Err(StepFailure::new(
                 NotRunReason::Stalled,
                 with_log_tail(
                     format!(
@@ -337,8 +338,8 @@ impl Exec<'_> {
     pub(super) fn start_server(
         &self,
         command: &ServerCommand<'_>,
-    ) -> Result<(ServerProcess, String), (NotRunReason, String)> {
-        let crash = |detail: String| (NotRunReason::Crash, detail);
+    ) -> Result<(ServerProcess, String), StepFailure> {
+        let crash = StepFailure::crash;
         match self.contained() {
             None => {
                 let mut spec = ProcessSpec::new(
@@ -366,7 +367,7 @@ impl Exec<'_> {
                 };
                 // The run's network is made with its first server (and taken as it is when a
                 // resumed run finds it); the run's cleanup removes it.
-                let other = |detail: String| (NotRunReason::Other, detail);
+                let other = |detail: String| StepFailure::new(NotRunReason::Other, detail);
                 engine.create_run_network(run).map_err(|error| other(error.to_string()))?;
                 self.check_gateway(engine, run, command)?;
                 let request = self.request(run, &shape, &env, ContainerNetwork::Run);
@@ -394,8 +395,10 @@ impl Exec<'_> {
         engine: &Engine,
         run: &RunId,
         command: &ServerCommand<'_>,
-    ) -> Result<(), (NotRunReason, String)> {
-        let node = |detail: String| (NotRunReason::Node, format!("{detail}\n{GATEWAY_HINT}"));
+    ) -> Result<(), StepFailure> {
+        let node = |detail: String| {
+            StepFailure::new(NotRunReason::Node, format!("{detail}\n{GATEWAY_HINT}"))
+        };
         let purpose = format!("{}-gateway-probe", command.purpose);
         let log = command.out.join("gateway-probe.log");
         let env = ContainerEnv::new(self.node);
@@ -476,8 +479,8 @@ impl Exec<'_> {
 }
 
 /// A command that could not start: a crash of the step.
-fn crashed(error: &dyn std::fmt::Display) -> Outcome {
-    not_run(NotRunReason::Crash, error.to_string())
+fn crashed(error: &dyn std::fmt::Display) -> StepFailure {
+    StepFailure::crash(error.to_string())
 }
 
 /// The host environment of a command: the minimal one and `env`; never a secret.
@@ -498,8 +501,4 @@ fn engine_refused(status: ExitStatus) -> bool {
 /// `HIP_VISIBLE_DEVICES`' value for `gpus`: `0,1,2`.
 fn gpu_list(gpus: &[u32]) -> String {
     gpus.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
-}
-
-fn not_run(reason: NotRunReason, detail: String) -> Outcome {
-    super::not_run(reason, detail, None)
 }

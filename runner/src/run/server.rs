@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use prgate_gate::evidence::{NotRunReason, Outcome};
 
+use super::StepFailure;
 use super::exec::{Exec, ServerCommand, ServerProcess};
 use super::leftovers::Entry;
 use crate::node::NodeProfile;
@@ -91,20 +92,6 @@ pub(super) struct Launch<'a> {
     pub purpose: String,
 }
 
-/// Why a server is not serving: what the steps that needed it record.
-#[derive(Debug, Clone)]
-pub(super) struct ServerFailure {
-    pub reason: NotRunReason,
-    pub detail: String,
-}
-
-impl ServerFailure {
-    /// A failure of prgate's own setup around a server (its port), not of the server.
-    pub(super) fn other(error: &dyn std::fmt::Display) -> ServerFailure {
-        ServerFailure { reason: NotRunReason::Other, detail: error.to_string() }
-    }
-}
-
 impl Server {
     /// Starts the recipe's server as `launch` says and waits until it is healthy, for at most
     /// `startup_limit` (the recipe's startup timeout, or less when the run's time runs out).
@@ -113,7 +100,7 @@ impl Server {
         exec: &Exec<'_>,
         launch: &Launch<'_>,
         startup_limit: Duration,
-    ) -> Result<Server, ServerFailure> {
+    ) -> Result<Server, StepFailure> {
         if let Some(topology) = recipe.topology() {
             let bring =
                 super::topology::Bring { recipe, topology, exec, launch, startup: startup_limit };
@@ -147,16 +134,14 @@ impl Server {
         };
         record_start(&launch.log);
         let began_at = log_length(&launch.log);
-        let (mut process, url) = exec
-            .start_server(&command)
-            .map_err(|(reason, detail)| ServerFailure { reason, detail })?;
+        let (mut process, url) = exec.start_server(&command)?;
         let entry = Entry::write(exec.processes, process.group().id());
         let health = format!("{url}{}", recipe.server().health_path);
         let left = startup_limit.saturating_sub(started.elapsed());
         if let Err(error) = wait_healthy(&health, left, process.group()) {
             drop(process);
             drop(entry);
-            return Err(ServerFailure { reason: unhealthy(&error), detail: error.to_string() });
+            return Err(StepFailure { reason: unhealthy(&error), detail: error.to_string() });
         }
         Ok(Server {
             inner: Inner::One { process, _entry: entry, _lease: lease },
@@ -373,17 +358,17 @@ pub(super) struct Ports {
 }
 
 impl Ports {
-    pub(super) fn of(node: &NodeProfile) -> Result<Ports, ServerFailure> {
+    pub(super) fn of(node: &NodeProfile) -> Result<Ports, StepFailure> {
         let range = match node.ports() {
             Some(ports) => PortRange::new(*ports.start(), *ports.end())
-                .map_err(|error| ServerFailure::other(&error))?,
+                .map_err(|error| StepFailure::other(&error))?,
             None => PortRange::DEFAULT,
         };
         Ok(Ports { dir: node.cache_dir().join("ports"), range })
     }
 
-    pub(super) fn lease(&self) -> Result<PortLease, ServerFailure> {
-        PortLease::acquire(&self.dir, self.range).map_err(|error| ServerFailure::other(&error))
+    pub(super) fn lease(&self) -> Result<PortLease, StepFailure> {
+        PortLease::acquire(&self.dir, self.range).map_err(|error| StepFailure::other(&error))
     }
 }
 

@@ -14,14 +14,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use prgate_gate::evidence::{Evidence, NotRunReason, Provenance, Side};
+use prgate_gate::evidence::{Evidence, Provenance, Side};
 use prgate_gate::job::{JobPlan, Target};
 use prgate_scope::plan::ModelPlan;
 
 use super::steps::{self, Runner, Subject};
 use super::{
-    COMMON_CHECKS, Exported, Isolation, PreflightMode, RunError, RunRequest, RunSummary, emit,
-    exec, leftovers, progress,
+    COMMON_CHECKS, Exported, Isolation, PreflightMode, RunError, RunRequest, RunSummary,
+    StepFailure, emit, exec, leftovers, progress,
 };
 use crate::cache::Cache;
 use crate::gpu_time::TargetTime;
@@ -489,13 +489,14 @@ fn model_job<'j>(
 }
 
 /// The preflight's finding that the PR recipe's checkpoint of `recipes` is missing or empty on
-/// disk, as the `not-run` reason and detail of the steps that need a server.
+/// disk: why the steps that need a server are `not-run`.
 fn no_checkpoint(
     failure: Option<&PreflightFailure>,
     recipes: &ModelRecipes,
-) -> Option<(NotRunReason, String)> {
+) -> Option<StepFailure> {
     let RecipeSource::Parsed { recipe, .. } = &recipes.pr else { return None };
-    Some(failure?.missing_checkpoint(recipe.checkpoint())?.to_not_run())
+    let (reason, detail) = failure?.missing_checkpoint(recipe.checkpoint())?.to_not_run();
+    Some(StepFailure::new(reason, detail))
 }
 
 #[cfg(test)]

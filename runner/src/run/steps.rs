@@ -30,8 +30,8 @@ use prgate_scope::plan::ModelPlan;
 
 use super::emit::Emitter;
 use super::exec::{Command, Exec};
-use super::server::{ServerFailure, with_log_tail};
-use super::{RunError, RunRequest, RunSummary, evidence, not_run};
+use super::server::with_log_tail;
+use super::{RunError, RunRequest, RunSummary, StepFailure, evidence, not_run};
 use crate::cache::Cache;
 use crate::gpu_time::{Phase, PhaseClock, ServersUsed};
 use crate::job::{CommonSource, RecipeSource};
@@ -65,7 +65,7 @@ pub(super) struct Runner<'r> {
     /// When the run's time is up.
     pub deadline: Option<Instant>,
     /// The installs this run did, by tree and command: `Err` with why one failed.
-    pub installed: BTreeMap<(PathBuf, Vec<String>), Result<(), String>>,
+    pub installed: BTreeMap<(PathBuf, Vec<String>), Result<(), StepFailure>>,
     /// Where commands run.
     pub exec: Exec<'r>,
     /// Which phase the wall time goes to (`crate::gpu_time`).
@@ -113,8 +113,8 @@ pub(super) struct ModelJob<'j> {
     pub pr_tree: &'j Path,
     pub subject: Subject,
     /// The preflight found the recipe's checkpoint missing or empty on disk: the steps that
-    /// need a server are recorded `not-run` with this reason and detail.
-    pub no_checkpoint: Option<(NotRunReason, String)>,
+    /// need a server are recorded `not-run` so.
+    pub no_checkpoint: Option<StepFailure>,
 }
 
 impl ModelJob<'_> {
@@ -140,10 +140,13 @@ impl ModelJob<'_> {
         }
     }
 
-    /// The recipe `side` runs: the PR side the PR's (`pr`), the base side its own commands.
-    fn side_recipe<'a>(&'a self, pr: &'a Recipe, side: Side) -> Result<&'a Recipe, String> {
+    /// The recipe `side` runs: the PR side the PR's (`pr`), the base side its own commands;
+    /// `no-recipe` when the base side has none to take them from.
+    fn side_recipe<'a>(&'a self, pr: &'a Recipe, side: Side) -> Result<&'a Recipe, StepFailure> {
         match side {
-            Side::Base => self.base_recipe.map_err(str::to_owned),
+            Side::Base => {
+                self.base_recipe.map_err(|why| StepFailure::new(NotRunReason::NoRecipe, why))
+            }
             Side::Pr | Side::Both => Ok(pr),
         }
     }
@@ -280,14 +283,15 @@ impl Runner<'_> {
         }
     }
 
-    /// Installs `tree` with `install` once per run; the outcome is remembered.
+    /// Installs `tree` with `install` once per run; the outcome is remembered. A failed
+    /// install is a `crash` of the steps that needed it.
     fn install(
         &mut self,
         install: Option<&Install>,
         timeout: Option<Duration>,
         side: Side,
         tree: &Path,
-    ) -> Result<(), String> {
+    ) -> Result<(), StepFailure> {
         let Some(install) = install else { return Ok(()) };
         let argv = install.command();
         let key = (tree.to_path_buf(), argv.clone());
@@ -316,20 +320,18 @@ impl Runner<'_> {
             purpose: format!("{side_name}-install-{stem}"),
             server: None,
         };
-        let outcome = std::fs::create_dir_all(&out)
-            .map_err(|error| format!("{}: {error}", out.display()))
-            .and_then(|()| {
-                self.exec.run(&command).map_err(|outcome| match outcome {
-                    Outcome::NotRun { detail, .. } => detail,
-                    _ => String::new(),
-                })
-            })
-            .and_then(
-                |status| {
-                    if status.success() { Ok(()) } else { Err(with_log_tail(status, &log)) }
-                },
-            )
-            .map_err(|detail| format!("installing the {side_name} tree failed: {detail}"));
+        let failed = |detail: &dyn std::fmt::Display| {
+            StepFailure::crash(format!("installing the {side_name} tree failed: {detail}"))
+        };
+        let outcome = match std::fs::create_dir_all(&out) {
+            Err(error) => Err(failed(&format_args!("{}: {error}", out.display()))),
+            // The command's own reason (a timeout, a stall) is a crash of the install too.
+            Ok(()) => match self.exec.run(&command) {
+                Err(failure) => Err(failed(&failure.detail)),
+                Ok(status) if status.success() => Ok(()),
+                Ok(status) => Err(failed(&with_log_tail(status, &log))),
+            },
+        };
         self.installed.insert(key, outcome.clone());
         outcome
     }
@@ -370,7 +372,7 @@ impl Runner<'_> {
             let _phase = self.clock.enter(Phase::Tests);
             self.step(subject, Check::CommonTests, side, None, |log| match installed {
                 Ok(()) => pytest(&exec, &run, log, purpose),
-                Err(detail) => not_run(NotRunReason::Crash, detail, None),
+                Err(failure) => failure.not_run(None),
             })?;
         }
         Ok(())
@@ -461,18 +463,17 @@ impl Runner<'_> {
         Ok(())
     }
 
-    /// Installs a side's tree with that side's recipe; the reason and detail when it cannot
-    /// (no recipe on the base side to take the command from, or the install failed).
+    /// Installs a side's tree with that side's recipe; why it cannot when it cannot (no recipe
+    /// on the base side to take the command from, or the install failed).
     fn install_side(
         &mut self,
         job: &ModelJob<'_>,
         recipe: &Recipe,
         side: Side,
         tree: &Path,
-    ) -> Result<(), (NotRunReason, String)> {
-        let recipe = job.side_recipe(recipe, side).map_err(|why| (NotRunReason::NoRecipe, why))?;
+    ) -> Result<(), StepFailure> {
+        let recipe = job.side_recipe(recipe, side)?;
         self.install(recipe.install(), recipe.timeouts().install, side, tree)
-            .map_err(|detail| (NotRunReason::Crash, detail))
     }
 }
 
@@ -506,6 +507,6 @@ fn failed_on(mut outcome: Outcome, side: Side) -> Outcome {
 }
 
 /// The not-run outcome of a step whose server did not come up.
-fn failed(failure: &ServerFailure) -> Outcome {
+fn failed(failure: &StepFailure) -> Outcome {
     not_run(failure.reason, format!("the server is not serving: {}", failure.detail), None)
 }

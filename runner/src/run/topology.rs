@@ -19,9 +19,10 @@ use std::time::{Duration, Instant};
 
 use prgate_gate::evidence::{NotRunReason, Outcome};
 
+use super::StepFailure;
 use super::exec::{Exec, ServerCommand, ServerProcess};
 use super::leftovers::Entry;
-use super::server::{Launch, Ports, ServerFailure, TAIL_LINES, unhealthy};
+use super::server::{Launch, Ports, TAIL_LINES, unhealthy};
 use crate::process::{ChildGroup, PortLease, ProcessError, ProcessSpec, tail, wait_healthy};
 use crate::recipe::Recipe;
 use crate::recipe::topology::{InstanceArgs, Role, RoleKind, Router, Topology, router_workers};
@@ -203,7 +204,7 @@ pub(super) struct Bring<'a> {
 impl Bring<'_> {
     /// Starts every instance, waits until each is healthy, then the router; stops what it
     /// started when anything fails (dropping the part-built [`Deployment`]).
-    pub(super) fn up(&self) -> Result<Deployment, ServerFailure> {
+    pub(super) fn up(&self) -> Result<Deployment, StepFailure> {
         let started = Instant::now();
         let placement = self.placement()?;
         let mut layout = Layout {
@@ -240,8 +241,8 @@ impl Bring<'_> {
     }
 
     /// Where the topology goes; across nodes only with `--isolation host`.
-    fn placement(&self) -> Result<Placement, ServerFailure> {
-        let node = |detail: String| ServerFailure { reason: NotRunReason::Node, detail };
+    fn placement(&self) -> Result<Placement, StepFailure> {
+        let node = |detail: String| StepFailure { reason: NotRunReason::Node, detail };
         let placement = Placement::find(self.topology).map_err(|error| node(error.to_string()))?;
         if let (Placement::Slurm { .. }, super::Isolation::Container { .. }) =
             (&placement, self.exec.isolation)
@@ -260,7 +261,7 @@ impl Bring<'_> {
         left: Duration,
         layout: &mut Layout<'_>,
         deployment: &mut Deployment,
-    ) -> Result<InstanceUp, ServerFailure> {
+    ) -> Result<InstanceUp, StepFailure> {
         let port_lease = layout.ports.lease()?;
         let port = port_lease.port();
         let bootstrap_lease =
@@ -312,7 +313,7 @@ impl Bring<'_> {
         args: &InstanceArgs<'_>,
         node: &str,
         layout: &mut Layout<'_>,
-    ) -> Result<(Member, String), ServerFailure> {
+    ) -> Result<(Member, String), StepFailure> {
         let (kind, rank) = (role.kind, args.node_rank);
         let (name, file) = if role.nodes > 1 {
             (
@@ -322,7 +323,7 @@ impl Bring<'_> {
         } else {
             (format!("{kind} instance {instance} on {node}"), format!("{kind}-{instance}.log"))
         };
-        let failed = |reason: NotRunReason, problem: &dyn std::fmt::Display| ServerFailure {
+        let failed = |reason: NotRunReason, problem: &dyn std::fmt::Display| StepFailure {
             reason,
             detail: format!("{name}: {problem}"),
         };
@@ -346,7 +347,7 @@ impl Bring<'_> {
                 let (process, url) = self
                     .exec
                     .start_server(&command)
-                    .map_err(|(reason, problem)| failed(reason, &problem))?;
+                    .map_err(|failure| failed(failure.reason, &failure.detail))?;
                 (Process::Here(process), url)
             }
             Placement::Slurm { job, .. } => {
@@ -368,7 +369,7 @@ impl Bring<'_> {
         layout: &mut Layout<'_>,
         workers: &[(RoleKind, String, u16)],
         deployment: &mut Deployment,
-    ) -> Result<(), ServerFailure> {
+    ) -> Result<(), StepFailure> {
         let (lease, metrics_lease) = (layout.ports.lease()?, layout.ports.lease()?);
         let port = lease.port();
         let metrics_port = metrics_lease.port();
@@ -384,11 +385,9 @@ impl Bring<'_> {
         let name = "the router".to_owned();
         let purpose = format!("{}-router", self.launch.purpose);
         let command = self.command(argv, &log, &[], purpose, port);
-        let (mut process, url) =
-            self.exec.start_server(&command).map_err(|(reason, problem)| ServerFailure {
-                reason,
-                detail: format!("{name}: {problem}"),
-            })?;
+        let (mut process, url) = self.exec.start_server(&command).map_err(|failure| {
+            StepFailure { detail: format!("{name}: {}", failure.detail), ..failure }
+        })?;
         let url = match layout.placement {
             Placement::Local => url,
             Placement::Slurm { .. } => format!("http://127.0.0.1:{port}"),
@@ -517,11 +516,11 @@ impl Bring<'_> {
     /// job (the SLURM executor's `NODE_FAIL` strike of the same job is not written again).
     fn node_failure(
         &self,
-        failure: ServerFailure,
+        failure: StepFailure,
         job: &str,
         node: &str,
         address: &str,
-    ) -> ServerFailure {
+    ) -> StepFailure {
         let Err(why) = slurmd_answers(address) else { return failure };
         let detail = format!("node {node} failed: its slurmd does not answer ({why})");
         let run = format!("job {job} ({})", std::env::var("SLURM_JOB_NAME").unwrap_or_default());
@@ -532,10 +531,7 @@ impl Bring<'_> {
         for note in crate::health::record(self.exec.node, node, &[strike], Some(&run)) {
             eprintln!("prgate: {note}");
         }
-        ServerFailure {
-            reason: NotRunReason::Node,
-            detail: format!("{detail}\n{}", failure.detail),
-        }
+        StepFailure { reason: NotRunReason::Node, detail: format!("{detail}\n{}", failure.detail) }
     }
 }
 
@@ -575,10 +571,10 @@ enum SlurmdError {
 }
 
 /// Waits until `member` answers `health`; the failure names it.
-fn healthy(health: &str, left: Duration, member: &mut Member) -> Result<(), ServerFailure> {
+fn healthy(health: &str, left: Duration, member: &mut Member) -> Result<(), StepFailure> {
     match wait_healthy(health, left, member.process.group()) {
         Ok(_healthy) => Ok(()),
-        Err(error) => Err(ServerFailure {
+        Err(error) => Err(StepFailure {
             reason: unhealthy(&error),
             detail: format!("{}: {error}", member.name),
         }),

@@ -23,8 +23,8 @@ use crate::recipe::{
 };
 use crate::results::{Part, StepId};
 use crate::run::exec::Command;
-use crate::run::server::{Launch, ServerFailure, server_log_tail, with_log_tail};
-use crate::run::{RunError, not_run};
+use crate::run::server::{Launch, server_log_tail, with_log_tail};
+use crate::run::{RunError, StepFailure, not_run};
 use crate::untrusted;
 
 use super::servers::{Servers, Serving};
@@ -56,15 +56,9 @@ impl Runner<'_> {
         {
             return self.record(subject, Check::Accuracy, side, part, cached);
         }
-        // The base side runs its own recipe's evaluator of the same name.
-        let side_benchmark = servers.recipes[slot(side)]
-            .accuracy()
-            .iter()
-            .find(|other| other.name == benchmark.name);
-        let gated_elsewhere = gated_elsewhere(job.base_own, side_benchmark);
         // The server first (its load is a server event of its own), then the step, whose
         // events bracket the evaluation (and the history prices it).
-        let expired = |detail| ServerFailure { reason: NotRunReason::RunTimeLimit, detail };
+        let expired = |detail| StepFailure::new(NotRunReason::RunTimeLimit, detail);
         let mut server = match self.out_of_time() {
             Some(detail) => Err(expired(detail)),
             None => self.server(servers, side),
@@ -75,42 +69,47 @@ impl Runner<'_> {
         if let Some(detail) = open.expired.clone() {
             server = Err(expired(detail));
         }
-        let outcome = match (server, side_benchmark) {
-            (Ok(_), Some(_)) if gated_elsewhere.is_some() => not_run(
-                NotRunReason::GatedDataset,
-                format!(
-                    "benchmark {} names the gated dataset {}, which the base side's own recipe does not: the node's token fetches only what the base side names",
-                    benchmark.name,
-                    gated_elsewhere.map(ToString::to_string).unwrap_or_default()
-                ),
-                Some(&benchmark.name),
-            ),
-            (Ok(serving), Some(side_benchmark)) => {
-                let _phase = self.clock.enter(Phase::Accuracy);
-                self.evaluate(
-                    servers.recipes[slot(side)],
-                    side_benchmark,
-                    &serving,
-                    &servers.launches[slot(side)],
-                    job.base_tree.unwrap_or(job.pr_tree),
-                    stamp.seed,
-                )
-            }
-            (Ok(_), None) => not_run(
-                NotRunReason::NoRecipe,
-                format!(
-                    "the base side's recipe has no command for benchmark {}: the base side never runs the PR's",
-                    benchmark.name
-                ),
-                Some(&benchmark.name),
-            ),
-            (Err(failure), _) => failed(&failure),
+        let outcome = match server {
+            Ok(serving) => self.repeat_on(job, servers, side, benchmark, &serving, stamp.seed),
+            Err(failure) => failed(&failure),
         };
         let outcome = stamped(outcome, stamp, &this_repeat);
         if side == Side::Base && !job.model.new && job.cacheable {
             self.store_accuracy(job, recipe, benchmark, stamp.seed, &outcome);
         }
         self.close_step(subject, part, open, outcome).map(drop)
+    }
+
+    /// One repeat (`seed`) of `benchmark` against `side`'s server, by that side's recipe's
+    /// evaluator of the same name: the base side never runs the PR's command, nor fetches a
+    /// gated dataset its own recipe does not name.
+    fn repeat_on(
+        &self,
+        job: &ModelJob<'_>,
+        servers: &Servers<'_>,
+        side: Side,
+        benchmark: &AccuracyBenchmark,
+        serving: &Serving,
+        seed: u64,
+    ) -> Outcome {
+        let recipe = servers.recipes[slot(side)];
+        let name = benchmark.name.as_str();
+        let Some(side_benchmark) = recipe.accuracy().iter().find(|other| other.name == name) else {
+            let detail = format!(
+                "the base side's recipe has no command for benchmark {name}: the base side never runs the PR's"
+            );
+            return not_run(NotRunReason::NoRecipe, detail, Some(name));
+        };
+        if let Some(dataset) = gated_elsewhere(job.base_own, side_benchmark) {
+            let detail = format!(
+                "benchmark {name} names the gated dataset {dataset}, which the base side's own recipe does not: the node's token fetches only what the base side names"
+            );
+            return not_run(NotRunReason::GatedDataset, detail, Some(name));
+        }
+        let _phase = self.clock.enter(Phase::Accuracy);
+        let launch = &servers.launches[slot(side)];
+        let data_tree = job.base_tree.unwrap_or(job.pr_tree);
+        self.evaluate(recipe, side_benchmark, serving, launch, data_tree, seed)
     }
 
     /// The repeats after the first: round by round, each benchmark still open (the gate's
@@ -372,8 +371,8 @@ impl Runner<'_> {
             purpose: format!("{}-accuracy-{name}", launch.purpose),
             server: serving.container.as_deref(),
         };
-        if let Err(outcome) = self.exec.run(&command) {
-            return outcome;
+        if let Err(failure) = self.exec.run(&command) {
+            return failure.not_run(None);
         }
         // The recipe's metrics file, else sgl-eval's one run directory under it.
         let metrics = results.join(&external.metrics);
@@ -455,14 +454,13 @@ fn evaluate_builtin(
     }
 }
 
-/// The hub dataset `side_benchmark` (what a side runs of a benchmark) names that the base
-/// tree's own recipe (`base_own`) does not name for the same benchmark: the node's token
-/// fetches only what the base side names.
+/// The hub dataset `benchmark` (what a side runs of a benchmark) names that the base tree's
+/// own recipe (`base_own`) does not name for the same benchmark: the node's token fetches only
+/// what the base side names.
 fn gated_elsewhere<'b>(
     base_own: Option<&Recipe>,
-    side_benchmark: Option<&'b AccuracyBenchmark>,
+    benchmark: &'b AccuracyBenchmark,
 ) -> Option<&'b HubDataset> {
-    let benchmark = side_benchmark?;
     benchmark.hub_dataset.as_ref().filter(|dataset| {
         !base_own.is_some_and(|own| {
             own.accuracy().iter().any(|other| {

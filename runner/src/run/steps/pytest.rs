@@ -17,7 +17,7 @@ use crate::junit::{self, PytestCommand};
 use crate::recipe::Recipe;
 use crate::run::exec::{Command, Exec};
 use crate::run::server::with_log_tail;
-use crate::run::{RunError, not_run};
+use crate::run::{RunError, StepFailure, not_run};
 use crate::untrusted::{self, MAX_RESULT_FILE};
 
 use super::queue::{self, Queue};
@@ -60,7 +60,7 @@ impl Runner<'_> {
             let _phase = self.clock.enter(Phase::Tests);
             self.step(&job.subject, check, side, None, |log| match installed {
                 Ok(()) => pytest(&exec, &run, log, purpose),
-                Err((reason, detail)) => not_run(reason, detail, None),
+                Err(failure) => failure.not_run(None),
             })?;
         }
         Ok(())
@@ -114,8 +114,8 @@ pub(super) fn pytest(
         purpose,
         server: run.server.and_then(|server| server.container.as_deref()),
     };
-    if let Err(outcome) = exec.run(&command) {
-        return outcome;
+    if let Err(failure) = exec.run(&command) {
+        return failure.not_run(None);
     }
     match untrusted::read_path(log_dir, &junit_xml, MAX_RESULT_FILE)
         .map_err(|problem| problem.to_string())
@@ -127,13 +127,14 @@ pub(super) fn pytest(
         // suite broke it.
         Err(error) => match pytest_starts(exec, run, log_dir) {
             Ok(()) => not_run(NotRunReason::NoResult, with_log_tail(error, &log), None),
-            Err(detail) => not_run(NotRunReason::Harness, detail, None),
+            Err(failure) => failure.not_run(None),
         },
     }
 }
 
-/// Whether `python -m pytest --version` runs where the suite ran; the reason when it does not.
-fn pytest_starts(exec: &Exec<'_>, run: &TestRun<'_>, log_dir: &Path) -> Result<(), String> {
+/// Whether `python -m pytest --version` runs where the suite ran; why not (`harness`: the
+/// node cannot judge) when it does not.
+fn pytest_starts(exec: &Exec<'_>, run: &TestRun<'_>, log_dir: &Path) -> Result<(), StepFailure> {
     let log = log_dir.join("pytest-version.log");
     let command = Command {
         argv: vec![exec.python().to_owned(), "-m".into(), "pytest".into(), "--version".into()],
@@ -147,15 +148,13 @@ fn pytest_starts(exec: &Exec<'_>, run: &TestRun<'_>, log_dir: &Path) -> Result<(
         purpose: "pytest-version".to_owned(),
         server: None,
     };
+    let harness = |detail: String| StepFailure::new(NotRunReason::Harness, detail);
     match exec.run(&command) {
         Ok(status) if status.success() => Ok(()),
-        Ok(status) => Err(with_log_tail(
+        Ok(status) => Err(harness(with_log_tail(
             format!("pytest cannot start here: `{} -m pytest --version` {status}", exec.python()),
             &log,
-        )),
-        Err(outcome) => Err(match outcome {
-            Outcome::NotRun { detail, .. } => format!("pytest cannot start here: {detail}"),
-            _ => "pytest cannot start here".to_owned(),
-        }),
+        ))),
+        Err(failure) => Err(harness(format!("pytest cannot start here: {}", failure.detail))),
     }
 }

@@ -7,18 +7,19 @@
 //! side's routing from its server's log. What it leaves to others: the servers themselves
 //! (`servers`), accuracy (`accuracy`), speed (`speed`).
 
-use prgate_gate::evidence::{Check, NotRunReason, Side};
+use prgate_gate::evidence::{Check, Side};
 use prgate_gate::job::whole_check_side;
 
 use crate::gpu_time::{Phase, ServerDesign};
 use crate::recipe::{AccuracyBenchmark, Recipe};
 use crate::results::{Part, StepId, now_ms};
-use crate::run::server::{ServerFailure, side_routing};
-use crate::run::{RunError, any_missing, not_run};
+use crate::run::server::side_routing;
+use crate::run::{RunError, StepFailure, any_missing};
 
 use super::pytest::{TestRun, pytest};
 use super::queue::{self, Queue, Queued};
 use super::servers::{Servers, Serving};
+use super::speed::Cell;
 use super::{DEFAULT_STEP_TIMEOUT, ModelJob, Runner, Subject, failed, side_name, slot};
 
 impl Runner<'_> {
@@ -30,16 +31,11 @@ impl Runner<'_> {
         recipe: &Recipe,
         queue: &Queue<'_>,
     ) -> Result<(), RunError> {
-        let subject = &job.subject;
         let runs_any = queue.phase(queue::Phase::Served).any(|q| matches!(q, Queued::Run(_)));
-        if let Some((reason, detail)) = job.no_checkpoint.clone().filter(|_| runs_any) {
-            return self.record_no_checkpoint(subject, queue, reason, &detail);
+        if let Some(failure) = job.no_checkpoint.as_ref().filter(|_| runs_any) {
+            return self.record_no_checkpoint(&job.subject, queue, failure);
         }
-        let sides = [Side::Base, Side::Pr];
         let (needed, benchmarks) = self.served_steps(job, recipe, queue)?;
-        let name = job.name().to_owned();
-        let id =
-            |check, side, part: Option<&Part>| StepId::new(Some(&name), check, side, part.cloned());
         let cells = self.open_cells(job, recipe, &queue.cells())?;
         let mut open_accuracy = false;
         for benchmark in &benchmarks {
@@ -56,42 +52,26 @@ impl Runner<'_> {
         let mut servers = self.servers(job, recipe, &gpus)?;
         // One at a time, the PR's side goes first: the base server is then up when the speed
         // pairs open with a base run, and no server starts twice before them.
+        let sides = [Side::Base, Side::Pr];
         let order = if servers.together { sides } else { [Side::Pr, Side::Base] };
         for side in order {
-            if needed.contains(&id(Check::ServingTests, side, None))
-                && !self.skip_if_done(subject, Check::ServingTests, side, None)?
-            {
-                self.serving_tests(job, recipe, &mut servers, side)?;
-            }
-            // The first repeat of every benchmark while this side's server is up.
-            for benchmark in &benchmarks {
-                let part = Some(Part::named(&benchmark.name));
-                if needed.contains(&id(Check::Accuracy, side, part.as_ref()))
-                    && self.next_repeat(job, benchmark)? == Some(0)
-                {
-                    self.accuracy_on(job, recipe, &mut servers, side, benchmark, 0)?;
-                }
-            }
+            self.first_round(job, recipe, &mut servers, side, &needed, &benchmarks)?;
         }
         let accuracy_sides: Vec<(Side, &AccuracyBenchmark)> = order
             .iter()
             .flat_map(|side| benchmarks.iter().map(move |benchmark| (*side, *benchmark)))
             .filter(|(side, benchmark)| {
-                let part = Some(Part::named(&benchmark.name));
-                needed.contains(&id(Check::Accuracy, *side, part.as_ref()))
+                let part = Part::named(&benchmark.name);
+                needs(&needed, job, Check::Accuracy, *side, Some(&part))
             })
             .collect();
         self.more_repeats(job, recipe, &mut servers, &accuracy_sides)?;
         if !cells.is_empty() {
-            let _phase = self.clock.enter(Phase::Speed);
-            self.speed_since = Some(now_ms());
-            let measured = self.speed(job, recipe, cells, &mut servers);
-            self.speed_since = None;
-            measured?;
+            self.speed_phase(job, recipe, cells, &mut servers)?;
         }
         for side in sides {
-            if needed.contains(&id(Check::Routing, side, None))
-                && !self.skip_if_done(subject, Check::Routing, side, None)?
+            if needs(&needed, job, Check::Routing, side, None)
+                && !self.skip_if_done(&job.subject, Check::Routing, side, None)?
             {
                 self.routing(job, recipe, &mut servers, side)?;
             }
@@ -100,19 +80,61 @@ impl Runner<'_> {
         Ok(())
     }
 
+    /// What a side does first while its server is up: its serving tests, then the first
+    /// repeat of every benchmark, as far as the served phase `needed` them.
+    fn first_round(
+        &mut self,
+        job: &ModelJob<'_>,
+        recipe: &Recipe,
+        servers: &mut Servers<'_>,
+        side: Side,
+        needed: &[StepId],
+        benchmarks: &[&AccuracyBenchmark],
+    ) -> Result<(), RunError> {
+        if needs(needed, job, Check::ServingTests, side, None)
+            && !self.skip_if_done(&job.subject, Check::ServingTests, side, None)?
+        {
+            self.serving_tests(job, recipe, servers, side)?;
+        }
+        for benchmark in benchmarks {
+            let part = Part::named(&benchmark.name);
+            if needs(needed, job, Check::Accuracy, side, Some(&part))
+                && self.next_repeat(job, benchmark)? == Some(0)
+            {
+                self.accuracy_on(job, recipe, servers, side, benchmark, 0)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The speed cells still open, in the speed phase's time: each speed record's step starts
+    /// when the one before it closed.
+    fn speed_phase(
+        &mut self,
+        job: &ModelJob<'_>,
+        recipe: &Recipe,
+        cells: Vec<Cell>,
+        servers: &mut Servers<'_>,
+    ) -> Result<(), RunError> {
+        let _phase = self.clock.enter(Phase::Speed);
+        self.speed_since = Some(now_ms());
+        let measured = self.speed(job, recipe, cells, servers);
+        self.speed_since = None;
+        measured
+    }
+
     /// The served phase when the preflight found the model's checkpoint missing: nothing of it
-    /// can start, so each of its checks the plan has is recorded `not-run` with the preflight's
-    /// `reason` and `detail`, one whole-check record each.
+    /// can start, so each of its checks the plan has is recorded `not-run` as the preflight
+    /// says (`failure`), one whole-check record each.
     fn record_no_checkpoint(
         &mut self,
         subject: &Subject,
         queue: &Queue<'_>,
-        reason: NotRunReason,
-        detail: &str,
+        failure: &StepFailure,
     ) -> Result<(), RunError> {
         for check in [Check::ServingTests, Check::Routing, Check::Accuracy, Check::Speed] {
             if queue.has(check) {
-                let outcome = not_run(reason, detail, None);
+                let outcome = failure.clone().not_run(None);
                 self.record(subject, check, whole_check_side(check), None, outcome)?;
             }
         }
@@ -258,9 +280,20 @@ impl Runner<'_> {
         &self,
         servers: &mut Servers<'_>,
         side: Side,
-    ) -> Result<Serving, ServerFailure> {
+    ) -> Result<Serving, StepFailure> {
         let _phase = self.clock.enter(Phase::Servers);
         let startup = self.limit(servers.recipe.server().startup_timeout);
         servers.get(&self.exec, side, startup)
     }
+}
+
+/// Whether the served phase's `needed` steps hold `job`'s step of `check` on `side` (of `part`).
+fn needs(
+    needed: &[StepId],
+    job: &ModelJob<'_>,
+    check: Check,
+    side: Side,
+    part: Option<&Part>,
+) -> bool {
+    needed.contains(&StepId::new(Some(job.name()), check, side, part.cloned()))
 }

@@ -14,12 +14,13 @@ use prgate_gate::speed::blocks;
 use crate::gpu_time::{ServerDesign, ServersUsed};
 use crate::recipe::memory_api::MemoryApiKey;
 use crate::recipe::{Recipe, RoutingLogged};
-use crate::results::{Event, EventKind, EventNow as _, StepId, now_ms};
+use crate::results::{EventKind, StepId, event_server, now_ms};
 use crate::run::RunError;
+use crate::run::StepFailure;
 use crate::run::emit::ServerEvents;
 use crate::run::exec::Exec;
 use crate::run::memory::{self, MemoryApi};
-use crate::run::server::{Launch, LogWindow, RoutingRead, Server, ServerFailure};
+use crate::run::server::{Launch, LogWindow, RoutingRead, Server};
 use crate::schedule::cost::Layout;
 
 use super::{ModelJob, Runner, SERVED_MODEL, side_name, slot};
@@ -47,8 +48,8 @@ impl<'r> Runner<'r> {
         let mut slots = [Slot::Idle, Slot::Idle];
         for side in [Side::Base, Side::Pr] {
             let tree = job.server_tree(side);
-            if let Err((reason, detail)) = self.install_side(job, recipe, side, tree) {
-                slots[slot(side)] = Slot::Failed(ServerFailure { reason, detail });
+            if let Err(failure) = self.install_side(job, recipe, side, tree) {
+                slots[slot(side)] = Slot::Failed(failure);
             }
             let routing = StepId::new(Some(job.name()), Check::Routing, side, None);
             let log = self.results.step_log_dir(&routing)?.join("server.log");
@@ -100,7 +101,7 @@ pub(super) enum Slot {
     Idle,
     Up(Server),
     Released(Server),
-    Failed(ServerFailure),
+    Failed(StepFailure),
 }
 
 /// Both sides' servers of one model.
@@ -159,7 +160,7 @@ impl Servers<'_> {
         exec: &Exec<'_>,
         side: Side,
         startup: Duration,
-    ) -> Result<Serving, ServerFailure> {
+    ) -> Result<Serving, StepFailure> {
         let at = slot(side);
         if let Slot::Up(server) = &mut self.slots[at]
             && server.exited()
@@ -168,7 +169,7 @@ impl Servers<'_> {
                 "the server exited while it was in use\nlast lines of its log:\n{}",
                 server.log_tail()
             );
-            self.slots[at] = Slot::Failed(ServerFailure { reason: NotRunReason::Crash, detail });
+            self.slots[at] = Slot::Failed(StepFailure { reason: NotRunReason::Crash, detail });
         }
         if matches!(self.slots[at], Slot::Idle | Slot::Released(_)) && !self.together {
             self.make_room(1 - at);
@@ -181,7 +182,7 @@ impl Servers<'_> {
             let started = Server::start(self.recipes[at], exec, &self.launches[at], startup);
             let failure = started.as_ref().err().map(|failure| failure.reason);
             let model = Some(self.model.as_str());
-            self.events.emit(&Event::server(EventKind::ServerStarted, model, side, began, failure));
+            self.events.emit(&event_server(EventKind::ServerStarted, model, side, began, failure));
             self.slots[at] = match started {
                 Ok(server) => {
                     self.served[at].push(server.window);
@@ -198,7 +199,7 @@ impl Servers<'_> {
                 container: server.container(),
             }),
             Slot::Failed(failure) => Err(failure.clone()),
-            Slot::Idle | Slot::Released(_) => Err(ServerFailure {
+            Slot::Idle | Slot::Released(_) => Err(StepFailure {
                 reason: NotRunReason::Other,
                 detail: "the server was not started".to_owned(),
             }),
@@ -222,7 +223,7 @@ impl Servers<'_> {
                         let model = Some(self.model.as_str());
                         let side = if other == 0 { Side::Base } else { Side::Pr };
                         let event =
-                            Event::server(EventKind::ServerReleased, model, side, began, None);
+                            event_server(EventKind::ServerReleased, model, side, began, None);
                         self.events.emit(&event);
                         self.slots[other] = Slot::Released(server);
                     }
@@ -246,7 +247,7 @@ impl Servers<'_> {
         let woke = memory::wake(&server.url, api, SERVED_MODEL) && !server.exited();
         let failure = (!woke).then_some(NotRunReason::Crash);
         let model = Some(self.model.as_str());
-        self.events.emit(&Event::server(EventKind::ServerWoken, model, side, began, failure));
+        self.events.emit(&event_server(EventKind::ServerWoken, model, side, began, failure));
         if woke {
             self.wakes[at] += 1;
             self.slots[at] = Slot::Up(server);
@@ -318,9 +319,9 @@ impl Servers<'_> {
 
     /// The failure of a run on `side`'s server; when its process has exited, the server is
     /// failed for good.
-    pub(super) fn failure(&mut self, side: Side, detail: String) -> ServerFailure {
+    pub(super) fn failure(&mut self, side: Side, detail: String) -> StepFailure {
         let at = slot(side);
-        let failure = ServerFailure { reason: NotRunReason::Crash, detail };
+        let failure = StepFailure::crash(detail);
         if let Slot::Up(server) = &mut self.slots[at]
             && server.exited()
         {

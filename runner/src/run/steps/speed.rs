@@ -20,8 +20,8 @@ use crate::recipe::{
 };
 use crate::results::{Part, StepId};
 use crate::run::exec::Command;
-use crate::run::server::{Launch, ServerFailure, server_log_tail, with_log_tail};
-use crate::run::{RunError, RunRequest, not_run, recorded_pairs};
+use crate::run::server::{Launch, server_log_tail, with_log_tail};
+use crate::run::{RunError, RunRequest, StepFailure, recorded_pairs};
 use crate::untrusted::{self, MAX_RESULT_FILE};
 
 use super::servers::{Servers, Serving, Slot};
@@ -332,11 +332,11 @@ impl Runner<'_> {
         job: &ModelJob<'_>,
         cell: &mut Cell,
         side: Side,
-        failure: ServerFailure,
+        failure: StepFailure,
     ) -> Result<(), RunError> {
         cell.closed = true;
         let part = Part::Cell { concurrency: cell.concurrency };
-        let outcome = failed_on(not_run(failure.reason, failure.detail, None), side);
+        let outcome = failed_on(failure.not_run(None), side);
         self.record(&job.subject, Check::Speed, Side::Both, Some(&part), outcome)
     }
 
@@ -385,14 +385,13 @@ impl Runner<'_> {
         servers: &mut Servers<'_>,
         side: Side,
         cell: &Cell,
-    ) -> Result<f64, ServerFailure> {
+    ) -> Result<f64, StepFailure> {
         let mut runs = vec![self.measure(job, sweep, servers, side, cell)?];
         while runs.len() < servers.block_runs() {
             runs.push(self.measure(job, sweep, servers, side, cell)?);
         }
-        blocks::block_value(&runs).ok_or_else(|| ServerFailure {
-            reason: NotRunReason::Crash,
-            detail: format!("no finite median TPOT in the block's runs: {runs:?}"),
+        blocks::block_value(&runs).ok_or_else(|| {
+            StepFailure::crash(format!("no finite median TPOT in the block's runs: {runs:?}"))
         })
     }
 
@@ -404,52 +403,30 @@ impl Runner<'_> {
         servers: &mut Servers<'_>,
         side: Side,
         cell: &Cell,
-    ) -> Result<f64, ServerFailure> {
+    ) -> Result<f64, StepFailure> {
         let concurrency = cell.concurrency;
         if let Some(detail) = self.out_of_time() {
-            return Err(ServerFailure { reason: NotRunReason::RunTimeLimit, detail });
+            return Err(StepFailure::new(NotRunReason::RunTimeLimit, detail));
         }
         let serving = self.server(servers, side)?;
         let timeout =
             self.limit(servers.recipe.timeouts().speed_run.unwrap_or(DEFAULT_STEP_TIMEOUT));
-        let requests = sweep.requests_per_concurrency.saturating_mul(concurrency);
-        let warmup = sweep.warmup_per_concurrency.saturating_mul(concurrency);
+        let (requests, warmup) = run_size(sweep, concurrency);
         let launch = &servers.launches[slot(side)];
         let log = launch.log.clone();
-        let server_tail = || server_log_tail(&log);
-        let crash = |detail: String| ServerFailure { reason: NotRunReason::Crash, detail };
         // Each side measures with its own recipe's benchmark: the base side never runs the PR's
         // command.
         let Some(benchmark) = servers.recipes[slot(side)].speed().map(|sweep| &sweep.benchmark)
         else {
-            let detail = "the base side's recipe has no speed benchmark to run: the base side never runs the PR's".to_owned();
-            return Err(ServerFailure { reason: NotRunReason::NoRecipe, detail });
+            let detail = "the base side's recipe has no speed benchmark to run: the base side never runs the PR's";
+            return Err(StepFailure::new(NotRunReason::NoRecipe, detail));
         };
         let measured = match benchmark {
             SpeedBenchmark::Builtin => {
-                let config = BenchConfig {
-                    base_url: serving.url.clone(),
-                    model: SERVED_MODEL.to_owned(),
-                    endpoint: Endpoint::Completions,
-                    input_len: sweep.input_len,
-                    output_len: sweep.output_len,
-                    concurrency,
-                    requests,
-                    warmup,
-                    timeout,
-                };
-                builtin_speed(&config)
+                builtin_speed(&builtin_config(sweep, &serving, concurrency, timeout))
             }
             SpeedBenchmark::External(external) => {
-                let index = u32::try_from(cell.pairs.len()).unwrap_or(u32::MAX);
-                let part = Part::Pair { concurrency, index };
-                let step = StepId::new(Some(job.name()), Check::Speed, Side::Both, Some(part));
-                let side_name = side_name(side);
-                let results = self
-                    .results
-                    .step_log_dir(&step)
-                    .map(|dir| fresh_folder(&dir, side_name))
-                    .map_err(|error| crash(error.to_string()))?;
+                let results = self.speed_results(job, cell, side)?;
                 let run = SpeedRun {
                     port: serving.port,
                     checkpoint_path: &self.exec.checkpoint_view(servers.recipe),
@@ -463,10 +440,29 @@ impl Runner<'_> {
                 self.external_speed(external, &run, launch, &results, timeout, &serving)
             }
         };
-        measured.map_err(|detail| {
-            let detail = format!("{detail}\nlast lines of the server's log:\n{}", server_tail());
+        // Every failed run is the server's crash, its log's tail in the detail.
+        measured.map_err(|failure| {
+            let tail = server_log_tail(&log);
+            let detail = format!("{}\nlast lines of the server's log:\n{tail}", failure.detail);
             servers.failure(side, detail)
         })
+    }
+
+    /// A fresh folder for the results of `side`'s next external speed run of `cell`, in the
+    /// log folder of the cell's next pair.
+    fn speed_results(
+        &self,
+        job: &ModelJob<'_>,
+        cell: &Cell,
+        side: Side,
+    ) -> Result<PathBuf, StepFailure> {
+        let index = u32::try_from(cell.pairs.len()).unwrap_or(u32::MAX);
+        let part = Part::Pair { concurrency: cell.concurrency, index };
+        let step = StepId::new(Some(job.name()), Check::Speed, Side::Both, Some(part));
+        self.results
+            .step_log_dir(&step)
+            .map(|dir| fresh_folder(&dir, side_name(side)))
+            .map_err(|error| StepFailure::crash(error.to_string()))
     }
 
     /// One run of an external speed benchmark: its median TPOT at `run.concurrency`.
@@ -478,10 +474,10 @@ impl Runner<'_> {
         results: &Path,
         timeout: Duration,
         serving: &Serving,
-    ) -> Result<f64, String> {
+    ) -> Result<f64, StepFailure> {
         let _stale = std::fs::remove_dir_all(results);
         std::fs::create_dir_all(results)
-            .map_err(|error| format!("{}: {error}", results.display()))?;
+            .map_err(|error| StepFailure::crash(format!("{}: {error}", results.display())))?;
         let log = results.join("command.log");
         let command = Command {
             argv: external.command(run),
@@ -495,25 +491,22 @@ impl Runner<'_> {
             purpose: format!("{}-speed-{}", launch.purpose, run.concurrency),
             server: serving.container.as_deref(),
         };
-        self.exec.run(&command).map_err(|outcome| match outcome {
-            Outcome::NotRun { detail, .. } => detail,
-            _ => String::new(),
-        })?;
+        self.exec.run(&command)?;
         let path = results.join(&external.result);
         let text = untrusted::read_to_string(results, Path::new(&external.result), MAX_RESULT_FILE)
-            .map_err(|error| with_log_tail(error.to_string(), &log))?;
+            .map_err(|error| StepFailure::crash(with_log_tail(error.to_string(), &log)))?;
         let records = match external.format {
             SpeedFormat::BenchServing => bench::parse_bench_serving_jsonl(&text),
             SpeedFormat::Inferencex => bench::parse_inferencex_json(&text),
         }
-        .map_err(|error| format!("{}: {error}", path.display()))?;
+        .map_err(|error| StepFailure::crash(format!("{}: {error}", path.display())))?;
         // The run's record, which must have measured the lengths it asked for.
         bench::record_at(&records, run.concurrency, u64::from(run.requests))
             .and_then(|record| {
                 let asked = (u64::from(run.input_len), u64::from(run.output_len));
                 bench::check_workload(record, asked.0, asked.1).map(|()| record.median_tpot_ms)
             })
-            .map_err(|error| format!("{}: {error}", path.display()))
+            .map_err(|error| StepFailure::crash(format!("{}: {error}", path.display())))
     }
 }
 
@@ -580,23 +573,49 @@ fn fresh_folder(dir: &Path, stem: &str) -> PathBuf {
         .unwrap_or_else(|| dir.join(stem))
 }
 
+/// How many measured and warm-up requests one run of a cell at `concurrency` sends.
+fn run_size(sweep: &SpeedSweep, concurrency: u32) -> (u32, u32) {
+    let requests = sweep.requests_per_concurrency.saturating_mul(concurrency);
+    let warmup = sweep.warmup_per_concurrency.saturating_mul(concurrency);
+    (requests, warmup)
+}
+
+/// The built-in client's settings for one run at `concurrency` against `serving`.
+fn builtin_config(
+    sweep: &SpeedSweep,
+    serving: &Serving,
+    concurrency: u32,
+    timeout: Duration,
+) -> BenchConfig {
+    let (requests, warmup) = run_size(sweep, concurrency);
+    BenchConfig {
+        base_url: serving.url.clone(),
+        model: SERVED_MODEL.to_owned(),
+        endpoint: Endpoint::Completions,
+        input_len: sweep.input_len,
+        output_len: sweep.output_len,
+        concurrency,
+        requests,
+        warmup,
+        timeout,
+    }
+}
+
 /// One run of the built-in client by `config`: its median TPOT in milliseconds, or why it is
 /// no evidence of speed.
-fn builtin_speed(config: &BenchConfig) -> Result<f64, String> {
-    match bench::run(config) {
-        Ok(result) if result.failed == 0 && result.median_tpot_ms.is_some() => {
-            result.median_tpot_ms.ok_or_else(String::new)
-        }
+fn builtin_speed(config: &BenchConfig) -> Result<f64, StepFailure> {
+    let result = bench::run(config).map_err(|error| StepFailure::crash(error.to_string()))?;
+    match result.median_tpot_ms {
+        Some(median_tpot_ms) if result.failed == 0 => Ok(median_tpot_ms),
         // A run some of whose requests failed measured a server in trouble (it died, it errs):
         // no pair of it is evidence of speed.
-        Ok(result) => Err(format!(
+        _ => Err(StepFailure::crash(format!(
             "{} of {} requests of the run at concurrency {} on {} failed: {}",
             result.failed,
             result.failed + result.completed,
             config.concurrency,
             config.base_url,
             result.errors.join("; "),
-        )),
-        Err(error) => Err(error.to_string()),
+        ))),
     }
 }

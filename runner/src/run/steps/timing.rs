@@ -51,7 +51,7 @@ impl Runner<'_> {
             let _phase = self.clock.enter(Phase::Tests);
             self.step(&job.subject, Check::KernelTiming, side, None, |log| match installed {
                 Ok(()) => timing(&exec, side_recipe, tree, log, timeout, &gpus, &purpose),
-                Err((reason, detail)) => not_run(reason, detail, None),
+                Err(failure) => failure.not_run(None),
             })?;
         }
         Ok(())
@@ -86,8 +86,8 @@ pub(super) fn timing(
             purpose: format!("{purpose}-{}", script.name),
             server: None,
         };
-        if let Err(outcome) = exec.run(&command) {
-            return outcome;
+        if let Err(failure) = exec.run(&command) {
+            return failure.not_run(None);
         }
         let parsed = untrusted::read_to_string(log_dir, Path::new(&file), MAX_RESULT_FILE)
             .map_err(|error| error.to_string())
