@@ -35,14 +35,13 @@ impl<'a> Judge<'a> {
                 }
                 self.push(
                     SectionName::Accuracy,
-                    Item {
-                        model: Some(model.to_owned()),
-                        check: format!("accuracy {benchmark}"),
-                        state: State::Pending,
-                        rule: "every planned check reports".to_owned(),
-                        summary: "only one side has reported".to_owned(),
-                        numbers: None,
-                    },
+                    Item::worded(
+                        Some(model.to_owned()),
+                        format!("accuracy {benchmark}"),
+                        State::Pending,
+                        "every planned check reports",
+                        "only one side has reported",
+                    ),
                 );
                 continue;
             }
