@@ -154,6 +154,27 @@ pub fn paired_counts(
 }
 
 impl Pooled {
+    /// These counts as if every one of `repeats` repeats looked like the average of the
+    /// `judged` so far: each count scaled (rounded down).
+    fn scaled(self, repeats: u32, judged: u32) -> Pooled {
+        let scale = |count: u64| count * u64::from(repeats) / u64::from(judged);
+        match self {
+            Pooled::Paired { base_only, pr_only, pairs } => Pooled::Paired {
+                base_only: scale(base_only),
+                pr_only: scale(pr_only),
+                pairs: scale(pairs),
+            },
+            Pooled::Unpaired { base_correct, base_questions, pr_correct, pr_questions } => {
+                Pooled::Unpaired {
+                    base_correct: scale(base_correct),
+                    base_questions: scale(base_questions),
+                    pr_correct: scale(pr_correct),
+                    pr_questions: scale(pr_questions),
+                }
+            }
+        }
+    }
+
     /// PR minus base, as a fraction.
     pub fn difference(&self) -> Option<f64> {
         match *self {
@@ -330,28 +351,10 @@ fn to_decide(
     beta_drop: f64,
 ) -> RepeatsToDecide {
     let judged = looks.repeats.max(1);
-    let scaled = |repeats: u32| {
-        let scale = |count: u64| count * u64::from(repeats) / u64::from(judged);
-        match pooled {
-            Pooled::Paired { base_only, pr_only, pairs } => Pooled::Paired {
-                base_only: scale(base_only),
-                pr_only: scale(pr_only),
-                pairs: scale(pairs),
-            },
-            Pooled::Unpaired { base_correct, base_questions, pr_correct, pr_questions } => {
-                Pooled::Unpaired {
-                    base_correct: scale(base_correct),
-                    base_questions: scale(base_questions),
-                    pr_correct: scale(pr_correct),
-                    pr_questions: scale(pr_questions),
-                }
-            }
-        }
-    };
     let decides = |repeats: u32| {
         let looks = Looks { repeats, cap: repeats, ..looks };
         let (alpha_look, beta_look) = look_levels(config, looks);
-        let pooled = scaled(repeats);
+        let pooled = pooled.scaled(repeats, judged);
         let upper = pooled.compare(alpha_look, tolerance).map(|c| c.interval.1);
         let lower = pooled.compare(beta_look, tolerance).map(|c| c.interval.0);
         match (upper, lower) {
@@ -361,9 +364,15 @@ fn to_decide(
             _ => false,
         }
     };
-    // The bounds tighten as repeats grow (the interval shrinks as 1/sqrt(repeats), faster
-    // than the looks' share of the error rates): doubling, then bisection.
-    let (mut below, mut step) = (looks.repeats, 1u32);
+    let repeats = first_deciding(looks.repeats, decides);
+    RepeatsToDecide { repeats, judged: looks.repeats }
+}
+
+/// The fewest repeats above `judged` (up to [`TO_DECIDE_LIMIT`]) at which `decides`. The
+/// bounds tighten as repeats grow (the interval shrinks as 1/sqrt(repeats), faster than the
+/// looks' share of the error rates): doubling, then bisection.
+fn first_deciding(judged: u32, decides: impl Fn(u32) -> bool) -> Option<u32> {
+    let (mut below, mut step) = (judged, 1u32);
     let found = loop {
         let n = below.saturating_add(step).min(TO_DECIDE_LIMIT);
         if decides(n) {
@@ -375,14 +384,13 @@ fn to_decide(
         below = n;
         step = step.saturating_mul(2);
     };
-    let repeats = found.map(|mut above| {
+    found.map(|mut above| {
         while above - below > 1 {
             let middle = below + (above - below) / 2;
             if decides(middle) { above = middle } else { below = middle }
         }
         above
-    });
-    RepeatsToDecide { repeats, judged: looks.repeats }
+    })
 }
 
 /// The runner's question between repeats: does this benchmark need another one? Only while it

@@ -425,61 +425,61 @@ pub fn measurements(
     for item in items {
         let Some(model) = item.model.as_deref() else { continue };
         match &item.numbers {
-            Some(Numbers::Speed {
-                concurrency,
-                covered,
-                change: Some(change),
-                interval: Some(interval),
-                pairs,
-                test: Some(test),
-                ..
-            }) => {
-                let Some(df) = test.degrees_of_freedom else { continue };
-                let cell = SpeedChange::from_verdict(
-                    model,
-                    *concurrency,
-                    *covered,
-                    *change,
-                    *interval,
-                    df,
-                    *pairs,
-                );
-                let of_cell = |outcome: &Outcome| matches!(outcome, Outcome::SpeedPair { concurrency: c, .. } if c == concurrency);
-                if let Some(mut cell) = cell
-                    && !all_reused(evidence, model, of_cell)
-                {
-                    cell.provenance = provenance(evidence, model, of_cell);
-                    speed.push(cell);
-                }
+            Some(numbers @ Numbers::Speed { .. }) => {
+                speed.extend(speed_cell(model, numbers, evidence));
             }
-            Some(Numbers::Accuracy {
-                benchmark,
-                difference,
-                interval,
-                questions,
-                alpha: Some(alpha),
-                ..
-            }) => {
-                let cell = AccuracyChange::from_verdict(
-                    model,
-                    benchmark,
-                    *difference,
-                    *interval,
-                    *alpha,
-                    *questions,
-                );
-                let of_cell = |outcome: &Outcome| matches!(outcome, Outcome::Accuracy { benchmark: b, .. } if b == benchmark);
-                if let Some(mut cell) = cell
-                    && !all_reused(evidence, model, of_cell)
-                {
-                    cell.provenance = provenance(evidence, model, of_cell);
-                    accuracy.push(cell);
-                }
+            Some(numbers @ Numbers::Accuracy { .. }) => {
+                accuracy.extend(accuracy_cell(model, numbers, evidence));
             }
             _ => {}
         }
     }
     (speed, accuracy)
+}
+
+/// The speed cell of `model` a verdict item's `numbers` hold, with its provenance; `None` when
+/// they are not a speed test's, or every record of it was taken over from an earlier run.
+fn speed_cell(model: &str, numbers: &Numbers, evidence: &[Evidence]) -> Option<SpeedChange> {
+    let Numbers::Speed {
+        concurrency,
+        covered,
+        change: Some(change),
+        interval: Some(interval),
+        pairs,
+        test: Some(test),
+        ..
+    } = numbers
+    else {
+        return None;
+    };
+    let df = test.degrees_of_freedom?;
+    let mut cell =
+        SpeedChange::from_verdict(model, *concurrency, *covered, *change, *interval, df, *pairs)?;
+    let of_cell = |outcome: &Outcome| matches!(outcome, Outcome::SpeedPair { concurrency: c, .. } if c == concurrency);
+    if all_reused(evidence, model, of_cell) {
+        return None;
+    }
+    cell.provenance = provenance(evidence, model, of_cell);
+    Some(cell)
+}
+
+/// The accuracy benchmark of `model` a verdict item's `numbers` hold, with its provenance;
+/// `None` as for [`speed_cell`].
+fn accuracy_cell(model: &str, numbers: &Numbers, evidence: &[Evidence]) -> Option<AccuracyChange> {
+    let Numbers::Accuracy {
+        benchmark, difference, interval, questions, alpha: Some(alpha), ..
+    } = numbers
+    else {
+        return None;
+    };
+    let mut cell =
+        AccuracyChange::from_verdict(model, benchmark, *difference, *interval, *alpha, *questions)?;
+    let of_cell = |outcome: &Outcome| matches!(outcome, Outcome::Accuracy { benchmark: b, .. } if b == benchmark);
+    if all_reused(evidence, model, of_cell) {
+        return None;
+    }
+    cell.provenance = provenance(evidence, model, of_cell);
+    Some(cell)
 }
 
 /// Whether every record of `model` whose outcome `matches` was taken over from an earlier run.
@@ -561,24 +561,7 @@ pub fn merged_line(facts: &MergeFacts, pr_runs: &[RunRecord], queue_runs: &[RunR
     let pr_run = pr_runs.last();
     let queue_run = queue_runs.last();
     let main_run = queue_run.or(pr_run);
-    let note = match (pr_run, queue_run) {
-        (None, None) => Some(format!(
-            "no prgate result of its head {} was saved: nothing of it is measured, so the chain misses whatever it changed (an anchor run measures it)",
-            short(&facts.head_commit)
-        )),
-        (None, Some(_)) => {
-            Some("measured by the merge queue's run of its merge commit only".to_owned())
-        }
-        (Some(_), Some(_)) if !queue_models.is_empty() => Some(format!(
-            "the merge queue measured {} again on the merge commit: those numbers are the queue's",
-            queue_models.iter().copied().collect::<Vec<_>>().join(", ")
-        )),
-        _ if pr_runs.len() > 1 => Some(format!(
-            "{} runs of its head, each cell pooled over the runs that measured it",
-            pr_runs.len()
-        )),
-        _ => None,
-    };
+    let note = merged_note(&facts.head_commit, pr_runs, queue_runs, &queue_models);
     Merged {
         version: LEDGER_VERSION,
         at: facts.at.clone(),
@@ -593,6 +576,34 @@ pub fn merged_line(facts: &MergeFacts, pr_runs: &[RunRecord], queue_runs: &[RunR
         speed,
         accuracy,
         note,
+    }
+}
+
+/// What a merged line says of how it was measured: nothing measured, the queue's numbers
+/// only, the models the queue measured again, or the PR's several runs pooled.
+fn merged_note(
+    head_commit: &str,
+    pr_runs: &[RunRecord],
+    queue_runs: &[RunRecord],
+    queue_models: &BTreeSet<&str>,
+) -> Option<String> {
+    match (pr_runs.last(), queue_runs.last()) {
+        (None, None) => Some(format!(
+            "no prgate result of its head {} was saved: nothing of it is measured, so the chain misses whatever it changed (an anchor run measures it)",
+            short(head_commit)
+        )),
+        (None, Some(_)) => {
+            Some("measured by the merge queue's run of its merge commit only".to_owned())
+        }
+        (Some(_), Some(_)) if !queue_models.is_empty() => Some(format!(
+            "the merge queue measured {} again on the merge commit: those numbers are the queue's",
+            queue_models.iter().copied().collect::<Vec<_>>().join(", ")
+        )),
+        _ if pr_runs.len() > 1 => Some(format!(
+            "{} runs of its head, each cell pooled over the runs that measured it",
+            pr_runs.len()
+        )),
+        _ => None,
     }
 }
 

@@ -400,30 +400,21 @@ fn pool(
         return None;
     }
     let Spread { mean, residual, chain } = Spread::of(pairs);
-    let differences: Vec<f64> = pairs.iter().filter_map(Pair::aa_difference).collect();
-    let in_band: f64 = differences.iter().map(|d| d * d / 2.0).sum();
-    let in_band_count = differences.len() as f64;
-    let calibration_stale = calibration.is_some_and(|c| {
-        contradicted(c, in_band, in_band_count, chain.difference_df, speed.stale_level.get())
-    });
-    let (calibration_df, calibrated) =
-        calibration.filter(|_| !calibration_stale).map_or((0.0, 0.0), |c| {
-            let df = (MAD_EFFICIENCY * f64::from(c.samples)).min(speed.calibration_df);
-            (df, df * c.log_ratio_variance / 2.0)
-        });
+    let base_noise = BaseNoise::of(pairs, speed, calibration, chain.difference_df);
     // Each estimate divides its sum of squares by its expectation in units of one run's log
     // variance, so each is unbiased; the degrees of freedom discount the chained differences.
     let own_df = chain.residual_expectation;
     let own = (own_df > 0.0).then(|| residual / own_df);
-    let base_divisor = in_band_count + calibration_df;
-    let base_df = chain.difference_df + calibration_df;
-    let base = (base_divisor > 0.0).then(|| (in_band + calibrated) / base_divisor);
+    let base_divisor = base_noise.differences as f64 + base_noise.calibration_df;
+    let base_df = chain.difference_df + base_noise.calibration_df;
+    let base =
+        (base_divisor > 0.0).then(|| (base_noise.in_band + base_noise.calibrated) / base_divisor);
     let divisor = own_df + base_divisor;
     let pooled_df = own_df + base_df;
     if divisor <= 0.0 {
         return None;
     }
-    let pooled = (residual + in_band + calibrated) / divisor;
+    let pooled = (residual + base_noise.in_band + base_noise.calibrated) / divisor;
     let own_variance = match (own, base) {
         (Some(own), Some(base)) if own_df >= 1.0 && base_df >= 1.0 => {
             variance_ratio_p(own, own_df, base, base_df)
@@ -442,29 +433,68 @@ fn pool(
     let floor = speed.min_cv.get().powi(2);
     let variance = estimated.max(floor);
     let standard_error = (variance * chain.mean_variance).sqrt();
-    // A pair's log-ratio has variance `σ_pr² + (f - 1) σ_base²` (f its variance factor), and
-    // the pairs' own estimate is that over f.
-    let factor = pairs.iter().map(Pair::variance_factor).sum::<f64>() / pairs.len() as f64;
-    let pr_noise_ratio = match (own, base) {
-        (Some(own), Some(base)) if base > 0.0 => {
-            Some((factor * own / base - (factor - 1.0)).max(0.0).sqrt())
-        }
-        _ => None,
-    };
+    let pr_noise_ratio = own.zip(base).and_then(|(own, base)| pr_noise_ratio(pairs, own, base));
     standard_error.is_finite().then_some((
         Estimate { mean, standard_error, degrees_of_freedom },
         NoiseUsed {
             run_cv: variance.sqrt(),
             degrees_of_freedom,
-            in_band_differences: differences.len(),
-            calibration_df,
+            in_band_differences: base_noise.differences,
+            calibration_df: base_noise.calibration_df,
             floored: estimated < floor,
             own_variance,
             pr_noise_ratio,
-            calibration_stale,
+            calibration_stale: base_noise.calibration_stale,
             parts: own.zip(base).map(|(own, base)| (own, own_df, base, base_df)),
         },
     ))
+}
+
+/// What base's noise rests on besides the pairs' own spread: the in-band A/A differences (half
+/// their sum of squares, and how many) and the node's calibration, unless the differences
+/// contradict it (stale), with its degrees of freedom and its sum of squares' share.
+struct BaseNoise {
+    differences: usize,
+    in_band: f64,
+    calibration_stale: bool,
+    calibration_df: f64,
+    calibrated: f64,
+}
+
+impl BaseNoise {
+    fn of(
+        pairs: &[Pair],
+        speed: &SequentialConfig,
+        calibration: Option<Calibration>,
+        difference_df: f64,
+    ) -> BaseNoise {
+        let differences: Vec<f64> = pairs.iter().filter_map(Pair::aa_difference).collect();
+        let in_band: f64 = differences.iter().map(|d| d * d / 2.0).sum();
+        let in_band_count = differences.len() as f64;
+        let calibration_stale = calibration.is_some_and(|c| {
+            contradicted(c, in_band, in_band_count, difference_df, speed.stale_level.get())
+        });
+        let (calibration_df, calibrated) =
+            calibration.filter(|_| !calibration_stale).map_or((0.0, 0.0), |c| {
+                let df = (MAD_EFFICIENCY * f64::from(c.samples)).min(speed.calibration_df);
+                (df, df * c.log_ratio_variance / 2.0)
+            });
+        BaseNoise {
+            differences: differences.len(),
+            in_band,
+            calibration_stale,
+            calibration_df,
+            calibrated,
+        }
+    }
+}
+
+/// The PR's run noise as a multiple of base's, from the pairs' `own` variance and `base`'s.
+/// A pair's log-ratio has variance `σ_pr² + (f - 1) σ_base²` (f its variance factor), and
+/// the pairs' own estimate is that over f.
+fn pr_noise_ratio(pairs: &[Pair], own: f64, base: f64) -> Option<f64> {
+    let factor = pairs.iter().map(Pair::variance_factor).sum::<f64>() / pairs.len() as f64;
+    (base > 0.0).then(|| (factor * own / base - (factor - 1.0)).max(0.0).sqrt())
 }
 
 /// The PR's noise as a multiple of base's, when the pairs show it above `max-noise-growth`: an

@@ -230,31 +230,12 @@ pub fn spending_levels(
                     .map(|((s, f), w)| w * f * (1.0 - normal.cdf((b * scale - s) / step)))
                     .sum::<f64>()
             };
-            if share <= 0.0 {
-                f64::INFINITY
-            } else {
-                // The crossing probability falls as the bound rises.
-                let (mut low, mut high) = (-10.0f64, 40.0f64);
-                for _ in 0..60 {
-                    let middle = (low + high) / 2.0;
-                    if crossing(middle) > share { low = middle } else { high = middle }
-                }
-                (low + high) / 2.0
-            }
+            if share <= 0.0 { f64::INFINITY } else { spending_bound(share, crossing) }
         };
         levels.push((1.0 - normal.cdf(bound)).max(share));
         // The next density, on the paths that stayed below this bound.
-        let top = if bound.is_finite() { bound * scale } else { 12.0 * scale };
-        let bottom = -10.0 * scale;
-        let spacing = if at + 1 < informations.len() {
-            (informations[at + 1] - information).sqrt() / 8.0
-        } else {
-            scale
-        };
-        let points = (((top - bottom) / spacing).ceil() as usize).clamp(16, 4000) | 1;
-        let next: Vec<f64> =
-            (0..=points).map(|i| bottom + (top - bottom) * i as f64 / points as f64).collect();
-        let next_density: Vec<f64> = if at == 0 {
+        let next = next_grid(informations, at, bound);
+        density = if at == 0 {
             next.iter().map(|s| normal.pdf(*s / scale) / scale).collect()
         } else {
             let step = (information - informations[at - 1]).sqrt();
@@ -269,9 +250,36 @@ pub fn spending_levels(
                 .collect()
         };
         grid = next;
-        density = next_density;
     }
     levels
+}
+
+/// The bound whose crossing probability (`crossing`, which falls as the bound rises) is
+/// `share`: bisection between -10 and 40.
+fn spending_bound(share: f64, crossing: impl Fn(f64) -> f64) -> f64 {
+    let (mut low, mut high) = (-10.0f64, 40.0f64);
+    for _ in 0..60 {
+        let middle = (low + high) / 2.0;
+        if crossing(middle) > share { low = middle } else { high = middle }
+    }
+    (low + high) / 2.0
+}
+
+/// The grid of the running sum after look `at`, below its `bound` (standardized; infinite for
+/// none): from -10 to the bound (or 12) standard deviations, an odd number of points spaced
+/// at an eighth of the next look's step.
+fn next_grid(informations: &[f64], at: usize, bound: f64) -> Vec<f64> {
+    let information = informations[at];
+    let scale = information.sqrt();
+    let top = if bound.is_finite() { bound * scale } else { 12.0 * scale };
+    let bottom = -10.0 * scale;
+    let spacing = if at + 1 < informations.len() {
+        (informations[at + 1] - information).sqrt() / 8.0
+    } else {
+        scale
+    };
+    let points = (((top - bottom) / spacing).ceil() as usize).clamp(16, 4000) | 1;
+    (0..=points).map(|i| bottom + (top - bottom) * i as f64 / points as f64).collect()
 }
 
 /// Simpson's weights for an evenly spaced grid of an odd number of points (the last interval

@@ -187,6 +187,26 @@ pub struct Item {
     pub numbers: Option<Numbers>,
 }
 
+impl Item {
+    /// An item decided in words alone: a rule stated, with no numbers behind it.
+    pub(crate) fn worded(
+        model: Option<String>,
+        check: impl Into<String>,
+        state: State,
+        rule: impl Into<String>,
+        summary: impl Into<String>,
+    ) -> Item {
+        Item {
+            model,
+            check: check.into(),
+            state,
+            rule: rule.into(),
+            summary: summary.into(),
+            numbers: None,
+        }
+    }
+}
+
 /// The numbers behind an item.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
@@ -476,17 +496,18 @@ struct JudgeInputs<'a> {
 fn rule_items(rules: &[RuleOutcome]) -> Vec<Item> {
     rules
         .iter()
-        .map(|rule| Item {
-            model: None,
-            check: rule.name.clone(),
-            state: rule.verdict.into(),
-            rule: rule_text(&rule.name),
-            summary: if rule.findings.is_empty() {
-                "no findings".to_owned()
-            } else {
-                findings_text(&rule.findings)
-            },
-            numbers: None,
+        .map(|rule| {
+            Item::worded(
+                None,
+                rule.name.clone(),
+                rule.verdict.into(),
+                rule_text(&rule.name),
+                if rule.findings.is_empty() {
+                    "no findings".to_owned()
+                } else {
+                    findings_text(&rule.findings)
+                },
+            )
         })
         .collect()
 }
@@ -660,14 +681,13 @@ impl<'a> Judge<'a> {
             if model.tier == Tier::Full && model.readme == Some(false) {
                 self.push(
                     SectionName::Doc,
-                    Item {
-                        model: Some(model.name.clone()),
-                        check: "readme".to_owned(),
-                        state: self.config.missing_readme.into(),
-                        rule: "a model on the full tier needs a README".to_owned(),
-                        summary: "no README".to_owned(),
-                        numbers: None,
-                    },
+                    Item::worded(
+                        Some(model.name.clone()),
+                        "readme",
+                        self.config.missing_readme.into(),
+                        "a model on the full tier needs a README",
+                        "no README",
+                    ),
                 );
             }
         }

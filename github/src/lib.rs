@@ -372,35 +372,7 @@ impl GitHub {
     pub async fn check_run(&self, existing: Option<u64>, run: &CheckRun<'_>) -> Result<u64> {
         let mut batches = run.annotations.chunks(ANNOTATIONS_PER_REQUEST);
         let first: &[CheckAnnotation] = batches.next().unwrap_or_default();
-        let body = |annotations: &[CheckAnnotation]| {
-            let mut body = serde_json::json!({
-                "name": run.name,
-                "head_sha": run.head_sha,
-                "output": {
-                    "title": run.title,
-                    "summary": run.summary,
-                    "annotations": annotations,
-                },
-            });
-            match run.conclusion {
-                Some(conclusion) => {
-                    body["status"] = "completed".into();
-                    body["conclusion"] = conclusion.into();
-                    // The button sends a `check_run` `requested_action` event: a maintainer's
-                    // click starts the run again on the same SHA (`trigger`).
-                    body["actions"] = serde_json::json!([{
-                        "label": "Re-run",
-                        "description": "Run the AMD PR test again",
-                        "identifier": RERUN_ACTION,
-                    }]);
-                }
-                None => body["status"] = "in_progress".into(),
-            }
-            if let Some(url) = run.details_url {
-                body["details_url"] = url.into();
-            }
-            body
-        };
+        let body = |annotations: &[CheckAnnotation]| check_run_body(run, annotations);
         #[derive(Deserialize)]
         struct Created {
             id: u64,
@@ -680,4 +652,36 @@ impl GitHub {
             _ => viewer.login,
         })
     }
+}
+
+/// A check run's request body, with `annotations` (one request's share of them): in progress,
+/// or completed with its conclusion and the re-run button.
+fn check_run_body(run: &CheckRun<'_>, annotations: &[CheckAnnotation]) -> serde_json::Value {
+    let mut body = serde_json::json!({
+        "name": run.name,
+        "head_sha": run.head_sha,
+        "output": {
+            "title": run.title,
+            "summary": run.summary,
+            "annotations": annotations,
+        },
+    });
+    match run.conclusion {
+        Some(conclusion) => {
+            body["status"] = "completed".into();
+            body["conclusion"] = conclusion.into();
+            // The button sends a `check_run` `requested_action` event: a maintainer's
+            // click starts the run again on the same SHA (`trigger`).
+            body["actions"] = serde_json::json!([{
+                "label": "Re-run",
+                "description": "Run the AMD PR test again",
+                "identifier": RERUN_ACTION,
+            }]);
+        }
+        None => body["status"] = "in_progress".into(),
+    }
+    if let Some(url) = run.details_url {
+        body["details_url"] = url.into();
+    }
+    body
 }

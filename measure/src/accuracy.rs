@@ -272,9 +272,33 @@ pub fn evaluate(config: &EvalConfig, questions: &[Question]) -> Result<Evaluatio
     if questions.is_empty() {
         return Err(EvalError::NoQuestions);
     }
-    let url = format!("{}/v1/completions", config.base_url.trim_end_matches('/'));
     let workers = config.concurrency.get().min(questions.len());
-    let agent = ureq::Agent::new_with_config(
+    let asking = Asking {
+        config,
+        questions,
+        agent: agent(config),
+        url: format!("{}/v1/completions", config.base_url.trim_end_matches('/')),
+        next: AtomicUsize::new(0),
+        stop: AtomicBool::new(false),
+        answers: Mutex::new(vec![None; questions.len()]),
+        first_error: Mutex::new(None),
+    };
+    std::thread::scope(|scope| {
+        for worker in 0..workers {
+            let asking = &asking;
+            std::thread::Builder::new()
+                .name(format!("accuracy-{worker}"))
+                .spawn_scoped(scope, move || asking.work())
+                .map_err(EvalError::Thread)?;
+        }
+        Ok::<(), EvalError>(())
+    })?;
+    asking.finish()
+}
+
+/// The HTTP client of an evaluation: statuses are answers, not errors.
+fn agent(config: &EvalConfig) -> ureq::Agent {
+    ureq::Agent::new_with_config(
         ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(config.request_timeout))
@@ -283,62 +307,68 @@ pub fn evaluate(config: &EvalConfig, questions: &[Question]) -> Result<Evaluatio
             .max_idle_connections(0)
             .max_idle_connections_per_host(0)
             .build(),
-    );
-    let next = AtomicUsize::new(0);
-    let stop = AtomicBool::new(false);
-    let answers: Mutex<Vec<Option<Answer>>> = Mutex::new(vec![None; questions.len()]);
-    let first_error: Mutex<Option<EvalError>> = Mutex::new(None);
-    std::thread::scope(|scope| {
-        for worker in 0..workers {
-            let (next, stop, answers, first_error) = (&next, &stop, &answers, &first_error);
-            let (agent, url) = (&agent, url.as_str());
-            std::thread::Builder::new()
-                .name(format!("accuracy-{worker}"))
-                .spawn_scoped(scope, move || {
-                    while !stop.load(Ordering::Acquire) {
-                        let index = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(question) = questions.get(index) else { break };
-                        match ask(agent, url, config, question) {
-                            Ok(given) => {
-                                let correct = answers_match(&given, &question.answer);
-                                let answer = Answer {
-                                    id: question.id.clone(),
-                                    expected: question.answer.clone(),
-                                    given,
-                                    correct,
-                                };
-                                let mut slots = answers.lock().unwrap_or_else(|e| e.into_inner());
-                                slots[index] = Some(answer);
-                            }
-                            Err(problem) => {
-                                stop.store(true, Ordering::Release);
-                                let mut error =
-                                    first_error.lock().unwrap_or_else(|e| e.into_inner());
-                                error.get_or_insert(EvalError::Request {
-                                    id: question.id.clone(),
-                                    url: url.to_owned(),
-                                    problem,
-                                });
-                            }
-                        }
-                    }
-                })
-                .map_err(EvalError::Thread)?;
+    )
+}
+
+/// The questions the workers share: the next one to ask, whether to stop, and what they found
+/// so far (an answer per question, the first error).
+struct Asking<'a> {
+    config: &'a EvalConfig,
+    questions: &'a [Question],
+    agent: ureq::Agent,
+    url: String,
+    next: AtomicUsize,
+    stop: AtomicBool,
+    answers: Mutex<Vec<Option<Answer>>>,
+    first_error: Mutex<Option<EvalError>>,
+}
+
+impl Asking<'_> {
+    /// One worker: asks the next question until there is none left or one failed.
+    fn work(&self) {
+        while !self.stop.load(Ordering::Acquire) {
+            let index = self.next.fetch_add(1, Ordering::Relaxed);
+            let Some(question) = self.questions.get(index) else { break };
+            match ask(&self.agent, &self.url, self.config, question) {
+                Ok(given) => {
+                    let correct = answers_match(&given, &question.answer);
+                    let answer = Answer {
+                        id: question.id.clone(),
+                        expected: question.answer.clone(),
+                        given,
+                        correct,
+                    };
+                    let mut slots = self.answers.lock().unwrap_or_else(|e| e.into_inner());
+                    slots[index] = Some(answer);
+                }
+                Err(problem) => {
+                    self.stop.store(true, Ordering::Release);
+                    let mut error = self.first_error.lock().unwrap_or_else(|e| e.into_inner());
+                    error.get_or_insert(EvalError::Request {
+                        id: question.id.clone(),
+                        url: self.url.clone(),
+                        problem,
+                    });
+                }
+            }
         }
-        Ok::<(), EvalError>(())
-    })?;
-    if let Some(error) = first_error.into_inner().unwrap_or_else(|e| e.into_inner()) {
-        return Err(error);
     }
-    let answers = answers.into_inner().unwrap_or_else(|e| e.into_inner());
-    let answers = answers.into_iter().zip(questions).map(|(answer, question)| {
-        answer.ok_or_else(|| EvalError::Request {
-            id: question.id.clone(),
-            url: url.clone(),
-            problem: RequestProblem::NeverAsked,
-        })
-    });
-    Ok(Evaluation { answers: answers.collect::<Result<_, _>>()? })
+
+    /// The evaluation once every worker ended: the first error, or every question's answer.
+    fn finish(self) -> Result<Evaluation, EvalError> {
+        if let Some(error) = self.first_error.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            return Err(error);
+        }
+        let answers = self.answers.into_inner().unwrap_or_else(|e| e.into_inner());
+        let answers = answers.into_iter().zip(self.questions).map(|(answer, question)| {
+            answer.ok_or_else(|| EvalError::Request {
+                id: question.id.clone(),
+                url: self.url.clone(),
+                problem: RequestProblem::NeverAsked,
+            })
+        });
+        Ok(Evaluation { answers: answers.collect::<Result<_, _>>()? })
+    }
 }
 
 /// Sends one question; the answer's first non-empty line, or why there is none.

@@ -124,58 +124,55 @@ impl EstimateOutput {
             files => format!("{files} history files"),
         };
         let _ = writeln!(out, "\nestimate on {} nodes, {history}", self.nodes.len());
-        let rows: Vec<[String; 5]> = self
-            .jobs
-            .iter()
-            .map(|job| {
-                let node = match (&job.node, &job.unschedulable) {
-                    (Some(node), _) => terminal(node),
-                    (None, Some(reason)) => format!("none: {}", terminal(reason)),
-                    (None, None) => "none".to_owned(),
-                };
-                [
-                    terminal(&Self::job_name(job)),
-                    job.tier.map_or("", Tier::as_str).to_owned(),
-                    Self::time_text(job),
-                    Self::source_text(job),
-                    node,
-                ]
-            })
-            .collect();
+        let rows: Vec<[String; 5]> = self.jobs.iter().map(Self::human_job_row).collect();
         table(&mut out, ["model", "tier", "time", "from", "node"], &rows);
         for job in &self.jobs {
-            if let Some(note) = &job.note {
-                // A recipe's error may run over lines (TOML's): each indented under the first.
-                let mut lines = note.lines();
-                let first = lines.next().unwrap_or_default();
-                let _ =
-                    writeln!(out, "note: {}: {}", terminal(&Self::job_name(job)), terminal(first));
-                for line in lines {
-                    let _ = writeln!(out, "      {}", terminal(line));
-                }
-            }
+            Self::human_note(&mut out, job);
         }
         let _ = writeln!(out);
-        let rows: Vec<[String; 4]> = self
-            .nodes
-            .iter()
-            .map(|node| {
-                let jobs: Vec<String> = node
-                    .jobs
-                    .iter()
-                    .map(|job| terminal(job.as_deref().unwrap_or("(common checks)")))
-                    .collect();
-                [
-                    terminal(&node.name),
-                    terminal(&node.hardware),
-                    clock(node.seconds),
-                    jobs.join(", "),
-                ]
-            })
-            .collect();
+        let rows: Vec<[String; 4]> = self.nodes.iter().map(Self::human_node_row).collect();
         table(&mut out, ["node", "hardware", "total", "models"], &rows);
         let _ = writeln!(out, "\n{}", terminal(&self.summary()));
         out
+    }
+
+    /// A job's row of the terminal table: model, tier, time, where the time is from, node.
+    fn human_job_row(job: &JobOutput) -> [String; 5] {
+        let node = match (&job.node, &job.unschedulable) {
+            (Some(node), _) => terminal(node),
+            (None, Some(reason)) => format!("none: {}", terminal(reason)),
+            (None, None) => "none".to_owned(),
+        };
+        [
+            terminal(&Self::job_name(job)),
+            job.tier.map_or("", Tier::as_str).to_owned(),
+            Self::time_text(job),
+            Self::source_text(job),
+            node,
+        ]
+    }
+
+    /// A job's note, if it has one, below the table.
+    fn human_note(out: &mut String, job: &JobOutput) {
+        if let Some(note) = &job.note {
+            // A recipe's error may run over lines (TOML's): each indented under the first.
+            let mut lines = note.lines();
+            let first = lines.next().unwrap_or_default();
+            let _ = writeln!(out, "note: {}: {}", terminal(&Self::job_name(job)), terminal(first));
+            for line in lines {
+                let _ = writeln!(out, "      {}", terminal(line));
+            }
+        }
+    }
+
+    /// A node's row of the terminal table: name, hardware, its total, the jobs it runs.
+    fn human_node_row(node: &NodeOutput) -> [String; 4] {
+        let jobs: Vec<String> = node
+            .jobs
+            .iter()
+            .map(|job| terminal(job.as_deref().unwrap_or("(common checks)")))
+            .collect();
+        [terminal(&node.name), terminal(&node.hardware), clock(node.seconds), jobs.join(", ")]
     }
 
     /// The estimate as Markdown, after the plan's.

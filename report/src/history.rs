@@ -84,11 +84,8 @@ pub fn render_page(input: &PageInput<'_>) -> Result<Vec<PageFile>, PageError> {
 pub fn alarm_words(guard: &Guard, history: &History) -> String {
     let since = reference_words(history, "the start of the ledger");
     let mut words = format!(
-        "{}: {} {} {} since {since}, over the {} budget",
-        guard.cell.describe(),
-        measure_word(&guard.cell),
-        shown(&guard.cell, guard.change),
-        interval_words(&guard.cell, guard.interval),
+        "{} since {since}, over the {} budget",
+        guard_words(guard),
         shown(&guard.cell, guard.budget)
     );
     if !guard.top.is_empty() {
@@ -179,14 +176,7 @@ pub fn check_human(history: &History, guards: &[Guard]) -> String {
     for guard in guards {
         let words = match guard.state {
             GuardState::Tripped => alarm_words(guard, history),
-            _ => format!(
-                "{}: {} {} {} (budget {})",
-                guard.cell.describe(),
-                measure_word(&guard.cell),
-                shown(&guard.cell, guard.change),
-                interval_words(&guard.cell, guard.interval),
-                shown(&guard.cell, guard.budget)
-            ),
+            _ => format!("{} (budget {})", guard_words(guard), shown(&guard.cell, guard.budget)),
         };
         let _ =
             writeln!(out, "{:<8} {}", state_words(guard.state), crate::escape::terminal(&words));
@@ -205,6 +195,17 @@ pub fn measurement_words(cell: &Cell, measurement: &Measurement, alpha: f64) -> 
         "{} {}",
         shown(cell, cell.shown(measurement.estimate)),
         interval_words(cell, shown_interval(cell, measurement, alpha))
+    )
+}
+
+/// A guard's cell and its chained change: `kimi_k31 c=1: TPOT +7.7% [+6.5%, +8.9%]`.
+fn guard_words(guard: &Guard) -> String {
+    format!(
+        "{}: {} {} {}",
+        guard.cell.describe(),
+        measure_word(&guard.cell),
+        shown(&guard.cell, guard.change),
+        interval_words(&guard.cell, guard.interval)
     )
 }
 
@@ -464,54 +465,9 @@ fn in_unit(cell: &Cell, estimate: f64) -> f64 {
 
 fn chart_data(chain: &Chain, guard: Option<&Guard>, alpha: f64) -> ChartData {
     let cell = &chain.cell;
-    let mut points = vec![PointData {
-        label: "reference".to_owned(),
-        kind: "reference",
-        pr: None,
-        url: None,
-        title: "the reference".to_owned(),
-        y: 0.0,
-        low: None,
-        high: None,
-        own: None,
-        own_low: None,
-        own_high: None,
-        agrees: None,
-    }];
-    for point in &chain.points {
-        let (low, high) = point.chained.interval(alpha);
-        let (own_low, own_high) = point.own.interval(alpha);
-        let (label, kind, pr, url, title) = match &point.source {
-            Source::Pr { number, title, url, .. } => (
-                format!("#{number}"),
-                "pr",
-                Some(*number),
-                url.as_deref().and_then(crate::comment::link_target),
-                title.clone(),
-            ),
-            Source::Anchor { at, run, .. } => (
-                format!("anchor {}", at.get(..10).unwrap_or(at)),
-                "anchor",
-                None,
-                run.as_deref().and_then(crate::comment::link_target),
-                "anchor run: the reference against main's tip".to_owned(),
-            ),
-        };
-        points.push(PointData {
-            label,
-            kind,
-            pr,
-            url,
-            title,
-            y: in_unit(cell, point.chained.estimate),
-            low: Some(in_unit(cell, low)),
-            high: Some(in_unit(cell, high)),
-            own: Some(in_unit(cell, point.own.estimate)),
-            own_low: Some(in_unit(cell, own_low)),
-            own_high: Some(in_unit(cell, own_high)),
-            agrees: point.anchor.map(|anchor| anchor.agrees),
-        });
-    }
+    let points = std::iter::once(reference_point())
+        .chain(chain.points.iter().map(|point| point_data(cell, point, alpha)))
+        .collect();
     let (kind, unit) = match cell {
         Cell::Speed { .. } => ("speed", "%"),
         Cell::Accuracy { .. } => ("accuracy", "pp"),
@@ -528,6 +484,60 @@ fn chart_data(chain: &Chain, guard: Option<&Guard>, alpha: f64) -> ChartData {
         budget: guard.map_or(0.0, |guard| (guard.budget * 100.0 * 1e4).round() / 1e4),
         state: guard.map_or("open", |guard| state_words(guard.state)),
         points,
+    }
+}
+
+/// The chart's first point: the reference, at zero.
+fn reference_point() -> PointData {
+    PointData {
+        label: "reference".to_owned(),
+        kind: "reference",
+        pr: None,
+        url: None,
+        title: "the reference".to_owned(),
+        y: 0.0,
+        low: None,
+        high: None,
+        own: None,
+        own_low: None,
+        own_high: None,
+        agrees: None,
+    }
+}
+
+/// One point of a chain on the chart: chained and own, with their intervals at `alpha`.
+fn point_data(cell: &Cell, point: &Point, alpha: f64) -> PointData {
+    let (low, high) = point.chained.interval(alpha);
+    let (own_low, own_high) = point.own.interval(alpha);
+    let (label, kind, pr, url, title) = match &point.source {
+        Source::Pr { number, title, url, .. } => (
+            format!("#{number}"),
+            "pr",
+            Some(*number),
+            url.as_deref().and_then(crate::comment::link_target),
+            title.clone(),
+        ),
+        Source::Anchor { at, run, .. } => (
+            format!("anchor {}", at.get(..10).unwrap_or(at)),
+            "anchor",
+            None,
+            run.as_deref().and_then(crate::comment::link_target),
+            "anchor run: the reference against main's tip".to_owned(),
+        ),
+    };
+    PointData {
+        label,
+        kind,
+        pr,
+        url,
+        title,
+        y: in_unit(cell, point.chained.estimate),
+        low: Some(in_unit(cell, low)),
+        high: Some(in_unit(cell, high)),
+        own: Some(in_unit(cell, point.own.estimate)),
+        own_low: Some(in_unit(cell, own_low)),
+        own_high: Some(in_unit(cell, own_high)),
+        agrees: point.anchor.map(|anchor| anchor.agrees),
     }
 }
 

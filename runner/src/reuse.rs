@@ -305,9 +305,35 @@ fn cell(
     concurrency: u32,
     current: &Current<'_>,
 ) -> Option<Vec<Evidence>> {
-    let mut pairs: Vec<(u32, Pair, bool)> = Vec::new();
-    let mut noise = None;
-    let mut records = Vec::new();
+    let CellRecords { mut pairs, noise, records } =
+        cell_records(entry, id, concurrency, current.provenance)?;
+    pairs.sort_by_key(|(index, _, _)| *index);
+    let contiguous = pairs.iter().enumerate().all(|(at, (index, _, _))| *index as usize == at);
+    let covered = pairs.first().map(|(_, _, covered)| *covered)?;
+    if !contiguous || pairs.iter().any(|(_, _, other)| *other != covered) {
+        return None;
+    }
+    let measured: Vec<Pair> = pairs.iter().map(|(_, pair, _)| *pair).collect();
+    (!(current.cell_open)(&measured, noise, covered)).then_some(records)
+}
+
+/// What an earlier run recorded of one speed cell: its pairs (by index, with whether the
+/// monokernels cover them), its calibration, and the records themselves.
+struct CellRecords {
+    pairs: Vec<(u32, Pair, bool)>,
+    noise: Option<Calibration>,
+    records: Vec<Evidence>,
+}
+
+/// The records of the speed cell at `concurrency` of step `id` in `entry`; `None` when the
+/// check or the cell did not run there, or a record of it was written with another provenance.
+fn cell_records(
+    entry: &Entry,
+    id: &StepId,
+    concurrency: u32,
+    provenance: &Provenance,
+) -> Option<CellRecords> {
+    let mut cell = CellRecords { pairs: Vec::new(), noise: None, records: Vec::new() };
     for record in &entry.records {
         if record.check != id.check() || record.model.as_deref() != id.model() {
             continue;
@@ -334,31 +360,24 @@ fn cell(
                     Some([before, after]) => Pair::bracketed(*before, *pr_tpot_ms, *after),
                     None => Pair::single(*base_tpot_ms, *pr_tpot_ms),
                 };
-                pairs.push((*index, pair, *covered));
+                cell.pairs.push((*index, pair, *covered));
             }
             Outcome::SpeedNoise { concurrency: at, log_ratio_variance, samples }
                 if *at == concurrency =>
             {
-                noise = Some(Calibration {
+                cell.noise = Some(Calibration {
                     log_ratio_variance: *log_ratio_variance,
                     samples: samples.unwrap_or(prgate_gate::speed::LEGACY_CALIBRATION_SAMPLES),
                 });
             }
             _ => continue,
         }
-        if !same_provenance(record, current.provenance) {
+        if !same_provenance(record, provenance) {
             return None;
         }
-        records.push(record.clone());
+        cell.records.push(record.clone());
     }
-    pairs.sort_by_key(|(index, _, _)| *index);
-    let contiguous = pairs.iter().enumerate().all(|(at, (index, _, _))| *index as usize == at);
-    let covered = pairs.first().map(|(_, _, covered)| *covered)?;
-    if !contiguous || pairs.iter().any(|(_, _, other)| *other != covered) {
-        return None;
-    }
-    let measured: Vec<Pair> = pairs.iter().map(|(_, pair, _)| *pair).collect();
-    (!(current.cell_open)(&measured, noise, covered)).then_some(records)
+    Some(cell)
 }
 
 /// Whether a record was written with `provenance` (what it says of an earlier reuse aside).

@@ -83,6 +83,8 @@ struct Folder<'a> {
     path: &'a Path,
 }
 
+/// Writes `tree` (at `prefix` in the commit) into `folder`, its subtrees below, after its
+/// names are checked; counts what it wrote in `exported`.
 fn write_tree(
     repository: &Repository,
     tree: &Tree<'_>,
@@ -90,15 +92,7 @@ fn write_tree(
     prefix: &str,
     exported: &mut Exported,
 ) -> Result<(), ExportError> {
-    let mut names = BTreeSet::new();
-    for entry in tree.iter() {
-        let name = String::from_utf8_lossy(entry.name_bytes()).into_owned();
-        let relative = format!("{prefix}{name}");
-        checked(&relative, &name)?;
-        if !names.insert(name) {
-            return Err(ExportError::Duplicate { path: relative });
-        }
-    }
+    check_names(tree, prefix)?;
     for entry in tree.iter() {
         let name = String::from_utf8_lossy(entry.name_bytes()).into_owned();
         let relative = format!("{prefix}{name}");
@@ -116,32 +110,15 @@ fn write_tree(
             }
             Some(ObjectType::Blob) => {
                 let content = blob(repository, entry.id(), &relative)?;
+                let written = Written { folder, name: &name, target: &target };
                 // 0o120000 is a symbolic link; 0o100755 an executable file.
                 match entry.filemode() {
                     0o120_000 => {
-                        let link = String::from_utf8_lossy(&content).into_owned();
-                        rustix::fs::symlinkat(link.as_str(), folder.fd, name.as_str())
-                            .map_err(|errno| io(&target, errno.into()))?;
+                        written.link(&content)?;
                         exported.links += 1;
                     }
                     mode => {
-                        let permissions = if mode == 0o100_755 { 0o755 } else { 0o644 };
-                        let flags = OFlags::WRONLY
-                            | OFlags::CREATE
-                            | OFlags::EXCL
-                            | OFlags::NOFOLLOW
-                            | OFlags::CLOEXEC;
-                        let fd = rustix::fs::openat(
-                            folder.fd,
-                            name.as_str(),
-                            flags,
-                            Mode::from_raw_mode(permissions),
-                        )
-                        .map_err(|errno| io(&target, errno.into()))?;
-                        // The mode given to `openat` is cut by the umask; the tree's is kept.
-                        rustix::fs::fchmod(&fd, Mode::from_raw_mode(permissions))
-                            .map_err(|errno| io(&target, errno.into()))?;
-                        File::from(fd).write_all(&content).map_err(|source| io(&target, source))?;
+                        written.file(mode == 0o100_755, &content)?;
                         exported.files += 1;
                     }
                 }
@@ -150,6 +127,51 @@ fn write_tree(
         }
     }
     Ok(())
+}
+
+/// Checks every entry's name of `tree` (at `prefix` in the commit), and that no two are the
+/// same, before anything of it is written.
+fn check_names(tree: &Tree<'_>, prefix: &str) -> Result<(), ExportError> {
+    let mut names = BTreeSet::new();
+    for entry in tree.iter() {
+        let name = String::from_utf8_lossy(entry.name_bytes()).into_owned();
+        let relative = format!("{prefix}{name}");
+        checked(&relative, &name)?;
+        if !names.insert(name) {
+            return Err(ExportError::Duplicate { path: relative });
+        }
+    }
+    Ok(())
+}
+
+/// A blob's place in the export: `name` in `folder`, `target` its path for messages.
+struct Written<'a> {
+    folder: &'a Folder<'a>,
+    name: &'a str,
+    target: &'a Path,
+}
+
+impl Written<'_> {
+    /// Writes a symbolic link to `content`.
+    fn link(&self, content: &[u8]) -> Result<(), ExportError> {
+        let link = String::from_utf8_lossy(content).into_owned();
+        rustix::fs::symlinkat(link.as_str(), self.folder.fd, self.name)
+            .map_err(|errno| io(self.target, errno.into()))
+    }
+
+    /// Writes a new file (never through a link) holding `content`, executable or not.
+    fn file(&self, executable: bool, content: &[u8]) -> Result<(), ExportError> {
+        let permissions = if executable { 0o755 } else { 0o644 };
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd =
+            rustix::fs::openat(self.folder.fd, self.name, flags, Mode::from_raw_mode(permissions))
+                .map_err(|errno| io(self.target, errno.into()))?;
+        // The mode given to `openat` is cut by the umask; the tree's is kept.
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(permissions))
+            .map_err(|errno| io(self.target, errno.into()))?;
+        File::from(fd).write_all(content).map_err(|source| io(self.target, source))
+    }
 }
 
 /// Checks a tree entry's `name` (at `relative` in the commit): one plain component that stays

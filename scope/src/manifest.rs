@@ -10,7 +10,7 @@
 use serde::Deserialize;
 
 use crate::config_file::ConfigError;
-use crate::pattern::{MODEL_SLOT, ModelPattern, PathPattern, PatternError};
+use crate::pattern::{MODEL_SLOT, ModelPattern, PathPattern};
 
 /// Where the manifest lives in a repository, relative to its root.
 pub const MANIFEST_PATH: &str = "prgate.toml";
@@ -35,67 +35,14 @@ impl Manifest {
     pub fn parse(text: &str, file: &str) -> Result<Manifest, ManifestError> {
         let raw: RawManifest = ConfigError::parse_toml(text, file)?;
         let scope = raw.scope;
-        let value_error = |key: String, value: &str, error: PatternError| {
-            ConfigError::value(file, &key, &value, error)
-        };
-
-        if scope.models.is_empty() {
-            return Err(ConfigError::key(
-                file,
-                "scope.models",
-                "is empty: list at least one pattern with {model} in it",
-            ));
-        }
-        let mut models = Vec::with_capacity(scope.models.len());
-        for (index, text) in scope.models.iter().enumerate() {
-            let pattern = ModelPattern::new(text)
-                .map_err(|error| value_error(format!("scope.models[{index}]"), text, error))?;
-            models.push(pattern);
-        }
-        if !models.iter().any(ModelPattern::is_whole_segment) {
-            return Err(ConfigError::key(
-                file,
-                "scope.models",
-                "no pattern has {model} as a whole path segment, so no model can be \
-                 discovered\nhint: add one such as \"models/{model}/**\"",
-            ));
-        }
-        let compile_list =
-            |key: &str, texts: &[String]| -> Result<Vec<PathPattern>, ManifestError> {
-                texts
-                    .iter()
-                    .enumerate()
-                    .map(|(index, text)| {
-                        PathPattern::new(text)
-                            .map_err(|error| value_error(format!("{key}[{index}]"), text, error))
-                    })
-                    .collect()
-            };
-        let shared = compile_list("scope.shared", &scope.shared)?;
-        let ignore = compile_list("scope.ignore", &scope.ignore)?;
-
+        let models = model_patterns(file, &scope.models)?;
+        let shared = path_patterns(file, "scope.shared", &scope.shared)?;
+        let ignore = path_patterns(file, "scope.ignore", &scope.ignore)?;
         let codeowners = scope.codeowners.unwrap_or_else(|| DEFAULT_CODEOWNERS.to_owned());
         if let Err(problem) = check_repository_path(&codeowners) {
             return Err(ConfigError::value(file, "scope.codeowners", &codeowners, problem));
         }
-        let readme = match scope.readme {
-            Some(readme) => {
-                let fits = readme.matches(MODEL_SLOT).count() == 1
-                    && check_repository_path(&readme.replace(MODEL_SLOT, "m")).is_ok()
-                    && !readme.contains(['*', '?', '[', ']']);
-                if !fits {
-                    return Err(ConfigError::value(
-                        file,
-                        "scope.readme",
-                        &readme,
-                        "must be a plain path with one {model}, such as \
-                         \"models/{model}/README.md\"",
-                    ));
-                }
-                Some(readme)
-            }
-            None => None,
-        };
+        let readme = scope.readme.map(|readme| readme_path(file, readme)).transpose()?;
         Ok(Manifest { models, shared, ignore, codeowners, readme, gate: raw.gate })
     }
 
@@ -133,6 +80,66 @@ impl Manifest {
     pub fn gate_table(&self) -> Option<&toml::Table> {
         self.gate.as_ref()
     }
+}
+
+/// `scope.models` compiled: at least one pattern, and one with `{model}` as a whole path
+/// segment (so that models can be discovered).
+fn model_patterns(file: &str, texts: &[String]) -> Result<Vec<ModelPattern>, ManifestError> {
+    if texts.is_empty() {
+        return Err(ConfigError::key(
+            file,
+            "scope.models",
+            "is empty: list at least one pattern with {model} in it",
+        ));
+    }
+    let mut models = Vec::with_capacity(texts.len());
+    for (index, text) in texts.iter().enumerate() {
+        let pattern = ModelPattern::new(text).map_err(|error| {
+            ConfigError::value(file, &format!("scope.models[{index}]"), text, error)
+        })?;
+        models.push(pattern);
+    }
+    if !models.iter().any(ModelPattern::is_whole_segment) {
+        return Err(ConfigError::key(
+            file,
+            "scope.models",
+            "no pattern has {model} as a whole path segment, so no model can be \
+             discovered\nhint: add one such as \"models/{model}/**\"",
+        ));
+    }
+    Ok(models)
+}
+
+/// The path patterns listed under `key`, compiled.
+fn path_patterns(
+    file: &str,
+    key: &str,
+    texts: &[String],
+) -> Result<Vec<PathPattern>, ManifestError> {
+    texts
+        .iter()
+        .enumerate()
+        .map(|(index, text)| {
+            PathPattern::new(text)
+                .map_err(|error| ConfigError::value(file, &format!("{key}[{index}]"), text, error))
+        })
+        .collect()
+}
+
+/// `scope.readme` checked: a plain path with one `{model}`.
+fn readme_path(file: &str, readme: String) -> Result<String, ManifestError> {
+    let fits = readme.matches(MODEL_SLOT).count() == 1
+        && check_repository_path(&readme.replace(MODEL_SLOT, "m")).is_ok()
+        && !readme.contains(['*', '?', '[', ']']);
+    if !fits {
+        return Err(ConfigError::value(
+            file,
+            "scope.readme",
+            &readme,
+            "must be a plain path with one {model}, such as \"models/{model}/README.md\"",
+        ));
+    }
+    Ok(readme)
 }
 
 /// The CODEOWNERS location used when the manifest does not name one.

@@ -70,32 +70,7 @@ pub fn simulate_accuracy(
     for _ in 0..trials {
         let mut failed = false;
         for _ in 0..scenario.benchmarks {
-            let base: Vec<f64> =
-                (0..scenario.questions).map(|_| beta_draw(&mut rng, shape)).collect();
-            // The drop is the benchmark's own: its questions' expected accuracy, not the
-            // population's, is what the rule judges.
-            let realized = base.iter().sum::<f64>() / base.len().max(1) as f64;
-            let scale = (1.0 + scenario.true_difference / realized.max(1e-9)).clamp(0.0, 1.0);
-            let pr: Vec<f64> = base.iter().map(|p| p * scale).collect();
-            let (mut base_only, mut pr_only, mut pairs) = (0u64, 0u64, 0u64);
-            let mut repeats = 0u32;
-            let answer = loop {
-                for (p, q) in base.iter().zip(&pr) {
-                    let base_right = rng.random::<f64>() < *p;
-                    let pr_right = rng.random::<f64>() < *q;
-                    base_only += u64::from(base_right && !pr_right);
-                    pr_only += u64::from(pr_right && !base_right);
-                }
-                pairs += scenario.questions;
-                repeats += 1;
-                let looks = Looks { repeats, cap, benchmarks: scenario.benchmarks };
-                let pooled = Pooled::Paired { base_only, pr_only, pairs };
-                let answer = judge_benchmark(config, &scenario.benchmark, pooled, looks)
-                    .map_or(AccuracyAnswer::Undecided, |judgement| judgement.answer);
-                if answer != AccuracyAnswer::Open {
-                    break answer;
-                }
-            };
+            let (answer, repeats) = simulate_benchmark(config, scenario, cap, shape, &mut rng);
             repeats_taken.push(repeats);
             match answer {
                 AccuracyAnswer::Beyond => {
@@ -121,6 +96,43 @@ pub fn simulate_accuracy(
         benchmarks,
         mean_repeats: share(repeats_taken.iter().map(|r| *r as usize).sum(), benchmarks),
         p90_repeats: repeats_taken.get(p90_index).copied().unwrap_or(0),
+    }
+}
+
+/// One benchmark of `scenario` in one trial: its questions' probabilities drawn from `shape`
+/// (the PR's scaled to the drop), then repeats until the rule decides or `cap`; the rule's
+/// answer and the repeats it took.
+fn simulate_benchmark(
+    config: &GateConfig,
+    scenario: &AccuracyScenario,
+    cap: u32,
+    shape: (f64, f64),
+    rng: &mut SmallRng,
+) -> (AccuracyAnswer, u32) {
+    let base: Vec<f64> = (0..scenario.questions).map(|_| beta_draw(rng, shape)).collect();
+    // The drop is the benchmark's own: its questions' expected accuracy, not the
+    // population's, is what the rule judges.
+    let realized = base.iter().sum::<f64>() / base.len().max(1) as f64;
+    let scale = (1.0 + scenario.true_difference / realized.max(1e-9)).clamp(0.0, 1.0);
+    let pr: Vec<f64> = base.iter().map(|p| p * scale).collect();
+    let (mut base_only, mut pr_only, mut pairs) = (0u64, 0u64, 0u64);
+    let mut repeats = 0u32;
+    loop {
+        for (p, q) in base.iter().zip(&pr) {
+            let base_right = rng.random::<f64>() < *p;
+            let pr_right = rng.random::<f64>() < *q;
+            base_only += u64::from(base_right && !pr_right);
+            pr_only += u64::from(pr_right && !base_right);
+        }
+        pairs += scenario.questions;
+        repeats += 1;
+        let looks = Looks { repeats, cap, benchmarks: scenario.benchmarks };
+        let pooled = Pooled::Paired { base_only, pr_only, pairs };
+        let answer = judge_benchmark(config, &scenario.benchmark, pooled, looks)
+            .map_or(AccuracyAnswer::Undecided, |judgement| judgement.answer);
+        if answer != AccuracyAnswer::Open {
+            return (answer, repeats);
+        }
     }
 }
 
@@ -215,18 +227,8 @@ pub fn targets(config: &GateConfig, trials: usize, seed: u64) -> Vec<Target> {
 fn size_rows(config: &GateConfig, size: &Size, trials: usize, seed: u64) -> Vec<Target> {
     let alpha = config.accuracy_alpha.get();
     let beta = config.accuracy_beta.get();
-    let tolerance = config.accuracy_tolerance(size.benchmark).get();
     let run = |tolerances: f64, salt: u64| {
-        let scenario = AccuracyScenario {
-            benchmark: size.benchmark.to_owned(),
-            questions: size.questions,
-            accuracy: size.accuracy,
-            disagreement: size.disagreement,
-            true_difference: -tolerances * tolerance,
-            benchmarks: 2,
-            cap: None,
-        };
-        simulate_accuracy(config, &scenario, trials, seed.wrapping_add(salt))
+        simulate_drop(config, size, tolerances, trials, seed.wrapping_add(salt))
     };
     let aa = run(0.0, 0);
     let half = run(0.5, 1);
@@ -280,6 +282,27 @@ fn size_rows(config: &GateConfig, size: &Size, trials: usize, seed: u64) -> Vec<
             &two,
         ),
     ]
+}
+
+/// `trials` PRs of two benchmarks of `size`, each `tolerances` of its tolerance worse on the PR.
+fn simulate_drop(
+    config: &GateConfig,
+    size: &Size,
+    tolerances: f64,
+    trials: usize,
+    seed: u64,
+) -> AccuracyOutcomes {
+    let tolerance = config.accuracy_tolerance(size.benchmark).get();
+    let scenario = AccuracyScenario {
+        benchmark: size.benchmark.to_owned(),
+        questions: size.questions,
+        accuracy: size.accuracy,
+        disagreement: size.disagreement,
+        true_difference: -tolerances * tolerance,
+        benchmarks: 2,
+        cap: None,
+    };
+    simulate_accuracy(config, &scenario, trials, seed)
 }
 
 /// A rate measured over `of` trials, with its Wilson interval and the repeats it took.

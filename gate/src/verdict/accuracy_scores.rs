@@ -35,14 +35,13 @@ impl<'a> Judge<'a> {
                 }
                 self.push(
                     SectionName::Accuracy,
-                    Item {
-                        model: Some(model.to_owned()),
-                        check: format!("accuracy {benchmark}"),
-                        state: State::Pending,
-                        rule: "every planned check reports".to_owned(),
-                        summary: "only one side has reported".to_owned(),
-                        numbers: None,
-                    },
+                    Item::worded(
+                        Some(model.to_owned()),
+                        format!("accuracy {benchmark}"),
+                        State::Pending,
+                        "every planned check reports",
+                        "only one side has reported",
+                    ),
                 );
                 continue;
             }
@@ -102,18 +101,24 @@ impl<'a> Judge<'a> {
                 p_value: comparison.p_beyond,
                 tolerance,
                 alpha: Some(judgement.alpha_look),
-                repeats: Some(AccuracyRepeats {
-                    judged: looks.repeats,
-                    cap: looks.cap,
-                    alpha: judgement.alpha,
-                    beta: judgement.beta,
-                    beta_drop: judgement.beta_drop,
-                    pass_bound: judgement.pass_bound,
-                    repeats_to_decide: judgement.to_decide.and_then(|t| t.repeats),
-                    more_repeats: judgement.to_decide.and_then(|t| t.more_repeats()),
-                }),
+                repeats: Some(repeats_numbers(&judgement, looks)),
             }),
         })
+    }
+}
+
+/// The repeats behind a benchmark's judgement: how many were judged of the cap, the error
+/// rates spent, and how many more would decide it.
+fn repeats_numbers(judgement: &BenchmarkJudgement, looks: Looks) -> AccuracyRepeats {
+    AccuracyRepeats {
+        judged: looks.repeats,
+        cap: looks.cap,
+        alpha: judgement.alpha,
+        beta: judgement.beta,
+        beta_drop: judgement.beta_drop,
+        pass_bound: judgement.pass_bound,
+        repeats_to_decide: judgement.to_decide.and_then(|t| t.repeats),
+        more_repeats: judgement.to_decide.and_then(|t| t.more_repeats()),
     }
 }
 

@@ -170,10 +170,7 @@ impl<'a> Judge<'a> {
                 format!("no covered concurrency shows a {:.0}% gain", min_gain * 100.0),
             ),
         };
-        self.push(
-            SectionName::E2ePerformance,
-            Item { model: None, check: "gain".to_owned(), state, rule, summary, numbers: None },
-        );
+        self.push(SectionName::E2ePerformance, Item::worded(None, "gain", state, rule, summary));
     }
 }
 

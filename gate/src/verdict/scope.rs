@@ -30,14 +30,16 @@ impl<'a> Judge<'a> {
                 .push_str(&format!("; the diff is not trusted: {}", plan.diff.warnings.join("; ")));
             State::Warn
         };
-        self.push(SectionName::Scope, Item {
-            model: None,
-            check: "scope".to_owned(),
-            state,
-            rule: "a model's own change runs its full tier, a shared change every model's smoke tier".to_owned(),
-            summary,
-            numbers: None,
-        });
+        self.push(
+            SectionName::Scope,
+            Item::worded(
+                None,
+                "scope",
+                state,
+                "a model's own change runs its full tier, a shared change every model's smoke tier",
+                summary,
+            ),
+        );
         self.removed_models(plan);
         let harness: Vec<&str> = plan
             .changed
@@ -49,14 +51,10 @@ impl<'a> Judge<'a> {
             .into_iter()
             .collect();
         if !harness.is_empty() {
-            self.push(SectionName::Scope, Item {
-                model: None,
-                check: "test-harness".to_owned(),
-                state: State::Warn,
-                rule: "a change to pytest's own configuration or plugins is read by a reviewer: it can skip, deselect or rewrite tests on the PR side".to_owned(),
-                summary: format!("the PR changes the test harness: {}", harness.join(", ")),
-                numbers: None,
-            });
+            let rule = "a change to pytest's own configuration or plugins is read by a reviewer: it can skip, deselect or rewrite tests on the PR side";
+            let summary = format!("the PR changes the test harness: {}", harness.join(", "));
+            let item = Item::worded(None, "test-harness", State::Warn, rule, summary);
+            self.push(SectionName::Scope, item);
         }
     }
 
@@ -74,20 +72,13 @@ impl<'a> Judge<'a> {
             };
             self.push(
                 SectionName::Scope,
-                Item {
-                    model: Some(model.name.clone()),
-                    check: if model.renamed_to.is_some() {
-                        "model-renamed"
-                    } else {
-                        "model-removed"
-                    }
-                    .to_owned(),
-                    state: State::Warn,
-                    rule: "a model that leaves the verdict is said, for a reviewer to confirm"
-                        .to_owned(),
+                Item::worded(
+                    Some(model.name.clone()),
+                    if model.renamed_to.is_some() { "model-renamed" } else { "model-removed" },
+                    State::Warn,
+                    "a model that leaves the verdict is said, for a reviewer to confirm",
                     summary,
-                    numbers: None,
-                },
+                ),
             );
         }
     }
@@ -132,14 +123,9 @@ impl<'a> Judge<'a> {
                 clip(&change.pr)
             ));
         }
-        self.push(SectionName::Scope, Item {
-            model: target.model.clone(),
-            check: "recipe-contract".to_owned(),
-            state,
-            rule: "base's recipe decides what is measured, how and how much, for both sides; the PR decides only its own server command".to_owned(),
-            summary,
-            numbers: None,
-        });
+        let rule = "base's recipe decides what is measured, how and how much, for both sides; the PR decides only its own server command";
+        let item = Item::worded(target.model.clone(), "recipe-contract", state, rule, summary);
+        self.push(SectionName::Scope, item);
     }
 
     /// Not-run records become items by what they mean ([`NotRunKind`]): a coverage gap is
@@ -172,14 +158,7 @@ impl<'a> Judge<'a> {
             let (state, rule, summary) = self.not_run_case(model, check, measured_pr, &case);
             self.push(
                 section_of(check),
-                Item {
-                    model: model.map(str::to_owned),
-                    check: check_name(check),
-                    state,
-                    rule: rule.to_owned(),
-                    summary,
-                    numbers: None,
-                },
+                Item::worded(model.map(str::to_owned), check_name(check), state, rule, summary),
             );
         }
         whole
@@ -194,7 +173,7 @@ impl<'a> Judge<'a> {
         measured_pr: bool,
         case: &NotRunCase,
     ) -> (State, &'static str, String) {
-        let NotRunCase { what, detail, reason, base_side, broke_on_base } = case;
+        let NotRunCase { what, detail, reason, base_side, .. } = case;
         match reason.kind() {
             NotRunKind::NothingToCheck => (
                 State::NothingToCheck,
@@ -209,47 +188,36 @@ impl<'a> Judge<'a> {
                     reason.describe()
                 ),
             ),
-            NotRunKind::CoverageGap => {
-                let owner = model.unwrap_or("common");
-                self.author.insert(format!("{owner}: {what}: {}{detail}", reason.describe()));
-                let state = match self.config.not_run {
-                    Severity::Pass => State::Pass,
-                    Severity::Warn => State::AuthorProvided,
-                    Severity::Fail => State::Fail,
-                };
-                (
-                    state,
-                    "a check that cannot run on these nodes is provided by the author",
-                    format!("{what} could not run: {}{detail}", reason.describe()),
-                )
-            }
-            NotRunKind::Broken if *base_side => (
-                State::Error,
-                "base and PR are compared side by side",
-                format!(
-                    "{what} broke on the base side ({}){detail}; without base there is nothing to compare the PR with",
-                    reason.describe()
-                ),
-            ),
-            NotRunKind::Broken if *broke_on_base => (
-                State::Error,
-                "a step that breaks on base too cannot be judged",
-                format!(
-                    "{what} broke on both sides ({}){detail}; the base side broke the same way, so the node cannot judge the PR",
-                    reason.describe()
-                ),
-            ),
-            NotRunKind::Broken => (
-                State::Fail,
-                "a check the PR broke (crash, timeout, no result, a removed or broken recipe) fails",
-                format!("{what}: {}{detail}", reason.describe()),
-            ),
+            NotRunKind::CoverageGap => self.coverage_gap(model, case),
+            NotRunKind::Broken => broken_case(case),
             NotRunKind::CannotJudge => (
                 State::Error,
                 "every expected step is judged, or the run ends in error",
                 format!("{what} could not be judged: {}{detail}", reason.describe()),
             ),
         }
+    }
+
+    /// A coverage gap's state, rule and summary: the author must provide it, and the gate's
+    /// `not_run` severity says what it weighs.
+    fn coverage_gap(
+        &mut self,
+        model: Option<&str>,
+        case: &NotRunCase,
+    ) -> (State, &'static str, String) {
+        let NotRunCase { what, detail, reason, .. } = case;
+        let owner = model.unwrap_or("common");
+        self.author.insert(format!("{owner}: {what}: {}{detail}", reason.describe()));
+        let state = match self.config.not_run {
+            Severity::Pass => State::Pass,
+            Severity::Warn => State::AuthorProvided,
+            Severity::Fail => State::Fail,
+        };
+        (
+            state,
+            "a check that cannot run on these nodes is provided by the author",
+            format!("{what} could not run: {}{detail}", reason.describe()),
+        )
     }
 
     /// A check that has no evidence: pending while the run goes on, an error once it is over;
@@ -268,14 +236,13 @@ impl<'a> Judge<'a> {
         };
         self.push(
             section_of(check),
-            Item {
-                model: model.map(str::to_owned),
-                check: check_name(check),
+            Item::worded(
+                model.map(str::to_owned),
+                check_name(check),
                 state,
-                rule: "every planned check reports".to_owned(),
+                "every planned check reports",
                 summary,
-                numbers: None,
-            },
+            ),
         );
     }
 
@@ -302,14 +269,13 @@ impl<'a> Judge<'a> {
         {
             self.push(
                 section_of(check),
-                Item {
-                    model: target.model.clone(),
-                    check: check_name(check),
-                    state: State::NothingToCheck,
-                    rule: "the recipe asks nothing of it".to_owned(),
-                    summary: format!("{}: nothing to check ({why})", check.describe()),
-                    numbers: None,
-                },
+                Item::worded(
+                    target.model.clone(),
+                    check_name(check),
+                    State::NothingToCheck,
+                    "the recipe asks nothing of it",
+                    format!("{}: nothing to check ({why})", check.describe()),
+                ),
             );
             return false;
         }
@@ -409,6 +375,37 @@ pub(super) fn check_against_plan(plan: &Plan, evidence: &[Evidence]) -> Result<(
         }
     }
     Ok(())
+}
+
+/// A broken step's state, rule and summary: broken on the base side or on both sides it cannot
+/// be judged; broken by the PR alone it fails.
+fn broken_case(case: &NotRunCase) -> (State, &'static str, String) {
+    let NotRunCase { what, detail, reason, base_side, broke_on_base } = case;
+    if *base_side {
+        (
+            State::Error,
+            "base and PR are compared side by side",
+            format!(
+                "{what} broke on the base side ({}){detail}; without base there is nothing to compare the PR with",
+                reason.describe()
+            ),
+        )
+    } else if *broke_on_base {
+        (
+            State::Error,
+            "a step that breaks on base too cannot be judged",
+            format!(
+                "{what} broke on both sides ({}){detail}; the base side broke the same way, so the node cannot judge the PR",
+                reason.describe()
+            ),
+        )
+    } else {
+        (
+            State::Fail,
+            "a check the PR broke (crash, timeout, no result, a removed or broken recipe) fails",
+            format!("{what}: {}{detail}", reason.describe()),
+        )
+    }
 }
 
 /// A not-run record as its item words it.

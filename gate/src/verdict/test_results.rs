@@ -83,14 +83,13 @@ impl<'a> Judge<'a> {
         };
         self.push(
             SectionName::Tests,
-            Item {
-                model: Some(model.to_owned()),
-                check: "routing".to_owned(),
+            Item::worded(
+                Some(model.to_owned()),
+                "routing",
                 state,
-                rule: "the PR server must route through the monokernels".to_owned(),
+                "the PR server must route through the monokernels",
                 summary,
-                numbers: None,
-            },
+            ),
         );
     }
 }

@@ -140,6 +140,35 @@ pub fn outcome(
     metrics: &Metrics,
     per_question: Option<Vec<QuestionResult>>,
 ) -> Result<Outcome, ParseError> {
+    let correct = correct_answers(metrics)?;
+    if let Some(per_question) = &per_question {
+        let right = per_question.iter().filter(|result| result.correct).count() as u64;
+        if per_question.len() as u64 != metrics.num_examples || right != correct {
+            return Err(ParseError {
+                line: None,
+                field: None,
+                problem: format!(
+                    "the predictions hold {} examples with {right} right, but metrics.json says \
+                     {correct} of {}",
+                    per_question.len(),
+                    metrics.num_examples
+                ),
+            });
+        }
+    }
+    Ok(Outcome::Accuracy {
+        benchmark: benchmark.to_owned(),
+        questions: metrics.num_examples,
+        correct,
+        per_question,
+        cached: false,
+        repeat: None,
+    })
+}
+
+/// How many right answers `metrics` count: a complete run, with one repeat, that scored
+/// examples, and whose score is a whole number of them.
+fn correct_answers(metrics: &Metrics) -> Result<u64, ParseError> {
     let problem = |field: &str, problem: String| ParseError {
         line: None,
         field: Some(field.to_owned()),
@@ -172,28 +201,5 @@ pub fn outcome(
             ),
         ));
     }
-    let correct = correct as u64;
-    if let Some(per_question) = &per_question {
-        let right = per_question.iter().filter(|result| result.correct).count() as u64;
-        if per_question.len() as u64 != metrics.num_examples || right != correct {
-            return Err(ParseError {
-                line: None,
-                field: None,
-                problem: format!(
-                    "the predictions hold {} examples with {right} right, but metrics.json says \
-                     {correct} of {}",
-                    per_question.len(),
-                    metrics.num_examples
-                ),
-            });
-        }
-    }
-    Ok(Outcome::Accuracy {
-        benchmark: benchmark.to_owned(),
-        questions: metrics.num_examples,
-        correct,
-        per_question,
-        cached: false,
-        repeat: None,
-    })
+    Ok(correct as u64)
 }

@@ -19,41 +19,14 @@ pub fn summarize(
     outcomes: &[RequestOutcome],
     duration: Duration,
 ) -> BenchResult {
-    let mut ttfts = Vec::new();
-    let mut tpots = Vec::new();
-    let mut itls = Vec::new();
-    let mut latencies = Vec::new();
-    let (mut completed, mut failed) = (0_u64, 0_u64);
-    let (mut total_input_tokens, mut total_output_tokens) = (0_u64, 0_u64);
-    let mut errors: Vec<String> = Vec::new();
-    for outcome in outcomes {
-        match outcome {
-            RequestOutcome::Completed(record) => {
-                completed += 1;
-                total_input_tokens += record.input_tokens;
-                total_output_tokens += record.output_tokens;
-                if record.output_tokens > 1 {
-                    tpots.push((record.latency - record.ttft) / (record.output_tokens - 1) as f64);
-                }
-                itls.extend_from_slice(&record.itl);
-                ttfts.push(record.ttft);
-                latencies.push(record.latency);
-            }
-            RequestOutcome::Failed { error } => {
-                failed += 1;
-                if errors.len() < MAX_ERRORS_KEPT && !errors.contains(error) {
-                    errors.push(error.clone());
-                }
-            }
-        }
-    }
+    let mut tally = Tally::of(outcomes);
     let seconds = duration.as_secs_f64();
     let per_second = |amount: f64| if seconds > 0.0 { amount / seconds } else { 0.0 };
-    let latency_sum: f64 = latencies.iter().sum();
-    let ttft = Summary::of(&mut ttfts);
-    let tpot = Summary::of(&mut tpots);
-    let itl = Summary::of(&mut itls);
-    let e2e = Summary::of(&mut latencies);
+    let latency_sum: f64 = tally.latencies.iter().sum();
+    let ttft = Summary::of(&mut tally.ttfts);
+    let tpot = Summary::of(&mut tally.tpots);
+    let itl = Summary::of(&mut tally.itls);
+    let e2e = Summary::of(&mut tally.latencies);
     BenchResult {
         model: config.model.clone(),
         endpoint: config.endpoint,
@@ -63,14 +36,14 @@ pub fn summarize(
         num_prompts: config.requests,
         warmup_requests: config.warmup,
         duration: seconds,
-        completed,
-        failed,
-        total_input_tokens,
-        total_output_tokens,
-        request_throughput: per_second(completed as f64),
-        input_throughput: per_second(total_input_tokens as f64),
-        output_throughput: per_second(total_output_tokens as f64),
-        total_throughput: per_second((total_input_tokens + total_output_tokens) as f64),
+        completed: tally.completed,
+        failed: tally.failed,
+        total_input_tokens: tally.total_input_tokens,
+        total_output_tokens: tally.total_output_tokens,
+        request_throughput: per_second(tally.completed as f64),
+        input_throughput: per_second(tally.total_input_tokens as f64),
+        output_throughput: per_second(tally.total_output_tokens as f64),
+        total_throughput: per_second((tally.total_input_tokens + tally.total_output_tokens) as f64),
         concurrency: per_second(latency_sum),
         mean_ttft_ms: ttft.mean,
         median_ttft_ms: ttft.percentile(50.0),
@@ -94,7 +67,52 @@ pub fn summarize(
         std_e2e_latency_ms: e2e.std,
         p90_e2e_latency_ms: e2e.percentile(90.0),
         p99_e2e_latency_ms: e2e.percentile(99.0),
-        errors,
+        errors: tally.errors,
+    }
+}
+
+/// The outcomes of a run's requests gathered: the samples (in the order the requests came),
+/// the counts and the first distinct errors.
+#[derive(Default)]
+struct Tally {
+    ttfts: Vec<f64>,
+    tpots: Vec<f64>,
+    itls: Vec<f64>,
+    latencies: Vec<f64>,
+    completed: u64,
+    failed: u64,
+    total_input_tokens: u64,
+    total_output_tokens: u64,
+    errors: Vec<String>,
+}
+
+impl Tally {
+    fn of(outcomes: &[RequestOutcome]) -> Tally {
+        let mut tally = Tally::default();
+        for outcome in outcomes {
+            match outcome {
+                RequestOutcome::Completed(record) => {
+                    tally.completed += 1;
+                    tally.total_input_tokens += record.input_tokens;
+                    tally.total_output_tokens += record.output_tokens;
+                    if record.output_tokens > 1 {
+                        tally.tpots.push(
+                            (record.latency - record.ttft) / (record.output_tokens - 1) as f64,
+                        );
+                    }
+                    tally.itls.extend_from_slice(&record.itl);
+                    tally.ttfts.push(record.ttft);
+                    tally.latencies.push(record.latency);
+                }
+                RequestOutcome::Failed { error } => {
+                    tally.failed += 1;
+                    if tally.errors.len() < MAX_ERRORS_KEPT && !tally.errors.contains(error) {
+                        tally.errors.push(error.clone());
+                    }
+                }
+            }
+        }
+        tally
     }
 }
 

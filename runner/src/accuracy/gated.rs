@@ -75,49 +75,21 @@ pub fn fetch(
     if snapshot.is_dir() {
         return Ok(snapshot);
     }
-    let name = dataset.to_string();
-    let endpoint = endpoint.trim_end_matches('/');
+    let hub =
+        Hub { endpoint: endpoint.trim_end_matches('/'), dataset, token, name: dataset.to_string() };
     let parent = snapshot.parent().unwrap_or(root).to_path_buf();
-    let write_error = |path: &Path, source| GatedError::Write {
-        dataset: name.clone(),
-        path: path.to_owned(),
-        source,
-    };
-    std::fs::create_dir_all(&parent).map_err(|source| write_error(&parent, source))?;
+    std::fs::create_dir_all(&parent).map_err(|source| hub.write_error(&parent, source))?;
     let partial = parent.join(format!(".{}.partial-{}", dataset.revision, std::process::id()));
     let _stale = std::fs::remove_dir_all(&partial);
-    std::fs::create_dir(&partial).map_err(|source| write_error(&partial, source))?;
+    std::fs::create_dir(&partial).map_err(|source| hub.write_error(&partial, source))?;
     let listing_file = parent.join(format!(".{}.listing-{}", dataset.revision, std::process::id()));
-    let written = (|| {
-        let listing_url =
-            format!("{endpoint}/api/datasets/{}/revision/{}", dataset.repo, dataset.revision);
-        download(&listing_url, token, &listing_file, MAX_LISTING_BYTES).map_err(|problem| {
-            GatedError::Hub { dataset: name.clone(), what: "the file list".to_owned(), problem }
-        })?;
-        let text = std::fs::read_to_string(&listing_file)
-            .map_err(|source| write_error(&listing_file, source))?;
-        let listing: serde_json::Value =
-            serde_json::from_str(&text).map_err(|error| GatedError::Listing {
-                dataset: name.clone(),
-                problem: ListingError::NotJson(error.to_string()),
-            })?;
-        let files = files_of(&listing)
-            .map_err(|problem| GatedError::Listing { dataset: name.clone(), problem })?;
-        for file in &files {
-            let url =
-                format!("{endpoint}/datasets/{}/resolve/{}/{file}", dataset.repo, dataset.revision);
-            let target = partial.join(file);
-            if let Some(folder) = target.parent() {
-                std::fs::create_dir_all(folder).map_err(|source| write_error(folder, source))?;
-            }
-            download(&url, token, &target, MAX_FILE_BYTES).map_err(|problem| GatedError::Hub {
-                dataset: name.clone(),
-                what: format!("the file {file}"),
-                problem,
-            })?;
-        }
-        std::fs::rename(&partial, &snapshot).map_err(|source| write_error(&snapshot, source))
-    })();
+    let written = hub
+        .files(&listing_file)
+        .and_then(|files| hub.download_files(&files, &partial))
+        .and_then(|()| {
+            std::fs::rename(&partial, &snapshot)
+                .map_err(|source| hub.write_error(&snapshot, source))
+        });
     let _listing = std::fs::remove_file(&listing_file);
     match written {
         Ok(()) => Ok(snapshot),
@@ -126,6 +98,59 @@ pub fn fetch(
             // Another run may have completed the same snapshot meanwhile.
             if snapshot.is_dir() { Ok(snapshot) } else { Err(error) }
         }
+    }
+}
+
+/// One dataset's snapshot on the hub: where it is, the token to ask with, and its name for
+/// errors.
+struct Hub<'a> {
+    endpoint: &'a str,
+    dataset: &'a HubDataset,
+    token: Option<&'a str>,
+    name: String,
+}
+
+impl Hub<'_> {
+    fn write_error(&self, path: &Path, source: std::io::Error) -> GatedError {
+        GatedError::Write { dataset: self.name.clone(), path: path.to_owned(), source }
+    }
+
+    /// The snapshot's files, from its file list (downloaded to `listing_file`).
+    fn files(&self, listing_file: &Path) -> Result<Vec<String>, GatedError> {
+        let Hub { endpoint, dataset, token, name } = self;
+        let listing_url =
+            format!("{endpoint}/api/datasets/{}/revision/{}", dataset.repo, dataset.revision);
+        download(&listing_url, *token, listing_file, MAX_LISTING_BYTES).map_err(|problem| {
+            GatedError::Hub { dataset: name.clone(), what: "the file list".to_owned(), problem }
+        })?;
+        let text = std::fs::read_to_string(listing_file)
+            .map_err(|source| self.write_error(listing_file, source))?;
+        let listing: serde_json::Value =
+            serde_json::from_str(&text).map_err(|error| GatedError::Listing {
+                dataset: name.clone(),
+                problem: ListingError::NotJson(error.to_string()),
+            })?;
+        files_of(&listing).map_err(|problem| GatedError::Listing { dataset: name.clone(), problem })
+    }
+
+    /// Downloads `files` of the snapshot into `folder`.
+    fn download_files(&self, files: &[String], folder: &Path) -> Result<(), GatedError> {
+        let Hub { endpoint, dataset, token, name } = self;
+        for file in files {
+            let url =
+                format!("{endpoint}/datasets/{}/resolve/{}/{file}", dataset.repo, dataset.revision);
+            let target = folder.join(file);
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|source| self.write_error(parent, source))?;
+            }
+            download(&url, *token, &target, MAX_FILE_BYTES).map_err(|problem| GatedError::Hub {
+                dataset: name.clone(),
+                what: format!("the file {file}"),
+                problem,
+            })?;
+        }
+        Ok(())
     }
 }
 

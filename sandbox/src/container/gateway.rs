@@ -147,17 +147,6 @@ impl Engine {
             .local_addr()
             .map_err(|error| probe_error(format!("cannot read the listener's port: {error}")))?
             .port();
-        let command: Vec<String> = [
-            "bash",
-            "-c",
-            PROBE_SCRIPT,
-            "prgate-probe",
-            &gateway.to_string(),
-            &port.to_string(),
-            &PROBE_CONNECT_TIMEOUT.as_secs().to_string(),
-        ]
-        .map(str::to_owned)
-        .into();
         // The log starts empty: only what this probe prints is read (a file or link left
         // there is removed, never followed).
         match std::fs::remove_file(request.log) {
@@ -169,6 +158,7 @@ impl Engine {
             }
             _ => {}
         }
+        let command = probe_command(gateway, port);
         let probe = ContainerRequest { command: &command, gpus: &[], datasets: None, ..*request };
         let launch = self.launch(&probe)?;
         let mut container = Container::start(self, &launch)?;
@@ -176,41 +166,68 @@ impl Engine {
         drop(container);
         // A connection the probe made waits in the listener's queue, whether or not the
         // probe saw it succeed.
-        match listener.accept() {
-            Ok((_stream, peer)) => {
-                return Ok(GatewayCheck::Open {
-                    gateway,
-                    port,
-                    how: format!("prgate's listener on the host accepted a connection from {peer}"),
-                });
-            }
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
-            Err(error) => return Err(probe_error(format!("cannot read the listener: {error}"))),
+        if let Some(peer) = accepted_peer(&listener)
+            .map_err(|error| probe_error(format!("cannot read the listener: {error}")))?
+        {
+            return Ok(GatewayCheck::Open {
+                gateway,
+                port,
+                how: format!("prgate's listener on the host accepted a connection from {peer}"),
+            });
         }
         let answer = tail(request.log, 20)
             .map_err(|error| probe_error(format!("cannot read the probe's log: {error}")))?;
-        match finished? {
-            Finished::Exited(status) if status.success() => {}
-            Finished::Exited(status) => {
-                return Err(probe_error(format!("the probe ended with {status}: {answer}")));
+        probe_verdict(gateway, &finished?, &answer).map(|verdict| match verdict {
+            Verdict::Connected => {
+                GatewayCheck::Open { gateway, port, how: "the probe says it connected".to_owned() }
             }
-            _ => {
-                return Err(probe_error(format!(
-                    "the probe did not end within {PROBE_LIMIT:?}: {answer}"
-                )));
-            }
-        }
-        classify(&answer).map_err(|unclear| probe_error(unclear.to_string())).map(|verdict| {
-            match verdict {
-                Verdict::Connected => GatewayCheck::Open {
-                    gateway,
-                    port,
-                    how: "the probe says it connected".to_owned(),
-                },
-                Verdict::NotReached(answer) => GatewayCheck::Closed { gateway, port, answer },
-            }
+            Verdict::NotReached(answer) => GatewayCheck::Closed { gateway, port, answer },
         })
     }
+}
+
+/// The probe container's command line: [`PROBE_SCRIPT`] aimed at `gateway`'s `port`.
+fn probe_command(gateway: IpAddr, port: u16) -> Vec<String> {
+    [
+        "bash",
+        "-c",
+        PROBE_SCRIPT,
+        "prgate-probe",
+        &gateway.to_string(),
+        &port.to_string(),
+        &PROBE_CONNECT_TIMEOUT.as_secs().to_string(),
+    ]
+    .map(str::to_owned)
+    .into()
+}
+
+/// The peer of a connection waiting in `listener`'s queue (non-blocking), if there is one.
+fn accepted_peer(listener: &TcpListener) -> io::Result<Option<SocketAddr>> {
+    match listener.accept() {
+        Ok((_stream, peer)) => Ok(Some(peer)),
+        Err(error) if error.kind() == io::ErrorKind::WouldBlock => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
+/// What a probe that ended as `finished`, with `answer` the tail of its log, says about
+/// `gateway`; an error when it ended badly or said something unclear.
+fn probe_verdict(
+    gateway: IpAddr,
+    finished: &Finished,
+    answer: &str,
+) -> Result<Verdict, ContainerError> {
+    let problem = match finished {
+        Finished::Exited(status) if status.success() => {
+            return classify(answer).map_err(|unclear| ContainerError::GatewayProbe {
+                gateway,
+                problem: unclear.to_string(),
+            });
+        }
+        Finished::Exited(status) => format!("the probe ended with {status}: {answer}"),
+        _ => format!("the probe did not end within {PROBE_LIMIT:?}: {answer}"),
+    };
+    Err(ContainerError::GatewayProbe { gateway, problem })
 }
 
 /// What the probe's output says.
