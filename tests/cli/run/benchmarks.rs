@@ -82,6 +82,35 @@ fn an_external_speed_benchmark_gives_the_pairs() {
 }
 
 #[test]
+fn a_speed_run_that_goes_silent_is_recorded_stalled_not_a_crash() {
+    let fixture = Fixture::new(&Sample {
+        speed: Some(EXTERNAL_SPEED),
+        gate: TWO_PAIRS,
+        // Under the recipe's `[timeouts]`: a minute a speed run, three seconds of silence.
+        recipe_extra: "stall = \"3s\"\n",
+        pr: |repo| {
+            repo.write("pkg/models/alpha/layer.py", "# alpha, faster\n")
+                .write("test/e2e/fake_bench_serving.py", "import time\ntime.sleep(300)\n");
+        },
+        ..Sample::with_scripts()
+    });
+    let run = fixture.run("results");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // The PR's benchmark hangs while its server runs: the run is stopped and says why, as
+    // docs/recipe.md promises, not called the server's crash.
+    let speed = fixture.record("results", "alpha.speed.both.concurrency-1");
+    assert_eq!(speed["outcome"]["kind"], "not-run", "{speed}");
+    assert_eq!(speed["outcome"]["reason"], "stalled", "{speed}");
+    let detail = speed["outcome"]["detail"].as_str().expect("a detail");
+    assert!(detail.contains("stopped after 3s without progress"), "{detail}");
+    assert!(detail.contains("last lines of the server's log"), "{detail}");
+    let gate = fixture.gate("results");
+    assert_eq!(gate.code, 1, "{}{}", gate.stdout, gate.stderr);
+    assert!(gate.stdout.contains("made no progress and was stopped"), "{}", gate.stdout);
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+#[test]
 fn a_second_run_takes_the_base_accuracy_from_the_cache() {
     let fixture = Fixture::new(&Sample { gate: TWO_PAIRS, ..Sample::default() });
     let first = fixture.run("first");

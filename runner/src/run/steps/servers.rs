@@ -317,16 +317,27 @@ impl Servers<'_> {
         Some(ServersUsed { design, loads, wakes, switches, block_runs, why })
     }
 
-    /// The failure of a run on `side`'s server; when its process has exited, the server is
-    /// failed for good.
-    pub(super) fn failure(&mut self, side: Side, detail: String) -> StepFailure {
+    /// The failure of a run on `side`'s server that failed for `reason`: a `crash`, unless
+    /// the run was stopped at its time limit (`timeout`) or for its silence (`stalled`) while
+    /// the server still runs. When the server's process has exited, the server crashed: the
+    /// run is its crash, and the server is failed for good.
+    pub(super) fn failure(
+        &mut self,
+        side: Side,
+        reason: NotRunReason,
+        detail: String,
+    ) -> StepFailure {
         let at = slot(side);
-        let failure = StepFailure::crash(detail);
         if let Slot::Up(server) = &mut self.slots[at]
             && server.exited()
         {
+            let failure = StepFailure::crash(detail);
             self.slots[at] = Slot::Failed(failure.clone());
+            return failure;
         }
-        failure
+        match reason {
+            NotRunReason::Timeout | NotRunReason::Stalled => StepFailure::new(reason, detail),
+            _ => StepFailure::crash(detail),
+        }
     }
 }
