@@ -1,6 +1,8 @@
 //! Reads what a plan needs from git: the refs, the merge-base, the base-side manifest, the
-//! trees, the diff and the CODEOWNERS files. This is scope's only I/O; deciding what runs is
-//! [`crate::plan::select`].
+//! trees, the diff and the CODEOWNERS files; for a run pinned to commits, whether they are
+//! fetched ([`require_commits`]) and the paths where two commits' trees differ
+//! ([`paths_between`], what a merge queue adds). This is scope's only I/O; deciding what runs
+//! is [`crate::plan::select`].
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
@@ -67,6 +69,10 @@ pub enum ScopeError {
     Git { what: String, source: git2::Error },
     #[error("reading {path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
+    #[error("opening the repository {repo}")]
+    OpenRepository { repo: PathBuf, source: git2::Error },
+    #[error("{what} {sha} is not in {repo}; fetch it first{hint}")]
+    MissingCommit { what: String, sha: String, repo: PathBuf, hint: String, source: git2::Error },
 }
 
 /// Makes the plan for a request: everything scope reads from git happens here.
@@ -863,6 +869,70 @@ fn short(oid: Oid) -> String {
     let mut text = oid.to_string();
     text.truncate(7);
     text
+}
+
+/// A commit a run is pinned to, named for messages: `("the PR's head", sha)`.
+pub type NamedCommit<'a> = (&'a str, &'a str);
+
+/// Checks that the repository at `repo` has every one of `commits`; `fetch_hint` follows "fetch
+/// it first" in the error of one it lacks (` (git fetch origin pull/7/head)`).
+pub fn require_commits(
+    repo: &Path,
+    commits: &[NamedCommit<'_>],
+    fetch_hint: &str,
+) -> Result<(), ScopeError> {
+    let repository = open_exactly(repo)?;
+    for &commit in commits {
+        pinned_commit(&repository, repo, commit, fetch_hint)?;
+    }
+    Ok(())
+}
+
+/// The paths where `new`'s tree differs from `old`'s in the repository at `repo` (both sides
+/// of a rename), sorted: for a merge queue, what the merge commit adds to the PR's head.
+pub fn paths_between(
+    repo: &Path,
+    old: NamedCommit<'_>,
+    new: NamedCommit<'_>,
+) -> Result<Vec<String>, ScopeError> {
+    let repository = open_exactly(repo)?;
+    let old = tree_of(&pinned_commit(&repository, repo, old, "")?)?;
+    let new = tree_of(&pinned_commit(&repository, repo, new, "")?)?;
+    let diff = repository
+        .diff_tree_to_tree(Some(&old), Some(&new), None)
+        .map_err(|source| git_error("comparing the trees".to_owned(), source))?;
+    let mut paths = std::collections::BTreeSet::new();
+    for delta in diff.deltas() {
+        for file in [delta.old_file(), delta.new_file()] {
+            if let Some(path) = file.path().and_then(Path::to_str) {
+                paths.insert(path.to_owned());
+            }
+        }
+    }
+    Ok(paths.into_iter().collect())
+}
+
+/// The repository at `repo` itself (no search upwards: a run names its checkout).
+fn open_exactly(repo: &Path) -> Result<Repository, ScopeError> {
+    Repository::open(repo)
+        .map_err(|source| ScopeError::OpenRepository { repo: repo.to_path_buf(), source })
+}
+
+/// The commit `sha` (named `what`) of the repository at `repo_path`, which must have it.
+fn pinned_commit<'r>(
+    repo: &'r Repository,
+    repo_path: &Path,
+    (what, sha): NamedCommit<'_>,
+    fetch_hint: &str,
+) -> Result<Commit<'r>, ScopeError> {
+    let oid = Oid::from_str(sha).map_err(|source| git_error(format!("{what} {sha}"), source))?;
+    repo.find_commit(oid).map_err(|source| ScopeError::MissingCommit {
+        what: what.to_owned(),
+        sha: sha.to_owned(),
+        repo: repo_path.to_path_buf(),
+        hint: fetch_hint.to_owned(),
+        source,
+    })
 }
 
 fn git_error(what: String, source: git2::Error) -> ScopeError {

@@ -34,12 +34,12 @@ use super::{Settings, write};
 use crate::gate::Outcome;
 use crate::run::{ExecutorSettings, RunFiles};
 use crate::trigger::Decision;
-use crate::trigger::queue::QueueVerdict;
 use prgate_gate::JobPlan;
 use prgate_github::actions::JobsResult;
 use prgate_github::event::Event;
 use prgate_github::pin::Pinned;
 use prgate_report::progress::CheckStates;
+use prgate_scope::queue::QueueVerdict;
 
 /// What the trigger gave.
 enum Pin {
@@ -319,19 +319,11 @@ fn make_plan(
     files: Vec<String>,
 ) -> anyhow::Result<(Plan, crate::gate::BaseSide)> {
     let pinned = &reporter.pinned;
-    let repository = git2::Repository::open(&args.repo)
-        .with_context(|| format!("opening the repository {}", args.repo.display()))?;
-    for (what, sha) in [("the PR's head", &pinned.sha), ("the base", &pinned.base_sha)] {
-        let oid = git2::Oid::from_str(sha).with_context(|| format!("{what} {sha}"))?;
-        repository.find_commit(oid).with_context(|| {
-            format!(
-                "{what} {sha} is not in {}; fetch it first (git fetch origin pull/{}/head)",
-                args.repo.display(),
-                pinned.number
-            )
-        })?;
-    }
-    drop(repository);
+    prgate_scope::git::require_commits(
+        &args.repo,
+        &[("the PR's head", &pinned.sha), ("the base", &pinned.base_sha)],
+        &format!(" (git fetch origin pull/{}/head)", pinned.number),
+    )?;
     let changes = prgate_scope::change::parse_file_list(&(files.join("\n") + "\n"))
         .context("the PR's file list")?;
     let mut plan = prgate_scope::plan(&PlanRequest {
