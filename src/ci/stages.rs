@@ -19,7 +19,6 @@ use std::time::Instant;
 use anyhow::Context as _;
 use std::collections::BTreeSet;
 
-use prgate_gate::State;
 use prgate_gate::evidence::Evidence;
 use prgate_report::status::{StatusSettings, error_status};
 use prgate_runner::job::RecipePaths;
@@ -381,16 +380,9 @@ fn judge_and_post(
             .and_then(|job| prgate_report::rerun::Reuse::of(job, evidence))
             .map(|reuse| reuse.words());
     });
-    if verdict.result == State::Pending {
-        // The run is over: a check still pending will never report.
-        let missing: Vec<String> = verdict
-            .sections
-            .iter()
-            .flat_map(|section| section.items.iter())
-            .filter(|item| item.state == State::Pending)
-            .map(|item| format!("{} {}", item.model.as_deref().unwrap_or("common"), item.check))
-            .collect();
-        anyhow::bail!("the run ended with checks that never reported: {}", missing.join(", "));
+    // The run is over: a check still pending will never report.
+    if let Some(never) = prgate_gate::pending::NeverReported::of(&verdict) {
+        return Err(never.into());
     }
     reporter.post_final(&verdict)?;
     if let Some(dir) = history_dir(args) {
