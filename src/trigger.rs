@@ -21,6 +21,7 @@ use prgate_github::GitHub;
 use prgate_github::event::Event;
 use prgate_github::pin::{Pinned, write_pin};
 use prgate_github::trigger::{self, Request, RunRequest};
+use prgate_report::not_started;
 
 /// Decide from a GitHub event whether a run starts, pin the PR's head SHA, and write the PR's
 /// files (`files.txt`, for `prgate plan --files`) and the pinned facts (`trigger.json`).
@@ -82,10 +83,6 @@ pub(crate) fn run(args: &TriggerArgs) -> anyhow::Result<bool> {
     }
 }
 
-/// The hidden marker of the comment that says why a run did not start (one, edited in place;
-/// never the verdict's comment, which it would replace).
-pub(crate) const REFUSAL_MARKER: &str = "<!-- prgate:amd-pr-test:not-started -->";
-
 /// What `event` decides, `label` being the label that starts a run: the calls to GitHub in
 /// the order the decision needs them (`prgate_github::trigger` decides), the label removed, and
 /// the refusal or failure said on the PR once it is gone.
@@ -116,8 +113,7 @@ pub(crate) async fn decide(
     if let Some(reason) = refusal {
         // The label is gone: the labeller learns why on the PR, not only in the job's log.
         if run.label.is_some() {
-            leave_word(github, run.number, None, &format!("prgate did not start a run: {reason}."))
-                .await;
+            leave_word(github, run.number, None, &not_started::refused(&reason)).await;
         }
         return Ok(Decision::Refuse(reason));
     }
@@ -135,23 +131,13 @@ async fn after_label(
     let number = run.number;
     match pin_after_label(github, run, sender).await {
         Ok(Decision::Refuse(reason)) => {
-            leave_word(github, number, None, &format!("prgate did not start a run: {reason}."))
-                .await;
+            leave_word(github, number, None, &not_started::refused(&reason)).await;
             Ok(Decision::Refuse(reason))
         }
         Ok(decision) => Ok(decision),
         Err(error) => {
-            let problem = format!("{error:#}");
-            let expected_sha = &run.sha;
-            leave_word(
-                github,
-                number,
-                Some(expected_sha),
-                &format!(
-                    "prgate could not start the run on {expected_sha}: {problem}\n\nThe `{label}` label was removed: add it again (or dispatch the workflow) to retry."
-                ),
-            )
-            .await;
+            let text = not_started::failed(&run.sha, &format!("{error:#}"), label);
+            leave_word(github, number, Some(&run.sha), &text).await;
             Err(error)
         }
     }
@@ -178,24 +164,24 @@ async fn pin_after_label(
 }
 
 /// Says `text` on PR `number` in prgate's one "not started" comment and, with `sha`, as the
-/// `error` status there. Never fails: what cannot be posted is said on stderr.
+/// `error` status there (`prgate_report::not_started` writes both). Never fails: what cannot be
+/// posted is said on stderr.
 pub(crate) async fn leave_word(github: &GitHub, number: u64, sha: Option<&str>, text: &str) {
     eprintln!("prgate: {text}");
     if let Some(sha) = sha {
-        let description = prgate_report::status::fit_description(&prgate_report::escape::terminal(
-            &format!("prgate could not start: {text}"),
-        ));
-        let context = prgate_report::status::DEFAULT_CONTEXT;
-        if let Err(error) = github.set_status(sha, "error", &description, context, None).await {
+        let status = not_started::error_status(text);
+        let posted = github
+            .set_status(sha, status.state.as_str(), &status.description, &status.context, None)
+            .await;
+        if let Err(error) = posted {
             eprintln!("prgate: could not post the error status either: {error:#}");
         }
     }
-    let body = format!(
-        "{REFUSAL_MARKER}\n{}\n",
-        prgate_report::escape::markdown_text(text, prgate_report::escape::MarkdownPlace::Paragraph)
-    );
+    let body = not_started::comment(text);
     let posted = match github.comment_login(None).await {
-        Ok(login) => github.upsert_comment(number, REFUSAL_MARKER, &login, &body).await.map(drop),
+        Ok(login) => {
+            github.upsert_comment(number, not_started::MARKER, &login, &body).await.map(drop)
+        }
         Err(error) => Err(error),
     };
     if let Err(error) = posted {
