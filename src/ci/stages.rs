@@ -6,11 +6,13 @@
 //! Each stage wires crates together: the plan is scope's, the schedule and its assignment of
 //! targets to nodes the runner's (`prgate_runner::schedule::assignment`), a split run's job plan
 //! merged by the runner (`prgate_runner::job::merge_node_job`), the progress table report's
-//! (`prgate_report::progress`), the verdict the gate's. Every stage after the pin runs under
-//! [`guarded`], so an error, a panic or a signal is posted as the `error` status.
+//! (`prgate_report::progress`), the verdict the gate's, and the checks of a final verdict that
+//! never reported too (`prgate_gate::pending`); a merge queue's commit is judged by scope
+//! (`prgate_scope::queue`, wired by `crate::trigger::queue`). Every stage after the pin runs
+//! under [`guarded`], so an error, a panic or a signal is posted as the `error` status.
 //!
 //! What it leaves to others: the flags (`super`), posting to the PR (`super::reporter`), the
-//! trigger's decision (`crate::trigger`).
+//! trigger's decisions (`prgate_github::trigger`, called by `crate::trigger`).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
