@@ -21,7 +21,7 @@ use prgate_report::comment::{
     CommentInput, Header, Progress, ReportLink, render_comment, render_full_report,
 };
 use prgate_report::status::{StatusSettings, commit_status, error_status};
-use prgate_runner::results::{Event as RunEvent, EventKind};
+use prgate_runner::results::Event as RunEvent;
 use prgate_scope::Plan;
 
 use super::{Settings, write};
@@ -54,15 +54,7 @@ impl std::fmt::Debug for CommentObserver<'_> {
 impl prgate_runner::results::StepObserver for CommentObserver<'_> {
     fn observe(&self, event: &RunEvent) {
         let mut state = lock(&self.state);
-        let model = event.model.as_deref();
-        match event.event {
-            EventKind::StepStarted => state.0.step_started(model, event.check),
-            EventKind::StepFinished => state.0.step_finished(model, event.check),
-            EventKind::StepSkipped
-            | EventKind::ServerStarted
-            | EventKind::ServerWoken
-            | EventKind::ServerReleased => {}
-        }
+        state.0.observe(event);
         if state.1.elapsed() < self.every {
             return;
         }
