@@ -42,6 +42,29 @@ pub struct FileList {
     pub truncated: bool,
 }
 
+impl PlanRequest {
+    /// The plan of a pinned run: `repo` from the commit `base` to `head`, over the changed
+    /// `paths` as GitHub lists them (each a line of a file list; `truncated` when the list
+    /// stopped short), not git's diff.
+    pub fn pinned(
+        repo: &Path,
+        (base, head): (&str, &str),
+        paths: &[String],
+        truncated: bool,
+    ) -> Result<PlanRequest, crate::change::FileListError> {
+        let mut list = paths.join("\n");
+        list.push('\n');
+        let changes = crate::change::parse_file_list(&list)?;
+        Ok(PlanRequest {
+            repo: repo.to_path_buf(),
+            base: Some(base.to_owned()),
+            head: Some(head.to_owned()),
+            worktree: false,
+            files: Some(FileList { changes, truncated }),
+        })
+    }
+}
+
 /// Why a plan could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum ScopeError {
@@ -941,7 +964,20 @@ fn git_error(what: String, source: git2::Error) -> ScopeError {
 
 #[cfg(test)]
 mod tests {
-    use super::WalkScope;
+    use super::{PlanRequest, WalkScope};
+
+    #[test]
+    fn a_pinned_run_plans_the_listed_paths_between_its_commits() {
+        let paths = ["models/a.py".to_owned(), "docs/b.md".to_owned()];
+        let request = PlanRequest::pinned(std::path::Path::new("repo"), ("b1", "h1"), &paths, true)
+            .expect("a file list");
+        assert_eq!((request.base.as_deref(), request.head.as_deref()), (Some("b1"), Some("h1")));
+        assert!(!request.worktree);
+        let files = request.files.expect("the listed files");
+        assert!(files.truncated);
+        let listed: Vec<&str> = files.changes.iter().map(|change| change.path.as_str()).collect();
+        assert_eq!(listed, ["models/a.py", "docs/b.md"]);
+    }
 
     #[test]
     fn a_walk_enters_only_the_folders_on_the_way_to_or_inside_a_prefix() {

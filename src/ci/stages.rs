@@ -28,7 +28,7 @@ use prgate_runner::node::NodeProfile;
 use prgate_runner::run::{DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, RunInputs, RunRequest};
 use prgate_runner::schedule::assignment::Assignment;
 use prgate_runner::schedule::{History, Node as ScheduleNode};
-use prgate_scope::{FileList, Plan, PlanRequest};
+use prgate_scope::{Plan, PlanRequest};
 
 use super::reporter::{CommentObserver, Reporter, gpu_time_words, images};
 use super::{Settings, write};
@@ -373,15 +373,10 @@ fn make_plan(
         &[("the PR's head", &pinned.sha), ("the base", &pinned.base_sha)],
         &format!(" (git fetch origin pull/{}/head)", pinned.number),
     )?;
-    let changes = prgate_scope::change::parse_file_list(&(files.join("\n") + "\n"))
+    let sides = (pinned.base_sha.as_str(), pinned.sha.as_str());
+    let request = PlanRequest::pinned(&args.repo, sides, &files, pinned.files_truncated)
         .context("the PR's file list")?;
-    let mut plan = prgate_scope::plan(&PlanRequest {
-        repo: args.repo.clone(),
-        base: Some(pinned.base_sha.clone()),
-        head: Some(pinned.sha.clone()),
-        worktree: false,
-        files: Some(FileList { changes, truncated: pinned.files_truncated }),
-    })?;
+    let mut plan = prgate_scope::plan(&request)?;
     // A merge queue's run says why it runs what it runs.
     if let Some(note) = pinned.merge_group.as_ref().and_then(|queue| queue.note.clone()) {
         plan.warnings.push(note);

@@ -14,7 +14,7 @@ use prgate_github::GitHub;
 use prgate_github::pin::{Pinned, QueuePin};
 use prgate_github::trigger::{OwnResult, QueueRequest, own_result, queue_pin};
 use prgate_scope::queue::{QueueVerdict, Queued};
-use prgate_scope::{FileList, Plan, PlanRequest};
+use prgate_scope::{Plan, PlanRequest};
 
 /// A merge queue's `checks_requested`: pinned to the merge commit, with the PR's files.
 pub(crate) async fn decide(github: &GitHub, queue: QueueRequest) -> anyhow::Result<Decision> {
@@ -52,15 +52,8 @@ pub(crate) async fn judge(
     })
 }
 
+/// The plan from `base` to `head` over `files`.
 fn plan(repo: &Path, base: &str, head: &str, files: &[String]) -> anyhow::Result<Plan> {
-    let mut list = files.join("\n");
-    list.push('\n');
-    let changes = prgate_scope::change::parse_file_list(&list).context("a file list")?;
-    Ok(prgate_scope::plan(&PlanRequest {
-        repo: repo.to_path_buf(),
-        base: Some(base.to_owned()),
-        head: Some(head.to_owned()),
-        worktree: false,
-        files: Some(FileList { changes, truncated: false }),
-    })?)
+    let request = PlanRequest::pinned(repo, (base, head), files, false).context("a file list")?;
+    Ok(prgate_scope::plan(&request)?)
 }
