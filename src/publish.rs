@@ -270,19 +270,22 @@ pub(crate) async fn post(
     bot_login: Option<&str>,
     body: &str,
 ) -> anyhow::Result<()> {
-    github
-        .set_status(
-            sha,
-            status.state.as_str(),
-            &status.description,
-            &status.context,
-            status.target_url.as_deref(),
-        )
-        .await?;
+    set_status(github, sha, status).await?;
     let login = github.comment_login(bot_login).await?;
     let outcome = github.upsert_comment(pr, MARKER, &login, body).await?;
     eprintln!("prgate: comment {outcome:?}");
     Ok(())
+}
+
+/// Posts `status` on `sha`.
+pub(crate) async fn set_status(
+    github: &prgate_github::GitHub,
+    sha: &str,
+    status: &prgate_report::status::Status,
+) -> prgate_github::Result<()> {
+    let state = status.state.as_str();
+    let url = status.target_url.as_deref();
+    github.set_status(sha, state, &status.description, &status.context, url).await
 }
 
 /// The run reports only on its pinned SHA: `--sha` must be a full SHA, the plan's head, the

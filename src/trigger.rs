@@ -170,9 +170,7 @@ pub(crate) async fn leave_word(github: &GitHub, number: u64, sha: Option<&str>, 
     eprintln!("prgate: {text}");
     if let Some(sha) = sha {
         let status = not_started::error_status(text);
-        let posted = github
-            .set_status(sha, status.state.as_str(), &status.description, &status.context, None)
-            .await;
+        let posted = crate::publish::set_status(github, sha, &status).await;
         if let Err(error) = posted {
             eprintln!("prgate: could not post the error status either: {error:#}");
         }

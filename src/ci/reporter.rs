@@ -247,18 +247,8 @@ impl Reporter {
         });
         // No plan yet: no comment to show, the status says it all.
         let result = posted.unwrap_or_else(|| {
-            self.runtime.block_on(async {
-                self.github
-                    .set_status(
-                        &self.pinned.sha,
-                        status.state.as_str(),
-                        &status.description,
-                        &status.context,
-                        status.target_url.as_deref(),
-                    )
-                    .await
-                    .map_err(anyhow::Error::from)
-            })
+            let posted = crate::publish::set_status(&self.github, &self.pinned.sha, &status);
+            self.runtime.block_on(posted).map_err(anyhow::Error::from)
         });
         if let Err(error) = result {
             eprintln!("prgate: could not post the error status: {error:#}");

@@ -22,7 +22,7 @@ use anyhow::Context as _;
 use std::collections::BTreeSet;
 
 use prgate_gate::evidence::Evidence;
-use prgate_report::status::{StatusSettings, error_status};
+use prgate_report::status::{Status, StatusSettings, StatusState, error_status};
 use prgate_runner::job::RecipePaths;
 use prgate_runner::node::NodeProfile;
 use prgate_runner::run::{DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, RunInputs, RunRequest};
@@ -119,14 +119,9 @@ fn judge_queue(
     let judged = runtime
         .block_on(crate::trigger::queue::judge(github, &args.repo, pinned, queue, files, context));
     if let Err(error) = &judged {
-        let status = error_status(&format!("{error:#}"), &StatusSettings::default());
-        let posted = runtime.block_on(github.set_status(
-            &pinned.sha,
-            status.state.as_str(),
-            &status.description,
-            &status.context,
-            args.run_url.as_deref(),
-        ));
+        let settings = StatusSettings { target_url: args.run_url.clone(), ..Default::default() };
+        let status = error_status(&format!("{error:#}"), &settings);
+        let posted = runtime.block_on(crate::publish::set_status(github, &pinned.sha, &status));
         if let Err(also) = posted {
             eprintln!("prgate: could not post the error status: {also:#}");
         }
@@ -144,15 +139,14 @@ fn settle(
     files: &[String],
     description: &str,
 ) -> anyhow::Result<()> {
-    let context = prgate_report::status::DEFAULT_CONTEXT;
-    let description = prgate_report::status::fit_description(description);
-    runtime.block_on(github.set_status(
-        &pinned.sha,
-        "success",
-        &description,
-        context,
-        args.run_url.as_deref(),
-    ))?;
+    let status = Status {
+        state: StatusState::Success,
+        context: prgate_report::status::DEFAULT_CONTEXT.to_owned(),
+        description: prgate_report::status::fit_description(description),
+        target_url: args.run_url.clone(),
+    };
+    runtime.block_on(crate::publish::set_status(github, &pinned.sha, &status))?;
+    let description = status.description;
     let state = &args.state;
     prgate_github::pin::write_pin(state, pinned, files)?;
     write(&state.join("settled.txt"), &(description.clone() + "\n"))?;
