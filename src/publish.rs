@@ -139,11 +139,7 @@ fn load(facts: &RunFacts, writes_report: bool) -> anyhow::Result<Loaded> {
         nodes: facts.nodes.clone(),
         image: facts.image.clone(),
         run_url: facts.run_url.clone(),
-        estimate: None,
-        gpu_time: None,
-        reuse: None,
-        drained: Vec::new(),
-        drift: Vec::new(),
+        ..Header::default()
     };
     let link = (writes_report || facts.report_url.is_some())
         .then(|| ReportLink { name: facts.report_name.clone(), url: facts.report_url.clone() });
