@@ -2,7 +2,9 @@
 //! comment (found again by its marker and our login, edited in place) and the commit status on
 //! the pinned SHA, plus the job summary and annotations when running in GitHub Actions, and,
 //! on request (`--check-run on`, for an App's token), a check run beside the status with the
-//! verdict's summary and annotations on the changed files.
+//! verdict's summary and annotations on the changed files. What the comment, the status and
+//! the check run say is `prgate_report`'s (`comment`, `status`, `check_run`: its conclusion
+//! fails closed); this file reads the inputs, checks the pin, and posts.
 
 use prgate_runner::redact::redact;
 use std::io::Write as _;
@@ -137,11 +139,7 @@ fn load(facts: &RunFacts, writes_report: bool) -> anyhow::Result<Loaded> {
         nodes: facts.nodes.clone(),
         image: facts.image.clone(),
         run_url: facts.run_url.clone(),
-        estimate: None,
-        gpu_time: None,
-        reuse: None,
-        drained: Vec::new(),
-        drift: Vec::new(),
+        ..Header::default()
     };
     let link = (writes_report || facts.report_url.is_some())
         .then(|| ReportLink { name: facts.report_name.clone(), url: facts.report_url.clone() });
@@ -224,10 +222,8 @@ pub(crate) fn publish(args: &PublishArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The check run of a PR test on `sha` (`existing` to update it): the status's state as its
-/// conclusion (in progress while pending), the comment as its summary, and an annotation for
-/// every item that did not pass, on a changed path of its model (GitHub shows them in the
-/// diff). Returns its id.
+/// Posts the check run of a PR test on `sha` (`existing` to update it), as
+/// `prgate_report::check_run` makes it from the comment's input and the status. Returns its id.
 pub(crate) async fn check_run(
     github: &prgate_github::GitHub,
     existing: Option<u64>,
@@ -235,50 +231,29 @@ pub(crate) async fn check_run(
     input: &CommentInput<'_>,
     status: &prgate_report::status::Status,
 ) -> anyhow::Result<u64> {
-    use prgate_report::status::StatusState;
-    let conclusion = match status.state {
-        StatusState::Pending => None,
-        StatusState::Success => Some("success"),
-        // An error is not a pass: fail closed.
-        StatusState::Failure | StatusState::Error => Some("failure"),
-    };
-    let comment = render_comment(input)?;
-    let summary = comment.strip_prefix(MARKER).unwrap_or(&comment).trim_start();
-    let annotations = input.verdict.map(|verdict| check_annotations(verdict, input.plan));
-    let name = format!("{} details", status.context);
-    let run = prgate_github::CheckRun {
-        name: &name,
-        head_sha: sha,
-        conclusion,
-        title: &status.description,
-        summary,
-        details_url: status.target_url.as_deref(),
-        annotations: annotations.as_deref().unwrap_or_default(),
-    };
-    Ok(github.check_run(existing, &run).await?)
-}
-
-/// The check run's annotations of `verdict` (`prgate_report::check_run`), as the API takes them.
-pub(crate) fn check_annotations(
-    verdict: &Verdict,
-    plan: &Plan,
-) -> Vec<prgate_github::CheckAnnotation> {
-    use prgate_report::summary::AnnotationLevel;
-    prgate_report::check_run::check_annotations(verdict, plan)
+    let content = prgate_report::check_run::check_run(input, status)?;
+    let annotations: Vec<prgate_github::CheckAnnotation> = content
+        .annotations
         .into_iter()
         .map(|annotation| prgate_github::CheckAnnotation {
+            annotation_level: annotation.api_level(),
             path: annotation.path,
             start_line: 1,
             end_line: 1,
-            annotation_level: match annotation.level {
-                AnnotationLevel::Error => "failure",
-                AnnotationLevel::Warning => "warning",
-                AnnotationLevel::Notice => "notice",
-            },
             title: annotation.title,
             message: annotation.message,
         })
-        .collect()
+        .collect();
+    let run = prgate_github::CheckRun {
+        name: &content.name,
+        head_sha: sha,
+        conclusion: content.conclusion,
+        title: &content.title,
+        summary: &content.summary,
+        details_url: content.details_url.as_deref(),
+        annotations: &annotations,
+    };
+    Ok(github.check_run(existing, &run).await?)
 }
 
 /// Posts the status on `sha`, then the comment on PR `pr` (edited in place when ours is
@@ -291,19 +266,22 @@ pub(crate) async fn post(
     bot_login: Option<&str>,
     body: &str,
 ) -> anyhow::Result<()> {
-    github
-        .set_status(
-            sha,
-            status.state.as_str(),
-            &status.description,
-            &status.context,
-            status.target_url.as_deref(),
-        )
-        .await?;
+    set_status(github, sha, status).await?;
     let login = github.comment_login(bot_login).await?;
     let outcome = github.upsert_comment(pr, MARKER, &login, body).await?;
     eprintln!("prgate: comment {outcome:?}");
     Ok(())
+}
+
+/// Posts `status` on `sha`.
+pub(crate) async fn set_status(
+    github: &prgate_github::GitHub,
+    sha: &str,
+    status: &prgate_report::status::Status,
+) -> prgate_github::Result<()> {
+    let state = status.state.as_str();
+    let url = status.target_url.as_deref();
+    github.set_status(sha, state, &status.description, &status.context, url).await
 }
 
 /// The run reports only on its pinned SHA: `--sha` must be a full SHA, the plan's head, the

@@ -10,7 +10,8 @@
 //! - [`speed`]: one concurrency's decision, and the runner's "another pair?" question;
 //! - [`accuracy`]: one benchmark's decision from its repeats, and the runner's "another
 //!   repeat?" question;
-//! - [`verdict`]: the checklist in the review guideline's order;
+//! - [`verdict`]: the checklist in the review guideline's order; [`pending`]: the checks of a
+//!   final verdict that never reported;
 //! - [`history`] and [`drift`]: the ledger of merged changes, and the cumulative drift guard
 //!   over it (the chained change since a reference, its interval, the anchor run's check).
 //!
@@ -24,6 +25,7 @@ pub mod events;
 pub mod evidence;
 pub mod history;
 pub mod job;
+pub mod pending;
 pub mod rules;
 pub mod simulate;
 pub mod speed;

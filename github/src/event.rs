@@ -3,7 +3,7 @@
 //! a `merge_group`, a `check_suite`), and a merged PR's `closed` event for the history ledger.
 //! Serde shapes of GitHub's JSON, plus the facts of GitHub's own naming: a SHA as git writes
 //! it, a dispatch's PR number as a maintainer types it, a merge queue's branch name. Whether a
-//! run starts is the binary's `trigger`'s decision, not this module's.
+//! run starts is [`crate::trigger`]'s decision, not this module's.
 
 use crate::{GitHubError, Result};
 use serde::Deserialize;

@@ -1,7 +1,7 @@
 //! The pin: what a started run is pinned to (the PR, its head SHA, its base, who started it),
 //! written as `trigger.json` beside the PR's files (`files.txt`) when a run starts, and read by
-//! every later stage: the run only ever reports on the pinned SHA. Deciding the pin is the
-//! binary's `trigger`; this is its file format.
+//! every later stage: the run only ever reports on the pinned SHA. Deciding the pin is
+//! [`crate::trigger`]'s; this is its file format.
 
 use std::path::Path;
 

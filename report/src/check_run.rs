@@ -1,5 +1,7 @@
-//! The annotations of a check run (`--check-run on`): one for every verdict item that did not
-//! pass, placed on a changed file of the PR so that GitHub shows it in the diff.
+//! A PR test's check run (`--check-run on`), as plain data: its name (`CONTEXT details`), its
+//! conclusion from the status's state (in progress while pending; an error is not a pass: fail
+//! closed), the comment as its summary, and the annotations: one for every verdict item that did
+//! not pass, placed on a changed file of the PR so that GitHub shows it in the diff.
 //!
 //! An item of a model goes on the first changed path (not a deleted one) that put its model in
 //! the plan; an item of the whole PR, or of a model no present path selected, on the first
@@ -8,15 +10,65 @@
 //! each part made inert for a terminal and the line break ours. Pure: the verdict and the plan
 //! in, annotations out.
 //!
-//! What it leaves to others: the check run itself and its JSON (the binary's GitHub client).
+//! What it leaves to others: the check run itself and its JSON (`prgate_github`, through the
+//! binary).
 
 use prgate_gate::verdict::Verdict;
 use prgate_scope::ChangeStatus;
 use prgate_scope::Plan;
 use prgate_scope::plan::{ChangedPath, PathMatch};
 
+use crate::comment::{CommentInput, MARKER, RenderError, render_comment};
 use crate::escape::terminal;
+use crate::status::{Status, StatusState};
 use crate::summary::AnnotationLevel;
+
+/// What a check run of a PR test shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckRunContent {
+    /// `CONTEXT details`, beside the status it details.
+    pub name: String,
+    /// `None` while it runs (in progress); else `success` or `failure` ([`conclusion`]).
+    pub conclusion: Option<&'static str>,
+    /// The status's description.
+    pub title: String,
+    /// The comment, without its marker.
+    pub summary: String,
+    pub details_url: Option<String>,
+    /// The verdict's annotations; none before there is a verdict.
+    pub annotations: Vec<CheckAnnotation>,
+}
+
+/// The check run of the comment `input` and the commit status `status` beside it.
+pub fn check_run(
+    input: &CommentInput<'_>,
+    status: &Status,
+) -> Result<CheckRunContent, RenderError> {
+    let comment = render_comment(input)?;
+    let summary = comment.strip_prefix(MARKER).unwrap_or(&comment).trim_start();
+    Ok(CheckRunContent {
+        name: format!("{} details", status.context),
+        conclusion: conclusion(status.state),
+        title: status.description.clone(),
+        summary: summary.to_owned(),
+        details_url: status.target_url.clone(),
+        annotations: input
+            .verdict
+            .map(|verdict| check_annotations(verdict, input.plan))
+            .unwrap_or_default(),
+    })
+}
+
+/// A check run's conclusion for the status `state`: none while it is pending (in progress),
+/// `success` for a success, and `failure` for a failure or an error: an error is not a pass,
+/// fail closed.
+pub fn conclusion(state: StatusState) -> Option<&'static str> {
+    match state {
+        StatusState::Pending => None,
+        StatusState::Success => Some("success"),
+        StatusState::Failure | StatusState::Error => Some("failure"),
+    }
+}
 
 /// One annotation of a check run, on line 1 of `path`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +77,17 @@ pub struct CheckAnnotation {
     pub level: AnnotationLevel,
     pub title: String,
     pub message: String,
+}
+
+impl CheckAnnotation {
+    /// The annotation's level as the Checks API names it: `failure`, `warning` or `notice`.
+    pub fn api_level(&self) -> &'static str {
+        match self.level {
+            AnnotationLevel::Error => "failure",
+            AnnotationLevel::Warning => "warning",
+            AnnotationLevel::Notice => "notice",
+        }
+    }
 }
 
 /// The annotations of `verdict`, placed on `plan`'s changed paths; none when the PR changed no
@@ -75,6 +138,34 @@ mod tests {
 
     use super::*;
     use crate::fixture;
+
+    #[test]
+    fn only_a_success_concludes_a_check_run_as_one() {
+        let check =
+            |state, expect: Option<&str>| assert_eq!(conclusion(state), expect, "{state:?}");
+        check(StatusState::Pending, None);
+        check(StatusState::Success, Some("success"));
+        check(StatusState::Failure, Some("failure"));
+        // An error is not a pass: fail closed.
+        check(StatusState::Error, Some("failure"));
+    }
+
+    #[test]
+    fn levels_are_named_as_the_checks_api_names_them() {
+        let named = |level| {
+            CheckAnnotation {
+                path: String::new(),
+                level,
+                title: String::new(),
+                message: String::new(),
+            }
+            .api_level()
+        };
+        assert_eq!(
+            [AnnotationLevel::Error, AnnotationLevel::Warning, AnnotationLevel::Notice].map(named),
+            ["failure", "warning", "notice"]
+        );
+    }
 
     #[test]
     fn a_failed_item_goes_on_its_models_changed_path_and_a_passed_one_nowhere() {

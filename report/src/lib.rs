@@ -14,7 +14,9 @@
 //! - [`progress`]: where a run is, check by check, for the comment's table;
 //! - [`status`]: the commit status;
 //! - [`summary`]: the job summary and the annotations;
-//! - [`check_run`]: the annotations of a check run, placed on the PR's changed files;
+//! - [`check_run`]: a check run: its conclusion (fail closed), summary and annotations,
+//!   placed on the PR's changed files;
+//! - [`not_started`]: the comment and the `error` status when a run did not start;
 //! - [`gpu_hours`]: the GPU time a run measured and its estimate, by model and phase;
 //! - [`rerun`]: what a re-run took over from an earlier run;
 //! - [`history`]: the drift guard's history page (HTML and Chart.js), the alarm in the PR
@@ -27,6 +29,7 @@ pub mod estimate;
 pub mod gpu_hours;
 pub mod headline;
 pub mod history;
+pub mod not_started;
 pub mod plan;
 pub mod progress;
 pub mod rerun;

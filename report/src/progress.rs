@@ -3,8 +3,9 @@
 //!
 //! Built two ways, both from the plan's checks (the common checks when selected, then each
 //! running model's tier checks, in the plan's order): [`planned`] says every check waits;
-//! [`CheckStates`] follows the step loop's starts and finishes (a check runs once a step of it
-//! started, is done once every step that started has finished); [`from_evidence`] marks done
+//! [`CheckStates`] follows the step loop's starts and finishes, read from its event stream by
+//! [`CheckStates::observe`] (a check runs once a step of it started, is done once every step
+//! that started has finished); [`from_evidence`] marks done
 //! the checks that have a record (the finish stage, which sees only evidence). Pure: the plan
 //! and what happened in, a [`Progress`] out.
 //!
@@ -14,6 +15,7 @@
 
 use std::collections::BTreeMap;
 
+use prgate_gate::events::{Event, EventKind};
 use prgate_gate::evidence::{Check, Evidence};
 use prgate_gate::job::tier_checks;
 use prgate_scope::Plan;
@@ -67,6 +69,20 @@ impl CheckStates {
     /// A step of `check` (of `model`, or the common checks) finished.
     pub fn step_finished(&mut self, model: Option<&str>, check: Check) {
         *self.count(model, check) -= 1;
+    }
+
+    /// A line of the step loop's event stream: a step's start or finish moves its check on; a
+    /// skipped step (done by an earlier run) and a server's event do not.
+    pub fn observe(&mut self, event: &Event) {
+        let model = event.model.as_deref();
+        match event.event {
+            EventKind::StepStarted => self.step_started(model, event.check),
+            EventKind::StepFinished => self.step_finished(model, event.check),
+            EventKind::StepSkipped
+            | EventKind::ServerStarted
+            | EventKind::ServerWoken
+            | EventKind::ServerReleased => {}
+        }
     }
 
     /// The plan's checks: running once a step of it started, done once every step of it that
@@ -146,5 +162,43 @@ mod tests {
         assert_eq!(state_of(&progress, Some("glm5"), Check::UnitTests), Some(StepState::Done));
         assert_eq!(state_of(&progress, Some("glm5"), Check::Speed), Some(StepState::Waiting));
         assert_eq!(state_of(&progress, None, Check::CommonTests), Some(StepState::Waiting));
+    }
+
+    #[test]
+    fn only_a_steps_start_and_finish_move_its_check() {
+        let plan = fixture::standard_plan();
+        let event = |kind| Event {
+            schema_version: prgate_gate::events::EVENTS_SCHEMA_VERSION,
+            event: kind,
+            model: Some("kimi_k31".to_owned()),
+            check: Check::Speed,
+            side: Side::Pr,
+            part: None,
+            time_ms: 0,
+            started_ms: None,
+            outcome: None,
+            reason: None,
+        };
+        let speed = |states: &CheckStates| {
+            rows(&states.progress(&plan))
+                .into_iter()
+                .find(|row| row.0 == Some("kimi_k31") && row.1 == Check::Speed.describe())
+                .map(|row| row.2)
+        };
+        let mut states = CheckStates::default();
+        let others = [
+            EventKind::StepSkipped,
+            EventKind::ServerStarted,
+            EventKind::ServerWoken,
+            EventKind::ServerReleased,
+        ];
+        for kind in others {
+            states.observe(&event(kind));
+        }
+        assert_eq!(speed(&states), Some(StepState::Waiting));
+        states.observe(&event(EventKind::StepStarted));
+        assert_eq!(speed(&states), Some(StepState::Running));
+        states.observe(&event(EventKind::StepFinished));
+        assert_eq!(speed(&states), Some(StepState::Done));
     }
 }

@@ -1,6 +1,8 @@
 //! Reads what a plan needs from git: the refs, the merge-base, the base-side manifest, the
-//! trees, the diff and the CODEOWNERS files. This is scope's only I/O; deciding what runs is
-//! [`crate::plan::select`].
+//! trees, the diff and the CODEOWNERS files; for a run pinned to commits, whether they are
+//! fetched ([`require_commits`]) and the paths where two commits' trees differ
+//! ([`paths_between`], what a merge queue adds). This is scope's only I/O; deciding what runs
+//! is [`crate::plan::select`].
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
@@ -40,6 +42,29 @@ pub struct FileList {
     pub truncated: bool,
 }
 
+impl PlanRequest {
+    /// The plan of a pinned run: `repo` from the commit `base` to `head`, over the changed
+    /// `paths` as GitHub lists them (each a line of a file list; `truncated` when the list
+    /// stopped short), not git's diff.
+    pub fn pinned(
+        repo: &Path,
+        (base, head): (&str, &str),
+        paths: &[String],
+        truncated: bool,
+    ) -> Result<PlanRequest, crate::change::FileListError> {
+        let mut list = paths.join("\n");
+        list.push('\n');
+        let changes = crate::change::parse_file_list(&list)?;
+        Ok(PlanRequest {
+            repo: repo.to_path_buf(),
+            base: Some(base.to_owned()),
+            head: Some(head.to_owned()),
+            worktree: false,
+            files: Some(FileList { changes, truncated }),
+        })
+    }
+}
+
 /// Why a plan could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum ScopeError {
@@ -67,6 +92,10 @@ pub enum ScopeError {
     Git { what: String, source: git2::Error },
     #[error("reading {path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
+    #[error("opening the repository {repo}")]
+    OpenRepository { repo: PathBuf, source: git2::Error },
+    #[error("{what} {sha} is not in {repo}; fetch it first{hint}")]
+    MissingCommit { what: String, sha: String, repo: PathBuf, hint: String, source: git2::Error },
 }
 
 /// Makes the plan for a request: everything scope reads from git happens here.
@@ -865,13 +894,90 @@ fn short(oid: Oid) -> String {
     text
 }
 
+/// A commit a run is pinned to, named for messages: `("the PR's head", sha)`.
+pub type NamedCommit<'a> = (&'a str, &'a str);
+
+/// Checks that the repository at `repo` has every one of `commits`; `fetch_hint` follows "fetch
+/// it first" in the error of one it lacks (` (git fetch origin pull/7/head)`).
+pub fn require_commits(
+    repo: &Path,
+    commits: &[NamedCommit<'_>],
+    fetch_hint: &str,
+) -> Result<(), ScopeError> {
+    let repository = open_exactly(repo)?;
+    for &commit in commits {
+        pinned_commit(&repository, repo, commit, fetch_hint)?;
+    }
+    Ok(())
+}
+
+/// The paths where `new`'s tree differs from `old`'s in the repository at `repo` (both sides
+/// of a rename), sorted: for a merge queue, what the merge commit adds to the PR's head.
+pub fn paths_between(
+    repo: &Path,
+    old: NamedCommit<'_>,
+    new: NamedCommit<'_>,
+) -> Result<Vec<String>, ScopeError> {
+    let repository = open_exactly(repo)?;
+    let old = tree_of(&pinned_commit(&repository, repo, old, "")?)?;
+    let new = tree_of(&pinned_commit(&repository, repo, new, "")?)?;
+    let diff = repository
+        .diff_tree_to_tree(Some(&old), Some(&new), None)
+        .map_err(|source| git_error("comparing the trees".to_owned(), source))?;
+    let mut paths = std::collections::BTreeSet::new();
+    for delta in diff.deltas() {
+        for file in [delta.old_file(), delta.new_file()] {
+            if let Some(path) = file.path().and_then(Path::to_str) {
+                paths.insert(path.to_owned());
+            }
+        }
+    }
+    Ok(paths.into_iter().collect())
+}
+
+/// The repository at `repo` itself (no search upwards: a run names its checkout).
+fn open_exactly(repo: &Path) -> Result<Repository, ScopeError> {
+    Repository::open(repo)
+        .map_err(|source| ScopeError::OpenRepository { repo: repo.to_path_buf(), source })
+}
+
+/// The commit `sha` (named `what`) of the repository at `repo_path`, which must have it.
+fn pinned_commit<'r>(
+    repo: &'r Repository,
+    repo_path: &Path,
+    (what, sha): NamedCommit<'_>,
+    fetch_hint: &str,
+) -> Result<Commit<'r>, ScopeError> {
+    let oid = Oid::from_str(sha).map_err(|source| git_error(format!("{what} {sha}"), source))?;
+    repo.find_commit(oid).map_err(|source| ScopeError::MissingCommit {
+        what: what.to_owned(),
+        sha: sha.to_owned(),
+        repo: repo_path.to_path_buf(),
+        hint: fetch_hint.to_owned(),
+        source,
+    })
+}
+
 fn git_error(what: String, source: git2::Error) -> ScopeError {
     ScopeError::Git { what, source }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::WalkScope;
+    use super::{PlanRequest, WalkScope};
+
+    #[test]
+    fn a_pinned_run_plans_the_listed_paths_between_its_commits() {
+        let paths = ["models/a.py".to_owned(), "docs/b.md".to_owned()];
+        let request = PlanRequest::pinned(std::path::Path::new("repo"), ("b1", "h1"), &paths, true)
+            .expect("a file list");
+        assert_eq!((request.base.as_deref(), request.head.as_deref()), (Some("b1"), Some("h1")));
+        assert!(!request.worktree);
+        let files = request.files.expect("the listed files");
+        assert!(files.truncated);
+        let listed: Vec<&str> = files.changes.iter().map(|change| change.path.as_str()).collect();
+        assert_eq!(listed, ["models/a.py", "docs/b.md"]);
+    }
 
     #[test]
     fn a_walk_enters_only_the_folders_on_the_way_to_or_inside_a_prefix() {

@@ -8,7 +8,9 @@
 //! - [`change`] is a changed path, and the file-list format;
 //! - [`codeowners`] parses CODEOWNERS files and computes the facts about a PR's edit of one;
 //! - [`mod@plan`] is the plan's wire format and the pure decision ([`plan::select`]);
-//! - [`mod@git`] reads refs, trees, the base-side manifest and the diff: scope's only I/O.
+//! - [`queue`] judges a merge queue's commit: the PR's result holds, or what runs again;
+//! - [`mod@git`] reads refs, trees, the base-side manifest and the diff, and whether a
+//!   run's commits are fetched: scope's only I/O.
 //!
 //! Scope reads git and nothing else: no network, no processes. Rendering a plan for people is
 //! the report crate's work; running it is the runner's.
@@ -21,6 +23,7 @@ pub mod git;
 pub mod manifest;
 pub mod pattern;
 pub mod plan;
+pub mod queue;
 
 pub use change::{Change, ChangeStatus};
 pub use config_file::{ConfigError, ConfigErrorKind};

@@ -21,7 +21,7 @@ use prgate_report::comment::{
     CommentInput, Header, Progress, ReportLink, render_comment, render_full_report,
 };
 use prgate_report::status::{StatusSettings, commit_status, error_status};
-use prgate_runner::results::{Event as RunEvent, EventKind};
+use prgate_runner::results::Event as RunEvent;
 use prgate_scope::Plan;
 
 use super::{Settings, write};
@@ -54,15 +54,7 @@ impl std::fmt::Debug for CommentObserver<'_> {
 impl prgate_runner::results::StepObserver for CommentObserver<'_> {
     fn observe(&self, event: &RunEvent) {
         let mut state = lock(&self.state);
-        let model = event.model.as_deref();
-        match event.event {
-            EventKind::StepStarted => state.0.step_started(model, event.check),
-            EventKind::StepFinished => state.0.step_finished(model, event.check),
-            EventKind::StepSkipped
-            | EventKind::ServerStarted
-            | EventKind::ServerWoken
-            | EventKind::ServerReleased => {}
-        }
+        state.0.observe(event);
         if state.1.elapsed() < self.every {
             return;
         }
@@ -255,18 +247,8 @@ impl Reporter {
         });
         // No plan yet: no comment to show, the status says it all.
         let result = posted.unwrap_or_else(|| {
-            self.runtime.block_on(async {
-                self.github
-                    .set_status(
-                        &self.pinned.sha,
-                        status.state.as_str(),
-                        &status.description,
-                        &status.context,
-                        status.target_url.as_deref(),
-                    )
-                    .await
-                    .map_err(anyhow::Error::from)
-            })
+            let posted = crate::publish::set_status(&self.github, &self.pinned.sha, &status);
+            self.runtime.block_on(posted).map_err(anyhow::Error::from)
         });
         if let Err(error) = result {
             eprintln!("prgate: could not post the error status: {error:#}");

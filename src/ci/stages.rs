@@ -6,11 +6,13 @@
 //! Each stage wires crates together: the plan is scope's, the schedule and its assignment of
 //! targets to nodes the runner's (`prgate_runner::schedule::assignment`), a split run's job plan
 //! merged by the runner (`prgate_runner::job::merge_node_job`), the progress table report's
-//! (`prgate_report::progress`), the verdict the gate's. Every stage after the pin runs under
-//! [`guarded`], so an error, a panic or a signal is posted as the `error` status.
+//! (`prgate_report::progress`), the verdict the gate's, and the checks of a final verdict that
+//! never reported too (`prgate_gate::pending`); a merge queue's commit is judged by scope
+//! (`prgate_scope::queue`, wired by `crate::trigger::queue`). Every stage after the pin runs
+//! under [`guarded`], so an error, a panic or a signal is posted as the `error` status.
 //!
 //! What it leaves to others: the flags (`super`), posting to the PR (`super::reporter`), the
-//! trigger's decision (`crate::trigger`).
+//! trigger's decisions (`prgate_github::trigger`, called by `crate::trigger`).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -19,27 +21,27 @@ use std::time::Instant;
 use anyhow::Context as _;
 use std::collections::BTreeSet;
 
-use prgate_gate::State;
 use prgate_gate::evidence::Evidence;
-use prgate_report::status::{StatusSettings, error_status};
+use prgate_report::status::{Status, StatusSettings, StatusState, error_status};
 use prgate_runner::job::RecipePaths;
 use prgate_runner::node::NodeProfile;
 use prgate_runner::run::{DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, RunInputs, RunRequest};
 use prgate_runner::schedule::assignment::Assignment;
 use prgate_runner::schedule::{History, Node as ScheduleNode};
-use prgate_scope::{FileList, Plan, PlanRequest};
+use prgate_scope::{Plan, PlanRequest};
 
 use super::reporter::{CommentObserver, Reporter, gpu_time_words, images};
 use super::{Settings, write};
 use crate::gate::Outcome;
 use crate::run::{ExecutorSettings, RunFiles};
 use crate::trigger::Decision;
-use crate::trigger::queue::QueueVerdict;
 use prgate_gate::JobPlan;
+use prgate_github::GitHub;
 use prgate_github::actions::JobsResult;
 use prgate_github::event::Event;
-use prgate_github::pin::Pinned;
+use prgate_github::pin::{Pinned, QueuePin};
 use prgate_report::progress::CheckStates;
+use prgate_scope::queue::QueueVerdict;
 
 /// What the trigger gave.
 enum Pin {
@@ -57,14 +59,7 @@ enum Pin {
 fn pin(args: &Settings) -> anyhow::Result<Pin> {
     let state = args.state.clone();
     std::fs::create_dir_all(&state).with_context(|| format!("creating {}", state.display()))?;
-    let event = match (&args.event, args.pr, &args.sha) {
-        (Some(path), _, _) => crate::files::read_json(path, "event")?,
-        (None, Some(pr), Some(sha)) => {
-            let actor = args.actor.as_deref().context("a dispatch needs --actor (GITHUB_ACTOR)")?;
-            Event::dispatch(pr, sha, actor)
-        }
-        _ => anyhow::bail!("give --event FILE, or --pr N --sha SHA"),
-    };
+    let event = read_event(args)?;
     let (runtime, github) = prgate_github::connect(&args.repository)?;
     github.remember_login(args.bot_login.as_deref());
     let (mut pinned, mut files) =
@@ -76,46 +71,17 @@ fn pin(args: &Settings) -> anyhow::Result<Pin> {
             Decision::Start(pinned, files) => (*pinned, files),
         };
     if let Some(queue) = pinned.merge_group.clone() {
-        let context = prgate_report::status::DEFAULT_CONTEXT;
-        let judged = runtime.block_on(crate::trigger::queue::judge(
-            &github, &args.repo, &pinned, &queue, &files, context,
-        ));
-        match judged {
-            Ok(QueueVerdict::Holds(description)) => {
-                let description = prgate_report::status::fit_description(&description);
-                runtime.block_on(github.set_status(
-                    &pinned.sha,
-                    "success",
-                    &description,
-                    context,
-                    args.run_url.as_deref(),
-                ))?;
-                prgate_github::pin::write_pin(&state, &pinned, &files)?;
-                write(&state.join("settled.txt"), &(description.clone() + "\n"))?;
-                write(&state.join("nodes.json"), "[]\n")?;
-                eprintln!("prgate: merge queue: {description}");
+        match judge_queue(args, &runtime, &github, &pinned, &queue, &files)? {
+            QueueVerdict::Holds(description) => {
+                settle(args, &runtime, &github, &pinned, &files, &description)?;
                 return Ok(Pin::Settled);
             }
-            Ok(QueueVerdict::Rerun { files: again, note }) => {
+            QueueVerdict::Rerun { files: again, note } => {
                 eprintln!("prgate: {note}");
                 files = again;
                 if let Some(queue) = pinned.merge_group.as_mut() {
                     queue.note = Some(note);
                 }
-            }
-            Err(error) => {
-                let status = error_status(&format!("{error:#}"), &StatusSettings::default());
-                let posted = runtime.block_on(github.set_status(
-                    &pinned.sha,
-                    status.state.as_str(),
-                    &status.description,
-                    &status.context,
-                    args.run_url.as_deref(),
-                ));
-                if let Err(also) = posted {
-                    eprintln!("prgate: could not post the error status: {also:#}");
-                }
-                return Err(error);
             }
         }
     }
@@ -125,6 +91,68 @@ fn pin(args: &Settings) -> anyhow::Result<Pin> {
         pinned.number, pinned.sha, pinned.triggered_by
     );
     Ok(Pin::Started(Reporter::new(args, runtime, github, pinned), files))
+}
+
+/// The event: `--event FILE`, or a dispatch from the command line (`--pr`, `--sha`, `--actor`).
+fn read_event(args: &Settings) -> anyhow::Result<Event> {
+    match (&args.event, args.pr, &args.sha) {
+        (Some(path), _, _) => crate::files::read_json(path, "event"),
+        (None, Some(pr), Some(sha)) => {
+            let actor = args.actor.as_deref().context("a dispatch needs --actor (GITHUB_ACTOR)")?;
+            Ok(Event::dispatch(pr, sha, actor))
+        }
+        _ => anyhow::bail!("give --event FILE, or --pr N --sha SHA"),
+    }
+}
+
+/// The merge queue's judgement of the pinned merge commit; an error is also posted as the
+/// `error` status there (the queue waits on it).
+fn judge_queue(
+    args: &Settings,
+    runtime: &tokio::runtime::Runtime,
+    github: &GitHub,
+    pinned: &Pinned,
+    queue: &QueuePin,
+    files: &[String],
+) -> anyhow::Result<QueueVerdict> {
+    let context = prgate_report::status::DEFAULT_CONTEXT;
+    let judged = runtime
+        .block_on(crate::trigger::queue::judge(github, &args.repo, pinned, queue, files, context));
+    if let Err(error) = &judged {
+        let settings = StatusSettings { target_url: args.run_url.clone(), ..Default::default() };
+        let status = error_status(&format!("{error:#}"), &settings);
+        let posted = runtime.block_on(crate::publish::set_status(github, &pinned.sha, &status));
+        if let Err(also) = posted {
+            eprintln!("prgate: could not post the error status: {also:#}");
+        }
+    }
+    judged
+}
+
+/// The PR's result holds for the merge commit: `success` posted there with `description`, and
+/// the state folder says so (the pin, `settled.txt`, no nodes).
+fn settle(
+    args: &Settings,
+    runtime: &tokio::runtime::Runtime,
+    github: &GitHub,
+    pinned: &Pinned,
+    files: &[String],
+    description: &str,
+) -> anyhow::Result<()> {
+    let status = Status {
+        state: StatusState::Success,
+        context: prgate_report::status::DEFAULT_CONTEXT.to_owned(),
+        description: prgate_report::status::fit_description(description),
+        target_url: args.run_url.clone(),
+    };
+    runtime.block_on(crate::publish::set_status(github, &pinned.sha, &status))?;
+    let description = status.description;
+    let state = &args.state;
+    prgate_github::pin::write_pin(state, pinned, files)?;
+    write(&state.join("settled.txt"), &(description.clone() + "\n"))?;
+    write(&state.join("nodes.json"), "[]\n")?;
+    eprintln!("prgate: merge queue: {description}");
+    Ok(())
 }
 
 /// Runs `work`; whatever it ends in other than a result (an error, a panic) is posted as the
@@ -257,29 +285,7 @@ pub(super) fn finish(args: &Settings) -> anyhow::Result<Outcome> {
             state.nodes = schedule.nodes().map(str::to_owned).collect();
             state.estimate = schedule.estimate().map(str::to_owned);
         });
-        let mut evidence = Vec::new();
-        let mut reported = BTreeSet::new();
-        let mut job: Option<JobPlan> = None;
-        for dir in &args.evidence {
-            let records = dir.join("evidence");
-            let records = if records.is_dir() { records } else { dir.clone() };
-            if !records.is_dir() {
-                // Nothing came back from that job: the check below names its node.
-                continue;
-            }
-            let (_files, found) = crate::gate::read_evidence(&records)?;
-            for record in &found {
-                if let Some(node) = &record.provenance.node {
-                    reported.insert(node.clone());
-                }
-            }
-            let job_path = dir.join(prgate_runner::results::JOB_FILE);
-            if job_path.is_file() {
-                let node_job = crate::gate::read_job(&job_path, &plan)?;
-                job = Some(prgate_runner::job::merge_node_job(job.take(), node_job, &found));
-            }
-            evidence.extend(found);
-        }
+        let Gathered { mut evidence, reported, job } = gather(&args.evidence, &plan)?;
         evidence.extend(schedule.unplaced_evidence(&plan));
         reporter.update(|state| {
             state.progress = prgate_report::progress::from_evidence(&plan, &evidence);
@@ -297,6 +303,43 @@ pub(super) fn finish(args: &Settings) -> anyhow::Result<Outcome> {
         anyhow::ensure!(silent.is_empty(), "no evidence came back from {}", silent.join(", "));
         judge_and_post(args, &reporter, &plan, &base, job.as_ref(), &evidence)
     })
+}
+
+/// What the node jobs sent back.
+struct Gathered {
+    evidence: Vec<Evidence>,
+    /// The nodes some evidence names.
+    reported: BTreeSet<String>,
+    /// Their job plans, merged.
+    job: Option<JobPlan>,
+}
+
+/// The evidence and job plans of the node jobs' results folders `dirs` (each `DIR/evidence`,
+/// or `DIR` itself); a folder that is not there is skipped (the finish stage names its node).
+fn gather(dirs: &[PathBuf], plan: &Plan) -> anyhow::Result<Gathered> {
+    let mut gathered = Gathered { evidence: Vec::new(), reported: BTreeSet::new(), job: None };
+    for dir in dirs {
+        let records = dir.join("evidence");
+        let records = if records.is_dir() { records } else { dir.clone() };
+        if !records.is_dir() {
+            // Nothing came back from that job: `finish` names its node.
+            continue;
+        }
+        let (_files, found) = crate::gate::read_evidence(&records)?;
+        for record in &found {
+            if let Some(node) = &record.provenance.node {
+                gathered.reported.insert(node.clone());
+            }
+        }
+        let job_path = dir.join(prgate_runner::results::JOB_FILE);
+        if job_path.is_file() {
+            let node_job = crate::gate::read_job(&job_path, plan)?;
+            let merged = prgate_runner::job::merge_node_job(gathered.job.take(), node_job, &found);
+            gathered.job = Some(merged);
+        }
+        gathered.evidence.extend(found);
+    }
+    Ok(gathered)
 }
 
 /// The nodes of `--nodes FILE` (`[[node]]` tables of `name`, `hardware`, and optionally `gpus`
@@ -319,28 +362,15 @@ fn make_plan(
     files: Vec<String>,
 ) -> anyhow::Result<(Plan, crate::gate::BaseSide)> {
     let pinned = &reporter.pinned;
-    let repository = git2::Repository::open(&args.repo)
-        .with_context(|| format!("opening the repository {}", args.repo.display()))?;
-    for (what, sha) in [("the PR's head", &pinned.sha), ("the base", &pinned.base_sha)] {
-        let oid = git2::Oid::from_str(sha).with_context(|| format!("{what} {sha}"))?;
-        repository.find_commit(oid).with_context(|| {
-            format!(
-                "{what} {sha} is not in {}; fetch it first (git fetch origin pull/{}/head)",
-                args.repo.display(),
-                pinned.number
-            )
-        })?;
-    }
-    drop(repository);
-    let changes = prgate_scope::change::parse_file_list(&(files.join("\n") + "\n"))
+    prgate_scope::git::require_commits(
+        &args.repo,
+        &[("the PR's head", &pinned.sha), ("the base", &pinned.base_sha)],
+        &format!(" (git fetch origin pull/{}/head)", pinned.number),
+    )?;
+    let sides = (pinned.base_sha.as_str(), pinned.sha.as_str());
+    let request = PlanRequest::pinned(&args.repo, sides, &files, pinned.files_truncated)
         .context("the PR's file list")?;
-    let mut plan = prgate_scope::plan(&PlanRequest {
-        repo: args.repo.clone(),
-        base: Some(pinned.base_sha.clone()),
-        head: Some(pinned.sha.clone()),
-        worktree: false,
-        files: Some(FileList { changes, truncated: pinned.files_truncated }),
-    })?;
+    let mut plan = prgate_scope::plan(&request)?;
     // A merge queue's run says why it runs what it runs.
     if let Some(note) = pinned.merge_group.as_ref().and_then(|queue| queue.note.clone()) {
         plan.warnings.push(note);
@@ -389,16 +419,9 @@ fn judge_and_post(
             .and_then(|job| prgate_report::rerun::Reuse::of(job, evidence))
             .map(|reuse| reuse.words());
     });
-    if verdict.result == State::Pending {
-        // The run is over: a check still pending will never report.
-        let missing: Vec<String> = verdict
-            .sections
-            .iter()
-            .flat_map(|section| section.items.iter())
-            .filter(|item| item.state == State::Pending)
-            .map(|item| format!("{} {}", item.model.as_deref().unwrap_or("common"), item.check))
-            .collect();
-        anyhow::bail!("the run ended with checks that never reported: {}", missing.join(", "));
+    // The run is over: a check still pending will never report.
+    if let Some(never) = prgate_gate::pending::NeverReported::of(&verdict) {
+        return Err(never.into());
     }
     reporter.post_final(&verdict)?;
     if let Some(dir) = history_dir(args) {
@@ -422,7 +445,6 @@ fn pipeline(
     reporter: &Arc<Reporter>,
     files: Vec<String>,
 ) -> anyhow::Result<Outcome> {
-    let pinned = &reporter.pinned;
     let node = crate::files::read_node_profile(&args.node)?;
     reporter.update(|state| {
         state.nodes = vec![node.name().to_owned()];
@@ -440,23 +462,44 @@ fn pipeline(
     // The run, with the comment observing the step loop's events: the local executor's, or the
     // SLURM jobs' as the executor passes them on.
     let results = args.work.join("results");
-    let events = args.work.join("events.jsonl");
     let comment = CommentObserver {
         reporter,
         plan: &plan,
         every: args.update_every,
         state: Mutex::new((CheckStates::default(), Instant::now())),
     };
+    run_observed(args, &node, &base, &results, &comment).context("running the plan")?;
+    reporter.update(|state| {
+        state.progress = comment.progress();
+        state.gpu_time = gpu_time_words(std::slice::from_ref(&results));
+    });
+    let (_files, evidence) = crate::gate::read_evidence(&results.join("evidence"))?;
+    let job_path = results.join(prgate_runner::results::JOB_FILE);
+    let job = job_path.is_file().then(|| crate::gate::read_job(&job_path, &plan)).transpose()?;
+    judge_and_post(args, reporter, &plan, &base, job.as_ref(), &evidence)
+}
+
+/// The comment's plan run on this node into `results`, by the executor the command line names,
+/// with `comment` observing the step loop.
+fn run_observed(
+    args: &Settings,
+    node: &NodeProfile,
+    base: &crate::gate::BaseSide,
+    results: &Path,
+    comment: &CommentObserver<'_>,
+) -> anyhow::Result<()> {
+    let (plan, pinned) = (comment.plan, &comment.reporter.pinned);
+    let events = args.work.join("events.jsonl");
     let target = Target {
-        node: &node,
-        results: &results,
+        node,
+        results,
         events: &events,
         only_models: None,
         progress: false,
-        observer: Some(&comment),
+        observer: Some(comment),
     };
     match &args.run.executor {
-        ExecutorSettings::Local => run_plan(args, &plan, &base, pinned, &target).map(|summary| {
+        ExecutorSettings::Local => run_plan(args, plan, base, pinned, &target).map(|summary| {
             for note in &summary.notes {
                 eprintln!("note: {note}");
             }
@@ -467,7 +510,7 @@ fn pipeline(
             let files = RunFiles {
                 plan: &plan_path,
                 node: &args.node,
-                results: &results,
+                results,
                 repo: &args.repo,
                 events: Some(&events),
                 title: Some(&pinned.title),
@@ -477,18 +520,9 @@ fn pipeline(
                 args.reuse,
                 &args.run_url.clone().unwrap_or_else(|| results.display().to_string()),
             );
-            crate::run::run_slurm(&args.run, slurm, &files, &plan, &node, &reuse, Some(&comment))
+            crate::run::run_slurm(&args.run, slurm, &files, plan, node, &reuse, Some(comment))
         }
     }
-    .context("running the plan")?;
-    reporter.update(|state| {
-        state.progress = comment.progress();
-        state.gpu_time = gpu_time_words(std::slice::from_ref(&results));
-    });
-    let (_files, evidence) = crate::gate::read_evidence(&results.join("evidence"))?;
-    let job_path = results.join(prgate_runner::results::JOB_FILE);
-    let job = job_path.is_file().then(|| crate::gate::read_job(&job_path, &plan)).transpose()?;
-    judge_and_post(args, reporter, &plan, &base, job.as_ref(), &evidence)
 }
 
 /// Where and what a run of the plan runs.

@@ -8,7 +8,7 @@
 //! [`Overlap`] out.
 //!
 //! What it leaves to others: making the plans and the queue's file lists (git, the binary),
-//! saying what it means for the merge commit's status (the binary's `trigger::queue`).
+//! saying what it means for the merge commit's status ([`crate::queue`]).
 
 use std::collections::BTreeSet;
 
