@@ -88,10 +88,12 @@ pub enum ScopeError {
     Manifest(#[from] ManifestError),
     #[error("--worktree needs a working tree, and {repo} is a bare repository")]
     BareRepository { repo: PathBuf },
-    #[error("{what}: {source}")]
-    Git { what: String, source: git2::Error },
-    #[error("reading {path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    // The cause is in the message, so it is not also the error's `source` (a chain printed
+    // with `{:#}` would say it twice).
+    #[error("{what}: {error}")]
+    Git { what: String, error: git2::Error },
+    #[error("reading {path}: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
     #[error("opening the repository {repo}")]
     OpenRepository { repo: PathBuf, source: git2::Error },
     #[error("{what} {sha} is not in {repo}; fetch it first{hint}")]
@@ -509,11 +511,11 @@ fn worktree_text(root: &Path, path: &str) -> Result<Option<String>, ScopeError> 
         Ok(metadata) if metadata.is_file() => {}
         Ok(_) => return Ok(None),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => return Err(ScopeError::Io { path: full, source }),
+        Err(error) => return Err(ScopeError::Io { path: full, error }),
     }
     std::fs::read(&full)
         .map(|bytes| Some(String::from_utf8_lossy(&bytes).into_owned()))
-        .map_err(|source| ScopeError::Io { path: full, source })
+        .map_err(|error| ScopeError::Io { path: full, error })
 }
 
 fn head_source(worktree: bool) -> DiffSource {
@@ -958,13 +960,26 @@ fn pinned_commit<'r>(
     })
 }
 
-fn git_error(what: String, source: git2::Error) -> ScopeError {
-    ScopeError::Git { what, source }
+fn git_error(what: String, error: git2::Error) -> ScopeError {
+    ScopeError::Git { what, error }
 }
 
 #[cfg(test)]
 mod tests {
     use super::{PlanRequest, WalkScope};
+
+    #[test]
+    fn a_git_error_says_its_cause_once() {
+        // Its message holds the cause: were it also the source, `{:#}` would repeat it.
+        let error =
+            super::git_error("reading the tree of h1".to_owned(), git2::Error::from_str("boom"));
+        assert_eq!(error.to_string(), "reading the tree of h1: boom");
+        assert!(std::error::Error::source(&error).is_none());
+        let io =
+            super::ScopeError::Io { path: "repo/x".into(), error: std::io::Error::other("gone") };
+        assert_eq!(io.to_string(), "reading repo/x: gone");
+        assert!(std::error::Error::source(&io).is_none());
+    }
 
     #[test]
     fn a_pinned_run_plans_the_listed_paths_between_its_commits() {
