@@ -401,30 +401,8 @@ impl EventWriter {
         self
     }
 
-    /// Records that `step` started.
-    pub fn step_started(&self, step: &StepId) -> Result<StepStarted, ResultsError> {
-        let event = event_started(step);
-        self.emit(&event)?;
-        Ok(StepStarted::of(&event))
-    }
-
-    /// Records that `step`, started at `started`, finished with `record`.
-    pub fn step_finished(
-        &self,
-        step: &StepId,
-        started: StepStarted,
-        record: &Evidence,
-    ) -> Result<(), ResultsError> {
-        self.emit(&event_finished(step, started, record))
-    }
-
-    /// Records that `step` was done by an earlier run.
-    pub fn step_skipped(&self, step: &StepId) -> Result<(), ResultsError> {
-        self.emit(&event_skipped(step))
-    }
-
-    /// Appends an event another writer recorded, as it is: a SLURM job's events, passed on
-    /// to the run's stream.
+    /// Appends `event` as it is: one stamped by [`event_started`] and its kin, or one another
+    /// writer recorded (a SLURM job's events, passed on to the run's stream).
     pub fn append(&self, event: &Event) -> Result<(), ResultsError> {
         self.emit(event)
     }

@@ -219,17 +219,19 @@ fn events_are_json_lines_appended_per_event() {
     let common = StepId::new(None, Check::CommonTests, Side::Base, None);
     {
         let events = EventWriter::create(&path).expect("the event stream opens");
-        let started = events.step_started(&step).expect("an event is written");
+        let started_event = event_started(&step);
+        events.append(&started_event).expect("an event is written");
+        let started = StepStarted::of(&started_event);
         // Each line is in the file as soon as it is written.
         let text = std::fs::read_to_string(&path).expect("the stream is read");
         assert_eq!(text.lines().count(), 1);
         let done = record(Some("kimi_k31"), Check::Accuracy, Side::Pr, not_run(Some("gsm8k")));
-        events.step_finished(&step, started, &done).expect("an event is written");
+        events.append(&event_finished(&step, started, &done)).expect("an event is written");
     }
     // A resumed run appends.
     EventWriter::create(&path)
         .expect("the event stream opens again")
-        .step_skipped(&common)
+        .append(&event_skipped(&common))
         .expect("an event is written");
 
     let text = std::fs::read_to_string(&path).expect("the stream is read");
@@ -299,7 +301,7 @@ fn an_event_with_an_unknown_key_is_refused() {
     let root = tempfile::tempdir().expect("a temporary directory");
     let path = root.path().join("events.jsonl");
     let step = StepId::new(Some("kimi_k31"), Check::Accuracy, Side::Pr, Some(Part::named("gsm8k")));
-    EventWriter::create(&path).expect("opens").step_skipped(&step).expect("written");
+    EventWriter::create(&path).expect("opens").append(&event_skipped(&step)).expect("written");
     let line = std::fs::read_to_string(&path).expect("read");
     let mut value: serde_json::Value = serde_json::from_str(line.trim()).expect("an event");
     serde_json::from_value::<Event>(value.clone()).expect("the written event reads back");
