@@ -59,6 +59,17 @@ pub struct Job {
     pub(crate) common: Option<CommonSource>,
 }
 
+/// Why a model's base side has nothing to run: its commands never come from the PR.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum NoBaseRecipe {
+    #[error(
+        "the base side has no valid recipe at {path} to take its commands from (they never come from the PR)"
+    )]
+    NotValidAt { path: String },
+    #[error("the PR has no valid recipe")]
+    NoPrRecipe,
+}
+
 /// What a model target runs with.
 #[derive(Debug)]
 pub(crate) struct ModelRecipes {
@@ -69,7 +80,7 @@ pub(crate) struct ModelRecipes {
     /// What the base side runs ([`contract::decide`]): its own recipe; the PR's for a model
     /// new in the PR (its baseline is SGLang's own path in the PR's tree); why there is none
     /// when the base tree has no valid recipe (its commands never come from the PR).
-    pub base: Result<Box<Recipe>, String>,
+    pub base: Result<Box<Recipe>, NoBaseRecipe>,
     /// Whether both sides' recipe files are the same bytes: only then may the base side's
     /// results go into the node's cache.
     pub unchanged: bool,
@@ -293,14 +304,11 @@ fn contract_sides(
     pr: RecipeSource,
     node: &NodeProfile,
     renames: &Renames,
-) -> (RecipeSource, Result<Box<Recipe>, String>, prgate_gate::job::Contract) {
+) -> (RecipeSource, Result<Box<Recipe>, NoBaseRecipe>, prgate_gate::job::Contract) {
     let RecipeSource::Parsed { recipe, path, hash } = pr else {
         let why = match base {
-            Some(base) => format!(
-                "the base side has no valid recipe at {} to take its commands from (they never come from the PR)",
-                base.path()
-            ),
-            None => "the PR has no valid recipe".to_owned(),
+            Some(base) => NoBaseRecipe::NotValidAt { path: base.path().to_owned() },
+            None => NoBaseRecipe::NoPrRecipe,
         };
         return (pr, Err(why), prgate_gate::job::Contract::default());
     };
@@ -313,10 +321,9 @@ fn contract_sides(
         (Some(_), _) => Ok(Box::new(sides.base)),
         // A model new in the PR: its baseline is SGLang's own path in the PR's tree.
         (None, None) if model.new => Ok(Box::new(sides.base)),
-        (None, base) => Err(format!(
-            "the base side has no valid recipe at {} to take its commands from (they never come from the PR)",
-            base.map_or(path.as_str(), RecipeSource::path)
-        )),
+        (None, base) => Err(NoBaseRecipe::NotValidAt {
+            path: base.map_or(path.as_str(), RecipeSource::path).to_owned(),
+        }),
     };
     let pr = RecipeSource::Parsed { recipe: Box::new(sides.pr), path, hash };
     (pr, base_side, sides.contract)

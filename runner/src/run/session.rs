@@ -474,7 +474,7 @@ fn model_job<'j>(
     steps::ModelJob {
         model,
         recipe,
-        base_recipe: recipes.base.as_deref().map_err(String::as_str),
+        base_recipe: recipes.base.as_deref(),
         cacheable: recipes.unchanged,
         base_own: recipes.base_own.as_deref(),
         target,

@@ -34,7 +34,7 @@ use super::server::with_log_tail;
 use super::{RunError, RunRequest, RunSummary, StepFailure, evidence, not_run};
 use crate::cache::Cache;
 use crate::gpu_time::{Phase, PhaseClock, ServersUsed};
-use crate::job::{CommonSource, RecipeSource};
+use crate::job::{CommonSource, NoBaseRecipe, RecipeSource};
 use crate::key::Key;
 use crate::recipe::{Install, Recipe};
 use crate::results::{Part, ResultsDir, StepId, StepStarted};
@@ -99,7 +99,7 @@ pub(super) struct ModelJob<'j> {
     pub recipe: &'j RecipeSource,
     /// What the base side runs ([`crate::recipe::contract::decide`]): its own recipe, or why
     /// the base side has nothing to run.
-    pub base_recipe: Result<&'j Recipe, &'j str>,
+    pub base_recipe: Result<&'j Recipe, &'j NoBaseRecipe>,
     /// Whether the base side's results may go into the node's cache: both sides' recipes are
     /// the same file, so nothing of the PR's produced them.
     pub cacheable: bool,
@@ -144,9 +144,9 @@ impl ModelJob<'_> {
     /// `no-recipe` when the base side has none to take them from.
     fn side_recipe<'a>(&'a self, pr: &'a Recipe, side: Side) -> Result<&'a Recipe, StepFailure> {
         match side {
-            Side::Base => {
-                self.base_recipe.map_err(|why| StepFailure::new(NotRunReason::NoRecipe, why))
-            }
+            Side::Base => self
+                .base_recipe
+                .map_err(|why| StepFailure::new(NotRunReason::NoRecipe, why.to_string())),
             Side::Pr | Side::Both => Ok(pr),
         }
     }
