@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
-use prgate_runner::container::{Engine, RunId};
+use prgate_runner::container::Engine;
 use prgate_runner::job::RecipePaths;
 use prgate_runner::node::NodeProfile;
 use prgate_runner::preflight::Thresholds;
@@ -260,7 +260,8 @@ impl RunSettings {
                         "no container engine; install docker or podman, or run trees you trust with --isolation host --trust-pr-code",
                     )?,
                 };
-                Isolation::Container { engine, run: run_id(plan, results)? }
+                let run = prgate_runner::run_id::run_id(&plan.head.sha, results)?;
+                Isolation::Container { engine, run }
             }
         })
     }
@@ -343,39 +344,9 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
         }
         return run_slurm(&settings, slurm, &files, &plan, &node, &reuse, None);
     }
-    for name in &args.only_models {
-        if name != COMMON_CHECKS && !plan.models.iter().any(|model| &model.name == name) {
-            anyhow::bail!(
-                "--only-model {name}: the plan has no such model\nhint: {COMMON_CHECKS} names the common checks"
-            );
-        }
-    }
-    let gain_required = prgate_gate::title::requires_gain(files.title, &base.config.gain.types);
-    let isolation = settings.isolation(&plan, files.results)?;
-    let preflight = settings.preflight_mode();
-    let request = RunRequest {
-        inputs: RunInputs {
-            plan: &plan,
-            repo: files.repo,
-            node: &node,
-            results: files.results,
-            events: files.events,
-            recipes: RecipePaths { model: DEFAULT_RECIPE_PATH, common: files.common_recipe },
-            accept_narrowing: settings.accept_narrowing,
-        },
-        gate: &base.config,
-        gain_required,
-        python: &settings.python,
-        time_limit: settings.time_limit,
-        progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
-        isolation: &isolation,
-        wait_lock: settings.wait_lock,
-        preflight: &preflight,
-        only_models: (!args.only_models.is_empty()).then_some(args.only_models.as_slice()),
-        observer: None,
-        reuse: &reuse,
-    };
-    let summary = prgate_runner::run::run(&request).context("running the plan")?;
+    let only_models = only_models(&args.only_models, &plan)?;
+    let run = LocalRun { settings: &settings, files: &files, plan: &plan, node: &node };
+    let summary = run.run(&base, only_models, &reuse)?;
     for note in &summary.notes {
         eprintln!("note: {note}");
     }
@@ -389,24 +360,70 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--only-model`, checked against the plan: `None` when it names none (every model runs).
+fn only_models<'a>(names: &'a [String], plan: &Plan) -> anyhow::Result<Option<&'a [String]>> {
+    for name in names {
+        if name != COMMON_CHECKS && !plan.models.iter().any(|model| &model.name == name) {
+            anyhow::bail!(
+                "--only-model {name}: the plan has no such model\nhint: {COMMON_CHECKS} names the common checks"
+            );
+        }
+    }
+    Ok((!names.is_empty()).then_some(names))
+}
+
+/// `prgate run --executor local`: the plan run on this node, step after step.
+struct LocalRun<'a> {
+    settings: &'a RunSettings,
+    files: &'a RunFiles<'a>,
+    plan: &'a Plan,
+    node: &'a NodeProfile,
+}
+
+impl LocalRun<'_> {
+    /// Runs the models `only_models` names (all when `None`), judged by `base`'s settings.
+    fn run(
+        &self,
+        base: &crate::gate::BaseSide,
+        only_models: Option<&[String]>,
+        reuse: &ReuseMode,
+    ) -> anyhow::Result<prgate_runner::run::RunSummary> {
+        let (settings, files) = (self.settings, self.files);
+        let gain_required = prgate_gate::title::requires_gain(files.title, &base.config.gain.types);
+        let isolation = settings.isolation(self.plan, files.results)?;
+        let preflight = settings.preflight_mode();
+        let request = RunRequest {
+            inputs: RunInputs {
+                plan: self.plan,
+                repo: files.repo,
+                node: self.node,
+                results: files.results,
+                events: files.events,
+                recipes: RecipePaths { model: DEFAULT_RECIPE_PATH, common: files.common_recipe },
+                accept_narrowing: settings.accept_narrowing,
+            },
+            gate: &base.config,
+            gain_required,
+            python: &settings.python,
+            time_limit: settings.time_limit,
+            progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            isolation: &isolation,
+            wait_lock: settings.wait_lock,
+            preflight: &preflight,
+            only_models,
+            observer: None,
+            reuse,
+        };
+        prgate_runner::run::run(&request).context("running the plan")
+    }
+}
+
 /// Whether a run reuses (and saves) judged steps, from the command line; `run` names this run.
 pub(crate) fn reuse_mode(switch: Switch, run: &str) -> ReuseMode {
     match switch {
         Switch::Off => ReuseMode::Off,
         Switch::On => ReuseMode::Node { run: run.to_owned() },
     }
-}
-
-/// The run's id, which names its containers: the PR commit's first 12 digits and a hash of the
-/// results directory, so that a resumed run (same directory) finds a killed attempt's
-/// containers, and two runs of one commit into two directories do not share them.
-fn run_id(plan: &Plan, results: &std::path::Path) -> anyhow::Result<RunId> {
-    let absolute = std::path::absolute(results)
-        .with_context(|| format!("the results directory {}", results.display()))?;
-    let key = prgate_runner::key::Key::of(absolute.as_os_str().as_encoded_bytes());
-    let sha: String = plan.head.sha.chars().take(12).collect();
-    let id = format!("{sha}-{}", key.short());
-    Ok(RunId::new(&id)?)
 }
 
 /// `prgate run --executor slurm`: a job per model, each running this program's local executor
