@@ -17,17 +17,14 @@ use prgate_report::comment::{
     CommentInput, Header, ReportLink, render_comment, render_full_report,
 };
 use prgate_report::status::{StatusSettings, commit_status};
-use prgate_runner::job::RecipePaths;
 use prgate_runner::node::NodeProfile;
 use prgate_runner::results::ResultsDir;
 use prgate_runner::reuse::ReuseMode;
-use prgate_runner::run::{
-    DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, Isolation, PreflightMode, RunInputs,
-    RunRequest,
-};
+use prgate_runner::run::DEFAULT_COMMON_RECIPE_PATH;
 use prgate_scope::PlanRequest;
 use prgate_scope::plan::Plan;
 
+use crate::run::{ExecutorSettings, IsolationArg, LocalRun, RunSettings};
 use crate::sample::{self, SamplePr};
 
 /// Run prgate on a built-in sample repository and its pull requests (no GPU, no network).
@@ -559,14 +556,29 @@ impl Ledger {
     }
 }
 
-/// A plan run on the demo's node, as `prgate run --isolation host --trust-pr-code --preflight off`
-/// runs it (the sample is the demo's own tree).
+/// A plan run on the demo's node, as `prgate run --isolation host --trust-pr-code --preflight
+/// off --wait-lock 10m` runs it ([`run_settings`]), and judged.
 struct OnNode<'a> {
     plan: &'a Plan,
     repo: &'a Path,
     node: &'a NodeProfile,
     base: &'a crate::gate::BaseSide,
     title: Option<&'a str>,
+}
+
+/// How the demo runs a plan. The sample's trees are prgate's own: no container needed on a
+/// laptop, and it has no GPU to check.
+fn run_settings() -> RunSettings {
+    RunSettings {
+        python: PathBuf::from("python3"),
+        time_limit: None,
+        isolation: IsolationArg::Host,
+        engine: None,
+        wait_lock: Some(std::time::Duration::from_secs(600)),
+        preflight: None,
+        executor: ExecutorSettings::Local,
+        accept_narrowing: false,
+    }
 }
 
 impl OnNode<'_> {
@@ -577,36 +589,17 @@ impl OnNode<'_> {
         events: Option<&Path>,
         reuse: &ReuseMode,
     ) -> anyhow::Result<prgate_runner::run::RunSummary> {
-        let config = &self.base.config;
-        let python = PathBuf::from("python3");
-        let run = RunRequest {
-            inputs: RunInputs {
-                plan: self.plan,
-                repo: self.repo,
-                node: self.node,
-                results,
-                events,
-                recipes: RecipePaths {
-                    model: DEFAULT_RECIPE_PATH,
-                    common: DEFAULT_COMMON_RECIPE_PATH,
-                },
-                accept_narrowing: false,
-            },
-            gate: config,
-            gain_required: prgate_gate::title::requires_gain(self.title, &config.gain.types),
-            python: &python,
-            time_limit: None,
+        let run = LocalRun {
+            settings: &run_settings(),
+            plan: self.plan,
+            node: self.node,
+            repo: self.repo,
+            base: self.base,
+            title: self.title,
+            common_recipe: DEFAULT_COMMON_RECIPE_PATH,
             progress: false,
-            // The sample's trees are prgate's own: no container needed on a laptop.
-            isolation: &Isolation::Host,
-            wait_lock: Some(std::time::Duration::from_secs(600)),
-            // A laptop has no GPU to check.
-            preflight: &PreflightMode::Off,
-            only_models: None,
-            observer: None,
-            reuse,
         };
-        prgate_runner::run::run(&run).context("running the plan")
+        run.run(results, events, None, reuse)
     }
 
     /// The evidence in `results`, its job plan, and the gate's final verdict on them.

@@ -345,8 +345,17 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
         return run_slurm(&settings, slurm, &files, &plan, &node, &reuse, None);
     }
     let only_models = only_models(&args.only_models, &plan)?;
-    let run = LocalRun { settings: &settings, files: &files, plan: &plan, node: &node };
-    let summary = run.run(&base, only_models, &reuse)?;
+    let run = LocalRun {
+        settings: &settings,
+        plan: &plan,
+        node: &node,
+        repo: files.repo,
+        base: &base,
+        title: files.title,
+        common_recipe: files.common_recipe,
+        progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+    };
+    let summary = run.run(files.results, files.events, only_models, &reuse)?;
     for note in &summary.notes {
         eprintln!("note: {note}");
     }
@@ -372,41 +381,49 @@ fn only_models<'a>(names: &'a [String], plan: &Plan) -> anyhow::Result<Option<&'
     Ok((!names.is_empty()).then_some(names))
 }
 
-/// `prgate run --executor local`: the plan run on this node, step after step.
-struct LocalRun<'a> {
-    settings: &'a RunSettings,
-    files: &'a RunFiles<'a>,
-    plan: &'a Plan,
-    node: &'a NodeProfile,
+/// A plan run on this node by the local executor, step after step, as `prgate run --executor
+/// local` runs it (the demo runs its sample's plans so too).
+pub(crate) struct LocalRun<'a> {
+    pub(crate) settings: &'a RunSettings,
+    pub(crate) plan: &'a Plan,
+    pub(crate) node: &'a NodeProfile,
+    pub(crate) repo: &'a Path,
+    /// The base side's settings, which judge the steps.
+    pub(crate) base: &'a crate::gate::BaseSide,
+    /// The PR's title, for the gain rule.
+    pub(crate) title: Option<&'a str>,
+    pub(crate) common_recipe: &'a str,
+    /// Whether the run shows its progress on standard error.
+    pub(crate) progress: bool,
 }
 
 impl LocalRun<'_> {
-    /// Runs the models `only_models` names (all when `None`), judged by `base`'s settings.
-    fn run(
+    /// Runs the models `only_models` names (all when `None`) into `results`.
+    pub(crate) fn run(
         &self,
-        base: &crate::gate::BaseSide,
+        results: &Path,
+        events: Option<&Path>,
         only_models: Option<&[String]>,
         reuse: &ReuseMode,
     ) -> anyhow::Result<prgate_runner::run::RunSummary> {
-        let (settings, files) = (self.settings, self.files);
-        let gain_required = prgate_gate::title::requires_gain(files.title, &base.config.gain.types);
-        let isolation = settings.isolation(self.plan, files.results)?;
+        let (settings, config) = (self.settings, &self.base.config);
+        let isolation = settings.isolation(self.plan, results)?;
         let preflight = settings.preflight_mode();
         let request = RunRequest {
             inputs: RunInputs {
                 plan: self.plan,
-                repo: files.repo,
+                repo: self.repo,
                 node: self.node,
-                results: files.results,
-                events: files.events,
-                recipes: RecipePaths { model: DEFAULT_RECIPE_PATH, common: files.common_recipe },
+                results,
+                events,
+                recipes: RecipePaths { model: DEFAULT_RECIPE_PATH, common: self.common_recipe },
                 accept_narrowing: settings.accept_narrowing,
             },
-            gate: &base.config,
-            gain_required,
+            gate: config,
+            gain_required: prgate_gate::title::requires_gain(self.title, &config.gain.types),
             python: &settings.python,
             time_limit: settings.time_limit,
-            progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            progress: self.progress,
             isolation: &isolation,
             wait_lock: settings.wait_lock,
             preflight: &preflight,
