@@ -5,7 +5,6 @@
 //! and the gate's verdict; each PR's final comment, status line and full report are written as
 //! files; and at the end a table of which PR passed and which failed, and why.
 
-use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -18,17 +17,14 @@ use prgate_report::comment::{
     CommentInput, Header, ReportLink, render_comment, render_full_report,
 };
 use prgate_report::status::{StatusSettings, commit_status};
-use prgate_runner::job::RecipePaths;
 use prgate_runner::node::NodeProfile;
 use prgate_runner::results::ResultsDir;
 use prgate_runner::reuse::ReuseMode;
-use prgate_runner::run::{
-    DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, Isolation, PreflightMode, RunInputs,
-    RunRequest,
-};
+use prgate_runner::run::DEFAULT_COMMON_RECIPE_PATH;
 use prgate_scope::PlanRequest;
 use prgate_scope::plan::Plan;
 
+use crate::run::{ExecutorSettings, IsolationArg, LocalRun, RunSettings};
 use crate::sample::{self, SamplePr};
 
 /// Run prgate on a built-in sample repository and its pull requests (no GPU, no network).
@@ -60,7 +56,45 @@ const DEMO_MARKER: &str = ".prgate-demo";
 pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
     // What the demo needs, before anything runs: without it every test would be "not judged".
     check_prerequisites()?;
-    let dir = &args.out;
+    let dir = prepare_out(&args.out)?;
+    let repo = dir.join("repository");
+    let prs = sample::build(&repo)?;
+    let prs = chosen(prs, &args.only)?;
+    let node = sample::write_node_profile(&dir)?;
+    let demo = Demo { repo: &repo, dir: &dir, node: &node };
+
+    let started = Instant::now();
+    let mut stdout = std::io::stdout().lock();
+    // The sample's history first: its merges are in the ledger when the PRs below run, so a
+    // PR of the drifted model shows the tripped guard in its comment.
+    let history = sample::build_history(&repo)?;
+    let mut outcomes =
+        if args.only.is_empty() { demo.run_history(&history, &mut stdout)? } else { Vec::new() };
+    for pr in &prs {
+        let outcome =
+            demo.run_pr(pr, &mut stdout).with_context(|| format!("sample PR #{}", pr.number))?;
+        outcomes.push((pr.clone(), outcome));
+    }
+
+    writeln!(stdout, "=== Summary ({:.0}s)\n", started.elapsed().as_secs_f64())?;
+    write_summary(&mut stdout, &outcomes)?;
+    writeln!(
+        stdout,
+        "Everything is in {}: the sample repository (repository/), the node profile \
+         (node.toml), and each PR's comment, status, full report, plan, evidence, logs and \
+         verdict (results/pr-N/).\n\
+         Try: prgate plan --repo {} --head {}",
+        args.out.display(),
+        repo.display(),
+        prs[0].branch
+    )?;
+    stdout.flush()?;
+    Ok(())
+}
+
+/// `--out`, emptied (an earlier demo's is replaced; anything else is refused), marked as the
+/// demo's, and made absolute (the node profile wants absolute paths).
+fn prepare_out(dir: &Path) -> anyhow::Result<PathBuf> {
     let occupied = dir.read_dir().map(|mut entries| entries.next().is_some()).unwrap_or(false);
     if occupied {
         anyhow::ensure!(
@@ -74,42 +108,18 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     std::fs::write(dir.join(DEMO_MARKER), "prgate demo output: `prgate demo` may replace it\n")
         .with_context(|| format!("marking {}", dir.display()))?;
-    // The node profile wants absolute paths.
-    let dir = dir.canonicalize().with_context(|| format!("resolving {}", dir.display()))?;
-    let repo = dir.join("repository");
-    let prs = sample::build(&repo)?;
-    let prs = chosen(prs, &args.only)?;
-    let node = write_node_profile(&dir)?;
+    dir.canonicalize().with_context(|| format!("resolving {}", dir.display()))
+}
 
-    let started = Instant::now();
-    let mut stdout = std::io::stdout().lock();
-    let mut outcomes = Vec::new();
-    // The sample's history first: its merges are in the ledger when the PRs below run, so a
-    // PR of the drifted model shows the tripped guard in its comment.
-    let history = sample::build_history(&repo)?;
-    if args.only.is_empty() {
-        for pr in &history {
-            let outcome = run_history_pr(&repo, &dir, &node, pr, &mut stdout)
-                .with_context(|| format!("sample history PR #{}", pr.number))?;
-            merge_history_pr(&repo, &node, pr, &mut stdout)?;
-            outcomes.push((pr.clone(), outcome));
-        }
-        if let Some(tip) = history.last() {
-            anchor_run(&repo, &dir, &node, &tip.branch, &mut stdout).context("the anchor run")?;
-        }
-        show_the_drift_guard(&repo, &dir, &node, &mut stdout)?;
-    }
-    for pr in &prs {
-        let outcome = run_pr(&repo, &dir, &node, pr, &mut stdout)
-            .with_context(|| format!("sample PR #{}", pr.number))?;
-        outcomes.push((pr.clone(), outcome));
-    }
-
-    writeln!(stdout, "=== Summary ({:.0}s)\n", started.elapsed().as_secs_f64())?;
+/// The summary table: each PR's verdict in words, and under it why it did not simply pass.
+fn write_summary(
+    out: &mut impl std::io::Write,
+    outcomes: &[(SamplePr, PrOutcome)],
+) -> anyhow::Result<()> {
     let width = outcomes.iter().map(|(_, outcome)| outcome.result.len()).max().unwrap_or(0);
-    for (pr, outcome) in &outcomes {
+    for (pr, outcome) in outcomes {
         writeln!(
-            stdout,
+            out,
             "#{:<4} {:<width$}  {}",
             pr.number,
             outcome.result,
@@ -118,24 +128,13 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
         for reason in &outcome.why {
             // A reason's later lines (a log's tail) go under it, indented.
             let mut lines = reason.lines();
-            writeln!(stdout, "      {:<width$}  - {}", "", lines.next().unwrap_or_default())?;
+            writeln!(out, "      {:<width$}  - {}", "", lines.next().unwrap_or_default())?;
             for line in lines {
-                writeln!(stdout, "      {:<width$}    {line}", "")?;
+                writeln!(out, "      {:<width$}    {line}", "")?;
             }
         }
     }
-    writeln!(stdout)?;
-    writeln!(
-        stdout,
-        "Everything is in {}: the sample repository (repository/), the node profile \
-         (node.toml), and each PR's comment, status, full report, plan, evidence, logs and \
-         verdict (results/pr-N/).\n\
-         Try: prgate plan --repo {} --head {}",
-        args.out.display(),
-        repo.display(),
-        prs[0].branch
-    )?;
-    stdout.flush()?;
+    writeln!(out)?;
     Ok(())
 }
 
@@ -207,6 +206,21 @@ struct PrOutcome {
     why: Vec<String>,
 }
 
+impl PrOutcome {
+    /// The summary's row of a PR judged `verdict`; `reuse`, what its re-run took over.
+    fn of(verdict: &Verdict, reuse: Option<String>) -> PrOutcome {
+        let mut why = prgate_report::headline::why(verdict);
+        if let Some(reuse) = reuse {
+            why.insert(0, format!("re-run after a flaky failure: {reuse}"));
+        }
+        PrOutcome {
+            result: prgate_report::headline::result_word(verdict).to_owned(),
+            failed: verdict.result == prgate_gate::State::Fail,
+            why,
+        }
+    }
+}
+
 /// The sample PR that runs while the fleet's second node is drained.
 const DRAINED_PR: u32 = 124;
 /// The fleet's second node. Before [`DRAINED_PR`] the demo strikes it three times in the
@@ -229,40 +243,116 @@ fn drain_second_node(node: &NodeProfile) -> Vec<String> {
     prgate_runner::health::record(node, DRAINED_NODE, &strikes, Some(&run))
 }
 
-/// Plan, run and gate one sample PR; prints its summary and verdict.
-fn run_pr(
-    repo: &Path,
-    dir: &Path,
-    node: &NodeProfile,
-    pr: &SamplePr,
-    out: &mut impl std::io::Write,
-) -> anyhow::Result<PrOutcome> {
-    writeln!(out, "=== PR #{}: {}", pr.number, prgate_report::escape::terminal(&pr.title))?;
-    writeln!(out, "    branch {} onto {}", pr.branch, pr.base)?;
-    if pr.number == DRAINED_PR {
-        for note in drain_second_node(node) {
-            writeln!(out, "    note: {note}")?;
-        }
-    }
-    out.flush()?;
-    let request = PlanRequest {
-        repo: repo.to_path_buf(),
-        base: Some(pr.base.to_owned()),
-        head: Some(pr.branch.to_owned()),
-        ..PlanRequest::default()
-    };
-    let plan = prgate_scope::plan(&request).context("planning")?;
-    let results = dir.join("results").join(format!("pr-{}", pr.number));
-    std::fs::create_dir_all(&results).with_context(|| format!("creating {}", results.display()))?;
-    write_json(&results.join("plan.json"), &plan)?;
-    writeln!(out, "    {}", prgate_report::headline::scope_line(&plan))?;
+/// The demo's sample repository, its output folder and its node: what every run of it needs.
+struct Demo<'a> {
+    repo: &'a Path,
+    dir: &'a Path,
+    node: &'a NodeProfile,
+}
 
-    let base = crate::gate::BaseSide::read(repo, &plan)?;
-    let title = Some(pr.title.as_str());
-    let on_node = OnNode { plan: &plan, repo, node, base: &base, title };
-    if pr.reruns {
-        // A PR the demo runs twice: its first run, whose judged steps the second takes over.
-        let first = dir.join("results").join(format!("pr-{}-first-run", pr.number));
+impl Demo<'_> {
+    /// The sample's history: each merged PR run until it passes, then merged into the ledger;
+    /// the anchor run over them; the drift guard and the history page.
+    fn run_history(
+        &self,
+        history: &[SamplePr],
+        out: &mut impl std::io::Write,
+    ) -> anyhow::Result<Vec<(SamplePr, PrOutcome)>> {
+        let mut outcomes = Vec::new();
+        for pr in history {
+            let outcome = self
+                .run_history_pr(pr, out)
+                .with_context(|| format!("sample history PR #{}", pr.number))?;
+            self.merge_history_pr(pr, out)?;
+            outcomes.push((pr.clone(), outcome));
+        }
+        if let Some(tip) = history.last() {
+            self.anchor_run(&tip.branch, out).context("the anchor run")?;
+        }
+        self.show_the_drift_guard(out)?;
+        Ok(outcomes)
+    }
+
+    /// Plan, run and gate one sample PR; prints its summary and verdict.
+    fn run_pr(&self, pr: &SamplePr, out: &mut impl std::io::Write) -> anyhow::Result<PrOutcome> {
+        self.announce(pr, out)?;
+        let plan = self.plan(&pr.base, &pr.branch).context("planning")?;
+        let results = self.results(&format!("pr-{}", pr.number));
+        std::fs::create_dir_all(&results)
+            .with_context(|| format!("creating {}", results.display()))?;
+        write_json(&results.join("plan.json"), &plan)?;
+        writeln!(out, "    {}", prgate_report::headline::scope_line(&plan))?;
+
+        let base = crate::gate::BaseSide::read(self.repo, &plan)?;
+        let on_node = self.on_node(&plan, &base, Some(pr.title.as_str()));
+        if pr.reruns {
+            self.first_run(&on_node, pr, out)?;
+        }
+        let (evidence, job, verdict) = self.final_run(&on_node, pr, &results, out)?;
+        // What was taken over, in the job plan's steps as the comment counts them (a speed
+        // cell's pairs are one step there; the run's own count is of records).
+        let taken = prgate_report::rerun::Reuse::of(&job, &evidence);
+        if let Some(taken) = taken.as_ref().filter(|taken| taken.reused > 0) {
+            writeln!(out, "    took {} judged steps over from the first run", taken.reused)?;
+        }
+        let reuse = taken.map(|reuse| reuse.words());
+        let drift = self.save_to_history(&plan, &base, pr, &verdict, &evidence)?;
+        write_pr_files(&results, &plan, &verdict, pr, self.node, reuse.clone(), drift)?;
+        writeln!(out)?;
+        for line in prgate_report::verdict::human(&verdict).lines() {
+            writeln!(out, "    {line}")?;
+        }
+        writeln!(out)?;
+        out.flush()?;
+        Ok(PrOutcome::of(&verdict, reuse))
+    }
+
+    /// A PR's heading; before [`DRAINED_PR`], the second node drained.
+    fn announce(&self, pr: &SamplePr, out: &mut impl std::io::Write) -> anyhow::Result<()> {
+        writeln!(out, "=== PR #{}: {}", pr.number, prgate_report::escape::terminal(&pr.title))?;
+        writeln!(out, "    branch {} onto {}", pr.branch, pr.base)?;
+        if pr.number == DRAINED_PR {
+            for note in drain_second_node(self.node) {
+                writeln!(out, "    note: {note}")?;
+            }
+        }
+        out.flush()?;
+        Ok(())
+    }
+
+    /// The plan from `base` to `head` in the sample repository.
+    fn plan(&self, base: &str, head: &str) -> anyhow::Result<Plan> {
+        let request = PlanRequest {
+            repo: self.repo.to_path_buf(),
+            base: Some(base.to_owned()),
+            head: Some(head.to_owned()),
+            ..PlanRequest::default()
+        };
+        Ok(prgate_scope::plan(&request)?)
+    }
+
+    /// The results folder `name` (`pr-N`, `anchor`) below the demo's `results/`.
+    fn results(&self, name: &str) -> PathBuf {
+        self.dir.join("results").join(name)
+    }
+
+    fn on_node<'a>(
+        &'a self,
+        plan: &'a Plan,
+        base: &'a crate::gate::BaseSide,
+        title: Option<&'a str>,
+    ) -> OnNode<'a> {
+        OnNode { plan, repo: self.repo, node: self.node, base, title }
+    }
+
+    /// A PR the demo runs twice: its first run, whose judged steps the second takes over.
+    fn first_run(
+        &self,
+        on_node: &OnNode<'_>,
+        pr: &SamplePr,
+        out: &mut impl std::io::Write,
+    ) -> anyhow::Result<()> {
+        let first = self.results(&format!("pr-{}-first-run", pr.number));
         let reuse = ReuseMode::Node { run: format!("results/pr-{}-first-run", pr.number) };
         let summary = on_node.run(&first, None, &reuse)?;
         let (_evidence, _job, verdict) = on_node.judge(&first)?;
@@ -278,72 +368,217 @@ fn run_pr(
                 .join("; ")
         )?;
         writeln!(out, "    a maintainer runs it again: what the first run judged is reused")?;
+        Ok(())
     }
-    let reuse = if pr.reruns {
-        ReuseMode::Node { run: format!("results/pr-{}", pr.number) }
-    } else {
-        ReuseMode::Off
-    };
-    let started = Instant::now();
-    let summary = on_node.run(&results, Some(&results.join("events.jsonl")), &reuse)?;
-    writeln!(
-        out,
-        "    ran {} steps in {:.1}s on simulated servers",
-        summary.recorded,
-        started.elapsed().as_secs_f64()
-    )?;
-    for note in &summary.notes {
-        writeln!(out, "    note: {note}")?;
+
+    /// The PR's run into `results` (reusing its first run's judged steps when it has one),
+    /// judged: its evidence, job plan and verdict (also in `verdict.json`).
+    fn final_run(
+        &self,
+        on_node: &OnNode<'_>,
+        pr: &SamplePr,
+        results: &Path,
+        out: &mut impl std::io::Write,
+    ) -> anyhow::Result<(Vec<Evidence>, JobPlan, Verdict)> {
+        let reuse = if pr.reruns {
+            ReuseMode::Node { run: format!("results/pr-{}", pr.number) }
+        } else {
+            ReuseMode::Off
+        };
+        let started = Instant::now();
+        let summary = on_node.run(results, Some(&results.join("events.jsonl")), &reuse)?;
+        writeln!(
+            out,
+            "    ran {} steps in {:.1}s on simulated servers",
+            summary.recorded,
+            started.elapsed().as_secs_f64()
+        )?;
+        for note in &summary.notes {
+            writeln!(out, "    note: {note}")?;
+        }
+        let judged = on_node.judge(results)?;
+        write_json(&results.join("verdict.json"), &judged.2)?;
+        Ok(judged)
     }
-    let (evidence, job, verdict) = on_node.judge(&results)?;
-    write_json(&results.join("verdict.json"), &verdict)?;
-    // What was taken over, in the job plan's steps as the comment counts them (a speed cell's
-    // pairs are one step there; the run's own count is of records).
-    let taken = prgate_report::rerun::Reuse::of(&job, &evidence);
-    if let Some(taken) = taken.as_ref().filter(|taken| taken.reused > 0) {
-        writeln!(out, "    took {} judged steps over from the first run", taken.reused)?;
+
+    /// As `prgate ci` does: the tripped guards of the PR's models for its comment, then what
+    /// the run measured saved in the history, where it waits for the PR to merge.
+    fn save_to_history(
+        &self,
+        plan: &Plan,
+        base: &crate::gate::BaseSide,
+        pr: &SamplePr,
+        verdict: &Verdict,
+        evidence: &[Evidence],
+    ) -> anyhow::Result<Vec<String>> {
+        let models: Vec<String> = plan.running_models().map(|model| model.name.clone()).collect();
+        let history = prgate_runner::history::history_dir(self.node);
+        let drift = crate::history::alarms(&history, &models, &base.config);
+        let facts = prgate_runner::history::RunFacts {
+            pr: u64::from(pr.number),
+            title: &pr.title,
+            tested_commit: &plan.head.sha,
+            base_commit: plan.base_side_commit(),
+            merge_queue: false,
+            run_url: None,
+        };
+        let saved = prgate_runner::history::save_run(&history, &facts, verdict, evidence);
+        anyhow::ensure!(!saved.starts_with("the history:"), "{saved}");
+        Ok(drift)
     }
-    let reuse = taken.map(|reuse| reuse.words());
-    let models: Vec<String> = plan.running_models().map(|model| model.name.clone()).collect();
-    let history = prgate_runner::history::history_dir(node);
-    let drift = crate::history::alarms(&history, &models, &base.config);
-    let facts = prgate_runner::history::RunFacts {
-        pr: u64::from(pr.number),
-        title: &pr.title,
-        tested_commit: &plan.head.sha,
-        base_commit: plan.base_side_commit(),
-        merge_queue: false,
-        run_url: None,
-    };
-    // As `prgate ci` does: what the run measured waits in the history for the PR to merge.
-    let saved = prgate_runner::history::save_run(&history, &facts, &verdict, &evidence);
-    anyhow::ensure!(!saved.starts_with("the history:"), "{saved}");
-    write_pr_files(&results, &plan, &verdict, pr, node, reuse.clone(), drift)?;
-    writeln!(out)?;
-    for line in prgate_report::verdict::human(&verdict).lines() {
-        writeln!(out, "    {line}")?;
+
+    /// A history PR run until it passes, as a maintainer re-runs a PR whose 1.5% change
+    /// measured 2%: a PR that fails does not merge. Each run starts afresh (the failed cell is
+    /// measured again); the PR's saved run is its last.
+    fn run_history_pr(
+        &self,
+        pr: &SamplePr,
+        out: &mut impl std::io::Write,
+    ) -> anyhow::Result<PrOutcome> {
+        let results = self.results(&format!("pr-{}", pr.number));
+        for attempt in 1..=HISTORY_ATTEMPTS {
+            let outcome = self.run_pr(pr, out)?;
+            if !outcome.failed {
+                return Ok(outcome);
+            }
+            if attempt < HISTORY_ATTEMPTS {
+                writeln!(
+                    out,
+                    "    it does not merge; its small loss measured over the 2% line, so a maintainer runs it again\n"
+                )?;
+                std::fs::remove_dir_all(&results)
+                    .with_context(|| format!("removing {}", results.display()))?;
+            }
+        }
+        anyhow::bail!("PR #{} failed {HISTORY_ATTEMPTS} runs: it cannot merge", pr.number)
     }
-    writeln!(out)?;
-    out.flush()?;
-    let mut why = prgate_report::headline::why(&verdict);
-    if let Some(reuse) = reuse {
-        why.insert(0, format!("re-run after a flaky failure: {reuse}"));
+
+    /// The anchor run, as the weekly workflow runs it: the plan from the reference to the
+    /// history's tip, run on the node with the same machinery as a PR, recorded as `prgate
+    /// history anchor` records it (checked against the chain: agreeing, both count;
+    /// disagreeing, it wins).
+    fn anchor_run(&self, tip: &str, out: &mut impl std::io::Write) -> anyhow::Result<()> {
+        let ledger = Ledger::open(self.repo, self.node)?;
+        let reference = prgate_gate::drift::history(&ledger.dir.lines()?, &ledger.config)
+            .reference
+            .context("the ledger has no reference")?
+            .commit;
+        writeln!(
+            out,
+            "=== The anchor run: the reference {} against the history's tip ({tip})",
+            prgate_gate::history::short(&reference)
+        )?;
+        out.flush()?;
+        let plan = self.plan(&reference, tip).context("planning the anchor run")?;
+        let results = self.results("anchor");
+        let base = crate::gate::BaseSide::read(self.repo, &plan)?;
+        let on_node = self.on_node(&plan, &base, None);
+        let summary = on_node.run(&results, None, &ReuseMode::Off)?;
+        let (evidence, _job, verdict) = on_node.judge(&results)?;
+        write_json(&results.join("verdict.json"), &verdict)?;
+        let anchor = prgate_runner::history::record_anchor_run(
+            &ledger.dir,
+            &prgate_runner::history::AnchorRun {
+                repo: self.repo,
+                plan: &plan,
+                verdict: &verdict,
+                evidence: &evidence,
+                config: &ledger.config,
+                run_url: None,
+            },
+        )?;
+        writeln!(out, "    ran {} steps; it holds PRs {:?}", summary.recorded, anchor.covers)?;
+        let chains = prgate_gate::drift::history(&ledger.dir.lines()?, &ledger.config);
+        let alpha = ledger.config.drift.alpha.get();
+        for check in &chains.anchors {
+            writeln!(out, "    {}", prgate_report::anchor::check_words(check, alpha))?;
+        }
+        writeln!(out)?;
+        Ok(())
     }
-    Ok(PrOutcome {
-        result: prgate_report::headline::result_word(&verdict).to_owned(),
-        failed: verdict.result == prgate_gate::State::Fail,
-        why,
-    })
+
+    /// Merges a history PR as `prgate history record` does on its merge event: its line from
+    /// the run the demo saved, into the node's history ledger (a fast-forward: the merge commit
+    /// is the PR's head).
+    fn merge_history_pr(&self, pr: &SamplePr, out: &mut impl std::io::Write) -> anyhow::Result<()> {
+        let repository = git2::Repository::open(self.repo)?;
+        let head = repository.refname_to_id(&format!("refs/heads/{}", pr.branch))?.to_string();
+        let facts = prgate_gate::history::MergeFacts {
+            at: prgate_runner::history::now(),
+            pr: u64::from(pr.number),
+            title: pr.title.to_owned(),
+            url: None,
+            merge_commit: head.clone(),
+            head_commit: head,
+        };
+        let ledger = Ledger::open(self.repo, self.node)?;
+        ledger.dir.record_merged(&facts)?;
+        let (chains, guards) = crate::history::guarded(&ledger.dir.lines()?, &ledger.config);
+        for guard in guards.iter().filter(|guard| guard.cell.model() == sample::HISTORY_MODEL) {
+            let words = prgate_report::history::check_human(&chains, std::slice::from_ref(guard));
+            writeln!(out, "    merged; the chain: {}", words.lines().nth(1).unwrap_or_default())?;
+        }
+        writeln!(out)?;
+        Ok(())
+    }
+
+    /// The guard over the sample's history, as the scheduled check says it, and the history
+    /// page (DIR/history/index.html).
+    fn show_the_drift_guard(&self, out: &mut impl std::io::Write) -> anyhow::Result<()> {
+        let ledger = Ledger::open(self.repo, self.node)?;
+        let lines = ledger.dir.lines()?;
+        let (chains, guards) = crate::history::guarded(&lines, &ledger.config);
+        writeln!(out, "=== The drift guard over the sample's history (prgate history check)")?;
+        for line in prgate_report::history::check_human(&chains, &guards).lines() {
+            writeln!(out, "    {line}")?;
+        }
+        let page = self.dir.join("history");
+        crate::history::write_page(&page, &lines, &ledger.config, Some("sample/sgl-amd-mono"))?;
+        writeln!(out, "    the history page: {}\n", page.join("index.html").display())?;
+        out.flush()?;
+        Ok(())
+    }
 }
 
-/// A plan run on the demo's node, as `prgate run --isolation host --trust-pr-code --preflight off`
-/// runs it (the sample is the demo's own tree).
+/// The history ledger on the demo's node, and the drift guard's settings: prgate.toml's at the
+/// sample's `main`, as the scheduled check reads them at the default branch's tip.
+struct Ledger {
+    dir: prgate_runner::history::HistoryDir,
+    config: prgate_gate::GateConfig,
+}
+
+impl Ledger {
+    fn open(repo: &Path, node: &NodeProfile) -> anyhow::Result<Ledger> {
+        let dir =
+            prgate_runner::history::HistoryDir::new(&prgate_runner::history::history_dir(node));
+        let config = crate::history::settings_at(repo, "main")?;
+        Ok(Ledger { dir, config })
+    }
+}
+
+/// A plan run on the demo's node, as `prgate run --isolation host --trust-pr-code --preflight
+/// off --wait-lock 10m` runs it ([`run_settings`]), and judged.
 struct OnNode<'a> {
     plan: &'a Plan,
     repo: &'a Path,
     node: &'a NodeProfile,
     base: &'a crate::gate::BaseSide,
     title: Option<&'a str>,
+}
+
+/// How the demo runs a plan. The sample's trees are prgate's own: no container needed on a
+/// laptop, and it has no GPU to check.
+fn run_settings() -> RunSettings {
+    RunSettings {
+        python: PathBuf::from("python3"),
+        time_limit: None,
+        isolation: IsolationArg::Host,
+        engine: None,
+        wait_lock: Some(std::time::Duration::from_secs(600)),
+        preflight: None,
+        executor: ExecutorSettings::Local,
+        accept_narrowing: false,
+    }
 }
 
 impl OnNode<'_> {
@@ -354,36 +589,17 @@ impl OnNode<'_> {
         events: Option<&Path>,
         reuse: &ReuseMode,
     ) -> anyhow::Result<prgate_runner::run::RunSummary> {
-        let config = &self.base.config;
-        let python = PathBuf::from("python3");
-        let run = RunRequest {
-            inputs: RunInputs {
-                plan: self.plan,
-                repo: self.repo,
-                node: self.node,
-                results,
-                events,
-                recipes: RecipePaths {
-                    model: DEFAULT_RECIPE_PATH,
-                    common: DEFAULT_COMMON_RECIPE_PATH,
-                },
-                accept_narrowing: false,
-            },
-            gate: config,
-            gain_required: prgate_gate::title::requires_gain(self.title, &config.gain.types),
-            python: &python,
-            time_limit: None,
+        let run = LocalRun {
+            settings: &run_settings(),
+            plan: self.plan,
+            node: self.node,
+            repo: self.repo,
+            base: self.base,
+            title: self.title,
+            common_recipe: DEFAULT_COMMON_RECIPE_PATH,
             progress: false,
-            // The sample's trees are prgate's own: no container needed on a laptop.
-            isolation: &Isolation::Host,
-            wait_lock: Some(std::time::Duration::from_secs(600)),
-            // A laptop has no GPU to check.
-            preflight: &PreflightMode::Off,
-            only_models: None,
-            observer: None,
-            reuse,
         };
-        prgate_runner::run::run(&run).context("running the plan")
+        run.run(results, events, None, reuse)
     }
 
     /// The evidence in `results`, its job plan, and the gate's final verdict on them.
@@ -452,191 +668,6 @@ fn write_pr_files(
 
 /// How often the demo runs a history PR whose small loss measured over the 2% line.
 const HISTORY_ATTEMPTS: usize = 3;
-
-/// A history PR run until it passes, as a maintainer re-runs a PR whose 1.5% change measured
-/// 2%: a PR that fails does not merge. Each run starts afresh (the failed cell is measured
-/// again); the PR's saved run is its last.
-fn run_history_pr(
-    repo: &Path,
-    dir: &Path,
-    node: &NodeProfile,
-    pr: &SamplePr,
-    out: &mut impl std::io::Write,
-) -> anyhow::Result<PrOutcome> {
-    let results = dir.join("results").join(format!("pr-{}", pr.number));
-    for attempt in 1..=HISTORY_ATTEMPTS {
-        let outcome = run_pr(repo, dir, node, pr, out)?;
-        if !outcome.failed {
-            return Ok(outcome);
-        }
-        if attempt < HISTORY_ATTEMPTS {
-            writeln!(
-                out,
-                "    it does not merge; its small loss measured over the 2% line, so a maintainer runs it again\n"
-            )?;
-            std::fs::remove_dir_all(&results)
-                .with_context(|| format!("removing {}", results.display()))?;
-        }
-    }
-    anyhow::bail!("PR #{} failed {HISTORY_ATTEMPTS} runs: it cannot merge", pr.number)
-}
-
-/// The anchor run, as the weekly workflow runs it: the plan from the reference to the
-/// history's tip, run on the node with the same machinery as a PR, recorded as `prgate history
-/// anchor` records it (checked against the chain: agreeing, both count; disagreeing, it wins).
-fn anchor_run(
-    repo: &Path,
-    dir: &Path,
-    node: &NodeProfile,
-    tip: &str,
-    out: &mut impl std::io::Write,
-) -> anyhow::Result<()> {
-    let history =
-        prgate_runner::history::HistoryDir::new(&prgate_runner::history::history_dir(node));
-    let config = crate::history::settings_at(repo, "main")?;
-    let reference = prgate_gate::drift::history(&history.lines()?, &config)
-        .reference
-        .context("the ledger has no reference")?
-        .commit;
-    writeln!(
-        out,
-        "=== The anchor run: the reference {} against the history's tip ({tip})",
-        prgate_gate::history::short(&reference)
-    )?;
-    out.flush()?;
-    let request = PlanRequest {
-        repo: repo.to_path_buf(),
-        base: Some(reference),
-        head: Some(tip.to_owned()),
-        ..PlanRequest::default()
-    };
-    let plan = prgate_scope::plan(&request).context("planning the anchor run")?;
-    let results = dir.join("results").join("anchor");
-    let base = crate::gate::BaseSide::read(repo, &plan)?;
-    let on_node = OnNode { plan: &plan, repo, node, base: &base, title: None };
-    let summary = on_node.run(&results, None, &ReuseMode::Off)?;
-    let (evidence, _job, verdict) = on_node.judge(&results)?;
-    write_json(&results.join("verdict.json"), &verdict)?;
-    let anchor = prgate_runner::history::record_anchor_run(
-        &history,
-        &prgate_runner::history::AnchorRun {
-            repo,
-            plan: &plan,
-            verdict: &verdict,
-            evidence: &evidence,
-            config: &config,
-            run_url: None,
-        },
-    )?;
-    writeln!(out, "    ran {} steps; it holds PRs {:?}", summary.recorded, anchor.covers)?;
-    let chains = prgate_gate::drift::history(&history.lines()?, &config);
-    for check in &chains.anchors {
-        let alpha = config.drift.alpha.get();
-        let shown = |m: &prgate_gate::drift::Measurement| {
-            prgate_report::history::measurement_words(&check.cell, m, alpha)
-        };
-        let chained = check.outcome.chained.as_ref().map_or_else(|| "nothing".to_owned(), shown);
-        let verdict = if check.outcome.agrees {
-            "they agree: both count"
-        } else {
-            "they disagree: the anchor replaces the chain"
-        };
-        writeln!(
-            out,
-            "    {}: the anchor measured {}, the chain {chained}; {verdict}",
-            check.cell.describe(),
-            shown(&check.anchor)
-        )?;
-    }
-    writeln!(out)?;
-    Ok(())
-}
-
-/// Merges a history PR as `prgate history record` does on its merge event: its line from the
-/// run the demo saved, into the node's history ledger (a fast-forward: the merge commit is the
-/// PR's head).
-fn merge_history_pr(
-    repo: &Path,
-    node: &NodeProfile,
-    pr: &SamplePr,
-    out: &mut impl std::io::Write,
-) -> anyhow::Result<()> {
-    let repository = git2::Repository::open(repo)?;
-    let head = repository.refname_to_id(&format!("refs/heads/{}", pr.branch))?.to_string();
-    let facts = prgate_gate::history::MergeFacts {
-        at: prgate_runner::history::now(),
-        pr: u64::from(pr.number),
-        title: pr.title.to_owned(),
-        url: None,
-        merge_commit: head.clone(),
-        head_commit: head,
-    };
-    let history =
-        prgate_runner::history::HistoryDir::new(&prgate_runner::history::history_dir(node));
-    history.record_merged(&facts)?;
-    let lines = history.lines()?;
-    let config = crate::history::settings_at(repo, "main")?;
-    let chains = prgate_gate::drift::history(&lines, &config);
-    let guards = prgate_gate::drift::guards(&chains, &config);
-    for guard in guards.iter().filter(|guard| guard.cell.model() == sample::HISTORY_MODEL) {
-        let words = prgate_report::history::check_human(&chains, std::slice::from_ref(guard));
-        writeln!(out, "    merged; the chain: {}", words.lines().nth(1).unwrap_or_default())?;
-    }
-    writeln!(out)?;
-    Ok(())
-}
-
-/// The guard over the sample's history, as the scheduled check says it, and the history page
-/// (DIR/history/index.html).
-fn show_the_drift_guard(
-    repo: &Path,
-    dir: &Path,
-    node: &NodeProfile,
-    out: &mut impl std::io::Write,
-) -> anyhow::Result<()> {
-    let history =
-        prgate_runner::history::HistoryDir::new(&prgate_runner::history::history_dir(node));
-    let lines = history.lines()?;
-    let config = crate::history::settings_at(repo, "main")?;
-    let chains = prgate_gate::drift::history(&lines, &config);
-    let guards = prgate_gate::drift::guards(&chains, &config);
-    writeln!(out, "=== The drift guard over the sample's history (prgate history check)")?;
-    for line in prgate_report::history::check_human(&chains, &guards).lines() {
-        writeln!(out, "    {line}")?;
-    }
-    let page = dir.join("history");
-    crate::history::write_page(&page, &lines, &config, Some("sample/sgl-amd-mono"))?;
-    writeln!(out, "    the history page: {}\n", page.join("index.html").display())?;
-    out.flush()?;
-    Ok(())
-}
-
-/// The demo's node (`sample/node.toml`): hardware as the sample's recipes ask, every sample
-/// model's checkpoint (an empty folder: the simulated server reads none), work and cache inside
-/// `dir`.
-fn write_node_profile(dir: &Path) -> anyhow::Result<NodeProfile> {
-    let checkpoints = dir.join("checkpoints");
-    let mut table = String::new();
-    for model in sample::ALL_MODELS {
-        let path = checkpoints.join(model);
-        std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
-        let _ = writeln!(table, "{model} = \"{model}\"");
-    }
-    let text = include_str!("sample/node.toml")
-        .replace("@checkpoint_store@", &toml_string(&checkpoints)?)
-        .replace("@cache_dir@", &toml_string(&dir.join("cache"))?)
-        .replace("@work_dir@", &toml_string(&dir.join("work"))?)
-        + &table;
-    let path = dir.join("node.toml");
-    std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
-    Ok(NodeProfile::parse(&text, &path.display().to_string())?)
-}
-
-/// `path` as a TOML string (a JSON string is a TOML basic string).
-fn toml_string(path: &Path) -> anyhow::Result<String> {
-    let text = path.to_str().with_context(|| format!("{} is not UTF-8", path.display()))?;
-    Ok(serde_json::to_string(text)?)
-}
 
 fn write_json(path: &Path, value: &impl serde::Serialize) -> anyhow::Result<()> {
     let mut json = serde_json::to_string_pretty(value)?;

@@ -27,12 +27,29 @@ pub(crate) fn read_node_profile(path: &Path) -> anyhow::Result<prgate_runner::no
 
 /// The gate's settings: the `[gate]` table of the manifest at `path` over the defaults, or the
 /// defaults when none is named (`--config` of the simulations).
-pub(crate) fn read_gate_config(path: Option<&Path>) -> anyhow::Result<prgate_gate::GateConfig> {
+fn read_gate_config(path: Option<&Path>) -> anyhow::Result<prgate_gate::GateConfig> {
     let Some(path) = path else { return Ok(prgate_gate::GateConfig::defaults()) };
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let manifest = prgate_scope::Manifest::parse(&text, &path.display().to_string())?;
     Ok(prgate_gate::GateConfig::with_overrides(manifest.gate_table(), &path.display().to_string())?)
+}
+
+/// A simulation (`prgate gate simulate`, `prgate history simulate`): refuses `--trials 0`,
+/// reads the settings of `--config` (else the defaults), and lets `write` write its output to
+/// standard output part after part (a large simulation's first table shows while the next is
+/// computed).
+pub(crate) fn simulate(
+    trials: usize,
+    config: Option<&Path>,
+    write: impl FnOnce(&prgate_gate::GateConfig, &mut dyn std::io::Write) -> std::io::Result<()>,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(trials > 0, "--trials must be at least 1");
+    let config = read_gate_config(config)?;
+    let mut stdout = std::io::stdout().lock();
+    write(&config, &mut stdout)?;
+    stdout.flush()?;
+    Ok(())
 }
 
 /// Writes a command's output to standard output, all of it, and flushes.

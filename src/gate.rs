@@ -1,7 +1,6 @@
 //! `prgate gate`: judge a plan and the evidence from the GPU nodes; `prgate gate simulate`:
 //! how well the speed rule decides.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
@@ -252,40 +251,15 @@ pub(crate) fn read_evidence(dir: &Path) -> anyhow::Result<(Vec<PathBuf>, Vec<Evi
 }
 
 fn run_simulation(args: &SimulateArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(args.trials > 0, "--trials must be at least 1");
-    let config = crate::files::read_gate_config(args.config.as_deref())?;
-    let speed = &config.speed;
-    let mut stdout = std::io::stdout().lock();
-    writeln!(
-        stdout,
-        "Speed: a loss over {:.0}% fails; zone {:.0}%..{:.0}%; alpha {} a PR, beta {} a cell; pairs {}..={}; min-cv {}. Accuracy: alpha {} a PR. {} trials a scenario, seed {}.\n",
-        speed.threshold.get() * 100.0,
-        speed.low * 100.0,
-        speed.high * 100.0,
-        speed.alpha.get(),
-        speed.beta.get(),
-        speed.min_pairs,
-        speed.max_pairs,
-        speed.min_cv.get(),
-        config.accuracy_alpha.get(),
-        args.trials,
-        args.seed
-    )?;
-    writeln!(
-        stdout,
-        "Accuracy: repeats until decided, at most {} (seed r for repeat r); alpha {} a PR over its benchmarks and the looks; beta {} a benchmark at a drop of {} tolerances.\n",
-        config.accuracy_repeats,
-        config.accuracy_alpha.get(),
-        config.accuracy_beta.get(),
-        config.accuracy_beta_at,
-    )?;
-    let targets = prgate_gate::simulate::targets(&config, args.trials, args.seed);
-    write!(stdout, "{}", prgate_gate::simulate::targets_markdown(&targets))?;
-    writeln!(
-        stdout,
-        "\nOne regressed cell alone and in a 4-cell PR, no calibration, bracketed pairs (3 runs each), beside the fixed-n design (2 runs a pair):\n"
-    )?;
-    let grid = prgate_gate::simulate::grid_markdown(&config, args.trials, args.seed);
-    write!(stdout, "{grid}")?;
-    Ok(())
+    let (trials, seed) = (args.trials, args.seed);
+    crate::files::simulate(trials, args.config.as_deref(), |config, out| {
+        write!(out, "{}", prgate_report::settings::rules_simulation(config, trials, seed))?;
+        let targets = prgate_gate::simulate::targets(config, trials, seed);
+        write!(out, "{}", prgate_gate::simulate::targets_markdown(&targets))?;
+        writeln!(
+            out,
+            "\nOne regressed cell alone and in a 4-cell PR, no calibration, bracketed pairs (3 runs each), beside the fixed-n design (2 runs a pair):\n"
+        )?;
+        write!(out, "{}", prgate_gate::simulate::grid_markdown(config, trials, seed))
+    })
 }

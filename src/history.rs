@@ -8,7 +8,6 @@
 //! shows the tripped guards in the comment ([`alarms`]); `prgate history record` turns a merged
 //! PR's saved runs into its ledger line.
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
@@ -395,8 +394,7 @@ fn reference(args: &ReferenceArgs) -> anyhow::Result<()> {
 fn check(args: &CheckArgs) -> anyhow::Result<Outcome> {
     let config = settings(&args.settings)?;
     let lines = args.location.open()?.lines()?;
-    let history = drift::history(&lines, &config);
-    let guards = drift::guards(&history, &config);
+    let (history, guards) = guarded(&lines, &config);
     let text = match args.format {
         CheckFormat::Human => prgate_report::history::check_human(&history, &guards),
         CheckFormat::Markdown => {
@@ -425,15 +423,8 @@ pub(crate) fn write_page(
     config: &GateConfig,
     repository: Option<&str>,
 ) -> anyhow::Result<()> {
-    let history = drift::history(lines, config);
-    let guards = drift::guards(&history, config);
-    let drift = &config.drift;
-    let settings = format!(
-        "budget TPOT +{:.1}%, accuracy {} × the benchmark's tolerance; alpha {} per cell",
-        drift.speed_budget.get() * 100.0,
-        drift.accuracy_budget,
-        drift.alpha.get()
-    );
+    let (history, guards) = guarded(lines, config);
+    let settings = prgate_report::settings::drift_budget(config);
     let generated_at = prgate_runner::history::now();
     let files = prgate_report::history::render_page(&prgate_report::history::PageInput {
         history: &history,
@@ -456,22 +447,11 @@ pub(crate) fn write_page(
 }
 
 fn simulate(args: &SimulateArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(args.trials > 0, "--trials must be at least 1");
-    let config = crate::files::read_gate_config(args.config.as_deref())?;
-    let drift = &config.drift;
-    let mut stdout = std::io::stdout().lock();
-    writeln!(
-        stdout,
-        "Drift guard: budget TPOT +{:.1}%, alpha {} a cell and check; the speed rule as configured (a loss over {:.0}% fails). One covered cell, no calibration, bracketed pairs; a PR that fails is measured again until it passes; the guard checked after every merge. {} sequences a scenario, seed {}.\n",
-        drift.speed_budget.get() * 100.0,
-        drift.alpha.get(),
-        config.speed.threshold.get() * 100.0,
-        args.trials,
-        args.seed
-    )?;
-    write!(stdout, "{}", drift::simulate::markdown(&config, args.trials, args.seed))?;
-    stdout.flush()?;
-    Ok(())
+    let (trials, seed) = (args.trials, args.seed);
+    crate::files::simulate(trials, args.config.as_deref(), |config, out| {
+        write!(out, "{}", prgate_report::settings::drift_simulation(config, trials, seed))?;
+        write!(out, "{}", drift::simulate::markdown(config, trials, seed))
+    })
 }
 
 /// The tripped guards for a PR comment's header: in full for the models `models` (the PR's),
@@ -481,7 +461,16 @@ pub(crate) fn alarms(dir: &Path, models: &[String], config: &GateConfig) -> Vec<
         Ok(lines) => lines,
         Err(error) => return vec![format!("the history ledger cannot be read: {error}")],
     };
-    let history = drift::history(&lines, config);
-    let guards = drift::guards(&history, config);
+    let (history, guards) = guarded(&lines, config);
     prgate_report::history::alarms(&history, guards, models)
+}
+
+/// The chains of the ledger's `lines` and the guard over each, with `config`'s settings.
+pub(crate) fn guarded(
+    lines: &[prgate_gate::history::Line],
+    config: &GateConfig,
+) -> (drift::History, Vec<drift::Guard>) {
+    let history = drift::history(lines, config);
+    let guards = drift::guards(&history, config);
+    (history, guards)
 }

@@ -131,63 +131,67 @@ struct ScanArgs {
 pub(crate) fn run(args: &NodeArgs) -> anyhow::Result<Outcome> {
     match &args.command {
         NodeCommand::Status(args) => status(args),
-        NodeCommand::Strikes(target) => {
-            let (_node, ledger) = open(target)?;
-            let entries = ledger.entries()?;
-            let last_admit = entries
-                .iter()
-                .rposition(|entry| entry.event == health::EventKind::Admit)
-                .map_or(0, |index| index + 1);
-            for entry in &entries[last_admit..] {
-                println!("{entry}");
-            }
-            eprintln!("{}", ledger.health()?.summary());
-            Ok(Outcome::Pass)
-        }
-        NodeCommand::Drain(args) => {
-            let (node, ledger) = open(&args.target)?;
-            ledger.drain(&args.reason, SystemTime::now())?;
-            if node.health().slurm_drain() {
-                eprintln!("note: the SLURM executor drains it in SLURM at its next run");
-            }
-            eprintln!("{}", ledger.health()?.summary());
-            Ok(Outcome::Pass)
-        }
-        NodeCommand::Admit(args) => {
-            let (node, ledger) = open(&args.target)?;
-            ledger.admit(Source::Manual, &args.reason, SystemTime::now())?;
-            resume(&node, &ledger, args.slurm_bin.as_deref())?;
-            eprintln!("{}", ledger.health()?.summary());
-            Ok(Outcome::Pass)
-        }
+        NodeCommand::Strikes(target) => strikes(target),
+        NodeCommand::Drain(args) => drain(args),
+        NodeCommand::Admit(args) => admit(args),
         NodeCommand::Canary(args) => canary(args),
-        NodeCommand::Filter(args) => {
-            let node = crate::files::read_node_profile(&args.node)?;
-            let drained = health::drained_nodes(&health::health_dir(&node))?;
-            let names: Vec<String> = drained.iter().map(|health| health.node.clone()).collect();
-            let nodes = std::fs::read_to_string(&args.nodes)
-                .with_context(|| format!("reading the nodes {}", args.nodes.display()))?;
-            let (filtered, left_out) =
-                health::without_drained(&nodes, &args.nodes.display().to_string(), &names)?;
-            for health in drained.iter().filter(|health| left_out.contains(&health.node)) {
-                eprintln!("left out: {}", health.summary());
-            }
-            print!("{filtered}");
-            Ok(Outcome::Pass)
-        }
-        NodeCommand::Scan(args) => {
-            let (node, ledger) = open(&args.target)?;
-            let found = health::attribute(&args.results, None)
-                .with_context(|| format!("reading {}", args.results.display()))?;
-            let recorded =
-                health::record(&node, ledger.node(), &found.strikes, args.run.as_deref());
-            for note in found.passed_over.iter().chain(&recorded) {
-                eprintln!("note: {note}");
-            }
-            eprintln!("{} strike(s) found; {}", found.strikes.len(), ledger.health()?.summary());
-            Ok(Outcome::Pass)
-        }
+        NodeCommand::Filter(args) => filter(args),
+        NodeCommand::Scan(args) => scan(args),
     }
+}
+
+fn strikes(target: &Target) -> anyhow::Result<Outcome> {
+    let (_node, ledger) = open(target)?;
+    for entry in health::since_last_admit(&ledger.entries()?) {
+        println!("{entry}");
+    }
+    eprintln!("{}", ledger.health()?.summary());
+    Ok(Outcome::Pass)
+}
+
+fn drain(args: &ReasonArgs) -> anyhow::Result<Outcome> {
+    let (node, ledger) = open(&args.target)?;
+    ledger.drain(&args.reason, SystemTime::now())?;
+    if node.health().slurm_drain() {
+        eprintln!("note: the SLURM executor drains it in SLURM at its next run");
+    }
+    eprintln!("{}", ledger.health()?.summary());
+    Ok(Outcome::Pass)
+}
+
+fn admit(args: &ReasonArgs) -> anyhow::Result<Outcome> {
+    let (node, ledger) = open(&args.target)?;
+    ledger.admit(Source::Manual, &args.reason, SystemTime::now())?;
+    resume(&node, &ledger, args.slurm_bin.as_deref())?;
+    eprintln!("{}", ledger.health()?.summary());
+    Ok(Outcome::Pass)
+}
+
+fn filter(args: &FilterArgs) -> anyhow::Result<Outcome> {
+    let node = crate::files::read_node_profile(&args.node)?;
+    let drained = health::drained_nodes(&health::health_dir(&node))?;
+    let names: Vec<String> = drained.iter().map(|health| health.node.clone()).collect();
+    let nodes = std::fs::read_to_string(&args.nodes)
+        .with_context(|| format!("reading the nodes {}", args.nodes.display()))?;
+    let (filtered, left_out) =
+        health::without_drained(&nodes, &args.nodes.display().to_string(), &names)?;
+    for health in drained.iter().filter(|health| left_out.contains(&health.node)) {
+        eprintln!("left out: {}", health.summary());
+    }
+    print!("{filtered}");
+    Ok(Outcome::Pass)
+}
+
+fn scan(args: &ScanArgs) -> anyhow::Result<Outcome> {
+    let (node, ledger) = open(&args.target)?;
+    let found = health::attribute(&args.results, None)
+        .with_context(|| format!("reading {}", args.results.display()))?;
+    let recorded = health::record(&node, ledger.node(), &found.strikes, args.run.as_deref());
+    for note in found.passed_over.iter().chain(&recorded) {
+        eprintln!("note: {note}");
+    }
+    eprintln!("{} strike(s) found; {}", found.strikes.len(), ledger.health()?.summary());
+    Ok(Outcome::Pass)
 }
 
 fn status(args: &StatusArgs) -> anyhow::Result<Outcome> {

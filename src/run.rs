@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
-use prgate_runner::container::{Engine, RunId};
+use prgate_runner::container::Engine;
 use prgate_runner::job::RecipePaths;
 use prgate_runner::node::NodeProfile;
 use prgate_runner::preflight::Thresholds;
@@ -260,7 +260,8 @@ impl RunSettings {
                         "no container engine; install docker or podman, or run trees you trust with --isolation host --trust-pr-code",
                     )?,
                 };
-                Isolation::Container { engine, run: run_id(plan, results)? }
+                let run = prgate_runner::run_id::run_id(&plan.head.sha, results)?;
+                Isolation::Container { engine, run }
             }
         })
     }
@@ -343,39 +344,18 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
         }
         return run_slurm(&settings, slurm, &files, &plan, &node, &reuse, None);
     }
-    for name in &args.only_models {
-        if name != COMMON_CHECKS && !plan.models.iter().any(|model| &model.name == name) {
-            anyhow::bail!(
-                "--only-model {name}: the plan has no such model\nhint: {COMMON_CHECKS} names the common checks"
-            );
-        }
-    }
-    let gain_required = prgate_gate::title::requires_gain(files.title, &base.config.gain.types);
-    let isolation = settings.isolation(&plan, files.results)?;
-    let preflight = settings.preflight_mode();
-    let request = RunRequest {
-        inputs: RunInputs {
-            plan: &plan,
-            repo: files.repo,
-            node: &node,
-            results: files.results,
-            events: files.events,
-            recipes: RecipePaths { model: DEFAULT_RECIPE_PATH, common: files.common_recipe },
-            accept_narrowing: settings.accept_narrowing,
-        },
-        gate: &base.config,
-        gain_required,
-        python: &settings.python,
-        time_limit: settings.time_limit,
+    let only_models = only_models(&args.only_models, &plan)?;
+    let run = LocalRun {
+        settings: &settings,
+        plan: &plan,
+        node: &node,
+        repo: files.repo,
+        base: &base,
+        title: files.title,
+        common_recipe: files.common_recipe,
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
-        isolation: &isolation,
-        wait_lock: settings.wait_lock,
-        preflight: &preflight,
-        only_models: (!args.only_models.is_empty()).then_some(args.only_models.as_slice()),
-        observer: None,
-        reuse: &reuse,
     };
-    let summary = prgate_runner::run::run(&request).context("running the plan")?;
+    let summary = run.run(files.results, files.events, only_models, &reuse)?;
     for note in &summary.notes {
         eprintln!("note: {note}");
     }
@@ -389,24 +369,78 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--only-model`, checked against the plan: `None` when it names none (every model runs).
+fn only_models<'a>(names: &'a [String], plan: &Plan) -> anyhow::Result<Option<&'a [String]>> {
+    for name in names {
+        if name != COMMON_CHECKS && !plan.models.iter().any(|model| &model.name == name) {
+            anyhow::bail!(
+                "--only-model {name}: the plan has no such model\nhint: {COMMON_CHECKS} names the common checks"
+            );
+        }
+    }
+    Ok((!names.is_empty()).then_some(names))
+}
+
+/// A plan run on this node by the local executor, step after step, as `prgate run --executor
+/// local` runs it (the demo runs its sample's plans so too).
+pub(crate) struct LocalRun<'a> {
+    pub(crate) settings: &'a RunSettings,
+    pub(crate) plan: &'a Plan,
+    pub(crate) node: &'a NodeProfile,
+    pub(crate) repo: &'a Path,
+    /// The base side's settings, which judge the steps.
+    pub(crate) base: &'a crate::gate::BaseSide,
+    /// The PR's title, for the gain rule.
+    pub(crate) title: Option<&'a str>,
+    pub(crate) common_recipe: &'a str,
+    /// Whether the run shows its progress on standard error.
+    pub(crate) progress: bool,
+}
+
+impl LocalRun<'_> {
+    /// Runs the models `only_models` names (all when `None`) into `results`.
+    pub(crate) fn run(
+        &self,
+        results: &Path,
+        events: Option<&Path>,
+        only_models: Option<&[String]>,
+        reuse: &ReuseMode,
+    ) -> anyhow::Result<prgate_runner::run::RunSummary> {
+        let (settings, config) = (self.settings, &self.base.config);
+        let isolation = settings.isolation(self.plan, results)?;
+        let preflight = settings.preflight_mode();
+        let request = RunRequest {
+            inputs: RunInputs {
+                plan: self.plan,
+                repo: self.repo,
+                node: self.node,
+                results,
+                events,
+                recipes: RecipePaths { model: DEFAULT_RECIPE_PATH, common: self.common_recipe },
+                accept_narrowing: settings.accept_narrowing,
+            },
+            gate: config,
+            gain_required: prgate_gate::title::requires_gain(self.title, &config.gain.types),
+            python: &settings.python,
+            time_limit: settings.time_limit,
+            progress: self.progress,
+            isolation: &isolation,
+            wait_lock: settings.wait_lock,
+            preflight: &preflight,
+            only_models,
+            observer: None,
+            reuse,
+        };
+        prgate_runner::run::run(&request).context("running the plan")
+    }
+}
+
 /// Whether a run reuses (and saves) judged steps, from the command line; `run` names this run.
 pub(crate) fn reuse_mode(switch: Switch, run: &str) -> ReuseMode {
     match switch {
         Switch::Off => ReuseMode::Off,
         Switch::On => ReuseMode::Node { run: run.to_owned() },
     }
-}
-
-/// The run's id, which names its containers: the PR commit's first 12 digits and a hash of the
-/// results directory, so that a resumed run (same directory) finds a killed attempt's
-/// containers, and two runs of one commit into two directories do not share them.
-fn run_id(plan: &Plan, results: &std::path::Path) -> anyhow::Result<RunId> {
-    let absolute = std::path::absolute(results)
-        .with_context(|| format!("the results directory {}", results.display()))?;
-    let key = prgate_runner::key::Key::of(absolute.as_os_str().as_encoded_bytes());
-    let sha: String = plan.head.sha.chars().take(12).collect();
-    let id = format!("{sha}-{}", key.short());
-    Ok(RunId::new(&id)?)
 }
 
 /// `prgate run --executor slurm`: a job per model, each running this program's local executor

@@ -11,14 +11,17 @@
 //!
 //! The files are real files in `src/sample/` (`main/`: `main`'s beside the models'; `model/`: a
 //! model's, with `@model@` for its name; `pr-126/`: a PR's new test), embedded in the binary;
-//! this module only assembles `main` and the PRs' branches from them. Commits have fixed authors
+//! this module only assembles `main` and the PRs' branches from them, and the demo's node
+//! profile from `sample/node.toml`. Commits have fixed authors
 //! and dates and the files name no host path, so every build gives the same SHAs.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Context as _;
 use git2::{IndexEntry, IndexTime, Oid, Repository, RepositoryInitOptions, Signature, Time};
+use prgate_runner::node::NodeProfile;
 use serde::Deserialize;
 
 /// One pull request of the sample: its branch, number and title.
@@ -96,7 +99,7 @@ const MODELS: &[&str] =
 pub(crate) const PD_MODEL: &str = "mimo_v3_pd";
 
 /// Every model of the sample, with those its PRs add: the checkpoints the demo's node has.
-pub(crate) const ALL_MODELS: &[&str] = &[
+const ALL_MODELS: &[&str] = &[
     "deepseek_v41",
     "glm53_flash",
     "kimi_k3",
@@ -134,6 +137,33 @@ pub(crate) fn build(dir: &Path) -> anyhow::Result<Vec<SamplePr>> {
     repo.checkout_head(Some(&mut checkout))
         .context("checking out main in the sample repository")?;
     Ok(prs.pr)
+}
+
+/// The demo's node (`sample/node.toml`): hardware as the sample's recipes ask, every sample
+/// model's checkpoint (an empty folder: the simulated server reads none), work and cache inside
+/// `dir`.
+pub(crate) fn write_node_profile(dir: &Path) -> anyhow::Result<NodeProfile> {
+    let checkpoints = dir.join("checkpoints");
+    let mut table = String::new();
+    for model in ALL_MODELS {
+        let path = checkpoints.join(model);
+        std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
+        let _ = writeln!(table, "{model} = \"{model}\"");
+    }
+    let text = include_str!("sample/node.toml")
+        .replace("@checkpoint_store@", &toml_string(&checkpoints)?)
+        .replace("@cache_dir@", &toml_string(&dir.join("cache"))?)
+        .replace("@work_dir@", &toml_string(&dir.join("work"))?)
+        + &table;
+    let path = dir.join("node.toml");
+    std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
+    Ok(NodeProfile::parse(&text, &path.display().to_string())?)
+}
+
+/// `path` as a TOML string (a JSON string is a TOML basic string).
+fn toml_string(path: &Path) -> anyhow::Result<String> {
+    let text = path.to_str().with_context(|| format!("{} is not UTF-8", path.display()))?;
+    Ok(serde_json::to_string(text)?)
 }
 
 /// The model whose history the demo's drift guard follows (docs/history.md).

@@ -96,6 +96,30 @@ pub(crate) fn run(args: &SimServerArgs) -> anyhow::Result<()> {
     if let Some(model) = &args.model {
         profile.model.clone_from(model);
     }
+    measured_flags(args, &mut profile)?;
+    behaviour_flags(args, &mut profile)?;
+    if let Some(log) = &args.log_file {
+        profile.log_file = Some(log.clone());
+    }
+    disaggregation_flags(args, &mut profile)?;
+    let server = sim_server::serve(profile, args.listen)?;
+    let url = server.url();
+    if let Some(path) = &args.address_file {
+        std::fs::write(path, format!("{url}\n"))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "listening on {url}")
+        .and_then(|()| stdout.flush())
+        .context("writing to standard output")?;
+    drop(stdout);
+    server.wait()?;
+    Ok(())
+}
+
+/// The flags of what the server measures as over the profile's: its times, noise, seed and
+/// accuracy (checked in this order: the first bad one is the error).
+fn measured_flags(args: &SimServerArgs, profile: &mut Profile) -> anyhow::Result<()> {
     let millis = |value: f64, flag: &str| -> anyhow::Result<Duration> {
         anyhow::ensure!(
             value.is_finite() && value >= 0.0,
@@ -127,6 +151,12 @@ pub(crate) fn run(args: &SimServerArgs) -> anyhow::Result<()> {
     if let Some(ms) = args.wake_delay_ms {
         profile.wake_delay = millis(ms, "--wake-delay-ms")?;
     }
+    Ok(())
+}
+
+/// The flags of how the server behaves over the profile's: its memory API, and the ways it
+/// breaks.
+fn behaviour_flags(args: &SimServerArgs, profile: &mut Profile) -> anyhow::Result<()> {
     if let Some(api) = args.memory_api {
         profile.memory_api = api;
     }
@@ -142,22 +172,6 @@ pub(crate) fn run(args: &SimServerArgs) -> anyhow::Result<()> {
             rate.try_into().map_err(|error| anyhow::anyhow!("--error-rate {rate}: {error}"))?;
     }
     profile.monokernel |= args.monokernel;
-    if let Some(log) = &args.log_file {
-        profile.log_file = Some(log.clone());
-    }
-    disaggregation_flags(args, &mut profile)?;
-    let server = sim_server::serve(profile, args.listen)?;
-    let url = server.url();
-    if let Some(path) = &args.address_file {
-        std::fs::write(path, format!("{url}\n"))
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
-    let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "listening on {url}")
-        .and_then(|()| stdout.flush())
-        .context("writing to standard output")?;
-    drop(stdout);
-    server.wait()?;
     Ok(())
 }
 

@@ -19,9 +19,13 @@
 //! - [`not_started`]: the comment and the `error` status when a run did not start;
 //! - [`gpu_hours`]: the GPU time a run measured and its estimate, by model and phase;
 //! - [`rerun`]: what a re-run took over from an earlier run;
+//! - [`settings`]: the gate's settings in words, above a simulation's tables and on the
+//!   history page;
 //! - [`history`]: the drift guard's history page (HTML and Chart.js), the alarm in the PR
-//!   comment and the scheduled check's report.
+//!   comment and the scheduled check's report;
+//! - [`anchor`]: an anchor run's check of a chain, in words.
 
+pub mod anchor;
 pub mod check_run;
 pub mod comment;
 pub mod escape;
@@ -33,6 +37,7 @@ pub mod not_started;
 pub mod plan;
 pub mod progress;
 pub mod rerun;
+pub mod settings;
 pub mod status;
 pub mod summary;
 pub mod verdict;

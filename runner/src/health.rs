@@ -518,15 +518,20 @@ pub fn without_drained(
 
 /// The state the lines say.
 fn health_of(node: &str, entries: &[Entry]) -> NodeHealth {
-    let last_admit = entries.iter().rposition(|entry| entry.event == EventKind::Admit);
-    let since: &[Entry] = match last_admit {
-        Some(index) => &entries[index + 1..],
-        None => entries,
-    };
+    let since = since_last_admit(entries);
     NodeHealth {
         node: node.to_owned(),
         drained: since.iter().find(|entry| entry.event == EventKind::Drain).cloned(),
         strikes: since.iter().filter(|entry| entry.event == EventKind::Strike).cloned().collect(),
+    }
+}
+
+/// The lines since the last admit (all of them when there was none): what the node's state is
+/// made of.
+pub fn since_last_admit(entries: &[Entry]) -> &[Entry] {
+    match entries.iter().rposition(|entry| entry.event == EventKind::Admit) {
+        Some(index) => &entries[index + 1..],
+        None => entries,
     }
 }
 

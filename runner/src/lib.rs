@@ -29,6 +29,8 @@
 //! - [`run`]: the step loop (`prgate run`) that puts the parts together: the job plan's steps
 //!   into evidence on this node, phase by phase: installs, servers on disjoint GPUs or in
 //!   turns, common checks, a whole-run time limit and progress on a terminal;
+//! - [`run_id`]: a run's id, which names its containers (the PR commit and the results
+//!   directory);
 //! - [`reuse`]: re-running only what is missing: a run of the same commits takes over the
 //!   judged steps of an earlier one whose inputs are unchanged, from the node's store
 //!   (`docs/rerun.md`);
@@ -88,6 +90,7 @@ pub mod results;
 pub mod reuse;
 pub mod rfc3339;
 pub mod run;
+pub mod run_id;
 pub mod slurm;
 
 /// The formats, from `prgate-recipe`: `crate::recipe::…` and `crate::node::…` as before.
