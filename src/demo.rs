@@ -422,8 +422,8 @@ impl Demo<'_> {
             merge_queue: false,
             run_url: None,
         };
-        let saved = prgate_runner::history::save_run(&history, &facts, verdict, evidence);
-        anyhow::ensure!(!saved.starts_with("the history:"), "{saved}");
+        prgate_runner::history::save_run(&history, &facts, verdict, evidence)
+            .context("the history")?;
         Ok(drift)
     }
 

@@ -208,7 +208,7 @@ pub fn now() -> String {
 }
 
 mod record;
-pub use record::{AnchorError, AnchorRun, RunFacts, record_anchor_run, save_run};
+pub use record::{AnchorError, AnchorRun, RunFacts, Saved, record_anchor_run, save_run};
 
 #[cfg(test)]
 mod tests;

@@ -434,7 +434,12 @@ fn judge_and_post(
             merge_queue: pinned.merge_group.is_some(),
             run_url: args.run_url.as_deref(),
         };
-        eprintln!("prgate: {}", prgate_runner::history::save_run(&dir, &facts, &verdict, evidence));
+        // A history that cannot be written does not fail the PR's run: it is said, and the run
+        // goes on.
+        match prgate_runner::history::save_run(&dir, &facts, &verdict, evidence) {
+            Ok(saved) => eprintln!("prgate: {saved}"),
+            Err(error) => eprintln!("prgate: the history: {error}"),
+        }
     }
     Ok(Outcome::of(&verdict))
 }

@@ -4,7 +4,8 @@
 //! reading of a verdict are the gate's ([`prgate_gate::history`]); the reference in force is
 //! the drift chain's ([`prgate_gate::drift`]); the command lines are the binary's.
 
-use std::path::Path;
+use std::fmt;
+use std::path::{Path, PathBuf};
 
 use prgate_gate::history::{Anchor, LEDGER_VERSION, Line, RunRecord};
 use prgate_gate::{Evidence, GateConfig, Verdict};
@@ -23,15 +24,15 @@ pub struct RunFacts<'a> {
     pub run_url: Option<&'a str>,
 }
 
-/// Saves what a finished PR test measured for its PR's ledger line (`prgate ci`, the demo); a
-/// history that cannot be written never fails the run: the note returned says so (it starts
-/// with `the history:`).
+/// Saves what a finished PR test measured for its PR's ledger line (`prgate ci`, the demo).
+/// A history that cannot be written should not fail the run: `prgate ci` says the error and
+/// goes on; the demo, whose history is its own, stops.
 pub fn save_run(
     dir: &Path,
     facts: &RunFacts<'_>,
     verdict: &Verdict,
     evidence: &[Evidence],
-) -> String {
+) -> Result<Saved, HistoryError> {
     let (speed, accuracy) = prgate_gate::history::measurements(verdict, evidence);
     let run = RunRecord {
         version: LEDGER_VERSION,
@@ -46,14 +47,27 @@ pub fn save_run(
         speed,
         accuracy,
     };
-    match HistoryDir::new(dir).save_run(&run) {
-        Ok(path) => format!(
+    let path = HistoryDir::new(dir).save_run(&run)?;
+    Ok(Saved { speed_cells: run.speed.len(), accuracy_benchmarks: run.accuracy.len(), path })
+}
+
+/// A run saved for the history ledger: what it kept, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Saved {
+    pub speed_cells: usize,
+    pub accuracy_benchmarks: usize,
+    pub path: PathBuf,
+}
+
+impl fmt::Display for Saved {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
             "saved this run's {} speed cell(s) and {} accuracy benchmark(s) for the history ledger: {}",
-            run.speed.len(),
-            run.accuracy.len(),
-            path.display()
-        ),
-        Err(error) => format!("the history: {error}"),
+            self.speed_cells,
+            self.accuracy_benchmarks,
+            self.path.display()
+        )
     }
 }
 
