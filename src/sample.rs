@@ -54,15 +54,16 @@ struct SamplePrs {
     pr: Vec<SamplePr>,
 }
 
-/// One edit of a sample PR to `main`'s files (`sample/prs.toml` says each kind's keys).
+/// One edit of a sample PR to `main`'s files, its kind named by `edit` (`sample/prs.toml` says
+/// each kind's keys): a misspelt key is refused with its name, not "no variant matched".
 #[derive(Debug, Clone, Deserialize)]
-#[serde(untagged, deny_unknown_fields)]
+#[serde(tag = "edit", rename_all = "kebab-case", deny_unknown_fields)]
 enum Edit {
-    Append { append: String, text: String },
-    Add { add: String, file: String },
-    Tpot { tpot: String, ms: String },
+    Append { path: String, text: String },
+    Add { path: String, file: String },
+    Tpot { model: String, ms: String },
     Model { model: String },
-    Replace { replace: String, from: String, to: String },
+    Replace { path: String, from: String, to: String },
 }
 
 /// The files a sample PR adds (`Edit::Add`), by their name below `sample/`.
@@ -72,17 +73,17 @@ const PR_FILES: &[(&str, &str)] =
 impl Edit {
     fn apply(&self, files: &mut Files) -> anyhow::Result<()> {
         match self {
-            Edit::Append { append: path, text } => append(files, path, text),
-            Edit::Add { add: path, file } => {
+            Edit::Append { path, text } => append(files, path, text),
+            Edit::Add { path, file } => {
                 let (_, text) = PR_FILES
                     .iter()
                     .find(|(name, _)| name == file)
                     .with_context(|| format!("the sample has no file {file}"))?;
                 append(files, path, text);
             }
-            Edit::Tpot { tpot: model, ms } => set_tpot(files, model, ms),
+            Edit::Tpot { model, ms } => set_tpot(files, model, ms),
             Edit::Model { model } => add_model(files, model),
-            Edit::Replace { replace: path, from, to } => {
+            Edit::Replace { path, from, to } => {
                 let text = files.entry(path.clone()).or_default();
                 *text = text.replace(from.as_str(), to);
             }
@@ -406,5 +407,16 @@ mod tests {
             "refs/heads/pr/95-deepseek-perf 47dd321585c9e90abe8b217443f09a2fe34f77cd",
         ];
         assert_eq!(refs, expected);
+    }
+
+    /// A sample edit names its kind: a misspelt key is refused with its name.
+    #[test]
+    fn a_misspelt_edit_key_is_refused_by_name() {
+        let text = "edit = \"append\"\npath = \"a.py\"\ntxt = \"x\"\n";
+        let error = toml::from_str::<super::Edit>(text).expect_err("a typo");
+        assert!(error.to_string().contains("unknown field `txt`"), "{error}");
+        let text = "edit = \"apend\"\npath = \"a.py\"\ntext = \"x\"\n";
+        let error = toml::from_str::<super::Edit>(text).expect_err("a misspelt kind");
+        assert!(error.to_string().contains("unknown variant `apend`"), "{error}");
     }
 }
