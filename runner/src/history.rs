@@ -46,8 +46,8 @@ const LEDGER_NAME: &str = "ledger";
 pub enum HistoryError {
     #[error(transparent)]
     Ledger(#[from] LedgerIoError),
-    #[error("{path}, {source}")]
-    Line { path: PathBuf, source: LineError },
+    #[error("{path}, {error}")]
+    Line { path: PathBuf, error: LineError },
     #[error("{path}: {problem}")]
     Run { path: PathBuf, problem: String },
     #[error("{commit:?} is not a commit (40 hex digits)")]
@@ -103,7 +103,7 @@ impl HistoryDir {
     }
 
     fn parse(&self, text: &str) -> Result<Vec<Line>, HistoryError> {
-        parse_ledger(text).map_err(|source| HistoryError::Line { path: self.ledger_path(), source })
+        parse_ledger(text).map_err(|error| HistoryError::Line { path: self.ledger_path(), error })
     }
 
     /// The saved runs of `commit`: `runs/<commit>.jsonl`.

@@ -17,13 +17,13 @@ use std::fs::OpenOptions;
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// A ledger that could not be read or written: the file and what the system said.
+/// A ledger that could not be read or written: the file and what the system said (in the
+/// message only, so that a chain printed with `{:#}` says it once).
 #[derive(Debug, thiserror::Error)]
-#[error("{path}: {source}")]
+#[error("{path}: {error}")]
 pub struct LedgerIoError {
     pub path: PathBuf,
-    #[source]
-    pub source: io::Error,
+    pub error: io::Error,
 }
 
 /// One ledger file, `<dir>/<name>.jsonl`, and its lock, `<dir>/<name>.lock`.
@@ -51,7 +51,7 @@ impl LedgerFile {
         match std::fs::read_to_string(&path) {
             Ok(text) => Ok(text),
             Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(String::new()),
-            Err(source) => Err(LedgerIoError { path, source }),
+            Err(error) => Err(LedgerIoError { path, error }),
         }
     }
 
@@ -67,7 +67,7 @@ impl LedgerFile {
     {
         let io_error = |path: &Path| {
             let path = path.to_path_buf();
-            move |source| LedgerIoError { path, source }
+            move |error| LedgerIoError { path, error }
         };
         std::fs::create_dir_all(&self.dir).map_err(io_error(&self.dir))?;
         let lock_path = self.dir.join(format!("{}.lock", self.name));
