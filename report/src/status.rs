@@ -108,6 +108,17 @@ pub fn error_status(problem: &str, settings: &StatusSettings) -> Status {
     }
 }
 
+/// The status of a merge queue's commit on which the PR's own passing result holds
+/// (docs/github.md, "The merge queue"): `success`, and why in the description.
+pub fn queue_holds(why: &str, settings: &StatusSettings) -> Status {
+    Status {
+        state: StatusState::Success,
+        context: settings.context.clone(),
+        description: fit_description(why),
+        target_url: settings.target_url.clone(),
+    }
+}
+
 /// At most [`DESCRIPTION_LIMIT`] characters (not bytes). A longer text is cut after its last
 /// whole word that fits, and ends with `…`; only a text with no space in the second half of
 /// the limit is cut inside a word.

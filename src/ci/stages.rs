@@ -22,7 +22,7 @@ use anyhow::Context as _;
 use std::collections::BTreeSet;
 
 use prgate_gate::evidence::Evidence;
-use prgate_report::status::{Status, StatusSettings, StatusState, error_status};
+use prgate_report::status::{StatusSettings, error_status};
 use prgate_runner::job::RecipePaths;
 use prgate_runner::node::NodeProfile;
 use prgate_runner::run::{DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, RunInputs, RunRequest};
@@ -139,12 +139,8 @@ fn settle(
     files: &[String],
     description: &str,
 ) -> anyhow::Result<()> {
-    let status = Status {
-        state: StatusState::Success,
-        context: prgate_report::status::DEFAULT_CONTEXT.to_owned(),
-        description: prgate_report::status::fit_description(description),
-        target_url: args.run_url.clone(),
-    };
+    let settings = StatusSettings { target_url: args.run_url.clone(), ..Default::default() };
+    let status = prgate_report::status::queue_holds(description, &settings);
     runtime.block_on(crate::publish::set_status(github, &pinned.sha, &status))?;
     let description = status.description;
     let state = &args.state;

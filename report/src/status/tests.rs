@@ -166,4 +166,10 @@ fn states_and_errors_use_github_words() {
         status.description.starts_with("prgate could not finish: cannot read results/\\u{1b}[2J")
     );
     assert_eq!(status.description.chars().count(), DESCRIPTION_LIMIT);
+
+    let holds = queue_holds(&"the queue adds nothing the PR's plan selects ".repeat(5), &settings);
+    assert_eq!((holds.state, holds.context.as_str()), (StatusState::Success, "MI355X PR test"));
+    assert_eq!(holds.target_url, settings.target_url);
+    assert!(holds.description.chars().count() <= DESCRIPTION_LIMIT, "{}", holds.description);
+    assert!(holds.description.ends_with('…'), "{}", holds.description);
 }
