@@ -1,8 +1,9 @@
 //! `prgate`: proves a pull request to a GPU-kernel repository before a reviewer approves it.
 //!
 //! The binary is the shell around the crates: it parses the command line, reads and writes
-//! files, and talks to GitHub (the `prgate-github` crate; `trigger`, `publish`). Deciding is scope's and the
-//! gate's work, rendering the report's, running the runner's.
+//! files, and talks to GitHub (the `prgate-github` crate; `trigger`, `publish`). Deciding is the
+//! crates' work (what a PR touches scope's, the verdict the gate's, who may start a run
+//! `prgate_github::trigger`'s), rendering the report's, running the runner's.
 //!
 //! Exit codes, for every subcommand:
 //! - 0: success (for the gate: the PR passed; for the trigger: a run starts);

@@ -3,7 +3,7 @@
 //! The decisions are `prgate_github::trigger`'s (which events ask for a run, the label compared
 //! as GitHub's `if:` compares it, who may start one, the PR read again after the label): this
 //! file makes GitHub's calls in the order they need, hands the answers over, and acts. The
-//! label is removed first; from then on no failure is silent: a refusal on the PR (a labeller
+//! label is removed before anything is said on the PR; from then on no failure is silent: a refusal on the PR (a labeller
 //! without the role included) is said in a comment, and an error also as the `error` status on
 //! the expected SHA. The run only ever reports on the pinned SHA. A merge queue's commit is
 //! [`queue`]'s. Exit 1, "no run", for an event that starts nothing (a `check_suite`'s "Re-run

@@ -10,7 +10,8 @@
 //! login, which is known for every token kind: `--bot-login`, the token's user, or (an App's
 //! installation token, which cannot read `/user`) the GraphQL viewer, an App's `slug[bot]`.
 //! The webhook payloads prgate reads are [`event`]'s; the pin a started run keeps, [`pin`]'s;
-//! GitHub Actions' job results, [`actions`]'s; who and what may start a run, [`trigger`]'s. Every failure is a [`GitHubError`].
+//! GitHub Actions' job results, [`actions`]'s; who and what may start a run, [`trigger`]'s.
+//! Every failure is a [`GitHubError`].
 
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;

@@ -6,8 +6,9 @@
 //! as GitHub's `if:` compares it: case-insensitively), a `workflow_dispatch` with a PR number
 //! and the head SHA the maintainer expects, the "Re-run" button of prgate's check run (a
 //! `check_run` `requested_action`, like a dispatch of its SHA), or a merge queue's
-//! `merge_group` `checks_requested`. A `check_suite` event starts nothing. Whoever sent the event
-//! must have GitHub's `write` or `admin` permission; a bot may not. After the label is gone the
+//! `merge_group` `checks_requested`. A `check_suite` event starts nothing. Whoever sent any
+//! event but a merge queue's must have GitHub's `write` or `admin` permission, and a bot may not
+//! (only someone with write access can add a PR to the queue). After the label is gone the
 //! PR must still be open and at the expected head, before and after its files are read. A
 //! queued PR's own result counts only when prgate posted it.
 //!
@@ -254,7 +255,7 @@ pub fn run_pin(
         sha: request.sha.clone(),
         title: pr.title.clone(),
         base_ref: pr.base.reference.clone(),
-        base_sha: normal_sha(&pr.base.sha).unwrap_or_else(|| pr.base.sha.clone()),
+        base_sha: as_written(&pr.base.sha),
         triggered_by: sender.to_owned(),
         files_truncated: files.truncated,
         merge_group: None,
@@ -294,7 +295,12 @@ pub fn own_result(statuses: &[CommitStatus], context: &str, ours: Option<&str>) 
 
 /// A PR's head as git writes it (as GitHub sent it, when that is not a SHA).
 fn head_of(pr: &PullRequest) -> String {
-    normal_sha(&pr.head.sha).unwrap_or_else(|| pr.head.sha.clone())
+    as_written(&pr.head.sha)
+}
+
+/// A SHA as git writes it, or as GitHub sent it when it is not one.
+fn as_written(sha: &str) -> String {
+    normal_sha(sha).unwrap_or_else(|| sha.to_owned())
 }
 
 fn invalid(text: impl Into<String>) -> GitHubError {

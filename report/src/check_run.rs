@@ -7,8 +7,8 @@
 //! the plan; an item of the whole PR, or of a model no present path selected, on the first
 //! changed path. Levels are the job summary's ([`AnnotationLevel::of`]); unlike the workflow
 //! commands ([`crate::summary::annotations`]) there is no cap per level. Text is plain there,
-//! each part made inert for a terminal and the line break ours. Pure: the verdict and the plan
-//! in, annotations out.
+//! each part made inert for a terminal and the line break ours. Pure: the comment's input and
+//! the status in, the check run's content ([`CheckRunContent`]) out.
 //!
 //! What it leaves to others: the check run itself and its JSON (`prgate_github`, through the
 //! binary).
@@ -28,7 +28,7 @@ use crate::summary::AnnotationLevel;
 pub struct CheckRunContent {
     /// `CONTEXT details`, beside the status it details.
     pub name: String,
-    /// `None` while it runs (in progress); else `success` or `failure` ([`conclusion`]).
+    /// `None` while it runs (in progress); else `success` or `failure` (`conclusion`).
     pub conclusion: Option<&'static str>,
     /// The status's description.
     pub title: String,
@@ -62,7 +62,7 @@ pub fn check_run(
 /// A check run's conclusion for the status `state`: none while it is pending (in progress),
 /// `success` for a success, and `failure` for a failure or an error: an error is not a pass,
 /// fail closed.
-pub fn conclusion(state: StatusState) -> Option<&'static str> {
+fn conclusion(state: StatusState) -> Option<&'static str> {
     match state {
         StatusState::Pending => None,
         StatusState::Success => Some("success"),
@@ -92,7 +92,7 @@ impl CheckAnnotation {
 
 /// The annotations of `verdict`, placed on `plan`'s changed paths; none when the PR changed no
 /// path that is still there.
-pub fn check_annotations(verdict: &Verdict, plan: &Plan) -> Vec<CheckAnnotation> {
+fn check_annotations(verdict: &Verdict, plan: &Plan) -> Vec<CheckAnnotation> {
     let mut annotations = Vec::new();
     for section in &verdict.sections {
         for item in &section.items {

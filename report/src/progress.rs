@@ -62,12 +62,12 @@ pub struct CheckStates {
 
 impl CheckStates {
     /// A step of `check` (of `model`, or the common checks) started.
-    pub fn step_started(&mut self, model: Option<&str>, check: Check) {
+    fn step_started(&mut self, model: Option<&str>, check: Check) {
         *self.count(model, check) += 1;
     }
 
     /// A step of `check` (of `model`, or the common checks) finished.
-    pub fn step_finished(&mut self, model: Option<&str>, check: Check) {
+    fn step_finished(&mut self, model: Option<&str>, check: Check) {
         *self.count(model, check) -= 1;
     }
 

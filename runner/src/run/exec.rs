@@ -261,12 +261,13 @@ impl Exec<'_> {
             spec.env =
                 spec.env.set("HF_DATASETS_OFFLINE", "1").set("HF_HUB_CACHE", datasets.join("hub"));
         }
-        let mut group = ChildGroup::spawn(&spec).map_err(|error| crashed(&error))?;
+        let mut group =
+            ChildGroup::spawn(&spec).map_err(|error| StepFailure::crash(error.to_string()))?;
         let _entry = Entry::write(self.processes, group.id());
         let finished = group.wait_with_limits(limits);
         // Stopped before it is crossed out, whatever the wait gave.
         drop(group);
-        finished.map_err(|error| StepFailure::new(NotRunReason::Other, error.to_string()))
+        finished.map_err(|error| StepFailure::other(&error))
     }
 
     /// Runs `command` in a container of the run.
@@ -277,7 +278,9 @@ impl Exec<'_> {
         command: &Command<'_>,
         limits: &Limits,
     ) -> Result<Finished, StepFailure> {
-        let env = self.container_env(&command.env).map_err(|error| crashed(&error))?;
+        let env = self
+            .container_env(&command.env)
+            .map_err(|error| StepFailure::crash(error.to_string()))?;
         let shape = Shape {
             purpose: &command.purpose,
             datasets: command.datasets,
@@ -292,12 +295,14 @@ impl Exec<'_> {
             None => ContainerNetwork::None,
         };
         let request = self.request(run, &shape, &env, network);
-        let launch = engine.launch(&request).map_err(|error| crashed(&error))?;
-        let mut container = Container::start(engine, &launch).map_err(|error| crashed(&error))?;
+        let launch =
+            engine.launch(&request).map_err(|error| StepFailure::crash(error.to_string()))?;
+        let mut container = Container::start(engine, &launch)
+            .map_err(|error| StepFailure::crash(error.to_string()))?;
         let _entry = Entry::write(self.processes, container.client().id());
         let finished = container.wait_with_limits(limits);
         drop(container);
-        finished.map_err(|error| StepFailure::new(NotRunReason::Other, error.to_string()))
+        finished.map_err(|error| StepFailure::other(&error))
     }
 
     /// The exit status of a command that ended, or why one that was stopped, or that the engine
@@ -476,11 +481,6 @@ impl Exec<'_> {
         }
         Ok(container_env)
     }
-}
-
-/// A command that could not start: a crash of the step.
-fn crashed(error: &dyn std::fmt::Display) -> StepFailure {
-    StepFailure::crash(error.to_string())
 }
 
 /// The host environment of a command: the minimal one and `env`; never a secret.

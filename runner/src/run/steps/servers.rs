@@ -169,7 +169,7 @@ impl Servers<'_> {
                 "the server exited while it was in use\nlast lines of its log:\n{}",
                 server.log_tail()
             );
-            self.slots[at] = Slot::Failed(StepFailure { reason: NotRunReason::Crash, detail });
+            self.slots[at] = Slot::Failed(StepFailure::crash(detail));
         }
         if matches!(self.slots[at], Slot::Idle | Slot::Released(_)) && !self.together {
             self.make_room(1 - at);
