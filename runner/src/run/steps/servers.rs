@@ -317,27 +317,17 @@ impl Servers<'_> {
         Some(ServersUsed { design, loads, wakes, switches, block_runs, why })
     }
 
-    /// The failure of a run on `side`'s server that failed for `reason`: a `crash`, unless
-    /// the run was stopped at its time limit (`timeout`) or for its silence (`stalled`) while
-    /// the server still runs. When the server's process has exited, the server crashed: the
-    /// run is its crash, and the server is failed for good.
-    pub(super) fn failure(
-        &mut self,
-        side: Side,
-        reason: NotRunReason,
-        detail: String,
-    ) -> StepFailure {
+    /// The failure of a run on `side`'s server, as the run failed; when the server's process
+    /// has exited, the server crashed: the run is its crash, and the server is failed for good.
+    pub(super) fn failure(&mut self, side: Side, failure: StepFailure) -> StepFailure {
         let at = slot(side);
         if let Slot::Up(server) = &mut self.slots[at]
             && server.exited()
         {
-            let failure = StepFailure::crash(detail);
-            self.slots[at] = Slot::Failed(failure.clone());
-            return failure;
+            let crash = StepFailure::crash(failure.detail);
+            self.slots[at] = Slot::Failed(crash.clone());
+            return crash;
         }
-        match reason {
-            NotRunReason::Timeout | NotRunReason::Stalled => StepFailure::new(reason, detail),
-            _ => StepFailure::crash(detail),
-        }
+        failure
     }
 }

@@ -440,12 +440,12 @@ impl Runner<'_> {
                 self.external_speed(external, &run, launch, &results, timeout, &serving)
             }
         };
-        // A failed run is the server's crash, its log's tail in the detail; a run over its time
-        // limit or silent past the stall limit says so (docs/recipe.md: `timeout`, `stalled`).
+        // A failed run keeps its own reason, as every step's work does (a `timeout`, `stalled`,
+        // a `crash`), with the server's log's tail in the detail.
         measured.map_err(|failure| {
             let tail = server_log_tail(&log);
             let detail = format!("{}\nlast lines of the server's log:\n{tail}", failure.detail);
-            servers.failure(side, failure.reason, detail)
+            servers.failure(side, StepFailure { detail, ..failure })
         })
     }
 
