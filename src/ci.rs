@@ -35,6 +35,7 @@ pub(crate) use reporter::gpu_time_words;
 use crate::gate::Outcome;
 use crate::run::{ExecutorSettings, RunOptions, RunSettings, Switch};
 use prgate_github::actions::JobsResult;
+use prgate_runner::reuse::ReuseMode;
 
 /// Run the whole PR test: trigger, plan, pending status and comment, the run on this node with
 /// the comment kept up to date, the gate, the final comment and status, the job summary and
@@ -156,6 +157,23 @@ struct Settings {
 }
 
 impl Settings {
+    /// The settings of a status a stage posts itself (the queue's): it links the run's page.
+    fn status_settings(&self) -> prgate_report::status::StatusSettings {
+        prgate_report::status::StatusSettings {
+            target_url: self.run_url.clone(),
+            ..Default::default()
+        }
+    }
+
+    /// Whether this run reuses (and saves) judged steps; the run's page names it, else its
+    /// results directory.
+    fn reuse(&self, results: &Path) -> ReuseMode {
+        crate::run::reuse_mode(
+            self.reuse,
+            &self.run_url.clone().unwrap_or_else(|| results.display().to_string()),
+        )
+    }
+
     fn new(args: &CiArgs) -> anyhow::Result<Settings> {
         let run = args.run.settings()?;
         anyhow::ensure!(

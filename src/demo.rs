@@ -598,8 +598,10 @@ impl OnNode<'_> {
             title: self.title,
             common_recipe: DEFAULT_COMMON_RECIPE_PATH,
             progress: false,
+            observer: None,
+            label_accepts_narrowing: false,
         };
-        run.run(results, events, None, reuse)
+        run.run(results, events, None, reuse).context("running the plan")
     }
 
     /// The evidence in `results`, its job plan, and the gate's final verdict on them.

@@ -354,8 +354,11 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
         title: files.title,
         common_recipe: files.common_recipe,
         progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        observer: None,
+        label_accepts_narrowing: false,
     };
-    let summary = run.run(files.results, files.events, only_models, &reuse)?;
+    let summary =
+        run.run(files.results, files.events, only_models, &reuse).context("running the plan")?;
     for note in &summary.notes {
         eprintln!("note: {note}");
     }
@@ -395,6 +398,10 @@ pub(crate) struct LocalRun<'a> {
     pub(crate) common_recipe: &'a str,
     /// Whether the run shows its progress on standard error.
     pub(crate) progress: bool,
+    /// Who watches the step loop's events besides the events file (`prgate ci`'s comment).
+    pub(crate) observer: Option<&'a dyn prgate_runner::results::StepObserver>,
+    /// Whether the PR's labels accept a narrowing (`prgate ci`), besides `--accept-narrowing`.
+    pub(crate) label_accepts_narrowing: bool,
 }
 
 impl LocalRun<'_> {
@@ -417,7 +424,7 @@ impl LocalRun<'_> {
                 results,
                 events,
                 recipes: RecipePaths { model: DEFAULT_RECIPE_PATH, common: self.common_recipe },
-                accept_narrowing: settings.accept_narrowing,
+                accept_narrowing: settings.accept_narrowing || self.label_accepts_narrowing,
             },
             gate: config,
             gain_required: prgate_gate::title::requires_gain(self.title, &config.gain.types),
@@ -428,10 +435,10 @@ impl LocalRun<'_> {
             wait_lock: settings.wait_lock,
             preflight: &preflight,
             only_models,
-            observer: None,
+            observer: self.observer,
             reuse,
         };
-        prgate_runner::run::run(&request).context("running the plan")
+        Ok(prgate_runner::run::run(&request)?)
     }
 }
 

@@ -22,10 +22,9 @@ use anyhow::Context as _;
 use std::collections::BTreeSet;
 
 use prgate_gate::evidence::Evidence;
-use prgate_report::status::{StatusSettings, error_status};
-use prgate_runner::job::RecipePaths;
+use prgate_report::status::error_status;
 use prgate_runner::node::NodeProfile;
-use prgate_runner::run::{DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, RunInputs, RunRequest};
+use prgate_runner::run::DEFAULT_COMMON_RECIPE_PATH;
 use prgate_runner::schedule::assignment::Assignment;
 use prgate_runner::schedule::{History, Node as ScheduleNode};
 use prgate_scope::{Plan, PlanRequest};
@@ -33,7 +32,7 @@ use prgate_scope::{Plan, PlanRequest};
 use super::reporter::{CommentObserver, Reporter, gpu_time_words, images};
 use super::{Settings, write};
 use crate::gate::Outcome;
-use crate::run::{ExecutorSettings, RunFiles};
+use crate::run::{ExecutorSettings, LocalRun, RunFiles};
 use crate::trigger::Decision;
 use prgate_gate::JobPlan;
 use prgate_github::GitHub;
@@ -119,7 +118,7 @@ fn judge_queue(
     let judged = runtime
         .block_on(crate::trigger::queue::judge(github, &args.repo, pinned, queue, files, context));
     if let Err(error) = &judged {
-        let settings = StatusSettings { target_url: args.run_url.clone(), ..Default::default() };
+        let settings = args.status_settings();
         let status = error_status(&format!("{error:#}"), &settings);
         let posted = runtime.block_on(crate::publish::set_status(github, &pinned.sha, &status));
         if let Err(also) = posted {
@@ -139,7 +138,7 @@ fn settle(
     files: &[String],
     description: &str,
 ) -> anyhow::Result<()> {
-    let settings = StatusSettings { target_url: args.run_url.clone(), ..Default::default() };
+    let settings = args.status_settings();
     let status = prgate_report::status::queue_holds(description, &settings);
     runtime.block_on(crate::publish::set_status(github, &pinned.sha, &status))?;
     let description = status.description;
@@ -239,16 +238,9 @@ pub(super) fn node_run(args: &Settings) -> anyhow::Result<Outcome> {
     }
     let base = crate::gate::BaseSide::read(&args.repo, &plan)?;
     let events = results.join("events.jsonl");
-    let target = Target {
-        node: &node,
-        results: &results,
-        events: &events,
-        only_models: Some(models),
-        progress: std::io::IsTerminal::is_terminal(&std::io::stderr()),
-        observer: None,
-    };
-    let summary =
-        run_plan(args, &plan, &base, &pinned, &target).context("running this node's models")?;
+    let summary = local_run(args, &plan, (&base, &pinned), &node, None)
+        .run(&results, Some(&events), Some(models), &args.reuse(&results))
+        .context("running this node's models")?;
     for note in &summary.notes {
         eprintln!("note: {note}");
     }
@@ -491,20 +483,15 @@ fn run_observed(
 ) -> anyhow::Result<()> {
     let (plan, pinned) = (comment.plan, &comment.reporter.pinned);
     let events = args.work.join("events.jsonl");
-    let target = Target {
-        node,
-        results,
-        events: &events,
-        only_models: None,
-        progress: false,
-        observer: Some(comment),
-    };
+    let reuse = args.reuse(results);
     match &args.run.executor {
-        ExecutorSettings::Local => run_plan(args, plan, base, pinned, &target).map(|summary| {
-            for note in &summary.notes {
-                eprintln!("note: {note}");
-            }
-        }),
+        ExecutorSettings::Local => local_run(args, plan, (base, pinned), node, Some(comment))
+            .run(results, Some(&events), None, &reuse)
+            .map(|summary| {
+                for note in &summary.notes {
+                    eprintln!("note: {note}");
+                }
+            }),
         ExecutorSettings::Slurm(slurm) => {
             // The jobs read the plan the start of this stage wrote.
             let plan_path = args.state.join("plan.json");
@@ -517,63 +504,31 @@ fn run_observed(
                 title: Some(&pinned.title),
                 common_recipe: DEFAULT_COMMON_RECIPE_PATH,
             };
-            let reuse = crate::run::reuse_mode(
-                args.reuse,
-                &args.run_url.clone().unwrap_or_else(|| results.display().to_string()),
-            );
             crate::run::run_slurm(&args.run, slurm, &files, plan, node, &reuse, Some(comment))
         }
     }
 }
 
-/// Where and what a run of the plan runs.
-struct Target<'a> {
+/// `plan` run on this node by the local executor, as `prgate run` runs it: the PR's title for
+/// the gain rule, its `accept-narrowing` label besides the flag, and `observer` (the comment)
+/// watching the step loop's events; the progress line on a terminal only when nothing watches.
+fn local_run<'a>(
+    args: &'a Settings,
+    plan: &'a Plan,
+    (base, pinned): (&'a crate::gate::BaseSide, &'a Pinned),
     node: &'a NodeProfile,
-    results: &'a Path,
-    events: &'a Path,
-    only_models: Option<&'a [String]>,
-    progress: bool,
-    /// Who watches the step loop's events (the comment), besides the events file.
     observer: Option<&'a dyn prgate_runner::results::StepObserver>,
-}
-
-/// Runs `plan` on this node as the command line says.
-fn run_plan(
-    args: &Settings,
-    plan: &Plan,
-    base: &crate::gate::BaseSide,
-    pinned: &Pinned,
-    target: &Target<'_>,
-) -> anyhow::Result<prgate_runner::run::RunSummary> {
-    let gain_required =
-        prgate_gate::title::requires_gain(Some(pinned.title.as_str()), &base.config.gain.types);
-    let isolation = args.run.isolation(plan, target.results)?;
-    let preflight = args.run.preflight_mode();
-    let request = RunRequest {
-        inputs: RunInputs {
-            plan,
-            repo: &args.repo,
-            node: target.node,
-            results: target.results,
-            events: Some(target.events),
-            recipes: RecipePaths { model: DEFAULT_RECIPE_PATH, common: DEFAULT_COMMON_RECIPE_PATH },
-            accept_narrowing: args.run.accept_narrowing
-                || pinned.has_label(prgate_gate::job::ACCEPT_NARROWING_LABEL),
-        },
-        gate: &base.config,
-        gain_required,
-        python: &args.run.python,
-        time_limit: args.run.time_limit,
-        progress: target.progress,
-        isolation: &isolation,
-        wait_lock: args.run.wait_lock,
-        preflight: &preflight,
-        only_models: target.only_models,
-        observer: target.observer,
-        reuse: &crate::run::reuse_mode(
-            args.reuse,
-            &args.run_url.clone().unwrap_or_else(|| target.results.display().to_string()),
-        ),
-    };
-    Ok(prgate_runner::run::run(&request)?)
+) -> LocalRun<'a> {
+    LocalRun {
+        settings: &args.run,
+        plan,
+        node,
+        repo: &args.repo,
+        base,
+        title: Some(&pinned.title),
+        common_recipe: DEFAULT_COMMON_RECIPE_PATH,
+        progress: observer.is_none() && std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        observer,
+        label_accepts_narrowing: pinned.has_label(prgate_gate::job::ACCEPT_NARROWING_LABEL),
+    }
 }
