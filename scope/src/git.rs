@@ -122,12 +122,10 @@ pub fn plan(request: &PlanRequest) -> Result<Plan, ScopeError> {
 
     // The CODEOWNERS facts compare the trees whatever the list of changed files, and, without
     // a merge-base, the base tip with head: the gate's policy decides what that is worth.
-    let head_side =
-        if request.worktree { HeadSide::Worktree(&repo_path) } else { HeadSide::Tree(&head_tree) };
     let codeowners_texts = read_codeowners(
         &repo,
         &base_tree,
-        &head_side,
+        &HeadSide::of(request.worktree, &repo_path, &head_tree),
         manifest.codeowners(),
         &head_changes,
         &base_side.label,
@@ -144,11 +142,8 @@ pub fn plan(request: &PlanRequest) -> Result<Plan, ScopeError> {
 
     let listed =
         changed_files(request, &ends.base_ref, &base_side, &head_changes, &mut diff_warnings);
-    diff_warnings.extend(listed.untrusted.clone());
-    diff_warnings.extend(path_warnings.into_warnings());
-    if let Some(files) = &request.files {
-        diff_warnings.extend(listed_paths_in_no_tree(&files.changes, &base_tree, &head_tree));
-    }
+    let diff_warnings =
+        file_warnings(diff_warnings, &listed, path_warnings, request, (&base_tree, &head_tree));
 
     let mut selection = select(&manifest, &known, &listed.changes, listed.untrusted.as_deref());
     settle_models(
@@ -412,6 +407,24 @@ fn changed_files(
     ChangedFiles { source, changes, untrusted }
 }
 
+/// The warnings about the changed files, in the order the plan shows them: the diff's
+/// (`diff`), why the list cannot be trusted, the paths that are not UTF-8, and the
+/// listed paths that neither tree has.
+fn file_warnings(
+    mut diff: Vec<String>,
+    listed: &ChangedFiles,
+    paths: PathWarnings,
+    request: &PlanRequest,
+    (base_tree, head_tree): (&Tree<'_>, &Tree<'_>),
+) -> Vec<String> {
+    diff.extend(listed.untrusted.clone());
+    diff.extend(paths.into_warnings());
+    if let Some(files) = &request.files {
+        diff.extend(listed_paths_in_no_tree(&files.changes, base_tree, head_tree));
+    }
+    diff
+}
+
 /// What the trees add to the selected models: whether each README exists on the head side,
 /// and, without a merge-base, that no model can be told new or removed.
 fn settle_models(
@@ -444,6 +457,13 @@ fn settle_models(
 enum HeadSide<'a> {
     Tree(&'a Tree<'a>),
     Worktree(&'a Path),
+}
+
+impl<'a> HeadSide<'a> {
+    /// The working tree at `repo_path` with `--worktree`, else head's tree.
+    fn of(worktree: bool, repo_path: &'a Path, head_tree: &'a Tree<'a>) -> HeadSide<'a> {
+        if worktree { HeadSide::Worktree(repo_path) } else { HeadSide::Tree(head_tree) }
+    }
 }
 
 /// Reads the CODEOWNERS texts the facts compare: the configured location and GitHub's three on
@@ -965,61 +985,4 @@ fn git_error(what: String, error: git2::Error) -> ScopeError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::{PlanRequest, WalkScope};
-
-    #[test]
-    fn a_git_error_says_its_cause_once() {
-        // Its message holds the cause: were it also the source, `{:#}` would repeat it.
-        let error =
-            super::git_error("reading the tree of h1".to_owned(), git2::Error::from_str("boom"));
-        assert_eq!(error.to_string(), "reading the tree of h1: boom");
-        assert!(std::error::Error::source(&error).is_none());
-        let io =
-            super::ScopeError::Io { path: "repo/x".into(), error: std::io::Error::other("gone") };
-        assert_eq!(io.to_string(), "reading repo/x: gone");
-        assert!(std::error::Error::source(&io).is_none());
-    }
-
-    #[test]
-    fn a_pinned_run_plans_the_listed_paths_between_its_commits() {
-        let paths = ["models/a.py".to_owned(), "docs/b.md".to_owned()];
-        let request = PlanRequest::pinned(std::path::Path::new("repo"), ("b1", "h1"), &paths, true)
-            .expect("a file list");
-        assert_eq!((request.base.as_deref(), request.head.as_deref()), (Some("b1"), Some("h1")));
-        assert!(!request.worktree);
-        let files = request.files.expect("the listed files");
-        assert!(files.truncated);
-        let listed: Vec<&str> = files.changes.iter().map(|change| change.path.as_str()).collect();
-        assert_eq!(listed, ["models/a.py", "docs/b.md"]);
-    }
-
-    #[test]
-    fn a_walk_enters_only_the_folders_on_the_way_to_or_inside_a_prefix() {
-        let scope = WalkScope::Prefixes(vec!["sgl/models/".to_owned(), "test/unit/mk_".to_owned()]);
-        let table = [
-            ("sgl/", true),
-            ("sgl/models/", true),
-            ("sgl/models/llama/", true),
-            ("sgl/models/llama/kernels/", true),
-            ("sgl/common/", false),
-            ("test/", true),
-            ("test/unit/", true),
-            ("test/unit/mk_a/", true),
-            ("test/unit/other/", false),
-            ("benchmarks/", false),
-            ("sgl-models/", false),
-        ];
-        for (folder, enters) in table {
-            assert_eq!(scope.enters(folder.as_bytes()), enters, "{folder}");
-        }
-    }
-
-    #[test]
-    fn an_empty_prefix_and_everything_enter_every_folder() {
-        for scope in [WalkScope::Prefixes(vec![String::new()]), WalkScope::Everything] {
-            assert!(scope.enters(b"benchmarks/suite/"), "{scope:?}");
-        }
-        assert!(!WalkScope::Prefixes(Vec::new()).enters(b"models/"));
-    }
-}
+mod tests;
