@@ -249,21 +249,10 @@ fn settings(source: &SettingsSource) -> anyhow::Result<GateConfig> {
 
 /// The gate's settings of prgate.toml at `at` in `repo`.
 pub(crate) fn settings_at(repo: &Path, at: &str) -> anyhow::Result<GateConfig> {
-    let commit = resolve(repo, at)?;
+    let commit = prgate_scope::git::commit_of(repo, "--at", at)?;
     let manifest = prgate_scope::base_side::read_manifest_at(repo, &commit)?;
     let short = commit.get(..7).unwrap_or(&commit);
     Ok(GateConfig::with_overrides(manifest.gate_table(), &format!("prgate.toml at {short}"))?)
-}
-
-/// The commit `reference` names in `repo`.
-fn resolve(repo: &Path, reference: &str) -> anyhow::Result<String> {
-    let repository = git2::Repository::discover(repo)
-        .with_context(|| format!("opening the repository {}", repo.display()))?;
-    let commit = repository
-        .revparse_single(reference)
-        .and_then(|object| object.peel_to_commit())
-        .with_context(|| format!("{reference:?} is not a commit of {}", repo.display()))?;
-    Ok(commit.id().to_string())
 }
 
 fn record(args: &RecordArgs) -> anyhow::Result<()> {
@@ -367,7 +356,7 @@ fn anchor(args: &AnchorArgs) -> anyhow::Result<()> {
 }
 
 fn reset(args: &ResetArgs) -> anyhow::Result<()> {
-    let commit = resolve(&args.repo, &args.reference)?;
+    let commit = prgate_scope::git::commit_of(&args.repo, "--reference", &args.reference)?;
     let name = (args.reference != commit).then(|| args.reference.clone());
     let history = args.location.open()?;
     history.reset(&Reset {

@@ -957,6 +957,13 @@ pub fn paths_between(
     Ok(paths.into_iter().collect())
 }
 
+/// The full SHA of the commit `reference` (a SHA, tag or branch, given as the flag `option`)
+/// names in the repository around `repo`.
+pub fn commit_of(repo: &Path, option: &'static str, reference: &str) -> Result<String, ScopeError> {
+    let repository = open(repo)?;
+    Ok(resolve(&repository, repo, option, reference, false)?.id().to_string())
+}
+
 /// The repository at `repo` itself (no search upwards: a run names its checkout).
 fn open_exactly(repo: &Path) -> Result<Repository, ScopeError> {
     Repository::open(repo)

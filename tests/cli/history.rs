@@ -252,3 +252,32 @@ fn a_ledger_that_cannot_be_read_is_an_error_never_no_drift() {
     assert_eq!(bad.code, 2);
     assert!(bad.stderr.contains("--merge \"abc\" is not a full commit SHA"), "{}", bad.stderr);
 }
+
+#[test]
+fn a_reference_that_names_no_commit_is_refused_by_its_flag() {
+    let repo = crate::support::Repo::standard();
+    let path = repo.path().to_str().expect("UTF-8");
+    let work = tempfile::tempdir().expect("a temporary directory");
+    let dir = work.path().join("history");
+    let reset = history(
+        work.path(),
+        &["history", "reset", "--repo", path, "--reference", "v9", "--reason", "a release"],
+        &dir,
+    );
+    assert_eq!(reset.code, 2, "{}", reset.stderr);
+    assert!(reset.stderr.contains("--reference 'v9': no such commit in"), "{}", reset.stderr);
+    assert!(!dir.join("ledger.jsonl").exists(), "nothing written");
+    let check = history(work.path(), &["history", "check", "--repo", path, "--at", "v9"], &dir);
+    assert_eq!(check.code, 2, "{}", check.stderr);
+    assert!(check.stderr.contains("--at 'v9': no such commit in"), "{}", check.stderr);
+    // A tag names its commit: the reset is written with the tag's name.
+    repo.git(&["tag", "v9"]);
+    let tagged = history(
+        work.path(),
+        &["history", "reset", "--repo", path, "--reference", "v9", "--reason", "a release"],
+        &dir,
+    );
+    assert_eq!(tagged.code, 0, "{}", tagged.stderr);
+    let ledger = std::fs::read_to_string(dir.join("ledger.jsonl")).expect("the ledger");
+    assert!(ledger.contains(r#""reference_name":"v9""#), "{ledger}");
+}
