@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
+use prgate_report::plan::PlanOutput;
 use prgate_scope::{FileList, PlanRequest};
 
 /// Show what CI would run on a branch, and why.
@@ -61,18 +62,6 @@ pub(crate) enum PlanFormat {
     Markdown,
 }
 
-/// The plan as `prgate plan` prints it: the wire format, and the rules judged at once.
-#[derive(serde::Serialize)]
-struct PlanOutput<'a> {
-    // Flattened for writing only: the runner reads a `Plan`, which ignores `rules`.
-    #[serde(flatten)]
-    plan: &'a prgate_scope::Plan,
-    rules: &'a [prgate_gate::rules::RuleOutcome],
-    /// With `--estimate` only.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    estimate: Option<&'a crate::estimate::EstimateOutput>,
-}
-
 pub(crate) fn run(args: &PlanArgs) -> anyhow::Result<()> {
     let files = match &args.files {
         Some(source) => {
@@ -93,24 +82,11 @@ pub(crate) fn run(args: &PlanArgs) -> anyhow::Result<()> {
     let rules =
         prgate_gate::rules::judge_rules(&plan, args.title.as_deref(), &base.config, &base.policy);
     let estimate = crate::estimate::estimate(&args.estimate, &args.repo, &plan)?;
+    let output = PlanOutput { plan: &plan, rules: &rules, estimate: estimate.as_ref() };
     let text = match args.format {
-        PlanFormat::Human => {
-            prgate_report::plan::human(&plan)
-                + &prgate_report::verdict::rules_human(&rules)
-                + &estimate.as_ref().map(|estimate| estimate.human()).unwrap_or_default()
-        }
-        PlanFormat::Markdown => {
-            prgate_report::plan::markdown(&plan)
-                + &prgate_report::verdict::rules_markdown(&rules)
-                + &estimate.as_ref().map(|estimate| estimate.markdown()).unwrap_or_default()
-        }
-        PlanFormat::Json => {
-            let output = PlanOutput { plan: &plan, rules: &rules, estimate: estimate.as_ref() };
-            let mut json =
-                serde_json::to_string_pretty(&output).context("writing the plan as JSON")?;
-            json.push('\n');
-            json
-        }
+        PlanFormat::Human => output.human(),
+        PlanFormat::Markdown => output.markdown(),
+        PlanFormat::Json => output.json().context("writing the plan as JSON")?,
     };
     crate::files::print(&text)
 }

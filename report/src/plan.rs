@@ -1,4 +1,6 @@
-//! A plan for people: a table for the terminal (`prgate plan`), and Markdown for a PR comment.
+//! A plan for people: a table for the terminal (`prgate plan`), and Markdown for a PR comment;
+//! and [`PlanOutput`], all `prgate plan` prints (the plan, its rules, its estimate) in each of
+//! its three formats, the JSON one the wire format of docs/plan.md.
 //!
 //! Both say, for every model, its tier and the changed paths (with the pattern) that put it
 //! there; for every changed path, what it matched; and, loudly first, why the diff cannot be
@@ -6,9 +8,47 @@
 
 use std::fmt::Write as _;
 
+use prgate_gate::rules::RuleOutcome;
 use prgate_scope::plan::{ChangedPath, DiffSource, PathMatch, Plan, Reason, Tier};
 
 use crate::escape::{MarkdownPlace, markdown_code, markdown_path, markdown_text, terminal};
+use crate::estimate::EstimateOutput;
+use crate::verdict::{rules_human, rules_markdown};
+
+/// What `prgate plan` prints: the plan, its rules judged at once (with the base side's settings
+/// and policy), and what it costs when `--estimate` asks.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct PlanOutput<'a> {
+    // Flattened for writing only (nothing reads a `PlanOutput`: the runner reads a `Plan`,
+    // which ignores `rules` and `estimate`), so no error of a reader's is swallowed.
+    #[serde(flatten)]
+    pub plan: &'a Plan,
+    pub rules: &'a [RuleOutcome],
+    /// With `--estimate` only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<&'a EstimateOutput>,
+}
+
+impl PlanOutput<'_> {
+    /// The table for a terminal.
+    pub fn human(&self) -> String {
+        human(self.plan)
+            + &rules_human(self.rules)
+            + &self.estimate.map(EstimateOutput::human).unwrap_or_default()
+    }
+
+    /// Markdown for a PR comment.
+    pub fn markdown(&self) -> String {
+        markdown(self.plan)
+            + &rules_markdown(self.rules)
+            + &self.estimate.map(EstimateOutput::markdown).unwrap_or_default()
+    }
+
+    /// The versioned wire format later steps read (docs/plan.md), pretty, with a final newline.
+    pub fn json(&self) -> Result<String, serde_json::Error> {
+        Ok(serde_json::to_string_pretty(self)? + "\n")
+    }
+}
 
 /// How text from the PR is shown: as-is but with controls escaped on a terminal, as code
 /// spans and escaped prose in Markdown.
