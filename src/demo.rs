@@ -1,9 +1,10 @@
 //! `prgate demo`: the whole job on a built-in sample, with no GPU and no network.
 //!
-//! It builds the sample repository, then for every sample PR: the plan, the run on this
-//! machine (the runner's local executor) with every model served by prgate's simulated server,
-//! and the gate's verdict; each PR's final comment, status line and full report are written as
-//! files; and at the end a table of which PR passed and which failed, and why.
+//! It builds the sample repository (the `prgate-sample` crate's), then for every sample PR: the
+//! plan, the run on this machine (the runner's local executor) with every model served by
+//! prgate's simulated server, and the gate's verdict; each PR's final comment, status line and
+//! full report are written as files; and at the end a table of which PR passed and which
+//! failed, and why.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -25,7 +26,7 @@ use prgate_scope::PlanRequest;
 use prgate_scope::plan::Plan;
 
 use crate::run::{ExecutorSettings, IsolationArg, LocalRun, RunSettings};
-use crate::sample::{self, SamplePr};
+use prgate_sample::{self as sample, SamplePr};
 
 /// Run prgate on a built-in sample repository and its pull requests (no GPU, no network).
 ///

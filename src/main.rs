@@ -33,7 +33,6 @@ mod node;
 mod plan;
 mod publish;
 mod run;
-mod sample;
 mod sim;
 mod trigger;
 

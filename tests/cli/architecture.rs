@@ -60,8 +60,18 @@ fn mentions(dir: &str, needles: &[&str]) -> Vec<(String, String)> {
 }
 
 /// The workspace's library crates but `github` (whose place the GitHub tests check), by folder.
-const LIBRARIES: [&str; 9] =
-    ["scope", "gate", "report", "runner", "sim-server", "recipe", "sandbox", "measure", "schedule"];
+const LIBRARIES: [&str; 10] = [
+    "scope",
+    "gate",
+    "report",
+    "runner",
+    "sim-server",
+    "recipe",
+    "sandbox",
+    "measure",
+    "schedule",
+    "sample",
+];
 
 /// What names I/O in a source: files and folders, sockets, processes, the environment.
 const IO: [&str; 13] = [
@@ -125,6 +135,8 @@ fn the_crate_graph_points_one_way() {
     // The evidence types it parses into are the gate's (pure); never the runner's.
     assert_eq!(ours("measure"), ["prgate-gate"], "measure depends on nothing but the evidence");
     assert_eq!(ours("github"), Vec::<String>::new(), "github knows nothing of the others");
+    // The demo's sample: the node profile's format (recipe), never what runs the sample.
+    assert_eq!(ours("sample"), ["prgate-recipe"], "sample never depends on runner");
     for dir in LIBRARIES {
         assert!(!dependencies(dir).contains("prgate-github"), "{dir} uses the GitHub crate");
     }
@@ -240,4 +252,23 @@ fn schedule_decides_from_plain_data_and_runs_nothing() {
     ];
     let expect: BTreeSet<String> = expect.into_iter().map(str::to_owned).collect();
     assert_eq!(deps, expect, "schedule's dependencies");
+}
+
+#[test]
+fn the_sample_starts_nothing_and_only_the_binary_uses_it() {
+    // The demo's sample repository is built from the files embedded in the crate: it writes the
+    // repository (git2) and the node profile (`std::fs`) below the folder it is given, and
+    // reads no file or folder, environment, process, socket or clock of its own. `std::io`:
+    // the error of those writes.
+    let found = io_in("sample/src", &["SystemTime", "Instant"], &["std::fs", "std::io"]);
+    assert!(found.is_empty(), "sample does I/O beyond writing its folder: {found:?}");
+    // Lean: git2 for the repository, the node profile's format, serde for its PR list; a new
+    // one is a decision made here.
+    let expect = ["git2", "prgate-recipe", "serde", "serde_json", "thiserror", "toml"];
+    let expect: BTreeSet<String> = expect.into_iter().map(str::to_owned).collect();
+    assert_eq!(dependencies("sample"), expect, "sample's dependencies");
+    for dir in LIBRARIES.into_iter().chain(["github"]) {
+        assert!(!dependencies(dir).contains("prgate-sample"), "{dir} uses the demo's sample");
+    }
+    assert!(dependencies(".").contains("prgate-sample"), "the binary's demo runs it");
 }

@@ -1,5 +1,6 @@
-//! The built-in sample: a small repository shaped like a per-model monokernel repository for
-//! SGLang, with a handful of pull-request branches that show every kind of scope.
+//! The demo's built-in sample: a small repository shaped like a per-model monokernel repository
+//! for SGLang, with a handful of pull-request branches that show every kind of scope, and the
+//! node profile the demo runs them on (`prgate demo`, the binary's `src/demo.rs`).
 //!
 //! Every model serves through prgate's own simulated server (`prgate sim-server`): its recipe
 //! (`test/e2e/<model>.toml`) starts `prgate` by name, as found on the command's `PATH` (on the
@@ -9,178 +10,153 @@
 //! kernel" lowers it in its tree. The server listens on every interface (`0.0.0.0`): in a
 //! container, the published port reaches only those (docs/container.md).
 //!
-//! The files are real files in `src/sample/` (`main/`: `main`'s beside the models'; `model/`: a
-//! model's, with `@model@` for its name; `pr-126/`: a PR's new test), embedded in the binary;
-//! this module only assembles `main` and the PRs' branches from them, and the demo's node
-//! profile from `sample/node.toml`. Commits have fixed authors
-//! and dates and the files name no host path, so every build gives the same SHAs.
+//! The files are real files in this crate's `files/` (`main/`: `main`'s beside the models';
+//! `model/`: a model's, with `@model@` for its name; `pr-126/`: a PR's new test; `prs.toml`: the
+//! PRs' edits; `node.toml`: the demo's node profile), embedded in the binary with
+//! `include_str!`; this crate only assembles `main` and the PRs' branches from them, and the
+//! demo's node profile. Commits have fixed authors and dates and the files name no host path,
+//! so every build gives the same SHAs.
+//!
+//! What it does: it writes the repository and the node profile below the folder it is given,
+//! and nothing else; it starts no process and touches no socket. What it leaves to others:
+//! planning, running and judging the sample (the binary's demo, through the other crates). The
+//! node profile's format is `prgate-recipe`'s, the one crate of ours below it; only the binary
+//! uses this one (`cli architecture::the_sample_starts_nothing_and_only_the_binary_uses_it`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
 use git2::{IndexEntry, IndexTime, Oid, Repository, RepositoryInitOptions, Signature, Time};
-use prgate_runner::node::NodeProfile;
+use prgate_recipe::node::{NodeError, NodeProfile};
 use serde::Deserialize;
 
 /// One pull request of the sample: its branch, number and title.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct SamplePr {
-    pub(crate) number: u32,
-    pub(crate) branch: String,
+#[derive(Debug, Clone)]
+pub struct SamplePr {
+    pub number: u32,
+    pub branch: String,
     /// The branch it is based on (`main`, or the history PR before it).
-    #[serde(default = "main_branch")]
-    pub(crate) base: String,
-    pub(crate) title: String,
+    pub base: String,
+    pub title: String,
     /// The demo runs it twice, as a maintainer's second `run-ci` after a flaky failure: the
     /// second run takes over what the first judged and runs only what failed (docs/rerun.md).
-    #[serde(default)]
-    pub(crate) reruns: bool,
-    /// What it changes in `main`'s files.
-    #[serde(default)]
-    edits: Vec<Edit>,
+    pub reruns: bool,
 }
 
-fn main_branch() -> String {
-    "main".to_owned()
+/// Why the sample could not be built or its node profile written; each names the file, the
+/// branch or the PR that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SampleError {
+    /// The sample's own list of PRs does not parse (a bug in this crate's files).
+    #[error("the sample's PRs (sample/files/prs.toml): {0}")]
+    Prs(toml::de::Error),
+    #[error("sample PR #{pr}: the sample has no file {file}")]
+    NoFile { pr: u32, file: String },
+    // The cause is in the message, so it is not also the error's `source` (a chain printed
+    // with `{:#}` would say it twice).
+    #[error("{what}: {error}")]
+    Git { what: String, error: git2::Error },
+    #[error("{doing} {path}: {error}")]
+    Io { doing: &'static str, path: PathBuf, error: std::io::Error },
+    #[error("{path} is not UTF-8")]
+    NotUtf8 { path: PathBuf },
+    /// The demo's node profile, as written, is refused (a bug in `files/node.toml`).
+    #[error(transparent)]
+    NodeProfile(#[from] NodeError),
 }
 
-/// The sample's PRs (`sample/prs.toml`).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SamplePrs {
-    pr: Vec<SamplePr>,
+/// A git error as the sample's, saying what it was doing.
+trait GitContext<T> {
+    fn doing(self, what: impl FnOnce() -> String) -> Result<T, SampleError>;
 }
 
-/// One edit of a sample PR to `main`'s files, its kind named by `edit` (`sample/prs.toml` says
-/// each kind's keys): a misspelt key is refused with its name, not "no variant matched".
-#[derive(Debug, Clone, Deserialize)]
-#[serde(tag = "edit", rename_all = "kebab-case", deny_unknown_fields)]
-enum Edit {
-    Append { path: String, text: String },
-    Add { path: String, file: String },
-    Tpot { model: String, ms: String },
-    Model { model: String },
-    Replace { path: String, from: String, to: String },
-}
-
-/// The files a sample PR adds (`Edit::Add`), by their name below `sample/`.
-const PR_FILES: &[(&str, &str)] =
-    &[("pr-126/test_cache.py", include_str!("sample/pr-126/test_cache.py"))];
-
-impl Edit {
-    fn apply(&self, files: &mut Files) -> anyhow::Result<()> {
-        match self {
-            Edit::Append { path, text } => append(files, path, text),
-            Edit::Add { path, file } => {
-                let (_, text) = PR_FILES
-                    .iter()
-                    .find(|(name, _)| name == file)
-                    .with_context(|| format!("the sample has no file {file}"))?;
-                append(files, path, text);
-            }
-            Edit::Tpot { model, ms } => set_tpot(files, model, ms),
-            Edit::Model { model } => add_model(files, model),
-            Edit::Replace { path, from, to } => {
-                let text = files.entry(path.clone()).or_default();
-                *text = text.replace(from.as_str(), to);
-            }
-        }
-        Ok(())
+impl<T> GitContext<T> for Result<T, git2::Error> {
+    fn doing(self, what: impl FnOnce() -> String) -> Result<T, SampleError> {
+        self.map_err(|error| SampleError::Git { what: what(), error })
     }
 }
 
-const MODELS: &[&str] =
-    &["deepseek_v41", "glm53_flash", "kimi_k3", "kimi_k31", "mimo_v3_pd", "qwen38_flash_next"];
-
 /// The sample's model served disaggregated: a prefill and a decode instance of the simulated
 /// server behind the real `sglang-router` (docs/topology.md), on GPUs of their own.
-pub(crate) const PD_MODEL: &str = "mimo_v3_pd";
+pub const PD_MODEL: &str = "mimo_v3_pd";
 
-/// Every model of the sample, with those its PRs add: the checkpoints the demo's node has.
-const ALL_MODELS: &[&str] = &[
-    "deepseek_v41",
-    "glm53_flash",
-    "kimi_k3",
-    "kimi_k31",
-    "mimo_v3_pd",
-    "qwen38_flash_next",
-    "muse_spark",
-];
+/// The model whose history the demo's drift guard follows (docs/history.md).
+pub const HISTORY_MODEL: &str = "qwen38_flash_next";
 
 /// Builds the sample repository in `dir` (which must be empty or absent): `main`, and a branch
 /// for every PR. Leaves `main` checked out.
-pub(crate) fn build(dir: &Path) -> anyhow::Result<Vec<SamplePr>> {
+pub fn build(dir: &Path) -> Result<Vec<SamplePr>, SampleError> {
     let mut options = RepositoryInitOptions::new();
     options.initial_head("main");
     let repo = Repository::init_opts(dir, &options)
-        .with_context(|| format!("creating the sample repository in {}", dir.display()))?;
+        .doing(|| format!("creating the sample repository in {}", dir.display()))?;
     let mut builder = Builder { repo: &repo, clock: 1_790_000_000 };
 
     let base_files = base_files();
-    let main =
-        builder.commit("refs/heads/main", None, &base_files, "Sample monokernel repository")?;
+    let main = builder.commit("main", None, &base_files, "Sample monokernel repository")?;
 
-    let prs: SamplePrs = toml::from_str(include_str!("sample/prs.toml"))
-        .context("the sample's PRs (src/sample/prs.toml)")?;
-    for pr in &prs.pr {
+    let prs: RawPrs =
+        toml::from_str(include_str!("../files/prs.toml")).map_err(SampleError::Prs)?;
+    let mut sample_prs = Vec::with_capacity(prs.pr.len());
+    for pr in prs.pr {
         let mut files = base_files.clone();
         for edit in &pr.edits {
-            edit.apply(&mut files)?;
+            edit.apply(pr.number, &mut files)?;
         }
-        builder.commit(&format!("refs/heads/{}", pr.branch), Some(main), &files, &pr.title)?;
+        builder.commit(&pr.branch, Some(main), &files, &pr.title)?;
+        sample_prs.push(SamplePr {
+            number: pr.number,
+            branch: pr.branch,
+            base: pr.base,
+            title: pr.title,
+            reruns: pr.reruns,
+        });
     }
 
     let mut checkout = git2::build::CheckoutBuilder::new();
     checkout.force();
     repo.checkout_head(Some(&mut checkout))
-        .context("checking out main in the sample repository")?;
-    Ok(prs.pr)
+        .doing(|| "checking out main in the sample repository".to_owned())?;
+    Ok(sample_prs)
 }
 
-/// The demo's node (`sample/node.toml`): hardware as the sample's recipes ask, every sample
+/// The demo's node (`files/node.toml`): hardware as the sample's recipes ask, every sample
 /// model's checkpoint (an empty folder: the simulated server reads none), work and cache inside
-/// `dir`.
-pub(crate) fn write_node_profile(dir: &Path) -> anyhow::Result<NodeProfile> {
+/// `dir`. Written to `dir/node.toml`.
+pub fn write_node_profile(dir: &Path) -> Result<NodeProfile, SampleError> {
     let checkpoints = dir.join("checkpoints");
     let mut table = String::new();
     for model in ALL_MODELS {
         let path = checkpoints.join(model);
-        std::fs::create_dir_all(&path).with_context(|| format!("creating {}", path.display()))?;
+        std::fs::create_dir_all(&path).map_err(|error| SampleError::Io {
+            doing: "creating",
+            path: path.clone(),
+            error,
+        })?;
         let _ = writeln!(table, "{model} = \"{model}\"");
     }
-    let text = include_str!("sample/node.toml")
+    let text = include_str!("../files/node.toml")
         .replace("@checkpoint_store@", &toml_string(&checkpoints)?)
         .replace("@cache_dir@", &toml_string(&dir.join("cache"))?)
         .replace("@work_dir@", &toml_string(&dir.join("work"))?)
         + &table;
     let path = dir.join("node.toml");
-    std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
+    std::fs::write(&path, &text).map_err(|error| SampleError::Io {
+        doing: "writing",
+        path: path.clone(),
+        error,
+    })?;
     Ok(NodeProfile::parse(&text, &path.display().to_string())?)
 }
-
-/// `path` as a TOML string (a JSON string is a TOML basic string).
-fn toml_string(path: &Path) -> anyhow::Result<String> {
-    let text = path.to_str().with_context(|| format!("{} is not UTF-8", path.display()))?;
-    Ok(serde_json::to_string(text)?)
-}
-
-/// The model whose history the demo's drift guard follows (docs/history.md).
-pub(crate) const HISTORY_MODEL: &str = "qwen38_flash_next";
-
-/// Each history PR's slowdown of [`HISTORY_MODEL`]: 1.5% more time per token, under the 2% a
-/// PR may lose, so each passes; five of them lose 7.7%, over the guard's 3% budget.
-const HISTORY_STEP: f64 = 1.015;
 
 /// The sample's history: five PRs merged one after the other onto `main` (branch
 /// `history/N`, each on the one before; `history/5` is the line's tip), each a small fix that
 /// costs [`HISTORY_MODEL`] 1.5% of its speed. Returns them in merge order.
-pub(crate) fn build_history(dir: &Path) -> anyhow::Result<Vec<SamplePr>> {
+pub fn build_history(dir: &Path) -> Result<Vec<SamplePr>, SampleError> {
     let repo = Repository::open(dir)
-        .with_context(|| format!("opening the sample repository in {}", dir.display()))?;
-    let main = repo.refname_to_id("refs/heads/main").context("the sample's main")?;
+        .doing(|| format!("opening the sample repository in {}", dir.display()))?;
+    let main = repo.refname_to_id("refs/heads/main").doing(|| "the sample's main".to_owned())?;
     // Later than every PR's commit, and fixed, so the SHAs are too.
     let mut builder = Builder { repo: &repo, clock: 1_790_500_000 };
     let titles: [(u32, &'static str, &'static str); 5] = [
@@ -207,19 +183,108 @@ pub(crate) fn build_history(dir: &Path) -> anyhow::Result<Vec<SamplePr>> {
             &format!("sgl_amd_mono/models/{HISTORY_MODEL}/layer.py"),
             &format!("\nFIX_{number} = True\n"),
         );
-        parent = builder.commit(&format!("refs/heads/{branch}"), Some(parent), &files, title)?;
+        parent = builder.commit(branch, Some(parent), &files, title)?;
         prs.push(SamplePr {
             number,
             branch: branch.to_owned(),
             base: base.to_owned(),
             title: title.to_owned(),
             reruns: false,
-            edits: Vec::new(),
         });
         base = branch;
     }
     Ok(prs)
 }
+
+/// One pull request of the sample as `files/prs.toml` writes it: a [`SamplePr`] and its edits.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPr {
+    number: u32,
+    branch: String,
+    #[serde(default = "main_branch")]
+    base: String,
+    title: String,
+    #[serde(default)]
+    reruns: bool,
+    /// What it changes in `main`'s files.
+    #[serde(default)]
+    edits: Vec<Edit>,
+}
+
+fn main_branch() -> String {
+    "main".to_owned()
+}
+
+/// The sample's PRs (`files/prs.toml`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPrs {
+    pr: Vec<RawPr>,
+}
+
+/// One edit of a sample PR to `main`'s files, its kind named by `edit` (`files/prs.toml` says
+/// each kind's keys): a misspelt key is refused with its name, not "no variant matched".
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "edit", rename_all = "kebab-case", deny_unknown_fields)]
+enum Edit {
+    Append { path: String, text: String },
+    Add { path: String, file: String },
+    Tpot { model: String, ms: String },
+    Model { model: String },
+    Replace { path: String, from: String, to: String },
+}
+
+/// The files a sample PR adds (`Edit::Add`), by their name below `files/`.
+const PR_FILES: &[(&str, &str)] =
+    &[("pr-126/test_cache.py", include_str!("../files/pr-126/test_cache.py"))];
+
+impl Edit {
+    /// Applies the edit of sample PR `pr` to `files`.
+    fn apply(&self, pr: u32, files: &mut Files) -> Result<(), SampleError> {
+        match self {
+            Edit::Append { path, text } => append(files, path, text),
+            Edit::Add { path, file } => {
+                let (_, text) = PR_FILES
+                    .iter()
+                    .find(|(name, _)| name == file)
+                    .ok_or_else(|| SampleError::NoFile { pr, file: file.clone() })?;
+                append(files, path, text);
+            }
+            Edit::Tpot { model, ms } => set_tpot(files, model, ms),
+            Edit::Model { model } => add_model(files, model),
+            Edit::Replace { path, from, to } => {
+                let text = files.entry(path.clone()).or_default();
+                *text = text.replace(from.as_str(), to);
+            }
+        }
+        Ok(())
+    }
+}
+
+const MODELS: &[&str] =
+    &["deepseek_v41", "glm53_flash", "kimi_k3", "kimi_k31", "mimo_v3_pd", "qwen38_flash_next"];
+
+/// Every model of the sample, with those its PRs add: the checkpoints the demo's node has.
+const ALL_MODELS: &[&str] = &[
+    "deepseek_v41",
+    "glm53_flash",
+    "kimi_k3",
+    "kimi_k31",
+    "mimo_v3_pd",
+    "qwen38_flash_next",
+    "muse_spark",
+];
+
+/// `path` as a TOML string (a JSON string is a TOML basic string).
+fn toml_string(path: &Path) -> Result<String, SampleError> {
+    let text = path.to_str().ok_or_else(|| SampleError::NotUtf8 { path: path.to_path_buf() })?;
+    Ok(serde_json::Value::from(text).to_string())
+}
+
+/// Each history PR's slowdown of [`HISTORY_MODEL`]: 1.5% more time per token, under the 2% a
+/// PR may lose, so each passes; five of them lose 7.7%, over the guard's 3% budget.
+const HISTORY_STEP: f64 = 1.015;
 
 type Files = BTreeMap<String, String>;
 
@@ -231,13 +296,12 @@ type Files = BTreeMap<String, String>;
 /// `wake-delay-ms`, 150 ms: a real wake is a quarter of a run (30 s against 2 min).
 const BASE_TPOT_MS: &str = "4.0";
 
-/// `main`'s files beside the models' (`sample/main/`, by their path in the sample).
+/// `main`'s files beside the models' (`files/main/`, by their path in the sample).
 macro_rules! main_files {
     ($($path:literal),* $(,)?) => {
-        &[$(($path, include_str!(concat!("sample/main/", $path)))),*]
+        &[$(($path, include_str!(concat!("../files/main/", $path)))),*]
     };
 }
-
 /// `main`'s files beside the models': the manifest, the shared package and its tests, the
 /// common checks, the kernel timing script, the serving test and the accuracy benchmark.
 const MAIN_FILES: &[(&str, &str)] = main_files![
@@ -258,25 +322,28 @@ const MAIN_FILES: &[(&str, &str)] = main_files![
     "test/kernels/time_kernels.py",
 ];
 
-/// A model's files (`sample/model/`), by their path with `@model@` and `@kernel_test@` for the
+/// A model's files (`files/model/`), by their path with `@model@` and `@kernel_test@` for the
 /// model's name and its kernel test's. The recipe serves the simulated server with a tiny
 /// sweep.
 const MODEL_FILES: &[(&str, &str)] = &[
-    ("sgl_amd_mono/models/@model@/__init__.py", include_str!("sample/model/__init__.py")),
-    ("sgl_amd_mono/models/@model@/README.md", include_str!("sample/model/README.md")),
-    ("sgl_amd_mono/models/@model@/layer.py", include_str!("sample/model/layer.py")),
-    ("sgl_amd_mono/models/@model@/kernels.py", include_str!("sample/model/kernels.py")),
-    ("sgl_amd_mono/models/@model@/sim-profile.toml", include_str!("sample/model/sim-profile.toml")),
-    ("test/unit/@model@/test_layer.py", include_str!("sample/model/test_layer.py")),
-    ("test/kernels/test_@model@_@kernel_test@.py", include_str!("sample/model/test_kernel.py")),
-    ("test/e2e/@model@.toml", include_str!("sample/model/recipe.toml")),
+    ("sgl_amd_mono/models/@model@/__init__.py", include_str!("../files/model/__init__.py")),
+    ("sgl_amd_mono/models/@model@/README.md", include_str!("../files/model/README.md")),
+    ("sgl_amd_mono/models/@model@/layer.py", include_str!("../files/model/layer.py")),
+    ("sgl_amd_mono/models/@model@/kernels.py", include_str!("../files/model/kernels.py")),
+    (
+        "sgl_amd_mono/models/@model@/sim-profile.toml",
+        include_str!("../files/model/sim-profile.toml"),
+    ),
+    ("test/unit/@model@/test_layer.py", include_str!("../files/model/test_layer.py")),
+    ("test/kernels/test_@model@_@kernel_test@.py", include_str!("../files/model/test_kernel.py")),
+    ("test/e2e/@model@.toml", include_str!("../files/model/recipe.toml")),
 ];
 
 /// What the disaggregated model's recipe adds before its `[tests]`: a prefill and a decode
 /// instance of the simulated server, one GPU each, behind the real sglang-router
 /// (`python3 -m sglang_router.launch_router`, which `.ci/setup-python` installs beside pytest),
 /// with the transport line each must log.
-const PD_TOPOLOGY: &str = include_str!("sample/model/pd-topology.toml");
+const PD_TOPOLOGY: &str = include_str!("../files/model/pd-topology.toml");
 
 fn base_files() -> Files {
     let mut files: Files =
@@ -321,16 +388,18 @@ struct Builder<'r> {
 }
 
 impl Builder<'_> {
+    /// Commits `files` as the branch `branch`'s tip, on `parent`.
     fn commit(
         &mut self,
-        reference: &str,
+        branch: &str,
         parent: Option<Oid>,
         files: &Files,
         message: &str,
-    ) -> anyhow::Result<Oid> {
-        let mut index = git2::Index::new().context("creating an index")?;
+    ) -> Result<Oid, SampleError> {
+        let doing = |what: &str| format!("committing the sample's branch {branch}: {what}");
+        let mut index = git2::Index::new().doing(|| doing("creating an index"))?;
         for (path, text) in files {
-            let id = self.repo.blob(text.as_bytes()).with_context(|| format!("writing {path}"))?;
+            let id = self.repo.blob(text.as_bytes()).doing(|| doing(&format!("writing {path}")))?;
             index
                 .add(&IndexEntry {
                     ctime: IndexTime::new(0, 0),
@@ -346,21 +415,23 @@ impl Builder<'_> {
                     flags_extended: 0,
                     path: path.as_bytes().to_vec(),
                 })
-                .with_context(|| format!("adding {path}"))?;
+                .doing(|| doing(&format!("adding {path}")))?;
         }
-        let tree =
-            self.repo.find_tree(index.write_tree_to(self.repo).context("writing a tree")?)?;
+        let tree = index.write_tree_to(self.repo).doing(|| doing("writing its tree"))?;
+        let tree = self.repo.find_tree(tree).doing(|| doing("reading its tree"))?;
         self.clock += 3600;
         let signature =
-            Signature::new("prgate demo", "demo@prgate.invalid", &Time::new(self.clock, 0))?;
+            Signature::new("prgate demo", "demo@prgate.invalid", &Time::new(self.clock, 0))
+                .doing(|| doing("its author"))?;
         let parents = match parent {
-            Some(oid) => vec![self.repo.find_commit(oid)?],
+            Some(oid) => vec![self.repo.find_commit(oid).doing(|| doing("reading its parent"))?],
             None => Vec::new(),
         };
         let parents: Vec<&git2::Commit<'_>> = parents.iter().collect();
-        let oid =
-            self.repo.commit(Some(reference), &signature, &signature, message, &tree, &parents)?;
-        Ok(oid)
+        let reference = format!("refs/heads/{branch}");
+        self.repo
+            .commit(Some(&reference), &signature, &signature, message, &tree, &parents)
+            .doing(|| doing("the commit"))
     }
 }
 
