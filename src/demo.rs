@@ -62,7 +62,7 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<()> {
     let prs = sample::build(&repo)?;
     let prs = chosen(prs, &args.only)?;
     let node = sample::write_node_profile(&dir)?;
-    let demo = Demo { repo: &repo, dir: &dir, node: &node };
+    let demo = Demo { repo: &repo, dir: &dir, node: &node, settings: run_settings() };
 
     let started = Instant::now();
     let mut stdout = std::io::stdout().lock();
@@ -244,11 +244,13 @@ fn drain_second_node(node: &NodeProfile) -> Vec<String> {
     prgate_runner::health::record(node, DRAINED_NODE, &strikes, Some(&run))
 }
 
-/// The demo's sample repository, its output folder and its node: what every run of it needs.
+/// The demo's sample repository, its output folder, its node and how it runs a plan there:
+/// what every run of it needs.
 struct Demo<'a> {
     repo: &'a Path,
     dir: &'a Path,
     node: &'a NodeProfile,
+    settings: RunSettings,
 }
 
 impl Demo<'_> {
@@ -337,13 +339,27 @@ impl Demo<'_> {
         self.dir.join("results").join(name)
     }
 
+    /// `plan` as the demo runs it on its node, judged by `base`'s settings.
     fn on_node<'a>(
         &'a self,
         plan: &'a Plan,
         base: &'a crate::gate::BaseSide,
         title: Option<&'a str>,
     ) -> OnNode<'a> {
-        OnNode { plan, repo: self.repo, node: self.node, base, title }
+        OnNode {
+            local: LocalRun {
+                settings: &self.settings,
+                plan,
+                node: self.node,
+                repo: self.repo,
+                base,
+                title,
+                common_recipe: DEFAULT_COMMON_RECIPE_PATH,
+                progress: false,
+                observer: None,
+                label_accepts_narrowing: false,
+            },
+        }
     }
 
     /// A PR the demo runs twice: its first run, whose judged steps the second takes over.
@@ -560,11 +576,8 @@ impl Ledger {
 /// A plan run on the demo's node, as `prgate run --isolation host --trust-pr-code --preflight
 /// off --wait-lock 10m` runs it ([`run_settings`]), and judged.
 struct OnNode<'a> {
-    plan: &'a Plan,
-    repo: &'a Path,
-    node: &'a NodeProfile,
-    base: &'a crate::gate::BaseSide,
-    title: Option<&'a str>,
+    /// The run, made once: the plan, the node, the repository, the base side and the title.
+    local: LocalRun<'a>,
 }
 
 /// How the demo runs a plan. The sample's trees are prgate's own: no container needed on a
@@ -590,19 +603,7 @@ impl OnNode<'_> {
         events: Option<&Path>,
         reuse: &ReuseMode,
     ) -> anyhow::Result<prgate_runner::run::RunSummary> {
-        let run = LocalRun {
-            settings: &run_settings(),
-            plan: self.plan,
-            node: self.node,
-            repo: self.repo,
-            base: self.base,
-            title: self.title,
-            common_recipe: DEFAULT_COMMON_RECIPE_PATH,
-            progress: false,
-            observer: None,
-            label_accepts_narrowing: false,
-        };
-        run.run(results, events, None, reuse).context("running the plan")
+        self.local.run(results, events, None, reuse).context("running the plan")
     }
 
     /// The evidence in `results`, its job plan, and the gate's final verdict on them.
@@ -610,10 +611,10 @@ impl OnNode<'_> {
         let results_dir = ResultsDir::open(results)?;
         let evidence: Vec<_> =
             results_dir.records()?.into_iter().map(|(_step, record)| record).collect();
-        let job = crate::gate::read_job(&results_dir.job_path(), self.plan)?;
-        let verdict =
-            crate::gate::judge_final(self.plan, Some(&job), &evidence, self.title, self.base)
-                .map_err(|error| anyhow::anyhow!("judging the evidence: {}", error.problem))?;
+        let LocalRun { plan, title, base, .. } = self.local;
+        let job = crate::gate::read_job(&results_dir.job_path(), plan)?;
+        let verdict = crate::gate::judge_final(plan, Some(&job), &evidence, title, base)
+            .map_err(|error| anyhow::anyhow!("judging the evidence: {}", error.problem))?;
         Ok((evidence, job, verdict))
     }
 }
