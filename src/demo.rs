@@ -518,15 +518,13 @@ impl Demo<'_> {
     /// the run the demo saved, into the node's history ledger (a fast-forward: the merge commit
     /// is the PR's head).
     fn merge_history_pr(&self, pr: &SamplePr, out: &mut impl std::io::Write) -> anyhow::Result<()> {
-        let repository = git2::Repository::open(self.repo)?;
-        let head = repository.refname_to_id(&format!("refs/heads/{}", pr.branch))?.to_string();
         let facts = prgate_gate::history::MergeFacts {
             at: prgate_runner::history::now(),
             pr: u64::from(pr.number),
             title: pr.title.to_owned(),
             url: None,
-            merge_commit: head.clone(),
-            head_commit: head,
+            merge_commit: pr.head.clone(),
+            head_commit: pr.head.clone(),
         };
         let ledger = Ledger::open(self.repo, self.node)?;
         ledger.dir.record_merged(&facts)?;
@@ -568,7 +566,7 @@ impl Ledger {
     fn open(repo: &Path, node: &NodeProfile) -> anyhow::Result<Ledger> {
         let dir =
             prgate_runner::history::HistoryDir::new(&prgate_runner::history::history_dir(node));
-        let config = crate::history::settings_at(repo, "main")?;
+        let config = crate::history::settings_at(repo, "the sample's branch", "main")?;
         Ok(Ledger { dir, config })
     }
 }

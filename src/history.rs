@@ -244,12 +244,12 @@ pub(crate) fn history_dir(explicit: Option<&Path>, node: &Path) -> anyhow::Resul
 
 /// The gate's settings at `source.at` in `source.repo` (the base side of what is guarded).
 fn settings(source: &SettingsSource) -> anyhow::Result<GateConfig> {
-    settings_at(&source.repo, &source.at)
+    settings_at(&source.repo, "--at", &source.at)
 }
 
-/// The gate's settings of prgate.toml at `at` in `repo`.
-pub(crate) fn settings_at(repo: &Path, at: &str) -> anyhow::Result<GateConfig> {
-    let commit = prgate_scope::git::commit_of(repo, "--at", at)?;
+/// The gate's settings of prgate.toml at `at` (named `what` in an error) in `repo`.
+pub(crate) fn settings_at(repo: &Path, what: &'static str, at: &str) -> anyhow::Result<GateConfig> {
+    let commit = prgate_scope::git::commit_of(repo, what, at)?;
     let manifest = prgate_scope::base_side::read_manifest_at(repo, &commit)?;
     let short = commit.get(..7).unwrap_or(&commit);
     Ok(GateConfig::with_overrides(manifest.gate_table(), &format!("prgate.toml at {short}"))?)

@@ -39,6 +39,8 @@ pub struct SamplePr {
     /// The branch it is based on (`main`, or the history PR before it).
     pub base: String,
     pub title: String,
+    /// Its branch's commit (40 hex digits): the head it merges with, a fast-forward.
+    pub head: String,
     /// The demo runs it twice, as a maintainer's second `run-ci` after a flaky failure: the
     /// second run takes over what the first judged and runs only what failed (docs/rerun.md).
     pub reruns: bool,
@@ -104,12 +106,13 @@ pub fn build(dir: &Path) -> Result<Vec<SamplePr>, SampleError> {
         for edit in &pr.edits {
             edit.apply(pr.number, &mut files)?;
         }
-        builder.commit(&pr.branch, Some(main), &files, &pr.title)?;
+        let head = builder.commit(&pr.branch, Some(main), &files, &pr.title)?;
         sample_prs.push(SamplePr {
             number: pr.number,
             branch: pr.branch,
             base: pr.base,
             title: pr.title,
+            head: head.to_string(),
             reruns: pr.reruns,
         });
     }
@@ -189,6 +192,7 @@ pub fn build_history(dir: &Path) -> Result<Vec<SamplePr>, SampleError> {
             branch: branch.to_owned(),
             base: base.to_owned(),
             title: title.to_owned(),
+            head: parent.to_string(),
             reruns: false,
         });
         base = branch;
@@ -442,9 +446,14 @@ mod tests {
     #[test]
     fn every_build_makes_the_same_commits() {
         let dir = tempfile::tempdir().expect("a temporary folder");
-        super::build(dir.path()).expect("the sample");
-        super::build_history(dir.path()).expect("the sample's history");
+        let prs = super::build(dir.path()).expect("the sample");
+        let history = super::build_history(dir.path()).expect("the sample's history");
         let repo = git2::Repository::open(dir.path()).expect("the sample repository");
+        // Each PR names its branch's commit: the demo merges that commit.
+        for pr in prs.iter().chain(&history) {
+            let branch = repo.refname_to_id(&format!("refs/heads/{}", pr.branch));
+            assert_eq!(branch.expect("its branch").to_string(), pr.head, "#{}", pr.number);
+        }
         let mut refs: Vec<String> = repo
             .references()
             .expect("its references")

@@ -272,3 +272,65 @@ fn the_sample_starts_nothing_and_only_the_binary_uses_it() {
     }
     assert!(dependencies(".").contains("prgate-sample"), "the binary's demo runs it");
 }
+
+/// Every `.rs` file of the workspace, tests included, but for the build output.
+fn all_sources() -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut folders = vec![root()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).expect("a folder") {
+            let path = entry.expect("an entry").path();
+            let name = path.file_name().and_then(|name| name.to_str()).unwrap_or_default();
+            if path.is_dir() {
+                if name != "target" && !name.starts_with('.') {
+                    folders.push(path);
+                }
+            } else if name.ends_with(".rs") {
+                found.push(path);
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// `(file, lines)` for each of `files` longer than `limit` lines.
+fn longer_than(files: &[PathBuf], limit: usize) -> Vec<(String, usize)> {
+    files
+        .iter()
+        .map(|path| {
+            let lines = std::fs::read_to_string(path).expect("a source file").lines().count();
+            (path.strip_prefix(root()).unwrap_or(path).display().to_string(), lines)
+        })
+        .filter(|&(_, lines)| lines > limit)
+        .collect()
+}
+
+#[test]
+fn the_binary_only_wires() {
+    // Every format the binary reads or writes is a crate's (the plan's scope's, the evidence
+    // and verdict the gate's, `prgate plan`'s output report's, the sample's PR list the
+    // sample's): the binary derives no serde type of its own.
+    let formats: Vec<String> = sources(&root().join("src"))
+        .into_iter()
+        .filter(|path| {
+            let text = std::fs::read_to_string(path).expect("a source file");
+            text.lines().map(str::trim).any(|line| {
+                (line.starts_with("#[derive(") && line.contains("Serialize"))
+                    || line.starts_with("#[serde(")
+            })
+        })
+        .map(|path| path.strip_prefix(root()).unwrap_or(&path).display().to_string())
+        .collect();
+    assert!(formats.is_empty(), "the binary defines a format: {formats:?}");
+    // Git is scope's (the plan, a ref resolved, the commits a run needs): the binary names git2
+    // only for libgit2's process-wide switch in main.rs.
+    let git: Vec<_> =
+        mentions("src", &["git2"]).into_iter().filter(|(file, _)| file != "src/main.rs").collect();
+    assert!(git.is_empty(), "the binary reads git itself: {git:?}");
+    // Wiring is short: no file of the binary over 700 lines, none in the workspace over 1,000.
+    let binary = longer_than(&sources(&root().join("src")), 700);
+    assert!(binary.is_empty(), "a file of the binary over 700 lines: {binary:?}");
+    let workspace = longer_than(&all_sources(), 1_000);
+    assert!(workspace.is_empty(), "a file over 1,000 lines: {workspace:?}");
+}
