@@ -152,11 +152,7 @@ impl TryFrom<f64> for Probability {
     type Error = InvalidNumber;
 
     fn try_from(value: f64) -> Result<Probability, InvalidNumber> {
-        if (0.0..=1.0).contains(&value) {
-            Ok(Probability(value))
-        } else {
-            Err(InvalidNumber::NotAProbability(value))
-        }
+        Range::Probability.check(value).map(Probability)
     }
 }
 
@@ -174,10 +170,28 @@ impl TryFrom<f64> for CoefficientOfVariation {
     type Error = InvalidNumber;
 
     fn try_from(value: f64) -> Result<CoefficientOfVariation, InvalidNumber> {
-        if value.is_finite() && value >= 0.0 {
-            Ok(CoefficientOfVariation(value))
-        } else {
-            Err(InvalidNumber::NotNonNegative(value))
+        Range::NonNegative.check(value).map(CoefficientOfVariation)
+    }
+}
+
+/// The ranges of the profile's bounded numbers: the one place that says what is in each and
+/// which [`InvalidNumber`] names a value that is not.
+#[derive(Debug, Clone, Copy)]
+enum Range {
+    /// From 0 to 1.
+    Probability,
+    /// A finite number, zero or more.
+    NonNegative,
+}
+
+impl Range {
+    /// `value` when it is in the range, else what is wrong with it.
+    fn check(self, value: f64) -> Result<f64, InvalidNumber> {
+        match self {
+            Range::Probability if (0.0..=1.0).contains(&value) => Ok(value),
+            Range::Probability => Err(InvalidNumber::NotAProbability(value)),
+            Range::NonNegative if value.is_finite() && value >= 0.0 => Ok(value),
+            Range::NonNegative => Err(InvalidNumber::NotNonNegative(value)),
         }
     }
 }
@@ -308,8 +322,7 @@ impl TryFrom<ProfileFile> for Profile {
                 .sglang_tpot_ms
                 .map(|ms| milliseconds("sglang-tpot-ms", ms))
                 .transpose()?,
-            noise: CoefficientOfVariation::try_from(file.noise_cv)
-                .map_err(|problem| ProfileError { key: "noise-cv", problem })?,
+            noise: bounded("noise-cv", file.noise_cv)?,
             seed: file.seed,
             startup_delay: milliseconds("startup-delay-ms", file.startup_delay_ms)?,
             wake_delay: milliseconds("wake-delay-ms", file.wake_delay_ms)?,
@@ -317,8 +330,8 @@ impl TryFrom<ProfileFile> for Profile {
             never_healthy: file.never_healthy,
             die_after_requests: file.die_after_requests,
             eos_after_tokens: file.eos_after_tokens,
-            error_rate: probability("error-rate", file.error_rate)?,
-            accuracy: probability("accuracy", file.accuracy)?,
+            error_rate: bounded("error-rate", file.error_rate)?,
+            accuracy: bounded("accuracy", file.accuracy)?,
             monokernel: file.monokernel,
             log_file: file.log_file,
             max_concurrency: file.max_concurrency,
@@ -332,6 +345,11 @@ fn milliseconds(key: &'static str, value: f64) -> Result<Duration, ProfileError>
         .map_err(|_| ProfileError { key, problem: InvalidNumber::NotNonNegative(value) })
 }
 
-fn probability(key: &'static str, value: f64) -> Result<Probability, ProfileError> {
-    Probability::try_from(value).map_err(|problem| ProfileError { key, problem })
+/// The bounded number (a [`Probability`], a [`CoefficientOfVariation`]) profile key `key`
+/// gives, or the error that names the key.
+fn bounded<T: TryFrom<f64, Error = InvalidNumber>>(
+    key: &'static str,
+    value: f64,
+) -> Result<T, ProfileError> {
+    T::try_from(value).map_err(|problem| ProfileError { key, problem })
 }
