@@ -141,7 +141,8 @@ impl ModelJob<'_> {
     }
 
     /// The recipe `side` runs: the PR side the PR's (`pr`), the base side its own commands;
-    /// `no-recipe` when the base side has none to take them from.
+    /// `no-recipe` when the base side has none to take them from. The one lookup of a side's
+    /// recipe: a base side without one has no recipe at all, never the PR's in its place.
     fn side_recipe<'a>(&'a self, pr: &'a Recipe, side: Side) -> Result<&'a Recipe, StepFailure> {
         match side {
             Side::Base => self
@@ -463,17 +464,19 @@ impl Runner<'_> {
         Ok(())
     }
 
-    /// Installs a side's tree with that side's recipe; why it cannot when it cannot (no recipe
-    /// on the base side to take the command from, or the install failed).
-    fn install_side(
+    /// Installs a side's tree with that side's recipe, and returns that recipe: the one the
+    /// side's commands come from. Why it cannot when it cannot (no recipe on the base side to
+    /// take the command from, or the install failed).
+    fn install_side<'a>(
         &mut self,
-        job: &ModelJob<'_>,
-        recipe: &Recipe,
+        job: &'a ModelJob<'_>,
+        recipe: &'a Recipe,
         side: Side,
         tree: &Path,
-    ) -> Result<(), StepFailure> {
+    ) -> Result<&'a Recipe, StepFailure> {
         let recipe = job.side_recipe(recipe, side)?;
-        self.install(recipe.install(), recipe.timeouts().install, side, tree)
+        self.install(recipe.install(), recipe.timeouts().install, side, tree)?;
+        Ok(recipe)
     }
 }
 

@@ -118,6 +118,24 @@ fn with_request<T>(place: &Place, plan: &Plan, then: impl FnOnce(&RunRequest<'_>
     then(&request)
 }
 
+/// The records of the real step loop over `exported`'s job plan, which must record every
+/// planned step.
+fn loop_records(place: &Place, plan: &Plan, exported: &Exported) -> Vec<Evidence> {
+    let records = with_request(place, plan, |request| {
+        let mut session = Session::open(request).expect("the session opens");
+        let selection = Selection::of(request, exported);
+        let facts = Facts::of(request);
+        let mut runner = session
+            .runner(&selection, exported.job.plan.family, exported.job.plan.accuracy_family())
+            .expect("a runner");
+        run_targets(&mut runner, &selection, &facts, None).expect("the loop runs");
+        drop(runner.finish());
+        session.check_recorded(&selection).expect("the loop recorded every planned step");
+        session.results.records().expect("the records")
+    });
+    records.into_iter().map(|(_step, record)| record).collect()
+}
+
 fn step(check: Check, side: Side, part: Option<Part>, expect: Expect) -> ExpectedStep {
     ExpectedStep { check, side, part, expect }
 }
@@ -136,19 +154,7 @@ fn a_step_added_to_the_job_plan_is_recorded_by_the_loop_without_the_back_fill() 
         ("gone", step(Check::Accuracy, Side::Pr, Some(Part::named("extra")), gated)),
     ];
     let exported = exported(&place, &plan, &added);
-    let records = with_request(&place, &plan, |request| {
-        let mut session = Session::open(request).expect("the session opens");
-        let selection = Selection::of(request, &exported);
-        let facts = Facts::of(request);
-        let mut runner = session
-            .runner(&selection, exported.job.plan.family, exported.job.plan.accuracy_family())
-            .expect("a runner");
-        run_targets(&mut runner, &selection, &facts, None).expect("the loop runs");
-        drop(runner.finish());
-        session.check_recorded(&selection).expect("the loop recorded every planned step");
-        session.results.records().expect("the records")
-    });
-    let records: Vec<Evidence> = records.into_iter().map(|(_step, record)| record).collect();
+    let records = loop_records(&place, &plan, &exported);
     assert_eq!(exported.job.plan.unaccounted(&records), Vec::<StepId>::new());
     let detail = |step: &StepId| {
         let record = records.iter().find(|record| StepId::of(record) == *step);
@@ -203,4 +209,32 @@ fn a_planned_step_the_loop_left_is_an_error_of_the_run_not_a_pass() {
     assert_eq!(steps, &expected);
     assert!(!expected.is_empty());
     assert!(error.to_string().contains("without a record"), "{error}");
+}
+
+/// A base side whose recipe is not valid runs nothing, never the PR's recipe in its place: the
+/// PR's timing script leaves a mark in the tree it runs in, and the base tree has none.
+#[test]
+fn a_base_side_without_a_recipe_never_runs_the_prs_commands() {
+    let place = Place::new();
+    let mark = "ran-by-the-prs-recipe";
+    let timing = format!(
+        "{UNSERVABLE}\n[[kernel-timing]]\nname = \"t\"\ncommand = \"touch {mark} {{output}}\"\n"
+    );
+    std::fs::write(place.path("pr/test/e2e/alpha.toml"), timing).expect("the PR's recipe");
+    std::fs::write(place.path("base/test/e2e/alpha.toml"), "not = [a recipe").expect("base's");
+    let plan = plan(vec![model("alpha", Tier::Full, false)], false);
+    let exported = exported(&place, &plan, &[]);
+    let records = loop_records(&place, &plan, &exported);
+    let timing = |side: Side| {
+        let id = StepId::new(Some("alpha"), Check::KernelTiming, side, None);
+        let record = records.iter().find(|record| StepId::of(record) == id);
+        record.map(|record| record.outcome.clone()).expect("a timing record")
+    };
+    let Outcome::NotRun { reason, detail, .. } = timing(Side::Base) else {
+        panic!("the base side ran: {:?}", timing(Side::Base))
+    };
+    assert_eq!(reason, NotRunReason::NoRecipe, "{detail}");
+    assert!(detail.contains("no valid recipe"), "{detail}");
+    assert!(!place.path("base").join(mark).exists(), "the PR's script ran in the base tree");
+    assert!(place.path("pr").join(mark).exists(), "the PR's script ran: {:?}", timing(Side::Pr));
 }

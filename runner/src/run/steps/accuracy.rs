@@ -27,20 +27,20 @@ use crate::run::server::{Launch, server_log_tail, with_log_tail};
 use crate::run::{RunError, StepFailure, not_run};
 use crate::untrusted;
 
-use super::servers::{Servers, Serving};
+use super::served::Served;
+use super::servers::Serving;
 use super::{DEFAULT_STEP_TIMEOUT, ModelJob, Runner, SERVED_MODEL, failed, slot};
 
 impl Runner<'_> {
     /// One accuracy benchmark on one side, by that side's recipe's evaluator of the same name.
     pub(super) fn accuracy_on(
         &mut self,
-        job: &ModelJob<'_>,
-        recipe: &Recipe,
-        servers: &mut Servers<'_>,
+        served: &mut Served<'_>,
         side: Side,
         benchmark: &AccuracyBenchmark,
         repeat: u32,
     ) -> Result<(), RunError> {
+        let (job, recipe) = (served.job, served.recipe());
         let subject = &job.subject;
         let this_repeat = Part::repeat(&benchmark.name, repeat);
         let part = Some(&this_repeat);
@@ -61,7 +61,7 @@ impl Runner<'_> {
         let expired = |detail| StepFailure::new(NotRunReason::RunTimeLimit, detail);
         let mut server = match self.out_of_time() {
             Some(detail) => Err(expired(detail)),
-            None => self.server(servers, side),
+            None => self.server(&mut served.servers, side),
         };
         let Some(open) = self.open_step(subject, Check::Accuracy, side, part)? else {
             return Ok(());
@@ -70,7 +70,7 @@ impl Runner<'_> {
             server = Err(expired(detail));
         }
         let outcome = match server {
-            Ok(serving) => self.repeat_on(job, servers, side, benchmark, &serving, stamp.seed),
+            Ok(serving) => self.repeat_on(served, side, benchmark, &serving, stamp.seed),
             Err(failure) => failed(&failure),
         };
         let outcome = stamped(outcome, stamp, &this_repeat);
@@ -85,15 +85,18 @@ impl Runner<'_> {
     /// gated dataset its own recipe does not name.
     fn repeat_on(
         &self,
-        job: &ModelJob<'_>,
-        servers: &Servers<'_>,
+        served: &Served<'_>,
         side: Side,
         benchmark: &AccuracyBenchmark,
         serving: &Serving,
         seed: u64,
     ) -> Outcome {
-        let recipe = servers.recipes[slot(side)];
+        let Served { job, servers } = served;
         let name = benchmark.name.as_str();
+        let recipe = match servers.side_recipe(side) {
+            Ok(recipe) => recipe,
+            Err(failure) => return failure.not_run(Some(name)),
+        };
         let Some(side_benchmark) = recipe.accuracy().iter().find(|other| other.name == name) else {
             let detail = format!(
                 "the base side's recipe has no command for benchmark {name}: the base side never runs the PR's"
@@ -120,11 +123,10 @@ impl Runner<'_> {
     /// the server that is up goes first.
     pub(super) fn more_repeats(
         &mut self,
-        job: &ModelJob<'_>,
-        recipe: &Recipe,
-        servers: &mut Servers<'_>,
+        served: &mut Served<'_>,
         sides: &[(Side, &AccuracyBenchmark)],
     ) -> Result<(), RunError> {
+        let job = served.job;
         let mut order: Vec<(Side, &AccuracyBenchmark)> = sides.to_vec();
         loop {
             order.reverse();
@@ -135,7 +137,7 @@ impl Runner<'_> {
                 if self.done(&job.subject, Check::Accuracy, side, Some(&part)) {
                     continue;
                 }
-                self.accuracy_on(job, recipe, servers, side, benchmark, repeat)?;
+                self.accuracy_on(served, side, benchmark, repeat)?;
                 ran = true;
             }
             if !ran {

@@ -59,7 +59,7 @@ impl Runner<'_> {
             let purpose = format!("{}-{}-{}", job.name(), side_name(side), check_slug(check));
             let _phase = self.clock.enter(Phase::Tests);
             self.step(&job.subject, check, side, None, |log| match installed {
-                Ok(()) => pytest(&exec, &run, log, purpose),
+                Ok(_own_recipe) => pytest(&exec, &run, log, purpose),
                 Err(failure) => failure.not_run(None),
             })?;
         }

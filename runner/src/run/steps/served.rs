@@ -49,13 +49,14 @@ impl Runner<'_> {
         }
 
         let gpus: Vec<u32> = self.request.inputs.node.gpus().iter().map(|gpu| gpu.id).collect();
-        let mut servers = self.servers(job, recipe, &gpus)?;
+        let servers = self.servers(job, recipe, &gpus)?;
+        let mut served = Served { job, servers };
         // One at a time, the PR's side goes first: the base server is then up when the speed
         // pairs open with a base run, and no server starts twice before them.
         let sides = [Side::Base, Side::Pr];
-        let order = if servers.together { sides } else { [Side::Pr, Side::Base] };
+        let order = if served.servers.together { sides } else { [Side::Pr, Side::Base] };
         for side in order {
-            self.first_round(job, recipe, &mut servers, side, &needed, &benchmarks)?;
+            self.first_round(&mut served, side, &needed, &benchmarks)?;
         }
         let accuracy_sides: Vec<(Side, &AccuracyBenchmark)> = order
             .iter()
@@ -65,18 +66,18 @@ impl Runner<'_> {
                 needs(&needed, job, Check::Accuracy, *side, Some(&part))
             })
             .collect();
-        self.more_repeats(job, recipe, &mut servers, &accuracy_sides)?;
+        self.more_repeats(&mut served, &accuracy_sides)?;
         if !cells.is_empty() {
-            self.speed_phase(job, recipe, cells, &mut servers)?;
+            self.speed_phase(&mut served, cells)?;
         }
         for side in sides {
             if needs(&needed, job, Check::Routing, side, None)
                 && !self.skip_if_done(&job.subject, Check::Routing, side, None)?
             {
-                self.routing(job, recipe, &mut servers, side)?;
+                self.routing(&mut served, side)?;
             }
         }
-        self.stop_servers(job, servers);
+        self.stop_servers(served);
         Ok(())
     }
 
@@ -84,24 +85,23 @@ impl Runner<'_> {
     /// repeat of every benchmark, as far as the served phase `needed` them.
     fn first_round(
         &mut self,
-        job: &ModelJob<'_>,
-        recipe: &Recipe,
-        servers: &mut Servers<'_>,
+        served: &mut Served<'_>,
         side: Side,
         needed: &[StepId],
         benchmarks: &[&AccuracyBenchmark],
     ) -> Result<(), RunError> {
+        let job = served.job;
         if needs(needed, job, Check::ServingTests, side, None)
             && !self.skip_if_done(&job.subject, Check::ServingTests, side, None)?
         {
-            self.serving_tests(job, recipe, servers, side)?;
+            self.serving_tests(served, side)?;
         }
         for benchmark in benchmarks {
             let part = Part::named(&benchmark.name);
             if needs(needed, job, Check::Accuracy, side, Some(&part))
                 && self.next_repeat(job, benchmark)? == Some(0)
             {
-                self.accuracy_on(job, recipe, servers, side, benchmark, 0)?;
+                self.accuracy_on(served, side, benchmark, 0)?;
             }
         }
         Ok(())
@@ -109,16 +109,10 @@ impl Runner<'_> {
 
     /// The speed cells still open, in the speed phase's time: each speed record's step starts
     /// when the one before it closed.
-    fn speed_phase(
-        &mut self,
-        job: &ModelJob<'_>,
-        recipe: &Recipe,
-        cells: Vec<Cell>,
-        servers: &mut Servers<'_>,
-    ) -> Result<(), RunError> {
+    fn speed_phase(&mut self, served: &mut Served<'_>, cells: Vec<Cell>) -> Result<(), RunError> {
         let _phase = self.clock.enter(Phase::Speed);
         self.speed_since = Some(now_ms());
-        let measured = self.speed(job, recipe, cells, servers);
+        let measured = self.speed(served, cells);
         self.speed_since = None;
         measured
     }
@@ -170,7 +164,8 @@ impl Runner<'_> {
 
     /// Stops a model's servers at the end of its served phase, keeping how they shared the
     /// node for its GPU-time file (and, when they took turns, a note that says so).
-    fn stop_servers(&mut self, job: &ModelJob<'_>, servers: Servers<'_>) {
+    fn stop_servers(&mut self, served: Served<'_>) {
+        let Served { job, servers } = served;
         let used = servers.used();
         if let Some(used) = used.as_ref().filter(|used| used.design != ServerDesign::Together) {
             self.summary.notes.push(format!("{}: {}", job.name(), used.words()));
@@ -182,16 +177,11 @@ impl Runner<'_> {
     }
 
     /// A side's serving tests, against its server (started when it is not up).
-    fn serving_tests(
-        &mut self,
-        job: &ModelJob<'_>,
-        recipe: &Recipe,
-        servers: &mut Servers<'_>,
-        side: Side,
-    ) -> Result<(), RunError> {
+    fn serving_tests(&mut self, served: &mut Served<'_>, side: Side) -> Result<(), RunError> {
+        let (job, recipe) = (served.job, served.recipe());
         let tree = job.server_tree(side);
         let selection = &recipe.tests().serving;
-        let server = self.server(servers, side);
+        let server = self.server(&mut served.servers, side);
         let timeout = self.limit(recipe.timeouts().serving_tests.unwrap_or(DEFAULT_STEP_TIMEOUT));
         let exec = self.exec;
         let purpose = format!("{}-{}-serving-tests", job.name(), side_name(side));
@@ -210,20 +200,18 @@ impl Runner<'_> {
     /// start wrote once it was healthy. A server that came up has logged its routing line: its
     /// log is read, whether it is still up, stopped to make room or failed later (no restart to
     /// read a line it already wrote). A side whose server never came up is started now.
-    fn routing(
-        &mut self,
-        job: &ModelJob<'_>,
-        recipe: &Recipe,
-        servers: &mut Servers<'_>,
-        side: Side,
-    ) -> Result<(), RunError> {
-        let pattern = &recipe.server().routing_pattern;
+    fn routing(&mut self, served: &mut Served<'_>, side: Side) -> Result<(), RunError> {
+        let Served { job, servers } = served;
+        let pattern = &servers.recipe.server().routing_pattern;
         let outcome = if servers.served[slot(side)].is_empty()
             && let Err(failure) = self.server(servers, side)
         {
             failed(&failure)
         } else {
-            side_routing(&servers.routing_read(side, pattern))
+            match servers.routing_read(side, pattern) {
+                Ok(read) => side_routing(&read),
+                Err(failure) => failed(&failure),
+            }
         };
         self.record(&job.subject, Check::Routing, side, None, outcome)
     }
@@ -284,6 +272,20 @@ impl Runner<'_> {
         let _phase = self.clock.enter(Phase::Servers);
         let startup = self.limit(servers.recipe.server().startup_timeout);
         servers.get(&self.exec, side, startup)
+    }
+}
+
+/// One model's served phase: its job and both sides' servers, which every step of the phase
+/// works with.
+pub(super) struct Served<'a> {
+    pub(super) job: &'a ModelJob<'a>,
+    pub(super) servers: Servers<'a>,
+}
+
+impl<'a> Served<'a> {
+    /// The PR's recipe: what is measured (lengths, timeouts, the checkpoint), the servers'.
+    pub(super) fn recipe(&self) -> &'a Recipe {
+        self.servers.recipe
     }
 }
 

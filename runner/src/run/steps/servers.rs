@@ -63,8 +63,10 @@ impl<'r> Runner<'r> {
                 purpose: format!("{}-{}-server", job.name(), side_name(side)),
             });
         }
-        let recipes = [job.side_recipe(recipe, Side::Base).unwrap_or(recipe), recipe];
-        let declared = recipes.map(|side| memory::declared(side.server().memory_api));
+        let recipes = [job.side_recipe(recipe, Side::Base), Ok(recipe)];
+        let keys =
+            recipes.each_ref().map(|side| side.as_ref().ok().map(|own| own.server().memory_api));
+        let declared = keys.map(|key| key.map_or((None, false), memory::declared));
         Ok(Servers {
             recipe,
             recipes,
@@ -76,7 +78,7 @@ impl<'r> Runner<'r> {
             events: self.emit.servers(),
             apis: declared.map(|(api, _)| api),
             no_api: declared.map(|(_, none)| none),
-            keys: recipes.map(|side| side.server().memory_api),
+            keys,
             loads: [0, 0],
             wakes: [0, 0],
         })
@@ -108,8 +110,9 @@ pub(super) enum Slot {
 pub(super) struct Servers<'a> {
     /// The PR's recipe: what is measured (lengths, timeouts, the checkpoint).
     pub(super) recipe: &'a Recipe,
-    /// What each side runs (base, PR): the base side's commands come from its own recipe.
-    pub(super) recipes: [&'a Recipe; 2],
+    /// What each side runs (base, PR): the base side's commands come from its own recipe, and
+    /// a base side without one has none ([`ModelJob::side_recipe`]).
+    recipes: [Result<&'a Recipe, StepFailure>; 2],
     /// How each side's server starts: base, PR.
     pub(super) launches: Vec<Launch<'a>>,
     pub(super) slots: [Slot; 2],
@@ -124,23 +127,34 @@ pub(super) struct Servers<'a> {
     /// Each side's memory API, once a release found it; `no_api` once a probe found none.
     apis: [Option<MemoryApi>; 2],
     no_api: [bool; 2],
-    /// What each side's recipe says of its memory API (`server.memory-api`).
-    keys: [MemoryApiKey; 2],
+    /// What each side's recipe says of its memory API (`server.memory-api`); `None` for a side
+    /// without a recipe.
+    keys: [Option<MemoryApiKey>; 2],
     /// Each side's loads and wakes so far.
     loads: [u32; 2],
     wakes: [u32; 2],
 }
 
-impl Servers<'_> {
+impl<'a> Servers<'a> {
+    /// The recipe `side` runs, or why it has none: never the PR's on the base side.
+    pub(super) fn side_recipe(&self, side: Side) -> Result<&'a Recipe, StepFailure> {
+        self.recipes[slot(side)].clone()
+    }
+
     /// What `side`'s routing check reads: its recipe, log and measured starts, and on the PR
-    /// side base's server command when the PR's differs from it.
-    pub(super) fn routing_read<'s>(&'s self, side: Side, pattern: &'s str) -> RoutingRead<'s> {
+    /// side base's server command when the PR's differs from it; why not when `side` has no
+    /// recipe.
+    pub(super) fn routing_read<'s>(
+        &'s self,
+        side: Side,
+        pattern: &'s str,
+    ) -> Result<RoutingRead<'s>, StepFailure> {
         let at = slot(side);
-        let recipe = self.recipes[at];
-        let base = self.recipes[slot(Side::Base)].server().command_text();
+        let recipe = self.side_recipe(side)?;
+        let base = self.side_recipe(Side::Base).ok().map(|base| base.server().command_text());
         let base_command =
-            (side == Side::Pr && recipe.server().command_text() != base).then_some(base);
-        RoutingRead {
+            base.filter(|base| side == Side::Pr && recipe.server().command_text() != *base);
+        Ok(RoutingRead {
             recipe,
             log: &self.launches[at].log,
             pattern,
@@ -149,7 +163,7 @@ impl Servers<'_> {
                 RoutingLogged::Any => std::slice::from_ref(&LogWindow::WHOLE),
             },
             base_command,
-        }
+        })
     }
 
     /// `side`'s server, started when it is idle (one at a time: the other side's is stopped
@@ -179,7 +193,9 @@ impl Servers<'_> {
         }
         if matches!(self.slots[at], Slot::Idle) {
             let began = now_ms();
-            let started = Server::start(self.recipes[at], exec, &self.launches[at], startup);
+            let started = self
+                .side_recipe(side)
+                .and_then(|recipe| Server::start(recipe, exec, &self.launches[at], startup));
             let failure = started.as_ref().err().map(|failure| failure.reason);
             let model = Some(self.model.as_str());
             self.events.emit(&event_server(EventKind::ServerStarted, model, side, began, failure));
@@ -276,17 +292,18 @@ impl Servers<'_> {
             (ServerDesign::Together, "the node has GPUs for both servers at once".to_owned())
         } else if self.recipe.topology().is_some() {
             (ServerDesign::Blocked, "a topology's servers are stopped and loaded again".to_owned())
-        } else if let Some(at) = [0, 1].into_iter().find(|&at| self.keys[at] == MemoryApiKey::None)
+        } else if let Some(at) =
+            [0, 1].into_iter().find(|&at| self.keys[at] == Some(MemoryApiKey::None))
         {
             let why = format!("{}'s recipe says server.memory-api = \"none\"", side_name(at));
             (ServerDesign::Blocked, why)
         } else if let Some(at) = [1, 0].into_iter().find(|&at| self.no_api[at]) {
             // One at a time, the PR's server is released (probed) first.
             let why = match self.keys[at] {
-                MemoryApiKey::Sglang | MemoryApiKey::Vllm => format!(
+                Some(key @ (MemoryApiKey::Sglang | MemoryApiKey::Vllm)) => format!(
                     "the {} server refused the {} memory API its recipe names",
                     side_name(at),
-                    self.keys[at].name()
+                    key.name()
                 ),
                 _ => format!(
                     "the {} server answered neither SGLang's nor vLLM's memory API",
@@ -301,10 +318,10 @@ impl Servers<'_> {
                 _ => ServerDesign::Sglang,
             };
             let why = match self.keys[at] {
-                MemoryApiKey::Sglang | MemoryApiKey::Vllm => format!(
+                Some(key @ (MemoryApiKey::Sglang | MemoryApiKey::Vllm)) => format!(
                     "{}'s recipe says server.memory-api = \"{}\"",
                     side_name(at),
-                    self.keys[at].name()
+                    key.name()
                 ),
                 _ if self.apis[at].is_some() => {
                     format!("the {} server answered that memory API", side_name(at))

@@ -24,7 +24,8 @@ use crate::run::server::{Launch, server_log_tail, with_log_tail};
 use crate::run::{RunError, RunRequest, StepFailure, recorded_pairs};
 use crate::untrusted::{self, MAX_RESULT_FILE};
 
-use super::servers::{Servers, Serving, Slot};
+use super::served::Served;
+use super::servers::{Serving, Slot};
 use super::{
     DEFAULT_STEP_TIMEOUT, ModelJob, Runner, SERVED_MODEL, failed, failed_on, side_name, slot,
 };
@@ -58,7 +59,7 @@ impl Runner<'_> {
             let mut unrecorded_noise = false;
             if recorded.is_none_or(|cell| cell.pairs.is_empty())
                 && noise.is_none()
-                && let Some(calibration) = self.cache.noise(&noise_key)
+                && let Some(calibration) = noise_key.as_ref().and_then(|key| self.cache.noise(key))
             {
                 // Recorded with the cell's first pair, unless that pair is of blocks
                 // (`record_pair`).
@@ -71,6 +72,7 @@ impl Runner<'_> {
             let covered = sweep.is_covered(concurrency);
             let cell = Cell {
                 concurrency,
+                size: RunSize::of(sweep, concurrency),
                 covered,
                 pairs,
                 noise,
@@ -94,22 +96,23 @@ impl Runner<'_> {
         Ok(cells)
     }
 
-    /// What makes base runs of a cell comparable across runs.
+    /// What makes base runs of a cell comparable across runs; `None` when the base side has no
+    /// recipe (it runs nothing, so nothing of it is calibrated).
     fn noise_key(
         &self,
         job: &ModelJob<'_>,
         recipe: &Recipe,
         sweep: &SpeedSweep,
         concurrency: u32,
-    ) -> NoiseKey {
+    ) -> Option<NoiseKey> {
         // What the base side runs: its own commands.
-        let recipe = job.side_recipe(recipe, Side::Base).unwrap_or(recipe);
+        let recipe = job.side_recipe(recipe, Side::Base).ok()?;
         let node = self.request.inputs.node;
         let benchmark = match &sweep.benchmark {
             SpeedBenchmark::Builtin => "builtin".to_owned(),
             SpeedBenchmark::External(external) => format!("external {:?}", external.command_text()),
         };
-        NoiseKey {
+        Some(NoiseKey {
             node: node.name().to_owned(),
             image: node.image().digest.clone().unwrap_or_else(|| node.image().name.clone()),
             model: job.model.base_name().to_owned(),
@@ -129,7 +132,7 @@ impl Runner<'_> {
                 sweep.requests_per_concurrency,
                 sweep.warmup_per_concurrency,
             ),
-        }
+        })
     }
 
     /// Whether the gate wants another pair of the cell. The gate's own cap (`max-pairs` kept
@@ -150,12 +153,10 @@ impl Runner<'_> {
     /// the next round, whose pairs it opens).
     pub(super) fn speed(
         &mut self,
-        job: &ModelJob<'_>,
-        recipe: &Recipe,
+        served: &mut Served<'_>,
         mut cells: Vec<Cell>,
-        servers: &mut Servers<'_>,
     ) -> Result<(), RunError> {
-        let Some(sweep) = recipe.speed() else { return Ok(()) };
+        let (job, servers) = (served.job, &served.servers);
         // A side whose server never came up measures nothing: one record for the whole check.
         for side in [Side::Base, Side::Pr] {
             if let Slot::Failed(failure) = &servers.slots[slot(side)]
@@ -167,14 +168,14 @@ impl Runner<'_> {
         }
         if servers.together {
             for cell in &mut cells {
-                self.speed_together(job, sweep, servers, cell)?;
+                self.speed_together(served, cell)?;
                 if job.cacheable {
                     self.calibrate(cell);
                 }
             }
             return Ok(());
         }
-        self.speed_in_turns(job, sweep, servers, &mut cells)?;
+        self.speed_in_turns(served, &mut cells)?;
         // Only a base side that ran nothing of the PR's calibrates the node, and only with runs
         // on one load: a blocked cell's A/A differences are between loads.
         if job.cacheable {
@@ -191,9 +192,7 @@ impl Runner<'_> {
     /// closes its pair and opens the cell's next one (2n + 1 blocks for n pairs).
     fn speed_in_turns(
         &mut self,
-        job: &ModelJob<'_>,
-        sweep: &SpeedSweep,
-        servers: &mut Servers<'_>,
+        served: &mut Served<'_>,
         cells: &mut [Cell],
     ) -> Result<(), RunError> {
         let mut opening: BTreeMap<u32, f64> = BTreeMap::new();
@@ -209,7 +208,7 @@ impl Runner<'_> {
                 if opening.contains_key(&concurrency) {
                     continue;
                 }
-                if let Some(block) = self.block(job, sweep, servers, Side::Base, &mut cells[at])? {
+                if let Some(block) = self.block(served, Side::Base, &mut cells[at])? {
                     opening.insert(concurrency, block);
                 }
             }
@@ -218,7 +217,7 @@ impl Runner<'_> {
                 if cells[at].closed {
                     continue;
                 }
-                if let Some(block) = self.block(job, sweep, servers, Side::Pr, &mut cells[at])? {
+                if let Some(block) = self.block(served, Side::Pr, &mut cells[at])? {
                     pr_blocks.insert(cells[at].concurrency, block);
                 }
             }
@@ -229,9 +228,9 @@ impl Runner<'_> {
                 else {
                     continue;
                 };
-                if let Some(after) = self.block(job, sweep, servers, Side::Base, &mut cells[at])? {
-                    let blocked = servers.block_runs() > 1;
-                    self.record_pair(job, &mut cells[at], [before, after], pr, blocked)?;
+                if let Some(after) = self.block(served, Side::Base, &mut cells[at])? {
+                    let blocked = served.servers.block_runs() > 1;
+                    self.record_pair(served.job, &mut cells[at], [before, after], pr, blocked)?;
                     opening.insert(concurrency, after);
                 }
             }
@@ -241,26 +240,20 @@ impl Runner<'_> {
 
     /// One cell's pairs with both servers up: base, PR, base, PR, base, ...; each pair's
     /// closing base run opens the next (2n + 1 runs for n pairs).
-    fn speed_together(
-        &mut self,
-        job: &ModelJob<'_>,
-        sweep: &SpeedSweep,
-        servers: &mut Servers<'_>,
-        cell: &mut Cell,
-    ) -> Result<(), RunError> {
+    fn speed_together(&mut self, served: &mut Served<'_>, cell: &mut Cell) -> Result<(), RunError> {
+        let job = served.job;
         let mut opening: Option<f64> = None;
         while self.cell_open(cell) {
             let measured = match opening.take() {
                 Some(before) => Ok(before),
-                None => self.measure(job, sweep, servers, Side::Base, cell),
+                None => self.measure(served, Side::Base, cell),
             }
             .map_err(|failure| (Side::Base, failure))
             .and_then(|before| {
-                let pr = self
-                    .measure(job, sweep, servers, Side::Pr, cell)
-                    .map_err(|failure| (Side::Pr, failure))?;
+                let pr =
+                    self.measure(served, Side::Pr, cell).map_err(|failure| (Side::Pr, failure))?;
                 let after = self
-                    .measure(job, sweep, servers, Side::Base, cell)
+                    .measure(served, Side::Base, cell)
                     .map_err(|failure| (Side::Base, failure))?;
                 Ok((before, pr, after))
             });
@@ -344,11 +337,12 @@ impl Runner<'_> {
     /// when the gate found the stored calibration contradicted by them (stale), starts the
     /// node's record afresh from them.
     fn calibrate(&mut self, cell: &Cell) {
+        let Some(noise_key) = &cell.noise_key else { return };
         let stale = calibration_stale(self.request, self.family, &cell.pairs, cell.noise);
         let saved = if stale {
-            self.cache.replace_noise(&cell.noise_key, &cell.aa_differences)
+            self.cache.replace_noise(noise_key, &cell.aa_differences)
         } else {
-            self.cache.add_noise(&cell.noise_key, &cell.aa_differences)
+            self.cache.add_noise(noise_key, &cell.aa_differences)
         };
         if let Err(error) = saved {
             self.summary.notes.push(format!(
@@ -362,15 +356,13 @@ impl Runner<'_> {
     /// the failure's records, [`Self::cell_failed`]).
     fn block(
         &mut self,
-        job: &ModelJob<'_>,
-        sweep: &SpeedSweep,
-        servers: &mut Servers<'_>,
+        served: &mut Served<'_>,
         side: Side,
         cell: &mut Cell,
     ) -> Result<Option<f64>, RunError> {
-        match self.measure_block(job, sweep, servers, side, cell) {
+        match self.measure_block(served, side, cell) {
             Ok(block) => Ok(Some(block)),
-            Err(failure) => self.cell_failed(job, cell, side, failure).map(|()| None),
+            Err(failure) => self.cell_failed(served.job, cell, side, failure).map(|()| None),
         }
     }
 
@@ -380,15 +372,13 @@ impl Runner<'_> {
     /// value, its runs' median.
     fn measure_block(
         &self,
-        job: &ModelJob<'_>,
-        sweep: &SpeedSweep,
-        servers: &mut Servers<'_>,
+        served: &mut Served<'_>,
         side: Side,
         cell: &Cell,
     ) -> Result<f64, StepFailure> {
-        let mut runs = vec![self.measure(job, sweep, servers, side, cell)?];
-        while runs.len() < servers.block_runs() {
-            runs.push(self.measure(job, sweep, servers, side, cell)?);
+        let mut runs = vec![self.measure(served, side, cell)?];
+        while runs.len() < served.servers.block_runs() {
+            runs.push(self.measure(served, side, cell)?);
         }
         blocks::block_value(&runs).ok_or_else(|| {
             StepFailure::crash(format!("no finite median TPOT in the block's runs: {runs:?}"))
@@ -398,32 +388,30 @@ impl Runner<'_> {
     /// One speed run on `side`: its median TPOT, or why there is none.
     fn measure(
         &self,
-        job: &ModelJob<'_>,
-        sweep: &SpeedSweep,
-        servers: &mut Servers<'_>,
+        served: &mut Served<'_>,
         side: Side,
         cell: &Cell,
     ) -> Result<f64, StepFailure> {
-        let concurrency = cell.concurrency;
+        let Served { job, servers } = served;
+        let (concurrency, size) = (cell.concurrency, cell.size);
         if let Some(detail) = self.out_of_time() {
             return Err(StepFailure::new(NotRunReason::RunTimeLimit, detail));
         }
         let serving = self.server(servers, side)?;
         let timeout =
             self.limit(servers.recipe.timeouts().speed_run.unwrap_or(DEFAULT_STEP_TIMEOUT));
-        let (requests, warmup) = run_size(sweep, concurrency);
         let launch = &servers.launches[slot(side)];
         let log = launch.log.clone();
         // Each side measures with its own recipe's benchmark: the base side never runs the PR's
         // command.
-        let Some(benchmark) = servers.recipes[slot(side)].speed().map(|sweep| &sweep.benchmark)
+        let Some(benchmark) = servers.side_recipe(side)?.speed().map(|sweep| &sweep.benchmark)
         else {
             let detail = "the base side's recipe has no speed benchmark to run: the base side never runs the PR's";
             return Err(StepFailure::new(NotRunReason::NoRecipe, detail));
         };
         let measured = match benchmark {
             SpeedBenchmark::Builtin => {
-                builtin_speed(&builtin_config(sweep, &serving, concurrency, timeout))
+                builtin_speed(&builtin_config(size, &serving, concurrency, timeout))
             }
             SpeedBenchmark::External(external) => {
                 let results = self.speed_results(job, cell, side)?;
@@ -432,10 +420,10 @@ impl Runner<'_> {
                     checkpoint_path: &self.exec.checkpoint_view(servers.recipe),
                     results: &self.exec.out_view(&results, ""),
                     concurrency,
-                    input_len: sweep.input_len,
-                    output_len: sweep.output_len,
-                    requests,
-                    warmup,
+                    input_len: size.input_len,
+                    output_len: size.output_len,
+                    requests: size.requests,
+                    warmup: size.warmup,
                 };
                 self.external_speed(external, &run, launch, &results, timeout, &serving)
             }
@@ -514,12 +502,15 @@ impl Runner<'_> {
 /// A speed cell of a model: one concurrency.
 pub(super) struct Cell {
     pub(super) concurrency: u32,
+    /// What each of its runs sends.
+    size: RunSize,
     covered: bool,
     /// Its pairs so far, earlier runs' included, in order.
     pub(super) pairs: Vec<Pair>,
     /// The node's stored calibration, when a `speed-noise` record has it.
     pub(super) noise: Option<Calibration>,
-    noise_key: NoiseKey,
+    /// Where its calibration is kept; `None` when the base side has no recipe.
+    noise_key: Option<NoiseKey>,
     /// The in-band A/A differences of this run (`ln(after / before)` of each pair's base
     /// runs): the noise calibration's input.
     aa_differences: Vec<f64>,
@@ -574,30 +565,44 @@ fn fresh_folder(dir: &Path, stem: &str) -> PathBuf {
         .unwrap_or_else(|| dir.join(stem))
 }
 
-/// How many measured and warm-up requests one run of a cell at `concurrency` sends.
-fn run_size(sweep: &SpeedSweep, concurrency: u32) -> (u32, u32) {
-    let requests = sweep.requests_per_concurrency.saturating_mul(concurrency);
-    let warmup = sweep.warmup_per_concurrency.saturating_mul(concurrency);
-    (requests, warmup)
+/// What one run of a cell sends: the sweep's lengths, and its measured and warm-up requests a
+/// concurrency scaled by the cell's.
+#[derive(Debug, Clone, Copy)]
+struct RunSize {
+    input_len: u32,
+    output_len: u32,
+    requests: u32,
+    warmup: u32,
 }
 
-/// The built-in client's settings for one run at `concurrency` against `serving`.
+impl RunSize {
+    /// One run of `sweep`'s cell at `concurrency`.
+    fn of(sweep: &SpeedSweep, concurrency: u32) -> RunSize {
+        RunSize {
+            input_len: sweep.input_len,
+            output_len: sweep.output_len,
+            requests: sweep.requests_per_concurrency.saturating_mul(concurrency),
+            warmup: sweep.warmup_per_concurrency.saturating_mul(concurrency),
+        }
+    }
+}
+
+/// The built-in client's settings for one run of `size` at `concurrency` against `serving`.
 fn builtin_config(
-    sweep: &SpeedSweep,
+    size: RunSize,
     serving: &Serving,
     concurrency: u32,
     timeout: Duration,
 ) -> BenchConfig {
-    let (requests, warmup) = run_size(sweep, concurrency);
     BenchConfig {
         base_url: serving.url.clone(),
         model: SERVED_MODEL.to_owned(),
         endpoint: Endpoint::Completions,
-        input_len: sweep.input_len,
-        output_len: sweep.output_len,
+        input_len: size.input_len,
+        output_len: size.output_len,
         concurrency,
-        requests,
-        warmup,
+        requests: size.requests,
+        warmup: size.warmup,
         timeout,
     }
 }

@@ -41,8 +41,8 @@ impl Runner<'_> {
             if self.skip_if_done(&job.subject, Check::KernelTiming, side, None)? {
                 continue;
             }
+            // The side's scripts are its own recipe's, the one its tree was installed by.
             let installed = self.install_side(job, recipe, side, tree);
-            let side_recipe = job.side_recipe(recipe, side).unwrap_or(recipe);
             let timeout =
                 self.limit(recipe.timeouts().kernel_timing.unwrap_or(DEFAULT_STEP_TIMEOUT));
             let gpus = recipe_gpus(self.request.inputs.node, recipe);
@@ -50,7 +50,7 @@ impl Runner<'_> {
             let purpose = format!("{}-{}-kernel-timing", job.name(), side_name(side));
             let _phase = self.clock.enter(Phase::Tests);
             self.step(&job.subject, Check::KernelTiming, side, None, |log| match installed {
-                Ok(()) => timing(&exec, side_recipe, tree, log, timeout, &gpus, &purpose),
+                Ok(own) => timing(&exec, own, tree, log, timeout, &gpus, &purpose),
                 Err(failure) => failure.not_run(None),
             })?;
         }
