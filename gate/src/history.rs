@@ -158,15 +158,47 @@ impl SpeedChange {
     /// one commit), with Welch–Satterthwaite's degrees of freedom; the first one's provenance,
     /// `change` and the 95% `interval` recomputed, `pairs` added. One measurement is itself.
     pub fn pooled(cells: &[SpeedChange]) -> Option<SpeedChange> {
-        let first = cells.first()?;
-        if cells.len() == 1 {
-            return Some(first.clone());
-        }
-        let parts: Vec<(f64, f64, f64)> = cells
-            .iter()
-            .map(|cell| (cell.log_ratio, cell.standard_error, cell.degrees_of_freedom))
-            .collect();
-        let (log_ratio, standard_error, degrees_of_freedom) = weighted_mean(&parts)?;
+        pooled(cells)
+    }
+}
+
+impl AccuracyChange {
+    /// The inverse-variance-weighted mean of independent measurements of one benchmark, its
+    /// interval at the first one's `alpha`; `questions` added. One measurement is itself.
+    pub fn pooled(cells: &[AccuracyChange]) -> Option<AccuracyChange> {
+        pooled(cells)
+    }
+}
+
+/// A measured cell of a ledger line, a speed cell or an accuracy benchmark: what pooling
+/// independent measurements of one cell needs of it.
+trait Measured: Clone {
+    /// The model it is of.
+    fn model(&self) -> &str;
+    /// Which cell of its model it is: a concurrency, a benchmark.
+    fn cell(&self) -> String;
+    /// Its `(estimate, standard error, degrees of freedom)`, a part of [`weighted_mean`].
+    fn part(&self) -> (f64, f64, f64);
+    /// This (the first) measurement with `mean`, the weighted mean of `cells`, as its numbers:
+    /// its interval recomputed, its counts added over `cells`.
+    fn with_mean(&self, mean: (f64, f64, f64), cells: &[Self]) -> Option<Self>;
+}
+
+impl Measured for SpeedChange {
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    fn cell(&self) -> String {
+        self.concurrency.to_string()
+    }
+
+    fn part(&self) -> (f64, f64, f64) {
+        (self.log_ratio, self.standard_error, self.degrees_of_freedom)
+    }
+
+    fn with_mean(&self, mean: (f64, f64, f64), cells: &[SpeedChange]) -> Option<SpeedChange> {
+        let (log_ratio, standard_error, degrees_of_freedom) = mean;
         let t = t_quantile(1.0 - crate::speed::INTERVAL_ALPHA / 2.0, degrees_of_freedom)?;
         Some(SpeedChange {
             change: log_ratio.exp_m1(),
@@ -178,33 +210,46 @@ impl SpeedChange {
             standard_error,
             degrees_of_freedom,
             pairs: cells.iter().map(|cell| cell.pairs).sum(),
-            ..first.clone()
+            ..self.clone()
         })
     }
 }
 
-impl AccuracyChange {
-    /// The inverse-variance-weighted mean of independent measurements of one benchmark, its
-    /// interval at the first one's `alpha`; `questions` added.
-    pub fn pooled(cells: &[AccuracyChange]) -> Option<AccuracyChange> {
-        let first = cells.first()?;
-        if cells.len() == 1 {
-            return Some(first.clone());
-        }
-        let parts: Vec<(f64, f64, f64)> = cells
-            .iter()
-            .map(|cell| (cell.difference, cell.standard_error, f64::INFINITY))
-            .collect();
-        let (difference, standard_error, _) = weighted_mean(&parts)?;
-        let half = z_two_sided(2.0 * first.alpha) * standard_error;
+impl Measured for AccuracyChange {
+    fn model(&self) -> &str {
+        &self.model
+    }
+
+    fn cell(&self) -> String {
+        self.benchmark.clone()
+    }
+
+    fn part(&self) -> (f64, f64, f64) {
+        (self.difference, self.standard_error, f64::INFINITY)
+    }
+
+    fn with_mean(&self, mean: (f64, f64, f64), cells: &[AccuracyChange]) -> Option<AccuracyChange> {
+        let (difference, standard_error, _) = mean;
+        let half = z_two_sided(2.0 * self.alpha) * standard_error;
         Some(AccuracyChange {
             difference,
             interval: (difference - half, difference + half),
             standard_error,
             questions: cells.iter().map(|cell| cell.questions).sum(),
-            ..first.clone()
+            ..self.clone()
         })
     }
+}
+
+/// Independent measurements of one cell pooled: their parts' [`weighted_mean`], the rest the
+/// first one's; one measurement is itself, none is `None`.
+fn pooled<T: Measured>(cells: &[T]) -> Option<T> {
+    let first = cells.first()?;
+    if cells.len() == 1 {
+        return Some(first.clone());
+    }
+    let parts: Vec<(f64, f64, f64)> = cells.iter().map(Measured::part).collect();
+    first.with_mean(weighted_mean(&parts)?, cells)
 }
 
 /// The inverse-variance-weighted mean of `(estimate, standard error, degrees of freedom)`
@@ -543,21 +588,8 @@ pub fn merged_line(facts: &MergeFacts, pr_runs: &[RunRecord], queue_runs: &[RunR
                 .chain(run.accuracy.iter().map(|cell| cell.model.as_str()))
         })
         .collect();
-    let from_pr = |model: &str| !queue_models.contains(model);
-    let pr_speed = pr_runs.iter().flat_map(|run| &run.speed).filter(|c| from_pr(&c.model));
-    let queue_speed = queue_runs.iter().flat_map(|run| &run.speed);
-    let speed = pool_by(
-        pr_speed.chain(queue_speed),
-        |cell| (cell.model.clone(), cell.concurrency.to_string()),
-        SpeedChange::pooled,
-    );
-    let pr_accuracy = pr_runs.iter().flat_map(|run| &run.accuracy).filter(|c| from_pr(&c.model));
-    let queue_accuracy = queue_runs.iter().flat_map(|run| &run.accuracy);
-    let accuracy = pool_by(
-        pr_accuracy.chain(queue_accuracy),
-        |cell| (cell.model.clone(), cell.benchmark.clone()),
-        AccuracyChange::pooled,
-    );
+    let speed = pool_runs(pr_runs, queue_runs, &queue_models, |run| &run.speed);
+    let accuracy = pool_runs(pr_runs, queue_runs, &queue_models, |run| &run.accuracy);
     let pr_run = pr_runs.last();
     let queue_run = queue_runs.last();
     let main_run = queue_run.or(pr_run);
@@ -607,15 +639,20 @@ fn merged_note(
     }
 }
 
-/// The cells of `cells`, each key's pooled, in the order the keys first appear.
-fn pool_by<'c, T: Clone + 'c>(
-    cells: impl Iterator<Item = &'c T>,
-    key: impl Fn(&T) -> (String, String),
-    pooled: impl Fn(&[T]) -> Option<T>,
+/// The `cells` of a merged PR's runs, each cell's pooled ([`pooled`]), in the order the cells
+/// first appear: the PR runs' of every model the queue did not measure again
+/// (`queue_models`), then the queue runs'.
+fn pool_runs<T: Measured>(
+    pr_runs: &[RunRecord],
+    queue_runs: &[RunRecord],
+    queue_models: &BTreeSet<&str>,
+    cells: impl Fn(&RunRecord) -> &[T],
 ) -> Vec<T> {
-    let mut groups: Vec<((String, String), Vec<T>)> = Vec::new();
-    for cell in cells {
-        let key = key(cell);
+    let pr_cells = pr_runs.iter().flat_map(&cells).filter(|c| !queue_models.contains(c.model()));
+    let queue_cells = queue_runs.iter().flat_map(&cells);
+    let mut groups: Vec<((&str, String), Vec<T>)> = Vec::new();
+    for cell in pr_cells.chain(queue_cells) {
+        let key = (cell.model(), cell.cell());
         match groups.iter_mut().find(|(known, _)| *known == key) {
             Some((_, group)) => group.push(cell.clone()),
             None => groups.push((key, vec![cell.clone()])),
