@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
-use prgate_sim_server::{self as sim_server, Profile};
+use prgate_sim_server::{self as sim_server, DisaggregationOverrides, Overrides, Profile};
 
 /// Serve a simulated OpenAI-compatible model server (completions, chat, streaming, /health,
 /// /v1/models) whose speed, noise, failures and accuracy come from a profile file and flags.
@@ -89,19 +89,11 @@ pub(crate) struct SimServerArgs {
 }
 
 pub(crate) fn run(args: &SimServerArgs) -> anyhow::Result<()> {
-    let mut profile = match &args.profile {
+    let profile = match &args.profile {
         Some(path) => Profile::load(path)?,
         None => Profile::default(),
     };
-    if let Some(model) = &args.model {
-        profile.model.clone_from(model);
-    }
-    measured_flags(args, &mut profile)?;
-    behaviour_flags(args, &mut profile)?;
-    if let Some(log) = &args.log_file {
-        profile.log_file = Some(log.clone());
-    }
-    disaggregation_flags(args, &mut profile)?;
+    let profile = profile.overridden(&args.overrides())?;
     let server = sim_server::serve(profile, args.listen)?;
     let url = server.url();
     if let Some(path) = &args.address_file {
@@ -117,99 +109,34 @@ pub(crate) fn run(args: &SimServerArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The flags of what the server measures as over the profile's: its times, noise, seed and
-/// accuracy (checked in this order: the first bad one is the error).
-fn measured_flags(args: &SimServerArgs, profile: &mut Profile) -> anyhow::Result<()> {
-    let millis = |value: f64, flag: &str| -> anyhow::Result<Duration> {
-        anyhow::ensure!(
-            value.is_finite() && value >= 0.0,
-            "{flag} {value}: not a time in milliseconds"
-        );
-        Ok(Duration::from_secs_f64(value / 1000.0))
-    };
-    if let Some(ms) = args.ttft_ms {
-        profile.time_to_first_token = millis(ms, "--ttft-ms")?;
+impl SimServerArgs {
+    /// The profile's keys the flags give (each flag is `--` and its key; the checks are the
+    /// profile's).
+    fn overrides(&self) -> Overrides {
+        Overrides {
+            model: self.model.clone(),
+            ttft_ms: self.ttft_ms,
+            tpot_ms: self.tpot_ms,
+            noise_cv: self.noise_cv,
+            seed: self.seed,
+            accuracy: self.accuracy,
+            startup_delay_ms: self.startup_delay_ms,
+            wake_delay_ms: self.wake_delay_ms,
+            memory_api: self.memory_api,
+            never_healthy: self.never_healthy,
+            die_after_requests: self.die_after_requests,
+            eos_after_tokens: self.eos_after_tokens,
+            error_rate: self.error_rate,
+            monokernel: self.monokernel,
+            log_file: self.log_file.clone(),
+            disaggregation: DisaggregationOverrides {
+                mode: self.disaggregation_mode,
+                bootstrap_port: self.disaggregation_bootstrap_port,
+                transfer_backend: self.disaggregation_transfer_backend.clone(),
+                transport: self.disaggregation_transport.clone(),
+            },
+        }
     }
-    if let Some(ms) = args.tpot_ms {
-        profile.time_per_output_token = millis(ms, "--tpot-ms")?;
-    }
-    if let Some(cv) = args.noise_cv {
-        profile.noise =
-            cv.try_into().map_err(|error| anyhow::anyhow!("--noise-cv {cv}: {error}"))?;
-    }
-    if let Some(seed) = args.seed {
-        profile.seed = seed;
-    }
-    if let Some(accuracy) = args.accuracy {
-        profile.accuracy = accuracy
-            .try_into()
-            .map_err(|error| anyhow::anyhow!("--accuracy {accuracy}: {error}"))?;
-    }
-    if let Some(ms) = args.startup_delay_ms {
-        profile.startup_delay = millis(ms, "--startup-delay-ms")?;
-    }
-    if let Some(ms) = args.wake_delay_ms {
-        profile.wake_delay = millis(ms, "--wake-delay-ms")?;
-    }
-    Ok(())
-}
-
-/// The flags of how the server behaves over the profile's: its memory API, and the ways it
-/// breaks.
-fn behaviour_flags(args: &SimServerArgs, profile: &mut Profile) -> anyhow::Result<()> {
-    if let Some(api) = args.memory_api {
-        profile.memory_api = api;
-    }
-    profile.never_healthy |= args.never_healthy;
-    if let Some(count) = args.die_after_requests {
-        profile.die_after_requests = Some(count);
-    }
-    if let Some(tokens) = args.eos_after_tokens {
-        profile.eos_after_tokens = Some(tokens);
-    }
-    if let Some(rate) = args.error_rate {
-        profile.error_rate =
-            rate.try_into().map_err(|error| anyhow::anyhow!("--error-rate {rate}: {error}"))?;
-    }
-    profile.monokernel |= args.monokernel;
-    Ok(())
-}
-
-/// The `--disaggregation-*` flags over the profile's `[disaggregation]` table.
-fn disaggregation_flags(args: &SimServerArgs, profile: &mut Profile) -> anyhow::Result<()> {
-    if let Some(mode) = args.disaggregation_mode {
-        let pd =
-            profile.disaggregation.get_or_insert_with(|| sim_server::Disaggregation::new(mode));
-        pd.mode = mode;
-    }
-    let given = args.disaggregation_bootstrap_port.is_some()
-        || args.disaggregation_transfer_backend.is_some()
-        || args.disaggregation_transport.is_some();
-    let Some(pd) = profile.disaggregation.as_mut() else {
-        anyhow::ensure!(
-            !given,
-            "the --disaggregation-* flags need --disaggregation-mode (or a profile's [disaggregation] table)"
-        );
-        return Ok(());
-    };
-    if let Some(port) = args.disaggregation_bootstrap_port {
-        anyhow::ensure!(port != 0, "--disaggregation-bootstrap-port 0: not a port");
-        pd.bootstrap_port = port;
-    }
-    let word = |flag: &str, text: &str| -> anyhow::Result<String> {
-        anyhow::ensure!(
-            !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || "-_".contains(c)),
-            "{flag} {text:?}: not one word of letters, digits, '-' and '_'"
-        );
-        Ok(text.to_owned())
-    };
-    if let Some(backend) = &args.disaggregation_transfer_backend {
-        pd.transfer_backend = word("--disaggregation-transfer-backend", backend)?;
-    }
-    if let Some(transport) = &args.disaggregation_transport {
-        pd.transport = word("--disaggregation-transport", transport)?;
-    }
-    Ok(())
 }
 
 /// Benchmark an OpenAI-compatible server at fixed input and output lengths and one

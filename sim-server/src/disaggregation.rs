@@ -114,28 +114,24 @@ impl TryFrom<DisaggregationFile> for Disaggregation {
     type Error = DisaggregationError;
 
     fn try_from(file: DisaggregationFile) -> Result<Disaggregation, DisaggregationError> {
-        let word = |key: &'static str, value: Option<String>, default: &str| match value {
-            None => Ok(default.to_owned()),
-            Some(text) if is_word(&text) => Ok(text),
-            Some(text) => Err(DisaggregationError {
-                key,
-                problem: format!("{text:?} is not one word of letters, digits, '-' and '_'"),
-            }),
-        };
-        let bootstrap_port = file.bootstrap_port.unwrap_or(DEFAULT_BOOTSTRAP_PORT);
-        if bootstrap_port == 0 {
-            let problem = "0 is not a port".to_owned();
-            return Err(DisaggregationError { key: "bootstrap-port", problem });
+        let mut disaggregation = Disaggregation::new(file.mode);
+        disaggregation.set(file.bootstrap_port, file.transfer_backend, file.transport)?;
+        if let Some(ms) = file.bootstrap_timeout_ms {
+            disaggregation.bootstrap_timeout = Duration::from_millis(ms);
         }
-        Ok(Disaggregation {
-            mode: file.mode,
-            bootstrap_port,
-            transfer_backend: word("transfer-backend", file.transfer_backend, "mooncake")?,
-            transport: word("transport", file.transport, "rdma")?,
-            bootstrap_timeout: file
-                .bootstrap_timeout_ms
-                .map_or(DEFAULT_BOOTSTRAP_TIMEOUT, Duration::from_millis),
-        })
+        Ok(disaggregation)
+    }
+}
+
+impl DisaggregationError {
+    /// The key of the `[disaggregation]` table, as written in a profile file.
+    pub fn key(&self) -> &str {
+        self.key
+    }
+
+    /// What is wrong with its value.
+    pub fn problem(&self) -> &str {
+        &self.problem
     }
 }
 
@@ -149,6 +145,30 @@ impl Disaggregation {
             transport: "rdma".to_owned(),
             bootstrap_timeout: DEFAULT_BOOTSTRAP_TIMEOUT,
         }
+    }
+
+    /// Sets the values given, each checked as its key in a profile file is: a bootstrap port
+    /// that is a port (not 0), a transfer backend and a transport that are one word each.
+    pub fn set(
+        &mut self,
+        bootstrap_port: Option<u16>,
+        transfer_backend: Option<String>,
+        transport: Option<String>,
+    ) -> Result<(), DisaggregationError> {
+        if let Some(port) = bootstrap_port {
+            if port == 0 {
+                let problem = "0 is not a port".to_owned();
+                return Err(DisaggregationError { key: "bootstrap-port", problem });
+            }
+            self.bootstrap_port = port;
+        }
+        if let Some(backend) = transfer_backend {
+            self.transfer_backend = word("transfer-backend", backend)?;
+        }
+        if let Some(transport) = transport {
+            self.transport = word("transport", transport)?;
+        }
+        Ok(())
     }
 
     /// The line logged at start: the mode, the transfer backend and its transport.
@@ -462,6 +482,15 @@ pub(crate) async fn write_answer(stream: &mut tokio::net::TcpStream, status: u16
 
 fn is_word(text: &str) -> bool {
     !text.is_empty() && text.chars().all(|char| char.is_ascii_alphanumeric() || "-_".contains(char))
+}
+
+/// `text` when it is one word (letters, digits, `-`, `_`), else the error that names `key`.
+fn word(key: &'static str, text: String) -> Result<String, DisaggregationError> {
+    if is_word(&text) {
+        return Ok(text);
+    }
+    let problem = format!("{text:?} is not one word of letters, digits, '-' and '_'");
+    Err(DisaggregationError { key, problem })
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ pub mod disaggregation;
 mod generate;
 mod info;
 mod memory;
+mod overrides;
 mod profile;
 pub mod rng;
 #[cfg(test)]
@@ -42,6 +43,7 @@ use hyper::{Method, Request, Response};
 use disaggregation::Mode;
 pub use disaggregation::{Disaggregation, DisaggregationError};
 use generate::{Endpoint, GenerationRequest, Identity, Output};
+pub use overrides::{DisaggregationOverrides, OverrideError, Overrides};
 pub use profile::{
     CoefficientOfVariation, DEFAULT_PROFILE, InvalidNumber, MemoryApi, Probability, Profile,
     ProfileError,

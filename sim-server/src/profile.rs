@@ -1,8 +1,8 @@
 //! The simulated server's profile: how fast, how noisy, how broken and how right it is.
 //!
 //! A profile file (TOML or JSON, kebab-case keys) goes through the private `ProfileFile` and is
-//! converted into the validated [`Profile`]; a caller that builds a profile from command-line
-//! flags fills [`Profile`] directly, starting from [`Profile::default`]. The defaults are in
+//! converted into the validated [`Profile`]; command-line flags are [`crate::Overrides`], set
+//! on a profile by the same checks (`overrides.rs`). The defaults are in
 //! `default-profile.toml`, which a test checks against [`Profile::default`]. Serving the profile
 //! is the parent module's work.
 
@@ -340,14 +340,14 @@ impl TryFrom<ProfileFile> for Profile {
     }
 }
 
-fn milliseconds(key: &'static str, value: f64) -> Result<Duration, ProfileError> {
+pub(crate) fn milliseconds(key: &'static str, value: f64) -> Result<Duration, ProfileError> {
     Duration::try_from_secs_f64(value / 1000.0)
         .map_err(|_| ProfileError { key, problem: InvalidNumber::NotNonNegative(value) })
 }
 
 /// The bounded number (a [`Probability`], a [`CoefficientOfVariation`]) profile key `key`
 /// gives, or the error that names the key.
-fn bounded<T: TryFrom<f64, Error = InvalidNumber>>(
+pub(crate) fn bounded<T: TryFrom<f64, Error = InvalidNumber>>(
     key: &'static str,
     value: f64,
 ) -> Result<T, ProfileError> {

@@ -99,3 +99,27 @@ fn the_simulated_server_answers_like_an_openai_server_and_logs_routing() {
     let logged = std::fs::read_to_string(&log).expect("the log");
     assert!(logged.contains("[monokernel] routed kimi_k31"), "{logged}");
 }
+
+#[test]
+fn a_flag_the_profiles_rule_refuses_is_named_and_nothing_is_served() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    // Were a flag accepted, the server would stop at once on an address file it cannot write
+    // (and this test fail), not serve for ever.
+    let unwritable = dir.path().join("no/such/folder/address");
+    let unwritable = unwritable.to_str().expect("UTF-8");
+    for (flags, said) in [
+        (&["--noise-cv=-0.5"][..], "--noise-cv: -0.5 is not a finite number, zero or more"),
+        (&["--accuracy", "2"][..], "--accuracy: 2 is not a probability from 0 to 1"),
+        (
+            &["--disaggregation-mode", "prefill", "--disaggregation-transport", "r d m a"][..],
+            "--disaggregation-transport: \"r d m a\" is not one word",
+        ),
+        (&["--disaggregation-transport", "tcp"][..], "need --disaggregation-mode"),
+    ] {
+        let args = [&["sim-server", "--address-file", unwritable][..], flags].concat();
+        let run = crate::support::prgate(dir.path(), &args);
+        assert_eq!(run.code, 2, "{flags:?}: {}", run.stderr);
+        assert!(run.stderr.contains(said), "{flags:?}: {}", run.stderr);
+        assert!(!run.stdout.contains("listening on"), "{}", run.stdout);
+    }
+}
