@@ -69,11 +69,10 @@ impl Runner<'_> {
             let pairs: Vec<Pair> = recorded
                 .map(|cell| cell.pairs.iter().map(|(_, pair)| *pair).collect())
                 .unwrap_or_default();
-            let covered = sweep.is_covered(concurrency);
             let cell = Cell {
                 concurrency,
                 size: RunSize::of(sweep, concurrency),
-                covered,
+                covered: sweep.is_covered(concurrency),
                 pairs,
                 noise,
                 unrecorded_noise,
