@@ -162,14 +162,6 @@ impl SpeedChange {
     }
 }
 
-impl AccuracyChange {
-    /// The inverse-variance-weighted mean of independent measurements of one benchmark, its
-    /// interval at the first one's `alpha`; `questions` added. One measurement is itself.
-    pub fn pooled(cells: &[AccuracyChange]) -> Option<AccuracyChange> {
-        pooled(cells)
-    }
-}
-
 /// A measured cell of a ledger line, a speed cell or an accuracy benchmark: what pooling
 /// independent measurements of one cell needs of it.
 trait Measured: Clone {
@@ -575,7 +567,8 @@ pub struct MergeFacts {
 /// runs of its merge commit, oldest first. Each model counts once: a model the queue measured
 /// again takes the queue's numbers (the merged commit against the base it merged onto), every
 /// other model the PR runs'. A cell measured by several runs of one commit (a PR run again
-/// after a failure) is their pooled measurement ([`SpeedChange::pooled`]): all of them, not
+/// after a failure) is their pooled measurement ([`SpeedChange::pooled`], and likewise an
+/// accuracy benchmark's, its interval at the first one's `alpha`): all of them, not
 /// the one that passed, so that re-running until a pass does not bias the chain. With no run,
 /// the line records the merge with nothing measured and says so.
 pub fn merged_line(facts: &MergeFacts, pr_runs: &[RunRecord], queue_runs: &[RunRecord]) -> Merged {

@@ -199,6 +199,45 @@ fn the_runs_of_one_commit_are_pooled_by_their_errors() {
 }
 
 #[test]
+fn the_accuracy_runs_of_one_commit_are_pooled_by_their_errors_at_the_first_ones_alpha() {
+    let facts = MergeFacts {
+        at: String::new(),
+        pr: 7,
+        title: "t".to_owned(),
+        url: None,
+        merge_commit: "q".repeat(40),
+        head_commit: "h".repeat(40),
+    };
+    let benchmark = |difference: f64, standard_error: f64, alpha: f64| AccuracyChange {
+        model: "alpha".to_owned(),
+        benchmark: "gsm8k".to_owned(),
+        provenance: CellProvenance::default(),
+        difference,
+        interval: (0.0, 0.0),
+        alpha,
+        standard_error,
+        questions: 200,
+    };
+    let mut first = run_record(&"h".repeat(40), false, &[]);
+    first.accuracy = vec![benchmark(-0.03, 0.02, 0.05)];
+    let mut second = run_record(&"h".repeat(40), false, &[]);
+    second.accuracy = vec![benchmark(0.0, 0.01, 0.01)];
+    let line = merged_line(&facts, &[first, second], &[]);
+    assert_eq!(line.accuracy.len(), 1, "one benchmark, counted once");
+    let pooled = &line.accuracy[0];
+    // Weights 1/4e-4 and 1/1e-4: 0.2 and 0.8.
+    assert!((pooled.difference - -0.006).abs() < 1e-12, "{pooled:?}");
+    let standard_error = (0.2f64.powi(2) * 4e-4 + 0.8f64.powi(2) * 1e-4).sqrt();
+    assert!((pooled.standard_error - standard_error).abs() < 1e-12, "{pooled:?}");
+    assert_eq!(pooled.questions, 400);
+    // Each bound one-sided at the first run's alpha (5%): z = 1.6449.
+    assert!((pooled.alpha - 0.05).abs() < f64::EPSILON);
+    let half = 1.644_853_626_951_472_2 * standard_error;
+    assert!((pooled.interval.0 - (-0.006 - half)).abs() < 1e-9, "{pooled:?}");
+    assert!((pooled.interval.1 - (-0.006 + half)).abs() < 1e-9, "{pooled:?}");
+}
+
+#[test]
 fn measurements_take_each_cells_numbers_and_the_provenance_of_its_records() {
     let speed = Item {
         model: Some("alpha".to_owned()),
