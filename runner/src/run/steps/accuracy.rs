@@ -40,7 +40,7 @@ impl Runner<'_> {
         benchmark: &AccuracyBenchmark,
         repeat: u32,
     ) -> Result<(), RunError> {
-        let (job, recipe) = (served.job, served.recipe());
+        let (job, recipe) = (served.job, served.servers.recipe);
         let subject = &job.subject;
         let this_repeat = Part::repeat(&benchmark.name, repeat);
         let part = Some(&this_repeat);

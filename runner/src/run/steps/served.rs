@@ -178,7 +178,7 @@ impl Runner<'_> {
 
     /// A side's serving tests, against its server (started when it is not up).
     fn serving_tests(&mut self, served: &mut Served<'_>, side: Side) -> Result<(), RunError> {
-        let (job, recipe) = (served.job, served.recipe());
+        let (job, recipe) = (served.job, served.servers.recipe);
         let tree = job.server_tree(side);
         let selection = &recipe.tests().serving;
         let server = self.server(&mut served.servers, side);
@@ -280,13 +280,6 @@ impl Runner<'_> {
 pub(super) struct Served<'a> {
     pub(super) job: &'a ModelJob<'a>,
     pub(super) servers: Servers<'a>,
-}
-
-impl<'a> Served<'a> {
-    /// The PR's recipe: what is measured (lengths, timeouts, the checkpoint), the servers'.
-    pub(super) fn recipe(&self) -> &'a Recipe {
-        self.servers.recipe
-    }
 }
 
 /// Whether the served phase's `needed` steps hold `job`'s step of `check` on `side` (of `part`).
