@@ -130,7 +130,8 @@ pub fn build(dir: &Path) -> Result<Vec<SamplePr>, SampleError> {
 pub fn write_node_profile(dir: &Path) -> Result<NodeProfile, SampleError> {
     let checkpoints = dir.join("checkpoints");
     let mut table = String::new();
-    for model in ALL_MODELS {
+    // Every model of the sample, with the one a PR adds: the checkpoints the demo's node has.
+    for model in MODELS.iter().chain([&NEW_MODEL]) {
         let path = checkpoints.join(model);
         std::fs::create_dir_all(&path).map_err(|error| SampleError::Io {
             doing: "creating",
@@ -266,19 +267,12 @@ impl Edit {
     }
 }
 
+/// The models on the sample's `main`.
 const MODELS: &[&str] =
     &["deepseek_v41", "glm53_flash", "kimi_k3", "kimi_k31", "mimo_v3_pd", "qwen38_flash_next"];
 
-/// Every model of the sample, with those its PRs add: the checkpoints the demo's node has.
-const ALL_MODELS: &[&str] = &[
-    "deepseek_v41",
-    "glm53_flash",
-    "kimi_k3",
-    "kimi_k31",
-    "mimo_v3_pd",
-    "qwen38_flash_next",
-    "muse_spark",
-];
+/// The model a sample PR adds (`prs.toml`, PR 110).
+const NEW_MODEL: &str = "muse_spark";
 
 /// `path` as a TOML string (a JSON string is a TOML basic string).
 fn toml_string(path: &Path) -> Result<String, SampleError> {
