@@ -5,7 +5,8 @@
 //! Pure: plain data in, text out. No I/O, no GitHub: the binary posts what this crate writes.
 //! Everything that came from a pull request is escaped by [`escape`] wherever it is shown.
 //!
-//! - [`plan`]: a plan for a terminal and as Markdown;
+//! - [`plan`]: a plan for a terminal and as Markdown, and all `prgate plan` prints
+//!   ([`plan::PlanOutput`]: the plan, its rules and estimate, in JSON the wire format too);
 //! - [`verdict`]: a verdict for a terminal;
 //! - [`headline`]: a PR's scope, result and what decided it in a few lines (the demo's summary);
 //! - [`comment`]: the PR comment (tera template `templates/comment.md.tera`) and the full

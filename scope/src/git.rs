@@ -1,7 +1,8 @@
 //! Reads what a plan needs from git: the refs, the merge-base, the base-side manifest, the
 //! trees, the diff and the CODEOWNERS files; for a run pinned to commits, whether they are
 //! fetched ([`require_commits`]) and the paths where two commits' trees differ
-//! ([`paths_between`], what a merge queue adds). This is scope's only I/O; deciding what runs
+//! ([`paths_between`], what a merge queue adds); the commit a ref names ([`commit_of`], for
+//! `prgate history`'s `--at` and `--reference`). This is scope's only I/O; deciding what runs
 //! is [`crate::plan::select`].
 
 use std::borrow::Cow;

@@ -5,7 +5,7 @@
 //! start, never healthy, dying after some requests, 500s), answer accuracy and monokernel
 //! routing lines come from a [`Profile`]. [`serve`] starts it on a socket and returns a
 //! [`RunningServer`]; [`run`] blocks until it dies, for `prgate sim-server`, whose command line
-//! is the binary's. `docs/sim-server.md` is the reference of the profile and the endpoints.
+//! is the binary's: it maps its flags onto [`Overrides`], which the profile's own checks set. `docs/sim-server.md` is the reference of the profile and the endpoints.
 //! A crate of its own: a test double the runner, its tests and the demo use, never part of
 //! the runner that runs on a GPU node.
 //!
