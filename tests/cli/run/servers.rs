@@ -1,6 +1,7 @@
 //! How `prgate run` places the servers: disjoint GPUs or turns with base runs bracketing, one
-//! server at a time switching by its memory API (or not probing one the recipe names), the
-//! common checks' recipe on both sides, and the run's time limit.
+//! server at a time switching by its memory API (or not probing one the recipe names, and
+//! naming the recipe that said so, never the PR's as base's), the common checks' recipe on both
+//! sides, and the run's time limit.
 
 use super::*;
 
@@ -301,5 +302,34 @@ fn the_runs_time_limit_records_what_is_left_as_timeouts() {
     assert_eq!(routing["outcome"]["reason"], "run-time-limit", "{routing}");
     let detail = routing["outcome"]["detail"].as_str().expect("a detail");
     assert!(detail.contains("time limit"), "{detail}");
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+#[test]
+fn a_base_side_without_a_recipe_is_never_named_for_the_prs_memory_api() {
+    // Base's recipe does not parse; the PR's says its server has no memory API. The base side
+    // starts no server (it has no recipe to take the command from), and the note on how the
+    // servers shared the node names the PR's recipe, never base's in its place.
+    let fixture = Fixture::new(&Sample {
+        gpus: 1,
+        base_files: &[("test/e2e/alpha.toml", "not = [a recipe")],
+        pr: |repo| {
+            let none = Sample { server_keys: "memory-api = \"none\"", ..Sample::default() };
+            repo.write("test/e2e/alpha.toml", &recipe(&none))
+                .write("pkg/models/alpha/layer.py", "# alpha, faster\n");
+        },
+        ..Sample::default()
+    });
+    let run = fixture.run("results");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let loads = server_loads(&fixture, "results");
+    assert!(loads.iter().all(|(side, _)| side == "pr"), "{loads:?}");
+    assert!(!loads.is_empty(), "the PR's server ran: {}", run.stderr);
+    assert!(
+        run.stderr.contains("because PR's recipe says server.memory-api = \"none\""),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("base's recipe says"), "{}", run.stderr);
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
 }
