@@ -32,6 +32,18 @@ fn run_record(tested: &str, merge_queue: bool, models: &[&str]) -> RunRecord {
     }
 }
 
+/// PR 7's merge: its head `h…` merged as `q…` (a merge queue's commit).
+fn pr_7_merged() -> MergeFacts {
+    MergeFacts {
+        at: String::new(),
+        pr: 7,
+        title: "t".to_owned(),
+        url: None,
+        merge_commit: "q".repeat(40),
+        head_commit: "h".repeat(40),
+    }
+}
+
 #[test]
 fn a_speed_cell_recovers_the_log_ratio_and_its_error_from_the_verdicts_interval() {
     for (log_ratio, standard_error, df) in
@@ -139,14 +151,7 @@ fn the_ledger_reads_back_what_it_wrote_and_names_the_line_of_a_bad_one() {
 
 #[test]
 fn a_merge_queues_run_counts_once_for_the_models_it_measured_again() {
-    let facts = MergeFacts {
-        at: "2026-12-01T15:00:00Z".to_owned(),
-        pr: 7,
-        title: "t".to_owned(),
-        url: None,
-        merge_commit: "q".repeat(40),
-        head_commit: "h".repeat(40),
-    };
+    let facts = MergeFacts { at: "2026-12-01T15:00:00Z".to_owned(), ..pr_7_merged() };
     let pr_run = run_record(&"h".repeat(40), false, &["alpha", "beta"]);
     let mut queue_run = run_record(&"q".repeat(40), true, &["beta"]);
     queue_run.speed[0].log_ratio = 0.02;
@@ -170,14 +175,7 @@ fn a_merge_queues_run_counts_once_for_the_models_it_measured_again() {
 
 #[test]
 fn the_runs_of_one_commit_are_pooled_by_their_errors() {
-    let facts = MergeFacts {
-        at: String::new(),
-        pr: 7,
-        title: "t".to_owned(),
-        url: None,
-        merge_commit: "q".repeat(40),
-        head_commit: "h".repeat(40),
-    };
+    let facts = pr_7_merged();
     // A first run that failed (+3%, se 1%) and the re-run that passed (+1%, se 0.5%).
     let mut failed = run_record(&"h".repeat(40), false, &["alpha"]);
     failed.speed[0].log_ratio = 0.03;
@@ -200,14 +198,7 @@ fn the_runs_of_one_commit_are_pooled_by_their_errors() {
 
 #[test]
 fn the_accuracy_runs_of_one_commit_are_pooled_by_their_errors_at_the_first_ones_alpha() {
-    let facts = MergeFacts {
-        at: String::new(),
-        pr: 7,
-        title: "t".to_owned(),
-        url: None,
-        merge_commit: "q".repeat(40),
-        head_commit: "h".repeat(40),
-    };
+    let facts = pr_7_merged();
     let benchmark = |difference: f64, standard_error: f64, alpha: f64| AccuracyChange {
         model: "alpha".to_owned(),
         benchmark: "gsm8k".to_owned(),
