@@ -70,9 +70,7 @@ impl Profile {
     /// This profile with `overrides` set, each checked as its key in a file is.
     pub fn overridden(mut self, overrides: &Overrides) -> Result<Profile, OverrideError> {
         let given = overrides.clone();
-        if let Some(model) = given.model {
-            self.model = model;
-        }
+        set(given.model, &mut self.model);
         let millis = |key, value: Option<f64>| value.map(|ms| milliseconds(key, ms)).transpose();
         set(millis("ttft-ms", given.ttft_ms)?, &mut self.time_to_first_token);
         set(millis("tpot-ms", given.tpot_ms)?, &mut self.time_per_output_token);
@@ -83,17 +81,11 @@ impl Profile {
         set(millis("wake-delay-ms", given.wake_delay_ms)?, &mut self.wake_delay);
         set(given.memory_api, &mut self.memory_api);
         self.never_healthy |= given.never_healthy;
-        if given.die_after_requests.is_some() {
-            self.die_after_requests = given.die_after_requests;
-        }
-        if given.eos_after_tokens.is_some() {
-            self.eos_after_tokens = given.eos_after_tokens;
-        }
+        self.die_after_requests = given.die_after_requests.or(self.die_after_requests);
+        self.eos_after_tokens = given.eos_after_tokens.or(self.eos_after_tokens);
         set(given.error_rate.map(|p| bounded("error-rate", p)).transpose()?, &mut self.error_rate);
         self.monokernel |= given.monokernel;
-        if given.log_file.is_some() {
-            self.log_file = given.log_file;
-        }
+        self.log_file = given.log_file.or(self.log_file);
         self.disaggregation = disaggregation(self.disaggregation, given.disaggregation)?;
         Ok(self)
     }
