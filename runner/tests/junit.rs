@@ -392,7 +392,8 @@ fn junit_id(node_id: &str) -> String {
 /// real suite: every run's results agree with what pytest printed. One result per collected
 /// test; the failed and errored results are exactly the tests pytest lists as FAILED or ERROR;
 /// skipped is its skipped plus xfailed; a test it reran that did not fail in the end is the one
-/// flaky result. A crashed xdist worker's rerun writes a nameless test case: dropped.
+/// flaky result. A crashed xdist worker's rerun writes a nameless test case: dropped. (Whether
+/// rerunfailures reruns the crashed test depends on timing; both ways are checked.)
 #[test]
 fn real_pytest_with_xdist_and_reruns_counts_as_pytest_does() {
     let runs: [(&str, &[&str]); 5] = [
@@ -472,12 +473,13 @@ fn real_pytest_with_xdist_and_reruns_counts_as_pytest_does() {
             assert_eq!(flaky.len(), usize::from(reran), "{what}");
         } else {
             assert_eq!(failing.len(), 1, "the crashed test: {what}");
-            assert!(
-                std::fs::read_to_string(&xml)
-                    .expect("the XML")
-                    .contains("<testcase time=\"0.000\" />"),
-                "no nameless test case: {what}"
-            );
+            // rerunfailures reruns a crashed worker's test only when its crash report arrives in
+            // time; on a loaded machine it may not, and then there is no rerun to write the
+            // nameless case. When pytest says it reran, the case is there (and dropped above).
+            let nameless = std::fs::read_to_string(&xml)
+                .expect("the XML")
+                .contains("<testcase time=\"0.000\" />");
+            assert_eq!(nameless, count("rerun") > 0, "a nameless test case iff a rerun: {what}");
         }
     }
 }
