@@ -45,8 +45,8 @@ pub use disaggregation::{Disaggregation, DisaggregationError};
 use generate::{Endpoint, GenerationRequest, Identity, Output};
 pub use overrides::{DisaggregationOverrides, OverrideError, Overrides};
 pub use profile::{
-    CoefficientOfVariation, DEFAULT_PROFILE, InvalidNumber, MemoryApi, Probability, Profile,
-    ProfileError,
+    Bounded, CoefficientOfVariation, DEFAULT_PROFILE, InvalidNumber, MemoryApi, NonNegative,
+    Probability, Profile, ProfileError, Range, ZeroToOne,
 };
 use rng::SplitMix64;
 

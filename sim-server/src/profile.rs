@@ -6,6 +6,7 @@
 //! `default-profile.toml`, which a test checks against [`Profile::default`]. Serving the profile
 //! is the parent module's work.
 
+use std::marker::PhantomData;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -110,12 +111,30 @@ pub struct NotAMemoryApi {
 }
 
 /// A probability: a number from 0 to 1.
-#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
-pub struct Probability(f64);
+pub type Probability = Bounded<ZeroToOne>;
 
 /// A coefficient of variation: a finite number, zero or more.
+pub type CoefficientOfVariation = Bounded<NonNegative>;
+
+/// A number of the profile that its range `R` has checked; made only by [`TryFrom<f64>`] (or a
+/// named constant).
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
-pub struct CoefficientOfVariation(f64);
+pub struct Bounded<R>(f64, PhantomData<R>);
+
+/// A range of [`Bounded`] numbers: the one place that says what is in it and which
+/// [`InvalidNumber`] names a value that is not.
+pub trait Range {
+    /// `value` when it is in the range, else what is wrong with it.
+    fn check(value: f64) -> Result<f64, InvalidNumber>;
+}
+
+/// From 0 to 1: [`Probability`].
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+pub enum ZeroToOne {}
+
+/// A finite number, zero or more: [`CoefficientOfVariation`].
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+pub enum NonNegative {}
 
 /// A profile value of the right type that is out of its range.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -126,6 +145,9 @@ pub enum InvalidNumber {
     /// A negative, infinite or NaN number where zero or more is needed.
     #[error("{0} is not a finite number, zero or more")]
     NotNonNegative(f64),
+    /// Milliseconds beyond what a duration holds.
+    #[error("{0:e} ms is too long")]
+    TooLong(f64),
 }
 
 /// A profile key whose value is out of its range.
@@ -136,62 +158,49 @@ pub struct ProfileError {
     problem: InvalidNumber,
 }
 
-impl Probability {
-    /// Never (0).
-    pub const NEVER: Probability = Probability(0.0);
-    /// Always (1).
-    pub const ALWAYS: Probability = Probability(1.0);
-
-    /// The probability as a number from 0 to 1.
+impl<R> Bounded<R> {
+    /// The number: a probability from 0 to 1, a coefficient as a fraction (0.02 is 2%).
     pub fn value(self) -> f64 {
         self.0
     }
 }
 
-impl TryFrom<f64> for Probability {
+impl<R: Range> TryFrom<f64> for Bounded<R> {
     type Error = InvalidNumber;
 
-    fn try_from(value: f64) -> Result<Probability, InvalidNumber> {
-        Range::Probability.check(value).map(Probability)
+    fn try_from(value: f64) -> Result<Bounded<R>, InvalidNumber> {
+        R::check(value).map(|value| Bounded(value, PhantomData))
     }
+}
+
+impl Probability {
+    /// Never (0).
+    pub const NEVER: Probability = Bounded(0.0, PhantomData);
+    /// Always (1).
+    pub const ALWAYS: Probability = Bounded(1.0, PhantomData);
 }
 
 impl CoefficientOfVariation {
     /// No noise.
-    pub const NONE: CoefficientOfVariation = CoefficientOfVariation(0.0);
+    pub const NONE: CoefficientOfVariation = Bounded(0.0, PhantomData);
+}
 
-    /// The coefficient as a fraction (0.02 is 2%).
-    pub fn value(self) -> f64 {
-        self.0
+impl Range for ZeroToOne {
+    fn check(value: f64) -> Result<f64, InvalidNumber> {
+        if (0.0..=1.0).contains(&value) {
+            Ok(value)
+        } else {
+            Err(InvalidNumber::NotAProbability(value))
+        }
     }
 }
 
-impl TryFrom<f64> for CoefficientOfVariation {
-    type Error = InvalidNumber;
-
-    fn try_from(value: f64) -> Result<CoefficientOfVariation, InvalidNumber> {
-        Range::NonNegative.check(value).map(CoefficientOfVariation)
-    }
-}
-
-/// The ranges of the profile's bounded numbers: the one place that says what is in each and
-/// which [`InvalidNumber`] names a value that is not.
-#[derive(Debug, Clone, Copy)]
-enum Range {
-    /// From 0 to 1.
-    Probability,
-    /// A finite number, zero or more.
-    NonNegative,
-}
-
-impl Range {
-    /// `value` when it is in the range, else what is wrong with it.
-    fn check(self, value: f64) -> Result<f64, InvalidNumber> {
-        match self {
-            Range::Probability if (0.0..=1.0).contains(&value) => Ok(value),
-            Range::Probability => Err(InvalidNumber::NotAProbability(value)),
-            Range::NonNegative if value.is_finite() && value >= 0.0 => Ok(value),
-            Range::NonNegative => Err(InvalidNumber::NotNonNegative(value)),
+impl Range for NonNegative {
+    fn check(value: f64) -> Result<f64, InvalidNumber> {
+        if value.is_finite() && value >= 0.0 {
+            Ok(value)
+        } else {
+            Err(InvalidNumber::NotNonNegative(value))
         }
     }
 }
@@ -341,8 +350,9 @@ impl TryFrom<ProfileFile> for Profile {
 }
 
 pub(crate) fn milliseconds(key: &'static str, value: f64) -> Result<Duration, ProfileError> {
-    Duration::try_from_secs_f64(value / 1000.0)
-        .map_err(|_| ProfileError { key, problem: InvalidNumber::NotNonNegative(value) })
+    let problem = |problem| ProfileError { key, problem };
+    let value = NonNegative::check(value).map_err(problem)?;
+    Duration::try_from_secs_f64(value / 1000.0).map_err(|_| problem(InvalidNumber::TooLong(value)))
 }
 
 /// The bounded number (a [`Probability`], a [`CoefficientOfVariation`]) profile key `key`

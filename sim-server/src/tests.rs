@@ -77,6 +77,7 @@ fn profile_errors() {
     check_profile_error("error-rate = -0.1", "'error-rate': -0.1 is not a probability from 0 to 1");
     check_profile_error("tpot-ms = -1", "'tpot-ms': -1 is not a finite number, zero or more");
     check_profile_error("noise-cv = -0.5", "'noise-cv': -0.5 is not a finite number, zero or more");
+    check_profile_error("ttft-ms = 1e300", "'ttft-ms': 1e300 ms is too long");
     check_profile_error("tpot = 3", "unknown field `tpot`");
     check_profile_error("max-concurrency = 0", "nonzero");
     check_profile_error("monokernel = \"yes\"", "invalid type");

@@ -110,6 +110,7 @@ fn a_flag_the_profiles_rule_refuses_is_named_and_nothing_is_served() {
     for (flags, said) in [
         (&["--noise-cv=-0.5"][..], "--noise-cv: -0.5 is not a finite number, zero or more"),
         (&["--accuracy", "2"][..], "--accuracy: 2 is not a probability from 0 to 1"),
+        (&["--tpot-ms", "1e300"][..], "--tpot-ms: 1e300 ms is too long"),
         (
             &["--disaggregation-mode", "prefill", "--disaggregation-transport", "r d m a"][..],
             "--disaggregation-transport: \"r d m a\" is not one word",
