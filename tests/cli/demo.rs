@@ -53,7 +53,22 @@ fn the_demo_runs_and_judges_every_sample_pr_and_keeps_its_results() {
         summary.lines().any(|line| line.trim() == "last lines of the server's log:"),
         "the crashed PR's reason keeps its log's lines: {summary}"
     );
-    let table: Vec<&str> = summary.lines().filter(|line| line.starts_with('#')).collect();
+    // A speed cell whose PR runs measured noisier than base's warns (the gate is right to):
+    // on simulated servers that is the machine's load, not the sample, so a PR whose only
+    // warnings are those is shown as the PASS it is without them.
+    let table: Vec<String> = summary
+        .lines()
+        .filter(|line| line.starts_with('#'))
+        .map(|line| {
+            let pr: u32 =
+                line[1..].split_whitespace().next().and_then(|n| n.parse().ok()).expect("#N");
+            if only_noise_warnings(&out.join(format!("results/pr-{pr}/verdict.json"))) {
+                line.replacen("PASS (warnings)", "PASS           ", 1)
+            } else {
+                line.to_owned()
+            }
+        })
+        .collect();
     insta::assert_snapshot!("demo-summary", table.join("\n"));
 
     // The perf PR passes on a real gain; the slowed PR fails on its TPOT; the CODEOWNERS edit
@@ -322,4 +337,23 @@ fn the_demo_stops_before_it_starts_when_this_program_is_not_named_prgate() {
         "{stderr}"
     );
     assert!(!out.exists(), "it wrote the sample anyway");
+}
+
+/// Whether every warning of the verdict in `path` is a speed cell's noise growth ("the PR's
+/// runs are 1.9× as noisy as base's"), and it has one.
+fn only_noise_warnings(path: &std::path::Path) -> bool {
+    let text = std::fs::read_to_string(path).expect("the verdict");
+    let verdict: serde_json::Value = serde_json::from_str(&text).expect("the verdict is JSON");
+    let warnings: Vec<&serde_json::Value> = verdict["sections"]
+        .as_array()
+        .expect("sections")
+        .iter()
+        .flat_map(|section| section["items"].as_array().expect("items"))
+        .filter(|item| item["state"] == "warn")
+        .collect();
+    !warnings.is_empty()
+        && warnings.iter().all(|item| {
+            item["check"] == "speed"
+                && item["summary"].as_str().is_some_and(|text| text.contains("as noisy as base's"))
+        })
 }
