@@ -37,6 +37,7 @@ use std::collections::BTreeMap;
 use crate::config::GateConfig;
 use crate::evidence::{Evidence, Outcome, QuestionResult, Side};
 use crate::stats::{ProportionComparison, paired_comparison, unpaired_comparison};
+use crate::to_decide::{Samples, first_deciding};
 
 /// The repeats of a benchmark pooled: the paired discordant counts over every (question,
 /// repeat) both sides answered, or the unpaired totals when a side has no per-question results.
@@ -232,32 +233,8 @@ pub enum AccuracyAnswer {
     Undecided,
 }
 
-/// What would decide a benchmark the cap left undecided, if the difference and the noise
-/// stayed as measured.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RepeatsToDecide {
-    /// The repeats in all at which a bound would pass with the cap raised to them; `None`:
-    /// more than [`TO_DECIDE_LIMIT`].
-    pub repeats: Option<u32>,
-    /// The repeats the benchmark has.
-    pub judged: u32,
-}
-
-impl RepeatsToDecide {
-    /// The repeats to add.
-    pub fn more_repeats(&self) -> Option<u32> {
-        self.repeats.map(|repeats| repeats.saturating_sub(self.judged))
-    }
-
-    /// What they cost in benchmark runs: one base and one PR run a repeat (fewer when base's
-    /// repeats are cached).
-    pub fn more_runs(&self) -> Option<u32> {
-        self.more_repeats().map(|repeats| 2 * repeats)
-    }
-}
-
-/// The most repeats [`RepeatsToDecide`] looks for.
-pub const TO_DECIDE_LIMIT: u32 = 1000;
+/// The most repeats [`Samples`] looks for.
+pub const TO_DECIDE_LIMIT: usize = 1000;
 
 /// Everything the rule says about one benchmark at its last look.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -280,7 +257,7 @@ pub struct BenchmarkJudgement {
     pub beta: f64,
     pub looks: Looks,
     /// What would decide it, when the cap left it [`AccuracyAnswer::Undecided`].
-    pub to_decide: Option<RepeatsToDecide>,
+    pub to_decide: Option<Samples>,
 }
 
 /// The levels of one look: alpha over the benchmarks and the cap, beta over the cap.
@@ -349,7 +326,7 @@ fn to_decide(
     looks: Looks,
     tolerance: f64,
     beta_drop: f64,
-) -> RepeatsToDecide {
+) -> Samples {
     let judged = looks.repeats.max(1);
     let decides = |repeats: u32| {
         let looks = Looks { repeats, cap: repeats, ..looks };
@@ -364,33 +341,9 @@ fn to_decide(
             _ => false,
         }
     };
-    let repeats = first_deciding(looks.repeats, decides);
-    RepeatsToDecide { repeats, judged: looks.repeats }
-}
-
-/// The fewest repeats above `judged` (up to [`TO_DECIDE_LIMIT`]) at which `decides`. The
-/// bounds tighten as repeats grow (the interval shrinks as 1/sqrt(repeats), faster than the
-/// looks' share of the error rates): doubling, then bisection.
-fn first_deciding(judged: u32, decides: impl Fn(u32) -> bool) -> Option<u32> {
-    let (mut below, mut step) = (judged, 1u32);
-    let found = loop {
-        let n = below.saturating_add(step).min(TO_DECIDE_LIMIT);
-        if decides(n) {
-            break Some(n);
-        }
-        if n >= TO_DECIDE_LIMIT {
-            break None;
-        }
-        below = n;
-        step = step.saturating_mul(2);
-    };
-    found.map(|mut above| {
-        while above - below > 1 {
-            let middle = below + (above - below) / 2;
-            if decides(middle) { above = middle } else { below = middle }
-        }
-        above
-    })
+    let have = looks.repeats as usize;
+    let needed = first_deciding(have, TO_DECIDE_LIMIT, |n| decides(n as u32));
+    Samples { needed, have }
 }
 
 /// The runner's question between repeats: does this benchmark need another one? Only while it

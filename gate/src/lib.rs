@@ -10,6 +10,7 @@
 //! - [`speed`]: one concurrency's decision, and the runner's "another pair?" question;
 //! - [`accuracy`]: one benchmark's decision from its repeats, and the runner's "another
 //!   repeat?" question;
+//! - [`to_decide`]: what more samples would decide a test its cap left undecided;
 //! - [`verdict`]: the checklist in the review guideline's order; [`pending`]: the checks of a
 //!   final verdict that never reported;
 //! - [`history`] and [`drift`]: the ledger of merged changes, and the cumulative drift guard
@@ -31,6 +32,7 @@ pub mod simulate;
 pub mod speed;
 pub mod stats;
 pub mod title;
+pub mod to_decide;
 pub mod verdict;
 
 pub use config::GateConfig;

@@ -34,6 +34,7 @@ use crate::stats::{
     Estimate, GroupSequential, SequentialOutcome, median, obrien_fleming_spending, outliers,
     pocock_spending, spending_levels, t_quantile, variance_ratio_p,
 };
+use crate::to_decide::{Samples, first_deciding};
 
 /// The shown interval of a cell's change is a two-sided 95% one, whatever the test's error
 /// rates: it tells the reader how precise the change is; the decision is the sequential test's.
@@ -144,23 +145,8 @@ pub struct ToDecide {
     pub low: f64,
     pub high: f64,
     /// The kept pairs in all (chained, bracketed) at which one bound would pass, with
-    /// `max-pairs` raised to it; `None` beyond [`TO_DECIDE_LIMIT`].
-    pub pairs: Option<usize>,
-    /// The pairs the cell has (kept ones).
-    pub kept: usize,
-}
-
-impl ToDecide {
-    /// The pairs to add to the cell's kept ones.
-    pub fn more_pairs(&self) -> Option<usize> {
-        self.pairs.map(|pairs| pairs.saturating_sub(self.kept))
-    }
-
-    /// What they cost in runs: a chained pair adds two (a PR run and the base run that closes
-    /// it).
-    pub fn more_runs(&self) -> Option<usize> {
-        self.more_pairs().map(|pairs| 2 * pairs)
-    }
+    /// `max-pairs` raised to it (`None` beyond [`TO_DECIDE_LIMIT`]), and the cell's kept ones.
+    pub pairs: Samples,
 }
 
 /// The most pairs [`ToDecide`] looks for: a cell that needs more is told "more than" this.
@@ -777,32 +763,8 @@ fn to_decide(
         upper: change(upper),
         low: change(test.h0),
         high: change(test.h1),
-        pairs: first_deciding(kept + 1, decides),
-        kept,
+        pairs: Samples { needed: first_deciding(kept, TO_DECIDE_LIMIT, decides), have: kept },
     }
-}
-
-/// The first `n` from `from` to [`TO_DECIDE_LIMIT`] for which `decides` holds, by doubling
-/// then bisection (the bounds tighten as `n` grows: the standard error and the t quantile
-/// shrink faster than the last look's share of the error rates).
-fn first_deciding(from: usize, decides: impl Fn(usize) -> bool) -> Option<usize> {
-    let (mut below, mut step) = (from.saturating_sub(1), 1usize);
-    let mut above = loop {
-        let n = (below + step).min(TO_DECIDE_LIMIT);
-        if decides(n) {
-            break n;
-        }
-        if n == TO_DECIDE_LIMIT {
-            return None;
-        }
-        below = n;
-        step *= 2;
-    };
-    while above - below > 1 {
-        let middle = below + (above - below) / 2;
-        if decides(middle) { above = middle } else { below = middle }
-    }
-    Some(above)
 }
 
 #[cfg(test)]

@@ -282,9 +282,9 @@ pub struct AccuracyRepeats {
     /// For a benchmark undecided at its cap: the repeats in all that would decide it at the
     /// difference and noise measured, and how many more (`None`: over 1,000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub repeats_to_decide: Option<u32>,
+    pub repeats_to_decide: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub more_repeats: Option<u32>,
+    pub more_repeats: Option<usize>,
 }
 
 /// What a speed cell's test used and guarantees.

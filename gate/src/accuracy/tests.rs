@@ -105,9 +105,10 @@ fn an_undecided_benchmark_says_what_would_decide_it() {
     let judgement = judge_benchmark(&config, "gpqa-diamond", pooled, looks).expect("computable");
     assert_eq!(judgement.answer, AccuracyAnswer::Undecided);
     let to_decide = judgement.to_decide.expect("undecided says what decides it");
-    let repeats = to_decide.repeats.expect("a number of repeats");
+    let needed = to_decide.needed.expect("a number of repeats");
+    let repeats = u32::try_from(needed).expect("at most the limit");
     assert!(repeats > 4 && repeats <= 40, "{to_decide:?}");
-    assert_eq!(to_decide.more_runs(), Some(2 * (repeats - 4)));
+    assert_eq!(to_decide.more_runs(), Some(2 * (needed - 4)));
     // That many repeats, at the same shares, decide it; one fewer does not.
     let at = |repeats: u32| {
         let scale = |count: u64| count * u64::from(repeats) / 4;

@@ -373,14 +373,14 @@ fn an_undecided_cell_says_what_would_decide_it() {
             percent(to_decide.upper),
             percent(to_decide.low),
             percent(to_decide.high),
-            to_decide.pairs,
-            to_decide.more_pairs(),
-            to_decide.more_runs()
+            to_decide.pairs.needed,
+            to_decide.pairs.more(),
+            to_decide.pairs.more_runs()
         ),
         "bounds [-1.78%, +5.62%] zone [+0.00%, +4.00%] pairs Some(157) more Some(141) runs Some(282)"
     );
     // What it says suffices: with max-pairs raised to it, the same pattern of pairs decides.
-    let pairs = to_decide.pairs.expect("a finite number of pairs");
+    let pairs = to_decide.pairs.needed.expect("a finite number of pairs");
     let raised = config(&format!("[speed]\nmax-pairs = {pairs}"));
     let decided = judge_cell(&bracketed(&noisy(pairs), 0.04), &raised, &alone());
     assert!(matches!(decided.loss, Answer::Yes | Answer::No), "{decided:?}");
@@ -454,7 +454,7 @@ fn every_constant_of_the_rule_moves_an_outcome_when_halved_or_doubled() {
                     judgement.pr_slow,
                     judgement.noise_growth.is_some(),
                     judgement.calibration_stale,
-                    judgement.to_decide.and_then(|t| t.pairs),
+                    judgement.to_decide.and_then(|t| t.pairs.needed),
                 ));
             }
         }

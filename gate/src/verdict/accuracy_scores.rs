@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 
 use crate::accuracy;
 use crate::accuracy::{
-    AccuracyAnswer, BenchmarkJudgement, BenchmarkRepeats, Looks, Pooled, RepeatsToDecide,
-    judge_benchmark,
+    AccuracyAnswer, BenchmarkJudgement, BenchmarkRepeats, Looks, Pooled, judge_benchmark,
 };
 use crate::evidence::{Check, Outcome};
 use crate::job::Part;
+use crate::to_decide::Samples;
 
 use super::{AccuracyRepeats, Completion, Item, Judge, Numbers, SectionName, State};
 
@@ -117,8 +117,8 @@ fn repeats_numbers(judgement: &BenchmarkJudgement, looks: Looks) -> AccuracyRepe
         beta: judgement.beta,
         beta_drop: judgement.beta_drop,
         pass_bound: judgement.pass_bound,
-        repeats_to_decide: judgement.to_decide.and_then(|t| t.repeats),
-        more_repeats: judgement.to_decide.and_then(|t| t.more_repeats()),
+        repeats_to_decide: judgement.to_decide.and_then(|t| t.needed),
+        more_repeats: judgement.to_decide.and_then(|t| t.more()),
     }
 }
 
@@ -184,8 +184,8 @@ fn points(x: f64) -> String {
 }
 
 /// What would decide an undecided benchmark, in words.
-fn undecided_words(to_decide: Option<RepeatsToDecide>) -> String {
-    match to_decide.map(|t| (t.repeats, t.more_repeats(), t.more_runs())) {
+fn undecided_words(to_decide: Option<Samples>) -> String {
+    match to_decide.map(|t| (t.needed, t.more(), t.more_runs())) {
         Some((Some(repeats), Some(more), Some(runs))) => format!(
             "at the difference and noise measured, {repeats} repeats in all would decide it ({more} more: {runs} benchmark runs, half of them base's unless cached), with the recipe's `repeats` raised to {repeats}"
         ),

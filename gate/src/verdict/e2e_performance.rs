@@ -300,9 +300,9 @@ impl CellView<'_> {
                 SpeedUndecided {
                     bounds: (to_decide.lower, to_decide.upper),
                     zone: (to_decide.low, to_decide.high),
-                    pairs_to_decide: to_decide.pairs,
-                    more_pairs: to_decide.more_pairs(),
-                    more_runs: to_decide.more_runs(),
+                    pairs_to_decide: to_decide.pairs.needed,
+                    more_pairs: to_decide.pairs.more(),
+                    more_runs: to_decide.pairs.more_runs(),
                 }
             }),
         }
@@ -370,7 +370,7 @@ fn undecided_text(to_decide: Option<ToDecide>, speed: &crate::config::Sequential
         percent(to_decide.low),
         percent(to_decide.high),
     );
-    match (to_decide.pairs, to_decide.more_pairs(), to_decide.more_runs()) {
+    match (to_decide.pairs.needed, to_decide.pairs.more(), to_decide.pairs.more_runs()) {
         (Some(pairs), Some(more), Some(runs)) => format!(
             "{reached}; at this noise and change about {more} more pairs ({runs} more runs) would decide it: speed.max-pairs = {pairs} in base's [gate.speed] table, or a quieter node"
         ),
