@@ -44,14 +44,8 @@ impl GitHubError {
 
 /// `error` and its sources, each after a `: `, as `anyhow`'s `{:#}` writes a chain.
 fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
+    let causes = std::iter::successors(Some(error), |error| error.source());
+    causes.map(ToString::to_string).collect::<Vec<_>>().join(": ")
 }
 
 /// The result of a call to GitHub.

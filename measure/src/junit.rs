@@ -256,15 +256,9 @@ fn truncate(text: &str, max: usize) -> String {
 }
 
 /// An error and its sources, joined by `: ` (the parser's own messages say little alone).
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    message
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let causes = std::iter::successors(Some(error), |error| error.source());
+    causes.map(ToString::to_string).collect::<Vec<_>>().join(": ")
 }
 
 #[cfg(test)]
