@@ -23,6 +23,7 @@ mod benchmarks;
 mod hub_dataset;
 mod runnable;
 mod server;
+mod steps;
 
 pub use benchmarks::{
     AccuracyBenchmark, BuiltinEvaluator, Evaluator, ExternalEvaluator, ExternalSpeed,
@@ -31,6 +32,7 @@ pub use benchmarks::{
 pub use hub_dataset::{HubDataset, NotAHubDataset};
 pub use runnable::{Blocker, NotRunnable};
 pub use server::{RoutingLogged, Server, ServerSide};
+pub use steps::RecipeSteps;
 
 #[cfg(test)]
 mod tests;

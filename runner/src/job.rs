@@ -10,10 +10,12 @@
 //! fails; no recipe on either side is a coverage gap (`no-recipe`). The trees are read before
 //! any command of the run starts, so nothing changes them while they are read.
 //!
-//! This is the one place that decides a target's steps, one rule per check: a suite the recipe
-//! selects nothing for, no timing script, no accuracy benchmark or no sweep expects nothing;
-//! what the node cannot run (`Recipe::check_runs_on`) is `blocked` with its reason; everything
-//! else must produce evidence. The step loop (`crate::run`) takes its steps from this list (a
+//! This is the one place that decides a target's steps: a model whose PR recipe parsed takes
+//! the steps its recipe gives for its tier on this node (`Recipe::steps`, the rule the
+//! estimate follows too: a suite the recipe selects nothing for, no timing script, no accuracy
+//! benchmark or no sweep expects nothing; what the node cannot run is `blocked` with its
+//! reason; everything else must produce evidence); a recipe that is missing or not valid blocks
+//! every check of the tier; the common checks run on both sides. The step loop (`crate::run`) takes its steps from this list (a
 //! `run` step queued, the others recorded as the list says), and the progress line, the SLURM
 //! gather and the gate count against it; none of them derives it again.
 //!
@@ -481,10 +483,6 @@ fn step(check: Check, side: Side, part: Option<Part>, expect: Expect) -> Expecte
     ExpectedStep { check, side, part, expect }
 }
 
-fn nothing(why: &str) -> Expect {
-    Expect::Nothing { why: why.to_owned() }
-}
-
 /// Why a PR-side recipe that is not parsed stops every check, by the base side's state.
 fn broken_recipe(base: Option<&RecipeState>, pr: &RecipeState) -> (NotRunReason, String) {
     let base_has_one =
@@ -558,122 +556,8 @@ fn model_target(
             .collect();
         return (target(steps), 0);
     };
-    let (steps, covered) = recipe_steps(model, parsed, node);
-    (target(steps), covered)
-}
-
-/// The steps of a model whose PR recipe parsed, as the step loop records them.
-fn recipe_steps(
-    model: &ModelPlan,
-    recipe: &Recipe,
-    node: &NodeProfile,
-) -> (Vec<ExpectedStep>, u32) {
-    let of = StepsOf {
-        full: model.tier == Tier::Full,
-        tree_sides: if model.new { &[Side::Pr] } else { &[Side::Base, Side::Pr] },
-        recipe,
-        blockers: recipe.check_runs_on(node).err(),
-    };
-    let mut steps = of.tree_steps();
-    // Everything that needs the servers stops together when the node cannot serve the model.
-    if let Some(blocked) = of.blocked(Check::Routing, None) {
-        for check in [Check::ServingTests, Check::Routing, Check::Accuracy, Check::Speed] {
-            if check != Check::Accuracy || of.full {
-                steps.push(step(check, whole_check_side(check), None, blocked.clone()));
-            }
-        }
-        return (steps, 0);
-    }
-    let covered = of.served_steps(&mut steps);
-    (steps, covered)
-}
-
-/// What decides a model's steps: its tier, the sides its tree runs on (the PR's alone for a
-/// new model), its recipe and what the node lacks for it.
-struct StepsOf<'r> {
-    full: bool,
-    tree_sides: &'static [Side],
-    recipe: &'r Recipe,
-    blockers: Option<crate::recipe::NotRunnable>,
-}
-
-impl StepsOf<'_> {
-    /// What blocks `check` (of `part`) on this node, as the step's expectation.
-    fn blocked(&self, check: Check, part: Option<&str>) -> Option<Expect> {
-        let blocker = self.blockers.as_ref()?.blocker_for(check, part)?;
-        Some(Expect::Blocked { reason: blocker.reason(), detail: blocker.to_string() })
-    }
-
-    /// The steps that run in a side's tree without a server: unit and kernel tests, and (full
-    /// tier) kernel timing.
-    fn tree_steps(&self) -> Vec<ExpectedStep> {
-        let mut steps = Vec::new();
-        let tests = self.recipe.tests();
-        for (check, selection) in
-            [(Check::UnitTests, &tests.unit), (Check::KernelTests, &tests.kernel)]
-        {
-            if selection.is_empty() {
-                let why = format!("the recipe selects no {}", check.describe());
-                steps.push(step(check, Side::Pr, None, nothing(&why)));
-            } else {
-                steps.extend(
-                    self.tree_sides.iter().map(|&side| step(check, side, None, Expect::Run)),
-                );
-            }
-        }
-        if self.full {
-            if let Some(blocked) = self.blocked(Check::KernelTiming, None) {
-                steps.push(step(Check::KernelTiming, Side::Pr, None, blocked));
-            } else if self.recipe.kernel_timing().is_empty() {
-                let why = nothing("the recipe has no kernel timing scripts");
-                steps.push(step(Check::KernelTiming, Side::Pr, None, why));
-            } else {
-                steps.extend(
-                    self.tree_sides
-                        .iter()
-                        .map(|&side| step(Check::KernelTiming, side, None, Expect::Run)),
-                );
-            }
-        }
-        steps
-    }
-
-    /// The steps against the servers: serving tests, (full tier) accuracy, routing and the
-    /// speed cells; returns how many covered cells the sweep has.
-    fn served_steps(&self, steps: &mut Vec<ExpectedStep>) -> u32 {
-        let both = [Side::Base, Side::Pr];
-        if self.recipe.tests().serving.is_empty() {
-            let why = nothing("the recipe selects no serving tests");
-            steps.push(step(Check::ServingTests, Side::Pr, None, why));
-        } else {
-            steps.extend(both.map(|side| step(Check::ServingTests, side, None, Expect::Run)));
-        }
-        if self.full {
-            if self.recipe.accuracy().is_empty() {
-                let why = nothing("the recipe has no accuracy benchmarks");
-                steps.push(step(Check::Accuracy, Side::Pr, None, why));
-            }
-            for benchmark in self.recipe.accuracy() {
-                let part = || Some(Part::named(&benchmark.name));
-                match self.blocked(Check::Accuracy, Some(&benchmark.name)) {
-                    Some(blocked) => steps.push(step(Check::Accuracy, Side::Pr, part(), blocked)),
-                    None => steps
-                        .extend(both.map(|side| step(Check::Accuracy, side, part(), Expect::Run))),
-                }
-            }
-        }
-        steps.extend(both.map(|side| step(Check::Routing, side, None, Expect::Run)));
-        let Some(sweep) = self.recipe.speed() else {
-            let why = nothing("the recipe has no speed sweep");
-            steps.push(step(Check::Speed, Side::Both, None, why));
-            return 0;
-        };
-        for &concurrency in sweep.concurrencies_for(!self.full) {
-            let cell = Some(Part::Cell { concurrency });
-            steps.push(step(Check::Speed, Side::Both, cell, Expect::Run));
-        }
-        u32::try_from(sweep.covered.len()).unwrap_or(u32::MAX)
-    }
+    let planned = parsed.steps(model.tier, model.new, Some(node));
+    (target(planned.steps), planned.covered_cells)
 }
 
 /// The job plan of a run split over nodes: `merged` so far (`None` before the first node) with

@@ -416,7 +416,7 @@ fn expected_steps(targets: &[&Target]) -> usize {
         .iter()
         .flat_map(|target| target.evidence_steps())
         .map(|step| match step.part() {
-            Some(Part::Cell { .. }) => progress::EXPECTED_PAIRS,
+            Some(Part::Cell { .. }) => crate::schedule::EXPECTED_PAIRS as usize,
             _ => 1,
         })
         .sum()

@@ -4,8 +4,9 @@
 //! (`prgate_runner::estimate`), the binary the node profiles, the nodes file and the history
 //! files (`prgate plan --estimate`); this module decides.
 //!
-//! - [`estimate_model`] and [`estimate_common`]: a job's GPU time, from the recipe's shape and
-//!   the constants below, or better from the durations of its steps in past runs
+//! - [`estimate_model`] and [`estimate_common`]: a job's GPU time, from the steps the recipe
+//!   gives the model's tier (`Recipe::steps`, the rule the job plan follows) and the constants
+//!   below, or better from the durations of its steps in past runs
 //!   ([`History`], read from the runner's event stream). Every part of an estimate says where
 //!   its number came from.
 //! - [`schedule`]: the jobs onto nodes. A model is one job (its base and PR sides run on one
@@ -34,7 +35,8 @@ use std::fmt;
 use std::time::Duration;
 
 use prgate_gate::evidence::{Check, NotRunReason, Side};
-use prgate_scope::plan::{ModelPlan, Tier};
+use prgate_gate::job::{Expect, Part as StepPart};
+use prgate_scope::plan::ModelPlan;
 
 use crate::node::NodeProfile;
 use crate::recipe::common::CommonRecipe;
@@ -275,52 +277,50 @@ pub fn estimate_model_on(
             parts: Vec::new(),
         };
     };
-    let full = model.tier == Tier::Full;
-    let tree_sides: &[Side] = if model.new { &[Side::Pr] } else { &[Side::Base, Side::Pr] };
-    let server_sides = [Side::Base, Side::Pr];
-    let tests = recipe.tests();
+    // The steps the job plan would give the model, wherever it runs: what takes time.
+    let planned = recipe.steps(model.tier, model.new, None).steps;
+    let runs = planned.iter().filter(|step| step.expect == Expect::Run);
     let mut measured: Vec<(Part, Duration)> = Vec::new();
-    for (check, selections) in
-        [(Check::UnitTests, &tests.unit), (Check::KernelTests, &tests.kernel)]
-    {
-        if !selections.is_empty() {
-            measured
-                .extend(tree_sides.iter().map(|&side| (Part::Tests { check, side }, TEST_SUITE)));
-        }
-    }
-    if full && !recipe.kernel_timing().is_empty() {
-        let scripts = count(recipe.kernel_timing().len());
-        measured.extend(tree_sides.iter().map(|&side| {
-            (Part::KernelTiming { side }, KERNEL_TIMING_SCRIPT.saturating_mul(scripts))
-        }));
-    }
-    let served_from = measured.len();
-    if !tests.serving.is_empty() {
-        measured.extend(
-            server_sides.map(|side| (Part::Tests { check: Check::ServingTests, side }, TEST_SUITE)),
-        );
-    }
+    let mut served_from = None;
     // The accuracy rounds: the repeats of the benchmark that takes the most.
     let mut accuracy_rounds = 0;
-    if full {
-        for benchmark in recipe.accuracy() {
-            let repeats = benchmark
-                .repeats
-                .map_or(EXPECTED_ACCURACY_REPEATS, |cap| cap.min(EXPECTED_ACCURACY_REPEATS));
-            accuracy_rounds = accuracy_rounds.max(repeats);
-            measured.extend(server_sides.map(|side| {
-                let name = benchmark.name.to_lowercase();
-                (Part::Accuracy { benchmark: name, side }, ACCURACY_BENCHMARK * repeats)
-            }));
+    let mut cells = 0;
+    for step in runs {
+        let side = step.side;
+        if matches!(step.check, Check::ServingTests | Check::Accuracy | Check::Speed) {
+            served_from.get_or_insert(measured.len());
+        }
+        match (step.check, &step.part) {
+            (Check::UnitTests | Check::KernelTests | Check::ServingTests, _) => {
+                measured.push((Part::Tests { check: step.check, side }, TEST_SUITE));
+            }
+            (Check::KernelTiming, _) => {
+                let scripts = count(recipe.kernel_timing().len());
+                let duration = KERNEL_TIMING_SCRIPT.saturating_mul(scripts);
+                measured.push((Part::KernelTiming { side }, duration));
+            }
+            (Check::Accuracy, Some(StepPart::Named(name))) => {
+                let repeats = recipe
+                    .accuracy()
+                    .iter()
+                    .find(|benchmark| benchmark.name.to_lowercase() == *name)
+                    .and_then(|benchmark| benchmark.repeats)
+                    .map_or(EXPECTED_ACCURACY_REPEATS, |cap| cap.min(EXPECTED_ACCURACY_REPEATS));
+                accuracy_rounds = accuracy_rounds.max(repeats);
+                let part = Part::Accuracy { benchmark: name.clone(), side };
+                measured.push((part, ACCURACY_BENCHMARK * repeats));
+            }
+            (Check::Speed, Some(StepPart::Cell { .. })) => cells += 1,
+            _ => {}
         }
     }
+    let served_from = served_from.unwrap_or(measured.len());
     // A past run's own rounds, when it had repeats: what this model's benchmarks took.
     if accuracy_rounds > 0
         && let Some(past) = history.accuracy_rounds(Some(&model.name))
     {
         accuracy_rounds = past;
     }
-    let cells = recipe.speed().map_or(0, |sweep| count(sweep.concurrencies_for(!full).len()));
     // Base's recipe is the contract: what it says of the memory API is what the run uses.
     let switching = cost::Switching::of(recipe);
     let pairs = match switching {
@@ -329,7 +329,10 @@ pub fn estimate_model_on(
     };
     let work = cost::Work {
         layout: cost::Layout::on_any_of(node_gpus.iter().copied(), recipe),
-        pr_work_first: !tests.serving.is_empty() || (full && !recipe.accuracy().is_empty()),
+        pr_work_first: planned.iter().any(|step| {
+            step.expect == Expect::Run
+                && matches!(step.check, Check::ServingTests | Check::Accuracy)
+        }),
         cells,
         pairs,
         probed: true,
@@ -351,8 +354,12 @@ pub fn estimate_model_on(
             + SERVER_WAKE.saturating_mul(counts.wakes))
             / cells;
         let cell = run.saturating_mul(counts.runs / cells).saturating_add(switches);
-        for &concurrency in sweep.concurrencies_for(!full) {
-            measured.push((Part::SpeedCell { concurrency }, cell));
+        for step in &planned {
+            if let (Check::Speed, Some(StepPart::Cell { concurrency }), Expect::Run) =
+                (step.check, &step.part, &step.expect)
+            {
+                measured.push((Part::SpeedCell { concurrency: *concurrency }, cell));
+            }
         }
     }
 

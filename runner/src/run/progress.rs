@@ -3,19 +3,15 @@
 //! the time left. Quiet when standard error is not a terminal (`indicatif` hides it; the event
 //! stream is the record in a log), and off when the caller says so.
 //!
-//! The estimate: the steps still expected (a speed cell counts as [`EXPECTED_PAIRS`] pairs)
-//! times the mean duration of the steps this run has run so far. It is labelled "about" and
-//! printed only once a step has finished.
+//! The estimate: the steps still expected (a speed cell counts as the estimate's
+//! [`crate::schedule::EXPECTED_PAIRS`] pairs) times the mean duration of the steps this run has
+//! run so far. It is labelled "about" and printed only once a step has finished.
 
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::results::{Event, EventKind, StepId};
-
-/// The pairs a speed cell is expected to take (the gate's simulation: 4.9 on average at a
-/// CV of 2%).
-pub(super) const EXPECTED_PAIRS: usize = 5;
 
 pub(super) struct Progress {
     bar: ProgressBar,
