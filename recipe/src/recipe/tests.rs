@@ -483,3 +483,72 @@ fn a_pr_cannot_measure_its_side_with_its_own_speed_benchmark_or_routing_pattern(
         ]
     );
 }
+
+/// The steps a recipe gives a model are its tier's checks, each once at least; a new model's
+/// tree steps run on the PR's side alone; a suite the recipe selects nothing for expects
+/// nothing; a node without the hardware blocks every step that needs the servers.
+#[test]
+fn a_recipes_steps_are_its_tiers_checks() {
+    use prgate_gate::evidence::Side;
+    use prgate_gate::job::{Expect, tier_checks};
+    use prgate_scope::plan::Tier;
+    use std::collections::BTreeSet;
+
+    let recipe = Recipe::parse(EXAMPLE, "example").expect("the example parses");
+    for tier in [Tier::Full, Tier::Smoke, Tier::None] {
+        for new in [false, true] {
+            let planned = recipe.steps(tier, new, None);
+            let checks: BTreeSet<String> =
+                planned.steps.iter().map(|step| format!("{:?}", step.check)).collect();
+            let expected: BTreeSet<String> =
+                tier_checks(tier).iter().map(|check| format!("{check:?}")).collect();
+            assert_eq!(checks, expected, "{tier:?}, new {new}");
+            assert!(planned.steps.iter().all(|step| step.expect == Expect::Run), "{tier:?}");
+            let unit_sides: Vec<Side> = planned
+                .steps
+                .iter()
+                .filter(|step| step.check == Check::UnitTests)
+                .map(|step| step.side)
+                .collect();
+            let tree_sides: &[Side] = match (tier, new) {
+                (Tier::None, _) => &[],
+                (_, true) => &[Side::Pr],
+                (_, false) => &[Side::Base, Side::Pr],
+            };
+            assert_eq!(unit_sides, tree_sides, "{tier:?}, new {new}");
+        }
+    }
+    let full = recipe.steps(Tier::Full, false, None);
+    let smoke = recipe.steps(Tier::Smoke, false, None);
+    let cells =
+        |steps: &RecipeSteps| steps.steps.iter().filter(|s| s.check == Check::Speed).count();
+    assert!(cells(&smoke) < cells(&full), "smoke runs the sweep's smoke cells");
+
+    let no_unit = EXAMPLE.replace(r#"unit = ["test/unit/deepseek_v41"]"#, "unit = []");
+    let recipe = Recipe::parse(&no_unit, "no unit tests").expect("parses");
+    let planned = recipe.steps(Tier::Full, false, None);
+    let unit: Vec<&Expect> = planned
+        .steps
+        .iter()
+        .filter(|step| step.check == Check::UnitTests)
+        .map(|step| &step.expect)
+        .collect();
+    assert!(matches!(unit[..], [Expect::Nothing { .. }]), "{unit:?}");
+
+    let node = NodeProfile::parse(node::EXAMPLE, "example node").expect("the node parses");
+    let elsewhere =
+        EXAMPLE.replace(r#"hardware = ["mi355x", "mi350x"]"#, r#"hardware = ["mi300x"]"#);
+    let recipe = Recipe::parse(&elsewhere, "other hardware").expect("parses");
+    assert_ne!(elsewhere, EXAMPLE, "the example names its hardware as this test expects");
+    let planned = recipe.steps(Tier::Full, false, Some(&node));
+    for step in &planned.steps {
+        let served = matches!(
+            step.check,
+            Check::ServingTests | Check::Routing | Check::Accuracy | Check::Speed
+        );
+        if served {
+            assert!(matches!(step.expect, Expect::Blocked { .. }), "{step:?}");
+        }
+    }
+    assert_eq!(planned.covered_cells, 0);
+}
