@@ -22,8 +22,7 @@ pub fn read_text_at(repo: &Path, commit: &str, path: &str) -> Result<Option<Stri
     let oid = Oid::from_str(commit).map_err(|_| unknown())?;
     let tree =
         repository.find_commit(oid).and_then(|commit| commit.tree()).map_err(|_| unknown())?;
-    crate::git::text_in_tree(&repository, &tree, path)
-        .map_err(|()| ScopeError::ManifestNotText { side: format!("{path} at {commit}") })
+    crate::git::text_in_tree(&repository, &tree, path, commit)
 }
 
 /// The manifest at `commit`, as the plan read it.

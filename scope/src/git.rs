@@ -83,8 +83,8 @@ pub enum ScopeError {
     UnknownRef { option: &'static str, reference: String, repo: PathBuf, hint: String },
     #[error("{MANIFEST_PATH} is missing at {side}\nhint: {hint}")]
     ManifestMissing { side: String, hint: String },
-    #[error("{MANIFEST_PATH} at {side} is not UTF-8 text")]
-    ManifestNotText { side: String },
+    #[error("{file} is not UTF-8 text")]
+    NotText { file: String },
     #[error(transparent)]
     Manifest(#[from] ManifestError),
     #[error("--worktree needs a working tree, and {repo} is a bare repository")]
@@ -507,13 +507,15 @@ fn read_codeowners(
     Ok(texts)
 }
 
-/// The text of a regular file of a tree (lossily decoded), or `None` when there is none there.
-fn tree_text(
+/// The bytes of a regular file of a tree, or `None` when the tree has none at `path`: no entry,
+/// or a symbolic link, a submodule or a folder there (a link's target is not a file's content,
+/// and is never followed).
+fn file_in_tree(
     repo: &Repository,
     tree: &Tree<'_>,
     path: &str,
     side: &str,
-) -> Result<Option<String>, ScopeError> {
+) -> Result<Option<Vec<u8>>, ScopeError> {
     let Ok(entry) = tree.get_path(Path::new(path)) else { return Ok(None) };
     if !matches!(entry.filemode(), 0o100644 | 0o100755) {
         return Ok(None);
@@ -521,7 +523,18 @@ fn tree_text(
     let blob = repo
         .find_blob(entry.id())
         .map_err(|source| git_error(format!("reading {path} at {side}"), source))?;
-    Ok(Some(String::from_utf8_lossy(blob.content()).into_owned()))
+    Ok(Some(blob.content().to_vec()))
+}
+
+/// The text of a regular file of a tree (lossily decoded), or `None` when there is none there.
+fn tree_text(
+    repo: &Repository,
+    tree: &Tree<'_>,
+    path: &str,
+    side: &str,
+) -> Result<Option<String>, ScopeError> {
+    let bytes = file_in_tree(repo, tree, path, side)?;
+    Ok(bytes.map(|bytes| String::from_utf8_lossy(&bytes).into_owned()))
 }
 
 /// The text of a regular file of the working tree (lossily decoded), or `None` when there is
@@ -594,19 +607,18 @@ pub(crate) fn open(path: &Path) -> Result<Repository, ScopeError> {
         .map_err(|source| ScopeError::NotARepository { path: path.to_path_buf(), source })
 }
 
-/// The text of a file in a tree: `Ok(None)` when there is no such file, `Err(())` when it is
-/// not UTF-8.
+/// The text of a regular file of a tree ([`file_in_tree`]), which must be UTF-8; `None` when
+/// there is none there.
 pub(crate) fn text_in_tree(
     repo: &Repository,
     tree: &Tree<'_>,
     path: &str,
-) -> Result<Option<String>, ()> {
-    let Some(blob) =
-        tree.get_path(Path::new(path)).ok().and_then(|entry| repo.find_blob(entry.id()).ok())
-    else {
-        return Ok(None);
-    };
-    std::str::from_utf8(blob.content()).map(|text| Some(text.to_owned())).map_err(|_| ())
+    side: &str,
+) -> Result<Option<String>, ScopeError> {
+    let Some(bytes) = file_in_tree(repo, tree, path, side)? else { return Ok(None) };
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| ScopeError::NotText { file: format!("{path} at {side}") })
 }
 
 fn read_manifest(
@@ -615,10 +627,9 @@ fn read_manifest(
     head_tree: &Tree<'_>,
     side: &str,
 ) -> Result<Manifest, ScopeError> {
-    let text = text_in_tree(repo, base_tree, MANIFEST_PATH)
-        .map_err(|()| ScopeError::ManifestNotText { side: side.to_owned() })?;
+    let text = text_in_tree(repo, base_tree, MANIFEST_PATH, side)?;
     let Some(text) = text else {
-        let hint = if head_tree.get_path(Path::new(MANIFEST_PATH)).is_ok() {
+        let hint = if matches!(file_in_tree(repo, head_tree, MANIFEST_PATH, "head"), Ok(Some(_))) {
             "prgate reads the manifest from the base side; the one this change adds takes effect once it is merged"
         } else {
             "add a prgate.toml to the base branch (its format: docs/manifest.md)"

@@ -601,6 +601,15 @@ fn errors_say_what_is_wrong_with_the_repository() {
     let run = prgate(no_manifest.path(), &["plan"]);
     assert_eq!(run.code, 2);
     assert!(run.stderr.contains("hint: add a prgate.toml to the base branch"), "{}", run.stderr);
+    // A manifest that is a symbolic link is no manifest: a link's target is not a file's
+    // content, and is never followed.
+    let linked = Repo::new();
+    linked.write("real.toml", "");
+    std::os::unix::fs::symlink("real.toml", linked.path().join("prgate.toml")).expect("a link");
+    linked.commit("base");
+    let run = prgate(linked.path(), &["plan"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("hint: add a prgate.toml to the base branch"), "{}", run.stderr);
 }
 
 /// More exact renames than git's and libgit2's rename limit are still renames, found by
