@@ -60,14 +60,14 @@ use self::client::{BatchScript, Slurm};
 use self::gather::{not_run_record, steps_of, unrecorded};
 use self::progress::{Display, JobLine};
 use crate::key::Key;
+use crate::node::NodeProfile;
 use crate::recipe::Recipe;
-use crate::recipe::common::CommonRecipe;
 use crate::results::{
     Event, EventWriter, ResultsDir, ResultsError, StepObserver, StepStarted, event_finished,
     event_started,
 };
 use crate::run::{COMMON_CHECKS, RunInputs};
-use crate::schedule::{History, estimate_common, estimate_model_on};
+use crate::schedule::{Estimate, History, estimate_common, estimate_model_on};
 
 /// How often the jobs' states are read.
 const POLL: Duration = Duration::from_millis(500);
@@ -116,8 +116,8 @@ pub struct SlurmSettings {
     /// The folder of SLURM's programs; `None` finds them in the `PATH`.
     pub bin_dir: Option<PathBuf>,
     /// Each job's time limit (`--time`, rounded up to minutes); `None` gives each job twice
-    /// its estimated time ([`crate::schedule::estimate_model`], from its recipe) plus 15
-    /// minutes.
+    /// its estimated time ([`crate::schedule::estimate_model`], from the recipe the job runs
+    /// by: base's contract) plus 15 minutes.
     pub time_limit: Option<Duration>,
     /// More `sbatch` options for every job: `--partition=gpu`, `--exclusive`, `--gres=gpu:8`.
     pub sbatch_args: Vec<String>,
@@ -596,40 +596,19 @@ impl Orchestra<'_> {
     }
 
     /// The time limit of the job of `model` (`None`: the common checks) when none is given:
-    /// its estimate from its recipe, times [`ESTIMATE_FACTOR`], plus [`ESTIMATE_SLACK`].
+    /// its estimate ([`job_estimate`]) times [`ESTIMATE_FACTOR`], plus [`ESTIMATE_SLACK`].
     fn estimated_limit(&self, model: Option<&str>) -> Result<Duration, SlurmError> {
-        let history = History::default();
-        let estimate = match model {
-            Some(model) => {
-                let plan = self.model_plan(model)?;
-                let path = self.request.inputs.recipes.model_recipe(model);
-                let recipe =
-                    self.read_pr_file(&path).and_then(|text| Recipe::parse(&text, &path).ok());
-                let gpus = u32::try_from(self.request.inputs.node.gpu_count()).ok();
-                estimate_model_on(&plan, recipe.as_ref(), &history, &[gpus])
-            }
-            None => {
-                let path = self.request.inputs.recipes.common;
-                let recipe =
-                    self.read_pr_file(path).and_then(|text| CommonRecipe::parse(&text, path).ok());
-                estimate_common(recipe.as_ref(), &history)
-            }
-        };
+        let plan = model.map(|model| self.model_plan(model)).transpose()?;
+        let estimate = job_estimate(&self.job_plan, plan.as_ref(), self.request.inputs.node);
         Ok(limit_from_estimate(estimate.duration()))
     }
 
     /// `--nodes=K --ntasks=K` for a model whose topology takes K nodes (one allocation per
     /// model, each instance on nodes of its own: docs/topology.md); nothing for the others.
     fn topology_nodes(&self, model: Option<&str>) -> Vec<String> {
-        let recipes =
-            self.job_plan.models.iter().find(|recipes| Some(recipes.name.as_str()) == model);
-        let nodes = recipes
-            .and_then(|recipes| match &recipes.pr {
-                crate::job::RecipeSource::Parsed { recipe, .. } => {
-                    recipe.topology().map(|t| t.nodes())
-                }
-                _ => None,
-            })
+        let nodes = model
+            .and_then(|model| pr_recipe(&self.job_plan, model))
+            .and_then(|recipe| recipe.topology().map(|t| t.nodes()))
             .unwrap_or(1);
         if nodes <= 1 {
             return Vec::new();
@@ -647,18 +626,6 @@ impl Orchestra<'_> {
             .find(|plan| plan.name == model)
             .cloned()
             .ok_or_else(|| SlurmError::UnknownModel { model: model.to_owned() })
-    }
-
-    /// The text of `path` in the PR's tree, when it has the file as text.
-    fn read_pr_file(&self, path: &str) -> Option<String> {
-        let request = self.request;
-        prgate_scope::base_side::read_text_at(
-            request.inputs.repo,
-            &request.inputs.plan.head.sha,
-            path,
-        )
-        .ok()
-        .flatten()
     }
 
     /// The provenance the step loop gives a model's records.
@@ -782,6 +749,35 @@ fn down_nodes(client: &Slurm, state: &JobState, record: &JobRecord) -> Vec<(Stri
         .unwrap_or_default()
 }
 
+/// What the PR side of `model` runs by, as the job plan has it: base's recipe with the PR's
+/// server command ([`crate::job`] decides it); none when the PR has no valid recipe.
+fn pr_recipe<'a>(job: &'a crate::job::Job, model: &str) -> Option<&'a Recipe> {
+    match &job.models.iter().find(|recipes| recipes.name == model)?.pr {
+        crate::job::RecipeSource::Parsed { recipe, .. } => Some(recipe),
+        _ => None,
+    }
+}
+
+/// The estimated time of the job of `model` (`None`: the common checks) on `node`, with no
+/// history: from the recipe the job runs by ([`pr_recipe`], the common checks' from the PR),
+/// so a PR cannot move its own time limit by editing what base decides is measured.
+fn job_estimate(job: &crate::job::Job, model: Option<&ModelPlan>, node: &NodeProfile) -> Estimate {
+    let history = History::default();
+    match model {
+        Some(model) => {
+            let gpus = u32::try_from(node.gpu_count()).ok();
+            estimate_model_on(model, pr_recipe(job, &model.name), &history, &[gpus])
+        }
+        None => {
+            let recipe = match &job.common {
+                Some(crate::job::CommonSource::Parsed { recipe, .. }) => Some(recipe.as_ref()),
+                _ => None,
+            };
+            estimate_common(recipe, &history)
+        }
+    }
+}
+
 /// A job's time limit from its estimated time.
 fn limit_from_estimate(estimate: Duration) -> Duration {
     estimate.saturating_mul(ESTIMATE_FACTOR).saturating_add(ESTIMATE_SLACK)
@@ -873,7 +869,90 @@ impl Forward {
 
 #[cfg(test)]
 mod tests {
+    use prgate_scope::plan::Tier;
+
     use super::*;
+    use crate::job::tests::{model, plan};
+    use crate::job::{JobRequest, RecipePaths};
+
+    /// Base's recipe: three concurrencies and two accuracy benchmarks to measure.
+    const BASE: &str = r#"hardware = ["cpu-sim"]
+checkpoint = "alpha-ckpt"
+tp = 1
+
+[server]
+command = "server --port {port} {extra_args}"
+monokernel-flag = "--mono"
+routing-pattern = 'routed'
+
+[[accuracy]]
+name = "gsm8k"
+evaluator = "builtin"
+dataset = "data.jsonl"
+
+[[accuracy]]
+name = "mmlu"
+evaluator = "builtin"
+dataset = "data.jsonl"
+
+[speed]
+concurrencies = [1, 2, 16]
+covered = [1]
+input-len = 8
+output-len = 8
+"#;
+
+    /// The job plan of a full `alpha` whose recipe is `base` in base's tree and `pr` in the
+    /// PR's, on a node of one GPU.
+    fn alpha_job(base: &str, pr: &str) -> (crate::job::Job, ModelPlan, NodeProfile) {
+        let root = tempfile::tempdir().expect("a temporary directory");
+        for (side, text) in [("base", base), ("pr", pr)] {
+            let dir = root.path().join(side).join("test/e2e");
+            std::fs::create_dir_all(&dir).expect("the tree");
+            std::fs::write(dir.join("alpha.toml"), text).expect("the recipe");
+        }
+        let node = NodeProfile::parse(
+            "name = \"n1\"\nhardware = \"cpu-sim\"\ncheckpoint-store = \"/models\"\n\
+             cache-dir = \"/cache\"\nwork-dir = \"/work\"\n[gpus]\nids = [0]\n\
+             render-devices = [\"/dev/dri/renderD128\"]\n[image]\nname = \"sglang:rocm\"\n\
+             [checkpoints]\n\"alpha-ckpt\" = \"org/alpha-ckpt\"\n",
+            "node.toml",
+        )
+        .expect("the test's node profile");
+        let alpha = model("alpha", Tier::Full, false);
+        let plan = plan(vec![alpha.clone()], false);
+        let job = crate::job::Job::build(&JobRequest {
+            plan: &plan,
+            base_tree: &root.path().join("base"),
+            pr_tree: &root.path().join("pr"),
+            recipes: RecipePaths { model: "test/e2e/{model}.toml", common: "test/e2e/common.toml" },
+            node: &node,
+            accept_narrowing: false,
+        });
+        (job, alpha, node)
+    }
+
+    #[test]
+    fn a_jobs_estimate_is_from_what_base_decides_is_measured_not_the_prs_recipe() {
+        let (same, alpha, node) = alpha_job(BASE, BASE);
+        let base_estimate = job_estimate(&same, Some(&alpha), &node).duration();
+        assert!(base_estimate > Duration::ZERO);
+        // The PR drops two concurrencies and a benchmark: base's are measured all the same,
+        // and the limit is theirs.
+        let narrowed = BASE.replace("[1, 2, 16]", "[1]").replace(
+            "[[accuracy]]\nname = \"mmlu\"\nevaluator = \"builtin\"\ndataset = \"data.jsonl\"\n\n",
+            "",
+        );
+        let own = Recipe::parse(&narrowed, "alpha.toml").expect("the PR's recipe is valid");
+        let history = History::default();
+        let own = estimate_model_on(&alpha, Some(&own), &history, &[Some(1)]).duration();
+        assert!(own < base_estimate, "the PR's own recipe estimates less: {own:?}");
+        let (narrowing, ..) = alpha_job(BASE, &narrowed);
+        assert_eq!(job_estimate(&narrowing, Some(&alpha), &node).duration(), base_estimate);
+        // The PR adds a concurrency: it is measured too (a widening runs), and estimated.
+        let (widening, ..) = alpha_job(BASE, &BASE.replace("[1, 2, 16]", "[1, 2, 16, 64]"));
+        assert!(job_estimate(&widening, Some(&alpha), &node).duration() > base_estimate);
+    }
 
     #[test]
     fn a_jobs_default_limit_is_twice_its_estimate_and_a_quarter_hour() {
