@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use prgate_runner::container::Engine;
 use prgate_runner::job::RecipePaths;
-use prgate_runner::node::NodeProfile;
+use prgate_runner::node::{NodeProfile, Spelling, write_duration};
 use prgate_runner::preflight::Thresholds;
 use prgate_runner::recipe::parse_duration;
 use prgate_runner::results::StepObserver;
@@ -627,7 +627,7 @@ fn value_name(value: impl ValueEnum) -> String {
     value.to_possible_value().map(|value| value.get_name().to_owned()).unwrap_or_default()
 }
 
-/// A duration as `prgate run` reads it: `90s`.
+/// A duration as `prgate run` reads it, at least a second: `90s`.
 fn seconds(duration: Duration) -> String {
-    format!("{}s", duration.as_secs().max(1))
+    write_duration(duration.max(Duration::from_secs(1)), Spelling::Seconds)
 }

@@ -4,7 +4,9 @@
 //! It is parsed through private serde types that reject unknown keys, then checked into a
 //! [`NodeProfile`]; every error names the file, the key and the bad value. Whether the GPUs,
 //! the image and the checkpoints really are there is the preflight's question, not this
-//! module's; it reads text and checks its shape. The rest of this page is
+//! module's; it reads text and checks its shape. Next to the window's parser is the one
+//! writer of a duration in the syntax prgate reads ([`write_duration`]: a window, a recipe's
+//! limits, `--time-limit` and `--wait-lock`). The rest of this page is
 //! `docs/node-profile.md`.
 //!
 #![doc = include_str!("../../docs/node-profile.md")]
@@ -423,6 +425,50 @@ fn parse_window(text: &str) -> Result<Duration, ValueProblem> {
         };
     }
     crate::recipe::parse_duration(text).map_err(|_problem| ValueProblem::NotAWindow)
+}
+
+/// How [`write_duration`] spells a duration. Each reads back as the same whole seconds:
+/// through [`crate::recipe::parse_duration`] (`--time-limit`, `--wait-lock`, a recipe's
+/// limits), and [`Spelling::LargestUnit`] through a node's `health.window`, which reads days
+/// too. Zero is written `0s`, which no parser takes (a duration is longer than zero).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spelling {
+    /// Hours, minutes and seconds, largest first, each when not zero: `1h30m`, `45s`.
+    Units,
+    /// One number in the largest unit it is a whole number of, days first: `7d`, `36h`,
+    /// `90m`, `86401s`. Days are a window's unit only.
+    LargestUnit,
+    /// Whole seconds: `90s`.
+    Seconds,
+}
+
+/// The units a duration is written in, largest first, with their seconds.
+const UNITS: [(&str, u64); 4] = [("d", 86_400), ("h", 3600), ("m", 60), ("s", 1)];
+
+/// `duration`'s whole seconds (a fraction is dropped) as `spelling` writes them.
+pub fn write_duration(duration: Duration, spelling: Spelling) -> String {
+    let seconds = duration.as_secs();
+    match spelling {
+        Spelling::Seconds => format!("{seconds}s"),
+        Spelling::LargestUnit => {
+            let whole =
+                UNITS.iter().find(|(_, size)| seconds >= *size && seconds.is_multiple_of(*size));
+            let (unit, size) = whole.copied().unwrap_or(("s", 1));
+            format!("{}{unit}", seconds / size)
+        }
+        Spelling::Units => {
+            let mut text = String::new();
+            let mut left = seconds;
+            // Days are not a unit `parse_duration` reads: hours, minutes and seconds only.
+            for (unit, size) in &UNITS[1..] {
+                if left >= *size {
+                    text.push_str(&format!("{}{unit}", left / size));
+                    left %= size;
+                }
+            }
+            if text.is_empty() { "0s".to_owned() } else { text }
+        }
+    }
 }
 
 /// The environment variable that holds secret `name`'s value at run time.

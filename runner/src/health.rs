@@ -63,7 +63,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::node::NodeProfile;
+use crate::node::{NodeProfile, Spelling, write_duration};
 /// Times in the ledger: RFC 3339 in UTC to the second (`crate::rfc3339`).
 pub use crate::rfc3339::{format as rfc3339, parse as parse_rfc3339};
 
@@ -600,15 +600,10 @@ pub fn unix_seconds(time: SystemTime) -> u64 {
     time.duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs())
 }
 
-/// A window in the largest whole unit: `7d`, `36h`, `90m`, `45s`.
+/// A window in the largest whole unit, as a node's `health.window` takes it: `7d`, `36h`,
+/// `90m`, `45s`.
 pub fn format_window(window: Duration) -> String {
-    let seconds = window.as_secs();
-    for (unit, size) in [("d", 86_400), ("h", 3600), ("m", 60)] {
-        if seconds >= size && seconds.is_multiple_of(size) {
-            return format!("{}{unit}", seconds / size);
-        }
-    }
-    format!("{seconds}s")
+    write_duration(window, Spelling::LargestUnit)
 }
 
 impl fmt::Display for Entry {

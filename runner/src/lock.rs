@@ -33,7 +33,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::node::NodeProfile;
+use crate::node::{NodeProfile, Spelling, write_duration};
 
 /// The lock file's name in the node's cache directory.
 pub const LOCK_FILE_NAME: &str = "prgate.lock";
@@ -208,19 +208,7 @@ pub(crate) fn rfc3339_utc(time: SystemTime) -> String {
 
 /// A duration in hours, minutes and seconds, as `--wait-lock` takes it: `1h30m`, `45s`.
 fn format_duration(duration: Duration) -> String {
-    let seconds = duration.as_secs();
-    let (hours, minutes, seconds) = (seconds / 3600, seconds % 3600 / 60, seconds % 60);
-    let mut text = String::new();
-    if hours > 0 {
-        text.push_str(&format!("{hours}h"));
-    }
-    if minutes > 0 {
-        text.push_str(&format!("{minutes}m"));
-    }
-    if seconds > 0 || text.is_empty() {
-        text.push_str(&format!("{seconds}s"));
-    }
-    text
+    write_duration(duration, Spelling::Units)
 }
 
 #[cfg(test)]

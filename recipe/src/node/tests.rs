@@ -203,3 +203,47 @@ fn the_health_table() {
         }
     }
 }
+
+#[test]
+fn durations_in_each_spelling() {
+    let cases = [
+        (0, "0s", "0s", "0s"),
+        (45, "45s", "45s", "45s"),
+        (90, "1m30s", "90s", "90s"),
+        (90 * 60, "1h30m", "90m", "5400s"),
+        (5430, "1h30m30s", "5430s", "5430s"),
+        (36 * 3600, "36h", "36h", "129600s"),
+        (7 * 86_400, "168h", "7d", "604800s"),
+        (86_401, "24h1s", "86401s", "86401s"),
+    ];
+    for (seconds, units, largest, plain) in cases {
+        let duration = Duration::from_secs(seconds);
+        let written = [Spelling::Units, Spelling::LargestUnit, Spelling::Seconds]
+            .map(|spelling| write_duration(duration, spelling));
+        assert_eq!(written, [units, largest, plain], "{seconds}");
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn a_written_duration_reads_back_the_same(
+        seconds in 1..=crate::recipe::MAX_DURATION.as_secs(),
+        millis in 0..1000_u64,
+    ) {
+        let duration = Duration::from_secs(seconds) + Duration::from_millis(millis);
+        let whole = Duration::from_secs(seconds);
+        for spelling in [Spelling::Units, Spelling::Seconds] {
+            let text = write_duration(duration, spelling);
+            proptest::prop_assert_eq!(crate::recipe::parse_duration(&text), Ok(whole), "{}", text);
+        }
+        let text = write_duration(duration, Spelling::LargestUnit);
+        proptest::prop_assert_eq!(parse_window(&text), Ok(whole), "{}", text);
+    }
+
+    #[test]
+    fn a_window_of_whole_days_reads_back_the_same(days in 1..=10_000_u64) {
+        let window = Duration::from_secs(days * 86_400);
+        let text = write_duration(window, Spelling::LargestUnit);
+        proptest::prop_assert_eq!(parse_window(&text), Ok(window), "{}", text);
+    }
+}
