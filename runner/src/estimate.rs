@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 pub use prgate_schedule::estimate::*;
 use prgate_scope::Plan;
 
+use crate::job::RecipePaths;
 use crate::run::{DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH};
 use crate::schedule::{History, Node};
 
@@ -33,9 +34,10 @@ pub fn estimate_plan(
     history: &History,
 ) -> Result<PlanEstimate, EstimateError> {
     let head = HeadTree::open(repo, plan)?;
+    let recipes = RecipePaths { model: DEFAULT_RECIPE_PATH, common: DEFAULT_COMMON_RECIPE_PATH };
     Ok(estimate_from_recipes(plan, nodes, history, |model| match model {
-        None => head.read(DEFAULT_COMMON_RECIPE_PATH),
-        Some(name) => head.read(&DEFAULT_RECIPE_PATH.replace("{model}", name)),
+        None => head.read(recipes.common),
+        Some(name) => head.read(&recipes.model_recipe(name)),
     }))
 }
 

@@ -333,9 +333,7 @@ impl TargetTime {
         pr_commit: &str,
         base_commit: &str,
     ) -> Vec<HistoryLine> {
-        let time_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |since| u64::try_from(since.as_millis()).unwrap_or(u64::MAX));
+        let time_ms = crate::results::now_ms();
         self.phases
             .iter()
             .filter(|phase| phase.seconds > 0.0)

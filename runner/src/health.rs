@@ -600,6 +600,12 @@ pub fn unix_seconds(time: SystemTime) -> u64 {
     time.duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs())
 }
 
+/// `time` as prgate's own files write it ([`rfc3339`]): RFC 3339 in UTC to the second, e.g.
+/// `2026-11-29T18:00:00Z`.
+pub fn rfc3339_utc(time: SystemTime) -> String {
+    rfc3339(unix_seconds(time))
+}
+
 /// A window in the largest whole unit, as a node's `health.window` takes it: `7d`, `36h`,
 /// `90m`, `45s`.
 pub fn format_window(window: Duration) -> String {

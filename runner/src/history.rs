@@ -204,7 +204,7 @@ impl HistoryDir {
 
 /// Now as the ledger writes it: RFC 3339 in UTC, to the second.
 pub fn now() -> String {
-    crate::health::rfc3339(crate::health::unix_seconds(SystemTime::now()))
+    crate::health::rfc3339_utc(SystemTime::now())
 }
 
 mod record;

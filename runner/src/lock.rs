@@ -29,10 +29,11 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
+use crate::health::rfc3339_utc;
 use crate::node::{NodeProfile, Spelling, write_duration};
 
 /// The lock file's name in the node's cache directory.
@@ -199,11 +200,6 @@ fn write_holder(file: &mut File, holder: &Holder) -> io::Result<()> {
 fn host_name() -> String {
     let name = rustix::system::uname().nodename().to_string_lossy().into_owned();
     if name.is_empty() { "an unnamed host".to_owned() } else { name }
-}
-
-/// `time` as RFC 3339 in UTC to the second, e.g. `2026-11-29T18:00:00Z`.
-pub(crate) fn rfc3339_utc(time: SystemTime) -> String {
-    crate::rfc3339::format(time.duration_since(UNIX_EPOCH).map_or(0, |since| since.as_secs()))
 }
 
 /// A duration in hours, minutes and seconds, as `--wait-lock` takes it: `1h30m`, `45s`.

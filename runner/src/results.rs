@@ -495,6 +495,7 @@ fn outcome_kind(outcome: &Outcome) -> String {
     }
 }
 
+/// Now in milliseconds since the Unix epoch, as events and history lines write it.
 pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
