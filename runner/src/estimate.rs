@@ -65,16 +65,16 @@ impl HeadTree {
         Ok(HeadTree { repository: repo.to_path_buf(), commit: plan.head.sha.clone(), workdir })
     }
 
-    /// The text at `path`; a file the working tree does not have (or cannot give) is missing.
+    /// The text at `path`: a regular file (a symbolic link is missing, and never followed).
     fn read(&self, path: &str) -> RecipeText {
         let missing = || RecipeText::Missing { path: path.to_owned() };
         match &self.workdir {
-            Some(workdir) => match std::fs::read(workdir.join(path)) {
-                Ok(bytes) => RecipeText::Found {
-                    text: String::from_utf8_lossy(&bytes).into_owned(),
-                    name: format!("{path} in the working tree"),
-                },
-                Err(_) => missing(),
+            Some(workdir) => match prgate_scope::git::worktree_text(workdir, path) {
+                Ok(Some(text)) => {
+                    RecipeText::Found { text, name: format!("{path} in the working tree") }
+                }
+                Ok(None) => missing(),
+                Err(error) => RecipeText::Unreadable { message: error.to_string() },
             },
             None => {
                 let short = self.commit.get(..7).unwrap_or(&self.commit);

@@ -537,9 +537,9 @@ fn tree_text(
     Ok(bytes.map(|bytes| String::from_utf8_lossy(&bytes).into_owned()))
 }
 
-/// The text of a regular file of the working tree (lossily decoded), or `None` when there is
-/// none there.
-fn worktree_text(root: &Path, path: &str) -> Result<Option<String>, ScopeError> {
+/// The text of a regular file of the working tree `root` (lossily decoded), or `None` when
+/// there is none there (a symbolic link is none: it is never followed).
+pub fn worktree_text(root: &Path, path: &str) -> Result<Option<String>, ScopeError> {
     let full = root.join(path);
     match std::fs::symlink_metadata(&full) {
         Ok(metadata) if metadata.is_file() => {}

@@ -284,3 +284,26 @@ fn a_topology_job_holds_its_nodes_and_every_instances_gpus() {
     assert_eq!(human.code, 0, "{}", human.stderr);
     assert!(human.stdout.contains(" on 3 nodes, 24 GPUs ("), "{}", human.stdout);
 }
+
+/// With `--worktree`, a recipe that is a symbolic link (here to a valid recipe outside the
+/// repository) is no recipe: the link is never followed.
+#[test]
+fn a_linked_recipe_in_the_working_tree_is_not_read() {
+    let repo = repo_with_recipes();
+    let outside = tempfile::tempdir().expect("a temporary directory");
+    let target = write(outside.path(), "alpha.toml", RECIPE);
+    let recipe = repo.path().join("test/e2e/alpha.toml");
+    std::fs::remove_file(&recipe).expect("alpha's recipe");
+    std::os::unix::fs::symlink(&target, &recipe).expect("a link");
+    let args = ["--base", "main", "--worktree", "--estimate", "--nodes", "2"];
+    let plan = plan_json(repo.path(), &args);
+    let alpha = plan["estimate"]["jobs"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .find(|job| job["model"] == "alpha")
+        .expect("alpha's job")
+        .clone();
+    assert_eq!(alpha["seconds"], 0, "{alpha}");
+    assert!(text(&alpha["note"]).contains("test/e2e/alpha.toml"), "{alpha}");
+}
