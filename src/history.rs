@@ -251,7 +251,7 @@ fn settings(source: &SettingsSource) -> anyhow::Result<GateConfig> {
 pub(crate) fn settings_at(repo: &Path, what: &'static str, at: &str) -> anyhow::Result<GateConfig> {
     let commit = prgate_scope::git::commit_of(repo, what, at)?;
     let manifest = prgate_scope::base_side::read_manifest_at(repo, &commit)?;
-    let short = commit.get(..7).unwrap_or(&commit);
+    let short = prgate_scope::git::short_sha(&commit);
     Ok(GateConfig::with_overrides(manifest.gate_table(), &format!("prgate.toml at {short}"))?)
 }
 

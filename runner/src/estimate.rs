@@ -77,7 +77,7 @@ impl HeadTree {
                 Err(error) => RecipeText::Unreadable { message: error.to_string() },
             },
             None => {
-                let short = self.commit.get(..7).unwrap_or(&self.commit);
+                let short = prgate_scope::git::short_sha(&self.commit);
                 match prgate_scope::base_side::read_text_at(&self.repository, &self.commit, path) {
                     Ok(Some(text)) => {
                         RecipeText::Found { text, name: format!("{path} at {short}") }

@@ -377,7 +377,7 @@ impl<R> Source<R> {
             Err(error) => (Source::Invalid { path, error: error.to_string(), hash: None }, None),
             Ok(Some(bytes)) => {
                 let hash = crate::key::Key::of(&bytes).to_string();
-                let short = commit.get(..7).unwrap_or(commit);
+                let short = prgate_scope::git::short_sha(commit);
                 let file = format!("{path} at {short}");
                 let text = String::from_utf8_lossy(&bytes).into_owned();
                 let source = match parse(&text, &file) {

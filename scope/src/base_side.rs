@@ -27,7 +27,7 @@ pub fn read_text_at(repo: &Path, commit: &str, path: &str) -> Result<Option<Stri
 
 /// The manifest at `commit`, as the plan read it.
 pub fn read_manifest_at(repo: &Path, commit: &str) -> Result<Manifest, ScopeError> {
-    let short = commit.get(..7).unwrap_or(commit);
+    let short = crate::git::short_sha(commit);
     let side = format!("{short} (the plan's base side)");
     let text =
         read_text_at(repo, commit, MANIFEST_PATH)?.ok_or_else(|| ScopeError::ManifestMissing {

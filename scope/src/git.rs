@@ -923,9 +923,16 @@ impl PathWarnings {
 }
 
 fn short(oid: Oid) -> String {
-    let mut text = oid.to_string();
-    text.truncate(7);
-    text
+    short_sha(&oid.to_string()).to_owned()
+}
+
+/// The characters of a commit's SHA shown to people: 7, as git's `--abbrev` default.
+pub const SHORT_SHA: usize = 7;
+
+/// `sha` as people read it in messages: its first [`SHORT_SHA`] characters (all of a shorter
+/// text).
+pub fn short_sha(sha: &str) -> &str {
+    sha.get(..SHORT_SHA).unwrap_or(sha)
 }
 
 /// A commit a run is pinned to, named for messages: `("the PR's head", sha)`.

@@ -90,7 +90,7 @@ impl QueueVerdict {
 
 /// The PR's head, short.
 fn short<'a>(queued: &Queued<'a>) -> &'a str {
-    queued.pr_head.get(..7).unwrap_or(queued.pr_head)
+    crate::git::short_sha(queued.pr_head)
 }
 
 #[cfg(test)]
