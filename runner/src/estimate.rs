@@ -1,8 +1,8 @@
-//! A plan's estimate with its recipes read from head's tree: `prgate_schedule`'s estimate
-//! (re-exported here, `prgate_runner::estimate::PlanEstimate` as before), fed with each
-//! recipe's text the way the runner will read it: the commit, or the working tree of a
-//! `--worktree` plan, at the runner's default recipe paths ([`DEFAULT_RECIPE_PATH`],
-//! [`DEFAULT_COMMON_RECIPE_PATH`]).
+//! A plan's estimate with its recipes read from head's tree, and base's from the base-side
+//! commit (base decides what is measured): `prgate_schedule`'s estimate (re-exported here,
+//! `prgate_runner::estimate::PlanEstimate` as before), fed with each recipe's text the way the
+//! runner will read it: the commit, or the working tree of a `--worktree` plan, at the runner's
+//! default recipe paths ([`DEFAULT_RECIPE_PATH`], [`DEFAULT_COMMON_RECIPE_PATH`]).
 //!
 //! Only the reading is here (git, the working tree); what a recipe costs and the schedule are
 //! the schedule crate's, which takes text and opens nothing.
@@ -35,10 +35,16 @@ pub fn estimate_plan(
 ) -> Result<PlanEstimate, EstimateError> {
     let head = HeadTree::open(repo, plan)?;
     let recipes = RecipePaths { model: DEFAULT_RECIPE_PATH, common: DEFAULT_COMMON_RECIPE_PATH };
-    Ok(estimate_from_recipes(plan, nodes, history, |model| match model {
+    let head_recipe = |model: Option<&str>| match model {
         None => head.read(recipes.common),
         Some(name) => head.read(&recipes.model_recipe(name)),
-    }))
+    };
+    // What base's side has, as the job plan reads it: the plan's base-side commit.
+    let base_recipe = |name: &str| {
+        let path = recipes.model_recipe(name);
+        prgate_scope::base_side::read_text_at(repo, plan.base_side_commit(), &path).ok().flatten()
+    };
+    Ok(estimate_from_recipes(plan, nodes, history, head_recipe, base_recipe))
 }
 
 /// Head's tree, where the runner reads the recipes: the commit, or the working tree with

@@ -4,6 +4,10 @@
 //! nodes. A recipe that is missing or not valid is a note, not an error: its checks are
 //! recorded not-run.
 //!
+//! A model whose base side has a valid recipe is costed by what the run measures by (base's
+//! recipe with the PR's added cells and server command, `recipe::contract`), as the job plan
+//! and the SLURM time limit are.
+//!
 //! It takes the recipes' text ([`RecipeText`]) from its caller, which reads them from head's
 //! tree the way the runner will (the commit, or the working tree of a `--worktree` plan:
 //! `prgate_runner::estimate::estimate_plan`), so this crate opens no file and no repository.
@@ -14,6 +18,8 @@ use prgate_scope::plan::Tier;
 
 use crate::recipe::Recipe;
 use crate::recipe::common::CommonRecipe;
+use crate::recipe::contract;
+use crate::recipe::renames::Renames;
 use crate::schedule::cost::Holds;
 use crate::schedule::{
     self, Estimate, History, Job, Method, Node, Schedule, estimate_common, estimate_model_on,
@@ -54,12 +60,16 @@ pub enum RecipeText {
 }
 
 /// Each running job's estimate (from its recipe's text, `recipe(model)` with `None` for the
-/// common checks' recipe, and `history`) and the schedule onto `nodes`.
+/// common checks' recipe, and `history`) and the schedule onto `nodes`. A model whose base side
+/// has a valid recipe (`base_recipe(model)`, its text) is costed by what the run measures: the
+/// contract's PR side ([`contract::measured`]), not the PR's own recipe, so a PR that drops
+/// base's cells or benchmarks does not shorten its estimate.
 pub fn estimate_from_recipes(
     plan: &Plan,
     nodes: &[Node],
     history: &History,
     recipe: impl Fn(Option<&str>) -> RecipeText,
+    base_recipe: impl Fn(&str) -> Option<String>,
 ) -> PlanEstimate {
     let mut jobs = Vec::new();
     if plan.common.selected {
@@ -69,7 +79,8 @@ pub fn estimate_from_recipes(
         jobs.push(JobEstimate { job, tier: None, estimate, note: common.note(), holds: None });
     }
     for model in plan.running_models() {
-        let recipe = RecipeState::of(recipe(Some(&model.name)), Recipe::parse);
+        let recipe = RecipeState::of(recipe(Some(&model.name)), Recipe::parse)
+            .measured(base_recipe(&model.name).as_deref());
         let gpus: Vec<Option<u32>> = nodes.iter().map(|node| node.gpus).collect();
         let estimate = estimate_model_on(model, recipe.parsed(), history, &gpus);
         let job = Job::for_model(&model.name, &estimate, recipe.parsed());
@@ -90,6 +101,21 @@ enum RecipeState<T> {
     Parsed(Box<T>),
     Missing(String),
     Invalid(String),
+}
+
+impl RecipeState<Recipe> {
+    /// The recipe the run measures by: with base's valid recipe (`base`, its text), the
+    /// contract's PR side; else the PR's own.
+    fn measured(self, base: Option<&str>) -> RecipeState<Recipe> {
+        let base = base.and_then(|text| Recipe::parse(text, "the base side's recipe").ok());
+        match (self, base) {
+            (RecipeState::Parsed(pr), Some(base)) => {
+                let (_, measured) = contract::measured(&base, &pr, &Renames::default());
+                RecipeState::Parsed(Box::new(measured))
+            }
+            (state, _) => state,
+        }
+    }
 }
 
 impl<T> RecipeState<T> {

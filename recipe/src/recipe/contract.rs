@@ -40,9 +40,17 @@ pub fn decide(base: Option<&Recipe>, pr: &Recipe, node: &NodeProfile, renames: &
         return Sides { base: pr.clone(), pr: pr.clone(), contract };
     };
     let changes = differences(&base.seen_through(renames), pr, node);
+    let (base, pr) = measured(base, pr, renames);
+    Sides { base, pr, contract: Contract { own: false, changes } }
+}
+
+/// What each side runs by when the base side has a valid recipe, wherever it runs: base's
+/// recipe, with the speed cells the PR adds (a widening runs; none of base's is dropped), and
+/// on the PR side its own server and topology commands (`renames` move the paths it reads in
+/// the PR's tree). The estimate costs this without a node; [`decide`] adds the contract.
+pub fn measured(base: &Recipe, pr: &Recipe, renames: &Renames) -> (Recipe, Recipe) {
     let mut measured = base.clone();
     if let (Some(sweep), Some(theirs)) = (&mut measured.speed, &pr.speed) {
-        // Cells the PR adds are measured too (a widening runs); none of base's is dropped.
         for (ours, added) in [
             (&mut sweep.concurrencies, &theirs.concurrencies),
             (&mut sweep.covered, &theirs.covered),
@@ -56,7 +64,7 @@ pub fn decide(base: Option<&Recipe>, pr: &Recipe, node: &NodeProfile, renames: &
     pr_side.server.command = pr.server.command.clone();
     pr_side.topology =
         measured.topology.as_ref().map(|topology| topology.with_commands_of(pr.topology.as_ref()));
-    Sides { base: measured, pr: pr_side, contract: Contract { own: false, changes } }
+    (measured, pr_side)
 }
 
 /// Every difference of `pr` from `base`, in the recipe's key order.

@@ -10,24 +10,27 @@ use crate::support::{Repo, plan_json, prgate, text};
 
 const COMMON: &str = "[tests]\nunit = [\"pkg/common\"]\n";
 
-/// The standard repository with real recipes on main: alpha (MI355X or MI350X), beta (MI350X
-/// only), beta_x's stays invalid; a common recipe. The `pr` branch changes alpha's recipe
-/// (three concurrencies, not five) and a shared path: alpha full, beta and beta_x smoke.
+/// The standard repository with real recipes on main: alpha (MI355X or MI350X, three
+/// concurrencies), beta (MI350X only), beta_x's stays invalid; a common recipe. The `pr` branch
+/// edits alpha's recipe (a comment: base's recipe is what is measured) and a shared path: alpha
+/// full, beta and beta_x smoke.
 fn repo_with_recipes() -> Repo {
     let repo = Repo::standard();
-    repo.write("test/e2e/alpha.toml", RECIPE)
+    repo.write("test/e2e/alpha.toml", &ALPHA)
         .write("test/e2e/beta.toml", &RECIPE.replace("[\"mi355x\", \"mi350x\"]", "[\"mi350x\"]"))
         .write("test/e2e/common.toml", COMMON);
     repo.commit("recipes");
     repo.branch("pr", "main");
-    repo.write(
-        "test/e2e/alpha.toml",
-        &RECIPE.replace("concurrencies = [1, 4, 16, 64, 128]", "concurrencies = [1, 4, 16]"),
-    )
-    .write("pkg/common/guard.py", "# shared\n");
+    repo.write("test/e2e/alpha.toml", &format!("# alpha, edited by the PR\n{}", *ALPHA))
+        .write("pkg/common/guard.py", "# shared\n");
     repo.commit("pr");
     repo
 }
+
+/// alpha's recipe on main: the example's, with three concurrencies, not five.
+static ALPHA: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    RECIPE.replace("concurrencies = [1, 4, 16, 64, 128]", "concurrencies = [1, 4, 16]")
+});
 
 /// Every job as `model tier seconds source node-or-why`, one a line.
 fn jobs(plan: &serde_json::Value) -> String {
@@ -242,13 +245,18 @@ const TOPOLOGY: &str = "[topology.prefill]\ninstances = 2\ntp = 8\ncommand = \"s
 
 #[test]
 fn a_topology_job_holds_its_nodes_and_every_instances_gpus() {
+    // Base's recipe decides how a model is served: `pd` serves alpha disaggregated, and the
+    // PR edits its recipe.
     let repo = Repo::standard();
     repo.write("test/e2e/alpha.toml", RECIPE);
     repo.commit("recipes");
-    repo.branch("pr", "main");
+    repo.branch("pd", "main");
     repo.write("test/e2e/alpha.toml", &RECIPE.replace("[timeouts]", TOPOLOGY));
-    repo.commit("pr: alpha served disaggregated");
-    let args = ["--base", "main", "--head", "pr", "--estimate", "--nodes", "2"];
+    repo.commit("pd: alpha served disaggregated");
+    repo.branch("pr", "pd");
+    repo.write("test/e2e/alpha.toml", &format!("# pr\n{}", RECIPE.replace("[timeouts]", TOPOLOGY)));
+    repo.commit("pr: alpha's recipe edited");
+    let args = ["--base", "pd", "--head", "pr", "--estimate", "--nodes", "2"];
     let plan = plan_json(repo.path(), &args);
     let alpha = plan["estimate"]["jobs"]
         .as_array()
@@ -279,7 +287,7 @@ fn a_topology_job_holds_its_nodes_and_every_instances_gpus() {
     assert_eq!((holds["nodes"].as_u64(), holds["gpus"].as_u64()), (Some(1), Some(8)), "{holds}");
     let human = prgate(
         repo.path(),
-        &["plan", "--base", "main", "--head", "pr", "--estimate", "--nodes", "2"],
+        &["plan", "--base", "pd", "--head", "pr", "--estimate", "--nodes", "2"],
     );
     assert_eq!(human.code, 0, "{}", human.stderr);
     assert!(human.stdout.contains(" on 3 nodes, 24 GPUs ("), "{}", human.stdout);
@@ -306,4 +314,27 @@ fn a_linked_recipe_in_the_working_tree_is_not_read() {
         .clone();
     assert_eq!(alpha["seconds"], 0, "{alpha}");
     assert!(text(&alpha["note"]).contains("test/e2e/alpha.toml"), "{alpha}");
+}
+
+/// A PR's recipe does not shorten its own estimate: what is measured is base's (the cells a PR
+/// drops run anyway), widened by the cells it adds.
+#[test]
+fn a_recipe_is_estimated_by_what_base_measures() {
+    let repo = repo_with_recipes();
+    let alpha = |head: &str| {
+        let args = ["--base", "main", "--head", head, "--estimate", "--nodes", "2"];
+        let plan = plan_json(repo.path(), &args);
+        let jobs = plan["estimate"]["jobs"].as_array().expect("jobs").clone();
+        let job = jobs.into_iter().find(|job| job["model"] == "alpha").expect("alpha's job");
+        job["seconds"].as_u64().expect("seconds")
+    };
+    let edited = alpha("pr");
+    repo.branch("narrow", "main");
+    repo.write("test/e2e/alpha.toml", &ALPHA.replace("[1, 4, 16]", "[1]"));
+    repo.commit("narrow: one cell");
+    repo.branch("wide", "main");
+    repo.write("test/e2e/alpha.toml", &ALPHA.replace("[1, 4, 16]", "[1, 4, 16, 64]"));
+    repo.commit("wide: a fourth cell");
+    assert_eq!(alpha("narrow"), edited);
+    assert!(alpha("wide") > edited, "{} > {edited}", alpha("wide"));
 }
