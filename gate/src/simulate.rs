@@ -17,13 +17,13 @@ use rand::rngs::SmallRng;
 use rand::{Rng as _, SeedableRng as _};
 
 use crate::config::GateConfig;
-use crate::speed::{Answer, Calibration, CellContext, Pair, judge_cell};
+use crate::speed::{Answer, Calibration, CellContext, CellJudgement, Pair, judge_cell};
 use crate::stats::{mean, robust_log_ratio_variance, sample_variance, t_quantile, wilson};
 
 pub mod accuracy;
 
 /// The most pairs a simulated cell may take before the simulation calls the rule broken.
-const PAIR_LIMIT: usize = 200;
+pub(crate) const PAIR_LIMIT: usize = 200;
 
 /// One simulated kind of PR's speed cells.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -125,20 +125,10 @@ pub fn simulate_speed(
                 }
             });
             let context = CellContext { cells: scenario.cells, gain_required: false, calibration };
-            let mut pairs = Vec::new();
-            let judgement = loop {
-                let before = run(&mut rng, scenario, 0.0);
-                let pr = pr_run(&mut rng, scenario, change);
-                let after = run(&mut rng, scenario, 0.0);
-                pairs.push(Pair::bracketed(before, pr, after));
-                let judgement = judge_cell(&pairs, config, &context);
-                if judgement.loss != Answer::Open || pairs.len() >= PAIR_LIMIT {
-                    break judgement;
-                }
-            };
+            let judgement = simulate_cell(config, scenario, change, &context, &mut rng);
             let cell_failed = judgement.loss == Answer::Yes;
             failed |= cell_failed;
-            tally.cell(regressed, judgement.loss, pairs.len(), judgement.outliers.len());
+            tally.cell(regressed, judgement.loss, judgement.pairs, judgement.outliers.len());
         }
         tally.prs += 1;
         tally.pr_fails += usize::from(failed);
@@ -611,29 +601,36 @@ fn simulate_speed_one(
     let mut tally = Tally::default();
     for _ in 0..trials {
         rng_seed = rng_seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let single = simulate_cell(config, &one, &mut SmallRng::seed_from_u64(rng_seed));
-        tally.cell(true, single.0, single.1, single.2);
+        let context = CellContext { cells: one.cells, gain_required: false, calibration: None };
+        let mut rng = SmallRng::seed_from_u64(rng_seed);
+        let single = simulate_cell(config, &one, one.true_change, &context, &mut rng);
+        tally.cell(true, single.loss, single.pairs, single.outliers.len());
         tally.prs += 1;
-        tally.pr_fails += usize::from(single.0 == Answer::Yes);
+        tally.pr_fails += usize::from(single.loss == Answer::Yes);
     }
     tally.outcomes()
 }
 
-fn simulate_cell(
+/// One simulated speed cell, as the runner measures it: bracketed pairs (a base run, a PR run
+/// with the true `change`, a base run) drawn from `rng` and judged by [`judge_cell`] in
+/// `context`, pair after pair, until the loss answer is no longer [`Answer::Open`] or the cell
+/// has [`PAIR_LIMIT`] pairs. Its last judgement (`pairs` counts the pairs it took).
+pub(crate) fn simulate_cell(
     config: &GateConfig,
     scenario: &SpeedScenario,
+    change: f64,
+    context: &CellContext,
     rng: &mut SmallRng,
-) -> (Answer, usize, usize) {
-    let context = CellContext { cells: scenario.cells, gain_required: false, calibration: None };
+) -> CellJudgement {
     let mut pairs = Vec::new();
     loop {
         let before = run(rng, scenario, 0.0);
-        let pr = pr_run(rng, scenario, scenario.true_change);
+        let pr = pr_run(rng, scenario, change);
         let after = run(rng, scenario, 0.0);
         pairs.push(Pair::bracketed(before, pr, after));
-        let judgement = judge_cell(&pairs, config, &context);
+        let judgement = judge_cell(&pairs, config, context);
         if judgement.loss != Answer::Open || pairs.len() >= PAIR_LIMIT {
-            return (judgement.loss, pairs.len(), judgement.outliers.len());
+            return judgement;
         }
     }
 }

@@ -1,6 +1,6 @@
 //! How well the drift guard decides, by simulation of what a repository sees: a sequence of PRs,
 //! each measured by the gate's own speed rule pair by pair as the runner measures it
-//! ([`crate::speed::judge_cell`] on bracketed pairs, [`crate::simulate`]'s runs), merged only
+//! ([`crate::simulate::simulate_cell`]: [`crate::speed::judge_cell`] on bracketed pairs), merged only
 //! when it passes (a failed PR, or one the pair cap left undecided — an `error`, not a pass — is
 //! measured again, with the same true change, and its line pools every run, as `prgate history
 //! record` does), its verdicts' numbers recorded as the ledger
@@ -13,13 +13,11 @@ use rand::rngs::SmallRng;
 
 use crate::config::GateConfig;
 use crate::history::{LEDGER_VERSION, Line, Merged, SpeedChange};
-use crate::simulate::SpeedScenario;
-use crate::speed::{Answer, CellContext, Pair, judge_cell};
+use crate::simulate::{SpeedScenario, simulate_cell};
+use crate::speed::{Answer, CellContext, CellJudgement};
 
 use super::GuardState;
 
-/// The most pairs a simulated PR may take before the simulation calls the rule broken.
-const PAIR_LIMIT: usize = 200;
 /// The most times a failing (or undecided) PR is measured again before the simulation gives up on it.
 const ATTEMPT_LIMIT: usize = 50;
 
@@ -149,25 +147,15 @@ fn measure(config: &GateConfig, runs: &SpeedScenario, rng: &mut SmallRng) -> Opt
     judged(config, runs, rng).1
 }
 
-/// The rule asked pair by pair until it decides; its judgement, and the cell as the ledger
-/// records it.
+/// The rule asked pair by pair until it decides ([`simulate_cell`], on one cell); its judgement,
+/// and the cell as the ledger records it.
 fn judged(
     config: &GateConfig,
     runs: &SpeedScenario,
     rng: &mut SmallRng,
-) -> (crate::speed::CellJudgement, Option<SpeedChange>) {
+) -> (CellJudgement, Option<SpeedChange>) {
     let context = CellContext { cells: 1, gain_required: false, calibration: None };
-    let mut pairs = Vec::new();
-    let judgement = loop {
-        let before = crate::simulate::run(rng, runs, 0.0);
-        let pr = crate::simulate::pr_run(rng, runs, runs.true_change);
-        let after = crate::simulate::run(rng, runs, 0.0);
-        pairs.push(Pair::bracketed(before, pr, after));
-        let judgement = judge_cell(&pairs, config, &context);
-        if judgement.loss != Answer::Open || pairs.len() >= PAIR_LIMIT {
-            break judgement;
-        }
-    };
+    let judgement = simulate_cell(config, runs, runs.true_change, &context, rng);
     let cell = match (judgement.change, judgement.change_interval, judgement.noise) {
         (Some(change), Some(interval), Some(noise)) => SpeedChange::from_verdict(
             "model",
