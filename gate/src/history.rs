@@ -32,7 +32,8 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use crate::evidence::{Check, Evidence, Outcome, Side};
-use crate::stats::{t_quantile, z_two_sided};
+use crate::speed::{change_interval, log_ratio_and_error};
+use crate::stats::z_two_sided;
 use crate::verdict::{Numbers, SectionName, State, Verdict};
 
 /// The version of the ledger's lines and of a saved run's file.
@@ -191,13 +192,9 @@ impl Measured for SpeedChange {
 
     fn with_mean(&self, mean: (f64, f64, f64), cells: &[SpeedChange]) -> Option<SpeedChange> {
         let (log_ratio, standard_error, degrees_of_freedom) = mean;
-        let t = t_quantile(1.0 - crate::speed::INTERVAL_ALPHA / 2.0, degrees_of_freedom)?;
         Some(SpeedChange {
             change: log_ratio.exp_m1(),
-            interval: (
-                (log_ratio - t * standard_error).exp_m1(),
-                (log_ratio + t * standard_error).exp_m1(),
-            ),
+            interval: change_interval(log_ratio, standard_error, degrees_of_freedom)?,
             log_ratio,
             standard_error,
             degrees_of_freedom,
@@ -385,9 +382,9 @@ enum NotALine {
 
 impl SpeedChange {
     /// A cell's change from the verdict's numbers: the change, its two-sided 95% interval and
-    /// the test's degrees of freedom give the log-ratio and its standard error exactly, since
-    /// the interval is `exp(log_ratio ± t(0.975, df) * standard_error) - 1`. `None` without an
-    /// interval or degrees of freedom (nothing to chain).
+    /// the test's degrees of freedom give the log-ratio and its standard error exactly
+    /// ([`log_ratio_and_error`], the inverse of [`change_interval`]). `None` without an interval
+    /// or degrees of freedom (nothing to chain).
     pub fn from_verdict(
         model: &str,
         concurrency: u32,
@@ -397,12 +394,9 @@ impl SpeedChange {
         degrees_of_freedom: f64,
         pairs: usize,
     ) -> Option<SpeedChange> {
-        let t = t_quantile(1.0 - crate::speed::INTERVAL_ALPHA / 2.0, degrees_of_freedom)?;
-        let (low, high) = ((1.0 + interval.0).ln(), (1.0 + interval.1).ln());
-        let standard_error = (high - low) / (2.0 * t);
-        let log_ratio = change.ln_1p();
-        let measured = log_ratio.is_finite() && standard_error.is_finite() && standard_error > 0.0;
-        measured.then(|| SpeedChange {
+        let (log_ratio, standard_error) =
+            log_ratio_and_error(change, interval, degrees_of_freedom)?;
+        Some(SpeedChange {
             model: model.to_owned(),
             concurrency,
             covered,

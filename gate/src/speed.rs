@@ -252,7 +252,8 @@ pub fn judge_cell(pairs: &[Pair], config: &GateConfig, context: &CellContext) ->
     let gain = context.gain_required.then(|| gain_answer(config, cells, &kept, pooled));
     let base: Vec<f64> = kept.iter().map(|pair| pair.base_tpot_ms).collect();
     let pr: Vec<f64> = kept.iter().map(|pair| pair.pr_tpot_ms).collect();
-    let change_interval = estimate.and_then(change_interval);
+    let change_interval =
+        estimate.and_then(|e| change_interval(e.mean, e.standard_error, e.degrees_of_freedom));
     let noise = pooled.map(|(_, noise)| noise);
     CellJudgement {
         pairs: pairs.len(),
@@ -311,11 +312,35 @@ fn gain_answer(
     answer(&gain_test, &gain_side, negate(estimate), n, &config.gain.test)
 }
 
-/// The change's two-sided interval at `INTERVAL_ALPHA`, as fractions.
-fn change_interval(e: Estimate) -> Option<(f64, f64)> {
-    let t = t_quantile(1.0 - INTERVAL_ALPHA / 2.0, e.degrees_of_freedom)?;
-    let half = t * e.standard_error;
-    Some(((e.mean - half).exp() - 1.0, (e.mean + half).exp() - 1.0))
+/// A change's two-sided interval at [`INTERVAL_ALPHA`], as fractions, from its log-ratio, the
+/// log-ratio's standard error and degrees of freedom: `exp(log_ratio ± t(0.975, df) ·
+/// standard_error) − 1`. A verdict's cell and a ledger's pooled cell show this one; `None` when
+/// the degrees of freedom give no quantile.
+pub fn change_interval(
+    log_ratio: f64,
+    standard_error: f64,
+    degrees_of_freedom: f64,
+) -> Option<(f64, f64)> {
+    let t = t_quantile(1.0 - INTERVAL_ALPHA / 2.0, degrees_of_freedom)?;
+    let half = t * standard_error;
+    Some(((log_ratio - half).exp() - 1.0, (log_ratio + half).exp() - 1.0))
+}
+
+/// [`change_interval`] inverted: the `(log_ratio, standard_error)` that a change, its interval
+/// and the degrees of freedom it was computed with give exactly (the ledger reads them back from
+/// a verdict). `None` without a quantile, or when they are no measurement (a log-ratio that is
+/// not finite, an interval of no finite positive width).
+pub fn log_ratio_and_error(
+    change: f64,
+    interval: (f64, f64),
+    degrees_of_freedom: f64,
+) -> Option<(f64, f64)> {
+    let t = t_quantile(1.0 - INTERVAL_ALPHA / 2.0, degrees_of_freedom)?;
+    let (low, high) = ((1.0 + interval.0).ln(), (1.0 + interval.1).ln());
+    let standard_error = (high - low) / (2.0 * t);
+    let log_ratio = change.ln_1p();
+    let measured = log_ratio.is_finite() && standard_error.is_finite() && standard_error > 0.0;
+    measured.then_some((log_ratio, standard_error))
 }
 
 /// The runner's question between pairs: does this cell need another pair? Every cell still

@@ -1,4 +1,5 @@
 use super::*;
+use crate::stats::t_quantile;
 use crate::verdict::{Confidence, Item, Section, SpeedTest, Verdict};
 
 fn speed_cell(model: &str, log_ratio: f64, standard_error: f64) -> SpeedChange {
