@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
 use prgate_gate::codeowners::{DEFAULT_POLICY, Policy};
 use prgate_gate::evidence::Evidence;
-use prgate_gate::{Completion, GateConfig, JobPlan, JudgeRequest, State};
+use prgate_gate::{Completion, GateConfig, Headline, JobPlan, JudgeRequest};
 use prgate_scope::Plan;
 
 use crate::files::{print, read_json};
@@ -89,11 +89,10 @@ pub(crate) enum Outcome {
 impl Outcome {
     /// The outcome of a final verdict.
     pub(crate) fn of(verdict: &prgate_gate::Verdict) -> Outcome {
-        match verdict.result {
-            State::Pass | State::Warn | State::AuthorProvided => Outcome::Pass,
-            State::NothingToCheck | State::NotJudged => Outcome::Pass,
-            State::Error => Outcome::CannotJudge,
-            State::Fail | State::Pending => Outcome::NotPass,
+        match verdict.headline() {
+            Headline::Pass | Headline::PassWithWarnings => Outcome::Pass,
+            Headline::CannotJudge => Outcome::CannotJudge,
+            Headline::Fail | Headline::Pending => Outcome::NotPass,
         }
     }
 }

@@ -38,4 +38,4 @@ pub mod verdict;
 pub use config::GateConfig;
 pub use evidence::Evidence;
 pub use job::JobPlan;
-pub use verdict::{Completion, JudgeRequest, State, Verdict, judge, judge_with};
+pub use verdict::{Completion, Headline, JudgeRequest, State, Verdict, judge, judge_with};

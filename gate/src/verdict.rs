@@ -397,6 +397,43 @@ impl State {
     }
 }
 
+/// A verdict's result as a reader is told it: [`result_of`] folds a section's warning or
+/// author-provided check into a pass, and the headline tells that pass apart again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Headline {
+    /// Passed, and no section warned. This and [`Headline::PassWithWarnings`] are what the exit
+    /// code and the commit status count as a pass.
+    Pass,
+    /// Passed, and some section is [`State::Warn`] or [`State::AuthorProvided`].
+    PassWithWarnings,
+    /// Checks are still open.
+    Pending,
+    /// Some check could not be judged ([`State::Error`]): never a pass.
+    CannotJudge,
+    Fail,
+}
+
+impl Verdict {
+    /// The result as a reader is told it. A result of `warn` or `author-provided` (which
+    /// [`result_of`] does not give) is a pass with warnings; `nothing-to-check` and `not-judged`
+    /// are a pass.
+    pub fn headline(&self) -> Headline {
+        match self.result {
+            State::Fail => Headline::Fail,
+            State::Error => Headline::CannotJudge,
+            State::Pending => Headline::Pending,
+            State::Warn | State::AuthorProvided => Headline::PassWithWarnings,
+            State::Pass | State::NothingToCheck | State::NotJudged => {
+                let warned = self
+                    .sections
+                    .iter()
+                    .any(|section| matches!(section.state, State::Warn | State::AuthorProvided));
+                if warned { Headline::PassWithWarnings } else { Headline::Pass }
+            }
+        }
+    }
+}
+
 impl SectionName {
     pub fn title(self) -> &'static str {
         match self {
@@ -512,7 +549,8 @@ fn rule_items(rules: &[RuleOutcome]) -> Vec<Item> {
         .collect()
 }
 
-/// The verdict's result: the worst section's state, where a warning still passes.
+/// The verdict's result: the worst section's state, where a warning still passes (the
+/// [`Verdict::headline`] tells it apart).
 fn result_of(sections: &[Section]) -> State {
     let worst = sections.iter().map(|section| section.state).max().unwrap_or(State::Pass);
     match worst {

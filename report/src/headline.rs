@@ -10,7 +10,7 @@
 
 use std::fmt::Write as _;
 
-use prgate_gate::verdict::{State, Verdict};
+use prgate_gate::verdict::{Headline, State, Verdict};
 use prgate_scope::Plan;
 use prgate_scope::plan::Tier;
 
@@ -44,18 +44,12 @@ pub fn scope_line(plan: &Plan) -> String {
 
 /// The verdict in a word or three for a summary line (`PASS`, `PASS (warnings)`, `FAIL`, ...).
 pub fn result_word(verdict: &Verdict) -> &'static str {
-    let warned = verdict
-        .sections
-        .iter()
-        .any(|section| matches!(section.state, State::Warn | State::AuthorProvided));
-    match verdict.result {
-        State::Pass if warned => "PASS (warnings)",
-        State::Pass | State::NothingToCheck | State::NotJudged => "PASS",
-        State::Error => "ERROR (could not judge)",
-        State::Warn => "PASS (warnings)",
-        State::AuthorProvided => "PASS (author-provided)",
-        State::Pending => "PENDING",
-        State::Fail => "FAIL",
+    match verdict.headline() {
+        Headline::Pass => "PASS",
+        Headline::PassWithWarnings => "PASS (warnings)",
+        Headline::Pending => "PENDING",
+        Headline::CannotJudge => "ERROR (could not judge)",
+        Headline::Fail => "FAIL",
     }
 }
 

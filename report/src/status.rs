@@ -6,7 +6,7 @@
 //! Plain text on GitHub (no Markdown), so nothing is escaped but control characters. Posting
 //! the status is the binary's business.
 
-use prgate_gate::verdict::{Item, Numbers, State, Verdict};
+use prgate_gate::verdict::{Headline, Item, Numbers, State, Verdict};
 use prgate_scope::plan::{Plan, Tier};
 
 use crate::comment::{Progress, StepState};
@@ -72,18 +72,12 @@ pub fn commit_status(
     progress: Option<&Progress>,
     settings: &StatusSettings,
 ) -> Status {
-    let state = match verdict.map(|verdict| verdict.result) {
-        None | Some(State::Pending) => StatusState::Pending,
-        Some(State::Fail) => StatusState::Failure,
+    let state = match verdict.map(Verdict::headline) {
+        None | Some(Headline::Pending) => StatusState::Pending,
+        Some(Headline::Fail) => StatusState::Failure,
         // The node could not judge a check: never `success`.
-        Some(State::Error) => StatusState::Error,
-        Some(
-            State::Pass
-            | State::Warn
-            | State::AuthorProvided
-            | State::NothingToCheck
-            | State::NotJudged,
-        ) => StatusState::Success,
+        Some(Headline::CannotJudge) => StatusState::Error,
+        Some(Headline::Pass | Headline::PassWithWarnings) => StatusState::Success,
     };
     let lead = match verdict {
         None => vec![running(progress)],

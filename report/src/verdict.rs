@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use prgate_gate::config::Severity;
 use prgate_gate::rules::RuleOutcome;
-use prgate_gate::verdict::{State, Verdict};
+use prgate_gate::verdict::{Headline, State, Verdict};
 
 use crate::escape::terminal;
 
@@ -12,15 +12,7 @@ use crate::escape::terminal;
 /// item with its state and what decided it.
 pub fn human(verdict: &Verdict) -> String {
     let mut out = String::new();
-    let warned = verdict
-        .sections
-        .iter()
-        .any(|section| matches!(section.state, State::Warn | State::AuthorProvided));
-    let result = match verdict.result {
-        State::Pass if warned => "PASS with warnings",
-        other => result_word(other),
-    };
-    let _ = writeln!(out, "AMD PR test: {result}");
+    let _ = writeln!(out, "AMD PR test: {}", result_word(verdict.headline()));
     for section in &verdict.sections {
         let _ = writeln!(out, "\n{} [{}]", section.name.title(), state_word(section.state));
         if section.items.is_empty() {
@@ -95,15 +87,13 @@ pub fn rules_markdown(rules: &[RuleOutcome]) -> String {
     out
 }
 
-fn result_word(state: State) -> &'static str {
-    match state {
-        State::Pass => "PASS",
-        State::Fail => "FAIL",
-        State::Pending => "PENDING",
-        State::Error => "ERROR: some checks could not be judged",
-        State::NothingToCheck | State::NotJudged => "PASS",
-        State::Warn => "PASS with warnings",
-        State::AuthorProvided => "PASS (some checks author-provided)",
+fn result_word(headline: Headline) -> &'static str {
+    match headline {
+        Headline::Pass => "PASS",
+        Headline::PassWithWarnings => "PASS with warnings",
+        Headline::Pending => "PENDING",
+        Headline::CannotJudge => "ERROR: some checks could not be judged",
+        Headline::Fail => "FAIL",
     }
 }
 

@@ -877,3 +877,31 @@ fn a_check_the_job_plan_has_no_entry_for_says_so_in_one_sentence() {
         assert_eq!(summaries, [expect]);
     }
 }
+
+#[test]
+fn a_pass_with_a_warned_or_author_provided_section_is_headlined_as_a_pass_with_warnings() {
+    let verdict = |result: State, sections: &[State]| Verdict {
+        schema_version: SCHEMA_VERSION,
+        pr_sha: None,
+        result,
+        rules: Vec::new(),
+        sections: sections
+            .iter()
+            .map(|state| Section { name: SectionName::Tests, state: *state, items: Vec::new() })
+            .collect(),
+        author_must_provide: Vec::new(),
+        checks: CheckCounts::default(),
+        recipe_changes: Vec::new(),
+    };
+    let cases = [
+        (State::Pass, vec![State::Pass, State::NothingToCheck], Headline::Pass),
+        (State::Pass, vec![State::Pass, State::Warn], Headline::PassWithWarnings),
+        (State::Pass, vec![State::AuthorProvided], Headline::PassWithWarnings),
+        (State::Pending, vec![State::Warn, State::Pending], Headline::Pending),
+        (State::Error, vec![State::Warn, State::Error], Headline::CannotJudge),
+        (State::Fail, vec![State::Warn, State::Fail], Headline::Fail),
+    ];
+    for (result, sections, headline) in cases {
+        assert_eq!(verdict(result, &sections).headline(), headline, "{result:?} {sections:?}");
+    }
+}

@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use prgate_gate::verdict::{Item, Numbers, State, Verdict};
+use prgate_gate::verdict::{Headline, Item, Numbers, State, Verdict};
 
 use crate::escape::{MarkdownPlace, markdown_code, markdown_text};
 
@@ -24,16 +24,13 @@ pub(super) fn result_md(
     let Some(verdict) = verdict else {
         return "⏳ AMD PR test: running".to_owned();
     };
-    let worst = verdict.sections.iter().map(|section| section.state).max();
-    let word = match verdict.result {
-        State::Fail => "❌ AMD PR test: fail",
-        State::Error => "🛑 AMD PR test: could not judge",
-        State::Pending if progress.is_some() => "⏳ AMD PR test: running",
-        State::Pending => "⏳ AMD PR test: pending",
-        _ if worst.is_some_and(|state| state > State::Pass) => {
-            "✅ AMD PR test: pass, with warnings"
-        }
-        _ => "✅ AMD PR test: pass",
+    let word = match verdict.headline() {
+        Headline::Fail => "❌ AMD PR test: fail",
+        Headline::CannotJudge => "🛑 AMD PR test: could not judge",
+        Headline::Pending if progress.is_some() => "⏳ AMD PR test: running",
+        Headline::Pending => "⏳ AMD PR test: pending",
+        Headline::PassWithWarnings => "✅ AMD PR test: pass, with warnings",
+        Headline::Pass => "✅ AMD PR test: pass",
     };
     let named = match verdict.result {
         State::Fail | State::Error => verdict.result,
