@@ -123,6 +123,17 @@ pub enum Side {
     Both,
 }
 
+impl Side {
+    /// The side as the evidence's JSON spells it (its serde name), for file names and messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Side::Base => "base",
+            Side::Pr => "pr",
+            Side::Both => "both",
+        }
+    }
+}
+
 /// What ran: where, with which image, commits and recipe.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -574,5 +585,18 @@ fn outcome_name(outcome: &Outcome) -> &'static str {
         Outcome::SpeedPair { .. } => "speed-pair",
         Outcome::SpeedNoise { .. } => "speed-noise",
         Outcome::NotRun { .. } => "not-run",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Side;
+
+    #[test]
+    fn a_sides_word_is_its_serde_name() {
+        for side in [Side::Base, Side::Pr, Side::Both] {
+            let json = serde_json::to_string(&side).expect("a side serializes");
+            assert_eq!(json, format!("\"{}\"", side.as_str()));
+        }
     }
 }

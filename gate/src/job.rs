@@ -406,11 +406,7 @@ impl StepId {
 impl fmt::Display for StepId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let model = self.model.as_deref().unwrap_or("the common checks");
-        let side = match self.side {
-            Side::Base => "base",
-            Side::Pr => "pr",
-            Side::Both => "both",
-        };
+        let side = self.side.as_str();
         write!(f, "{} of {model} on the {side} side", self.check.describe())?;
         match &self.part {
             Some(part) => write!(f, " ({part})"),

@@ -486,11 +486,7 @@ fn recipe_gpus(node: &crate::node::NodeProfile, recipe: &Recipe) -> Vec<u32> {
 }
 
 fn side_name(side: Side) -> &'static str {
-    match side {
-        Side::Base => "base",
-        Side::Pr => "pr",
-        Side::Both => "both",
-    }
+    side.as_str()
 }
 
 fn check_slug(check: Check) -> &'static str {
