@@ -202,7 +202,7 @@ impl BaseSide {
     pub(crate) fn read(repo: &Path, plan: &Plan) -> anyhow::Result<BaseSide> {
         let commit = &plan.manifest.commit;
         let manifest = prgate_scope::base_side::read_manifest_at(repo, commit)?;
-        let short = commit.get(..7).unwrap_or(commit);
+        let short = prgate_scope::git::short_sha(commit);
         let config =
             GateConfig::with_overrides(manifest.gate_table(), &format!("prgate.toml at {short}"))?;
         let policy = match prgate_scope::base_side::read_text_at(repo, commit, POLICY_PATH)? {

@@ -9,6 +9,7 @@
 use std::fmt::Write as _;
 
 use prgate_gate::rules::RuleOutcome;
+use prgate_scope::git::short_sha;
 use prgate_scope::plan::{ChangedPath, DiffSource, PathMatch, Plan, Reason, Tier};
 
 use crate::escape::{MarkdownPlace, markdown_code, markdown_path, markdown_text, terminal};
@@ -282,16 +283,16 @@ pub fn summary(plan: &Plan) -> String {
 
 fn header_line(plan: &Plan, code: Style) -> String {
     let merge_base = match &plan.merge_base {
-        Some(sha) => format!("merge-base {}", code.code(short(sha))),
+        Some(sha) => format!("merge-base {}", code.code(short_sha(sha))),
         None => "no merge-base".to_owned(),
     };
     let worktree = if plan.head.worktree { " with uncommitted changes" } else { "" };
     format!(
         "{} ({}){worktree} against {} ({}), {merge_base}",
         code.code(&plan.head.reference),
-        code.code(short(&plan.head.sha)),
+        code.code(short_sha(&plan.head.sha)),
         code.code(&plan.base.reference),
-        code.code(short(&plan.base.sha)),
+        code.code(short_sha(&plan.base.sha)),
     )
 }
 
@@ -304,7 +305,7 @@ fn source_line(plan: &Plan) -> String {
     format!(
         "Manifest {} from {} (base side); changed files: {source}",
         plan.manifest.path,
-        short(&plan.manifest.commit)
+        short_sha(&plan.manifest.commit)
     )
 }
 
@@ -431,10 +432,6 @@ fn reason_text(reason: &Reason, show: Style) -> String {
         Reason::UntrustedDiff { detail } => format!("diff not trusted: {}", show.prose(detail)),
         Reason::SharedChange => "shared paths changed: see the common checks".to_owned(),
     }
-}
-
-fn short(sha: &str) -> &str {
-    sha.get(..7).unwrap_or(sha)
 }
 
 #[cfg(test)]

@@ -564,11 +564,7 @@ impl Part {
 
 impl fmt::Display for Part {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let side = |side: &Side| match side {
-            Side::Base => "base",
-            Side::Pr => "pr",
-            Side::Both => "both",
-        };
+        let side = |side: &Side| side.as_str();
         match self {
             Part::Install => write!(formatter, "install"),
             Part::ServerStartups => write!(formatter, "server startups"),
