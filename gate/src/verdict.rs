@@ -397,7 +397,7 @@ impl State {
     }
 }
 
-/// A verdict's result as a reader is told it: [`result_of`] folds a section's warning or
+/// A verdict's result as a reader is told it: `result_of` folds a section's warning or
 /// author-provided check into a pass, and the headline tells that pass apart again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Headline {
@@ -415,7 +415,7 @@ pub enum Headline {
 
 impl Verdict {
     /// The result as a reader is told it. A result of `warn` or `author-provided` (which
-    /// [`result_of`] does not give) is a pass with warnings; `nothing-to-check` and `not-judged`
+    /// `result_of` does not give) is a pass with warnings; `nothing-to-check` and `not-judged`
     /// are a pass.
     pub fn headline(&self) -> Headline {
         match self.result {

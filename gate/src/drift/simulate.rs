@@ -1,6 +1,6 @@
 //! How well the drift guard decides, by simulation of what a repository sees: a sequence of PRs,
 //! each measured by the gate's own speed rule pair by pair as the runner measures it
-//! ([`crate::simulate::simulate_cell`]: [`crate::speed::judge_cell`] on bracketed pairs), merged only
+//! (`crate::simulate::simulate_cell`: [`crate::speed::judge_cell`] on bracketed pairs), merged only
 //! when it passes (a failed PR, or one the pair cap left undecided — an `error`, not a pass — is
 //! measured again, with the same true change, and its line pools every run, as `prgate history
 //! record` does), its verdicts' numbers recorded as the ledger
