@@ -872,35 +872,8 @@ mod tests {
     use prgate_scope::plan::Tier;
 
     use super::*;
-    use crate::job::tests::{model, plan};
+    use crate::job::tests::{RECIPE as BASE, model, node, plan};
     use crate::job::{JobRequest, RecipePaths};
-
-    /// Base's recipe: three concurrencies and two accuracy benchmarks to measure.
-    const BASE: &str = r#"hardware = ["cpu-sim"]
-checkpoint = "alpha-ckpt"
-tp = 1
-
-[server]
-command = "server --port {port} {extra_args}"
-monokernel-flag = "--mono"
-routing-pattern = 'routed'
-
-[[accuracy]]
-name = "gsm8k"
-evaluator = "builtin"
-dataset = "data.jsonl"
-
-[[accuracy]]
-name = "mmlu"
-evaluator = "builtin"
-dataset = "data.jsonl"
-
-[speed]
-concurrencies = [1, 2, 16]
-covered = [1]
-input-len = 8
-output-len = 8
-"#;
 
     /// The job plan of a full `alpha` whose recipe is `base` in base's tree and `pr` in the
     /// PR's, on a node of one GPU.
@@ -911,14 +884,7 @@ output-len = 8
             std::fs::create_dir_all(&dir).expect("the tree");
             std::fs::write(dir.join("alpha.toml"), text).expect("the recipe");
         }
-        let node = NodeProfile::parse(
-            "name = \"n1\"\nhardware = \"cpu-sim\"\ncheckpoint-store = \"/models\"\n\
-             cache-dir = \"/cache\"\nwork-dir = \"/work\"\n[gpus]\nids = [0]\n\
-             render-devices = [\"/dev/dri/renderD128\"]\n[image]\nname = \"sglang:rocm\"\n\
-             [checkpoints]\n\"alpha-ckpt\" = \"org/alpha-ckpt\"\n",
-            "node.toml",
-        )
-        .expect("the test's node profile");
+        let node = node("cpu-sim", &["alpha-ckpt"]);
         let alpha = model("alpha", Tier::Full, false);
         let plan = plan(vec![alpha.clone()], false);
         let job = crate::job::Job::build(&JobRequest {

@@ -7,7 +7,8 @@ use prgate_scope::plan::ModelPlan;
 use super::*;
 use crate::results::{StepId, file_stem};
 
-const RECIPE: &str = r#"hardware = ["cpu-sim"]
+/// A full recipe: unit and serving tests, a timing script, two benchmarks, three cells.
+pub(crate) const RECIPE: &str = r#"hardware = ["cpu-sim"]
 checkpoint = "alpha-ckpt"
 tp = 1
 
@@ -41,7 +42,8 @@ input-len = 8
 output-len = 8
 "#;
 
-fn node(hardware: &str, checkpoints: &[&str]) -> NodeProfile {
+/// A node of one GPU with `hardware` and `checkpoints`.
+pub(crate) fn node(hardware: &str, checkpoints: &[&str]) -> NodeProfile {
     let checkpoints: Vec<String> =
         checkpoints.iter().map(|name| format!("\"{name}\" = \"org/{name}\"")).collect();
     let text = format!(

@@ -32,6 +32,12 @@ static ALPHA: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     RECIPE.replace("concurrencies = [1, 4, 16, 64, 128]", "concurrencies = [1, 4, 16]")
 });
 
+/// alpha's job in a plan's estimate.
+fn alpha_of(plan: &serde_json::Value) -> serde_json::Value {
+    let jobs = plan["estimate"]["jobs"].as_array().expect("jobs");
+    jobs.iter().find(|job| job["model"] == "alpha").expect("alpha's job").clone()
+}
+
 /// Every job as `model tier seconds source node-or-why`, one a line.
 fn jobs(plan: &serde_json::Value) -> String {
     plan["estimate"]["jobs"]
@@ -258,13 +264,7 @@ fn a_topology_job_holds_its_nodes_and_every_instances_gpus() {
     repo.commit("pr: alpha's recipe edited");
     let args = ["--base", "pd", "--head", "pr", "--estimate", "--nodes", "2"];
     let plan = plan_json(repo.path(), &args);
-    let alpha = plan["estimate"]["jobs"]
-        .as_array()
-        .expect("jobs")
-        .iter()
-        .find(|job| job["model"] == "alpha")
-        .expect("alpha's job")
-        .clone();
+    let alpha = alpha_of(&plan);
     let seconds = alpha["seconds"].as_u64().expect("seconds");
     assert_eq!(alpha["holds"]["nodes"], 3, "{alpha}");
     assert_eq!(alpha["holds"]["gpus"], 24, "{alpha}");
@@ -277,13 +277,7 @@ fn a_topology_job_holds_its_nodes_and_every_instances_gpus() {
         repo.path(),
         &["--base", "main", "--head", "plain", "--estimate", "--nodes", "2"],
     );
-    let holds = plain["estimate"]["jobs"]
-        .as_array()
-        .expect("jobs")
-        .iter()
-        .find(|job| job["model"] == "alpha")
-        .map(|job| job["holds"].clone())
-        .expect("alpha's job");
+    let holds = alpha_of(&plain)["holds"].clone();
     assert_eq!((holds["nodes"].as_u64(), holds["gpus"].as_u64()), (Some(1), Some(8)), "{holds}");
     let human = prgate(
         repo.path(),
@@ -305,13 +299,7 @@ fn a_linked_recipe_in_the_working_tree_is_not_read() {
     std::os::unix::fs::symlink(&target, &recipe).expect("a link");
     let args = ["--base", "main", "--worktree", "--estimate", "--nodes", "2"];
     let plan = plan_json(repo.path(), &args);
-    let alpha = plan["estimate"]["jobs"]
-        .as_array()
-        .expect("jobs")
-        .iter()
-        .find(|job| job["model"] == "alpha")
-        .expect("alpha's job")
-        .clone();
+    let alpha = alpha_of(&plan);
     assert_eq!(alpha["seconds"], 0, "{alpha}");
     assert!(text(&alpha["note"]).contains("test/e2e/alpha.toml"), "{alpha}");
 }
@@ -323,10 +311,7 @@ fn a_recipe_is_estimated_by_what_base_measures() {
     let repo = repo_with_recipes();
     let alpha = |head: &str| {
         let args = ["--base", "main", "--head", head, "--estimate", "--nodes", "2"];
-        let plan = plan_json(repo.path(), &args);
-        let jobs = plan["estimate"]["jobs"].as_array().expect("jobs").clone();
-        let job = jobs.into_iter().find(|job| job["model"] == "alpha").expect("alpha's job");
-        job["seconds"].as_u64().expect("seconds")
+        alpha_of(&plan_json(repo.path(), &args))["seconds"].as_u64().expect("seconds")
     };
     let edited = alpha("pr");
     repo.branch("narrow", "main");
