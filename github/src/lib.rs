@@ -568,7 +568,7 @@ impl GitHub {
                 }
                 Err(_) => tokio::time::sleep(backoff).await,
             }
-            backoff = (backoff * 2).min(self.retry.max_wait);
+            backoff = self.retry.next_backoff(backoff);
         }
         Err(GitHubError::Stopped(format!(
             "creating the comment on #{number}: gave up after {} tries",

@@ -42,6 +42,11 @@ impl RetryPolicy {
         let rate_limit_floor = override_ms.map_or(Duration::from_secs(60), Duration::from_millis);
         RetryPolicy { attempts: 5, backoff, max_wait: Duration::from_secs(600), rate_limit_floor }
     }
+
+    /// The backoff after `backoff`: doubled, at most `max_wait`.
+    pub(crate) fn next_backoff(&self, backoff: Duration) -> Duration {
+        backoff.saturating_mul(2).min(self.max_wait)
+    }
 }
 
 /// An HTTP method, and whether repeating it is harmless.
@@ -108,7 +113,7 @@ impl GitHub {
                         backoff.as_millis()
                     );
                     tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(self.retry.max_wait);
+                    backoff = self.retry.next_backoff(backoff);
                     continue;
                 }
                 Err(error) => {
@@ -131,7 +136,7 @@ impl GitHub {
                 wait.as_millis()
             );
             tokio::time::sleep(wait).await;
-            backoff = (backoff * 2).min(self.retry.max_wait);
+            backoff = self.retry.next_backoff(backoff);
         }
         Err(GitHubError::Stopped(format!("{} {path}: no tries left", method_name(method))))
     }
