@@ -35,7 +35,7 @@ use std::fmt;
 use std::time::Duration;
 
 use prgate_gate::evidence::{Check, NotRunReason, Side};
-use prgate_gate::job::{Expect, Part as StepPart};
+use prgate_gate::job::{Expect, ExpectedStep, Part as StepPart};
 use prgate_scope::plan::ModelPlan;
 
 use crate::node::NodeProfile;
@@ -279,47 +279,12 @@ pub fn estimate_model_on(
     };
     // The steps the job plan would give the model, wherever it runs: what takes time.
     let planned = recipe.steps(model.tier, model.new, None).steps;
-    let runs = planned.iter().filter(|step| step.expect == Expect::Run);
-    let mut measured: Vec<(Part, Duration)> = Vec::new();
-    let mut served_from = None;
-    // The accuracy rounds: the repeats of the benchmark that takes the most.
-    let mut accuracy_rounds = 0;
-    let mut cells = 0;
-    for step in runs {
-        let side = step.side;
-        if matches!(step.check, Check::ServingTests | Check::Accuracy | Check::Speed) {
-            served_from.get_or_insert(measured.len());
-        }
-        match (step.check, &step.part) {
-            (Check::UnitTests | Check::KernelTests | Check::ServingTests, _) => {
-                measured.push((Part::Tests { check: step.check, side }, TEST_SUITE));
-            }
-            (Check::KernelTiming, _) => {
-                let scripts = count(recipe.kernel_timing().len());
-                let duration = KERNEL_TIMING_SCRIPT.saturating_mul(scripts);
-                measured.push((Part::KernelTiming { side }, duration));
-            }
-            (Check::Accuracy, Some(StepPart::Named(name))) => {
-                let repeats = recipe
-                    .accuracy()
-                    .iter()
-                    .find(|benchmark| benchmark.name.to_lowercase() == *name)
-                    .and_then(|benchmark| benchmark.repeats)
-                    .map_or(EXPECTED_ACCURACY_REPEATS, |cap| cap.min(EXPECTED_ACCURACY_REPEATS));
-                accuracy_rounds = accuracy_rounds.max(repeats);
-                let part = Part::Accuracy { benchmark: name.clone(), side };
-                measured.push((part, ACCURACY_BENCHMARK * repeats));
-            }
-            (Check::Speed, Some(StepPart::Cell { .. })) => cells += 1,
-            _ => {}
-        }
-    }
-    let served_from = served_from.unwrap_or(measured.len());
+    let mut steps = StepParts::of(recipe, &planned);
     // A past run's own rounds, when it had repeats: what this model's benchmarks took.
-    if accuracy_rounds > 0
+    if steps.accuracy_rounds > 0
         && let Some(past) = history.accuracy_rounds(Some(&model.name))
     {
-        accuracy_rounds = past;
+        steps.accuracy_rounds = past;
     }
     // Base's recipe is the contract: what it says of the memory API is what the run uses.
     let switching = cost::Switching::of(recipe);
@@ -327,61 +292,140 @@ pub fn estimate_model_on(
         cost::Switching::Wake => EXPECTED_PAIRS,
         cost::Switching::Blocked { .. } => EXPECTED_BLOCK_PAIRS,
     };
-    let work = cost::Work {
+    let counts = cost::counts(&cost::Work {
         layout: cost::Layout::on_any_of(node_gpus.iter().copied(), recipe),
-        pr_work_first: planned.iter().any(|step| {
-            step.expect == Expect::Run
-                && matches!(step.check, Check::ServingTests | Check::Accuracy)
-        }),
-        cells,
+        pr_work_first: steps.pr_work_first,
+        cells: steps.cells,
         pairs,
         probed: true,
         switching,
-        accuracy_rounds,
-    };
-    let counts = cost::counts(&work);
-    if let Some(sweep) = recipe.speed() {
-        // Requests go `concurrency` at a time: a run is about (warm-up + measured requests per
-        // unit of concurrency) waves of `output_len` tokens each.
-        let waves = sweep.warmup_per_concurrency.saturating_add(sweep.requests_per_concurrency);
-        let run = ASSUMED_TPOT
-            .saturating_mul(waves)
-            .saturating_mul(sweep.output_len)
-            .saturating_add(SPEED_RUN_OVERHEAD);
-        // A cell's runs, and its share of the speed phase's server switches (one at a time).
-        let cells = cells.max(1);
-        let switches = ((SERVER_STARTUP + GATEWAY_PROBE).saturating_mul(counts.speed_loads)
-            + SERVER_WAKE.saturating_mul(counts.wakes))
-            / cells;
-        let cell = run.saturating_mul(counts.runs / cells).saturating_add(switches);
+        accuracy_rounds: steps.accuracy_rounds,
+    });
+    if let Some(cell) = speed_cell_time(recipe, &counts, steps.cells) {
         for step in &planned {
             if let (Check::Speed, Some(StepPart::Cell { concurrency }), Expect::Run) =
                 (step.check, &step.part, &step.expect)
             {
-                measured.push((Part::SpeedCell { concurrency: *concurrency }, cell));
+                steps.measured.push((Part::SpeedCell { concurrency: *concurrency }, cell));
             }
         }
     }
 
-    let steps = history.model_steps(Some(&model.name));
-    let mut parts: Vec<EstimatePart> =
-        measured.into_iter().map(|(part, constant)| past_or(part, constant, &steps)).collect();
+    let past = history.model_steps(Some(&model.name));
+    let mut parts: Vec<EstimatePart> = (steps.measured.into_iter())
+        .map(|(part, constant)| past_or(part, constant, &past))
+        .collect();
     let any_history = parts.iter().any(|part| part.source == PartSource::History);
-    let served_history = parts[served_from..].iter().any(|part| part.source == PartSource::History);
-    // The servers start in the first step that needs them, and a side's tree is installed in
-    // its first step: past durations hold both.
+    let served_history =
+        parts[steps.served_from..].iter().any(|part| part.source == PartSource::History);
+    let setup = setup_parts(model, recipe, history, &counts, (any_history, served_history));
+    parts.splice(0..0, setup);
+    Estimate::from_parts(parts)
+}
+
+/// The parts of a model's planned steps that run (`Expect::Run`), before the speed cells' time
+/// is known, and what the cost formula needs of them.
+struct StepParts {
+    /// Each part with its time from the recipe and the constants (the speed cells to come).
+    measured: Vec<(Part, Duration)>,
+    /// Where the parts against the servers start in `measured`.
+    served_from: usize,
+    /// The repeats of the benchmark that takes the most.
+    accuracy_rounds: u32,
+    cells: u32,
+    /// Whether the PR's server has work before the speed phase (serving tests, accuracy).
+    pr_work_first: bool,
+}
+
+impl StepParts {
+    fn of(recipe: &Recipe, planned: &[ExpectedStep]) -> StepParts {
+        let mut parts = StepParts {
+            measured: Vec::new(),
+            served_from: 0,
+            accuracy_rounds: 0,
+            cells: 0,
+            pr_work_first: false,
+        };
+        let mut served_from = None;
+        for step in planned.iter().filter(|step| step.expect == Expect::Run) {
+            let side = step.side;
+            if matches!(step.check, Check::ServingTests | Check::Accuracy | Check::Speed) {
+                served_from.get_or_insert(parts.measured.len());
+            }
+            parts.pr_work_first |= matches!(step.check, Check::ServingTests | Check::Accuracy);
+            match (step.check, &step.part) {
+                (Check::UnitTests | Check::KernelTests | Check::ServingTests, _) => {
+                    parts.measured.push((Part::Tests { check: step.check, side }, TEST_SUITE));
+                }
+                (Check::KernelTiming, _) => {
+                    let scripts = count(recipe.kernel_timing().len());
+                    let duration = KERNEL_TIMING_SCRIPT.saturating_mul(scripts);
+                    parts.measured.push((Part::KernelTiming { side }, duration));
+                }
+                (Check::Accuracy, Some(StepPart::Named(name))) => {
+                    let repeats = accuracy_repeats(recipe, name);
+                    parts.accuracy_rounds = parts.accuracy_rounds.max(repeats);
+                    let part = Part::Accuracy { benchmark: name.clone(), side };
+                    parts.measured.push((part, ACCURACY_BENCHMARK * repeats));
+                }
+                (Check::Speed, Some(StepPart::Cell { .. })) => parts.cells += 1,
+                _ => {}
+            }
+        }
+        parts.served_from = served_from.unwrap_or(parts.measured.len());
+        parts
+    }
+}
+
+/// The repeats benchmark `name` (lowercase) is expected to take: [`EXPECTED_ACCURACY_REPEATS`],
+/// or the recipe's `repeats` when it is lower.
+fn accuracy_repeats(recipe: &Recipe, name: &str) -> u32 {
+    let benchmark =
+        recipe.accuracy().iter().find(|benchmark| benchmark.name.to_lowercase() == name);
+    (benchmark.and_then(|benchmark| benchmark.repeats))
+        .map_or(EXPECTED_ACCURACY_REPEATS, |cap| cap.min(EXPECTED_ACCURACY_REPEATS))
+}
+
+/// One speed cell's time: its runs, and its share of the speed phase's server switches (one at
+/// a time); `None` without a sweep.
+fn speed_cell_time(recipe: &Recipe, counts: &cost::Counts, cells: u32) -> Option<Duration> {
+    let sweep = recipe.speed()?;
+    // Requests go `concurrency` at a time: a run is about (warm-up + measured requests per
+    // unit of concurrency) waves of `output_len` tokens each.
+    let waves = sweep.warmup_per_concurrency.saturating_add(sweep.requests_per_concurrency);
+    let run = ASSUMED_TPOT
+        .saturating_mul(waves)
+        .saturating_mul(sweep.output_len)
+        .saturating_add(SPEED_RUN_OVERHEAD);
+    let cells = cells.max(1);
+    let switches = ((SERVER_STARTUP + GATEWAY_PROBE).saturating_mul(counts.speed_loads)
+        + SERVER_WAKE.saturating_mul(counts.wakes))
+        / cells;
+    Some(run.saturating_mul(counts.runs / cells).saturating_add(switches))
+}
+
+/// The install and the server startups before the speed phase (the phase's own switches are
+/// in its cells). The servers start in the first step that needs them, and a side's tree is
+/// installed in its first step: past durations hold both (`history`: whether any part came
+/// from past runs, and whether any part against the servers did).
+fn setup_parts(
+    model: &ModelPlan,
+    recipe: &Recipe,
+    history: &History,
+    counts: &cost::Counts,
+    (any_history, served_history): (bool, bool),
+) -> Vec<EstimatePart> {
     let mut setup = Vec::new();
     if recipe.install().is_some() {
         // A new model's baseline runs in the PR's tree: one install.
         let trees = if model.new { 1 } else { 2 };
         setup.push(setup_part(Part::Install, INSTALL * trees, any_history));
     }
-    // The loads before the speed phase (the phase's own switches are in its cells): from
-    // past runs' load events when they have some, else the constants.
-    // The accuracy rounds' wakes go with them.
+    // The loads before the speed phase: from past runs' load events when they have some, else
+    // the constants. The accuracy rounds' wakes go with them.
     let (setup_loads, setup_wakes) = (counts.setup_loads, counts.setup_wakes);
     let mine = Some(model.name.as_str());
-    let startups = match history.load_time(mine) {
+    setup.push(match history.load_time(mine) {
         Some(load) => EstimatePart {
             part: Part::ServerStartups,
             duration: load.saturating_mul(setup_loads)
@@ -394,10 +438,8 @@ pub fn estimate_model_on(
                 + SERVER_WAKE.saturating_mul(setup_wakes),
             served_history,
         ),
-    };
-    setup.push(startups);
-    parts.splice(0..0, setup);
-    Estimate::from_parts(parts)
+    });
+    setup
 }
 
 /// Estimates the common checks' job: one pytest session on each side, after an install when
