@@ -3,7 +3,9 @@
 //! fetched ([`require_commits`]) and the paths where two commits' trees differ
 //! ([`paths_between`], what a merge queue adds); the commit a ref names ([`commit_of`], for
 //! `prgate history`'s `--at` and `--reference`). This is scope's only I/O; deciding what runs
-//! is [`crate::plan::select`].
+//! is [`crate::plan::select`]. What counts as a file's content is `files`'.
+
+mod files;
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
@@ -19,6 +21,9 @@ use crate::plan::{
     DiffInfo, DiffSource, Head, KnownModels, ManifestSource, Plan, Revision, SCHEMA_VERSION,
     Selection, select,
 };
+pub(crate) use files::text_in_tree;
+pub use files::worktree_text;
+use files::{file_in_tree, tree_text};
 
 /// What to plan: which repository, which sides, and where the changed files come from.
 #[derive(Debug, Clone, Default)]
@@ -507,51 +512,6 @@ fn read_codeowners(
     Ok(texts)
 }
 
-/// The bytes of a regular file of a tree, or `None` when the tree has none at `path`: no entry,
-/// or a symbolic link, a submodule or a folder there (a link's target is not a file's content,
-/// and is never followed).
-fn file_in_tree(
-    repo: &Repository,
-    tree: &Tree<'_>,
-    path: &str,
-    side: &str,
-) -> Result<Option<Vec<u8>>, ScopeError> {
-    let Ok(entry) = tree.get_path(Path::new(path)) else { return Ok(None) };
-    if !matches!(entry.filemode(), 0o100644 | 0o100755) {
-        return Ok(None);
-    }
-    let blob = repo
-        .find_blob(entry.id())
-        .map_err(|source| git_error(format!("reading {path} at {side}"), source))?;
-    Ok(Some(blob.content().to_vec()))
-}
-
-/// The text of a regular file of a tree (lossily decoded), or `None` when there is none there.
-fn tree_text(
-    repo: &Repository,
-    tree: &Tree<'_>,
-    path: &str,
-    side: &str,
-) -> Result<Option<String>, ScopeError> {
-    let bytes = file_in_tree(repo, tree, path, side)?;
-    Ok(bytes.map(|bytes| String::from_utf8_lossy(&bytes).into_owned()))
-}
-
-/// The text of a regular file of the working tree `root` (lossily decoded), or `None` when
-/// there is none there (a symbolic link is none: it is never followed).
-pub fn worktree_text(root: &Path, path: &str) -> Result<Option<String>, ScopeError> {
-    let full = root.join(path);
-    match std::fs::symlink_metadata(&full) {
-        Ok(metadata) if metadata.is_file() => {}
-        Ok(_) => return Ok(None),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(ScopeError::Io { path: full, error }),
-    }
-    std::fs::read(&full)
-        .map(|bytes| Some(String::from_utf8_lossy(&bytes).into_owned()))
-        .map_err(|error| ScopeError::Io { path: full, error })
-}
-
 fn head_source(worktree: bool) -> DiffSource {
     if worktree { DiffSource::Worktree } else { DiffSource::Git }
 }
@@ -605,20 +565,6 @@ pub(crate) fn open(path: &Path) -> Result<Repository, ScopeError> {
     }
     Repository::discover(path)
         .map_err(|source| ScopeError::NotARepository { path: path.to_path_buf(), source })
-}
-
-/// The text of a regular file of a tree ([`file_in_tree`]), which must be UTF-8; `None` when
-/// there is none there.
-pub(crate) fn text_in_tree(
-    repo: &Repository,
-    tree: &Tree<'_>,
-    path: &str,
-    side: &str,
-) -> Result<Option<String>, ScopeError> {
-    let Some(bytes) = file_in_tree(repo, tree, path, side)? else { return Ok(None) };
-    String::from_utf8(bytes)
-        .map(Some)
-        .map_err(|_| ScopeError::NotText { file: format!("{path} at {side}") })
 }
 
 fn read_manifest(
