@@ -159,69 +159,13 @@ impl NodeProfile {
         let value_error = |key: &str, value: &dyn std::fmt::Debug, problem: String| {
             NodeError::value(file, key, value, problem)
         };
-        let key_error = |key: &str, problem: &str| NodeError::key(file, key, problem);
 
         check_name(&raw.name)
             .map_err(|problem| value_error("name", &raw.name, problem.to_string()))?;
         check_hardware(&raw.hardware)
             .map_err(|problem| value_error("hardware", &raw.hardware, problem.to_string()))?;
-
-        if raw.gpus.ids.is_empty() {
-            return Err(key_error("gpus.ids", "is empty: list the GPUs prgate may use"));
-        }
-        if raw.gpus.ids.len() != raw.gpus.render_devices.len() {
-            return Err(key_error(
-                "gpus.render-devices",
-                &format!(
-                    "its length differs from gpus.ids' ({} and {}): list one render device per \
-                     id, in the same order",
-                    raw.gpus.render_devices.len(),
-                    raw.gpus.ids.len()
-                ),
-            ));
-        }
-        let mut gpus: Vec<Gpu> = Vec::with_capacity(raw.gpus.ids.len());
-        for (index, (id, device)) in raw.gpus.ids.iter().zip(&raw.gpus.render_devices).enumerate() {
-            if gpus.iter().any(|gpu| gpu.id == *id) {
-                return Err(value_error(
-                    &format!("gpus.ids[{index}]"),
-                    id,
-                    "is listed twice".to_owned(),
-                ));
-            }
-            let key = format!("gpus.render-devices[{index}]");
-            check_render_device(device)
-                .map_err(|problem| value_error(&key, device, problem.to_string()))?;
-            if gpus.iter().any(|gpu| gpu.render_device == Path::new(device)) {
-                return Err(value_error(&key, device, "is listed twice".to_owned()));
-            }
-            gpus.push(Gpu { id: *id, render_device: PathBuf::from(device) });
-        }
-
-        let image = raw.image;
-        if image.name.is_empty()
-            || image.name.contains(char::is_whitespace)
-            || image.name.contains('@')
-        {
-            return Err(value_error(
-                "image.name",
-                &image.name,
-                "must be an image name with its tag, such as \"lmsysorg/sglang:v0.5.5-rocm700-mi35x\"\n\
-                 hint: write a digest in image.digest, not after an @"
-                    .to_owned(),
-            ));
-        }
-        if let Some(digest) = &image.digest {
-            let hex = digest.strip_prefix("sha256:").unwrap_or_default();
-            if hex.len() != 64 || !hex.chars().all(|char| matches!(char, '0'..='9' | 'a'..='f')) {
-                return Err(value_error(
-                    "image.digest",
-                    digest,
-                    "must be \"sha256:\" and 64 lowercase hex digits".to_owned(),
-                ));
-            }
-        }
-
+        let gpus = checked_gpus(&raw.gpus, file)?;
+        let image = checked_image(raw.image, file)?;
         let checkpoint_store = absolute(&raw.checkpoint_store).map_err(|problem| {
             value_error("checkpoint-store", &raw.checkpoint_store, problem.to_string())
         })?;
@@ -229,47 +173,9 @@ impl NodeProfile {
             .map_err(|problem| value_error("cache-dir", &raw.cache_dir, problem.to_string()))?;
         let work_dir = absolute(&raw.work_dir)
             .map_err(|problem| value_error("work-dir", &raw.work_dir, problem.to_string()))?;
-
-        for (name, path) in &raw.checkpoints {
-            check_name(name).map_err(|problem| {
-                key_error(&format!("checkpoints.{name:?}"), &format!("the name {problem}"))
-            })?;
-            check_relative_path(path).map_err(|problem| {
-                value_error(&format!("checkpoints.{name}"), path, problem.to_string())
-            })?;
-        }
-
-        let mut secrets = BTreeSet::new();
-        for (index, secret) in raw.secrets.iter().enumerate() {
-            let key = format!("secrets[{index}]");
-            check_secret_name(secret)
-                .map_err(|problem| value_error(&key, secret, problem.to_string()))?;
-            if !secrets.insert(secret.clone()) {
-                return Err(value_error(&key, secret, "is listed twice".to_owned()));
-            }
-        }
-
-        let ports = match raw.ports {
-            Some(ports) => {
-                if ports.first < 1024 {
-                    return Err(value_error(
-                        "ports.first",
-                        &ports.first,
-                        "must be 1024 or more: prgate does not bind privileged ports".to_owned(),
-                    ));
-                }
-                if ports.last < ports.first {
-                    return Err(value_error(
-                        "ports.last",
-                        &ports.last,
-                        format!("is below ports.first ({})", ports.first),
-                    ));
-                }
-                Some(ports.first..=ports.last)
-            }
-            None => None,
-        };
-
+        check_checkpoints(&raw.checkpoints, file)?;
+        let secrets = checked_secrets(&raw.secrets, file)?;
+        let ports = raw.ports.map(|ports| checked_ports(ports, file)).transpose()?;
         let health = match raw.health {
             None => HealthSettings::default(),
             Some(health) => health_settings(health, &value_error)?,
@@ -279,7 +185,7 @@ impl NodeProfile {
             name: raw.name,
             hardware: raw.hardware,
             gpus,
-            image: Image { name: image.name, digest: image.digest },
+            image,
             checkpoint_store,
             checkpoints: raw.checkpoints,
             secrets,
@@ -360,6 +266,120 @@ impl NodeProfile {
     pub fn health(&self) -> &HealthSettings {
         &self.health
     }
+}
+
+/// The `[gpus]` table: at least one id, one render device per id in the same order, no id and
+/// no device listed twice.
+fn checked_gpus(raw: &RawGpus, file: &str) -> Result<Vec<Gpu>, NodeError> {
+    if raw.ids.is_empty() {
+        return Err(NodeError::key(file, "gpus.ids", "is empty: list the GPUs prgate may use"));
+    }
+    if raw.ids.len() != raw.render_devices.len() {
+        return Err(NodeError::key(
+            file,
+            "gpus.render-devices",
+            format!(
+                "its length differs from gpus.ids' ({} and {}): list one render device per id, \
+                 in the same order",
+                raw.render_devices.len(),
+                raw.ids.len()
+            ),
+        ));
+    }
+    let mut gpus: Vec<Gpu> = Vec::with_capacity(raw.ids.len());
+    for (index, (id, device)) in raw.ids.iter().zip(&raw.render_devices).enumerate() {
+        if gpus.iter().any(|gpu| gpu.id == *id) {
+            return Err(NodeError::value(
+                file,
+                &format!("gpus.ids[{index}]"),
+                id,
+                "is listed twice".to_owned(),
+            ));
+        }
+        let key = format!("gpus.render-devices[{index}]");
+        check_render_device(device)
+            .map_err(|problem| NodeError::value(file, &key, device, problem.to_string()))?;
+        if gpus.iter().any(|gpu| gpu.render_device == Path::new(device)) {
+            return Err(NodeError::value(file, &key, device, "is listed twice".to_owned()));
+        }
+        gpus.push(Gpu { id: *id, render_device: PathBuf::from(device) });
+    }
+    Ok(gpus)
+}
+
+/// The `[image]` table: a name with its tag (no blank, no `@`), and a digest when pinned that
+/// is `sha256:` and 64 lowercase hex digits.
+fn checked_image(raw: RawImage, file: &str) -> Result<Image, NodeError> {
+    if raw.name.is_empty() || raw.name.contains(char::is_whitespace) || raw.name.contains('@') {
+        return Err(NodeError::value(
+            file,
+            "image.name",
+            &raw.name,
+            "must be an image name with its tag, such as \"lmsysorg/sglang:v0.5.5-rocm700-mi35x\"\n\
+             hint: write a digest in image.digest, not after an @"
+                .to_owned(),
+        ));
+    }
+    if let Some(digest) = &raw.digest {
+        let hex = digest.strip_prefix("sha256:").unwrap_or_default();
+        if hex.len() != 64 || !hex.chars().all(|char| matches!(char, '0'..='9' | 'a'..='f')) {
+            return Err(NodeError::value(
+                file,
+                "image.digest",
+                digest,
+                "must be \"sha256:\" and 64 lowercase hex digits".to_owned(),
+            ));
+        }
+    }
+    Ok(Image { name: raw.name, digest: raw.digest })
+}
+
+/// The `[checkpoints]` table: each name plain, each path relative to the store and plain.
+fn check_checkpoints(checkpoints: &BTreeMap<String, String>, file: &str) -> Result<(), NodeError> {
+    for (name, path) in checkpoints {
+        check_name(name).map_err(|problem| {
+            NodeError::key(file, &format!("checkpoints.{name:?}"), format!("the name {problem}"))
+        })?;
+        check_relative_path(path).map_err(|problem| {
+            NodeError::value(file, &format!("checkpoints.{name}"), path, problem.to_string())
+        })?;
+    }
+    Ok(())
+}
+
+/// The `secrets` list: each a secret's name, none listed twice.
+fn checked_secrets(raw: &[String], file: &str) -> Result<BTreeSet<String>, NodeError> {
+    let mut secrets = BTreeSet::new();
+    for (index, secret) in raw.iter().enumerate() {
+        let key = format!("secrets[{index}]");
+        check_secret_name(secret)
+            .map_err(|problem| NodeError::value(file, &key, secret, problem.to_string()))?;
+        if !secrets.insert(secret.clone()) {
+            return Err(NodeError::value(file, &key, secret, "is listed twice".to_owned()));
+        }
+    }
+    Ok(secrets)
+}
+
+/// The `[ports]` table: an unprivileged first port, and a last one not below it.
+fn checked_ports(raw: RawPorts, file: &str) -> Result<RangeInclusive<u16>, NodeError> {
+    if raw.first < 1024 {
+        return Err(NodeError::value(
+            file,
+            "ports.first",
+            &raw.first,
+            "must be 1024 or more: prgate does not bind privileged ports".to_owned(),
+        ));
+    }
+    if raw.last < raw.first {
+        return Err(NodeError::value(
+            file,
+            "ports.last",
+            &raw.last,
+            format!("is below ports.first ({})", raw.first),
+        ));
+    }
+    Ok(raw.first..=raw.last)
 }
 
 type ValueError<'a> = dyn Fn(&str, &dyn std::fmt::Debug, String) -> NodeError + 'a;
