@@ -45,7 +45,7 @@ use std::time::Duration;
 use prgate_gate::evidence::NotRunReason;
 
 use crate::container::Engine;
-use crate::node::{Image, NodeProfile};
+use crate::node::{Gpu, Image, NodeProfile};
 use crate::process::{ChildGroup, Environment, Finished, ProcessSpec};
 
 use gpu_health::{Ecc, GpuProcess};
@@ -394,108 +394,125 @@ impl Preflight<'_> {
         if findings.is_empty() { Ok(()) } else { Err(PreflightFailure { findings }) }
     }
 
+    /// The GPU checks: each GPU of the profile ([`Preflight::gpu`]), then what concerns the
+    /// node as a whole ([`Preflight::node_gpu_findings`]). The tools are asked once for all.
     fn gpus(&self) -> Vec<Finding> {
-        let mut findings = Vec::new();
-        let root = self.probes.root;
         let mut asked = Asked::default();
         let (tool, tool_errors) = self.ask_tools(&mut asked);
-        let processes = self.processes(&mut asked);
-        let ecc = self.ecc(&mut asked);
-        let max_correctable = self.node.health().max_correctable_ecc();
+        let answers = GpuAnswers {
+            tool,
+            tool_errors,
+            processes: self.processes(&mut asked),
+            ecc: self.ecc(&mut asked),
+        };
+        let mut findings = Vec::new();
         for gpu in self.node.gpus() {
-            let subject = format!("GPU {} ({})", gpu.id, gpu.render_device.display());
-            let finding =
-                |check, problem: String| Finding { check, subject: subject.clone(), problem };
-            if !under_root(root, &gpu.render_device).exists() {
-                findings.push(finding(
-                    PreflightCheck::GpuVisible,
-                    "its render node does not exist".to_owned(),
-                ));
-                continue;
+            findings.extend(self.gpu(gpu, &answers));
+        }
+        findings.extend(self.node_gpu_findings(&answers.processes, &asked));
+        findings
+    }
+
+    /// One GPU's findings, in this order: it is not visible (and nothing else is checked),
+    /// its memory, the dead processes that hold some, its ECC errors.
+    fn gpu(&self, gpu: &Gpu, answers: &GpuAnswers) -> Vec<Finding> {
+        let subject = format!("GPU {} ({})", gpu.id, gpu.render_device.display());
+        let finding = |check, problem: String| Finding { check, subject: subject.clone(), problem };
+        if !under_root(self.probes.root, &gpu.render_device).exists() {
+            let problem = "its render node does not exist".to_owned();
+            return vec![finding(PreflightCheck::GpuVisible, problem)];
+        }
+        let vram = match self.gpu_vram(gpu, answers) {
+            GpuVram::NotListed(problem) => {
+                return vec![finding(PreflightCheck::GpuVisible, problem)];
             }
-            let vram = match &tool {
-                Some((name, listed)) => match listed.get(&gpu.id) {
-                    None => {
-                        findings.push(finding(
-                            PreflightCheck::GpuVisible,
-                            format!("{name} does not list it ({})", list_ids(listed)),
-                        ));
-                        continue;
-                    }
-                    Some(Some(vram)) => Ok((*vram, *name)),
-                    Some(None) => memory::read_sysfs(root, &gpu.render_device)
-                        .map(|vram| (vram, "sysfs"))
-                        .map_err(|sysfs| format!("{name} gives no figures; sysfs: {sysfs}")),
-                },
-                None => memory::read_sysfs(root, &gpu.render_device)
-                    .map(|vram| (vram, "sysfs"))
-                    .map_err(|sysfs| format!("{}; sysfs: {sysfs}", tool_errors.join("; "))),
-            };
-            let on_gpu = match &processes {
-                Processes::PerGpu(per_gpu) => per_gpu.get(&gpu.id).map(Vec::as_slice),
-                Processes::Unplaced(_) | Processes::Unknown => None,
-            };
-            match vram {
-                Err(problem) => findings.push(finding(
-                    PreflightCheck::GpuMemory,
-                    format!("cannot read its memory: {problem}"),
-                )),
-                Ok((vram, source)) => {
-                    if let Some(problem) = self.vram_problem(vram, source) {
-                        findings.push(match on_gpu {
-                            Some([]) => finding(
-                                PreflightCheck::GpuLeftoverMemory,
-                                format!(
-                                    "{} used ({source}) and amd-smi lists no process on it: memory a dead process left; reset the GPU or reboot the node",
-                                    gib(vram.used)
-                                ),
-                            ),
-                            Some(listed) => finding(
-                                PreflightCheck::GpuMemory,
-                                format!("{problem} ({})", held_by(listed)),
-                            ),
-                            None => finding(PreflightCheck::GpuMemory, problem),
-                        });
-                    }
-                }
-            }
-            for process in on_gpu.unwrap_or_default() {
-                if !self.alive(process.pid) {
-                    findings.push(finding(PreflightCheck::GpuLeftoverMemory, dead(process)));
-                }
-            }
-            let counts = match &ecc {
-                Some((name, per_gpu)) => {
-                    per_gpu.get(&gpu.id).copied().flatten().map(|ecc| (ecc, *name))
-                }
-                None => None,
-            }
-            .or_else(|| {
-                gpu_health::read_sysfs_ecc(root, &gpu.render_device).map(|ecc| (ecc, "sysfs"))
-            });
-            if let Some((counts, source)) = counts {
-                if counts.uncorrectable > 0 {
-                    findings.push(finding(
-                        PreflightCheck::GpuEcc,
-                        format!(
-                            "{} uncorrectable ECC error(s) ({source}): its memory has corrupted data; reset the GPU, and replace it if they come back",
-                            counts.uncorrectable
-                        ),
-                    ));
-                }
-                if counts.correctable > max_correctable {
-                    findings.push(finding(
-                        PreflightCheck::GpuEcc,
-                        format!(
-                            "{} correctable ECC errors ({source}), more than health.max-correctable-ecc ({max_correctable}): its memory is failing",
-                            counts.correctable
-                        ),
-                    ));
+            GpuVram::Read(vram, source) => Ok((vram, source)),
+            GpuVram::Unreadable(problem) => Err(problem),
+        };
+        let on_gpu = match &answers.processes {
+            Processes::PerGpu(per_gpu) => per_gpu.get(&gpu.id).map(Vec::as_slice),
+            Processes::Unplaced(_) | Processes::Unknown => None,
+        };
+        let mut findings = Vec::new();
+        match vram {
+            Err(problem) => findings.push(finding(
+                PreflightCheck::GpuMemory,
+                format!("cannot read its memory: {problem}"),
+            )),
+            Ok((vram, source)) => {
+                if let Some(problem) = self.vram_problem(vram, source) {
+                    let (check, problem) = memory_finding(vram, source, problem, on_gpu);
+                    findings.push(finding(check, problem));
                 }
             }
         }
+        for process in on_gpu.unwrap_or_default() {
+            if !self.alive(process.pid) {
+                findings.push(finding(PreflightCheck::GpuLeftoverMemory, dead(process)));
+            }
+        }
+        for problem in self.ecc_problems(gpu, answers) {
+            findings.push(finding(PreflightCheck::GpuEcc, problem));
+        }
+        findings
+    }
+
+    /// Where GPU `gpu`'s memory figures come from: the tool that answered, else sysfs.
+    fn gpu_vram(&self, gpu: &Gpu, answers: &GpuAnswers) -> GpuVram {
+        let root = self.probes.root;
+        let from_sysfs = |why: String| match memory::read_sysfs(root, &gpu.render_device) {
+            Ok(vram) => GpuVram::Read(vram, "sysfs"),
+            Err(sysfs) => GpuVram::Unreadable(format!("{why}; sysfs: {sysfs}")),
+        };
+        match &answers.tool {
+            Some((name, listed)) => match listed.get(&gpu.id) {
+                None => {
+                    GpuVram::NotListed(format!("{name} does not list it ({})", list_ids(listed)))
+                }
+                Some(Some(vram)) => GpuVram::Read(*vram, name),
+                Some(None) => from_sysfs(format!("{name} gives no figures")),
+            },
+            None => from_sysfs(answers.tool_errors.join("; ")),
+        }
+    }
+
+    /// The problems of GPU `gpu`'s ECC counts, from amd-smi else sysfs: any uncorrectable
+    /// error, then more correctable ones than `health.max-correctable-ecc`.
+    fn ecc_problems(&self, gpu: &Gpu, answers: &GpuAnswers) -> Vec<String> {
+        let root = self.probes.root;
+        let max_correctable = self.node.health().max_correctable_ecc();
+        let counts = match &answers.ecc {
+            Some((name, per_gpu)) => {
+                per_gpu.get(&gpu.id).copied().flatten().map(|ecc| (ecc, *name))
+            }
+            None => None,
+        }
+        .or_else(|| gpu_health::read_sysfs_ecc(root, &gpu.render_device).map(|ecc| (ecc, "sysfs")));
+        let Some((counts, source)) = counts else {
+            return Vec::new();
+        };
+        let mut problems = Vec::new();
+        if counts.uncorrectable > 0 {
+            problems.push(format!(
+                "{} uncorrectable ECC error(s) ({source}): its memory has corrupted data; reset the GPU, and replace it if they come back",
+                counts.uncorrectable
+            ));
+        }
+        if counts.correctable > max_correctable {
+            problems.push(format!(
+                "{} correctable ECC errors ({source}), more than health.max-correctable-ecc ({max_correctable}): its memory is failing",
+                counts.correctable
+            ));
+        }
+        problems
+    }
+
+    /// The GPU findings about no GPU in particular: `/dev/kfd` is missing, a dead process
+    /// rocm-smi lists holds GPU memory, a tool hung.
+    fn node_gpu_findings(&self, processes: &Processes, asked: &Asked) -> Vec<Finding> {
+        let mut findings = Vec::new();
         let kfd = Path::new("/dev/kfd");
-        if !under_root(root, kfd).exists() {
+        if !under_root(self.probes.root, kfd).exists() {
             findings.push(Finding {
                 check: PreflightCheck::GpuVisible,
                 subject: kfd.display().to_string(),
@@ -503,7 +520,7 @@ impl Preflight<'_> {
                     .to_owned(),
             });
         }
-        if let Processes::Unplaced(listed) = &processes {
+        if let Processes::Unplaced(listed) = processes {
             for process in listed.iter().filter(|process| !self.alive(process.pid)) {
                 findings.push(Finding {
                     check: PreflightCheck::GpuLeftoverMemory,
@@ -688,6 +705,49 @@ enum Processes {
     Unplaced(Vec<GpuProcess>),
     /// Neither tool answered.
     Unknown,
+}
+
+/// What the GPU tools answered, asked once for every GPU.
+struct GpuAnswers {
+    /// The management tool that listed the GPUs, with what it listed.
+    tool: Option<(&'static str, Listed)>,
+    /// Why each tool gave no list, when none did.
+    tool_errors: Vec<String>,
+    /// The processes that hold GPU memory.
+    processes: Processes,
+    /// The ECC counts amd-smi gives, per GPU.
+    ecc: Option<(&'static str, BTreeMap<u32, Option<Ecc>>)>,
+}
+
+/// One GPU's memory, as [`Preflight::gpu_vram`] finds it.
+enum GpuVram {
+    /// The tool that answered does not list the GPU: its problem.
+    NotListed(String),
+    /// The figures, and where they come from.
+    Read(Vram, &'static str),
+    /// Why no figures could be read.
+    Unreadable(String),
+}
+
+/// The finding of a GPU whose memory is short (`problem`): leftover memory when amd-smi lists
+/// no process on it, else short memory with who holds it when amd-smi says.
+fn memory_finding(
+    vram: Vram,
+    source: &str,
+    problem: String,
+    on_gpu: Option<&[GpuProcess]>,
+) -> (PreflightCheck, String) {
+    match on_gpu {
+        Some([]) => (
+            PreflightCheck::GpuLeftoverMemory,
+            format!(
+                "{} used ({source}) and amd-smi lists no process on it: memory a dead process left; reset the GPU or reboot the node",
+                gib(vram.used)
+            ),
+        ),
+        Some(listed) => (PreflightCheck::GpuMemory, format!("{problem} ({})", held_by(listed))),
+        None => (PreflightCheck::GpuMemory, problem),
+    }
 }
 
 /// "held by pid 4242 (python3, 118.2 GiB), pid 5150 (python3)".
