@@ -28,6 +28,7 @@ mod tests;
 
 use std::io::{self, Write};
 use std::net::SocketAddr;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Once, PoisonError};
@@ -596,99 +597,40 @@ async fn request_body(request: Request<Incoming>) -> Result<String, (u16, String
         .map_err(|_| (400, "the request's body is not UTF-8".to_owned()))
 }
 
+/// A generation request (`/v1/completions`, `/v1/chat/completions`, `/generate`): admitted
+/// ([`admit`]), read ([`read_generation`]), let through a disaggregated model's gate
+/// ([`pd_bootstrap`]), drawn ([`draw_output`]), then answered when its tokens are due, whole
+/// or streamed. Each step's `Break` is the answer to give at once.
 async fn generation(
     request: Request<Incoming>,
     shared: &Arc<Shared>,
     endpoint: Endpoint,
 ) -> Answer {
-    if !shared.check_ready() {
-        return Ok(respond_not_ready());
-    }
-    if shared.released.load(Ordering::Acquire) {
-        return Ok(memory::refuse_released());
-    }
-    let number = shared.generation_requests.fetch_add(1, Ordering::AcqRel) + 1;
-    if let Some(limit) = shared.profile.die_after_requests
-        && number > limit
-    {
-        shared.die(limit);
-        return Err(Crash);
-    }
+    let number = match admit(shared) {
+        ControlFlow::Continue(number) => number,
+        ControlFlow::Break(answer) => return answer,
+    };
     let http10 = request.version() == hyper::Version::HTTP_10;
-    let body = match request_body(request).await {
-        Ok(body) => body,
-        Err((status, message)) => {
-            return Ok(respond(
-                status,
-                generate::error_json(&message, "invalid_request_error", status),
-            ));
-        }
+    let (body, parsed) = match read_generation(request, endpoint).await {
+        ControlFlow::Continue(read) => read,
+        ControlFlow::Break(answer) => return answer,
     };
-    let parsed = match generate::parse_request(endpoint, &body) {
-        Ok(parsed) => parsed,
-        Err(problem) => {
-            let message = problem.to_string();
-            return Ok(respond(400, generate::error_json(&message, "invalid_request_error", 400)));
-        }
+    let bootstrap = match pd_bootstrap(shared, &body, number) {
+        ControlFlow::Continue(bootstrap) => bootstrap,
+        ControlFlow::Break(answer) => return answer,
     };
-    // An instance of a disaggregated model serves only what a PD router sends it.
-    let bootstrap = match shared.profile.disaggregation.as_ref() {
-        None => None,
-        Some(pd) => {
-            let bootstrap = match disaggregation::bootstrap_of(&body) {
-                Ok(bootstrap) => bootstrap,
-                Err(problem) => {
-                    let message = problem.to_string();
-                    let body = generate::error_json(&message, "invalid_request_error", 400);
-                    return Ok(respond(400, body));
-                }
-            };
-            if let Some((status, message)) = disaggregation::refusal(pd.mode, bootstrap.as_ref()) {
-                shared.log(&format!("[sim-server] request {number}: refused: {message}"));
-                let body = generate::error_json(&message, "invalid_request_error", status);
-                return Ok(respond(status, body));
-            }
-            bootstrap
-        }
+    let (output, factor) = match draw_output(shared, &parsed, number) {
+        ControlFlow::Continue(drawn) => drawn,
+        ControlFlow::Break(answer) => return answer,
     };
     let profile = &shared.profile;
-    let mut rng = SplitMix64::for_request(profile.seed, number);
-    if rng.next_f64() < profile.error_rate.value() {
-        shared.log(&format!("[sim-server] request {number}: simulated error 500 (error-rate)"));
-        let body = generate::error_json("simulated server error (error-rate)", "server_error", 500);
-        return Ok(respond(500, body));
-    }
-    let factor = rng.noise_factor(profile.noise.value());
-    // A prefill instance makes the first token only; the decode instance the rest.
-    let prefill_only = profile.disaggregation.as_ref().is_some_and(|pd| pd.mode == Mode::Prefill);
-    let mut output = Output::new(
-        answer(profile, &parsed.prompt, parsed.seed).as_deref(),
-        if prefill_only { 1 } else { parsed.max_tokens },
-        parsed.ignore_eos,
-    );
-    if let Some(tokens) = profile.eos_after_tokens {
-        output = output.ended_after(tokens);
-    }
-
     let Some(slot) = shared.acquire_slot().await else {
         return Err(Crash);
     };
-    let mut timing = Timing {
-        start: Instant::now(),
-        first_token: profile.time_to_first_token.mul_f64(factor),
-        per_token: profile.effective_time_per_output_token().mul_f64(factor),
+    let timing = match start_timing(shared, bootstrap.as_ref(), &parsed, factor, number).await {
+        ControlFlow::Continue(timing) => timing,
+        ControlFlow::Break(answer) => return answer,
     };
-    if let (Some(pd), Some(bootstrap)) = (profile.disaggregation.as_ref(), bootstrap.as_ref()) {
-        match disaggregated_start(shared, pd, bootstrap, &parsed, &timing).await {
-            Ok(Some(start)) => timing = start,
-            Ok(None) => return Err(Crash),
-            Err(problem) => {
-                let message = problem.to_string();
-                shared.log(&format!("[sim-server] request {number}: {message}"));
-                return Ok(respond(500, generate::error_json(&message, "server_error", 500)));
-            }
-        }
-    }
     let (in_flight, batch) = InFlight::enter(Arc::clone(&shared.in_flight));
     if profile.monokernel {
         shared.log_routing(batch);
@@ -712,6 +654,139 @@ async fn generation(
     let answer = generate::answer_json(identity, parsed.prompt_tokens, &output);
     shared.log_finished(number, parsed.prompt_tokens, &output);
     Ok(respond(200, answer))
+}
+
+/// Whether the server takes a generation request: ready, its memory not released, and not
+/// past the profile's `die-after-requests` (the server dies instead). `Continue` is the request's
+/// number, counted from 1 over every generation request admitted this far.
+fn admit(shared: &Shared) -> ControlFlow<Answer, u64> {
+    if !shared.check_ready() {
+        return ControlFlow::Break(Ok(respond_not_ready()));
+    }
+    if shared.released.load(Ordering::Acquire) {
+        return ControlFlow::Break(Ok(memory::refuse_released()));
+    }
+    let number = shared.generation_requests.fetch_add(1, Ordering::AcqRel) + 1;
+    if let Some(limit) = shared.profile.die_after_requests
+        && number > limit
+    {
+        shared.die(limit);
+        return ControlFlow::Break(Err(Crash));
+    }
+    ControlFlow::Continue(number)
+}
+
+/// The body of a generation request and what it asks, or the client's error (413 or 400).
+async fn read_generation(
+    request: Request<Incoming>,
+    endpoint: Endpoint,
+) -> ControlFlow<Answer, (String, GenerationRequest)> {
+    let body = match request_body(request).await {
+        Ok(body) => body,
+        Err((status, message)) => {
+            return ControlFlow::Break(Ok(respond(
+                status,
+                generate::error_json(&message, "invalid_request_error", status),
+            )));
+        }
+    };
+    match generate::parse_request(endpoint, &body) {
+        Ok(parsed) => ControlFlow::Continue((body, parsed)),
+        Err(problem) => {
+            let message = problem.to_string();
+            ControlFlow::Break(Ok(respond(
+                400,
+                generate::error_json(&message, "invalid_request_error", 400),
+            )))
+        }
+    }
+}
+
+/// The bootstrap of a request to an instance of a disaggregated model, which serves only what
+/// a PD router sends it (else 400, or the refusal's status); `None` for a plain model.
+fn pd_bootstrap(
+    shared: &Shared,
+    body: &str,
+    number: u64,
+) -> ControlFlow<Answer, Option<disaggregation::Bootstrap>> {
+    let Some(pd) = shared.profile.disaggregation.as_ref() else {
+        return ControlFlow::Continue(None);
+    };
+    let bootstrap = match disaggregation::bootstrap_of(body) {
+        Ok(bootstrap) => bootstrap,
+        Err(problem) => {
+            let message = problem.to_string();
+            let body = generate::error_json(&message, "invalid_request_error", 400);
+            return ControlFlow::Break(Ok(respond(400, body)));
+        }
+    };
+    if let Some((status, message)) = disaggregation::refusal(pd.mode, bootstrap.as_ref()) {
+        shared.log(&format!("[sim-server] request {number}: refused: {message}"));
+        let body = generate::error_json(&message, "invalid_request_error", status);
+        return ControlFlow::Break(Ok(respond(status, body)));
+    }
+    ControlFlow::Continue(bootstrap)
+}
+
+/// Request `number`'s draws from the profile's seed: a simulated 500 (`error-rate`), else
+/// its output and the noise factor of its timing.
+fn draw_output(
+    shared: &Shared,
+    parsed: &GenerationRequest,
+    number: u64,
+) -> ControlFlow<Answer, (Output, f64)> {
+    let profile = &shared.profile;
+    let mut rng = SplitMix64::for_request(profile.seed, number);
+    if rng.next_f64() < profile.error_rate.value() {
+        shared.log(&format!("[sim-server] request {number}: simulated error 500 (error-rate)"));
+        let body = generate::error_json("simulated server error (error-rate)", "server_error", 500);
+        return ControlFlow::Break(Ok(respond(500, body)));
+    }
+    let factor = rng.noise_factor(profile.noise.value());
+    // A prefill instance makes the first token only; the decode instance the rest.
+    let prefill_only = profile.disaggregation.as_ref().is_some_and(|pd| pd.mode == Mode::Prefill);
+    let mut output = Output::new(
+        answer(profile, &parsed.prompt, parsed.seed).as_deref(),
+        if prefill_only { 1 } else { parsed.max_tokens },
+        parsed.ignore_eos,
+    );
+    if let Some(tokens) = profile.eos_after_tokens {
+        output = output.ended_after(tokens);
+    }
+    ControlFlow::Continue((output, factor))
+}
+
+/// When request `number`'s tokens are due, from now: the profile's times scaled by the
+/// request's noise `factor`, or for a disaggregated model after its prefill or handover
+/// ([`disaggregated_start`]; a 500 when the handover failed).
+async fn start_timing(
+    shared: &Shared,
+    bootstrap: Option<&disaggregation::Bootstrap>,
+    parsed: &GenerationRequest,
+    factor: f64,
+    number: u64,
+) -> ControlFlow<Answer, Timing> {
+    let profile = &shared.profile;
+    let timing = Timing {
+        start: Instant::now(),
+        first_token: profile.time_to_first_token.mul_f64(factor),
+        per_token: profile.effective_time_per_output_token().mul_f64(factor),
+    };
+    let (Some(pd), Some(bootstrap)) = (profile.disaggregation.as_ref(), bootstrap) else {
+        return ControlFlow::Continue(timing);
+    };
+    match disaggregated_start(shared, pd, bootstrap, parsed, &timing).await {
+        Ok(Some(start)) => ControlFlow::Continue(start),
+        Ok(None) => ControlFlow::Break(Err(Crash)),
+        Err(problem) => {
+            let message = problem.to_string();
+            shared.log(&format!("[sim-server] request {number}: {message}"));
+            ControlFlow::Break(Ok(respond(
+                500,
+                generate::error_json(&message, "server_error", 500),
+            )))
+        }
+    }
 }
 
 /// When the tokens of a request of a disaggregated model are due, from now: a prefill instance
