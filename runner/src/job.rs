@@ -39,6 +39,7 @@ use crate::recipe::Recipe;
 use crate::recipe::common::CommonRecipe;
 use crate::recipe::contract;
 use crate::recipe::renames::Renames;
+use crate::schedule::{Estimate, History, estimate_common, estimate_model_on};
 
 /// The largest recipe prgate reads.
 pub const RECIPE_LIMIT: u64 = 1024 * 1024;
@@ -332,6 +333,14 @@ fn contract_sides(
 }
 
 impl<R> Source<R> {
+    /// The recipe, when it parsed.
+    pub(crate) fn parsed(&self) -> Option<&R> {
+        match self {
+            Source::Parsed { recipe, .. } => Some(recipe),
+            Source::Missing { .. } | Source::Invalid { .. } => None,
+        }
+    }
+
     fn state(&self) -> RecipeState {
         match self {
             Source::Parsed { path, hash, .. } => {
@@ -501,6 +510,24 @@ fn broken_recipe(base: Option<&RecipeState>, pr: &RecipeState) -> (NotRunReason,
             (NotRunReason::Other, "the recipe could not be read".to_owned())
         }
     }
+}
+
+/// The estimated time of `model`'s job on `node`, with no history: from the recipe the PR side
+/// runs by (base's contract, [`contract_sides`]), so a PR cannot move its own time limit or
+/// estimate by editing what base decides is measured. `None` without a valid PR recipe.
+pub(crate) fn model_estimate(
+    model: &ModelPlan,
+    recipes: &ModelRecipes,
+    node: &NodeProfile,
+) -> Option<Estimate> {
+    let gpus = u32::try_from(node.gpu_count()).ok();
+    let recipe = recipes.pr.parsed()?;
+    Some(estimate_model_on(model, Some(recipe), &History::default(), &[gpus]))
+}
+
+/// The common checks' estimated time, with no history; `None` without a valid recipe.
+pub(crate) fn common_estimate(common: &CommonSource) -> Option<Estimate> {
+    Some(estimate_common(Some(common.parsed()?), &History::default()))
 }
 
 fn common_target(base: &CommonSource, pr: &CommonSource) -> Target {

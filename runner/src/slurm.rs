@@ -67,7 +67,6 @@ use crate::results::{
     event_started,
 };
 use crate::run::{COMMON_CHECKS, RunInputs};
-use crate::schedule::{Estimate, History, estimate_common, estimate_model_on};
 
 /// How often the jobs' states are read.
 const POLL: Duration = Duration::from_millis(500);
@@ -600,7 +599,7 @@ impl Orchestra<'_> {
     fn estimated_limit(&self, model: Option<&str>) -> Result<Duration, SlurmError> {
         let plan = model.map(|model| self.model_plan(model)).transpose()?;
         let estimate = job_estimate(&self.job_plan, plan.as_ref(), self.request.inputs.node);
-        Ok(limit_from_estimate(estimate.duration()))
+        Ok(limit_from_estimate(estimate))
     }
 
     /// `--nodes=K --ntasks=K` for a model whose topology takes K nodes (one allocation per
@@ -752,30 +751,21 @@ fn down_nodes(client: &Slurm, state: &JobState, record: &JobRecord) -> Vec<(Stri
 /// What the PR side of `model` runs by, as the job plan has it: base's recipe with the PR's
 /// server command ([`crate::job`] decides it); none when the PR has no valid recipe.
 fn pr_recipe<'a>(job: &'a crate::job::Job, model: &str) -> Option<&'a Recipe> {
-    match &job.models.iter().find(|recipes| recipes.name == model)?.pr {
-        crate::job::RecipeSource::Parsed { recipe, .. } => Some(recipe),
-        _ => None,
-    }
+    job.models.iter().find(|recipes| recipes.name == model)?.pr.parsed()
 }
 
-/// The estimated time of the job of `model` (`None`: the common checks) on `node`, with no
-/// history: from the recipe the job runs by ([`pr_recipe`], the common checks' from the PR),
-/// so a PR cannot move its own time limit by editing what base decides is measured.
-fn job_estimate(job: &crate::job::Job, model: Option<&ModelPlan>, node: &NodeProfile) -> Estimate {
-    let history = History::default();
-    match model {
-        Some(model) => {
-            let gpus = u32::try_from(node.gpu_count()).ok();
-            estimate_model_on(model, pr_recipe(job, &model.name), &history, &[gpus])
-        }
-        None => {
-            let recipe = match &job.common {
-                Some(crate::job::CommonSource::Parsed { recipe, .. }) => Some(recipe.as_ref()),
-                _ => None,
-            };
-            estimate_common(recipe, &history)
-        }
-    }
+/// The estimated time of the job of `model` (`None`: the common checks) on `node`: the job
+/// plan's ([`crate::job::model_estimate`]), zero without a valid recipe.
+fn job_estimate(job: &crate::job::Job, model: Option<&ModelPlan>, node: &NodeProfile) -> Duration {
+    let estimate = match model {
+        Some(model) => job
+            .models
+            .iter()
+            .find(|recipes| recipes.name == model.name)
+            .and_then(|recipes| crate::job::model_estimate(model, recipes, node)),
+        None => job.common.as_ref().and_then(crate::job::common_estimate),
+    };
+    estimate.map_or(Duration::ZERO, |estimate| estimate.duration())
 }
 
 /// A job's time limit from its estimated time.
@@ -874,6 +864,7 @@ mod tests {
     use super::*;
     use crate::job::tests::{RECIPE as BASE, model, node, plan};
     use crate::job::{JobRequest, RecipePaths};
+    use crate::schedule::{History, estimate_model_on};
 
     /// The job plan of a full `alpha` whose recipe is `base` in base's tree and `pr` in the
     /// PR's, on a node of one GPU.
@@ -901,7 +892,7 @@ mod tests {
     #[test]
     fn a_jobs_estimate_is_from_what_base_decides_is_measured_not_the_prs_recipe() {
         let (same, alpha, node) = alpha_job(BASE, BASE);
-        let base_estimate = job_estimate(&same, Some(&alpha), &node).duration();
+        let base_estimate = job_estimate(&same, Some(&alpha), &node);
         assert!(base_estimate > Duration::ZERO);
         // The PR drops two concurrencies and a benchmark: base's are measured all the same,
         // and the limit is theirs.
@@ -914,10 +905,10 @@ mod tests {
         let own = estimate_model_on(&alpha, Some(&own), &history, &[Some(1)]).duration();
         assert!(own < base_estimate, "the PR's own recipe estimates less: {own:?}");
         let (narrowing, ..) = alpha_job(BASE, &narrowed);
-        assert_eq!(job_estimate(&narrowing, Some(&alpha), &node).duration(), base_estimate);
+        assert_eq!(job_estimate(&narrowing, Some(&alpha), &node), base_estimate);
         // The PR adds a concurrency: it is measured too (a widening runs), and estimated.
         let (widening, ..) = alpha_job(BASE, &BASE.replace("[1, 2, 16]", "[1, 2, 16, 64]"));
-        assert!(job_estimate(&widening, Some(&alpha), &node).duration() > base_estimate);
+        assert!(job_estimate(&widening, Some(&alpha), &node) > base_estimate);
     }
 
     #[test]

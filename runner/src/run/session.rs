@@ -420,18 +420,12 @@ pub(super) fn run_targets(
     failure: Option<&PreflightFailure>,
 ) -> Result<Vec<(String, TargetTime)>, RunError> {
     let mut times: Vec<(String, TargetTime)> = Vec::new();
-    let no_history = crate::schedule::History::default();
     if let Some((source, target)) = selection.common {
         let subject = Subject { model: None, provenance: facts.provenance(source.hash()) };
         let sides = [(Side::Base, selection.base_tree), (Side::Pr, selection.pr_tree)];
         runner.clock.take();
         runner.common(&subject, source, target, &sides)?;
-        let estimate = match source {
-            CommonSource::Parsed { recipe, .. } => {
-                Some(crate::schedule::estimate_common(Some(recipe), &no_history))
-            }
-            _ => None,
-        };
+        let estimate = crate::job::common_estimate(source);
         // The common checks' commands get no GPU.
         let spent = TargetTime::new(None, 0, &runner.clock.take(), estimate.as_ref());
         times.push((COMMON_CHECKS.to_owned(), spent));
@@ -442,18 +436,9 @@ pub(super) fn run_targets(
         runner.clock.take();
         runner.servers_used = None;
         runner.model(&job)?;
-        let (gpus, estimate) = match &recipes.pr {
-            RecipeSource::Parsed { recipe, .. } => (
-                crate::gpu_time::gpus_held(facts.node, recipe),
-                Some(crate::schedule::estimate_model_on(
-                    model,
-                    Some(recipe),
-                    &no_history,
-                    &[u32::try_from(facts.node.gpu_count()).ok()],
-                )),
-            ),
-            _ => (0, None),
-        };
+        let gpus =
+            recipes.pr.parsed().map_or(0, |recipe| crate::gpu_time::gpus_held(facts.node, recipe));
+        let estimate = crate::job::model_estimate(model, recipes, facts.node);
         let mut spent =
             TargetTime::new(Some(&model.name), gpus, &runner.clock.take(), estimate.as_ref());
         spent.servers = runner.servers_used.take();
