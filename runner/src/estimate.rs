@@ -40,8 +40,8 @@ pub fn estimate_plan(
         Some(name) => head.read(&recipes.model_recipe(name)),
     };
     // What base's side has, as the job plan reads it: the plan's base-side commit.
-    let base_recipe = |name: &str| {
-        let path = recipes.model_recipe(name);
+    let base_recipe = |model: Option<&str>| {
+        let path = model.map_or(recipes.common.to_owned(), |name| recipes.model_recipe(name));
         prgate_scope::base_side::read_text_at(repo, plan.base_side_commit(), &path).ok().flatten()
     };
     Ok(estimate_from_recipes(plan, nodes, history, head_recipe, base_recipe))

@@ -15,9 +15,10 @@
 //! estimate follows too: a suite the recipe selects nothing for, no timing script, no accuracy
 //! benchmark or no sweep expects nothing; what the node cannot run is `blocked` with its
 //! reason; everything else must produce evidence); a recipe that is missing or not valid blocks
-//! every check of the tier; the common checks run on both sides. The step loop (`crate::run`) takes its steps from this list (a
-//! `run` step queued, the others recorded as the list says), and the progress line, the SLURM
-//! gather and the gate count against it; none of them derives it again.
+//! every check of the tier; the common checks run on both sides, by base's common recipe when
+//! it has a valid one (`contract::decide_common`). The step loop (`crate::run`) takes its steps
+//! from this list (a `run` step queued, the others recorded as the list says), and the progress
+//! line, the SLURM gather and the gate count against it; none of them derives it again.
 //!
 //! When both sides' trees have a recipe file and its bytes differ, the target's recipe carries
 //! the diff of the two texts ([`recipe_diff`]) for the comment: the node's secret values
@@ -58,7 +59,8 @@ pub struct Job {
     /// The PR side's recipe of each model target, in the order of `plan.targets` (the common
     /// checks excepted).
     pub(crate) models: Vec<ModelRecipes>,
-    /// The PR side's common recipe, when the plan selects the common checks.
+    /// The common recipe both sides run by (base's, when it has a valid one; the PR's path and
+    /// hash), when the plan selects the common checks.
     pub(crate) common: Option<CommonSource>,
 }
 
@@ -146,10 +148,10 @@ impl Job {
             let path = request.recipes.common;
             let base = read_common(request.base_tree, path, &base_commit);
             let pr = read_common(request.pr_tree, path, &pr_commit);
-            let mut target = common_target(&base.0, &pr.0);
+            let (mut target, runs) = common_target(&base.0, pr.0);
             target.recipe.diff = recipe_diff(base.1.as_deref(), pr.1.as_deref());
             targets.push(target);
-            common = Some(pr.0);
+            common = Some(runs);
         }
         let sides = Sides {
             request,
@@ -530,24 +532,31 @@ pub(crate) fn common_estimate(common: &CommonSource) -> Option<Estimate> {
     Some(estimate_common(Some(common.parsed()?), &History::default()))
 }
 
-fn common_target(base: &CommonSource, pr: &CommonSource) -> Target {
-    let recipe = Recipes {
+/// The common checks' target, and the recipe both sides run by: base's when the base side
+/// has a valid one ([`contract::decide_common`]: the PR's differences are the target's
+/// contract), else the PR's own; a PR recipe that is missing or not valid blocks the check.
+fn common_target(base: &CommonSource, pr: CommonSource) -> (Target, CommonSource) {
+    let mut recipe = Recipes {
         base: base.state(),
         pr: pr.state(),
         diff: None,
         contract: Default::default(),
         pr_scripts: Vec::new(),
     };
-    let steps = match pr {
-        CommonSource::Parsed { .. } => [Side::Base, Side::Pr]
-            .map(|side| step(Check::CommonTests, side, None, Expect::Run))
-            .to_vec(),
-        CommonSource::Missing { .. } | CommonSource::Invalid { .. } => {
-            let (reason, detail) = broken_recipe(Some(&recipe.base), &recipe.pr);
-            vec![step(Check::CommonTests, Side::Pr, None, Expect::Blocked { reason, detail })]
-        }
+    let target =
+        |recipe, steps| Target { model: None, tier: Tier::Smoke, new: false, recipe, steps };
+    let CommonSource::Parsed { recipe: theirs, path, hash } = pr else {
+        let (reason, detail) = broken_recipe(Some(&recipe.base), &recipe.pr);
+        let steps =
+            vec![step(Check::CommonTests, Side::Pr, None, Expect::Blocked { reason, detail })];
+        return (target(recipe, steps), pr);
     };
-    Target { model: None, tier: Tier::Smoke, new: false, recipe, steps }
+    let (runs, contract) = contract::decide_common(base.parsed(), &theirs);
+    recipe.contract = contract;
+    let steps = [Side::Base, Side::Pr]
+        .map(|side| step(Check::CommonTests, side, None, Expect::Run))
+        .to_vec();
+    (target(recipe, steps), CommonSource::Parsed { recipe: Box::new(runs), path, hash })
 }
 
 /// A model's target, and how many covered speed cells it judges.

@@ -6,7 +6,8 @@
 //!
 //! A model whose base side has a valid recipe is costed by what the run measures by (base's
 //! recipe with the PR's added cells and server command, `recipe::contract`), as the job plan
-//! and the SLURM time limit are.
+//! and the SLURM time limit are; so are the common checks (base's common recipe, when it has a
+//! valid one).
 //!
 //! It takes the recipes' text ([`RecipeText`]) from its caller, which reads them from head's
 //! tree the way the runner will (the commit, or the working tree of a `--worktree` plan:
@@ -63,24 +64,26 @@ pub enum RecipeText {
 /// common checks' recipe, and `history`) and the schedule onto `nodes`. A model whose base side
 /// has a valid recipe (`base_recipe(model)`, its text) is costed by what the run measures: the
 /// contract's PR side ([`contract::measured`]), not the PR's own recipe, so a PR that drops
-/// base's cells or benchmarks does not shorten its estimate.
+/// base's cells or benchmarks does not shorten its estimate; the common checks likewise
+/// (`base_recipe(None)`).
 pub fn estimate_from_recipes(
     plan: &Plan,
     nodes: &[Node],
     history: &History,
     recipe: impl Fn(Option<&str>) -> RecipeText,
-    base_recipe: impl Fn(&str) -> Option<String>,
+    base_recipe: impl Fn(Option<&str>) -> Option<String>,
 ) -> PlanEstimate {
     let mut jobs = Vec::new();
     if plan.common.selected {
-        let common = RecipeState::of(recipe(None), CommonRecipe::parse);
+        let common = RecipeState::of(recipe(None), CommonRecipe::parse)
+            .measured_common(base_recipe(None).as_deref());
         let estimate = estimate_common(common.parsed(), history);
         let job = Job::for_common_checks(&estimate);
         jobs.push(JobEstimate { job, tier: None, estimate, note: common.note(), holds: None });
     }
     for model in plan.running_models() {
         let recipe = RecipeState::of(recipe(Some(&model.name)), Recipe::parse)
-            .measured(base_recipe(&model.name).as_deref());
+            .measured(base_recipe(Some(&model.name)).as_deref());
         let gpus: Vec<Option<u32>> = nodes.iter().map(|node| node.gpus).collect();
         let estimate = estimate_model_on(model, recipe.parsed(), history, &gpus);
         let job = Job::for_model(&model.name, &estimate, recipe.parsed());
@@ -112,6 +115,20 @@ impl RecipeState<Recipe> {
             (RecipeState::Parsed(pr), Some(base)) => {
                 let (_, measured) = contract::measured(&base, &pr, &Renames::default());
                 RecipeState::Parsed(Box::new(measured))
+            }
+            (state, _) => state,
+        }
+    }
+}
+
+impl RecipeState<CommonRecipe> {
+    /// The common recipe the run measures by: with base's valid one (`base`, its text), base's
+    /// ([`contract::decide_common`]); else the PR's own.
+    fn measured_common(self, base: Option<&str>) -> RecipeState<CommonRecipe> {
+        let base = base.and_then(|text| CommonRecipe::parse(text, "the base side's recipe").ok());
+        match (self, base) {
+            (RecipeState::Parsed(pr), Some(base)) => {
+                RecipeState::Parsed(Box::new(contract::decide_common(Some(&base), &pr).0))
             }
             (state, _) => state,
         }

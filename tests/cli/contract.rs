@@ -2,10 +2,11 @@
 //! slower server, worse answers, failing tests) still fails when it also edits the data that
 //! measures it: drops its covered speed cell, cuts its accuracy dataset and limit, declares
 //! hardware the node lacks, skips its unit test through a `conftest.py` and deselects its
-//! kernel test through a `pytest.ini`. Each trick is a control run without it beside the
+//! kernel test through a `pytest.ini`, or drops its failing common test from the common
+//! recipe. Each trick is a control run without it beside the
 //! tricked run, on the real sim-server and real pytest.
 
-use crate::run::{Fixture, Sample, THREE_PAIRS, settle};
+use crate::run::{Fixture, Sample, THREE_PAIRS, TWO_PAIRS, settle};
 use crate::support::Repo;
 
 /// Forty questions: enough for the accuracy rule to see a drop from every answer right to one
@@ -136,13 +137,22 @@ fn item(verdict: &serde_json::Value, check: &str) -> (String, String) {
 
 /// The verdict's item of `check` for `model`.
 fn item_of(verdict: &serde_json::Value, model: &str, check: &str) -> (String, String) {
+    item_where(verdict, &serde_json::Value::from(model), check)
+}
+
+/// The verdict's item of `check` whose `model` is `model` (`null`: the common checks).
+fn item_where(
+    verdict: &serde_json::Value,
+    model: &serde_json::Value,
+    check: &str,
+) -> (String, String) {
     let items = verdict["sections"]
         .as_array()
         .into_iter()
         .flatten()
         .flat_map(|section| section["items"].as_array().into_iter().flatten());
     let found = items
-        .filter(|item| item["model"] == model && item["check"] == check)
+        .filter(|item| item["model"] == *model && item["check"] == check)
         .find(|item| check != "speed" || item["numbers"]["covered"] == true)
         .unwrap_or_else(|| panic!("no {check} item for {model} in {verdict:#}"));
     let text = |key: &str| found[key].as_str().unwrap_or_default().to_owned();
@@ -230,6 +240,44 @@ fn a_pr_that_hides_its_regressions_in_its_own_recipe_and_harness_still_fails() {
     let (said, why) = item_of(&renamed, "alpha", "model-renamed");
     assert_eq!(said, "warn", "{why}");
     assert!(why.contains("renamed by the PR to beta"), "{why}");
+}
+
+/// Base's common recipe: the shared unit tests and the guard's kernel test.
+const COMMON: &str =
+    "[tests]\nunit = [\"test/common\"]\nkernel = [\"test/kernels/test_guard.py\"]\n";
+
+/// A PR that breaks the shared code (`pkg/__init__.py`, so the common checks run), so the
+/// guard's kernel test fails, and drops that test from the common recipe (keeping the unit
+/// tests, since a recipe that selects nothing is refused).
+fn break_the_guard_and_drop_its_test(repo: &Repo) {
+    repo.write("pkg/__init__.py", "GUARD = False\n");
+    repo.write("test/kernels/test_guard.py", "def test_guard():\n    assert False\n");
+    repo.write("test/e2e/common.toml", "[tests]\nunit = [\"test/common\"]\n");
+}
+
+#[test]
+fn a_pr_that_drops_its_failing_common_test_from_the_common_recipe_still_fails() {
+    let sample = Sample {
+        gate: TWO_PAIRS,
+        base_files: &[
+            ("test/e2e/common.toml", COMMON),
+            ("test/common/test_shared.py", "def test_shared():\n    assert True\n"),
+            ("test/kernels/test_guard.py", "def test_guard():\n    assert True\n"),
+        ],
+        pr: break_the_guard_and_drop_its_test,
+        ..Sample::default()
+    };
+    let (code, verdict) = judged_sample(&sample, &[]);
+    assert_eq!(code, 1, "the gate fails the PR: {verdict:#}");
+    let common = serde_json::Value::Null;
+    // Base's recipe selected the guard's test on both sides: it ran, and fails on the PR.
+    let (tests, why) = item_where(&verdict, &common, "common-tests");
+    assert_eq!(tests, "fail", "{why}");
+    assert!(why.contains("failing on the PR: test.kernels.test_guard::test_guard"), "{why}");
+    // The dropped selection is a narrowing, named, and fails on its own.
+    let (contract, why) = item_where(&verdict, &common, "recipe-contract");
+    assert_eq!(contract, "fail", "{why}");
+    assert!(why.contains("tests (narrowing): base test/kernels/test_guard.py, PR -"), "{why}");
 }
 
 /// A PR that only narrows its recipe: it drops the covered cell and cuts the benchmark to two

@@ -1,6 +1,8 @@
 //! The common checks' recipe (`test/e2e/common.toml` by default): the shared code's unit tests
 //! and the guard/dispatch kernel tests, run on both sides when the plan selects the common
-//! checks. Like a model's recipe it comes from the PR's tree and is checked the same way.
+//! checks. Like a model's recipe it is read from both trees and checked the same way, and, as
+//! for a model, base's valid one is what both sides run by: a difference of the PR's is listed
+//! in the target's contract (`super::contract::decide_common`), a dropped selection narrows.
 //!
 //! ```toml
 //! [install]                      # optional: how a side's tree is installed
@@ -99,7 +101,46 @@ struct RawCommonTimeouts {
 
 #[cfg(test)]
 mod tests {
+    use prgate_gate::job::Effect;
+
     use super::CommonRecipe;
+    use crate::recipe::contract::decide_common;
+
+    #[test]
+    fn both_sides_run_bases_common_recipe_and_a_dropped_selection_narrows() {
+        let parse = |text: &str| CommonRecipe::parse(text, "common.toml").expect("valid");
+        let base = parse(
+            "[install]\ncommand = \"pip install -e .\"\n[tests]\nunit = [\"test/unit/common\"]\nkernel = [\"test/kernels/test_guard.py\"]\n",
+        );
+        // The PR drops the kernel test, adds one of its own, installs its own way and waits
+        // longer.
+        let pr = parse(
+            "[install]\ncommand = \"sh -c true\"\n[tests]\nunit = [\"test/unit/common\", \"test/unit/mine.py\"]\n[timeouts]\ntests = \"2h\"\n",
+        );
+        let (runs, contract) = decide_common(Some(&base), &pr);
+        assert_eq!(runs, base, "base's selections, install and limits run on both sides");
+        assert!(!contract.own);
+        let found: Vec<(&str, &str, &str, Effect)> = contract
+            .changes
+            .iter()
+            .map(|c| (c.key.as_str(), c.base.as_str(), c.pr.as_str(), c.effect))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("tests", "test/kernels/test_guard.py", "-", Effect::Narrowing),
+                ("tests", "-", "test/unit/mine.py", Effect::Widening),
+                ("install.command", "pip install -e .", "sh -c true", Effect::Changed),
+                ("timeouts.tests", "-", "2h", Effect::Changed),
+            ]
+        );
+        // The same recipe: nothing to say.
+        let (runs, contract) = decide_common(Some(&base), &base);
+        assert_eq!((runs, contract.is_empty()), (base.clone(), true));
+        // No base recipe: the PR's own, and the contract says so.
+        let (runs, contract) = decide_common(None, &pr);
+        assert_eq!((runs, contract.own), (pr, true));
+    }
 
     #[test]
     fn a_common_recipe_lists_unit_then_kernel_selections() {

@@ -10,14 +10,19 @@
 //! narrowing (base's value is used, and the verdict fails unless a maintainer accepted it). A
 //! model without a base recipe runs by its own (`own`), which the job plan and comment say.
 //!
+//! The common checks' recipe is held to base's the same way ([`decide_common`]): both sides
+//! run base's selections, install command and time limits, so a PR cannot drop its failing
+//! common test from the recipe, nor run its own install command on the base side.
+//!
 //! What it leaves to others: reading the recipes (`prgate_runner::job`), running them
 //! (`prgate_runner::run`), judging the changes (the gate's verdict).
 
 use prgate_gate::job::{Contract, ContractChange, Effect};
 
+use super::common::CommonRecipe;
 use super::renames::Renames;
-use super::{AccuracyBenchmark, Evaluator, Recipe, SpeedBenchmark};
-use crate::node::NodeProfile;
+use super::{AccuracyBenchmark, Evaluator, Install, Recipe, SpeedBenchmark};
+use crate::node::{NodeProfile, Spelling, write_duration};
 
 /// What each side of a model runs by, and how the PR's recipe differs from the contract.
 #[derive(Debug, Clone)]
@@ -67,6 +72,35 @@ pub fn measured(base: &Recipe, pr: &Recipe, renames: &Renames) -> (Recipe, Recip
     (measured, pr_side)
 }
 
+/// The common checks' recipe both sides run by, and its contract: base's (`base`, when the
+/// base side has a valid one), with every difference of the PR's listed (a selection the PR
+/// drops narrows, one it adds widens but does not run, the install command and the time limits
+/// are base's); without one, the PR's own.
+pub fn decide_common(base: Option<&CommonRecipe>, pr: &CommonRecipe) -> (CommonRecipe, Contract) {
+    let Some(base) = base else {
+        return (pr.clone(), Contract { own: true, changes: Vec::new() });
+    };
+    let mut changes = Changes::default();
+    changes.set("tests", &base.selections, &pr.selections, Clone::clone);
+    let (ours, theirs) = (install_text(base.install.as_ref()), install_text(pr.install.as_ref()));
+    changes.value("install.command", &ours, &theirs, Effect::Changed);
+    for (key, ours, theirs) in [
+        ("timeouts.install", base.install_timeout, pr.install_timeout),
+        ("timeouts.tests", base.tests_timeout, pr.tests_timeout),
+    ] {
+        let text = |limit: Option<std::time::Duration>| {
+            limit.map_or("-".to_owned(), |limit| write_duration(limit, Spelling::Units))
+        };
+        changes.value(key, &text(ours), &text(theirs), Effect::Changed);
+    }
+    (base.clone(), Contract { own: false, changes: changes.0 })
+}
+
+/// An install command as its recipe wrote it, `-` for none.
+fn install_text(install: Option<&Install>) -> String {
+    install.map_or("-".to_owned(), |install| install.command_text().to_owned())
+}
+
 /// Every difference of `pr` from `base`, in the recipe's key order.
 pub fn differences(base: &Recipe, pr: &Recipe, node: &NodeProfile) -> Vec<ContractChange> {
     let mut changes = Changes::default();
@@ -109,10 +143,8 @@ pub fn differences(base: &Recipe, pr: &Recipe, node: &NodeProfile) -> Vec<Contra
     speed(&mut changes, base, pr);
     let timeouts = |recipe: &Recipe| format!("{:?}", recipe.timeouts);
     changes.value("timeouts", &timeouts(base), &timeouts(pr), Effect::Changed);
-    let install = |recipe: &Recipe| {
-        recipe.install.as_ref().map_or("-".to_owned(), |install| install.command_text().to_owned())
-    };
-    changes.value("install.command", &install(base), &install(pr), Effect::Changed);
+    let (ours, theirs) = (install_text(base.install.as_ref()), install_text(pr.install.as_ref()));
+    changes.value("install.command", &ours, &theirs, Effect::Changed);
     let same_topology = match (&base.topology, &pr.topology) {
         (None, None) => true,
         // The same shape once the PR's role commands are set aside.

@@ -323,3 +323,25 @@ fn a_recipe_is_estimated_by_what_base_measures() {
     assert_eq!(alpha("narrow"), edited);
     assert!(alpha("wide") > edited, "{} > {edited}", alpha("wide"));
 }
+
+#[test]
+fn the_common_checks_are_estimated_by_bases_common_recipe() {
+    let repo = repo_with_recipes();
+    let common = |head: &str| {
+        let args = ["--base", "main", "--head", head, "--estimate", "--nodes", "2"];
+        let plan = plan_json(repo.path(), &args);
+        let jobs = plan["estimate"]["jobs"].as_array().expect("jobs").clone();
+        let job = jobs.into_iter().find(|job| job["model"].is_null()).expect("the common job");
+        job["seconds"].as_u64().expect("seconds")
+    };
+    let base = common("pr");
+    // The PR's own install command is not what runs: base's recipe has none.
+    repo.branch("installs", "main");
+    repo.write(
+        "test/e2e/common.toml",
+        &format!("[install]\ncommand = \"pip install .\"\n{COMMON}"),
+    )
+    .write("pkg/common/guard.py", "# shared, again\n");
+    repo.commit("installs: its own install command");
+    assert_eq!(common("installs"), base);
+}
