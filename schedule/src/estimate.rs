@@ -82,8 +82,11 @@ pub fn estimate_from_recipes(
         jobs.push(JobEstimate { job, tier: None, estimate, note: common.note(), holds: None });
     }
     for model in plan.running_models() {
-        let recipe = RecipeState::of(recipe(Some(&model.name)), Recipe::parse)
-            .measured(base_recipe(Some(&model.name)).as_deref());
+        // As the job plan reads it: a renamed model's base recipe at its old name, a new
+        // model's none.
+        let base = (!model.new).then(|| base_recipe(Some(model.base_name()))).flatten();
+        let recipe =
+            RecipeState::of(recipe(Some(&model.name)), Recipe::parse).measured(base.as_deref());
         let gpus: Vec<Option<u32>> = nodes.iter().map(|node| node.gpus).collect();
         let estimate = estimate_model_on(model, recipe.parsed(), history, &gpus);
         let job = Job::for_model(&model.name, &estimate, recipe.parsed());

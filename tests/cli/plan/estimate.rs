@@ -345,3 +345,32 @@ fn the_common_checks_are_estimated_by_bases_common_recipe() {
     repo.commit("installs: its own install command");
     assert_eq!(common("installs"), base);
 }
+
+#[test]
+fn a_renamed_model_is_estimated_by_its_old_names_base_recipe() {
+    let repo = repo_with_recipes();
+    let seconds = |plan: &serde_json::Value, model: &str| {
+        let jobs = plan["estimate"]["jobs"].as_array().expect("jobs");
+        let job = jobs.iter().find(|job| job["model"] == model).expect("the model's job");
+        job["seconds"].as_u64().expect("seconds")
+    };
+    let args =
+        |head: &'static str| ["--base", "main", "--head", head, "--estimate", "--nodes", "2"];
+    let alpha = seconds(&plan_json(repo.path(), &args("pr")), "alpha");
+    // The PR renames alpha to gamma and drops two of base's cells in the moved recipe.
+    repo.branch("renamed", "main");
+    for (from, to) in [
+        ("pkg/models/alpha", "pkg/models/gamma"),
+        ("test/unit/alpha", "test/unit/gamma"),
+        ("test/kernels/test_alpha_k1.py", "test/kernels/test_gamma_k1.py"),
+        ("test/e2e/alpha.toml", "test/e2e/gamma.toml"),
+    ] {
+        repo.git(&["mv", from, to]);
+    }
+    repo.write("test/e2e/gamma.toml", &ALPHA.replace("[1, 4, 16]", "[1]"));
+    repo.commit("renamed: alpha is gamma, with one cell");
+    let plan = plan_json(repo.path(), &args("renamed"));
+    let gamma = plan["models"].as_array().expect("models").iter().find(|m| m["name"] == "gamma");
+    assert_eq!(gamma.map(|m| m["renamed_from"].clone()), Some("alpha".into()), "{plan:#}");
+    assert_eq!(seconds(&plan, "gamma"), alpha, "base's recipe, at alpha's name, is costed");
+}
