@@ -644,6 +644,8 @@ fn capped<T>(list: &[T], cap: Option<usize>) -> &[T] {
 }
 
 /// At most `cap` characters, the last an ellipsis when the text was longer.
+/// The ellipsis counts against the cap (a rendering's cap is the comment's size budget), which
+/// `prgate_scope::text::clip`'s does not.
 pub(crate) fn shorten(text: &str, cap: usize) -> String {
     if text.chars().count() <= cap {
         return text.to_owned();

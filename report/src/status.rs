@@ -116,6 +116,7 @@ pub fn queue_holds(why: &str, settings: &StatusSettings) -> Status {
 /// At most [`DESCRIPTION_LIMIT`] characters (not bytes). A longer text is cut after its last
 /// whole word that fits, and ends with `…`; only a text with no space in the second half of
 /// the limit is cut inside a word.
+/// Not `prgate_scope::text::clip`: the `…` must fit inside the limit, which GitHub enforces.
 pub fn fit_description(text: &str) -> String {
     if text.chars().count() <= DESCRIPTION_LIMIT {
         return text.to_owned();

@@ -458,13 +458,7 @@ pub fn recipe_diff_with(
     let lines: Vec<&str> = redacted.lines().collect();
     let mut kept = String::new();
     for line in lines.iter().take(DIFF_LINES) {
-        match line.char_indices().nth(DIFF_LINE_CHARS) {
-            Some((end, _)) => {
-                kept.push_str(&line[..end]);
-                kept.push('…');
-            }
-            None => kept.push_str(line),
-        }
+        kept.push_str(&prgate_scope::text::clip(line, DIFF_LINE_CHARS));
         kept.push('\n');
     }
     Some(RecipeDiff { text: kept, omitted: lines.len().saturating_sub(DIFF_LINES) })

@@ -630,6 +630,7 @@ fn read_all(pipe: Option<impl Read + Send + 'static>) -> thread::JoinHandle<Vec<
 }
 
 /// An engine's message, cut to 4 KiB.
+/// Bytes, not characters as `prgate_scope::text::clip` counts: the cap bounds memory.
 fn shorten(text: &str) -> String {
     const LIMIT: usize = 4096;
     if text.len() <= LIMIT {

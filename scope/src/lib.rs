@@ -10,7 +10,8 @@
 //! - [`mod@plan`] is the plan's wire format and the pure decision ([`plan::select`]);
 //! - [`queue`] judges a merge queue's commit: the PR's result holds, or what runs again;
 //! - [`mod@git`] reads refs, trees, the base-side manifest and the diff, and whether a
-//!   run's commits are fetched: scope's only I/O.
+//!   run's commits are fetched: scope's only I/O;
+//! - [`text`] is how every crate above scope cuts a long value in a message.
 //!
 //! Scope reads git and nothing else: no network, no processes. Rendering a plan for people is
 //! the report crate's work; running it is the runner's.
@@ -24,6 +25,7 @@ pub mod manifest;
 pub mod pattern;
 pub mod plan;
 pub mod queue;
+pub mod text;
 
 pub use change::{Change, ChangeStatus};
 pub use config_file::{ConfigError, ConfigErrorKind};

@@ -453,13 +453,11 @@ fn broke_on_base(records: &[&Evidence], record: &Evidence) -> bool {
     })
 }
 
-/// A recipe value as a verdict line shows it: at most 80 characters, `…` where it was cut.
+/// A recipe value as a verdict line shows it: its white space folded to single spaces, cut
+/// after 80 characters with `…` ([`prgate_scope::text::clip`]).
 fn clip(text: &str) -> String {
     let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    match text.char_indices().nth(80) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text,
-    }
+    prgate_scope::text::clip(&text, 80).into_owned()
 }
 
 /// The files pytest reads its configuration and plugins from: `conftest.py`, `pytest.ini`,

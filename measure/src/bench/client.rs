@@ -309,6 +309,8 @@ fn read_stream(
     }
 }
 
+/// The start of a stream's chunk or error for a message: its first 200 characters and `...`.
+/// Not `prgate_scope::text::clip`, whose `…` would change these messages' bytes.
 fn shorten(text: &str) -> String {
     const KEEP: usize = 200;
     match text.char_indices().nth(KEEP) {

@@ -210,10 +210,5 @@ fn decimal_bytes(value: &Value) -> Option<u64> {
 
 /// A JSON value in at most 120 characters, for an error message.
 fn shorten(value: &Value) -> String {
-    let text = value.to_string();
-    if text.chars().count() <= 120 {
-        text
-    } else {
-        format!("{}…", text.chars().take(120).collect::<String>())
-    }
+    prgate_scope::text::clip(&value.to_string(), 120).into_owned()
 }
