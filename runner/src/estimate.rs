@@ -11,16 +11,17 @@ use std::path::{Path, PathBuf};
 
 pub use prgate_schedule::estimate::*;
 use prgate_scope::Plan;
+use prgate_scope::text::chain;
 
 use crate::job::RecipePaths;
 use crate::run::{DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH};
 use crate::schedule::{History, Node};
 
-/// Why head's tree could not be read at all.
+/// Why head's tree could not be read at all; git's cause is the `source` (shown with the chain).
 #[derive(Debug, thiserror::Error)]
 pub enum EstimateError {
-    #[error("opening the repository around {}: {message}", path.display())]
-    Repository { path: PathBuf, message: String },
+    #[error("opening the repository around {}", path.display())]
+    Repository { path: PathBuf, source: git2::Error },
     #[error("{}: the repository has no working tree to read the recipes from", path.display())]
     NoWorkingTree { path: PathBuf },
 }
@@ -58,9 +59,8 @@ struct HeadTree {
 impl HeadTree {
     fn open(repo: &Path, plan: &Plan) -> Result<HeadTree, EstimateError> {
         let workdir = if plan.head.worktree {
-            let repository = git2::Repository::discover(repo).map_err(|error| {
-                EstimateError::Repository { path: repo.to_path_buf(), message: error.to_string() }
-            })?;
+            let repository = git2::Repository::discover(repo)
+                .map_err(|source| EstimateError::Repository { path: repo.to_path_buf(), source })?;
             let workdir = repository
                 .workdir()
                 .ok_or_else(|| EstimateError::NoWorkingTree { path: repo.to_path_buf() })?;
@@ -80,7 +80,7 @@ impl HeadTree {
                     RecipeText::Found { text, name: format!("{path} in the working tree") }
                 }
                 Ok(None) => missing(),
-                Err(error) => RecipeText::Unreadable { message: error.to_string() },
+                Err(error) => RecipeText::Unreadable { message: chain(&error) },
             },
             None => {
                 let short = prgate_scope::git::short_sha(&self.commit);
@@ -89,9 +89,32 @@ impl HeadTree {
                         RecipeText::Found { text, name: format!("{path} at {short}") }
                     }
                     Ok(None) => missing(),
-                    Err(error) => RecipeText::Unreadable { message: error.to_string() },
+                    Err(error) => RecipeText::Unreadable { message: chain(&error) },
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_recipe_that_cannot_be_read_says_why() {
+        // The cause is the scope error's source: the message is its whole chain.
+        let tree = tempfile::tempdir().expect("a folder");
+        std::fs::write(tree.path().join("test"), "a file where a folder should be").expect("write");
+        let head = HeadTree {
+            repository: tree.path().to_path_buf(),
+            commit: "0".repeat(40),
+            workdir: Some(tree.path().to_path_buf()),
+        };
+        let RecipeText::Unreadable { message } = head.read("test/e2e/m.toml") else {
+            panic!("an unreadable recipe");
+        };
+        let path = tree.path().join("test/e2e/m.toml");
+        let cause = std::fs::symlink_metadata(&path).expect_err("no folder to read in");
+        assert_eq!(message, format!("reading {}: {cause}", path.display()));
     }
 }

@@ -71,7 +71,9 @@ impl PlanRequest {
     }
 }
 
-/// Why a plan could not be made.
+/// Why a plan could not be made. A message names what was being done, and the file or the
+/// reference; the cause from git or the file system, when there is one, is the `source`: show
+/// the error with its chain (`anyhow`'s `{:#}`, [`crate::text::chain`]).
 #[derive(Debug, thiserror::Error)]
 pub enum ScopeError {
     #[error("{path}: not inside a git repository")]
@@ -94,12 +96,10 @@ pub enum ScopeError {
     Manifest(#[from] ManifestError),
     #[error("--worktree needs a working tree, and {repo} is a bare repository")]
     BareRepository { repo: PathBuf },
-    // The cause is in the message, so it is not also the error's `source` (a chain printed
-    // with `{:#}` would say it twice).
-    #[error("{what}: {error}")]
-    Git { what: String, error: git2::Error },
-    #[error("reading {path}: {error}")]
-    Io { path: PathBuf, error: std::io::Error },
+    #[error("{what}")]
+    Git { what: String, source: git2::Error },
+    #[error("reading {path}")]
+    Io { path: PathBuf, source: std::io::Error },
     #[error("opening the repository {repo}")]
     OpenRepository { repo: PathBuf, source: git2::Error },
     #[error("{what} {sha} is not in {repo}; fetch it first{hint}")]
@@ -952,8 +952,8 @@ fn pinned_commit<'r>(
     })
 }
 
-fn git_error(what: String, error: git2::Error) -> ScopeError {
-    ScopeError::Git { what, error }
+fn git_error(what: String, source: git2::Error) -> ScopeError {
+    ScopeError::Git { what, source }
 }
 
 #[cfg(test)]

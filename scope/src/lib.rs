@@ -11,7 +11,8 @@
 //! - [`queue`] judges a merge queue's commit: the PR's result holds, or what runs again;
 //! - [`mod@git`] reads refs, trees, the base-side manifest and the diff, and whether a
 //!   run's commits are fetched: scope's only I/O;
-//! - [`text`] is how every crate above scope cuts a long value in a message.
+//! - [`text`] is how every crate above scope cuts a long value in a message, and shows an
+//!   error with its causes.
 //!
 //! Scope reads git and nothing else: no network, no processes. Rendering a plan for people is
 //! the report crate's work; running it is the runner's.

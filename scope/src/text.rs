@@ -1,8 +1,8 @@
 //! Text as prgate's messages show it: a long value cut after a number of characters
-//! ([`clip`]).
+//! ([`clip`]), and an error with every cause that led to it ([`chain`]).
 //!
-//! Scope is the crate that the gate, the report and the runner all depend on, so the rule is
-//! written here once. What a message says, and where it goes, is each caller's.
+//! Scope is the crate that the gate, the report and the runner all depend on, so these rules
+//! are written here once. What a message says, and where it goes, is each caller's.
 
 use std::borrow::Cow;
 
@@ -14,6 +14,13 @@ pub fn clip(text: &str, max_chars: usize) -> Cow<'_, str> {
         Some((end, _)) => Cow::Owned(format!("{}…", &text[..end])),
         None => Cow::Borrowed(text),
     }
+}
+
+/// `error` and each of its sources, joined by `: `, as `anyhow` prints a chain with `{:#}`: for
+/// an error whose message leaves its cause to [`std::error::Error::source`].
+pub fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let causes = std::iter::successors(Some(error), |error| error.source());
+    causes.map(ToString::to_string).collect::<Vec<_>>().join(": ")
 }
 
 #[cfg(test)]
@@ -34,6 +41,18 @@ mod tests {
             assert_eq!(clip(text, max_chars), expect, "{text:?} at {max_chars}");
         }
         assert!(matches!(clip("short", 80), Cow::Borrowed("short")));
+    }
+
+    #[test]
+    fn a_chain_names_every_cause_once() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("reading repo/x")]
+        struct Reading {
+            source: std::io::Error,
+        }
+        let error = Reading { source: std::io::Error::other("gone") };
+        assert_eq!(chain(&error), "reading repo/x: gone");
+        assert_eq!(chain(&std::io::Error::other("alone")), "alone");
     }
 
     proptest::proptest! {

@@ -47,11 +47,11 @@ pub fn worktree_text(root: &Path, path: &str) -> Result<Option<String>, ScopeErr
         Ok(metadata) if metadata.is_file() => {}
         Ok(_) => return Ok(None),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(ScopeError::Io { path: full, error }),
+        Err(source) => return Err(ScopeError::Io { path: full, source }),
     }
     std::fs::read(&full)
         .map(|bytes| Some(String::from_utf8_lossy(&bytes).into_owned()))
-        .map_err(|error| ScopeError::Io { path: full, error })
+        .map_err(|source| ScopeError::Io { path: full, source })
 }
 
 /// The text of a regular file of a tree ([`file_in_tree`]), which must be UTF-8; `None` when

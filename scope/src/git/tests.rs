@@ -2,17 +2,18 @@
 //! plans it makes are tested in `plan/tests.rs` and by the CLI tests.
 
 use super::{PlanRequest, WalkScope};
+use crate::text::chain;
 
 #[test]
 fn a_git_error_says_its_cause_once() {
-    // Its message holds the cause: were it also the source, `{:#}` would repeat it.
+    // The cause is the source, not also in the message: `{:#}` says it once.
     let error =
         super::git_error("reading the tree of h1".to_owned(), git2::Error::from_str("boom"));
-    assert_eq!(error.to_string(), "reading the tree of h1: boom");
-    assert!(std::error::Error::source(&error).is_none());
-    let io = super::ScopeError::Io { path: "repo/x".into(), error: std::io::Error::other("gone") };
-    assert_eq!(io.to_string(), "reading repo/x: gone");
-    assert!(std::error::Error::source(&io).is_none());
+    assert_eq!(chain(&error), "reading the tree of h1: boom");
+    assert!(std::error::Error::source(&error).is_some());
+    let io = super::ScopeError::Io { path: "repo/x".into(), source: std::io::Error::other("gone") };
+    assert_eq!(chain(&io), "reading repo/x: gone");
+    assert!(std::error::Error::source(&io).is_some());
 }
 
 #[test]
