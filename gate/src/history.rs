@@ -77,6 +77,9 @@ pub struct Merged {
 }
 
 /// An anchor run: the reference against main's tip, measured directly.
+/// Its fields repeat some of [`Merged`]'s on purpose: each line is one flat JSON object, and a
+/// shared part would be a nested object or a `#[serde(flatten)]`, which loses serde's list of
+/// the known fields from an unknown field's error.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Anchor {
