@@ -1,5 +1,6 @@
-//! The kernel-microbenchmark section: each timed kernel, base against PR, and which scripts
-//! measured the PR side with the PR's own files. The timing statistics are
+//! The kernel-microbenchmark section: each timed kernel, base against PR, each kernel base
+//! timed that the PR side did not, and which scripts measured the PR side with the PR's own
+//! files. The timing statistics are
 //! `crate::speed`'s; this module turns their answer into verdict items.
 
 use std::collections::BTreeMap;
@@ -77,6 +78,23 @@ impl<'a> Judge<'a> {
                     summary,
                     numbers,
                 },
+            );
+        }
+        // A kernel base timed that the PR side did not report cannot be compared: said, never
+        // silent (a slower kernel the PR's timing leaves out would otherwise hide its warning).
+        for (kernel, base_us) in base.iter().filter(|(kernel, _)| !pr.contains_key(*kernel)) {
+            let summary = format!(
+                "{kernel}: {base_us:.1} µs on base, no timing on the PR side: a reviewer reads why"
+            );
+            self.push(
+                SectionName::KernelMicrobenchmark,
+                Item::worded(
+                    Some(model.to_owned()),
+                    "kernel-timing",
+                    State::Warn,
+                    "a kernel base timed is timed on the PR side too",
+                    summary,
+                ),
             );
         }
         if pr.is_empty() {

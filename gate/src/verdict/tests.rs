@@ -527,6 +527,19 @@ fn every_rule_decides_on_fixture_evidence() {
             "result pass\nKernel microbenchmark warn kimi: k1_ring: 100.0 µs → 110.0 µs (+10.0%)",
         ),
         (
+            "a kernel base timed that the PR side leaves out",
+            with(passing(), |e| {
+                e.retain(|r| !(r.check == Check::KernelTiming && r.side == Side::Pr));
+                let mut renamed = kernels("kimi", Side::Pr, 100.0);
+                if let Outcome::KernelTiming { kernels } = &mut renamed.outcome {
+                    kernels[0].name = "k1_ring_v2".into();
+                }
+                e.push(renamed);
+            }),
+            None,
+            "result pass\nKernel microbenchmark warn kimi: k1_ring: 100.0 µs on base, no timing on the PR side: a reviewer reads why",
+        ),
+        (
             "an unknown title type",
             passing(),
             Some("[Speedup] kimi: faster"),
