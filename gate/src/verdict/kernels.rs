@@ -82,7 +82,9 @@ impl<'a> Judge<'a> {
         }
         // A kernel base timed that the PR side did not report cannot be compared: said, never
         // silent (a slower kernel the PR's timing leaves out would otherwise hide its warning).
-        for (kernel, base_us) in base.iter().filter(|(kernel, _)| !pr.contains_key(*kernel)) {
+        // With no PR timing at all the check is still to come, below.
+        let missing = base.iter().filter(|(kernel, _)| !pr.is_empty() && !pr.contains_key(*kernel));
+        for (kernel, base_us) in missing {
             let summary = format!(
                 "{kernel}: {base_us:.1} µs on base, no timing on the PR side: a reviewer reads why"
             );
