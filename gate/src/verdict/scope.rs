@@ -14,7 +14,7 @@ use crate::job::{Expect, ExpectedStep, Target};
 use super::{Completion, Item, Judge, SectionName, State, check_name, section_of};
 
 impl<'a> Judge<'a> {
-    pub(super) fn scope(&mut self, plan: &Plan) {
+    pub(super) fn scope(&mut self, plan: &Plan, accept_narrowing: bool) {
         let count = |tier: Tier| plan.models.iter().filter(|model| model.tier == tier).count();
         let mut summary = format!(
             "{} full, {} smoke, {} none; common checks {}",
@@ -40,7 +40,7 @@ impl<'a> Judge<'a> {
                 summary,
             ),
         );
-        self.removed_models(plan);
+        self.removed_models(plan, accept_narrowing);
         let harness: Vec<&str> = plan
             .changed
             .iter()
@@ -58,28 +58,44 @@ impl<'a> Judge<'a> {
         }
     }
 
-    /// A model the PR removes leaves the verdict: it is said, never silent. A model whose files
-    /// the PR renamed (`renamed_to` in the plan) is the same model under its new name: it is
-    /// judged there, held to this name's base recipe and base results.
-    fn removed_models(&mut self, plan: &Plan) {
+    /// A model the PR removes leaves the verdict: it is said, never silent, and it narrows what
+    /// base measures, so it fails unless a maintainer accepted it (`accept_narrowing`): a PR
+    /// cannot drop a model's checks, nor move its files under a new name git does not see as a
+    /// rename to be judged as a new model by its own recipe. A model whose files the PR renamed
+    /// (`renamed_to` in the plan) is the same model under its new name: it is judged there,
+    /// held to this name's base recipe and base results.
+    fn removed_models(&mut self, plan: &Plan, accept_narrowing: bool) {
+        let label = crate::job::ACCEPT_NARROWING_LABEL;
         for model in plan.models.iter().filter(|model| model.removed) {
-            let summary = match &model.renamed_to {
-                None => format!("{}: removed by the PR; its checks no longer run", model.name),
-                Some(to) => format!(
-                    "{}: renamed by the PR to {to}; it is judged as {to}, held to {}'s base recipe and base results",
-                    model.name, model.name
+            let (check, state, summary) = match &model.renamed_to {
+                None if accept_narrowing => (
+                    "model-removed",
+                    State::Warn,
+                    format!(
+                        "{}: removed by the PR, accepted by a maintainer (the {label} label); its checks no longer run",
+                        model.name
+                    ),
+                ),
+                None => (
+                    "model-removed",
+                    State::Fail,
+                    format!(
+                        "{}: removed by the PR; its checks no longer run, which narrows what base measures and needs a maintainer's {label} label",
+                        model.name
+                    ),
+                ),
+                Some(to) => (
+                    "model-renamed",
+                    State::Warn,
+                    format!(
+                        "{}: renamed by the PR to {to}; it is judged as {to}, held to {}'s base recipe and base results",
+                        model.name, model.name
+                    ),
                 ),
             };
-            self.push(
-                SectionName::Scope,
-                Item::worded(
-                    Some(model.name.clone()),
-                    if model.renamed_to.is_some() { "model-renamed" } else { "model-removed" },
-                    State::Warn,
-                    "a model that leaves the verdict is said, for a reviewer to confirm",
-                    summary,
-                ),
-            );
+            let rule = "a model that leaves the verdict is said, for a reviewer to confirm; removing one narrows what base measures";
+            let item = Item::worded(Some(model.name.clone()), check, state, rule, summary);
+            self.push(SectionName::Scope, item);
         }
     }
 

@@ -852,6 +852,57 @@ fn a_speed_item_carries_the_thresholds_it_was_judged_against() {
 }
 
 #[test]
+fn a_removed_model_narrows_what_base_measures_and_a_renamed_one_is_said() {
+    let mut removed = model("ds", Tier::None, None);
+    removed.removed = true;
+    let mut renamed = model("glm", Tier::None, None);
+    (renamed.removed, renamed.renamed_to) = (true, Some("glm2".into()));
+    let plan = plan(vec![model("kimi", Tier::Full, Some(true)), removed, renamed], false, true);
+    let evidence: Vec<Evidence> =
+        passing().into_iter().filter(|r| r.model.as_deref() == Some("kimi")).collect();
+    let config = GateConfig::defaults();
+    let scope_items = |accept_narrowing: bool| {
+        let job = crate::job::JobPlan {
+            schema_version: crate::job::SCHEMA_VERSION,
+            pr_commit: "b".repeat(40),
+            base_commit: "a".repeat(40),
+            family: 0,
+            targets: Vec::new(),
+            accept_narrowing,
+        };
+        let verdict = judge_with(JudgeRequest {
+            plan: &plan,
+            job: Some(&job),
+            evidence: &evidence,
+            rules: Vec::new(),
+            gain_required: false,
+            config: &config,
+            completion: Completion::Final,
+        })
+        .expect("a verdict");
+        let items: Vec<String> = verdict
+            .sections
+            .iter()
+            .flat_map(|section| &section.items)
+            .filter(|item| item.check.starts_with("model-"))
+            .map(|item| format!("{} {} {}", item.check, item.state.as_str(), item.summary))
+            .collect();
+        items
+    };
+    assert_eq!(
+        scope_items(false),
+        [
+            "model-removed fail ds: removed by the PR; its checks no longer run, which narrows what base measures and needs a maintainer's accept-narrowing label",
+            "model-renamed warn glm: renamed by the PR to glm2; it is judged as glm2, held to glm's base recipe and base results",
+        ]
+    );
+    assert_eq!(
+        scope_items(true)[0],
+        "model-removed warn ds: removed by the PR, accepted by a maintainer (the accept-narrowing label); its checks no longer run"
+    );
+}
+
+#[test]
 fn a_check_the_job_plan_has_no_entry_for_says_so_in_one_sentence() {
     let plan = plan(vec![model("kimi", Tier::Full, Some(true))], false, true);
     let job = crate::job::JobPlan {
