@@ -596,8 +596,12 @@ impl<'a> JobCommand<'a> {
         if let Some(engine) = &self.engine {
             options.push(("--engine", engine.clone().into()));
         }
+        // The title is the PR's text: one `--title=…` word, so a title that starts with `-`
+        // (`--help`) is its value, never a flag of the job's command line.
         if let Some(title) = files.title {
-            options.push(("--title", title.into()));
+            let mut word = OsString::from("--title=");
+            word.push(title);
+            argv.push(word);
         }
         if let Some(limit) = settings.time_limit {
             options.push(("--time-limit", seconds(limit).into()));

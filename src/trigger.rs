@@ -17,10 +17,10 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use clap::Args;
 
-use prgate_github::GitHub;
 use prgate_github::event::Event;
 use prgate_github::pin::{Pinned, write_pin};
 use prgate_github::trigger::{self, Request, RunRequest};
+use prgate_github::{GitHub, PullRequest};
 use prgate_report::not_started;
 
 /// Decide from a GitHub event whether a run starts, pin the PR's head SHA, and write the PR's
@@ -159,8 +159,40 @@ async fn pin_after_label(
     if let Some(reason) = trigger::moved_while_listed(run.number, &run.sha, &again) {
         return Ok(Decision::Refuse(reason));
     }
-    let pinned = trigger::run_pin(run, &pr, &again, &files, sender);
+    let mut pinned = trigger::run_pin(run, &pr, &again, &files, sender);
+    vet_accepting_label(github, &mut pinned, &again).await;
     Ok(Decision::Start(Box::new(pinned), files.paths))
+}
+
+/// The `accept-narrowing` label of `pinned` counts only when a maintainer other than `pr`'s
+/// author added it (`prgate_github::trigger::accepting_label_refusal` decides); one that does
+/// not is taken off the pin, and why is in its notes (the plan's warnings show them).
+pub(crate) async fn vet_accepting_label(github: &GitHub, pinned: &mut Pinned, pr: &PullRequest) {
+    let label = prgate_gate::job::ACCEPT_NARROWING_LABEL;
+    if !pinned.has_label(label) {
+        return;
+    }
+    let (adder, access) = match github.label_added_by(pinned.number, label).await {
+        Ok(Some(login)) => {
+            let access = github.access(&login).await.ok();
+            (Some(login), access)
+        }
+        Ok(None) => (None, None),
+        Err(error) => {
+            let why = format!(
+                "the {label} label does not count: who added it could not be read: {error:#}"
+            );
+            eprintln!("prgate: {why}");
+            return pinned.drop_label(label, why);
+        }
+    };
+    let author = pr.user.as_ref().map(|user| user.login.as_str());
+    if let Some(why) =
+        trigger::accepting_label_refusal(label, adder.as_deref(), author, access.as_ref())
+    {
+        eprintln!("prgate: {why}");
+        pinned.drop_label(label, why);
+    }
 }
 
 /// Says `text` on PR `number` in prgate's one "not started" comment and, with `sha`, as the

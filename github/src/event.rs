@@ -70,8 +70,8 @@ pub struct Named {
     pub name: String,
 }
 
-/// The event's sender.
-#[derive(Debug, Deserialize)]
+/// The event's sender (and a PR's author, an issue event's actor).
+#[derive(Debug, Clone, Deserialize)]
 pub struct Login {
     pub login: String,
     /// `User`, `Bot` or `Organization`.

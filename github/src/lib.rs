@@ -90,6 +90,9 @@ pub struct PullRequest {
     pub merged: Option<bool>,
     #[serde(default)]
     pub labels: Vec<Label>,
+    /// Who opened it (`None` for a deleted account).
+    #[serde(default)]
+    pub user: Option<event::Login>,
 }
 
 /// A label of a pull request.
@@ -338,6 +341,29 @@ impl GitHub {
             _ => permission.permission,
         };
         Ok(Access { allowed, role })
+    }
+
+    /// Who last added the label `name` (compared as GitHub compares labels: case-insensitively)
+    /// to issue or PR `number`, from its events page by page (oldest first); `None` when no
+    /// event names an actor for it (a deleted account, or an event GitHub no longer lists).
+    pub async fn label_added_by(&self, number: u64, name: &str) -> Result<Option<String>> {
+        #[derive(Deserialize)]
+        struct IssueEvent {
+            event: String,
+            #[serde(default)]
+            actor: Option<event::Login>,
+            #[serde(default)]
+            label: Option<Label>,
+        }
+        let first = self.path(&format!("issues/{number}/events?per_page={PER_PAGE}"));
+        let events: Vec<IssueEvent> = self.list(&first, usize::MAX).await?;
+        Ok(events
+            .into_iter()
+            .filter(|event| event.event == "labeled")
+            .filter(|event| event.label.as_ref().is_some_and(|l| l.name.eq_ignore_ascii_case(name)))
+            .map(|event| event.actor.map(|actor| actor.login))
+            .next_back()
+            .flatten())
     }
 
     /// The open pull requests whose head is `sha` (a fork's PR is not named in a `check_run`

@@ -22,9 +22,14 @@ pub struct Pinned {
     /// and this the PR's own head and what the queue adds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merge_group: Option<QueuePin>,
-    /// The PR's labels when it was pinned (a maintainer's `accept-narrowing`, say).
+    /// The PR's labels when it was pinned (a maintainer's `accept-narrowing`, say), less any
+    /// the trigger did not let count ([`Pinned::drop_label`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub labels: Vec<String>,
+    /// What the trigger says of the pin for the plan's warnings: a label it did not let count,
+    /// and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl Pinned {
@@ -32,6 +37,12 @@ impl Pinned {
     /// label whatever their case).
     pub fn has_label(&self, name: &str) -> bool {
         self.labels.iter().any(|label| label.eq_ignore_ascii_case(name))
+    }
+
+    /// Takes the label `name` off the pinned labels, saying `why` in [`Pinned::notes`].
+    pub fn drop_label(&mut self, name: &str, why: String) {
+        self.labels.retain(|label| !label.eq_ignore_ascii_case(name));
+        self.notes.push(why);
     }
 }
 

@@ -10,7 +10,10 @@
 //! event but a merge queue's must have GitHub's `write` or `admin` permission, and a bot may not
 //! (only someone with write access can add a PR to the queue). After the label is gone the
 //! PR must still be open and at the expected head, before and after its files are read. A
-//! queued PR's own result counts only when prgate posted it.
+//! queued PR's own result counts only when prgate posted it. A label that accepts something
+//! the verdict would fail (`accept-narrowing`) counts only when whoever last added it has that
+//! same access and is not the PR's author ([`accepting_label_refusal`]): GitHub lets triage
+//! label, and an author must not accept their own PR's narrowing.
 //!
 //! What it leaves to others: reading the PR, the sender's access, the open PRs of a SHA and the
 //! statuses ([`crate::GitHub`]), removing the label and saying a refusal on the PR (the binary's
@@ -182,6 +185,7 @@ pub fn queue_pin(queue: QueueRequest, pr: &PullRequest, files: &PrFiles) -> Pinn
             note: None,
         }),
         labels: pr.labels.iter().map(|label| label.name.clone()).collect(),
+        notes: Vec::new(),
     }
 }
 
@@ -213,6 +217,34 @@ pub fn refusal(login: &str, access: &Access) -> Option<String> {
             access.role
         )
     })
+}
+
+/// Why the label `label` on a PR does not count as a maintainer's acceptance: nobody is named
+/// as having added it (`adder`), or they are the PR's `author`, or their `access` is not write,
+/// maintain or admin. `None` when it counts.
+pub fn accepting_label_refusal(
+    label: &str,
+    adder: Option<&str>,
+    author: Option<&str>,
+    access: Option<&Access>,
+) -> Option<String> {
+    let not_counted = |why: String| format!("the {label} label does not count: {why}");
+    let Some(adder) = adder else {
+        return Some(not_counted("GitHub names nobody who added it".to_owned()));
+    };
+    if author.is_some_and(|author| author.eq_ignore_ascii_case(adder)) {
+        return Some(not_counted(format!(
+            "{adder}, the PR's author, added it; another maintainer must accept"
+        )));
+    }
+    match access {
+        Some(access) if access.allowed => None,
+        Some(access) => Some(not_counted(format!(
+            "{adder} added it with the {} role; accepting needs write, maintain or admin",
+            access.role
+        ))),
+        None => Some(not_counted(format!("{adder}'s access could not be read"))),
+    }
 }
 
 /// Why PR `number`, read again once the label is gone, may not run at `expected_sha`: it is
@@ -260,6 +292,7 @@ pub fn run_pin(
         files_truncated: files.truncated,
         merge_group: None,
         labels: again.labels.iter().map(|label| label.name.clone()).collect(),
+        notes: Vec::new(),
     }
 }
 

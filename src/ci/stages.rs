@@ -359,10 +359,12 @@ fn make_plan(
     let request = PlanRequest::pinned(&args.repo, sides, &files, pinned.files_truncated)
         .context("the PR's file list")?;
     let mut plan = prgate_scope::plan(&request)?;
-    // A merge queue's run says why it runs what it runs.
+    // A merge queue's run says why it runs what it runs; the trigger, a label it did not let
+    // count.
     if let Some(note) = pinned.merge_group.as_ref().and_then(|queue| queue.note.clone()) {
         plan.warnings.push(note);
     }
+    plan.warnings.extend(pinned.notes.iter().cloned());
     write(&args.state.clone().join("plan.json"), &(serde_json::to_string_pretty(&plan)? + "\n"))?;
     let base = crate::gate::BaseSide::read(&args.repo, &plan)?;
     let drift = drift_alarms(args, &plan, &base);
@@ -504,7 +506,10 @@ fn run_observed(
                 title: Some(&pinned.title),
                 common_recipe: DEFAULT_COMMON_RECIPE_PATH,
             };
-            crate::run::run_slurm(&args.run, slurm, &files, plan, node, &reuse, Some(comment))
+            // The jobs get the PR's (vetted) accept-narrowing label as the flag, as a local run.
+            let mut settings = args.run.clone();
+            settings.accept_narrowing |= pinned.has_label(prgate_gate::job::ACCEPT_NARROWING_LABEL);
+            crate::run::run_slurm(&settings, slurm, &files, plan, node, &reuse, Some(comment))
         }
     }
 }

@@ -20,7 +20,8 @@ use prgate_scope::{Plan, PlanRequest};
 pub(crate) async fn decide(github: &GitHub, queue: QueueRequest) -> anyhow::Result<Decision> {
     let pr = github.pull_request(queue.number).await?;
     let files = github.pull_request_files(&pr).await?;
-    let pinned = queue_pin(queue, &pr, &files);
+    let mut pinned = queue_pin(queue, &pr, &files);
+    super::vet_accepting_label(github, &mut pinned, &pr).await;
     Ok(Decision::Start(Box::new(pinned), files.paths))
 }
 

@@ -847,3 +847,57 @@ async fn an_unusable_deep_event_names_its_file() {
     assert!(run.stderr.lines().count() <= 3, "{}", run.stderr);
     assert!(!out.exists());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_accept_narrowing_label_counts_only_from_a_maintainer_who_is_not_the_author() {
+    let cases = [
+        ("lead", None),
+        (
+            "author",
+            Some(
+                "the accept-narrowing label does not count: author, the PR's author, added it; another maintainer must accept",
+            ),
+        ),
+        (
+            "helper",
+            Some(
+                "the accept-narrowing label does not count: helper added it with the triage (permission read) role; accepting needs write, maintain or admin",
+            ),
+        ),
+    ];
+    for (adder, refused) in cases {
+        let server = MockServer::start().await;
+        for (login, role) in [("lead", "maintain"), ("author", "write"), ("helper", "triage")] {
+            let route = format!("/repos/amd/mono/collaborators/{login}/permission");
+            mount_get(&server, &route, permission(role)).await;
+        }
+        let mut pr = pull_request(SHA, 1);
+        pr["labels"] = json!([{ "name": "Accept-Narrowing" }]);
+        mount_get(&server, "/repos/amd/mono/pulls/7", pr).await;
+        mount_files(&server, vec![json!({ "filename": "a.py", "status": "modified" })]).await;
+        mount_label_removal(&server).await;
+        // The label was added twice; the last to add it is the one who accepts.
+        let labeled = |actor: &str| json!({ "event": "labeled", "actor": { "login": actor }, "label": { "name": "accept-narrowing" } });
+        let events = json!([labeled("someone-else"), { "event": "unlabeled", "actor": { "login": "x" }, "label": { "name": "accept-narrowing" } }, labeled(adder)]);
+        mount_get(&server, "/repos/amd/mono/issues/7/events", events).await;
+
+        let (run, dir) = trigger(&server, &labeled_event("lead", "run-ci")).await;
+        assert_eq!(run.code, 0, "{adder}: {}{}", run.stdout, run.stderr);
+        let pinned: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("out/trigger.json")).expect("trigger.json"),
+        )
+        .expect("JSON");
+        let labels = pinned["labels"].as_array().cloned().unwrap_or_default();
+        match refused {
+            None => {
+                assert_eq!(labels, [json!("Accept-Narrowing")], "{adder}: {pinned:#}");
+                assert!(pinned.get("notes").is_none(), "{adder}: {pinned:#}");
+            }
+            Some(why) => {
+                assert!(labels.is_empty(), "{adder}: {pinned:#}");
+                assert_eq!(pinned["notes"], json!([why]), "{adder}");
+                assert!(run.stderr.contains(why), "{adder}: {}", run.stderr);
+            }
+        }
+    }
+}

@@ -385,3 +385,20 @@ fn with_reuse_on_a_second_runs_jobs_take_over_what_the_first_runs_judged() {
     assert_eq!(ran, 0, "{events}");
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the runs");
 }
+
+#[test]
+fn a_pr_title_that_reads_as_a_flag_is_the_jobs_title_and_the_job_runs() {
+    require_slurm();
+    let fixture = Fixture::new(&Sample { gate: TWO_PAIRS, ..Sample::default() });
+    let _cancel = CancelJobs::new(&fixture, "slurm");
+    // The PR's title is its author's text: `--help` as the job's flag would print the help and
+    // run nothing.
+    let args = slurm_args(&fixture, "slurm", &["--title=--help"]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let slurm = prgate(fixture.repo.path(), &args);
+    assert_eq!(slurm.code, 0, "{}", slurm.stderr);
+    let script = read(&fixture.results("slurm").join("slurm/alpha/job.sh"));
+    assert!(script.contains("--title=--help"), "{script}");
+    let routing = fixture.record("slurm", "alpha.routing.pr");
+    assert_eq!(routing["outcome"]["kind"], "routing", "{routing}");
+}

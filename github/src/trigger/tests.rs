@@ -190,3 +190,24 @@ fn only_a_passing_status_of_ours_is_the_prs_own_result() {
     check(&[status("success", Some("bot"))], None, not("posted by bot, not prgate"));
     check(&[], Some("bot"), not("none"));
 }
+
+#[test]
+fn an_accepting_label_counts_only_from_a_maintainer_other_than_the_author() {
+    let access = |allowed: bool, role: &str| Access { allowed, role: role.to_owned() };
+    let maintain = access(true, "maintain");
+    let triage = access(false, "triage (permission read)");
+    let refusal =
+        |adder, author, access| accepting_label_refusal("accept-narrowing", adder, author, access);
+    assert_eq!(refusal(Some("lead"), Some("author"), Some(&maintain)), None);
+    // The author is refused whatever their access; GitHub's logins are one whatever their case.
+    assert!(
+        refusal(Some("Author"), Some("author"), Some(&maintain))
+            .is_some_and(|why| why.contains("the PR's author"))
+    );
+    assert!(
+        refusal(Some("helper"), Some("author"), Some(&triage))
+            .is_some_and(|why| why.contains("triage"))
+    );
+    assert!(refusal(None, Some("author"), None).is_some_and(|why| why.contains("names nobody")));
+    assert!(refusal(Some("lead"), None, None).is_some_and(|why| why.contains("could not be read")));
+}
