@@ -132,6 +132,16 @@ impl ModelJob<'_> {
         }
     }
 
+    /// The tree base's measuring inputs come from on both sides: a builtin benchmark's dataset,
+    /// and the working directory and user site of an external evaluator or speed benchmark. It
+    /// is base's, so that the PR's tree can neither edit the questions nor shadow or wrap the
+    /// tool that measures its server (a module of the same name found first from the working
+    /// directory, a `.pth` in the side's user site); the PR's for a model new in the PR, which
+    /// has no other.
+    fn measuring_tree(&self) -> &Path {
+        self.base_tree.unwrap_or(self.pr_tree)
+    }
+
     /// The tree each side's server runs in: a new model's baseline is the PR tree.
     fn server_tree(&self, side: Side) -> &Path {
         match side {

@@ -23,38 +23,45 @@ format = "bench-serving"
 result = "result.jsonl"
 "#;
 
+/// An evaluator the PR writes over base's stand-in: every answer right, whatever the server says.
+const FORGED_SGL_EVAL: &str = r#"import json, os, sys
+out = sys.argv[2]
+run = os.path.join(out, "sgl_eval_ext_20261129_120000")
+os.makedirs(run)
+json.dump({"name": "ext", "num_examples": 4, "n_repeats": 1, "aggregate": {"score": 1.0}},
+          open(os.path.join(run, "metrics.json"), "w"))
+with open(os.path.join(run, "output-rs0.jsonl"), "w") as f:
+    for i in range(4):
+        f.write(json.dumps({"id": f"q{i}", "symbolic_correct": True}) + "\n")
+"#;
+
 #[test]
 fn external_evaluators_and_benchmarks_run_against_the_server_and_are_read() {
+    // The measuring tools are base's, run from base's tree on both sides: the PR's own copy
+    // of the evaluator (every answer right) and of the benchmark (a script that only sleeps)
+    // measure nothing.
     let fixture = Fixture::new(&Sample {
         recipe_extra: EXTERNAL_ACCURACY,
         speed: Some(EXTERNAL_SPEED),
         gate: TWO_PAIRS,
         pr: |repo| {
             repo.write("pkg/models/alpha/layer.py", "# alpha, faster\n")
-                .write("test/e2e/fake_sgl_eval.py", FAKE_SGL_EVAL)
-                .write("test/e2e/fake_bench_serving.py", FAKE_BENCH_SERVING);
+                .write("test/e2e/fake_sgl_eval.py", FORGED_SGL_EVAL)
+                .write("test/e2e/fake_bench_serving.py", "import time\ntime.sleep(300)\n");
         },
-        ..Sample::default()
+        ..Sample::with_scripts()
     });
     let run = fixture.run("results");
     assert_eq!(run.code, 0, "{}", run.stderr);
     for side in ["base", "pr"] {
         let accuracy = fixture.record("results", &format!("alpha.accuracy.{side}.ext%40repeat-0"));
-        // The base tree has no stand-in script: the command fails there, and says so.
-        if side == "pr" {
-            assert_eq!(accuracy["outcome"]["kind"], "accuracy", "{accuracy}");
-            assert_eq!(accuracy["outcome"]["questions"], 4, "{accuracy}");
-            assert_eq!(accuracy["outcome"]["correct"], 3, "{accuracy}");
-            assert_eq!(accuracy["outcome"]["per_question"][2]["correct"], false, "{accuracy}");
-        } else {
-            assert_eq!(accuracy["outcome"]["kind"], "not-run", "{accuracy}");
-            let detail = accuracy["outcome"]["detail"].as_str().expect("a detail");
-            assert!(detail.contains("fake_sgl_eval.py"), "{detail}");
-        }
+        assert_eq!(accuracy["outcome"]["kind"], "accuracy", "{accuracy}");
+        assert_eq!(accuracy["outcome"]["questions"], 4, "{accuracy}");
+        assert_eq!(accuracy["outcome"]["correct"], 3, "{side}: base's evaluator: {accuracy}");
+        assert_eq!(accuracy["outcome"]["per_question"][2]["correct"], false, "{accuracy}");
     }
-    // The speed benchmark runs in each side's own tree: the base tree lacks it too.
-    let speed = fixture.record("results", "alpha.speed.both.concurrency-1");
-    assert_eq!(speed["outcome"]["kind"], "not-run", "{speed}");
+    let pair = fixture.record("results", "alpha.speed.both.concurrency-1-pair-0");
+    assert_eq!(pair["outcome"]["kind"], "speed-pair", "base's benchmark, on both sides: {pair}");
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
 }
 
@@ -89,14 +96,15 @@ fn a_speed_run_that_goes_silent_is_recorded_stalled_not_a_crash() {
         // Under the recipe's `[timeouts]`: a minute a speed run, three seconds of silence.
         recipe_extra: "stall = \"3s\"\n",
         pr: |repo| {
-            repo.write("pkg/models/alpha/layer.py", "# alpha, faster\n")
-                .write("test/e2e/fake_bench_serving.py", "import time\ntime.sleep(300)\n");
+            repo.write("pkg/models/alpha/layer.py", "# alpha, faster\n");
         },
+        // The benchmark (base's: it measures both sides) hangs.
+        base_files: &[("test/e2e/fake_bench_serving.py", "import time\ntime.sleep(300)\n")],
         ..Sample::with_scripts()
     });
     let run = fixture.run("results");
     assert_eq!(run.code, 0, "{}", run.stderr);
-    // The PR's benchmark hangs while its server runs: the run is stopped and says why, as
+    // The benchmark hangs while a server runs: the run is stopped and says why, as
     // docs/recipe.md promises, not called the server's crash.
     let speed = fixture.record("results", "alpha.speed.both.concurrency-1");
     assert_eq!(speed["outcome"]["kind"], "not-run", "{speed}");
@@ -104,8 +112,10 @@ fn a_speed_run_that_goes_silent_is_recorded_stalled_not_a_crash() {
     let detail = speed["outcome"]["detail"].as_str().expect("a detail");
     assert!(detail.contains("stopped after 3s without progress"), "{detail}");
     assert!(detail.contains("last lines of the server's log"), "{detail}");
+    // The hanging tool is base's: the cell could not be judged (an error, exit 2), not the
+    // PR's failure.
     let gate = fixture.gate("results");
-    assert_eq!(gate.code, 1, "{}{}", gate.stdout, gate.stderr);
+    assert_eq!(gate.code, 2, "{}{}", gate.stdout, gate.stderr);
     assert!(gate.stdout.contains("made no progress and was stopped"), "{}", gate.stdout);
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
 }

@@ -111,8 +111,7 @@ impl Runner<'_> {
         }
         let _phase = self.clock.enter(Phase::Accuracy);
         let launch = &servers.launches[slot(side)];
-        let data_tree = job.base_tree.unwrap_or(job.pr_tree);
-        self.evaluate(recipe, side_benchmark, serving, launch, data_tree, seed)
+        self.evaluate(recipe, side_benchmark, serving, launch, job.measuring_tree(), seed)
     }
 
     /// The repeats after the first: round by round, each benchmark still open (the gate's
@@ -329,20 +328,21 @@ impl Runner<'_> {
                 evaluate_builtin(builtin, &benchmark.name, serving, launch, data_tree, seed)
             }
             Evaluator::External(external) => {
-                self.evaluate_external(recipe, benchmark, external, serving, launch, seed)
+                let on = (serving, launch, data_tree);
+                self.evaluate_external(recipe, benchmark, external, on, seed)
             }
         }
     }
 
     /// A benchmark of an external evaluator: its gated dataset fetched first (by prgate, with
-    /// the node's token), then its command against the side's server, its metrics read back.
+    /// the node's token), then its command against the side's server, run from `tool_tree`
+    /// (base's, `ModelJob::measuring_tree`) with that tree's variables, its metrics read back.
     fn evaluate_external(
         &self,
         recipe: &Recipe,
         benchmark: &AccuracyBenchmark,
         external: &ExternalEvaluator,
-        serving: &Serving,
-        launch: &Launch<'_>,
+        (serving, launch, tool_tree): (&Serving, &Launch<'_>, &Path),
         seed: u64,
     ) -> Outcome {
         let name = benchmark.name.as_str();
@@ -363,9 +363,9 @@ impl Runner<'_> {
         let log = results.join("command.log");
         let command = Command {
             argv,
-            tree: launch.tree,
+            tree: tool_tree,
             out: &results,
-            env: launch.env.iter().cloned().chain(dataset_env).collect(),
+            env: self.exec.side_env(tool_tree).into_iter().chain(dataset_env).collect(),
             datasets: benchmark.hub_dataset.as_ref().map(|_| datasets.as_path()),
             log: log.clone(),
             timeout: self.limit(recipe.timeouts().accuracy.unwrap_or(DEFAULT_STEP_TIMEOUT)),

@@ -20,7 +20,7 @@ use crate::recipe::{
 };
 use crate::results::{Part, StepId};
 use crate::run::exec::Command;
-use crate::run::server::{Launch, server_log_tail, with_log_tail};
+use crate::run::server::{server_log_tail, with_log_tail};
 use crate::run::{RunError, RunRequest, StepFailure, recorded_pairs};
 use crate::untrusted::{self, MAX_RESULT_FILE};
 
@@ -424,7 +424,8 @@ impl Runner<'_> {
                     requests: size.requests,
                     warmup: size.warmup,
                 };
-                self.external_speed(external, &run, launch, &results, timeout, &serving)
+                let tool = (job.measuring_tree(), launch.purpose.as_str());
+                self.external_speed(external, &run, tool, &results, timeout, &serving)
             }
         };
         // A failed run keeps its own reason, as every step's work does (a `timeout`, `stalled`,
@@ -453,12 +454,14 @@ impl Runner<'_> {
             .map_err(|error| StepFailure::crash(error.to_string()))
     }
 
-    /// One run of an external speed benchmark: its median TPOT at `run.concurrency`.
+    /// One run of an external speed benchmark: its median TPOT at `run.concurrency`. It runs
+    /// from `tool_tree` (base's, `ModelJob::measuring_tree`) with that tree's variables, named
+    /// after the side's server (`purpose`).
     fn external_speed(
         &self,
         external: &ExternalSpeed,
         run: &SpeedRun<'_>,
-        launch: &Launch<'_>,
+        (tool_tree, purpose): (&Path, &str),
         results: &Path,
         timeout: Duration,
         serving: &Serving,
@@ -469,14 +472,14 @@ impl Runner<'_> {
         let log = results.join("command.log");
         let command = Command {
             argv: external.command(run),
-            tree: launch.tree,
+            tree: tool_tree,
             out: results,
-            env: launch.env.clone(),
+            env: self.exec.side_env(tool_tree),
             datasets: None,
             log: log.clone(),
             timeout,
             gpus: &[],
-            purpose: format!("{}-speed-{}", launch.purpose, run.concurrency),
+            purpose: format!("{purpose}-speed-{}", run.concurrency),
             server: serving.container.as_deref(),
         };
         self.exec.run(&command)?;
