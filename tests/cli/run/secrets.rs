@@ -1,5 +1,5 @@
-//! `prgate run` against a hostile PR: a gated dataset fetched by prgate with no secret or host
-//! file reaching any output, a changed recipe's diff redacted, and a recipe that is a link
+//! `prgate run` against a hostile PR (and hostile commands): a gated dataset fetched by prgate
+//! with no secret or host file reaching any output, a changed recipe's diff redacted, and a recipe that is a link
 //! named by its path in the tree.
 
 use super::*;
@@ -142,10 +142,13 @@ fn a_gated_dataset_is_fetched_by_prgate_and_no_secret_or_host_file_reaches_any_o
         recipe_extra: recipe,
         gate: TWO_PAIRS,
         pr: |repo| {
-            repo.write("pkg/models/alpha/layer.py", "# alpha, faster\n")
-                .write("test/e2e/fake_gated_eval.py", FAKE_GATED_EVAL)
-                .write("test/e2e/fake_leaky_eval.py", FAKE_LEAKY_EVAL);
+            repo.write("pkg/models/alpha/layer.py", "# alpha, faster\n");
         },
+        // The evaluators are base's (measuring tools run from base's tree on both sides).
+        base_files: &[
+            ("test/e2e/fake_gated_eval.py", FAKE_GATED_EVAL),
+            ("test/e2e/fake_leaky_eval.py", FAKE_LEAKY_EVAL),
+        ],
         ..Sample::default()
     });
     // The node lists the secret, but this run has no value for it.
