@@ -851,6 +851,18 @@ fn a_speed_item_carries_the_thresholds_it_was_judged_against() {
     }
 }
 
+/// A job plan with no target, a maintainer's acceptance of narrowings or not.
+fn empty_job(accept_narrowing: bool) -> crate::job::JobPlan {
+    crate::job::JobPlan {
+        schema_version: crate::job::SCHEMA_VERSION,
+        pr_commit: "b".repeat(40),
+        base_commit: "a".repeat(40),
+        family: 0,
+        targets: Vec::new(),
+        accept_narrowing,
+    }
+}
+
 #[test]
 fn a_removed_model_narrows_what_base_measures_and_a_renamed_one_is_said() {
     let mut removed = model("ds", Tier::None, None);
@@ -862,14 +874,7 @@ fn a_removed_model_narrows_what_base_measures_and_a_renamed_one_is_said() {
         passing().into_iter().filter(|r| r.model.as_deref() == Some("kimi")).collect();
     let config = GateConfig::defaults();
     let scope_items = |accept_narrowing: bool| {
-        let job = crate::job::JobPlan {
-            schema_version: crate::job::SCHEMA_VERSION,
-            pr_commit: "b".repeat(40),
-            base_commit: "a".repeat(40),
-            family: 0,
-            targets: Vec::new(),
-            accept_narrowing,
-        };
+        let job = empty_job(accept_narrowing);
         let verdict = judge_with(JudgeRequest {
             plan: &plan,
             job: Some(&job),
@@ -905,14 +910,7 @@ fn a_removed_model_narrows_what_base_measures_and_a_renamed_one_is_said() {
 #[test]
 fn a_check_the_job_plan_has_no_entry_for_says_so_in_one_sentence() {
     let plan = plan(vec![model("kimi", Tier::Full, Some(true))], false, true);
-    let job = crate::job::JobPlan {
-        schema_version: crate::job::SCHEMA_VERSION,
-        pr_commit: "b".repeat(40),
-        base_commit: "a".repeat(40),
-        family: 0,
-        targets: Vec::new(),
-        accept_narrowing: false,
-    };
+    let job = empty_job(false);
     let config = GateConfig::defaults();
     for (completion, expect) in [
         (
