@@ -86,6 +86,36 @@ fn a_plain_child_stops_on_term() {
 }
 
 #[test]
+fn a_frozen_group_does_nothing_until_thawed_and_a_frozen_group_stops_on_term() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let ticks = dir.path().join("ticks");
+    let script = format!("while :; do printf x >> {}; sleep 0.02; done", ticks.display());
+    let mut child = ChildGroup::spawn(&shell(dir.path(), &script)).expect("it starts");
+    let count = || std::fs::read_to_string(&ticks).unwrap_or_default().len();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while count() < 3 {
+        assert!(Instant::now() < deadline, "it never ticked");
+        thread::sleep(Duration::from_millis(10));
+    }
+    child.freeze().expect("it freezes");
+    thread::sleep(Duration::from_millis(100));
+    let frozen = count();
+    thread::sleep(Duration::from_millis(400));
+    assert_eq!(count(), frozen, "a frozen group kept working");
+    child.thaw().expect("it thaws");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while count() <= frozen {
+        assert!(Instant::now() < deadline, "it never ticked again");
+        thread::sleep(Duration::from_millis(10));
+    }
+    // Frozen again, it still ends on `SIGTERM` within its grace: no `SIGKILL` needed.
+    child.freeze().expect("it freezes again");
+    let stopped = child.stop().expect("it stops");
+    assert!(!stopped.killed, "{stopped:?}");
+    assert_eq!(stopped.status.signal(), Some(SIGTERM));
+}
+
+#[test]
 fn a_child_that_ignores_term_is_killed_after_the_grace_period() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let spec = shell(dir.path(), "trap '' TERM; echo ready; sleep 100; echo survived");

@@ -393,6 +393,17 @@ impl Engine {
             .map(drop)
     }
 
+    /// Pauses container `name` (`pause`: its processes frozen by the cgroup freezer) until
+    /// [`Engine::unpause`]. An engine refuses to `stop` a paused container.
+    pub fn pause(&self, name: &str) -> Result<(), ContainerError> {
+        self.output(&["pause", name], COMMAND_TIMEOUT).map(drop)
+    }
+
+    /// Unpauses container `name`.
+    pub fn unpause(&self, name: &str) -> Result<(), ContainerError> {
+        self.output(&["unpause", name], COMMAND_TIMEOUT).map(drop)
+    }
+
     /// Kills container `name` at once (`SIGKILL`).
     pub fn kill(&self, name: &str) -> Result<(), ContainerError> {
         self.output(&["kill", name], COMMAND_TIMEOUT).map(drop)

@@ -172,6 +172,8 @@ pub struct ChildGroup {
     watchdog: watchdog::Watchdog,
     /// Copies the group's output into the log; ended once the group is stopped.
     pump: capped_log::Pump,
+    /// Frozen by [`ChildGroup::freeze`] and not thawed since.
+    frozen: bool,
 }
 
 /// How a stopped group ended.
@@ -267,6 +269,7 @@ impl ChildGroup {
             stopped: None,
             watchdog,
             pump,
+            frozen: false,
         };
         if let Err(source) = told {
             let _ = group.stop();
@@ -315,6 +318,22 @@ impl ChildGroup {
         }
     }
 
+    /// Freezes every process of the group (`SIGSTOP`) until [`ChildGroup::thaw`]: an idle
+    /// server that must not run while another is measured. [`ChildGroup::stop`] thaws it.
+    pub fn freeze(&mut self) -> Result<(), ProcessError> {
+        self.signal(group::Signal::Stop)?;
+        self.frozen = true;
+        Ok(())
+    }
+
+    /// Thaws a group [`ChildGroup::freeze`] froze (`SIGCONT`); nothing for one that is not.
+    pub fn thaw(&mut self) -> Result<(), ProcessError> {
+        if std::mem::take(&mut self.frozen) {
+            self.signal(group::Signal::Cont)?;
+        }
+        Ok(())
+    }
+
     /// Stops the group: `SIGTERM` to every process in it, then, when anything is left after
     /// the grace period, `SIGKILL`. Returns once the leader is reaped, no process of the
     /// group is left (zombies that another parent has yet to reap aside) and the log is
@@ -341,6 +360,10 @@ impl ChildGroup {
             return Ok(stopped);
         }
         self.signal(group::Signal::Term)?;
+        // A frozen group gets its `SIGTERM` once thawed: it may still end in its grace.
+        if std::mem::take(&mut self.frozen) {
+            self.signal(group::Signal::Cont)?;
+        }
         let deadline = Instant::now() + self.grace;
         let mut pause = FIRST_PAUSE;
         loop {

@@ -98,6 +98,30 @@ impl ServerProcess {
         }
     }
 
+    /// Freezes the server while it is idle, so that it does nothing (no GPU or CPU work, no
+    /// request to the other side's server) while the other side is measured: its container
+    /// paused, or its process group stopped (`SIGSTOP`). Stopping it thaws it first.
+    pub(super) fn pause(&mut self) -> Result<(), StepFailure> {
+        let paused = match self {
+            ServerProcess::Host(group) => group.freeze().map_err(|error| error.to_string()),
+            ServerProcess::Container(container) => {
+                container.pause().map_err(|error| error.to_string())
+            }
+        };
+        paused.map_err(|detail| StepFailure::crash(format!("pausing the idle server: {detail}")))
+    }
+
+    /// Thaws what [`ServerProcess::pause`] froze.
+    pub(super) fn resume(&mut self) -> Result<(), StepFailure> {
+        let resumed = match self {
+            ServerProcess::Host(group) => group.thaw().map_err(|error| error.to_string()),
+            ServerProcess::Container(container) => {
+                container.resume().map_err(|error| error.to_string())
+            }
+        };
+        resumed.map_err(|detail| StepFailure::crash(format!("resuming the server: {detail}")))
+    }
+
     /// The container's name, for commands that join its network.
     pub(super) fn container(&self) -> Option<&str> {
         match self {

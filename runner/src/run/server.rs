@@ -55,7 +55,7 @@ impl LogWindow {
 #[derive(Debug)]
 enum Inner {
     One {
-        process: ServerProcess,
+        process: Box<ServerProcess>,
         /// Crossed out once the process is stopped: declared after it, so dropped after it.
         _entry: Entry,
         _lease: PortLease,
@@ -144,7 +144,7 @@ impl Server {
             return Err(StepFailure { reason: unhealthy(&error), detail: error.to_string() });
         }
         Ok(Server {
-            inner: Inner::One { process, _entry: entry, _lease: lease },
+            inner: Inner::One { process: Box::new(process), _entry: entry, _lease: lease },
             url,
             port,
             log: launch.log.clone(),
@@ -160,12 +160,29 @@ impl Server {
         }
     }
 
-    /// Whether the server's process (a topology: any of its processes) has exited.
     /// Whether it is a topology (several servers behind a router), which is never released.
     pub(super) fn is_topology(&self) -> bool {
         matches!(self.inner, Inner::Topology(_))
     }
 
+    /// Freezes a released server while the other side is measured ([`ServerProcess::pause`]);
+    /// a topology is never released, so never paused.
+    pub(super) fn pause(&mut self) -> Result<(), StepFailure> {
+        match &mut self.inner {
+            Inner::One { process, .. } => process.pause(),
+            Inner::Topology(_) => Ok(()),
+        }
+    }
+
+    /// Thaws what [`Server::pause`] froze.
+    pub(super) fn resume(&mut self) -> Result<(), StepFailure> {
+        match &mut self.inner {
+            Inner::One { process, .. } => process.resume(),
+            Inner::Topology(_) => Ok(()),
+        }
+    }
+
+    /// Whether the server's process (a topology: any of its processes) has exited.
     pub(super) fn exited(&mut self) -> bool {
         match &mut self.inner {
             Inner::One { process, .. } => !matches!(process.group().try_wait(), Ok(None)),

@@ -231,3 +231,61 @@ fn the_stand_in_refuses_what_prgate_must_never_ask_for() {
     let output = harness.client(&good.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(output.status.success(), "the launcher's own command line runs: {output:?}");
 }
+
+#[test]
+fn a_paused_container_does_nothing_until_resumed_and_stops_even_when_paused() {
+    for_each_engine(|harness| {
+        let site = Site::new();
+        let node = harness.node(&site);
+        let run = run_id("pause");
+        // A command that keeps working: a tick into its output folder every 20 ms.
+        let step = Step {
+            purpose: "busy-server",
+            gpus: &[],
+            network: ContainerNetwork::None,
+            env: ContainerEnv::new(&node),
+            command: strings(&[
+                "python3",
+                "-c",
+                "import sys, time\nwhile True:\n    open(sys.argv[1], 'a').write('x')\n    time.sleep(0.02)",
+                "/work/out/ticks",
+            ]),
+        };
+        let launch = launch(harness, &site, &node, &run, &step);
+        let mut container = Container::start(&harness.engine, &launch).expect("it starts");
+        let ticks = || std::fs::read_to_string(site.out.join("ticks")).unwrap_or_default().len();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while ticks() < 3 {
+            assert!(Instant::now() < deadline, "it never worked: {}", site.logs());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        container.pause().expect("it pauses");
+        // A tick in flight may land; then nothing, for half a second.
+        std::thread::sleep(Duration::from_millis(200));
+        let frozen = ticks();
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(ticks(), frozen, "the paused command kept working");
+        container.resume().expect("it resumes");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while ticks() <= frozen {
+            assert!(Instant::now() < deadline, "it never worked again: {}", site.logs());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Paused again, it still stops (an engine refuses to stop a paused container).
+        container.pause().expect("it pauses again");
+        let started = Instant::now();
+        container.stop().expect("it stops");
+        assert!(started.elapsed() < Duration::from_secs(40), "stopped within the grace period");
+        assert!(!harness.exists(container.name()), "the container is gone");
+        if !harness.real() {
+            let subcommands: Vec<String> = harness
+                .invocations()
+                .iter()
+                .filter_map(|call| call["argv"][0].as_str().map(str::to_owned))
+                .filter(|sub| sub.contains("pause"))
+                .collect();
+            assert_eq!(subcommands, ["pause", "unpause", "pause", "unpause"]);
+        }
+        assert!(harness.engine.remove_run(&run).expect("the cleanup").is_empty());
+    });
+}

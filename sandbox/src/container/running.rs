@@ -1,5 +1,5 @@
 //! A started container: its engine client's process group and the container by name,
-//! waited on with a wall-clock or stall limit, and stopped (`<engine> stop`, the client's
+//! waited on with a wall-clock or stall limit, paused and resumed (an idle server), and stopped (`<engine> stop`, the client's
 //! group, then `<engine> rm -f`) on request or when dropped. Building the command line is
 //! `arguments`'s; the run's cleanup by label is the parent's.
 
@@ -21,6 +21,8 @@ pub struct Container {
     grace: Duration,
     client: ChildGroup,
     stopped: Option<Stopped>,
+    /// Paused by [`Container::pause`] and not resumed since.
+    paused: bool,
 }
 
 impl Container {
@@ -33,6 +35,7 @@ impl Container {
             grace: launch.spec.grace,
             client,
             stopped: None,
+            paused: false,
         })
     }
 
@@ -113,6 +116,22 @@ impl Container {
         }
     }
 
+    /// Pauses the container ([`Engine::pause`]): its processes do nothing until
+    /// [`Container::resume`]; [`Container::stop`] resumes it first.
+    pub fn pause(&mut self) -> Result<(), ContainerError> {
+        self.engine.pause(&self.name)?;
+        self.paused = true;
+        Ok(())
+    }
+
+    /// Resumes a container [`Container::pause`] paused; nothing for one that is not.
+    pub fn resume(&mut self) -> Result<(), ContainerError> {
+        if std::mem::take(&mut self.paused) {
+            self.engine.unpause(&self.name)?;
+        }
+        Ok(())
+    }
+
     /// Stops the container and its client: `<engine> stop` (the command gets `SIGTERM`, then
     /// `SIGKILL` after the grace period), then the client's process group, then `<engine> rm
     /// -f` in case the container was still being created. A container that has already gone
@@ -120,6 +139,10 @@ impl Container {
     pub fn stop(&mut self) -> Result<Stopped, ContainerError> {
         if let Some(stopped) = self.stopped {
             return Ok(stopped);
+        }
+        // An engine refuses to stop a paused container; `rm -f` below would still remove it.
+        if std::mem::take(&mut self.paused) {
+            let _ = self.engine.unpause(&self.name);
         }
         let stop = self.engine.stop(&self.name, self.grace);
         let stopped = self.client.stop()?;

@@ -14,6 +14,10 @@ use rustix::process::{Pid, kill_process_group, test_kill_process_group};
 pub(crate) enum Signal {
     Term,
     Kill,
+    /// Freezes the group (`SIGSTOP`, which no process can catch or ignore).
+    Stop,
+    /// Thaws a frozen group (`SIGCONT`).
+    Cont,
 }
 
 /// Sends `signal` to every process of the group `pgid`; a group that is already gone is not
@@ -23,6 +27,8 @@ pub(crate) fn signal(pgid: i32, signal: Signal) -> io::Result<()> {
     let signal = match signal {
         Signal::Term => rustix::process::Signal::TERM,
         Signal::Kill => rustix::process::Signal::KILL,
+        Signal::Stop => rustix::process::Signal::STOP,
+        Signal::Cont => rustix::process::Signal::CONT,
     };
     match kill_process_group(pid, signal) {
         Ok(()) | Err(Errno::SRCH) => Ok(()),

@@ -223,9 +223,13 @@ impl<'a> Servers<'a> {
     }
 
     /// Makes room on the GPUs by the `other` side's server, when it is up: its memory released
-    /// when it speaks an engine's memory API (found by probing at its first release), else
-    /// stopped (dropping it lets its GPUs go). A server that has exited is dropped without a
-    /// probe: a dead server answers no API, which says nothing of the API its engine speaks.
+    /// when it speaks an engine's memory API (found by probing at its first release), then the
+    /// server paused ([`Server::pause`]: an idle server does nothing while the other side is
+    /// measured, so a PR's server cannot keep the GPUs busy or load base's server then); else
+    /// stopped (dropping it lets its GPUs go); a released server that cannot be paused is
+    /// stopped too, and loaded again when its side needs it.
+    /// A server that has exited is dropped without a probe: a dead server answers no API,
+    /// which says nothing of the API its engine speaks.
     fn make_room(&mut self, other: usize) {
         match std::mem::replace(&mut self.slots[other], Slot::Idle) {
             Slot::Up(mut server) if !server.is_topology() && !self.no_api[other] => {
@@ -236,6 +240,10 @@ impl<'a> Servers<'a> {
                 match memory::release(&server.url, self.apis[other]) {
                     Some(api) => {
                         self.apis[other] = Some(api);
+                        if server.pause().is_err() {
+                            // Dropped: stopped, and loaded again when its side needs it.
+                            return;
+                        }
                         let model = Some(self.model.as_str());
                         let side = if other == 0 { Side::Base } else { Side::Pr };
                         let event =
@@ -251,8 +259,8 @@ impl<'a> Servers<'a> {
         }
     }
 
-    /// Wakes `side`'s released server and warms it up; one that does not come back is
-    /// stopped, to be loaded again.
+    /// Resumes `side`'s released (and paused) server, wakes it and warms it up; one that does
+    /// not come back is stopped, to be loaded again.
     fn wake(&mut self, side: Side) {
         let at = slot(side);
         let Slot::Released(mut server) = std::mem::replace(&mut self.slots[at], Slot::Idle) else {
@@ -260,7 +268,9 @@ impl<'a> Servers<'a> {
         };
         let began = now_ms();
         let api = self.apis[at].unwrap_or(MemoryApi::Sglang);
-        let woke = memory::wake(&server.url, api, SERVED_MODEL) && !server.exited();
+        let woke = server.resume().is_ok()
+            && memory::wake(&server.url, api, SERVED_MODEL)
+            && !server.exited();
         let failure = (!woke).then_some(NotRunReason::Crash);
         let model = Some(self.model.as_str());
         self.events.emit(&event_server(EventKind::ServerWoken, model, side, began, failure));
