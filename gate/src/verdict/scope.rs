@@ -476,9 +476,48 @@ fn clip(text: &str) -> String {
     prgate_scope::text::clip(&text, 80).into_owned()
 }
 
-/// The files pytest reads its configuration and plugins from: `conftest.py`, `pytest.ini`,
-/// `pyproject.toml`, `setup.cfg`, `tox.ini`, at any depth.
+/// The files pytest reads its configuration and plugins from (`conftest.py`, `pytest.ini`,
+/// `pyproject.toml`, `setup.cfg`, `tox.ini`; `setup.py`, whose entry points can register a
+/// `pytest11` plugin), and the ones Python runs at every start in the side's environment
+/// (`sitecustomize.py`, `usercustomize.py`, a `.pth` file), at any depth: each can skip,
+/// deselect or rewrite tests, or their report, on the PR side.
 fn is_test_harness(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
-    matches!(name, "conftest.py" | "pytest.ini" | "pyproject.toml" | "setup.cfg" | "tox.ini")
+    matches!(
+        name,
+        "conftest.py"
+            | "pytest.ini"
+            | "pyproject.toml"
+            | "setup.cfg"
+            | "tox.ini"
+            | "setup.py"
+            | "sitecustomize.py"
+            | "usercustomize.py"
+    ) || name.ends_with(".pth")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_test_harness;
+
+    #[test]
+    fn the_harness_is_what_pytest_and_python_read_at_start_at_any_depth() {
+        for path in [
+            "conftest.py",
+            "test/unit/alpha/conftest.py",
+            "pytest.ini",
+            "pyproject.toml",
+            "setup.cfg",
+            "tox.ini",
+            "setup.py",
+            "pkg/sitecustomize.py",
+            "usercustomize.py",
+            ".prgate-user/lib/python3.12/site-packages/zz.pth",
+        ] {
+            assert!(is_test_harness(path), "{path}");
+        }
+        for path in ["test/unit/alpha/test_layer.py", "pkg/setup_helpers.py", "docs/pth.md"] {
+            assert!(!is_test_harness(path), "{path}");
+        }
+    }
 }
