@@ -286,7 +286,7 @@ impl Demo<'_> {
         write_json(&results.join("plan.json"), &plan)?;
         writeln!(out, "    {}", prgate_report::headline::scope_line(&plan))?;
 
-        let base = crate::gate::BaseSide::read(self.repo, &plan)?;
+        let base = crate::gate::base_side(self.repo, &plan)?;
         let on_node = self.on_node(&plan, &base, Some(pr.title.as_str()));
         if pr.reruns {
             self.first_run(&on_node, pr, out)?;
@@ -343,7 +343,7 @@ impl Demo<'_> {
     fn on_node<'a>(
         &'a self,
         plan: &'a Plan,
-        base: &'a crate::gate::BaseSide,
+        base: &'a prgate_gate::BaseSide,
         title: Option<&'a str>,
     ) -> OnNode<'a> {
         OnNode {
@@ -423,7 +423,7 @@ impl Demo<'_> {
     fn save_to_history(
         &self,
         plan: &Plan,
-        base: &crate::gate::BaseSide,
+        base: &prgate_gate::BaseSide,
         pr: &SamplePr,
         verdict: &Verdict,
         evidence: &[Evidence],
@@ -488,7 +488,7 @@ impl Demo<'_> {
         out.flush()?;
         let plan = self.plan(&reference, tip).context("planning the anchor run")?;
         let results = self.results("anchor");
-        let base = crate::gate::BaseSide::read(self.repo, &plan)?;
+        let base = crate::gate::base_side(self.repo, &plan)?;
         let on_node = self.on_node(&plan, &base, None);
         let summary = on_node.run(&results, None, &ReuseMode::Off)?;
         let (evidence, _job, verdict) = on_node.judge(&results)?;
@@ -611,7 +611,8 @@ impl OnNode<'_> {
             results_dir.records()?.into_iter().map(|(_step, record)| record).collect();
         let LocalRun { plan, title, base, .. } = self.local;
         let job = crate::gate::read_job(&results_dir.job_path(), plan)?;
-        let verdict = crate::gate::judge_final(plan, Some(&job), &evidence, title, base)
+        let verdict = base
+            .judge(plan, Some(&job), &evidence, title, prgate_gate::Completion::Final)
             .map_err(|error| anyhow::anyhow!("judging the evidence: {}", error.problem))?;
         Ok((evidence, job, verdict))
     }

@@ -1,13 +1,18 @@
 //! `prgate gate`: judge a plan and the evidence from the GPU nodes; `prgate gate simulate`:
 //! how well the speed rule decides.
+//!
+//! What judges a PR and how is the gate's (`prgate_gate::base_side::BaseSide`: the settings
+//! and the CODEOWNERS policy at the base side's commit, the rules, the gain rule, the
+//! checklist); this file reads the files the gate is handed (the plan, the evidence folder,
+//! the job plan, the base side's texts from git through scope) and prints the verdict.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
-use prgate_gate::codeowners::{DEFAULT_POLICY, Policy};
+use prgate_gate::base_side::{BaseSide, POLICY_PATH};
 use prgate_gate::evidence::Evidence;
-use prgate_gate::{Completion, GateConfig, Headline, JobPlan, JudgeRequest};
+use prgate_gate::{Completion, Headline, JobPlan};
 use prgate_scope::Plan;
 
 use crate::files::{print, read_json};
@@ -105,7 +110,7 @@ pub(crate) fn run(args: &GateArgs) -> anyhow::Result<Outcome> {
         anyhow::bail!("--plan and --evidence are required");
     };
     let plan: Plan = read_json(plan_path, "plan")?;
-    let base = BaseSide::read(&args.repo, &plan).with_context(|| {
+    let base = base_side(&args.repo, &plan).with_context(|| {
         format!(
             "reading the base side's settings in {} (name the repository with --repo)",
             args.repo.display()
@@ -123,7 +128,7 @@ pub(crate) fn run(args: &GateArgs) -> anyhow::Result<Outcome> {
     let title = args.title.as_deref();
     let completion = if args.in_progress { Completion::InProgress } else { Completion::Final };
     let verdict =
-        judge(&plan, job.as_ref(), &evidence, title, &base, completion).map_err(|error| {
+        base.judge(&plan, job.as_ref(), &evidence, title, completion).map_err(|error| {
             let file = files
                 .get(error.record)
                 .map_or_else(|| "?".to_owned(), |path| path.display().to_string());
@@ -142,39 +147,6 @@ pub(crate) fn run(args: &GateArgs) -> anyhow::Result<Outcome> {
     Ok(Outcome::of(&verdict))
 }
 
-/// The verdict on a run that is over: every expected step (the job plan's, else a tier's
-/// checks) judged, or the verdict says what could not be.
-pub(crate) fn judge_final(
-    plan: &Plan,
-    job: Option<&JobPlan>,
-    evidence: &[Evidence],
-    title: Option<&str>,
-    base: &BaseSide,
-) -> Result<prgate_gate::Verdict, prgate_gate::evidence::EvidenceError> {
-    judge(plan, job, evidence, title, base, Completion::Final)
-}
-
-/// The verdict on `evidence`, of a run that is over or still going.
-fn judge(
-    plan: &Plan,
-    job: Option<&JobPlan>,
-    evidence: &[Evidence],
-    title: Option<&str>,
-    base: &BaseSide,
-    completion: Completion,
-) -> Result<prgate_gate::Verdict, prgate_gate::evidence::EvidenceError> {
-    let config = &base.config;
-    prgate_gate::judge_with(JudgeRequest {
-        plan,
-        job,
-        evidence,
-        rules: prgate_gate::rules::judge_rules(plan, title, config, &base.policy),
-        gain_required: prgate_gate::title::requires_gain(title, &config.gain.types),
-        config,
-        completion,
-    })
-}
-
 /// A job plan, checked against the plan it must be of.
 pub(crate) fn read_job(path: &Path, plan: &Plan) -> anyhow::Result<JobPlan> {
     let job = prgate_runner::results::read_job(path)?;
@@ -190,31 +162,14 @@ pub(crate) fn read_job(path: &Path, plan: &Plan) -> anyhow::Result<JobPlan> {
     Ok(job)
 }
 
-/// What judges a PR, from its base side: the gate's settings and the CODEOWNERS policy.
-pub(crate) struct BaseSide {
-    pub(crate) config: GateConfig,
-    pub(crate) policy: Policy,
+/// What judges a PR, from its base side (`prgate_gate::base_side`): the manifest and
+/// `CODEOWNERS.rules` read at the plan's base-side commit.
+pub(crate) fn base_side(repo: &Path, plan: &Plan) -> anyhow::Result<BaseSide> {
+    let commit = &plan.manifest.commit;
+    let manifest = prgate_scope::base_side::read_manifest_at(repo, commit)?;
+    let policy = prgate_scope::base_side::read_text_at(repo, commit, POLICY_PATH)?;
+    Ok(BaseSide::of(&manifest, policy.as_deref(), commit)?)
 }
-
-impl BaseSide {
-    /// Reads the manifest's [gate] table and `CODEOWNERS.rules` (or the default policy) at the
-    /// plan's base-side commit.
-    pub(crate) fn read(repo: &Path, plan: &Plan) -> anyhow::Result<BaseSide> {
-        let commit = &plan.manifest.commit;
-        let manifest = prgate_scope::base_side::read_manifest_at(repo, commit)?;
-        let short = prgate_scope::git::short_sha(commit);
-        let config =
-            GateConfig::with_overrides(manifest.gate_table(), &format!("prgate.toml at {short}"))?;
-        let policy = match prgate_scope::base_side::read_text_at(repo, commit, POLICY_PATH)? {
-            Some(text) => Policy::parse(&text, &format!("{POLICY_PATH} at {short}"))?,
-            None => Policy::parse(DEFAULT_POLICY, "prgate's default CODEOWNERS.rules")?,
-        };
-        Ok(BaseSide { config, policy })
-    }
-}
-
-/// Where a repository keeps its own CODEOWNERS policy.
-const POLICY_PATH: &str = "CODEOWNERS.rules";
 
 /// Every `*.json` file below `dir`, sorted by path, and its evidence record. The walk never
 /// follows a symbolic link (an entry's own type is looked at, not its target's), so a link

@@ -14,7 +14,7 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
 use prgate_gate::drift::{self, GuardState};
 use prgate_gate::history::{LEDGER_VERSION, MergeFacts, Reset};
-use prgate_gate::{GateConfig, Verdict};
+use prgate_gate::{Completion, GateConfig, Verdict};
 use prgate_runner::history::{AnchorRun, HistoryDir, Recorded};
 use prgate_runner::node::NodeProfile;
 use prgate_scope::Plan;
@@ -251,8 +251,7 @@ fn settings(source: &SettingsSource) -> anyhow::Result<GateConfig> {
 pub(crate) fn settings_at(repo: &Path, what: &'static str, at: &str) -> anyhow::Result<GateConfig> {
     let commit = prgate_scope::git::commit_of(repo, what, at)?;
     let manifest = prgate_scope::base_side::read_manifest_at(repo, &commit)?;
-    let short = prgate_scope::git::short_sha(&commit);
-    Ok(GateConfig::with_overrides(manifest.gate_table(), &format!("prgate.toml at {short}"))?)
+    Ok(prgate_gate::base_side::settings_at(&manifest, &commit)?)
 }
 
 fn record(args: &RecordArgs) -> anyhow::Result<()> {
@@ -320,14 +319,14 @@ fn commit(sha: &str, what: &str) -> anyhow::Result<String> {
 fn anchor(args: &AnchorArgs) -> anyhow::Result<()> {
     let plan: Plan = read_json(&args.plan, "plan")?;
     let (_files, evidence) = crate::gate::read_evidence(&args.results.join("evidence"))?;
-    let base = crate::gate::BaseSide::read(&args.repo, &plan)?;
+    let base = crate::gate::base_side(&args.repo, &plan)?;
     let verdict: Verdict = match &args.verdict {
         Some(path) => read_json(path, "verdict")?,
         None => {
             let job_path = args.results.join(prgate_runner::results::JOB_FILE);
             let job =
                 job_path.is_file().then(|| crate::gate::read_job(&job_path, &plan)).transpose()?;
-            crate::gate::judge_final(&plan, job.as_ref(), &evidence, None, &base).map_err(
+            base.judge(&plan, job.as_ref(), &evidence, None, Completion::Final).map_err(
                 |error| anyhow::anyhow!("evidence record {}: {}", error.record, error.problem),
             )?
         }

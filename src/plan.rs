@@ -78,9 +78,8 @@ pub(crate) fn run(args: &PlanArgs) -> anyhow::Result<()> {
     };
     let plan = prgate_scope::plan(&request)?;
     // The rules are judged at once, with the base side's settings and policy.
-    let base = crate::gate::BaseSide::read(&args.repo, &plan)?;
-    let rules =
-        prgate_gate::rules::judge_rules(&plan, args.title.as_deref(), &base.config, &base.policy);
+    let base = crate::gate::base_side(&args.repo, &plan)?;
+    let rules = base.rules(&plan, args.title.as_deref());
     let estimate = crate::estimate::estimate(&args.estimate, &args.repo, &plan)?;
     let output = PlanOutput { plan: &plan, rules: &rules, estimate: estimate.as_ref() };
     let text = match args.format {

@@ -330,7 +330,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
     );
     let plan: Plan = read_json(files.plan, "plan")?;
     let node = crate::files::read_node_profile(files.node)?;
-    let base = crate::gate::BaseSide::read(files.repo, &plan).with_context(|| {
+    let base = crate::gate::base_side(files.repo, &plan).with_context(|| {
         format!(
             "reading the base side's settings in {} (name the repository with --repo)",
             files.repo.display()
@@ -392,7 +392,7 @@ pub(crate) struct LocalRun<'a> {
     pub(crate) node: &'a NodeProfile,
     pub(crate) repo: &'a Path,
     /// The base side's settings, which judge the steps.
-    pub(crate) base: &'a crate::gate::BaseSide,
+    pub(crate) base: &'a prgate_gate::BaseSide,
     /// The PR's title, for the gain rule.
     pub(crate) title: Option<&'a str>,
     pub(crate) common_recipe: &'a str,
@@ -427,7 +427,7 @@ impl LocalRun<'_> {
                 accept_narrowing: settings.accept_narrowing || self.label_accepts_narrowing,
             },
             gate: config,
-            gain_required: prgate_gate::title::requires_gain(self.title, &config.gain.types),
+            gain_required: self.base.gain_required(self.title),
             python: &settings.python,
             time_limit: settings.time_limit,
             progress: self.progress,

@@ -5,7 +5,8 @@
 //! - [`evidence`]: the wire format the runner writes, one record per finished step;
 //! - [`job`]: the job plan, what a run must produce, and whether evidence accounts for it;
 //! - [`events`]: the event stream's lines, a run's progress as it goes (`prgate run --events`);
-//! - [`rules`] and [`title`]: the rules judged before any GPU work;
+//! - [`rules`] and [`title`]: the rules judged before any GPU work; [`base_side`]: what judges
+//!   a PR, from its base side (the settings and the CODEOWNERS policy there), and its verdict;
 //! - [`stats`]: the sequential test and the proportion comparisons;
 //! - [`speed`]: one concurrency's decision, and the runner's "another pair?" question;
 //! - [`accuracy`]: one benchmark's decision from its repeats, and the runner's "another
@@ -19,6 +20,7 @@
 //! The gate does no I/O: the binary reads files and hands it plain data.
 
 pub mod accuracy;
+pub mod base_side;
 pub mod codeowners;
 pub mod config;
 pub mod drift;
@@ -35,6 +37,7 @@ pub mod title;
 pub mod to_decide;
 pub mod verdict;
 
+pub use base_side::BaseSide;
 pub use config::GateConfig;
 pub use evidence::Evidence;
 pub use job::JobPlan;

@@ -236,7 +236,7 @@ pub(super) fn node_run(args: &Settings) -> anyhow::Result<Outcome> {
         eprintln!("prgate: nothing is scheduled on {}", node.name());
         return Ok(Outcome::Pass);
     }
-    let base = crate::gate::BaseSide::read(&args.repo, &plan)?;
+    let base = crate::gate::base_side(&args.repo, &plan)?;
     let events = results.join("events.jsonl");
     let summary = local_run(args, &plan, (&base, &pinned), &node, None)
         .run(&results, Some(&events), Some(models), &args.reuse(&results))
@@ -259,7 +259,7 @@ pub(super) fn finish(args: &Settings) -> anyhow::Result<Outcome> {
         let plan_path = state.join("plan.json");
         anyhow::ensure!(plan_path.is_file(), "the start stage ended before it made a plan");
         let plan: Plan = crate::files::read_json(&plan_path, "plan")?;
-        let base = crate::gate::BaseSide::read(&args.repo, &plan)?;
+        let base = crate::gate::base_side(&args.repo, &plan)?;
         let drift = drift_alarms(args, &plan, &base);
         reporter.update(|state| {
             state.plan = Some(plan.clone());
@@ -348,7 +348,7 @@ fn make_plan(
     args: &Settings,
     reporter: &Arc<Reporter>,
     files: Vec<String>,
-) -> anyhow::Result<(Plan, crate::gate::BaseSide)> {
+) -> anyhow::Result<(Plan, prgate_gate::BaseSide)> {
     let pinned = &reporter.pinned;
     prgate_scope::git::require_commits(
         &args.repo,
@@ -366,7 +366,7 @@ fn make_plan(
     }
     plan.warnings.extend(pinned.notes.iter().cloned());
     write(&args.state.clone().join("plan.json"), &(serde_json::to_string_pretty(&plan)? + "\n"))?;
-    let base = crate::gate::BaseSide::read(&args.repo, &plan)?;
+    let base = crate::gate::base_side(&args.repo, &plan)?;
     let drift = drift_alarms(args, &plan, &base);
     reporter.update(|state| {
         state.plan = Some(plan.clone());
@@ -385,7 +385,7 @@ fn history_dir(args: &Settings) -> Option<PathBuf> {
 }
 
 /// The drift guards over their budget, for the comment's header (docs/history.md).
-fn drift_alarms(args: &Settings, plan: &Plan, base: &crate::gate::BaseSide) -> Vec<String> {
+fn drift_alarms(args: &Settings, plan: &Plan, base: &prgate_gate::BaseSide) -> Vec<String> {
     let Some(dir) = history_dir(args) else { return Vec::new() };
     let models: Vec<String> = plan.running_models().map(|model| model.name.clone()).collect();
     crate::history::alarms(&dir, &models, &base.config)
@@ -396,12 +396,13 @@ fn judge_and_post(
     args: &Settings,
     reporter: &Reporter,
     plan: &Plan,
-    base: &crate::gate::BaseSide,
+    base: &prgate_gate::BaseSide,
     job: Option<&JobPlan>,
     evidence: &[Evidence],
 ) -> anyhow::Result<Outcome> {
     let title = Some(reporter.pinned.title.as_str());
-    let verdict = crate::gate::judge_final(plan, job, evidence, title, base)
+    let verdict = base
+        .judge(plan, job, evidence, title, prgate_gate::Completion::Final)
         .map_err(|error| anyhow::anyhow!("evidence record {}: {}", error.record, error.problem))?;
     write(&args.work.join("verdict.json"), &(serde_json::to_string_pretty(&verdict)? + "\n"))?;
     reporter.update(|state| {
@@ -479,7 +480,7 @@ fn pipeline(
 fn run_observed(
     args: &Settings,
     node: &NodeProfile,
-    base: &crate::gate::BaseSide,
+    base: &prgate_gate::BaseSide,
     results: &Path,
     comment: &CommentObserver<'_>,
 ) -> anyhow::Result<()> {
@@ -520,7 +521,7 @@ fn run_observed(
 fn local_run<'a>(
     args: &'a Settings,
     plan: &'a Plan,
-    (base, pinned): (&'a crate::gate::BaseSide, &'a Pinned),
+    (base, pinned): (&'a prgate_gate::BaseSide, &'a Pinned),
     node: &'a NodeProfile,
     observer: Option<&'a dyn prgate_runner::results::StepObserver>,
 ) -> LocalRun<'a> {
