@@ -117,14 +117,11 @@ pub(crate) fn run(args: &GateArgs) -> anyhow::Result<Outcome> {
         )
     })?;
     let (files, evidence) = read_evidence(evidence_dir)?;
-    let job_path = match &args.job {
-        Some(path) => Some(path.clone()),
-        None => evidence_dir
-            .parent()
-            .map(|results| results.join(prgate_runner::results::JOB_FILE))
-            .filter(|path| path.is_file()),
+    let job = match (&args.job, evidence_dir.parent()) {
+        (Some(path), _) => Some(read_job(path, &plan)?),
+        (None, Some(results)) => read_job_in(results, &plan)?,
+        (None, None) => None,
     };
-    let job = job_path.map(|path| read_job(&path, &plan)).transpose()?;
     let title = args.title.as_deref();
     let completion = if args.in_progress { Completion::InProgress } else { Completion::Final };
     let verdict =
@@ -151,7 +148,7 @@ pub(crate) fn run(args: &GateArgs) -> anyhow::Result<Outcome> {
 pub(crate) fn read_job(path: &Path, plan: &Plan) -> anyhow::Result<JobPlan> {
     let job = prgate_runner::results::read_job(path)?;
     anyhow::ensure!(
-        job.pr_commit == plan.head.sha && job.base_commit == plan.base_side_commit(),
+        job.is_of(plan),
         "the job plan {} is of PR commit {} on base {}, but the plan is of {} on {}",
         path.display(),
         job.pr_commit,
@@ -160,6 +157,13 @@ pub(crate) fn read_job(path: &Path, plan: &Plan) -> anyhow::Result<JobPlan> {
         plan.base_side_commit()
     );
     Ok(job)
+}
+
+/// The job plan of the results folder `results` (its `job.json`), checked against `plan`;
+/// `None` when the run wrote none.
+pub(crate) fn read_job_in(results: &Path, plan: &Plan) -> anyhow::Result<Option<JobPlan>> {
+    let path = results.join(prgate_runner::results::JOB_FILE);
+    path.is_file().then(|| read_job(&path, plan)).transpose()
 }
 
 /// What judges a PR, from its base side (`prgate_gate::base_side`): the manifest and

@@ -323,9 +323,7 @@ fn anchor(args: &AnchorArgs) -> anyhow::Result<()> {
     let verdict: Verdict = match &args.verdict {
         Some(path) => read_json(path, "verdict")?,
         None => {
-            let job_path = args.results.join(prgate_runner::results::JOB_FILE);
-            let job =
-                job_path.is_file().then(|| crate::gate::read_job(&job_path, &plan)).transpose()?;
+            let job = crate::gate::read_job_in(&args.results, &plan)?;
             base.judge(&plan, job.as_ref(), &evidence, None, Completion::Final).map_err(
                 |error| anyhow::anyhow!("evidence record {}: {}", error.record, error.problem),
             )?

@@ -493,6 +493,13 @@ impl JobPlan {
         }
     }
 
+    /// Whether this is a job plan of `plan`: made for its head (the PR's commit) and its
+    /// base-side commit (the merge-base, else the base). A job plan of other commits says
+    /// nothing about what a run of `plan` had to produce.
+    pub fn is_of(&self, plan: &prgate_scope::Plan) -> bool {
+        self.pr_commit == plan.head.sha && self.base_commit == plan.base_side_commit()
+    }
+
     /// The target of `model` (`None`: the common checks).
     pub fn target(&self, model: Option<&str>) -> Option<&Target> {
         self.targets.iter().find(|target| target.model.as_deref() == model)

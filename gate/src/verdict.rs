@@ -807,4 +807,4 @@ fn list(ids: &[&str]) -> String {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

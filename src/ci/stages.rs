@@ -319,9 +319,7 @@ fn gather(dirs: &[PathBuf], plan: &Plan) -> anyhow::Result<Gathered> {
                 gathered.reported.insert(node.clone());
             }
         }
-        let job_path = dir.join(prgate_runner::results::JOB_FILE);
-        if job_path.is_file() {
-            let node_job = crate::gate::read_job(&job_path, plan)?;
+        if let Some(node_job) = crate::gate::read_job_in(dir, plan)? {
             let merged = prgate_runner::job::merge_node_job(gathered.job.take(), node_job, &found);
             gathered.job = Some(merged);
         }
@@ -470,8 +468,7 @@ fn pipeline(
         state.gpu_time = gpu_time_words(std::slice::from_ref(&results));
     });
     let (_files, evidence) = crate::gate::read_evidence(&results.join("evidence"))?;
-    let job_path = results.join(prgate_runner::results::JOB_FILE);
-    let job = job_path.is_file().then(|| crate::gate::read_job(&job_path, &plan)).transpose()?;
+    let job = crate::gate::read_job_in(&results, &plan)?;
     judge_and_post(args, reporter, &plan, &base, job.as_ref(), &evidence)
 }
 

@@ -322,3 +322,23 @@ fn the_job_plan_and_the_evidence_refuse_unknown_keys() {
         assert!(error.contains("unknown field `hardwre`"), "{at:?}: {error}");
     }
 }
+
+#[test]
+fn a_job_plan_is_of_the_plans_head_and_base_side_commit() {
+    // The fixture's head, base and merge-base are all this commit.
+    let plan = crate::verdict::tests::plan(Vec::new(), false, true);
+    let sha = plan.head.sha.clone();
+    let other = "f".repeat(40);
+    for (pr, base, is_of) in [
+        (sha.as_str(), sha.as_str(), true),
+        (other.as_str(), sha.as_str(), false),
+        (sha.as_str(), other.as_str(), false),
+    ] {
+        assert_eq!(JobPlan::empty(pr, base).is_of(&plan), is_of, "{pr} on {base}");
+    }
+    // Without a merge-base the base side is the base itself.
+    let mut untrusted = crate::verdict::tests::plan(Vec::new(), false, false);
+    untrusted.base.sha.clone_from(&other);
+    assert!(JobPlan::empty(&sha, &other).is_of(&untrusted));
+    assert!(!JobPlan::empty(&sha, &sha).is_of(&untrusted));
+}

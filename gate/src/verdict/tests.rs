@@ -38,7 +38,7 @@ fn model(name: &str, tier: Tier, readme: Option<bool>) -> ModelPlan {
     }
 }
 
-fn plan(models: Vec<ModelPlan>, common: bool, trusted: bool) -> Plan {
+pub(crate) fn plan(models: Vec<ModelPlan>, common: bool, trusted: bool) -> Plan {
     let sha = "0123456789abcdef0123456789abcdef01234567".to_owned();
     Plan {
         schema_version: prgate_scope::plan::SCHEMA_VERSION,
