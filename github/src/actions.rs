@@ -1,5 +1,5 @@
 //! GitHub Actions' words that prgate reads: how a job a workflow `needs` ended
-//! (`needs.<job>.result`). What a result means for the PR test is the binary's `ci`'s.
+//! (`needs.<job>.result`), and whether such a job ran to its end ([`JobsResult::completed`]).
 
 /// How the node jobs ended, as the workflow's `needs.<job>.result` says (`--jobs`). Any other
 /// word is kept, not refused: a finish stage that cannot parse its flags would leave the
@@ -25,6 +25,13 @@ impl JobsResult {
         })
     }
 
+    /// Whether the jobs ran to their end: `success`, or `skipped` (a job with nothing to do).
+    /// Anything else (a failure, a cancellation, a word prgate does not know) means some of
+    /// what they were to record is missing: `prgate ci`'s finish stage posts `error`.
+    pub fn completed(&self) -> bool {
+        matches!(self, JobsResult::Success | JobsResult::Skipped)
+    }
+
     /// The word, as the workflow wrote it.
     pub fn as_str(&self) -> &str {
         match self {
@@ -48,6 +55,7 @@ mod tests {
             assert_eq!(result.as_str(), word);
             let known = !matches!(result, JobsResult::Other(_));
             assert_eq!(known, ["success", "skipped", "failure", "cancelled"].contains(&word));
+            assert_eq!(result.completed(), ["success", "skipped"].contains(&word));
         }
     }
 }

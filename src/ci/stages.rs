@@ -19,7 +19,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::Context as _;
-use std::collections::BTreeSet;
 
 use prgate_gate::evidence::Evidence;
 use prgate_report::status::error_status;
@@ -36,7 +35,6 @@ use crate::run::{ExecutorSettings, LocalRun, RunFiles};
 use crate::trigger::Decision;
 use prgate_gate::JobPlan;
 use prgate_github::GitHub;
-use prgate_github::actions::JobsResult;
 use prgate_github::event::Event;
 use prgate_github::pin::{Pinned, QueuePin};
 use prgate_report::progress::CheckStates;
@@ -273,21 +271,20 @@ pub(super) fn finish(args: &Settings) -> anyhow::Result<Outcome> {
             state.nodes = schedule.nodes().map(str::to_owned).collect();
             state.estimate = schedule.estimate().map(str::to_owned);
         });
-        let Gathered { mut evidence, reported, job } = gather(&args.evidence, &plan)?;
+        let Gathered { mut evidence, job } = gather(&args.evidence, &plan)?;
+        let silent = schedule.silent(&evidence);
         evidence.extend(schedule.unplaced_evidence(&plan));
         reporter.update(|state| {
             state.progress = prgate_report::progress::from_evidence(&plan, &evidence);
             state.image = images(&evidence);
             state.gpu_time = gpu_time_words(&args.evidence);
         });
-        match &args.jobs {
-            None | Some(JobsResult::Success | JobsResult::Skipped) => {}
-            Some(result) => anyhow::bail!(
+        if let Some(result) = args.jobs.as_ref().filter(|result| !result.completed()) {
+            anyhow::bail!(
                 "the node jobs ended as '{}': what they recorded is shown, the rest did not run",
                 result.as_str()
-            ),
+            );
         }
-        let silent: Vec<&str> = schedule.nodes().filter(|node| !reported.contains(*node)).collect();
         anyhow::ensure!(silent.is_empty(), "no evidence came back from {}", silent.join(", "));
         judge_and_post(args, &reporter, &plan, &base, job.as_ref(), &evidence)
     })
@@ -296,8 +293,6 @@ pub(super) fn finish(args: &Settings) -> anyhow::Result<Outcome> {
 /// What the node jobs sent back.
 struct Gathered {
     evidence: Vec<Evidence>,
-    /// The nodes some evidence names.
-    reported: BTreeSet<String>,
     /// Their job plans, merged.
     job: Option<JobPlan>,
 }
@@ -305,7 +300,7 @@ struct Gathered {
 /// The evidence and job plans of the node jobs' results folders `dirs` (each `DIR/evidence`,
 /// or `DIR` itself); a folder that is not there is skipped (the finish stage names its node).
 fn gather(dirs: &[PathBuf], plan: &Plan) -> anyhow::Result<Gathered> {
-    let mut gathered = Gathered { evidence: Vec::new(), reported: BTreeSet::new(), job: None };
+    let mut gathered = Gathered { evidence: Vec::new(), job: None };
     for dir in dirs {
         let records = dir.join("evidence");
         let records = if records.is_dir() { records } else { dir.clone() };
@@ -314,11 +309,6 @@ fn gather(dirs: &[PathBuf], plan: &Plan) -> anyhow::Result<Gathered> {
             continue;
         }
         let (_files, found) = crate::gate::read_evidence(&records)?;
-        for record in &found {
-            if let Some(node) = &record.provenance.node {
-                gathered.reported.insert(node.clone());
-            }
-        }
         if let Some(node_job) = crate::gate::read_job_in(dir, plan)? {
             let merged = prgate_runner::job::merge_node_job(gathered.job.take(), node_job, &found);
             gathered.job = Some(merged);

@@ -94,6 +94,17 @@ impl Assignment {
         &self.nodes
     }
 
+    /// The nodes with work that sent nothing back: no record of `evidence` (what the node jobs
+    /// returned) names them as the node it ran on. The finish stage refuses to judge without
+    /// them: their targets' steps would read as never run.
+    pub fn silent<'a>(&'a self, evidence: &[Evidence]) -> Vec<&'a str> {
+        self.nodes()
+            .filter(|&node| {
+                !evidence.iter().any(|record| record.provenance.node.as_deref() == Some(node))
+            })
+            .collect()
+    }
+
     /// The estimate in words.
     pub fn estimate(&self) -> Option<&str> {
         self.estimate.as_deref()
@@ -182,6 +193,33 @@ mod tests {
         let empty: Assignment =
             serde_json::from_str(r#"{"nodes": {}, "unschedulable": []}"#).expect("no estimate");
         assert_eq!(empty, Assignment::default());
+    }
+
+    #[test]
+    fn a_node_with_work_that_no_record_names_is_silent() {
+        let text =
+            r#"{"nodes": {"a": ["alpha"], "b": ["beta"], "c": ["~common"]}, "unschedulable": []}"#;
+        let assignment: Assignment = serde_json::from_str(text).expect("a schedule file");
+        let on = |node: Option<&str>| Evidence {
+            schema_version: SCHEMA_VERSION,
+            model: Some("alpha".to_owned()),
+            check: Check::CommonTests,
+            side: prgate_gate::evidence::Side::Pr,
+            provenance: Provenance { node: node.map(str::to_owned), ..Provenance::default() },
+            outcome: Outcome::NotRun {
+                reason: NotRunReason::Crash,
+                detail: String::new(),
+                subject: None,
+                failed_on: None,
+            },
+        };
+        for (evidence, silent) in [
+            (vec![], vec!["a", "b", "c"]),
+            (vec![on(Some("b")), on(None)], vec!["a", "c"]),
+            (vec![on(Some("a")), on(Some("b")), on(Some("c")), on(Some("elsewhere"))], vec![]),
+        ] {
+            assert_eq!(assignment.silent(&evidence), silent);
+        }
     }
 
     #[test]
