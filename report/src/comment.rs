@@ -20,6 +20,7 @@
 //! built in `header` (headline, header rows, progress, note, footer), `sections` (the
 //! checklist) and `models` (per-model tables and the chart).
 
+use prgate_gate::evidence::Evidence;
 use prgate_gate::verdict::{State, Verdict};
 use prgate_scope::plan::Plan;
 use serde::Serialize;
@@ -91,6 +92,22 @@ pub struct Header {
     /// The drift guards over their budget since the reference, in words
     /// ([`crate::history::alarm_words`]; docs/history.md).
     pub drift: Vec<String>,
+}
+
+impl Header {
+    /// The header's image, from a run's `evidence`: the images its records name (a digest, or
+    /// a tag when the node profile pins none), in order, each once; `None` when no record
+    /// names one (a run whose node's image is known says that one instead).
+    pub fn image_of(evidence: &[Evidence]) -> Option<String> {
+        let mut images: Vec<&str> = Vec::new();
+        for image in evidence.iter().filter_map(|record| record.provenance.image_digest.as_deref())
+        {
+            if !images.contains(&image) {
+                images.push(image);
+            }
+        }
+        (!images.is_empty()).then(|| images.join(", "))
+    }
 }
 
 /// A node the health ledger drained (docs/node.md): its name, and why in a few words

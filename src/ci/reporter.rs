@@ -16,7 +16,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use prgate_gate::Verdict;
-use prgate_gate::evidence::Evidence;
 use prgate_report::comment::{
     CommentInput, Header, Progress, ReportLink, render_comment, render_full_report,
 };
@@ -106,18 +105,6 @@ pub(super) struct CommentState {
     pub(super) reuse: Option<String>,
     /// The drift guards over their budget (docs/history.md).
     pub(super) drift: Vec<String>,
-}
-
-/// The images the evidence names (a digest, or a tag when the profile pins none), in order,
-/// each once; `None` when no record names one.
-pub(super) fn images(evidence: &[Evidence]) -> Option<String> {
-    let mut images: Vec<&str> = Vec::new();
-    for image in evidence.iter().filter_map(|record| record.provenance.image_digest.as_deref()) {
-        if !images.contains(&image) {
-            images.push(image);
-        }
-    }
-    (!images.is_empty()).then(|| images.join(", "))
 }
 
 /// Posts to the PR: the progress while the run goes, the final verdict, or the error.

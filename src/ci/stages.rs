@@ -28,7 +28,7 @@ use prgate_runner::schedule::assignment::Assignment;
 use prgate_runner::schedule::{History, Node as ScheduleNode};
 use prgate_scope::{Plan, PlanRequest};
 
-use super::reporter::{CommentObserver, Reporter, gpu_time_words, images};
+use super::reporter::{CommentObserver, Reporter, gpu_time_words};
 use super::{Settings, write};
 use crate::gate::Outcome;
 use crate::run::{ExecutorSettings, LocalRun, RunFiles};
@@ -276,7 +276,7 @@ pub(super) fn finish(args: &Settings) -> anyhow::Result<Outcome> {
         evidence.extend(schedule.unplaced_evidence(&plan));
         reporter.update(|state| {
             state.progress = prgate_report::progress::from_evidence(&plan, &evidence);
-            state.image = images(&evidence);
+            state.image = prgate_report::comment::Header::image_of(&evidence);
             state.gpu_time = gpu_time_words(&args.evidence);
         });
         if let Some(result) = args.jobs.as_ref().filter(|result| !result.completed()) {

@@ -840,3 +840,21 @@ fn a_drained_node_is_one_header_row() {
     let comment = check(&plan, Some(&verdict), &header, None);
     assert!(!comment.contains("Drained"), "{comment}");
 }
+
+#[test]
+fn the_headers_image_is_every_image_the_evidence_names_once_in_order() {
+    let ran_in = |image: Option<&str>| {
+        let mut record = tests(Some("kimi_k31"), Check::UnitTests, Side::Pr, &[]);
+        record.provenance.image_digest = image.map(str::to_owned);
+        record
+    };
+    for (images, expected) in [
+        (vec![], None),
+        (vec![None], None),
+        (vec![Some("rocm@sha256:1"), None, Some("rocm@sha256:1")], Some("rocm@sha256:1")),
+        (vec![Some("b:2"), Some("a:1"), Some("b:2")], Some("b:2, a:1")),
+    ] {
+        let evidence: Vec<Evidence> = images.into_iter().map(ran_in).collect();
+        assert_eq!(Header::image_of(&evidence).as_deref(), expected);
+    }
+}
