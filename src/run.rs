@@ -238,14 +238,10 @@ impl RunSettings {
     pub(crate) fn preflight_mode(&self) -> PreflightMode {
         match &self.preflight {
             None => PreflightMode::Off,
-            Some(preflight) => {
-                let mut thresholds = Thresholds::default();
-                if let Some(gib) = preflight.min_free_disk {
-                    thresholds.min_free_work_bytes = gib.saturating_mul(1 << 30);
-                    thresholds.min_free_cache_bytes = gib.saturating_mul(1 << 30);
-                }
-                PreflightMode::On { root: preflight.root.clone(), thresholds }
-            }
+            Some(preflight) => PreflightMode::On {
+                root: preflight.root.clone(),
+                thresholds: Thresholds::with_min_free_disk(preflight.min_free_disk),
+            },
         }
     }
 

@@ -123,6 +123,20 @@ impl Default for Thresholds {
     }
 }
 
+impl Thresholds {
+    /// The defaults, with one floor of free disk space for both the work and the cache
+    /// directory when `min_free_disk_gib` gives one (`--min-free-disk`, in GiB; a floor past
+    /// what a `u64` of bytes holds is the largest).
+    pub fn with_min_free_disk(min_free_disk_gib: Option<u64>) -> Thresholds {
+        let mut thresholds = Thresholds::default();
+        if let Some(gib) = min_free_disk_gib {
+            thresholds.min_free_work_bytes = gib.saturating_mul(GIB);
+            thresholds.min_free_cache_bytes = gib.saturating_mul(GIB);
+        }
+        thresholds
+    }
+}
+
 /// Runs a probe command and returns what it printed.
 pub trait CommandRunner: fmt::Debug {
     /// Runs `argv` (no shell) and returns its output when it exits with status 0; `log`

@@ -612,3 +612,22 @@ fn node_faults_are_strikes_and_stop_the_run_as_the_nodes() {
         }
     }
 }
+
+#[test]
+fn one_free_disk_floor_serves_the_work_and_the_cache_directory() {
+    let default = Thresholds::default();
+    for (gib, work, cache) in [
+        (None, default.min_free_work_bytes, default.min_free_cache_bytes),
+        (Some(0), 0, 0),
+        (Some(3), 3 * GIB, 3 * GIB),
+        (Some(u64::MAX), u64::MAX, u64::MAX),
+    ] {
+        let thresholds = Thresholds::with_min_free_disk(gib);
+        assert_eq!(
+            (thresholds.min_free_work_bytes, thresholds.min_free_cache_bytes),
+            (work, cache),
+            "{gib:?}"
+        );
+        assert_eq!(thresholds.min_free_vram_percent, default.min_free_vram_percent);
+    }
+}
