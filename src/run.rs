@@ -18,7 +18,7 @@ use prgate_runner::results::StepObserver;
 use prgate_runner::reuse::ReuseMode;
 use prgate_runner::run::{
     COMMON_CHECKS, DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH, Isolation, PreflightMode,
-    RunInputs, RunRequest,
+    RunInputs, RunRequest, names_a_target,
 };
 use prgate_runner::slurm::{JobLimits, JobTarget, SlurmRequest, SlurmSettings};
 use prgate_scope::Plan;
@@ -371,7 +371,7 @@ pub(crate) fn run(args: &RunArgs) -> anyhow::Result<()> {
 /// `--only-model`, checked against the plan: `None` when it names none (every model runs).
 fn only_models<'a>(names: &'a [String], plan: &Plan) -> anyhow::Result<Option<&'a [String]>> {
     for name in names {
-        if name != COMMON_CHECKS && !plan.models.iter().any(|model| &model.name == name) {
+        if !names_a_target(plan, name) {
             anyhow::bail!(
                 "--only-model {name}: the plan has no such model\nhint: {COMMON_CHECKS} names the common checks"
             );

@@ -144,6 +144,12 @@ pub const DEFAULT_COMMON_RECIPE_PATH: &str = "test/e2e/common.toml";
 /// names): no model is named so. The schedule's, whose assignment names targets so too.
 pub use prgate_schedule::schedule::assignment::COMMON_CHECKS;
 
+/// Whether `name` names a target of `plan` as [`RunRequest::only_models`] (`--only-model`)
+/// takes it: one of the plan's models, or [`COMMON_CHECKS`].
+pub fn names_a_target(plan: &Plan, name: &str) -> bool {
+    name == COMMON_CHECKS || plan.models.iter().any(|model| model.name == name)
+}
+
 /// What a run is of and where its evidence goes: the part of a request the local step loop
 /// ([`RunRequest`]) and the SLURM executor ([`crate::slurm::SlurmRequest`]) share, and what
 /// [`build_job`] makes the job plan from.
@@ -527,6 +533,14 @@ mod tests {
     use super::*;
     use crate::job::tests::{model, plan};
     use prgate_scope::plan::Tier;
+
+    #[test]
+    fn a_target_is_a_model_of_the_plan_or_the_common_checks() {
+        let plan = plan(vec![model("kimi", Tier::Smoke, false)], false);
+        for (name, named) in [("kimi", true), (COMMON_CHECKS, true), ("glm", false), ("", false)] {
+            assert_eq!(names_a_target(&plan, name), named, "{name:?}");
+        }
+    }
 
     #[test]
     fn a_target_no_node_can_take_is_a_not_run_record_per_planned_check() {
