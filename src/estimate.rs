@@ -147,15 +147,7 @@ pub(crate) fn output(
 /// The nodes `--nodes` or `--node` give.
 fn read_nodes(args: &EstimateArgs) -> anyhow::Result<Vec<Node>> {
     if let Some(count) = args.nodes {
-        let hardware = args.hardware.to_lowercase();
-        return Ok((1..=count)
-            .map(|index| Node {
-                name: format!("node-{index}"),
-                hardware: hardware.clone(),
-                gpus: None,
-                checkpoints: None,
-            })
-            .collect());
+        return Ok(Node::identical(count, &args.hardware));
     }
     let mut nodes: Vec<Node> = Vec::with_capacity(args.node.len());
     for path in &args.node {

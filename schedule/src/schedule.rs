@@ -169,6 +169,22 @@ pub struct Node {
     pub checkpoints: Option<BTreeSet<String>>,
 }
 
+impl Node {
+    /// `count` identical nodes of `hardware` (any case), named `node-1` to `node-N`, their
+    /// GPUs and checkpoints unknown: the nodes of `prgate plan --estimate --nodes N`.
+    pub fn identical(count: u32, hardware: &str) -> Vec<Node> {
+        let hardware = hardware.to_lowercase();
+        (1..=count)
+            .map(|index| Node {
+                name: format!("node-{index}"),
+                hardware: hardware.clone(),
+                gpus: None,
+                checkpoints: None,
+            })
+            .collect()
+    }
+}
+
 impl From<&NodeProfile> for Node {
     /// The node a profile describes: everything known (its GPUs and checkpoints).
     fn from(profile: &NodeProfile) -> Node {

@@ -753,3 +753,13 @@ fn realistic_model_sets_stay_within_ten_percent_of_the_bound() {
         assert!(schedule.optimal(), "{minutes_list:?}");
     }
 }
+
+#[test]
+fn identical_nodes_are_numbered_from_one_with_their_hardware_lowercase() {
+    let nodes = Node::identical(3, "MI355X");
+    let named: Vec<(&str, &str)> =
+        nodes.iter().map(|node| (node.name.as_str(), node.hardware.as_str())).collect();
+    assert_eq!(named, [("node-1", "mi355x"), ("node-2", "mi355x"), ("node-3", "mi355x")]);
+    assert!(nodes.iter().all(|node| node.gpus.is_none() && node.checkpoints.is_none()));
+    assert!(Node::identical(0, "mi355x").is_empty());
+}
