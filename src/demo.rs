@@ -428,9 +428,8 @@ impl Demo<'_> {
         verdict: &Verdict,
         evidence: &[Evidence],
     ) -> anyhow::Result<Vec<String>> {
-        let models: Vec<String> = plan.running_models().map(|model| model.name.clone()).collect();
         let history = prgate_runner::history::history_dir(self.node);
-        let drift = crate::history::alarms(&history, &models, &base.config);
+        let drift = crate::history::alarms(&history, plan, &base.config);
         let facts = prgate_runner::history::RunFacts {
             pr: u64::from(pr.number),
             title: &pr.title,

@@ -440,15 +440,16 @@ fn simulate(args: &SimulateArgs) -> anyhow::Result<()> {
     })
 }
 
-/// The tripped guards for a PR comment's header: in full for the models `models` (the PR's),
-/// then how many others are tripped. A ledger that cannot be read says so in one line.
-pub(crate) fn alarms(dir: &Path, models: &[String], config: &GateConfig) -> Vec<String> {
+/// The tripped guards for a PR comment's header: in full for the models `plan` runs (the
+/// PR's), then how many others are tripped. A ledger that cannot be read says so in one line.
+pub(crate) fn alarms(dir: &Path, plan: &Plan, config: &GateConfig) -> Vec<String> {
+    let models: Vec<String> = plan.running_models().map(|model| model.name.clone()).collect();
     let lines = match HistoryDir::new(dir).lines() {
         Ok(lines) => lines,
         Err(error) => return vec![format!("the history ledger cannot be read: {error}")],
     };
     let (history, guards) = guarded(&lines, config);
-    prgate_report::history::alarms(&history, guards, models)
+    prgate_report::history::alarms(&history, guards, &models)
 }
 
 /// The chains of the ledger's `lines` and the guard over each, with `config`'s settings.

@@ -375,8 +375,7 @@ fn history_dir(args: &Settings) -> Option<PathBuf> {
 /// The drift guards over their budget, for the comment's header (docs/history.md).
 fn drift_alarms(args: &Settings, plan: &Plan, base: &prgate_gate::BaseSide) -> Vec<String> {
     let Some(dir) = history_dir(args) else { return Vec::new() };
-    let models: Vec<String> = plan.running_models().map(|model| model.name.clone()).collect();
-    crate::history::alarms(&dir, &models, &base.config)
+    crate::history::alarms(&dir, plan, &base.config)
 }
 
 /// The gate on `evidence`, then the final comment and status.
