@@ -222,15 +222,10 @@ impl PrOutcome {
     }
 }
 
-/// The sample PR that runs while the fleet's second node is drained.
-const DRAINED_PR: u32 = 124;
-/// The fleet's second node. Before [`DRAINED_PR`] the demo strikes it three times in the
-/// node's health ledger, as three earlier runs whose preflight found ECC errors on its GPU
-/// would have (a laptop has no GPU to fail): the default policy drains it.
-const DRAINED_NODE: &str = "demo-node-2";
-
-/// Strikes [`DRAINED_NODE`] three times; returns the ledger's notes.
-fn drain_second_node(node: &NodeProfile) -> Vec<String> {
+/// Strikes `drained` three times in the health ledger, as three earlier runs on it whose
+/// preflight found ECC errors on its GPU would have (a laptop has no GPU to fail): the default
+/// policy drains it. Returns the ledger's notes.
+fn drain(node: &NodeProfile, drained: &str) -> Vec<String> {
     use prgate_runner::health::{Source, Strike};
     let strikes: Vec<Strike> = (1..=3)
         .map(|count| Strike {
@@ -240,8 +235,8 @@ fn drain_second_node(node: &NodeProfile) -> Vec<String> {
             ),
         })
         .collect();
-    let run = format!("demo: an earlier run on {DRAINED_NODE}");
-    prgate_runner::health::record(node, DRAINED_NODE, &strikes, Some(&run))
+    let run = format!("demo: an earlier run on {drained}");
+    prgate_runner::health::record(node, drained, &strikes, Some(&run))
 }
 
 /// The demo's sample repository, its output folder, its node and how it runs a plan there:
@@ -310,12 +305,12 @@ impl Demo<'_> {
         Ok(PrOutcome::of(&verdict, reuse))
     }
 
-    /// A PR's heading; before [`DRAINED_PR`], the second node drained.
+    /// A PR's heading; before a PR the sample runs with a node drained, that node drained.
     fn announce(&self, pr: &SamplePr, out: &mut impl std::io::Write) -> anyhow::Result<()> {
         writeln!(out, "=== PR #{}: {}", pr.number, prgate_report::escape::terminal(&pr.title))?;
         writeln!(out, "    branch {} onto {}", pr.branch, pr.base)?;
-        if pr.number == DRAINED_PR {
-            for note in drain_second_node(self.node) {
+        if let Some(drained) = &pr.drained_node {
+            for note in drain(self.node, drained) {
                 writeln!(out, "    note: {note}")?;
             }
         }

@@ -44,6 +44,10 @@ pub struct SamplePr {
     /// The demo runs it twice, as a maintainer's second `run-ci` after a flaky failure: the
     /// second run takes over what the first judged and runs only what failed (docs/rerun.md).
     pub reruns: bool,
+    /// A node of the demo's fleet that is drained when it runs: before it, the demo strikes
+    /// that node in the health ledger as three earlier runs whose preflight found ECC errors
+    /// on its GPU would have (docs/node.md), and its comment names the drained node.
+    pub drained_node: Option<String>,
 }
 
 /// Why the sample could not be built or its node profile written; each names the file, the
@@ -114,6 +118,7 @@ pub fn build(dir: &Path) -> Result<Vec<SamplePr>, SampleError> {
             title: pr.title,
             head: head.to_string(),
             reruns: pr.reruns,
+            drained_node: pr.drained_node,
         });
     }
 
@@ -195,6 +200,7 @@ pub fn build_history(dir: &Path) -> Result<Vec<SamplePr>, SampleError> {
             title: title.to_owned(),
             head: parent.to_string(),
             reruns: false,
+            drained_node: None,
         });
         base = branch;
     }
@@ -212,6 +218,8 @@ struct RawPr {
     title: String,
     #[serde(default)]
     reruns: bool,
+    #[serde(default, rename = "drained-node")]
+    drained_node: Option<String>,
     /// What it changes in `main`'s files.
     #[serde(default)]
     edits: Vec<Edit>,
