@@ -58,6 +58,10 @@ pub struct QueuePin {
     pub note: Option<String>,
 }
 
+/// The pin's file name in the folder [`write_pin`] writes (`prgate trigger --out`, `prgate ci`'s
+/// state folder), which the later stages read.
+pub const PIN_FILE: &str = "trigger.json";
+
 /// Writes the pin (`trigger.json`) and the PR's files (`files.txt`) into `dir`.
 pub fn write_pin(dir: &Path, pinned: &Pinned, files: &[String]) -> Result<()> {
     std::fs::create_dir_all(dir)
@@ -68,6 +72,6 @@ pub fn write_pin(dir: &Path, pinned: &Pinned, files: &[String]) -> Result<()> {
         .map_err(|error| GitHubError::failed("writing files.txt", error))?;
     let json = serde_json::to_string_pretty(pinned)
         .map_err(|error| GitHubError::failed("writing trigger.json", error))?;
-    std::fs::write(dir.join("trigger.json"), json + "\n")
+    std::fs::write(dir.join(PIN_FILE), json + "\n")
         .map_err(|error| GitHubError::failed("writing trigger.json", error))
 }

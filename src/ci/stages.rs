@@ -50,6 +50,44 @@ enum Pin {
     Started(Arc<Reporter>, Vec<String>),
 }
 
+/// The state folder (`--state`, docs/workflow.md): the start stage writes it, the run and
+/// finish stages read it; each of its files is named here once (the pin's name is
+/// `prgate_github::pin`'s, which writes it).
+struct StateFolder<'a>(&'a Path);
+
+/// The plan (`prgate plan --format json`'s), which the node jobs and the finish stage read.
+const PLAN_FILE: &str = "plan.json";
+/// Which node runs which targets (`prgate_schedule`'s `Assignment`).
+const SCHEDULE_FILE: &str = "schedule.json";
+/// The nodes with work, for the workflow's matrix of node jobs.
+const NODES_FILE: &str = "nodes.json";
+/// The plan's estimate, as `prgate plan --estimate --format json` writes it.
+const ESTIMATE_FILE: &str = "estimate.json";
+/// A merge queue's commit whose PR result holds: why, and no node job runs.
+const SETTLED_FILE: &str = "settled.txt";
+
+impl StateFolder<'_> {
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    fn plan_path(&self) -> PathBuf {
+        self.path(PLAN_FILE)
+    }
+
+    fn plan(&self) -> anyhow::Result<Plan> {
+        crate::files::read_json(&self.plan_path(), "plan")
+    }
+
+    fn pin(&self) -> anyhow::Result<Pinned> {
+        crate::files::read_json(&self.path(prgate_github::pin::PIN_FILE), "trigger")
+    }
+
+    fn schedule(&self) -> anyhow::Result<Assignment> {
+        crate::files::read_json(&self.path(SCHEDULE_FILE), "schedule")
+    }
+}
+
 /// The trigger. On a start, the pin is written to the state folder. A merge queue's commit is
 /// judged first (`trigger::queue`): the PR's result holds (`success` is posted, and the state
 /// folder gets `settled.txt`), or the paths that run again replace the PR's files.
@@ -140,10 +178,10 @@ fn settle(
     let status = prgate_report::status::queue_holds(description, &settings);
     runtime.block_on(crate::publish::set_status(github, &pinned.sha, &status))?;
     let description = status.description;
-    let state = &args.state;
-    prgate_github::pin::write_pin(state, pinned, files)?;
-    write(&state.join("settled.txt"), &(description.clone() + "\n"))?;
-    write(&state.join("nodes.json"), "[]\n")?;
+    let state = StateFolder(&args.state);
+    prgate_github::pin::write_pin(state.0, pinned, files)?;
+    write(&state.path(SETTLED_FILE), &(description.clone() + "\n"))?;
+    write(&state.path(NODES_FILE), "[]\n")?;
     eprintln!("prgate: merge queue: {description}");
     Ok(())
 }
@@ -206,11 +244,11 @@ pub(super) fn start(args: &Settings) -> anyhow::Result<Outcome> {
         let words = prgate_report::estimate::estimate_words(&output);
         let assignment = Assignment::of(&estimate, Some(words.clone()));
         reporter.update(|state| state.estimate = Some(words));
-        let state = args.state.clone();
+        let state = StateFolder(&args.state);
         let names: Vec<&str> = assignment.nodes().collect();
-        write(&state.join("nodes.json"), &(serde_json::to_string(&names)? + "\n"))?;
-        write(&state.join("schedule.json"), &(serde_json::to_string_pretty(&assignment)? + "\n"))?;
-        write(&state.join("estimate.json"), &(serde_json::to_string_pretty(&output)? + "\n"))?;
+        write(&state.path(NODES_FILE), &(serde_json::to_string(&names)? + "\n"))?;
+        write(&state.path(SCHEDULE_FILE), &(serde_json::to_string_pretty(&assignment)? + "\n"))?;
+        write(&state.path(ESTIMATE_FILE), &(serde_json::to_string_pretty(&output)? + "\n"))?;
         reporter.update(|state| state.nodes = names.iter().map(|&name| name.to_owned()).collect());
         reporter.post_progress()?;
         eprintln!("prgate: scheduled on {}", serde_json::to_string(assignment.by_node())?);
@@ -221,10 +259,8 @@ pub(super) fn start(args: &Settings) -> anyhow::Result<Outcome> {
 /// `--stage run`: this node's share of the schedule, into `<work>/results/<node>`. Talks to
 /// no one: the finish stage reports.
 pub(super) fn node_run(args: &Settings) -> anyhow::Result<Outcome> {
-    let state = args.state.clone();
-    let plan: Plan = crate::files::read_json(&state.join("plan.json"), "plan")?;
-    let pinned: Pinned = crate::files::read_json(&state.join("trigger.json"), "trigger")?;
-    let schedule: Assignment = crate::files::read_json(&state.join("schedule.json"), "schedule")?;
+    let state = StateFolder(&args.state);
+    let (plan, pinned, schedule) = (state.plan()?, state.pin()?, state.schedule()?);
     let node = crate::files::read_node_profile(&args.node)?;
     let models = schedule.targets(node.name());
     let results = args.work.join("results").join(node.name());
@@ -249,23 +285,24 @@ pub(super) fn node_run(args: &Settings) -> anyhow::Result<Outcome> {
 /// `--stage finish`: the evidence of every node job gathered, judged and posted; `error` when
 /// a job failed or was cancelled, a scheduled node sent nothing, or a check never reported.
 pub(super) fn finish(args: &Settings) -> anyhow::Result<Outcome> {
-    let state = args.state.clone();
-    let pinned: Pinned = crate::files::read_json(&state.join("trigger.json"), "trigger")?;
+    let state = StateFolder(&args.state);
+    let pinned = state.pin()?;
     let (runtime, github) = prgate_github::connect(&args.repository)?;
     let reporter = Reporter::new(args, runtime, github, pinned);
     guarded(&reporter, || {
-        let plan_path = state.join("plan.json");
+        let plan_path = state.plan_path();
         anyhow::ensure!(plan_path.is_file(), "the start stage ended before it made a plan");
-        let plan: Plan = crate::files::read_json(&plan_path, "plan")?;
+        let plan = state.plan()?;
         let base = crate::gate::base_side(&args.repo, &plan)?;
         let drift = drift_alarms(args, &plan, &base);
         reporter.update(|state| {
             state.plan = Some(plan.clone());
             state.drift = drift;
         });
-        let schedule: Assignment = match state.join("schedule.json") {
-            path if path.is_file() => crate::files::read_json(&path, "schedule")?,
-            _ => Assignment::default(),
+        let schedule = if state.path(SCHEDULE_FILE).is_file() {
+            state.schedule()?
+        } else {
+            Assignment::default()
         };
         reporter.update(|state| {
             state.nodes = schedule.nodes().map(str::to_owned).collect();
@@ -353,7 +390,8 @@ fn make_plan(
         plan.warnings.push(note);
     }
     plan.warnings.extend(pinned.notes.iter().cloned());
-    write(&args.state.clone().join("plan.json"), &(serde_json::to_string_pretty(&plan)? + "\n"))?;
+    let plan_path = StateFolder(&args.state).plan_path();
+    write(&plan_path, &(serde_json::to_string_pretty(&plan)? + "\n"))?;
     let base = crate::gate::base_side(&args.repo, &plan)?;
     let drift = drift_alarms(args, &plan, &base);
     reporter.update(|state| {
@@ -483,7 +521,7 @@ fn run_observed(
             }),
         ExecutorSettings::Slurm(slurm) => {
             // The jobs read the plan the start of this stage wrote.
-            let plan_path = args.state.join("plan.json");
+            let plan_path = StateFolder(&args.state).plan_path();
             let files = RunFiles {
                 plan: &plan_path,
                 node: &args.node,
