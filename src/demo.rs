@@ -623,10 +623,6 @@ fn write_pr_files(
     drift: Vec<String>,
 ) -> anyhow::Result<()> {
     let header = Header {
-        pr_number: u64::from(pr.number),
-        title: Some(pr.title.to_owned()),
-        pr_sha: plan.head.sha.clone(),
-        base_sha: plan.base_side_commit().to_owned(),
         nodes: vec![node.name().to_owned()],
         image: Some(node.image().name.clone()),
         run_url: None,
@@ -638,6 +634,7 @@ fn write_pr_files(
             .map(crate::node::drained_node)
             .collect(),
         drift,
+        ..Header::of(plan, u64::from(pr.number), Some(pr.title.clone()))
     };
     let link = ReportLink { name: "report.md".to_owned(), url: None };
     let input = CommentInput {

@@ -132,14 +132,10 @@ fn load(facts: &RunFacts, writes_report: bool) -> anyhow::Result<Loaded> {
     let progress: Option<Progress> =
         facts.progress.as_deref().map(|path| read_json(path, "progress")).transpose()?;
     let header = Header {
-        pr_number: facts.pr,
-        title: facts.title.clone(),
-        pr_sha: plan.head.sha.clone(),
-        base_sha: plan.base_side_commit().to_owned(),
         nodes: facts.nodes.clone(),
         image: facts.image.clone(),
         run_url: facts.run_url.clone(),
-        ..Header::default()
+        ..Header::of(&plan, facts.pr, facts.title.clone())
     };
     let link = (writes_report || facts.report_url.is_some())
         .then(|| ReportLink { name: facts.report_name.clone(), url: facts.report_url.clone() });

@@ -95,6 +95,19 @@ pub struct Header {
 }
 
 impl Header {
+    /// The header of PR `pr_number`, titled `title`, for a run of `plan`: the commits are the
+    /// plan's (its head, the PR's commit the run pinned, and its base side: the merge-base,
+    /// else the base); every other fact unknown until the caller gives it.
+    pub fn of(plan: &Plan, pr_number: u64, title: Option<String>) -> Header {
+        Header {
+            pr_number,
+            title,
+            pr_sha: plan.head.sha.clone(),
+            base_sha: plan.base_side_commit().to_owned(),
+            ..Header::default()
+        }
+    }
+
     /// The header's image, from a run's `evidence`: the images its records name (a digest, or
     /// a tag when the node profile pins none), in order, each once; `None` when no record
     /// names one (a run whose node's image is known says that one instead).

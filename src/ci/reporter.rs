@@ -154,10 +154,6 @@ impl Reporter {
 
     fn header(&self, state: &CommentState, plan: &Plan) -> Header {
         Header {
-            pr_number: self.pinned.number,
-            title: Some(self.pinned.title.clone()),
-            pr_sha: self.pinned.sha.clone(),
-            base_sha: plan.base_side_commit().to_owned(),
             nodes: state.nodes.clone(),
             image: state.image.clone(),
             run_url: self.args.run_url.clone(),
@@ -166,6 +162,7 @@ impl Reporter {
             reuse: state.reuse.clone(),
             drained: crate::node::drained_for_report(&self.args.node),
             drift: state.drift.clone(),
+            ..Header::of(plan, self.pinned.number, Some(self.pinned.title.clone()))
         }
     }
 

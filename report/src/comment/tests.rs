@@ -858,3 +858,16 @@ fn the_headers_image_is_every_image_the_evidence_names_once_in_order() {
         assert_eq!(Header::image_of(&evidence).as_deref(), expected);
     }
 }
+
+#[test]
+fn the_headers_commits_are_the_plans_head_and_base_side() {
+    let mut plan = standard_plan();
+    let header = Header::of(&plan, 7, Some("[Fix] x: y".to_owned()));
+    assert_eq!((header.pr_number, header.title.as_deref()), (7, Some("[Fix] x: y")));
+    assert_eq!(header.pr_sha, plan.head.sha);
+    assert_eq!(header.base_sha, plan.base_side_commit());
+    assert!(header.nodes.is_empty() && header.image.is_none() && header.run_url.is_none());
+    // Without a merge-base, the base side is the base.
+    plan.merge_base = None;
+    assert_eq!(Header::of(&plan, 7, None).base_sha, plan.base.sha);
+}
