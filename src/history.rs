@@ -15,6 +15,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use prgate_gate::drift::{self, GuardState};
 use prgate_gate::history::{LEDGER_VERSION, MergeFacts, Reset};
 use prgate_gate::{Completion, GateConfig, Verdict};
+use prgate_github::event::full_sha;
 use prgate_runner::history::{AnchorRun, HistoryDir, Recorded};
 use prgate_runner::node::NodeProfile;
 use prgate_scope::Plan;
@@ -258,27 +259,18 @@ fn record(args: &RecordArgs) -> anyhow::Result<()> {
     let facts = match (&args.event, args.pr) {
         (Some(path), _) => {
             let event: prgate_github::event::MergeEvent = read_json(path, "merge event")?;
-            let pr = event.pull_request;
-            if !pr.merged {
-                eprintln!(
-                    "prgate: PR #{} was closed without a merge: nothing to record",
-                    pr.number
-                );
+            let number = event.pull_request.number;
+            let Some(merge) = event.merge()? else {
+                eprintln!("prgate: PR #{number} was closed without a merge: nothing to record");
                 return Ok(());
-            }
-            let merge = pr.merge_commit_sha.with_context(|| {
-                format!(
-                    "the event of PR #{} says it merged but names no merge_commit_sha",
-                    pr.number
-                )
-            })?;
+            };
             MergeFacts {
                 at: prgate_runner::history::now(),
-                pr: pr.number,
-                title: pr.title,
-                url: pr.html_url,
-                merge_commit: commit(&merge, "merge_commit_sha")?,
-                head_commit: commit(&pr.head.sha, "head.sha")?,
+                pr: merge.number,
+                title: merge.title,
+                url: merge.url,
+                merge_commit: merge.merge_commit,
+                head_commit: merge.head_commit,
             }
         }
         (None, Some(pr)) => MergeFacts {
@@ -286,8 +278,8 @@ fn record(args: &RecordArgs) -> anyhow::Result<()> {
             pr,
             title: args.title.clone(),
             url: args.url.clone(),
-            merge_commit: commit(args.merge.as_deref().unwrap_or_default(), "--merge")?,
-            head_commit: commit(args.head.as_deref().unwrap_or_default(), "--head")?,
+            merge_commit: full_sha(args.merge.as_deref().unwrap_or_default(), "--merge")?,
+            head_commit: full_sha(args.head.as_deref().unwrap_or_default(), "--head")?,
         },
         (None, None) => anyhow::bail!("give --event FILE, or --pr N --head SHA --merge SHA"),
     };
@@ -308,12 +300,6 @@ fn record(args: &RecordArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// A full commit SHA, lowercase; an error names the field.
-fn commit(sha: &str, what: &str) -> anyhow::Result<String> {
-    prgate_github::event::normal_sha(sha)
-        .with_context(|| format!("{what} {sha:?} is not a full commit SHA (40 hex digits)"))
 }
 
 fn anchor(args: &AnchorArgs) -> anyhow::Result<()> {

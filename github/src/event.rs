@@ -1,6 +1,7 @@
 //! GitHub's webhook payloads, as far as prgate reads them: the event that may start a run
 //! (`pull_request_target` `labeled`, `workflow_dispatch`, a `check_run`'s `requested_action`,
-//! a `merge_group`, a `check_suite`), and a merged PR's `closed` event for the history ledger.
+//! a `merge_group`, a `check_suite`), and a merged PR's `closed` event for the history ledger
+//! (what it reports: [`MergeEvent::merge`]).
 //! Serde shapes of GitHub's JSON, plus the facts of GitHub's own naming: a SHA as git writes
 //! it, a dispatch's PR number as a maintainer types it, a merge queue's branch name. Whether a
 //! run starts is [`crate::trigger`]'s decision, not this module's.
@@ -172,6 +173,50 @@ pub struct MergedPullRequest {
     pub head: EventRef,
 }
 
+/// A merged PR, as its `closed` event names it: its commits full SHAs, lowercase.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Merge {
+    pub number: u64,
+    pub title: String,
+    pub url: Option<String>,
+    /// The commit the merge put on the branch.
+    pub merge_commit: String,
+    /// The PR's head commit when it merged.
+    pub head_commit: String,
+}
+
+impl MergeEvent {
+    /// The merge the event reports; `None` for a PR closed without one. An error names a
+    /// merged PR whose event names no merge commit, or a commit that is not a full SHA.
+    pub fn merge(self) -> Result<Option<Merge>> {
+        let pr = self.pull_request;
+        if !pr.merged {
+            return Ok(None);
+        }
+        let merge = pr.merge_commit_sha.ok_or_else(|| {
+            GitHubError::Event(format!(
+                "the event of PR #{} says it merged but names no merge_commit_sha",
+                pr.number
+            ))
+        })?;
+        Ok(Some(Merge {
+            number: pr.number,
+            merge_commit: full_sha(&merge, "merge_commit_sha")?,
+            head_commit: full_sha(&pr.head.sha, "head.sha")?,
+            title: pr.title,
+            url: pr.html_url,
+        }))
+    }
+}
+
+/// `sha` as a full commit SHA, lowercase ([`normal_sha`]); an error names it as `what` (a
+/// payload's field, a flag).
+pub fn full_sha(sha: &str, what: &str) -> Result<String> {
+    normal_sha(sha).ok_or_else(|| {
+        GitHubError::Event(format!("{what} {sha:?} is not a full commit SHA (40 hex digits)"))
+    })
+}
+
 /// A SHA as git writes it: 40 lowercase hex digits (GitHub accepts, and a maintainer may paste,
 /// uppercase ones).
 pub fn normal_sha(sha: &str) -> Option<String> {
@@ -183,6 +228,41 @@ pub fn normal_sha(sha: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_closed_event_is_a_merge_with_full_commits_or_nothing() {
+        let event = |merged: bool, merge: Option<&str>, head: &str| MergeEvent {
+            pull_request: MergedPullRequest {
+                number: 7,
+                title: "[Fix] x: y".to_owned(),
+                html_url: None,
+                merged,
+                merge_commit_sha: merge.map(str::to_owned),
+                head: EventRef { sha: head.to_owned() },
+            },
+        };
+        let (merge, head) = ("A".repeat(40), "b".repeat(40));
+        let merged = event(true, Some(&merge), &head).merge().expect("a merge").expect("merged");
+        assert_eq!((merged.number, merged.title.as_str()), (7, "[Fix] x: y"));
+        assert_eq!((merged.merge_commit, merged.head_commit), ("a".repeat(40), head.clone()));
+        assert_eq!(event(false, None, "not a sha").merge().expect("closed"), None);
+        for (merge, head, problem) in [
+            (
+                None,
+                head.as_str(),
+                "the event of PR #7 says it merged but names no merge_commit_sha",
+            ),
+            (
+                Some("abc"),
+                head.as_str(),
+                "merge_commit_sha \"abc\" is not a full commit SHA (40 hex digits)",
+            ),
+            (Some(merge.as_str()), "", "head.sha \"\" is not a full commit SHA (40 hex digits)"),
+        ] {
+            let error = event(true, merge, head).merge().expect_err(problem);
+            assert_eq!(error.to_string(), problem);
+        }
+    }
 
     #[test]
     fn the_queue_branch_names_the_pr_and_its_head() {
