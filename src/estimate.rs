@@ -109,7 +109,7 @@ pub(crate) fn output(
             holds: job.holds.map(|holds| HoldsOutput {
                 nodes: holds.nodes,
                 gpus: holds.gpus,
-                gpu_seconds: seconds(job.job.duration).saturating_mul(u64::from(holds.gpus)),
+                gpu_seconds: holds.gpu_seconds(job.job.duration),
             }),
             parts: job
                 .estimate

@@ -128,6 +128,12 @@ impl Holds {
         };
         Holds { nodes: 1, gpus }
     }
+
+    /// The GPU time of holding these GPUs for `duration`, in GPU-seconds: its whole seconds
+    /// (rounded up, as the schedule counts them) times the GPUs, saturating.
+    pub fn gpu_seconds(&self, duration: std::time::Duration) -> u64 {
+        super::whole_seconds(duration).saturating_mul(u64::from(self.gpus))
+    }
 }
 
 /// What a model's job runs on its servers, as the counts need it.

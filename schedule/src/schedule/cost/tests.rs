@@ -134,3 +134,21 @@ fn the_benchmarks_real_node() {
     assert_eq!((four.loads(), four.runs), (10, 36));
     assert_eq!(four.time(&units).as_secs() * 8 / 60, 1376);
 }
+
+#[test]
+fn gpu_seconds_are_whole_seconds_times_the_gpus_held() {
+    let secs = std::time::Duration::from_secs_f64;
+    for (gpus, duration, expected) in [
+        (8, secs(10.0), 80),
+        (8, secs(10.2), 88),
+        (0, secs(10.0), 0),
+        (4, secs(0.0), 0),
+        (u32::MAX, std::time::Duration::MAX, u64::MAX),
+    ] {
+        assert_eq!(
+            Holds { nodes: 1, gpus }.gpu_seconds(duration),
+            expected,
+            "{gpus} × {duration:?}"
+        );
+    }
+}
