@@ -21,6 +21,10 @@ use prgate_scope::Plan;
 
 use crate::files::read_json;
 
+/// The full report's file name, as the workflow uploads it (docs/workflow.md): `prgate ci`
+/// writes it under `--work`, `prgate publish` names it by default.
+pub(crate) const REPORT_NAME: &str = "prgate-report.md";
+
 /// What every rendering needs: the plan, the verdict so far, and the run's facts.
 #[derive(Debug, Args)]
 pub(crate) struct RunFacts {
@@ -49,7 +53,7 @@ pub(crate) struct RunFacts {
     #[arg(long, value_name = "URL")]
     run_url: Option<String>,
     /// The full report's file name, as the workflow uploads it.
-    #[arg(long, value_name = "NAME", default_value = "prgate-report.md")]
+    #[arg(long, value_name = "NAME", default_value = REPORT_NAME)]
     report_name: String,
     /// The full report's URL, when the workflow knows it.
     #[arg(long, value_name = "URL")]

@@ -24,6 +24,7 @@ use prgate_runner::results::Event as RunEvent;
 use prgate_scope::Plan;
 
 use super::{Settings, write};
+use crate::publish::REPORT_NAME;
 use prgate_github::GitHub;
 use prgate_github::pin::Pinned;
 use prgate_report::progress::CheckStates;
@@ -278,9 +279,6 @@ impl Reporter {
         ReportLink { name: REPORT_NAME.to_owned(), url: None }
     }
 }
-
-/// The full report's file name under `--work`, as the workflow uploads it.
-const REPORT_NAME: &str = "prgate-report.md";
 
 /// The GPU time the runs in `results` folders measured (`prgate_runner::gpu_time`), in words.
 pub(crate) fn gpu_time_words(results: &[PathBuf]) -> Option<String> {
