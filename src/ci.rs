@@ -66,14 +66,14 @@ pub(crate) struct CiArgs {
     #[arg(long, value_name = "DIR", default_value = ".")]
     repo: PathBuf,
     /// This node's profile.
-    #[arg(long, value_name = "FILE", default_value = "/etc/prgate/node.toml")]
+    #[arg(long, value_name = "FILE", default_value = crate::files::DEFAULT_NODE_PROFILE)]
     node: PathBuf,
     /// Where the state, results and report files go (a relative path is taken from the
     /// current directory).
     #[arg(long, value_name = "DIR", default_value = ".prgate", value_parser = crate::run::parse_absolute_path)]
     work: PathBuf,
     /// The label that starts a run.
-    #[arg(long, default_value = "run-ci")]
+    #[arg(long, default_value = crate::trigger::DEFAULT_LABEL)]
     label: String,
     /// The workflow run's page, linked from the comment and the status.
     #[arg(long, value_name = "URL")]

@@ -18,6 +18,9 @@ pub(crate) fn read_json<T: serde::de::DeserializeOwned>(
         .with_context(|| format!("the {what} {} is not valid", path.display()))
 }
 
+/// Where a node's profile is unless `--node` names another (`prgate ci`, `prgate history`).
+pub(crate) const DEFAULT_NODE_PROFILE: &str = "/etc/prgate/node.toml";
+
 /// Reads and checks the node profile at `path` (`prgate_runner::node::NodeProfile::parse`).
 pub(crate) fn read_node_profile(path: &Path) -> anyhow::Result<prgate_runner::node::NodeProfile> {
     let text = std::fs::read_to_string(path)

@@ -52,7 +52,7 @@ struct Location {
     #[arg(long, value_name = "DIR")]
     history: Option<PathBuf>,
     /// The node profile whose cache-dir holds the history folder.
-    #[arg(long, value_name = "FILE", default_value = "/etc/prgate/node.toml")]
+    #[arg(long, value_name = "FILE", default_value = crate::files::DEFAULT_NODE_PROFILE)]
     node: PathBuf,
 }
 

@@ -37,7 +37,7 @@ pub(crate) struct TriggerArgs {
     #[arg(long, value_name = "OWNER/NAME", env = "GITHUB_REPOSITORY")]
     repository: String,
     /// The label that starts a run.
-    #[arg(long, default_value = "run-ci")]
+    #[arg(long, default_value = DEFAULT_LABEL)]
     label: String,
     /// Where to write trigger.json and files.txt.
     #[arg(long, value_name = "DIR", default_value = ".")]
@@ -47,6 +47,9 @@ pub(crate) struct TriggerArgs {
     #[arg(long, value_name = "LOGIN", env = "PRGATE_BOT_LOGIN")]
     bot_login: Option<String>,
 }
+
+/// The label that starts a run unless `--label` names another (`prgate trigger`, `prgate ci`).
+pub(crate) const DEFAULT_LABEL: &str = "run-ci";
 
 /// Whether a run starts.
 pub(crate) enum Decision {
