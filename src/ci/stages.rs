@@ -4,12 +4,15 @@
 //! evidence, judge, post).
 //!
 //! Each stage wires crates together: the plan is scope's, the schedule and its assignment of
-//! targets to nodes the runner's (`prgate_runner::schedule::assignment`), a split run's job plan
-//! merged by the runner (`prgate_runner::job::merge_node_job`), the progress table report's
-//! (`prgate_report::progress`), the verdict the gate's, and the checks of a final verdict that
-//! never reported too (`prgate_gate::pending`); a merge queue's commit is judged by scope
-//! (`prgate_scope::queue`, wired by `crate::trigger::queue`). Every stage after the pin runs
-//! under [`guarded`], so an error, a panic or a signal is posted as the `error` status.
+//! targets to nodes the runner's (`prgate_runner::schedule::assignment`, with the scheduled
+//! nodes that sent nothing back: `Assignment::silent`), whether the node jobs ran to their end
+//! GitHub's (`prgate_github::actions::JobsResult::completed`), a split run's job plan merged by
+//! the runner (`prgate_runner::job::merge_node_job`), the progress table report's
+//! (`prgate_report::progress`), the verdict the gate's (`prgate_gate::BaseSide::judge`), and the
+//! checks of a final verdict that never reported too (`prgate_gate::pending`); a merge queue's
+//! commit is judged by scope (`prgate_scope::queue`, wired by `crate::trigger::queue`). The
+//! state folder's files are named once ([`StateFolder`]). Every stage after the pin runs under
+//! [`guarded`], so an error, a panic or a signal is posted as the `error` status.
 //!
 //! What it leaves to others: the flags (`super`), posting to the PR (`super::reporter`), the
 //! trigger's decisions (`prgate_github::trigger`, called by `crate::trigger`).
