@@ -329,8 +329,8 @@ pub(crate) fn actions_outputs(input: &CommentInput<'_>) -> anyhow::Result<()> {
 /// Appends to the job summary, within GitHub's 1 MiB for the whole file.
 fn write_job_summary(path: &Path, summary: &str) -> anyhow::Result<()> {
     let existing = std::fs::metadata(path).map(|meta| meta.len() as usize).unwrap_or(0);
-    let limit = prgate_report::summary::JOB_SUMMARY_LIMIT;
-    if existing + summary.len() > limit {
+    if !prgate_report::summary::fits_job_summary(existing, summary) {
+        let limit = prgate_report::summary::JOB_SUMMARY_LIMIT;
         eprintln!(
             "prgate: the job summary would pass GitHub's {limit} bytes ({existing} already there); the full report has it all"
         );

@@ -68,6 +68,13 @@ impl Annotation {
     }
 }
 
+/// Whether `summary` may be appended to a step's summary file that already holds `existing`
+/// bytes: GitHub takes at most [`JOB_SUMMARY_LIMIT`] for the whole file, so a summary past it
+/// is left out (the full report has it all).
+pub fn fits_job_summary(existing: usize, summary: &str) -> bool {
+    existing.saturating_add(summary.len()) <= JOB_SUMMARY_LIMIT
+}
+
 /// The job summary: the full report, at most [`JOB_SUMMARY_LIMIT`] bytes.
 pub fn job_summary(input: &CommentInput<'_>) -> Result<String, RenderError> {
     render_within(

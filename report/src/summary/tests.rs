@@ -67,3 +67,17 @@ fn annotations_stop_at_ten_of_a_level() {
     assert_eq!(notices.len(), ANNOTATIONS_PER_LEVEL);
     assert_eq!(notices.last().map(|m| m.as_str()), Some("and 2 more: see the job summary"));
 }
+
+#[test]
+fn a_summary_fits_while_the_whole_file_stays_within_githubs_limit() {
+    let summary = "x".repeat(10);
+    for (existing, fits) in [
+        (0, true),
+        (JOB_SUMMARY_LIMIT - 10, true),
+        (JOB_SUMMARY_LIMIT - 9, false),
+        (JOB_SUMMARY_LIMIT, false),
+        (usize::MAX, false),
+    ] {
+        assert_eq!(fits_job_summary(existing, &summary), fits, "{existing}");
+    }
+}
