@@ -345,7 +345,9 @@ impl GitHub {
 
     /// Who last added the label `name` (compared as GitHub compares labels: case-insensitively)
     /// to issue or PR `number`, from its events page by page (oldest first); `None` when no
-    /// event names an actor for it (a deleted account, or an event GitHub no longer lists).
+    /// event names an actor for it (a deleted account, or an event GitHub no longer lists). An
+    /// error when there are more events than prgate reads ([`MAX_PAGES`] pages): the newest
+    /// could be among those not read.
     pub async fn label_added_by(&self, number: u64, name: &str) -> Result<Option<String>> {
         #[derive(Deserialize)]
         struct IssueEvent {
@@ -357,6 +359,13 @@ impl GitHub {
         }
         let first = self.path(&format!("issues/{number}/events?per_page={PER_PAGE}"));
         let events: Vec<IssueEvent> = self.list(&first, usize::MAX).await?;
+        // Oldest first: a list cut at its last page read may miss the newest adder.
+        if events.len() >= MAX_PAGES * PER_PAGE {
+            return Err(GitHubError::Stopped(format!(
+                "PR #{number} has more than {} events, the most prgate reads: who last added the label {name} cannot be told",
+                MAX_PAGES * PER_PAGE
+            )));
+        }
         Ok(events
             .into_iter()
             .filter(|event| event.event == "labeled")

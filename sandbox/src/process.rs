@@ -60,7 +60,10 @@ pub use capped_log::{
 pub use group::group_members;
 pub use health::{HEALTH_TAIL_LINES, HealthError, Healthy, wait_healthy};
 pub use port::{PortError, PortLease, PortRange};
-pub use registry::{before_dying_of_signal, block_while_stopping, live_groups, stop_all_on_signal};
+pub use registry::{
+    before_dying_of_signal, block_while_stopping, forget_thaw, live_groups, remember_thaw,
+    stop_all_on_signal,
+};
 pub use stall::{
     DEFAULT_STALL, Limits, MAX_STALL, MIN_STALL, ProgressWatch, StallLimit, StallLimitError,
 };

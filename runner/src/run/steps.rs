@@ -348,7 +348,7 @@ impl Runner<'_> {
     }
 
     /// The common checks: the job plan's steps, one pytest session per side it queues over the
-    /// common recipe's selections.
+    /// common recipe's selections (base's, when it has a valid one: `job::common_target`).
     pub(super) fn common(
         &mut self,
         subject: &Subject,
@@ -373,8 +373,11 @@ impl Runner<'_> {
             if self.skip_if_done(subject, Check::CommonTests, side, None)? {
                 continue;
             }
-            let installed =
-                self.install(recipe.install.as_ref(), recipe.install_timeout, side, tree);
+            // A recipe that is the PR's own (base has no valid one) never runs its install
+            // command in base's tree: the PR's commands stay off the base side.
+            let own = target.recipe.contract.own && side == Side::Base;
+            let install = recipe.install.as_ref().filter(|_| !own);
+            let installed = self.install(install, recipe.install_timeout, side, tree);
             let timeout = self.limit(recipe.tests_timeout.unwrap_or(DEFAULT_STEP_TIMEOUT));
             let exec = self.exec;
             let run =

@@ -121,12 +121,21 @@ impl Container {
     pub fn pause(&mut self) -> Result<(), ContainerError> {
         self.engine.pause(&self.name)?;
         self.paused = true;
+        // A runner stopped by a signal unpauses it first (`process::remember_thaw`).
+        let (engine, name) = (self.engine.clone(), self.name.clone());
+        crate::process::remember_thaw(
+            &self.name,
+            Box::new(move || {
+                let _ = engine.unpause(&name);
+            }),
+        );
         Ok(())
     }
 
     /// Resumes a container [`Container::pause`] paused; nothing for one that is not.
     pub fn resume(&mut self) -> Result<(), ContainerError> {
         if std::mem::take(&mut self.paused) {
+            crate::process::forget_thaw(&self.name);
             self.engine.unpause(&self.name)?;
         }
         Ok(())
@@ -142,6 +151,7 @@ impl Container {
         }
         // An engine refuses to stop a paused container; `rm -f` below would still remove it.
         if std::mem::take(&mut self.paused) {
+            crate::process::forget_thaw(&self.name);
             let _ = self.engine.unpause(&self.name);
         }
         let stop = self.engine.stop(&self.name, self.grace);

@@ -45,6 +45,28 @@ pub fn before_dying_of_signal(hook: Box<dyn Fn(&str) + Send + Sync>) {
 
 type LastWords = Mutex<Option<Box<dyn Fn(&str) + Send + Sync>>>;
 
+/// How to thaw each frozen thing outside this registry's groups (a paused container), by a
+/// name of its own.
+type Thaws = Mutex<BTreeMap<String, Box<dyn Fn() + Send + Sync>>>;
+
+fn thaws() -> &'static Thaws {
+    static THAWS: OnceLock<Thaws> = OnceLock::new();
+    THAWS.get_or_init(|| Mutex::new(BTreeMap::new()))
+}
+
+/// Remembers how to thaw `name` (a paused container: `<engine> unpause`), which the signal
+/// watcher ([`stop_all_on_signal`]) does before it stops the groups: a paused container would
+/// hold the `SIGTERM` its engine client passes on, outlive the client and its `--rm`, and keep
+/// the node's memory. [`forget_thaw`] once it is thawed or gone.
+pub fn remember_thaw(name: &str, thaw: Box<dyn Fn() + Send + Sync>) {
+    thaws().lock().unwrap_or_else(PoisonError::into_inner).insert(name.to_owned(), thaw);
+}
+
+/// Forgets what [`remember_thaw`] remembered of `name`.
+pub fn forget_thaw(name: &str) {
+    thaws().lock().unwrap_or_else(PoisonError::into_inner).remove(name);
+}
+
 fn last_words() -> &'static LastWords {
     static HOOK: OnceLock<LastWords> = OnceLock::new();
     HOOK.get_or_init(|| Mutex::new(None))
@@ -126,8 +148,14 @@ fn stop_all_and_die(signal: i32, signals: &mut Signals) {
             grace.as_secs_f64()
         );
     }
+    for thaw in thaws().lock().unwrap_or_else(PoisonError::into_inner).values() {
+        thaw();
+    }
     for pgid in live.keys() {
         let _ = group::signal(*pgid, Signal::Term);
+        // A frozen group (an idle server, `ChildGroup::freeze`) gets its `SIGTERM` once
+        // thawed; one that is not frozen ignores this.
+        let _ = group::signal(*pgid, Signal::Cont);
     }
     let deadline = Instant::now() + grace;
     while live.keys().any(|pgid| group::alive(*pgid)) {

@@ -6,7 +6,8 @@
 //! other child inherits it). It reads the group's id, then waits for one more line: `stopped`
 //! when the runner stopped the group itself (the watchdog exits), or the end of the pipe,
 //! which the kernel gives when the runner dies however it dies. Then it sends `SIGTERM` to the
-//! group, waits up to the group's grace period, and sends `SIGKILL` to what is left. The
+//! group (and `SIGCONT`, so that a frozen group, an idle server, gets it), waits up to the
+//! group's grace period, and sends `SIGKILL` to what is left. The
 //! watchdog is in a process group of its own (a Ctrl-C at the terminal does not reach it) and
 //! has an empty environment but `PATH`.
 //!
@@ -23,6 +24,7 @@ const SCRIPT: &str = r#"read -r group || exit 0
 case "$group" in ''|*[!0-9]*) exit 0 ;; esac
 if read -r word && [ "$word" = stopped ]; then exit 0; fi
 kill -TERM -"$group" 2>/dev/null || exit 0
+kill -CONT -"$group" 2>/dev/null
 tenths=0
 while kill -0 -"$group" 2>/dev/null && [ "$tenths" -lt "$1" ]; do
   sleep 0.1

@@ -221,3 +221,49 @@ fn a_node_whose_host_answers_on_the_runs_network_starts_no_server() {
     assert_eq!(state["containers"].as_array().map(Vec::len), Some(0), "{state}");
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
 }
+
+#[test]
+fn in_containers_a_released_server_is_paused_until_it_is_woken() {
+    // One GPU: one server at a time, switched by SGLang's memory API.
+    let fixture = Fixture::new(&Sample {
+        gate: TWO_PAIRS,
+        gpus: 1,
+        server_flags: "--memory-api sglang",
+        ..Sample::default()
+    });
+    let engine = fake_engine(fixture.work.path());
+    let args = contained_args(&fixture, "contained", &engine);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = prgate(fixture.repo.path(), &args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let events = std::fs::read_to_string(fixture.events("contained")).expect("the events");
+    let count = |kind: &str| events.lines().filter(|line| line.contains(kind)).count();
+    let (released, woken) = (count("\"server-released\""), count("\"server-woken\""));
+    assert!(released > 0 && woken > 0, "{events}");
+
+    // Every release pauses the server's container, every wake unpauses it first, and the one
+    // still paused at the end is unpaused to be stopped: per container, pause then unpause.
+    let log = std::fs::read_to_string(fixture.work.path().join("engine-state/log.jsonl"))
+        .expect("the engine's log");
+    let mut calls: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for entry in
+        log.lines().map(|line| serde_json::from_str::<serde_json::Value>(line).expect("JSON"))
+    {
+        let sub = entry["argv"][0].as_str().unwrap_or_default();
+        if sub == "pause" || sub == "unpause" {
+            let name = entry["argv"][1].as_str().unwrap_or_default().to_owned();
+            calls.entry(name).or_default().push(sub.to_owned());
+        }
+    }
+    assert_eq!(calls.len(), 2, "both sides' servers: {calls:#?}");
+    for (name, subs) in &calls {
+        assert!(name.contains("server"), "{name}");
+        assert!(subs.chunks(2).all(|pair| pair == ["pause", "unpause"]), "{name}: {subs:?}");
+    }
+    let pauses: usize = calls.values().map(|subs| subs.len() / 2).sum();
+    assert_eq!(pauses, released, "a pause per release: {calls:#?}");
+    assert_eq!(pauses, woken + 1, "an unpause per wake, and one to stop the last: {calls:#?}");
+    let state: serde_json::Value = read_json(&fixture.work.path().join("engine-state/state.json"));
+    assert_eq!(state["containers"].as_array().map(Vec::len), Some(0), "{state}");
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}

@@ -288,6 +288,35 @@ fn the_common_checks_run_the_common_recipe_on_both_sides() {
 }
 
 #[test]
+fn a_common_recipe_the_pr_adds_runs_its_install_command_only_in_the_prs_tree() {
+    // Base has no common recipe: the PR's is its own, and its command never runs in base's
+    // tree (base's side runs its selections uninstalled).
+    let fixture = Fixture::new(&Sample {
+        gate: TWO_PAIRS,
+        pr: |repo| {
+            repo.write("pkg/__init__.py", "# shared\n").write(
+                "test/e2e/common.toml",
+                "[install]\ncommand = \"python3 -c pass\"\n[tests]\nunit = [\"test/unit/alpha\"]\n",
+            );
+        },
+        ..Sample::default()
+    });
+    let run = fixture.run("results");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let installs: Vec<String> = std::fs::read_dir(fixture.results("results").join("logs/install"))
+        .expect("the install logs")
+        .filter_map(Result::ok)
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".log"))
+        .collect();
+    assert!(installs.iter().all(|name| name.starts_with("pr-")), "{installs:?}");
+    assert!(!installs.is_empty(), "the PR's side was installed");
+    let base = fixture.record("results", "~common.common-tests.base");
+    assert_eq!(base["outcome"]["kind"], "tests", "{base}");
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+#[test]
 fn the_runs_time_limit_records_what_is_left_as_timeouts() {
     let fixture = Fixture::new(&Sample::default());
     let mut args = fixture.run_args("results");

@@ -78,6 +78,7 @@ impl<'r> Runner<'r> {
             events: self.emit.servers(),
             apis: declared.map(|(api, _)| api),
             no_api: declared.map(|(_, none)| none),
+            no_pause: [false; 2],
             keys,
             loads: [0, 0],
             wakes: [0, 0],
@@ -127,6 +128,9 @@ pub(super) struct Servers<'a> {
     /// Each side's memory API, once a release found it; `no_api` once a probe found none.
     apis: [Option<MemoryApi>; 2],
     no_api: [bool; 2],
+    /// A side's released server could not be paused: from then on it is stopped to make room,
+    /// and loaded again (the blocked design).
+    no_pause: [bool; 2],
     /// What each side's recipe says of its memory API (`server.memory-api`); `None` for a side
     /// without a recipe.
     keys: [Option<MemoryApiKey>; 2],
@@ -227,12 +231,15 @@ impl<'a> Servers<'a> {
     /// server paused ([`Server::pause`]: an idle server does nothing while the other side is
     /// measured, so a PR's server cannot keep the GPUs busy or load base's server then); else
     /// stopped (dropping it lets its GPUs go); a released server that cannot be paused is
-    /// stopped too, and loaded again when its side needs it.
+    /// stopped too, and from then on its side is switched by reloads (the blocked design,
+    /// which [`Servers::used`] says).
     /// A server that has exited is dropped without a probe: a dead server answers no API,
     /// which says nothing of the API its engine speaks.
     fn make_room(&mut self, other: usize) {
         match std::mem::replace(&mut self.slots[other], Slot::Idle) {
-            Slot::Up(mut server) if !server.is_topology() && !self.no_api[other] => {
+            Slot::Up(mut server)
+                if !server.is_topology() && !self.no_api[other] && !self.no_pause[other] =>
+            {
                 if server.exited() {
                     return;
                 }
@@ -242,6 +249,7 @@ impl<'a> Servers<'a> {
                         self.apis[other] = Some(api);
                         if server.pause().is_err() {
                             // Dropped: stopped, and loaded again when its side needs it.
+                            self.no_pause[other] = true;
                             return;
                         }
                         let model = Some(self.model.as_str());
@@ -281,10 +289,11 @@ impl<'a> Servers<'a> {
     }
 
     /// The runs of a block: [`blocks::BLOCK_RUNS`] one at a time when a switch reloads a
-    /// server (a side's is known to speak no memory API, or the model is a topology, whose
-    /// servers are stopped): the blocked design; else one.
+    /// server (a side's is known to speak no memory API, or could not be paused while idle,
+    /// or the model is a topology, whose servers are stopped): the blocked design; else one.
     pub(super) fn block_runs(&self) -> usize {
-        let reloads = self.no_api.iter().any(|&none| none) || self.recipe.topology().is_some();
+        let reloads = self.no_api.iter().chain(&self.no_pause).any(|&none| none)
+            || self.recipe.topology().is_some();
         if !self.together && reloads { blocks::BLOCK_RUNS } else { 1 }
     }
 
@@ -320,6 +329,12 @@ impl<'a> Servers<'a> {
                     side_name(at)
                 ),
             };
+            (ServerDesign::Blocked, why)
+        } else if let Some(at) = [1, 0].into_iter().find(|&at| self.no_pause[at]) {
+            let why = format!(
+                "the {} server could not be paused while idle, so it is stopped to make room",
+                side_name(at)
+            );
             (ServerDesign::Blocked, why)
         } else {
             let at = if self.apis[0].is_some() { 0 } else { 1 };
