@@ -686,3 +686,74 @@ fn a_process_that_left_the_group_and_holds_the_log_does_not_hold_up_the_stop() {
     let killed = Command::new("kill").arg("-KILL").arg(escaped.to_string()).status();
     assert!(killed.is_ok_and(|status| status.success()));
 }
+
+/// Set in the copy of this test binary that plays a runner whose one group is frozen.
+const FROZEN_RUNNER: &str = "PRGATE_TEST_FROZEN_RUNNER";
+
+/// The runner's side: one group that writes `termed` when it gets `SIGTERM`, frozen (an idle
+/// server), then wait for the signal.
+fn play_the_runner_with_a_frozen_group(dir: &Path) -> ! {
+    stop_all_on_signal().expect("the watcher starts");
+    let script = format!(
+        "trap 'echo term > {}; exit 0' TERM; while :; do sleep 0.05; done",
+        dir.join("termed").display()
+    );
+    let mut group = ChildGroup::spawn(&shell(dir, &script)).expect("it starts");
+    members_when(group.id(), 2);
+    group.freeze().expect("it freezes");
+    let temporary = dir.join("groups.tmp");
+    std::fs::write(&temporary, group.id().to_string()).expect("written");
+    std::fs::rename(&temporary, dir.join("groups")).expect("renamed");
+    thread::sleep(Duration::from_secs(60));
+    panic!("the signal never came");
+}
+
+#[test]
+fn a_frozen_group_gets_its_term_when_the_runner_is_stopped_by_a_signal_or_killed() {
+    if let Some(dir) = std::env::var_os(FROZEN_RUNNER) {
+        play_the_runner_with_a_frozen_group(Path::new(&dir));
+    }
+    // Ctrl-C: the runner's watcher stops the group; SIGKILL: the group's watchdog does.
+    for signal in ["-INT", "-KILL"] {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut runner = Command::new(std::env::current_exe().expect("the test binary"))
+            .args([
+                "a_frozen_group_gets_its_term_when_the_runner_is_stopped_by_a_signal_or_killed",
+                "--exact",
+                "--nocapture",
+            ])
+            .env(FROZEN_RUNNER, dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the runner starts");
+        let ready = dir.path().join("groups");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !ready.exists() {
+            if Instant::now() > deadline || runner.try_wait().ok().flatten().is_some() {
+                let _ = runner.kill();
+                panic!("the runner never started its group");
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        let pgid: i32 = std::fs::read_to_string(&ready).expect("the group").parse().expect("an id");
+        let members = group_members(pgid);
+        let sent = Command::new("kill").args([signal, &runner.id().to_string()]).status();
+        assert!(sent.is_ok_and(|status| status.success()));
+        let _ = runner.wait();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while members.iter().any(|pid| running(*pid)) && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(50));
+        }
+        assert_all_gone(&members);
+        // Stopped by the watcher, it ran its trap: thawed, it got the `SIGTERM`, not only the
+        // `SIGKILL` after its grace. (A killed runner orphans the group, and the kernel sends
+        // an orphaned group with a stopped process `SIGHUP` and `SIGCONT` itself: it is gone
+        // before the watchdog's `SIGTERM`.)
+        if signal == "-INT" {
+            let termed = std::fs::read_to_string(dir.path().join("termed")).unwrap_or_default();
+            assert_eq!(termed, "term\n", "the frozen group never handled its SIGTERM");
+        }
+    }
+}
