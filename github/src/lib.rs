@@ -346,7 +346,7 @@ impl GitHub {
     /// Who last added the label `name` (compared as GitHub compares labels: case-insensitively)
     /// to issue or PR `number`, from its events page by page (oldest first); `None` when no
     /// event names an actor for it (a deleted account, or an event GitHub no longer lists). An
-    /// error when there are more events than prgate reads ([`MAX_PAGES`] pages): the newest
+    /// error when there are more events than prgate reads (100 pages of 100): the newest
     /// could be among those not read.
     pub async fn label_added_by(&self, number: u64, name: &str) -> Result<Option<String>> {
         #[derive(Deserialize)]
