@@ -386,6 +386,29 @@ fn leases_never_share_a_port_and_skip_ports_in_use() {
     assert!(matches!(PortRange::new(10, 9), Err(PortError::EmptyRange { .. })));
 }
 
+/// Starts this test binary again as the runner test `test` plays, with `variable` set to
+/// `dir`, and waits until it has written its groups' ids (`<dir>/groups`): the runner and them.
+fn spawn_playing_runner(test: &str, variable: &str, dir: &Path) -> (std::process::Child, String) {
+    let mut runner = Command::new(std::env::current_exe().expect("the test binary"))
+        .args([test, "--exact", "--nocapture"])
+        .env(variable, dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the runner starts");
+    let ready = dir.join("groups");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ready.exists() {
+        if Instant::now() > deadline || runner.try_wait().ok().flatten().is_some() {
+            let _ = runner.kill();
+            panic!("the runner never started its children");
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    (runner, std::fs::read_to_string(&ready).expect("the groups"))
+}
+
 /// Set in the copy of this test binary that plays the runner getting Ctrl-C.
 const SIGNALLED_RUNNER: &str = "PRGATE_TEST_SIGNALLED_RUNNER";
 
@@ -395,24 +418,8 @@ fn ctrl_c_stops_every_live_group_then_the_runner() {
         play_the_signalled_runner(Path::new(&dir));
     }
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let mut runner = Command::new(std::env::current_exe().expect("the test binary"))
-        .args(["ctrl_c_stops_every_live_group_then_the_runner", "--exact", "--nocapture"])
-        .env(SIGNALLED_RUNNER, dir.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("the runner starts");
-    let ready = dir.path().join("groups");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !ready.exists() {
-        if Instant::now() > deadline || runner.try_wait().ok().flatten().is_some() {
-            let _ = runner.kill();
-            panic!("the runner never started its children");
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    let groups = std::fs::read_to_string(&ready).expect("the groups");
+    let test = "ctrl_c_stops_every_live_group_then_the_runner";
+    let (mut runner, groups) = spawn_playing_runner(test, SIGNALLED_RUNNER, dir.path());
     let members: Vec<u32> = groups
         .split_ascii_whitespace()
         .flat_map(|pgid| group_members(pgid.parse().expect("a group id")))
@@ -461,24 +468,8 @@ fn a_runner_killed_with_sigkill_leaves_no_group_running() {
         play_the_signalled_runner(Path::new(&dir));
     }
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let mut runner = Command::new(std::env::current_exe().expect("the test binary"))
-        .args(["a_runner_killed_with_sigkill_leaves_no_group_running", "--exact", "--nocapture"])
-        .env(KILLED_RUNNER, dir.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("the runner starts");
-    let ready = dir.path().join("groups");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !ready.exists() {
-        if Instant::now() > deadline || runner.try_wait().ok().flatten().is_some() {
-            let _ = runner.kill();
-            panic!("the runner never started its children");
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    let groups = std::fs::read_to_string(&ready).expect("the groups");
+    let test = "a_runner_killed_with_sigkill_leaves_no_group_running";
+    let (mut runner, groups) = spawn_playing_runner(test, KILLED_RUNNER, dir.path());
     let pgids: Vec<i32> =
         groups.split_ascii_whitespace().map(|pgid| pgid.parse().expect("a group id")).collect();
     let members: Vec<u32> = pgids.iter().flat_map(|pgid| group_members(*pgid)).collect();
@@ -716,28 +707,9 @@ fn a_frozen_group_gets_its_term_when_the_runner_is_stopped_by_a_signal_or_killed
     // Ctrl-C: the runner's watcher stops the group; SIGKILL: the group's watchdog does.
     for signal in ["-INT", "-KILL"] {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let mut runner = Command::new(std::env::current_exe().expect("the test binary"))
-            .args([
-                "a_frozen_group_gets_its_term_when_the_runner_is_stopped_by_a_signal_or_killed",
-                "--exact",
-                "--nocapture",
-            ])
-            .env(FROZEN_RUNNER, dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the runner starts");
-        let ready = dir.path().join("groups");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while !ready.exists() {
-            if Instant::now() > deadline || runner.try_wait().ok().flatten().is_some() {
-                let _ = runner.kill();
-                panic!("the runner never started its group");
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        let pgid: i32 = std::fs::read_to_string(&ready).expect("the group").parse().expect("an id");
+        let test = "a_frozen_group_gets_its_term_when_the_runner_is_stopped_by_a_signal_or_killed";
+        let (mut runner, group) = spawn_playing_runner(test, FROZEN_RUNNER, dir.path());
+        let pgid: i32 = group.parse().expect("a group id");
         let members = group_members(pgid);
         let sent = Command::new("kill").args([signal, &runner.id().to_string()]).status();
         assert!(sent.is_ok_and(|status| status.success()));

@@ -98,28 +98,23 @@ impl ServerProcess {
         }
     }
 
-    /// Freezes the server while it is idle, so that it does nothing (no GPU or CPU work, no
-    /// request to the other side's server) while the other side is measured: its container
-    /// paused, or its process group stopped (`SIGSTOP`). Stopping it thaws it first.
-    pub(super) fn pause(&mut self) -> Result<(), StepFailure> {
-        let paused = match self {
-            ServerProcess::Host(group) => group.freeze().map_err(|error| error.to_string()),
-            ServerProcess::Container(container) => {
-                container.pause().map_err(|error| error.to_string())
+    /// Freezes the server while it is idle (`paused`), so that it does nothing (no GPU or CPU
+    /// work, no request to the other side's server) while the other side is measured: its
+    /// container paused, or its process group stopped (`SIGSTOP`); or thaws it again.
+    /// Stopping it thaws it first.
+    pub(super) fn set_paused(&mut self, paused: bool) -> Result<(), StepFailure> {
+        let done = match (self, paused) {
+            (ServerProcess::Host(group), true) => group.freeze().map_err(|e| e.to_string()),
+            (ServerProcess::Host(group), false) => group.thaw().map_err(|e| e.to_string()),
+            (ServerProcess::Container(container), true) => {
+                container.pause().map_err(|e| e.to_string())
+            }
+            (ServerProcess::Container(container), false) => {
+                container.resume().map_err(|e| e.to_string())
             }
         };
-        paused.map_err(|detail| StepFailure::crash(format!("pausing the idle server: {detail}")))
-    }
-
-    /// Thaws what [`ServerProcess::pause`] froze.
-    pub(super) fn resume(&mut self) -> Result<(), StepFailure> {
-        let resumed = match self {
-            ServerProcess::Host(group) => group.thaw().map_err(|error| error.to_string()),
-            ServerProcess::Container(container) => {
-                container.resume().map_err(|error| error.to_string())
-            }
-        };
-        resumed.map_err(|detail| StepFailure::crash(format!("resuming the server: {detail}")))
+        let what = if paused { "pausing the idle server" } else { "resuming the server" };
+        done.map_err(|detail| StepFailure::crash(format!("{what}: {detail}")))
     }
 
     /// The container's name, for commands that join its network.

@@ -165,19 +165,11 @@ impl Server {
         matches!(self.inner, Inner::Topology(_))
     }
 
-    /// Freezes a released server while the other side is measured ([`ServerProcess::pause`]);
-    /// a topology is never released, so never paused.
-    pub(super) fn pause(&mut self) -> Result<(), StepFailure> {
+    /// Freezes a released server while the other side is measured, or thaws it
+    /// ([`ServerProcess::set_paused`]); a topology is never released, so never paused.
+    pub(super) fn set_paused(&mut self, paused: bool) -> Result<(), StepFailure> {
         match &mut self.inner {
-            Inner::One { process, .. } => process.pause(),
-            Inner::Topology(_) => Ok(()),
-        }
-    }
-
-    /// Thaws what [`Server::pause`] froze.
-    pub(super) fn resume(&mut self) -> Result<(), StepFailure> {
-        match &mut self.inner {
-            Inner::One { process, .. } => process.resume(),
+            Inner::One { process, .. } => process.set_paused(paused),
             Inner::Topology(_) => Ok(()),
         }
     }

@@ -228,7 +228,7 @@ impl<'a> Servers<'a> {
 
     /// Makes room on the GPUs by the `other` side's server, when it is up: its memory released
     /// when it speaks an engine's memory API (found by probing at its first release), then the
-    /// server paused ([`Server::pause`]: an idle server does nothing while the other side is
+    /// server paused ([`Server::set_paused`]: an idle server does nothing while the other side is
     /// measured, so a PR's server cannot keep the GPUs busy or load base's server then); else
     /// stopped (dropping it lets its GPUs go); a released server that cannot be paused is
     /// stopped too, and from then on its side is switched by reloads (the blocked design,
@@ -247,7 +247,7 @@ impl<'a> Servers<'a> {
                 match memory::release(&server.url, self.apis[other]) {
                     Some(api) => {
                         self.apis[other] = Some(api);
-                        if server.pause().is_err() {
+                        if server.set_paused(true).is_err() {
                             // Dropped: stopped, and loaded again when its side needs it.
                             self.no_pause[other] = true;
                             return;
@@ -276,7 +276,7 @@ impl<'a> Servers<'a> {
         };
         let began = now_ms();
         let api = self.apis[at].unwrap_or(MemoryApi::Sglang);
-        let woke = server.resume().is_ok()
+        let woke = server.set_paused(false).is_ok()
             && memory::wake(&server.url, api, SERVED_MODEL)
             && !server.exited();
         let failure = (!woke).then_some(NotRunReason::Crash);
