@@ -485,10 +485,10 @@ pub fn judge_with(request: JudgeRequest<'_>) -> Result<Verdict, EvidenceError> {
     let inputs = JudgeInputs { plan, job, evidence, config };
     let mut judge = Judge::new(&inputs, completion, gain_required);
     judge.items.insert(SectionName::Rules, rule_items(&rules));
-    judge.scope(plan, job.is_some_and(|job| job.accept_narrowing));
+    judge.scope(plan);
     if let Some(job) = job {
         for target in &job.targets {
-            judge.contract(target, job.accept_narrowing);
+            judge.contract(target);
         }
     }
     let models: Vec<_> = plan.running_models().collect();

@@ -14,7 +14,7 @@ use crate::job::{Expect, ExpectedStep, Target};
 use super::{Completion, Item, Judge, SectionName, State, check_name, section_of};
 
 impl<'a> Judge<'a> {
-    pub(super) fn scope(&mut self, plan: &Plan, accept_narrowing: bool) {
+    pub(super) fn scope(&mut self, plan: &Plan) {
         let count = |tier: Tier| plan.models.iter().filter(|model| model.tier == tier).count();
         let mut summary = format!(
             "{} full, {} smoke, {} none; common checks {}",
@@ -40,7 +40,7 @@ impl<'a> Judge<'a> {
                 summary,
             ),
         );
-        self.removed_models(plan, accept_narrowing);
+        self.removed_models(plan);
         let harness: Vec<&str> = plan
             .changed
             .iter()
@@ -59,16 +59,17 @@ impl<'a> Judge<'a> {
     }
 
     /// A model the PR removes leaves the verdict: it is said, never silent, and it narrows what
-    /// base measures, so it fails unless a maintainer accepted it (`accept_narrowing`): a PR
+    /// base measures, so it fails unless a maintainer accepted it (the job plan's
+    /// `accept_narrowing`): a PR
     /// cannot drop a model's checks, nor move its files under a new name git does not see as a
     /// rename to be judged as a new model by its own recipe. A model whose files the PR renamed
     /// (`renamed_to` in the plan) is the same model under its new name: it is judged there,
     /// held to this name's base recipe and base results.
-    fn removed_models(&mut self, plan: &Plan, accept_narrowing: bool) {
+    fn removed_models(&mut self, plan: &Plan) {
         let label = crate::job::ACCEPT_NARROWING_LABEL;
         for model in plan.models.iter().filter(|model| model.removed) {
             let (check, state, summary) = match &model.renamed_to {
-                None if accept_narrowing => (
+                None if self.accept_narrowing => (
                     "model-removed",
                     State::Warn,
                     format!(
@@ -101,8 +102,8 @@ impl<'a> Judge<'a> {
 
     /// The contract of a model's recipe: a model without a base recipe runs by its own; every
     /// difference of the PR's recipe from base's is listed, and a narrowing fails unless a
-    /// maintainer accepted it (`accept_narrowing`).
-    pub(super) fn contract(&mut self, target: &Target, accept_narrowing: bool) {
+    /// maintainer accepted it (the job plan's `accept_narrowing`).
+    pub(super) fn contract(&mut self, target: &Target) {
         let contract = &target.recipe.contract;
         if contract.is_empty() {
             return;
@@ -117,7 +118,7 @@ impl<'a> Judge<'a> {
             (State::Pass, text.to_owned())
         } else if narrowing == 0 {
             (State::Pass, "base's recipe measures both sides".to_owned())
-        } else if accept_narrowing {
+        } else if self.accept_narrowing {
             let label = crate::job::ACCEPT_NARROWING_LABEL;
             let text = format!(
                 "the PR's recipe narrows base's in {narrowing} place(s), accepted by a maintainer (the {label} label); base's recipe measures both sides"
