@@ -75,8 +75,12 @@ pub fn estimate_from_recipes(
 ) -> PlanEstimate {
     let mut jobs = Vec::new();
     if plan.common.selected {
-        let common = RecipeState::of(recipe(None), CommonRecipe::parse)
-            .measured_common(base_recipe(None).as_deref());
+        // Base's common recipe, when it has a valid one (`contract::decide_common`).
+        let common = RecipeState::of(recipe(None), CommonRecipe::parse).measured_by(
+            base_recipe(None).as_deref(),
+            CommonRecipe::parse,
+            |base, pr| contract::decide_common(Some(base), pr).0,
+        );
         let estimate = estimate_common(common.parsed(), history);
         let job = Job::for_common_checks(&estimate);
         jobs.push(JobEstimate { job, tier: None, estimate, note: common.note(), holds: None });
@@ -85,8 +89,12 @@ pub fn estimate_from_recipes(
         // As the job plan reads it: a renamed model's base recipe at its old name, a new
         // model's none.
         let base = (!model.new).then(|| base_recipe(Some(model.base_name()))).flatten();
-        let recipe =
-            RecipeState::of(recipe(Some(&model.name)), Recipe::parse).measured(base.as_deref());
+        // The contract's PR side (`contract::measured`).
+        let recipe = RecipeState::of(recipe(Some(&model.name)), Recipe::parse).measured_by(
+            base.as_deref(),
+            Recipe::parse,
+            |base, pr| contract::measured(base, pr, &Renames::default()).1,
+        );
         let gpus: Vec<Option<u32>> = nodes.iter().map(|node| node.gpus).collect();
         let estimate = estimate_model_on(model, recipe.parsed(), history, &gpus);
         let job = Job::for_model(&model.name, &estimate, recipe.parsed());
@@ -109,36 +117,24 @@ enum RecipeState<T> {
     Invalid(String),
 }
 
-impl RecipeState<Recipe> {
-    /// The recipe the run measures by: with base's valid recipe (`base`, its text), the
-    /// contract's PR side; else the PR's own.
-    fn measured(self, base: Option<&str>) -> RecipeState<Recipe> {
-        let base = base.and_then(|text| Recipe::parse(text, "the base side's recipe").ok());
-        match (self, base) {
-            (RecipeState::Parsed(pr), Some(base)) => {
-                let (_, measured) = contract::measured(&base, &pr, &Renames::default());
-                RecipeState::Parsed(Box::new(measured))
-            }
-            (state, _) => state,
-        }
-    }
-}
-
-impl RecipeState<CommonRecipe> {
-    /// The common recipe the run measures by: with base's valid one (`base`, its text), base's
-    /// ([`contract::decide_common`]); else the PR's own.
-    fn measured_common(self, base: Option<&str>) -> RecipeState<CommonRecipe> {
-        let base = base.and_then(|text| CommonRecipe::parse(text, "the base side's recipe").ok());
-        match (self, base) {
-            (RecipeState::Parsed(pr), Some(base)) => {
-                RecipeState::Parsed(Box::new(contract::decide_common(Some(&base), &pr).0))
-            }
-            (state, _) => state,
-        }
-    }
-}
-
 impl<T> RecipeState<T> {
+    /// The recipe the run measures by: with base's valid one (`base`, its text, parsed with
+    /// `parse`), what `contract` makes of base's and this one; else this one, the PR's own.
+    fn measured_by<E>(
+        self,
+        base: Option<&str>,
+        parse: impl Fn(&str, &str) -> Result<T, E>,
+        contract: impl Fn(&T, &T) -> T,
+    ) -> RecipeState<T> {
+        let base = base.and_then(|text| parse(text, "the base side's recipe").ok());
+        match (self, base) {
+            (RecipeState::Parsed(pr), Some(base)) => {
+                RecipeState::Parsed(Box::new(contract(&base, &pr)))
+            }
+            (state, _) => state,
+        }
+    }
+
     /// `text` parsed with `parse(text, name)`.
     fn of<E: std::fmt::Display>(
         text: RecipeText,
