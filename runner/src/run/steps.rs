@@ -137,9 +137,9 @@ impl ModelJob<'_> {
     /// is base's, so that the PR's tree can neither edit the questions nor shadow or wrap the
     /// tool that measures its server (a module of the same name found first from the working
     /// directory, a `.pth` in the side's user site); the PR's for a model new in the PR, which
-    /// has no other.
+    /// has no other: the tree base's server runs in.
     fn measuring_tree(&self) -> &Path {
-        self.base_tree.unwrap_or(self.pr_tree)
+        self.server_tree(Side::Base)
     }
 
     /// The tree each side's server runs in: a new model's baseline is the PR tree.
