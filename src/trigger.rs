@@ -175,24 +175,14 @@ pub(crate) async fn vet_accepting_label(github: &GitHub, pinned: &mut Pinned, pr
     if !pinned.has_label(label) {
         return;
     }
-    let (adder, access) = match github.label_added_by(pinned.number, label).await {
-        Ok(Some(login)) => {
-            let access = github.access(&login).await.ok();
-            (Some(login), access)
-        }
-        Ok(None) => (None, None),
-        Err(error) => {
-            let why = format!(
-                "the {label} label does not count: who added it could not be read: {error:#}"
-            );
-            eprintln!("prgate: {why}");
-            return pinned.drop_label(label, why);
-        }
+    let adder = github.label_added_by(pinned.number, label).await;
+    let adder = adder.as_ref().map(Option::as_deref).map_err(|error| format!("{error:#}"));
+    let access = match adder {
+        Ok(Some(login)) => github.access(login).await.ok(),
+        _ => None,
     };
     let author = pr.user.as_ref().map(|user| user.login.as_str());
-    if let Some(why) =
-        trigger::accepting_label_refusal(label, adder.as_deref(), author, access.as_ref())
-    {
+    if let Some(why) = trigger::accepting_label_refusal(label, adder, author, access.as_ref()) {
         eprintln!("prgate: {why}");
         pinned.drop_label(label, why);
     }

@@ -219,18 +219,20 @@ pub fn refusal(login: &str, access: &Access) -> Option<String> {
     })
 }
 
-/// Why the label `label` on a PR does not count as a maintainer's acceptance: nobody is named
-/// as having added it (`adder`), or they are the PR's `author`, or their `access` is not write,
-/// maintain or admin. `None` when it counts.
+/// Why the label `label` on a PR does not count as a maintainer's acceptance: who added it
+/// could not be read (`adder`'s error), nobody is named as having added it, or they are the
+/// PR's `author`, or their `access` is not write, maintain or admin. `None` when it counts.
 pub fn accepting_label_refusal(
     label: &str,
-    adder: Option<&str>,
+    adder: std::result::Result<Option<&str>, String>,
     author: Option<&str>,
     access: Option<&Access>,
 ) -> Option<String> {
     let not_counted = |why: String| format!("the {label} label does not count: {why}");
-    let Some(adder) = adder else {
-        return Some(not_counted("GitHub names nobody who added it".to_owned()));
+    let adder = match adder {
+        Err(error) => return Some(not_counted(format!("who added it could not be read: {error}"))),
+        Ok(None) => return Some(not_counted("GitHub names nobody who added it".to_owned())),
+        Ok(Some(adder)) => adder,
     };
     if author.is_some_and(|author| author.eq_ignore_ascii_case(adder)) {
         return Some(not_counted(format!(

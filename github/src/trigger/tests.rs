@@ -196,8 +196,9 @@ fn an_accepting_label_counts_only_from_a_maintainer_other_than_the_author() {
     let access = |allowed: bool, role: &str| Access { allowed, role: role.to_owned() };
     let maintain = access(true, "maintain");
     let triage = access(false, "triage (permission read)");
-    let refusal =
-        |adder, author, access| accepting_label_refusal("accept-narrowing", adder, author, access);
+    let refusal = |adder: Option<&str>, author, access| {
+        accepting_label_refusal("accept-narrowing", Ok(adder), author, access)
+    };
     assert_eq!(refusal(Some("lead"), Some("author"), Some(&maintain)), None);
     // The author is refused whatever their access; GitHub's logins are one whatever their case.
     assert!(
@@ -210,4 +211,9 @@ fn an_accepting_label_counts_only_from_a_maintainer_other_than_the_author() {
     );
     assert!(refusal(None, Some("author"), None).is_some_and(|why| why.contains("names nobody")));
     assert!(refusal(Some("lead"), None, None).is_some_and(|why| why.contains("could not be read")));
+    let unread = accepting_label_refusal("accept-narrowing", Err("503".to_owned()), None, None);
+    assert_eq!(
+        unread.as_deref(),
+        Some("the accept-narrowing label does not count: who added it could not be read: 503")
+    );
 }
