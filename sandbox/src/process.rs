@@ -364,9 +364,7 @@ impl ChildGroup {
         }
         self.signal(group::Signal::Term)?;
         // A frozen group gets its `SIGTERM` once thawed: it may still end in its grace.
-        if std::mem::take(&mut self.frozen) {
-            self.signal(group::Signal::Cont)?;
-        }
+        self.thaw()?;
         let deadline = Instant::now() + self.grace;
         let mut pause = FIRST_PAUSE;
         loop {

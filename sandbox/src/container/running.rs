@@ -150,10 +150,7 @@ impl Container {
             return Ok(stopped);
         }
         // An engine refuses to stop a paused container; `rm -f` below would still remove it.
-        if std::mem::take(&mut self.paused) {
-            crate::process::forget_thaw(&self.name);
-            let _ = self.engine.unpause(&self.name);
-        }
+        let _ = self.resume();
         let stop = self.engine.stop(&self.name, self.grace);
         let stopped = self.client.stop()?;
         self.stopped = Some(stopped);
