@@ -112,6 +112,13 @@ pub struct Recipes {
     pub pr_scripts: Vec<PrScript>,
 }
 
+impl Recipes {
+    /// Both sides' recipe states, before the diff, the contract and the PR's scripts are known.
+    pub fn of(base: RecipeState, pr: RecipeState) -> Recipes {
+        Recipes { base, pr, diff: None, contract: Contract::default(), pr_scripts: Vec::new() }
+    }
+}
+
 /// A kernel timing script of base's recipe that runs, on the PR side, files the PR changes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

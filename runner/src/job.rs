@@ -530,13 +530,7 @@ pub(crate) fn common_estimate(common: &CommonSource) -> Option<Estimate> {
 /// has a valid one ([`contract::decide_common`]: the PR's differences are the target's
 /// contract), else the PR's own; a PR recipe that is missing or not valid blocks the check.
 fn common_target(base: &CommonSource, pr: CommonSource) -> (Target, CommonSource) {
-    let mut recipe = Recipes {
-        base: base.state(),
-        pr: pr.state(),
-        diff: None,
-        contract: Default::default(),
-        pr_scripts: Vec::new(),
-    };
+    let mut recipe = Recipes::of(base.state(), pr.state());
     let target =
         |recipe, steps| Target { model: None, tier: Tier::Smoke, new: false, recipe, steps };
     let CommonSource::Parsed { recipe: theirs, path, hash } = pr else {
@@ -560,13 +554,7 @@ fn model_target(
     pr: &RecipeSource,
     node: &NodeProfile,
 ) -> (Target, u32) {
-    let recipe = Recipes {
-        base: base.map_or(RecipeState::NoTree, RecipeSource::state),
-        pr: pr.state(),
-        diff: None,
-        contract: Default::default(),
-        pr_scripts: Vec::new(),
-    };
+    let recipe = Recipes::of(base.map_or(RecipeState::NoTree, RecipeSource::state), pr.state());
     let target = |steps| Target {
         model: Some(model.name.clone()),
         tier: model.tier,
