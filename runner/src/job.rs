@@ -198,13 +198,13 @@ impl Sides<'_> {
     fn model(&self, model: &ModelPlan) -> (Target, ModelRecipes, u32) {
         let request = self.request;
         // A model the PR renamed is held to its old name's recipe.
-        let (base, base_text) = if model.new {
-            (None, None)
-        } else {
-            let name = model.base_name();
-            let (base, text) =
-                read_recipe(request.base_tree, &request.recipes, name, self.base_commit);
-            (Some(base), text)
+        let (base, base_text) = match model.base_recipe_name() {
+            None => (None, None),
+            Some(name) => {
+                let (base, text) =
+                    read_recipe(request.base_tree, &request.recipes, name, self.base_commit);
+                (Some(base), text)
+            }
         };
         let (pr, pr_text) =
             read_recipe(request.pr_tree, &request.recipes, &model.name, self.pr_commit);

@@ -88,7 +88,7 @@ pub fn estimate_from_recipes(
     for model in plan.running_models() {
         // As the job plan reads it: a renamed model's base recipe at its old name, a new
         // model's none.
-        let base = (!model.new).then(|| base_recipe(Some(model.base_name()))).flatten();
+        let base = model.base_recipe_name().and_then(|name| base_recipe(Some(name)));
         // The contract's PR side (`contract::measured`).
         let recipe = RecipeState::of(recipe(Some(&model.name)), Recipe::parse).measured_by(
             base.as_deref(),

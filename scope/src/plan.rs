@@ -64,6 +64,12 @@ impl ModelPlan {
     pub fn base_name(&self) -> &str {
         self.renamed_from.as_deref().unwrap_or(&self.name)
     }
+
+    /// The name base's recipe of the model is at ([`ModelPlan::base_name`]); `None` for a
+    /// model new in the PR, which base has no recipe of.
+    pub fn base_recipe_name(&self) -> Option<&str> {
+        (!self.new).then(|| self.base_name())
+    }
 }
 
 /// A ref as the user named it, and the commit it resolved to.
