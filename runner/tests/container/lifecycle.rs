@@ -11,17 +11,11 @@ fn a_timed_out_container_is_stopped_and_removed() {
         let site = Site::new();
         let node = harness.node(&site);
         let run = run_id("timeout");
-        let step = Step {
-            purpose: "slow-tests",
-            gpus: &[],
-            network: ContainerNetwork::None,
-            env: ContainerEnv::new(&node),
-            command: strings(&[
-                "python3",
-                "-c",
-                "import time; print('sleeping', flush=True); time.sleep(600)",
-            ]),
-        };
+        let step = Step::plain(
+            &node,
+            "slow-tests",
+            &["python3", "-c", "import time; print('sleeping', flush=True); time.sleep(600)"],
+        );
         let launch = launch(harness, &site, &node, &run, &step);
         let mut container = Container::start(&harness.engine, &launch).expect("it starts");
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -70,13 +64,7 @@ fn cleanup_removes_the_runs_containers_and_no_one_elses() {
         create(&unlabelled, None);
         create(&leftover, Some(format!("prgate.run={run}")));
 
-        let step = Step {
-            purpose: "server",
-            gpus: &[],
-            network: ContainerNetwork::None,
-            env: ContainerEnv::new(&node),
-            command: strings(&["python3", "-c", "import time; time.sleep(600)"]),
-        };
+        let step = Step::plain(&node, "server", &["python3", "-c", "import time; time.sleep(600)"]);
         let launch = launch(harness, &site, &node, &run, &step);
         let mut running = Container::start(&harness.engine, &launch).expect("it starts");
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -164,13 +152,7 @@ fn the_clients_exit_status_is_the_commands() {
             ("missing", &["prgate-no-such-command"], 127),
         ];
         for (purpose, command, expected) in cases {
-            let step = Step {
-                purpose,
-                gpus: &[],
-                network: ContainerNetwork::None,
-                env: ContainerEnv::new(&node),
-                command: strings(command),
-            };
+            let step = Step::plain(&node, purpose, command);
             let launch = launch(harness, &site, &node, &run, &step);
             // Podman's default init (catatonit) exits 1 when the command is missing; tini,
             // docker's, exits 127: a podman node names tini in containers.conf (`init_path`).
@@ -239,18 +221,8 @@ fn a_paused_container_does_nothing_until_resumed_and_stops_even_when_paused() {
         let node = harness.node(&site);
         let run = run_id("pause");
         // A command that keeps working: a tick into its output folder every 20 ms.
-        let step = Step {
-            purpose: "busy-server",
-            gpus: &[],
-            network: ContainerNetwork::None,
-            env: ContainerEnv::new(&node),
-            command: strings(&[
-                "python3",
-                "-c",
-                "import sys, time\nwhile True:\n    open(sys.argv[1], 'a').write('x')\n    time.sleep(0.02)",
-                "/work/out/ticks",
-            ]),
-        };
+        let tick = "import sys, time\nwhile True:\n    open(sys.argv[1], 'a').write('x')\n    time.sleep(0.02)";
+        let step = Step::plain(&node, "busy-server", &["python3", "-c", tick, "/work/out/ticks"]);
         let launch = launch(harness, &site, &node, &run, &step);
         let mut container = Container::start(&harness.engine, &launch).expect("it starts");
         let ticks = || std::fs::read_to_string(site.out.join("ticks")).unwrap_or_default().len();

@@ -397,7 +397,18 @@ struct Step<'a> {
     command: Vec<String>,
 }
 
-impl Step<'_> {
+impl<'a> Step<'a> {
+    /// `command` as the step `purpose`: no GPU, no network.
+    fn plain(node: &NodeProfile, purpose: &'a str, command: &[&str]) -> Step<'a> {
+        Step {
+            purpose,
+            gpus: &[],
+            network: ContainerNetwork::None,
+            env: ContainerEnv::new(node),
+            command: strings(command),
+        }
+    }
+
     fn probe(node: &NodeProfile) -> Step<'static> {
         Step {
             purpose: "probe",
