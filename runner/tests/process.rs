@@ -90,7 +90,10 @@ fn a_frozen_group_does_nothing_until_thawed_and_a_frozen_group_stops_on_term() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let ticks = dir.path().join("ticks");
     let script = format!("while :; do printf x >> {}; sleep 0.02; done", ticks.display());
-    let mut child = ChildGroup::spawn(&shell(dir.path(), &script)).expect("it starts");
+    // A long grace: ending on `SIGTERM` in it holds however loaded the machine is.
+    let mut spec = shell(dir.path(), &script);
+    spec.grace = Duration::from_secs(20);
+    let mut child = ChildGroup::spawn(&spec).expect("it starts");
     let count = || std::fs::read_to_string(&ticks).unwrap_or_default().len();
     let deadline = Instant::now() + Duration::from_secs(20);
     while count() < 3 {
@@ -689,7 +692,11 @@ fn play_the_runner_with_a_frozen_group(dir: &Path) -> ! {
         "trap 'echo term > {}; exit 0' TERM; while :; do sleep 0.05; done",
         dir.join("termed").display()
     );
-    let mut group = ChildGroup::spawn(&shell(dir, &script)).expect("it starts");
+    // A long grace: the trap has time to run however loaded the machine is (the group ends
+    // as soon as it has run).
+    let mut spec = shell(dir, &script);
+    spec.grace = Duration::from_secs(20);
+    let mut group = ChildGroup::spawn(&spec).expect("it starts");
     members_when(group.id(), 2);
     group.freeze().expect("it freezes");
     let temporary = dir.join("groups.tmp");
