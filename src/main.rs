@@ -6,8 +6,10 @@
 //! `prgate_github::trigger`'s), rendering the report's, running the runner's.
 //!
 //! Exit codes, for every subcommand:
-//! - 0: success (for the gate: the PR passed; for the trigger: a run starts);
-//! - 1: the gate failed the PR, or checks are pending; the trigger started no run; the node
+//! - 0: success (for the gate: the PR passed; for the trigger: a run starts; for accept: the
+//!   acceptance is recorded on the PR's head);
+//! - 1: the gate failed the PR, or checks are pending; the trigger started no run; accept
+//!   recorded nothing (the label does not count); the node
 //!   is drained (`prgate node status`) or its canary failed (`prgate node canary`); a drift
 //!   guard is tripped (`prgate history check`);
 //! - 2: an error: bad input, an unknown ref, an unreadable file (the message on stderr names
@@ -62,6 +64,7 @@ enum Command {
     Plan(plan::PlanArgs),
     Gate(gate::GateArgs),
     Trigger(trigger::TriggerArgs),
+    Accept(trigger::accept::AcceptArgs),
     Report(publish::ReportArgs),
     Publish(publish::PublishArgs),
     SimServer(sim::SimServerArgs),
@@ -83,6 +86,8 @@ fn main() -> ExitCode {
         Command::Gate(args) => gate::run(&args),
         Command::Trigger(args) => trigger::run(&args)
             .map(|started| if started { gate::Outcome::Pass } else { gate::Outcome::NotPass }),
+        Command::Accept(args) => trigger::accept::run(&args)
+            .map(|recorded| if recorded { gate::Outcome::Pass } else { gate::Outcome::NotPass }),
         Command::Report(args) => publish::report(&args).map(|()| gate::Outcome::Pass),
         Command::Publish(args) => publish::publish(&args).map(|()| gate::Outcome::Pass),
         Command::SimServer(args) => sim::run(&args).map(|()| gate::Outcome::Pass),

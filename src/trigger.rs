@@ -9,6 +9,7 @@
 //! [`queue`]'s. Exit 1, "no run", for an event that starts nothing (a `check_suite`'s "Re-run
 //! all checks" included).
 
+pub(crate) mod accept;
 pub(crate) mod queue;
 
 use std::io::Write as _;
@@ -168,8 +169,9 @@ async fn pin_after_label(
 }
 
 /// The `accept-narrowing` label of `pinned` counts only when a maintainer other than `pr`'s
-/// author added it (`prgate_github::trigger::accepting_label_refusal` decides); one that does
-/// not is taken off the pin, and why is in its notes (the plan's warnings show them).
+/// author added it (`prgate_github::trigger::accepting_label_refusal` decides) and prgate
+/// recorded it on the PR's head (`unrecorded_acceptance`, [`accept`]): one that does not is
+/// taken off the pin, and why is in its notes (the plan's warnings show them).
 pub(crate) async fn vet_accepting_label(github: &GitHub, pinned: &mut Pinned, pr: &PullRequest) {
     let label = prgate_gate::job::ACCEPT_NARROWING_LABEL;
     if !pinned.has_label(label) {
@@ -182,7 +184,17 @@ pub(crate) async fn vet_accepting_label(github: &GitHub, pinned: &mut Pinned, pr
         _ => None,
     };
     let author = pr.user.as_ref().map(|user| user.login.as_str());
-    if let Some(why) = trigger::accepting_label_refusal(label, adder, author, access.as_ref()) {
+    let mut refusal = trigger::accepting_label_refusal(label, adder, author, access.as_ref());
+    if refusal.is_none() {
+        // A queued PR's acceptance is of its own head, not of the queue's merge commit.
+        let head = pinned.merge_group.as_ref().map_or(&pinned.sha, |queue| &queue.pr_head);
+        let statuses = github.statuses(head).await.map_err(|error| format!("{error:#}"));
+        let ours = github.comment_login(None).await.ok();
+        let context = prgate_report::status::acceptance_context(label);
+        let statuses = statuses.as_deref().map_err(String::clone);
+        refusal = trigger::unrecorded_acceptance(label, head, statuses, &context, ours.as_deref());
+    }
+    if let Some(why) = refusal {
         eprintln!("prgate: {why}");
         pinned.drop_label(label, why);
     }

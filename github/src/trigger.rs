@@ -249,18 +249,94 @@ pub fn accepting_label_refusal(
     }
 }
 
+/// Why the label `label` on a PR whose head is `head` does not count there although a
+/// maintainer added it: an acceptance is of the commit it was given for, and prgate records it
+/// there as the status `context` (`prgate accept`, [`acceptance_request`]). None on `head`
+/// (a push since, or the record failed), one posted by someone other than prgate (`ours`),
+/// or statuses that could not be read (`statuses`' error): it does not count. `None` when it
+/// does.
+pub fn unrecorded_acceptance(
+    label: &str,
+    head: &str,
+    statuses: std::result::Result<&[CommitStatus], String>,
+    context: &str,
+    ours: Option<&str>,
+) -> Option<String> {
+    let not_counted = |why: String| {
+        format!(
+            "the {label} label does not count: {why}; a maintainer accepts the head they saw, so after a push they remove the label and add it again"
+        )
+    };
+    let statuses = match statuses {
+        Ok(statuses) => statuses,
+        Err(error) => {
+            return Some(not_counted(format!("the statuses of {head} could not be read: {error}")));
+        }
+    };
+    match own_result(statuses, context, ours) {
+        OwnResult::Passed => None,
+        OwnResult::NotPassed(state) if state == "none" => Some(not_counted(format!(
+            "it was not given for {head} (that commit has no `{context}` status from prgate)"
+        ))),
+        OwnResult::NotPassed(state) => {
+            Some(not_counted(format!("the `{context}` status of {head} is {state}")))
+        }
+    }
+}
+
+/// What a `labeled` event adding the label `label` asks to record (`prgate accept`): the PR
+/// and the head the maintainer saw; or why it records nothing (another label, another event).
+pub fn acceptance_request(
+    event: &Event,
+    label: &str,
+) -> Result<std::result::Result<RunRequest, String>> {
+    Ok(match request(event, label)? {
+        Request::Run(run) if run.label.is_some() => Ok(run),
+        Request::Refuse(reason) => Err(reason),
+        _ => Err(format!(
+            "the {label} label is recorded from the pull_request_target event that adds it, not from another event"
+        )),
+    })
+}
+
+/// Why an acceptance given at `seen` on PR `number` is not recorded: the PR is closed or
+/// merged, or its head moved as the label was added (what was accepted is no longer what the
+/// PR would merge). `None` when it is recorded.
+pub fn acceptance_pr_refusal(number: u64, seen: &str, pr: &PullRequest) -> Option<String> {
+    Some(match not_open_at(seen, pr)? {
+        NotOpenAt::Closed(why) => format!("#{number} is {why}; only an open PR's head is accepted"),
+        NotOpenAt::Moved(head) => format!(
+            "the head of #{number} moved from {seen} to {head} as the label was added; the acceptance was of {seen}: remove the label and add it again to accept {head}"
+        ),
+    })
+}
+
 /// Why PR `number`, read again once the label is gone, may not run at `expected_sha`: it is
 /// closed or merged, or its head moved. `None` when it may.
 pub fn pr_refusal(number: u64, expected_sha: &str, pr: &PullRequest) -> Option<String> {
+    Some(match not_open_at(expected_sha, pr)? {
+        NotOpenAt::Closed(why) => format!("#{number} is {why}; runs are for open pull requests"),
+        NotOpenAt::Moved(head) => format!(
+            "the head of #{number} moved from {expected_sha} to {head}; a maintainer must start the run again"
+        ),
+    })
+}
+
+/// How a PR is not open at an expected head.
+enum NotOpenAt {
+    /// Closed or merged: which.
+    Closed(&'static str),
+    /// Open, at this other head.
+    Moved(String),
+}
+
+/// How `pr` is not open at `expected`; `None` when it is.
+fn not_open_at(expected: &str, pr: &PullRequest) -> Option<NotOpenAt> {
     if let Some(why) = pr.not_open() {
-        return Some(format!("#{number} is {why}; runs are for open pull requests"));
+        return Some(NotOpenAt::Closed(why));
     }
     let head = head_of(pr);
-    (head != expected_sha).then(|| {
-        format!(
-            "the head of #{number} moved from {expected_sha} to {head}; a maintainer must start the run again"
-        )
-    })
+    (head != expected).then_some(NotOpenAt::Moved(head))
 }
 
 /// Why PR `number`, read once more after its files, may not run: the files are the head's at

@@ -15,6 +15,25 @@ use crate::escape::terminal;
 /// The status's context unless the configuration names another.
 pub const DEFAULT_CONTEXT: &str = "AMD PR test";
 
+/// The context of the status that records a maintainer's acceptance `label` on the commit it
+/// was given for (`prgate accept`): `AMD PR test / accept-narrowing`.
+pub fn acceptance_context(label: &str) -> String {
+    format!("{DEFAULT_CONTEXT} / {label}")
+}
+
+/// The status that records `login`'s acceptance `label` on the commit it was given for: a
+/// success, so that GitHub shows it beside the run's own, on that commit alone.
+pub fn acceptance_status(label: &str, login: &str) -> Status {
+    Status {
+        state: StatusState::Success,
+        context: acceptance_context(label),
+        description: fit_description(&terminal(&format!(
+            "{login} added {label} at this commit; it counts for this commit only"
+        ))),
+        target_url: None,
+    }
+}
+
 /// The most characters GitHub keeps of a status's description.
 pub const DESCRIPTION_LIMIT: usize = 140;
 

@@ -880,6 +880,10 @@ async fn the_accept_narrowing_label_counts_only_from_a_maintainer_who_is_not_the
         let labeled = |actor: &str| json!({ "event": "labeled", "actor": { "login": actor }, "label": { "name": "accept-narrowing" } });
         let events = json!([labeled("someone-else"), { "event": "unlabeled", "actor": { "login": "x" }, "label": { "name": "accept-narrowing" } }, labeled(adder)]);
         mount_get(&server, "/repos/amd/mono/issues/7/events", events).await;
+        // prgate recorded the acceptance on this head (`prgate accept`).
+        mount_get(&server, "/user", json!({ "login": "prgate-bot" })).await;
+        let accepted = json!([{ "context": "AMD PR test / accept-narrowing", "state": "success", "creator": { "login": "prgate-bot" } }]);
+        mount_get(&server, &format!("/repos/amd/mono/commits/{SHA}/statuses"), accepted).await;
 
         let (run, dir) = trigger(&server, &labeled_event("lead", "run-ci")).await;
         assert_eq!(run.code, 0, "{adder}: {}{}", run.stdout, run.stderr);

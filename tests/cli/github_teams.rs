@@ -8,6 +8,7 @@
 //!
 //! This file holds the stand-in and its helpers; the tests are in submodules by topic.
 
+mod acceptance;
 mod app_tokens;
 mod ci_runs;
 mod triggers;
@@ -74,6 +75,8 @@ struct State {
     page_size: usize,
     /// The `Link` of the first comments page points here instead, when set.
     foreign_link: Option<String>,
+    /// The PR's issue events, oldest first (who added which label).
+    events: Vec<Value>,
     /// Commit SHA → its statuses, newest first.
     statuses: BTreeMap<String, Vec<Value>>,
     /// Check runs: id → every body sent for it, in order.
@@ -194,6 +197,9 @@ impl Respond for Hub {
                         return ResponseTemplate::new(502).set_body_string("Bad Gateway");
                     }
                     json_response(200, state.pr.clone())
+                }
+                ("GET", ["repos", "amd", "mono", "issues", "7", "events"]) => {
+                    json_response(200, Value::Array(state.events.clone()))
                 }
                 ("GET", ["repos", "amd", "mono", "pulls", "7", "files"]) => {
                     json_response(200, Value::Array(state.files.clone()))

@@ -67,6 +67,8 @@ fn each_job_holds_only_what_it_uses() {
         ("  run:", vec!["contents: read"]),
         // No label to remove at the end.
         ("  finish:", vec!["contents: read", "statuses: write", "pull-requests: write"]),
+        // `prgate accept` posts one status and reads the PR; it checks out nothing.
+        ("  accept:", vec!["statuses: write", "pull-requests: read"]),
     ];
     for (job, expected) in jobs {
         assert_eq!(permissions(&block(&two, job)), expected, "{job}");
@@ -76,6 +78,7 @@ fn each_job_holds_only_what_it_uses() {
         permissions(&block(&one, "  test:")),
         ["contents: read", "statuses: write", "pull-requests: write", "issues: write"]
     );
+    assert_eq!(permissions(&block(&one, "  accept:")), ["statuses: write", "pull-requests: read"]);
 }
 
 /// A value of GitHub's expressions.

@@ -217,3 +217,68 @@ fn an_accepting_label_counts_only_from_a_maintainer_other_than_the_author() {
         Some("the accept-narrowing label does not count: who added it could not be read: 503")
     );
 }
+
+#[test]
+fn an_acceptance_counts_only_on_the_head_prgate_recorded_it_on() {
+    let context = "AMD PR test / accept-narrowing";
+    let status = |context: &str, state: &str, creator: &str| -> CommitStatus {
+        serde_json::from_value(
+            json!({ "context": context, "state": state, "creator": { "login": creator } }),
+        )
+        .expect("a status")
+    };
+    let unrecorded = |statuses: &[CommitStatus]| {
+        unrecorded_acceptance("accept-narrowing", SHA, Ok(statuses), context, Some("bot"))
+    };
+    assert_eq!(unrecorded(&[status(context, "success", "bot")]), None);
+    // No record on this head: the label was added for an earlier one (or before any push).
+    let pushed_since = unrecorded(&[status("AMD PR test", "success", "bot")]);
+    assert_eq!(
+        pushed_since.as_deref(),
+        Some(
+            "the accept-narrowing label does not count: it was not given for 929f8209d40f77f4abc622a499c93a83babdbe64 (that commit has no `AMD PR test / accept-narrowing` status from prgate); a maintainer accepts the head they saw, so after a push they remove the label and add it again"
+        )
+    );
+    // Anyone with a token that writes statuses could post one by that name: only prgate's counts.
+    let forged = unrecorded(&[status(context, "success", "author")]);
+    assert!(forged.is_some_and(|why| why.contains("posted by author, not prgate")));
+    assert!(
+        unrecorded(&[status(context, "failure", "bot")])
+            .is_some_and(|why| why.contains("is failure"))
+    );
+    let unread =
+        unrecorded_acceptance("accept-narrowing", SHA, Err("503".to_owned()), context, Some("bot"));
+    assert!(unread.is_some_and(|why| why.contains("could not be read: 503")));
+    // Without our own login nothing is ours.
+    let unknown = unrecorded_acceptance(
+        "accept-narrowing",
+        SHA,
+        Ok(&[status(context, "success", "bot")]),
+        context,
+        None,
+    );
+    assert!(unknown.is_some());
+}
+
+#[test]
+fn an_acceptance_is_recorded_from_the_event_that_adds_its_label() {
+    let labeled = |label: &str| {
+        event(json!({ "action": "labeled", "label": { "name": label },
+                      "pull_request": { "number": 7, "head": { "sha": SHA } } }))
+    };
+    let asked = acceptance_request(&labeled("Accept-Narrowing"), "accept-narrowing")
+        .expect("an event GitHub sends");
+    assert_eq!(
+        asked,
+        Ok(RunRequest {
+            number: 7,
+            sha: SHA.to_owned(),
+            label: Some("Accept-Narrowing".to_owned())
+        })
+    );
+    let other = acceptance_request(&labeled("run-ci"), "accept-narrowing").expect("an event");
+    assert_eq!(other, Err("the label added is 'run-ci', not 'accept-narrowing'".to_owned()));
+    let dispatch = event(json!({ "inputs": { "pr": "7", "sha": SHA } }));
+    let refused = acceptance_request(&dispatch, "accept-narrowing").expect("an event");
+    assert!(refused.is_err_and(|why| why.contains("from the pull_request_target event")));
+}
