@@ -522,7 +522,7 @@ impl Demo<'_> {
         };
         let ledger = Ledger::open(self.repo, self.node)?;
         ledger.dir.record_merged(&facts)?;
-        let (chains, guards) = crate::history::guarded(&ledger.dir.lines()?, &ledger.config);
+        let (chains, guards) = prgate_gate::drift::guarded(&ledger.dir.lines()?, &ledger.config);
         for guard in guards.iter().filter(|guard| guard.cell.model() == sample::HISTORY_MODEL) {
             let words = prgate_report::history::check_human(&chains, std::slice::from_ref(guard));
             writeln!(out, "    merged; the chain: {}", words.lines().nth(1).unwrap_or_default())?;
@@ -536,7 +536,7 @@ impl Demo<'_> {
     fn show_the_drift_guard(&self, out: &mut impl std::io::Write) -> anyhow::Result<()> {
         let ledger = Ledger::open(self.repo, self.node)?;
         let lines = ledger.dir.lines()?;
-        let (chains, guards) = crate::history::guarded(&lines, &ledger.config);
+        let (chains, guards) = prgate_gate::drift::guarded(&lines, &ledger.config);
         writeln!(out, "=== The drift guard over the sample's history (prgate history check)")?;
         for line in prgate_report::history::check_human(&chains, &guards).lines() {
             writeln!(out, "    {line}")?;

@@ -366,7 +366,7 @@ fn reference(args: &ReferenceArgs) -> anyhow::Result<()> {
 fn check(args: &CheckArgs) -> anyhow::Result<Outcome> {
     let config = settings(&args.settings)?;
     let lines = args.location.open()?.lines()?;
-    let (history, guards) = guarded(&lines, &config);
+    let (history, guards) = drift::guarded(&lines, &config);
     let text = match args.format {
         CheckFormat::Human => prgate_report::history::check_human(&history, &guards),
         CheckFormat::Markdown => {
@@ -395,7 +395,7 @@ pub(crate) fn write_page(
     config: &GateConfig,
     repository: Option<&str>,
 ) -> anyhow::Result<()> {
-    let (history, guards) = guarded(lines, config);
+    let (history, guards) = drift::guarded(lines, config);
     let settings = prgate_report::settings::drift_budget(config);
     let generated_at = prgate_runner::history::now();
     let files = prgate_report::history::render_page(&prgate_report::history::PageInput {
@@ -434,16 +434,6 @@ pub(crate) fn alarms(dir: &Path, plan: &Plan, config: &GateConfig) -> Vec<String
         Ok(lines) => lines,
         Err(error) => return vec![format!("the history ledger cannot be read: {error}")],
     };
-    let (history, guards) = guarded(&lines, config);
+    let (history, guards) = drift::guarded(&lines, config);
     prgate_report::history::alarms(&history, guards, &models)
-}
-
-/// The chains of the ledger's `lines` and the guard over each, with `config`'s settings.
-pub(crate) fn guarded(
-    lines: &[prgate_gate::history::Line],
-    config: &GateConfig,
-) -> (drift::History, Vec<drift::Guard>) {
-    let history = drift::history(lines, config);
-    let guards = drift::guards(&history, config);
-    (history, guards)
 }

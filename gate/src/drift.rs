@@ -597,6 +597,13 @@ pub fn guard(chain: &Chain, config: &GateConfig) -> Option<Guard> {
     })
 }
 
+/// The chains of the ledger's `lines` ([`history`]) and the guard over each ([`guards`]).
+pub fn guarded(lines: &[Line], config: &GateConfig) -> (History, Vec<Guard>) {
+    let history = history(lines, config);
+    let guards = guards(&history, config);
+    (history, guards)
+}
+
 /// Every chain's guard, in the chains' order.
 pub fn guards(history: &History, config: &GateConfig) -> Vec<Guard> {
     history.chains.iter().filter_map(|chain| guard(chain, config)).collect()

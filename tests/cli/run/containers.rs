@@ -222,9 +222,8 @@ fn a_node_whose_host_answers_on_the_runs_network_starts_no_server() {
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
 }
 
-#[test]
-fn in_containers_a_released_server_is_paused_until_it_is_woken() {
-    // One GPU: one server at a time, switched by SGLang's memory API.
+/// One GPU: one server at a time, switched by SGLang's memory API; the stand-in engine.
+fn one_gpu_switched_by_sglangs_api() -> (Fixture, PathBuf) {
     let fixture = Fixture::new(&Sample {
         gate: TWO_PAIRS,
         gpus: 1,
@@ -232,9 +231,40 @@ fn in_containers_a_released_server_is_paused_until_it_is_woken() {
         ..Sample::default()
     });
     let engine = fake_engine(fixture.work.path());
-    let args = contained_args(&fixture, "contained", &engine);
+    (fixture, engine)
+}
+
+/// `prgate run` of the fixture in the stand-in engine's containers, into `results/contained`.
+fn run_contained(fixture: &Fixture, engine: &Path) -> Run {
+    let args = contained_args(fixture, "contained", engine);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let run = prgate(fixture.repo.path(), &args);
+    prgate(fixture.repo.path(), &args)
+}
+
+#[test]
+fn a_server_the_engine_cannot_pause_is_stopped_and_the_design_says_why() {
+    let (fixture, engine) = one_gpu_switched_by_sglangs_api();
+    std::fs::write(fixture.work.path().join("engine-state/pause-refused"), "").expect("the switch");
+    let run = run_contained(&fixture, &engine);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // Never left running while the other side is measured: stopped, and loaded again.
+    let time = std::fs::read_to_string(fixture.results("contained").join("gpu-time/alpha.json"))
+        .expect("the GPU-time file");
+    let time: serde_json::Value = serde_json::from_str(&time).expect("JSON");
+    assert_eq!(time["servers"]["design"], "blocked", "{time}");
+    let why = time["servers"]["why"].as_str().unwrap_or_default();
+    assert!(why.starts_with("the PR server could not be paused while idle ("), "{time}");
+    assert!(why.contains("pause is not supported for rootless containers"), "{why}");
+    assert!(run.stderr.contains(why), "{}", run.stderr);
+    let state: serde_json::Value = read_json(&fixture.work.path().join("engine-state/state.json"));
+    assert_eq!(state["containers"].as_array().map(Vec::len), Some(0), "{state}");
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+#[test]
+fn in_containers_a_released_server_is_paused_until_it_is_woken() {
+    let (fixture, engine) = one_gpu_switched_by_sglangs_api();
+    let run = run_contained(&fixture, &engine);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let events = std::fs::read_to_string(fixture.events("contained")).expect("the events");
     let count = |kind: &str| events.lines().filter(|line| line.contains(kind)).count();

@@ -78,7 +78,7 @@ impl<'r> Runner<'r> {
             events: self.emit.servers(),
             apis: declared.map(|(api, _)| api),
             no_api: declared.map(|(_, none)| none),
-            no_pause: [false; 2],
+            no_pause: [None, None],
             keys,
             loads: [0, 0],
             wakes: [0, 0],
@@ -128,9 +128,9 @@ pub(super) struct Servers<'a> {
     /// Each side's memory API, once a release found it; `no_api` once a probe found none.
     apis: [Option<MemoryApi>; 2],
     no_api: [bool; 2],
-    /// A side's released server could not be paused: from then on it is stopped to make room,
-    /// and loaded again (the blocked design).
-    no_pause: [bool; 2],
+    /// Why a side's released server could not be paused: from then on it is stopped to make
+    /// room, and loaded again (the blocked design, whose words say why).
+    no_pause: [Option<String>; 2],
     /// What each side's recipe says of its memory API (`server.memory-api`); `None` for a side
     /// without a recipe.
     keys: [Option<MemoryApiKey>; 2],
@@ -238,7 +238,9 @@ impl<'a> Servers<'a> {
     fn make_room(&mut self, other: usize) {
         match std::mem::replace(&mut self.slots[other], Slot::Idle) {
             Slot::Up(mut server)
-                if !server.is_topology() && !self.no_api[other] && !self.no_pause[other] =>
+                if !server.is_topology()
+                    && !self.no_api[other]
+                    && self.no_pause[other].is_none() =>
             {
                 if server.exited() {
                     return;
@@ -247,9 +249,9 @@ impl<'a> Servers<'a> {
                 match memory::release(&server.url, self.apis[other]) {
                     Some(api) => {
                         self.apis[other] = Some(api);
-                        if server.set_paused(true).is_err() {
+                        if let Err(failure) = server.set_paused(true) {
                             // Dropped: stopped, and loaded again when its side needs it.
-                            self.no_pause[other] = true;
+                            self.no_pause[other] = Some(failure.detail);
                             return;
                         }
                         let model = Some(self.model.as_str());
@@ -292,7 +294,8 @@ impl<'a> Servers<'a> {
     /// server (a side's is known to speak no memory API, or could not be paused while idle,
     /// or the model is a topology, whose servers are stopped): the blocked design; else one.
     pub(super) fn block_runs(&self) -> usize {
-        let reloads = self.no_api.iter().chain(&self.no_pause).any(|&none| none)
+        let reloads = self.no_api.iter().any(|&none| none)
+            || self.no_pause.iter().any(Option::is_some)
             || self.recipe.topology().is_some();
         if !self.together && reloads { blocks::BLOCK_RUNS } else { 1 }
     }
@@ -330,10 +333,13 @@ impl<'a> Servers<'a> {
                 ),
             };
             (ServerDesign::Blocked, why)
-        } else if let Some(at) = [1, 0].into_iter().find(|&at| self.no_pause[at]) {
+        } else if let Some((at, error)) =
+            [1, 0].into_iter().find_map(|at| Some((at, self.no_pause[at].as_deref()?)))
+        {
             let why = format!(
-                "the {} server could not be paused while idle, so it is stopped to make room",
-                side_name(at)
+                "the {} server could not be paused while idle ({}), so it is stopped to make room",
+                side_name(at),
+                prgate_scope::text::clip(error, 200)
             );
             (ServerDesign::Blocked, why)
         } else {
