@@ -167,12 +167,20 @@ pub(crate) fn read_job_in(results: &Path, plan: &Plan) -> anyhow::Result<Option<
 }
 
 /// What judges a PR, from its base side (`prgate_gate::base_side`): the manifest and
-/// `CODEOWNERS.rules` read at the plan's base-side commit.
+/// `CODEOWNERS.rules` read at the plan's base-side commit, and which of the files that judge it
+/// (`RecipePaths::judging_files`) moved between that merge-base and the base's tip.
 pub(crate) fn base_side(repo: &Path, plan: &Plan) -> anyhow::Result<BaseSide> {
     let commit = &plan.manifest.commit;
     let manifest = prgate_scope::base_side::read_manifest_at(repo, commit)?;
     let policy = prgate_scope::base_side::read_text_at(repo, commit, POLICY_PATH)?;
-    Ok(BaseSide::of(&manifest, policy.as_deref(), commit)?)
+    let base = BaseSide::of(&manifest, policy.as_deref(), commit)?;
+    let tip = &plan.base.sha;
+    let Some(merge_base) = plan.merge_base.as_deref().filter(|merge_base| merge_base != tip) else {
+        return Ok(base);
+    };
+    let files = prgate_runner::job::RecipePaths::DEFAULT.judging_files(plan);
+    let moved = prgate_scope::base_side::differing_between(repo, (merge_base, tip), &files)?;
+    Ok(base.with_moved(merge_base, tip, moved))
 }
 
 /// Every `*.json` file below `dir`, sorted by path, and its evidence record. The walk never

@@ -4,16 +4,23 @@
 //! verdict they give on a run's evidence (the rules judged before any GPU work, the title's
 //! gain rule, the checklist).
 //!
+//! The base side is the merge-base, so a PR that branched from an old commit would be judged by
+//! rules the base branch has since changed (a lower `[speed] max-loss`, a benchmark added to a
+//! recipe). When any file that judges it differs between the merge-base and the base branch's
+//! tip ([`BaseMoved`]), the rule `base-moved` fails: the author updates the branch.
+//!
 //! Text in: the binary reads the manifest and the policy file at that commit
-//! (`prgate_scope::base_side`) and hands them over; this opens nothing. The drift guard's
+//! (`prgate_scope::base_side`) and hands them over, with which judging files moved; this opens
+//! nothing. The drift guard's
 //! settings at a branch's tip are read the same way ([`settings_at`]).
 
 use prgate_scope::git::short_sha;
 use prgate_scope::{ConfigError, Manifest, Plan};
 
 use crate::codeowners::{DEFAULT_POLICY, Policy, PolicyError};
+use crate::config::Severity;
 use crate::evidence::{Evidence, EvidenceError};
-use crate::rules::{RuleOutcome, judge_rules};
+use crate::rules::{Finding, RuleOutcome, judge_rules};
 use crate::{Completion, GateConfig, JobPlan, JudgeRequest, Verdict};
 
 /// Where a repository keeps its own CODEOWNERS policy, read at the base side's commit.
@@ -24,7 +31,35 @@ pub const POLICY_PATH: &str = "CODEOWNERS.rules";
 pub struct BaseSide {
     pub config: GateConfig,
     pub policy: Policy,
+    /// The files that judge the PR which the base branch changed since the PR branched.
+    pub moved: Option<BaseMoved>,
 }
+
+/// Files that judge a PR (the manifest, the policy, the recipes of what it runs) that differ
+/// between its merge-base and the base branch's tip.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BaseMoved {
+    pub merge_base: String,
+    pub tip: String,
+    /// The files, as paths in the tree; never empty.
+    pub paths: Vec<String>,
+}
+
+impl BaseMoved {
+    /// The `base-moved` rule's failure.
+    fn rule(&self) -> RuleOutcome {
+        let message = format!(
+            "{} changed on the base branch since this PR branched from it (merge-base {}, the base is now at {}): the PR would be judged by rules the base branch no longer has; update the branch (merge or rebase the base into it) and run again",
+            self.paths.join(", "),
+            short_sha(&self.merge_base),
+            short_sha(&self.tip)
+        );
+        RuleOutcome::new(BASE_MOVED_RULE, vec![Finding::new(Severity::Fail, message)])
+    }
+}
+
+/// The name of the rule that fails a PR whose judging files moved on the base branch.
+pub const BASE_MOVED_RULE: &str = "base-moved";
 
 /// Why the base side's settings or policy were refused: the error names the file at its
 /// commit (`prgate.toml at 0123abc`, `CODEOWNERS.rules at 0123abc`), the key or line, the value.
@@ -56,13 +91,26 @@ impl BaseSide {
             Some(text) => Policy::parse(text, &format!("{POLICY_PATH} at {}", short_sha(commit)))?,
             None => Policy::parse(DEFAULT_POLICY, "prgate's default CODEOWNERS.rules")?,
         };
-        Ok(BaseSide { config, policy })
+        Ok(BaseSide { config, policy, moved: None })
     }
 
-    /// The rules judged before any GPU work: the policy on the plan's facts, and the title's
-    /// rule when the PR has a title.
+    /// This base side, knowing which of `paths` (the files that judge the PR) differ between
+    /// the PR's `merge_base` and the base branch's `tip`; none: nothing moved.
+    pub fn with_moved(self, merge_base: &str, tip: &str, paths: Vec<String>) -> BaseSide {
+        let moved = (!paths.is_empty()).then(|| BaseMoved {
+            merge_base: merge_base.to_owned(),
+            tip: tip.to_owned(),
+            paths,
+        });
+        BaseSide { moved, ..self }
+    }
+
+    /// The rules judged before any GPU work: the policy on the plan's facts, the title's rule
+    /// when the PR has a title, and `base-moved` when the judging files moved.
     pub fn rules(&self, plan: &Plan, title: Option<&str>) -> Vec<RuleOutcome> {
-        judge_rules(plan, title, &self.config, &self.policy)
+        let mut outcomes = judge_rules(plan, title, &self.config, &self.policy);
+        outcomes.extend(self.moved.as_ref().map(BaseMoved::rule));
+        outcomes
     }
 
     /// Whether a PR titled `title` must show a speed gain (its type is one of `[gain] types`).
@@ -127,6 +175,23 @@ mod tests {
         let error =
             BaseSide::of(&manifest(""), Some("not a rule\n"), COMMIT).expect_err("a bad line");
         assert!(error.to_string().starts_with("CODEOWNERS.rules at 0123456:1: "), "{error}");
+    }
+
+    #[test]
+    fn judging_files_that_moved_on_the_base_branch_fail_the_base_moved_rule() {
+        let plan = crate::verdict::tests::plan(Vec::new(), false, true);
+        let base = BaseSide::of(&manifest(""), None, COMMIT).expect("the defaults");
+        let unmoved = base.clone().with_moved(COMMIT, "f".repeat(40).as_str(), Vec::new());
+        assert!(unmoved.rules(&plan, None).iter().all(|rule| rule.name != BASE_MOVED_RULE));
+        let paths = vec!["prgate.toml".to_owned(), "test/e2e/alpha.toml".to_owned()];
+        let moved = base.with_moved(COMMIT, "f".repeat(40).as_str(), paths);
+        let rules = moved.rules(&plan, None);
+        let rule = rules.iter().find(|rule| rule.name == BASE_MOVED_RULE).expect("the rule");
+        assert_eq!(rule.verdict, Severity::Fail);
+        assert_eq!(
+            rule.findings[0].message,
+            "prgate.toml, test/e2e/alpha.toml changed on the base branch since this PR branched from it (merge-base 0123456, the base is now at fffffff): the PR would be judged by rules the base branch no longer has; update the branch (merge or rebase the base into it) and run again"
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! commit (base decides what is measured): `prgate_schedule`'s estimate (re-exported here,
 //! `prgate_runner::estimate::PlanEstimate` as before), fed with each recipe's text the way the
 //! runner will read it: the commit, or the working tree of a `--worktree` plan, at the runner's
-//! default recipe paths ([`DEFAULT_RECIPE_PATH`], [`DEFAULT_COMMON_RECIPE_PATH`]).
+//! default recipe paths ([`RecipePaths::DEFAULT`]).
 //!
 //! Only the reading is here (git, the working tree); what a recipe costs and the schedule are
 //! the schedule crate's, which takes text and opens nothing.
@@ -14,7 +14,6 @@ use prgate_scope::Plan;
 use prgate_scope::text::chain;
 
 use crate::job::RecipePaths;
-use crate::run::{DEFAULT_COMMON_RECIPE_PATH, DEFAULT_RECIPE_PATH};
 use crate::schedule::{History, Node};
 
 /// Why head's tree could not be read at all; git's cause is the `source` (shown with the chain).
@@ -35,7 +34,7 @@ pub fn estimate_plan(
     history: &History,
 ) -> Result<PlanEstimate, EstimateError> {
     let head = HeadTree::open(repo, plan)?;
-    let recipes = RecipePaths { model: DEFAULT_RECIPE_PATH, common: DEFAULT_COMMON_RECIPE_PATH };
+    let recipes = RecipePaths::DEFAULT;
     let head_recipe = |model: Option<&str>| match model {
         None => head.read(recipes.common),
         Some(name) => head.read(&recipes.model_recipe(name)),

@@ -116,10 +116,33 @@ pub struct RecipePaths<'a> {
     pub common: &'a str,
 }
 
+impl RecipePaths<'static> {
+    /// Where the recipes are unless a request says otherwise.
+    pub const DEFAULT: RecipePaths<'static> = RecipePaths {
+        model: crate::run::DEFAULT_RECIPE_PATH,
+        common: crate::run::DEFAULT_COMMON_RECIPE_PATH,
+    };
+}
+
 impl RecipePaths<'_> {
     /// Where the recipe of `model` is.
     pub fn model_recipe(&self, model: &str) -> String {
         self.model.replace("{model}", model)
+    }
+
+    /// The files of the base side that judge a run of `plan`: the manifest, the CODEOWNERS
+    /// policy, the common recipe, and base's recipe of each model that runs (at its old name
+    /// when renamed; a new model has none). What moved of these on the base branch since the
+    /// PR branched fails the `base-moved` rule (`prgate_gate::base_side::BaseMoved`).
+    pub fn judging_files(&self, plan: &Plan) -> Vec<String> {
+        let fixed = [prgate_scope::manifest::MANIFEST_PATH, prgate_gate::base_side::POLICY_PATH];
+        let models = plan.running_models().filter_map(ModelPlan::base_recipe_name);
+        fixed
+            .into_iter()
+            .chain([self.common])
+            .map(str::to_owned)
+            .chain(models.map(|model| self.model_recipe(model)))
+            .collect()
     }
 }
 

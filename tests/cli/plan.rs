@@ -110,6 +110,45 @@ fn the_diff_is_three_dot_so_changes_on_base_are_not_blamed_on_the_pr() {
 }
 
 #[test]
+fn judging_files_that_moved_on_base_since_the_pr_branched_fail_the_base_moved_rule() {
+    let repo = Repo::standard();
+    repo.branch("pr", "main").write("pkg/models/alpha/layer.py", "# pr\n");
+    repo.commit("pr");
+    repo.git(&["checkout", "-q", "main"]);
+    let base_moved = |plan: &serde_json::Value| {
+        let rules = plan["rules"].as_array().cloned().unwrap_or_default();
+        rules.into_iter().find(|rule| rule["name"] == "base-moved")
+    };
+    // Main moves on in code and in the recipe of a model the PR does not run: nothing that
+    // judges the PR.
+    repo.write("pkg/models/beta/layer.py", "# moved on\n").write("test/e2e/beta.toml", "# b\n");
+    repo.commit("main moves on");
+    let plan = plan_json(repo.path(), &["--base", "main", "--head", "pr"]);
+    assert_eq!(base_moved(&plan), None, "{plan:#}");
+    // Main changes the recipe of the model the PR runs, and the manifest: a PR that branched
+    // before would be judged by the old ones.
+    repo.write("test/e2e/alpha.toml", "[server]\n# stricter\n");
+    repo.write("prgate.toml", &format!("{MANIFEST}\n# stricter\n"));
+    repo.commit("main tightens alpha");
+    let plan = plan_json(repo.path(), &["--base", "main", "--head", "pr"]);
+    let rule = base_moved(&plan).expect("the base-moved rule");
+    assert_eq!(rule["verdict"], "fail", "{rule:#}");
+    let message = rule["findings"][0]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("prgate.toml, test/e2e/alpha.toml changed on the base branch since this PR branched from it (merge-base "),
+        "{message}"
+    );
+    assert!(
+        message.ends_with("update the branch (merge or rebase the base into it) and run again")
+    );
+    // Updated: main merged into the PR, the merge-base is main's tip, nothing moved.
+    repo.git(&["checkout", "-q", "pr"]);
+    repo.git(&["merge", "-q", "--no-edit", "main"]);
+    let plan = plan_json(repo.path(), &["--base", "main", "--head", "pr"]);
+    assert_eq!(base_moved(&plan), None, "{plan:#}");
+}
+
+#[test]
 fn the_manifest_comes_from_the_base_side_not_the_pr() {
     let plan = plan_after(|repo| {
         // The PR tries to stop its own change from selecting anything.
