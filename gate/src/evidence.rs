@@ -64,7 +64,9 @@
 //!     in its output folder; added in place, an older gate reads it as `other`), `crash`,
 //!     `recipe-removed`, `recipe-invalid`, `no-result`;
 //!   - the node cannot judge, the run ends in `error`: `harness`, `run-time-limit`, `node`,
-//!     `no-evidence`, `other` (and any reason this gate does not know);
+//!     `no-evidence`, `base-recipe-invalid` (base's recipe of a model base has, or of the
+//!     common checks, is there but not valid; added in place, an older gate reads it as
+//!     `other`), `other` (and any reason this gate does not know);
 //!   - `nothing-to-check`: the recipe asks nothing of the check.
 //!
 //! A step is identified by its model, check, side and part (the benchmark of an accuracy
@@ -295,6 +297,9 @@ pub enum NotRunReason {
     RecipeRemoved,
     /// The PR's recipe does not parse or is not valid.
     RecipeInvalid,
+    /// Base's recipe of a model that exists on base (or of the common checks) is there but not
+    /// valid: nothing holds the PR to what base measures, so the check cannot be judged.
+    BaseRecipeInvalid,
     /// The command ran but left no result to read (no JUnit, no metrics, no timings).
     NoResult,
     /// The recipe asks nothing of this check (no tests selected, no timing scripts, no sweep).
@@ -341,6 +346,7 @@ impl NotRunReason {
             NotRunReason::Crash => "crashed",
             NotRunReason::RecipeRemoved => "the PR removed its recipe",
             NotRunReason::RecipeInvalid => "the PR's recipe is not valid",
+            NotRunReason::BaseRecipeInvalid => "base's recipe is not valid",
             NotRunReason::NoResult => "left no result",
             NotRunReason::NothingToCheck => "nothing to check",
             NotRunReason::Harness => "the test harness could not start on the node",
@@ -369,6 +375,7 @@ impl NotRunReason {
             | NotRunReason::RunTimeLimit
             | NotRunReason::Node
             | NotRunReason::NoEvidence
+            | NotRunReason::BaseRecipeInvalid
             | NotRunReason::Other => NotRunKind::CannotJudge,
         }
     }

@@ -7,7 +7,10 @@
 //! at most [`RECIPE_LIMIT`] bytes; a model whose name is not one plain path component has no
 //! recipe path at all. Anything else is a recipe state the verdict judges: a PR that removed a
 //! recipe its base side has (`recipe-removed`) or whose recipe is not valid (`recipe-invalid`)
-//! fails; no recipe on either side is a coverage gap (`no-recipe`). The trees are read before
+//! fails; no recipe on either side is a coverage gap (`no-recipe`); base's recipe file of a
+//! model that is not new (or of the common checks) that is there but not valid blocks every
+//! check (`base-recipe-invalid`, `base_not_valid`): the PR's own recipe never stands in for
+//! a broken one, only for one base's tree lacks. The trees are read before
 //! any command of the run starts, so nothing changes them while they are read.
 //!
 //! This is the one place that decides a target's steps: a model whose PR recipe parsed takes
@@ -354,7 +357,9 @@ fn contract_sides(
         }),
     };
     let pr = RecipeSource::Parsed { recipe: Box::new(sides.pr), path, hash };
-    (pr, base_side, sides.contract)
+    // A base recipe that is there but not valid blocks the model's checks: no contract holds.
+    let contract = if base_not_valid(base).is_some() { Default::default() } else { sides.contract };
+    (pr, base_side, contract)
 }
 
 impl<R> Source<R> {
@@ -531,6 +536,19 @@ fn broken_recipe(base: Option<&RecipeState>, pr: &RecipeState) -> (NotRunReason,
     }
 }
 
+/// Why a target whose PR recipe parsed cannot be judged: base's recipe file (of a model that
+/// is not new in the PR, read at its base name, or of the common checks) is there but not
+/// valid. The PR's own recipe never stands in for it: that would let a PR drop what base
+/// measures whenever base's recipe is broken (a prgate upgrade, an old merge-base). A file
+/// base lacks is a true coverage gap, and a model new in the PR has no base side (`None`).
+fn base_not_valid<R>(base: Option<&Source<R>>) -> Option<(NotRunReason, String)> {
+    let Some(Source::Invalid { path, error, .. }) = base else { return None };
+    let detail = format!(
+        "base's recipe {path} is not valid, so nothing holds the PR to what base measures (the PR's own recipe does not stand in for it): {error}"
+    );
+    Some((NotRunReason::BaseRecipeInvalid, detail))
+}
+
 /// The estimated time of `model`'s job on `node`, with no history: from the recipe the PR side
 /// runs by (base's contract, [`contract_sides`]), so a PR cannot move its own time limit or
 /// estimate by editing what base decides is measured. `None` without a valid PR recipe.
@@ -551,17 +569,24 @@ pub(crate) fn common_estimate(common: &CommonSource) -> Option<Estimate> {
 
 /// The common checks' target, and the recipe both sides run by: base's when the base side
 /// has a valid one ([`contract::decide_common`]: the PR's differences are the target's
-/// contract), else the PR's own; a PR recipe that is missing or not valid blocks the check.
+/// contract), else the PR's own when base has no file; a PR recipe that is missing or not
+/// valid blocks the check, and so does a base file that is not valid ([`base_not_valid`]).
 fn common_target(base: &CommonSource, pr: CommonSource) -> (Target, CommonSource) {
     let mut recipe = Recipes::of(base.state(), pr.state());
     let target =
         |recipe, steps| Target { model: None, tier: Tier::Smoke, new: false, recipe, steps };
+    // Only the PR side's step is planned: the check is known blocked before the run.
+    let blocked = |(reason, detail)| {
+        vec![step(Check::CommonTests, Side::Pr, None, Expect::Blocked { reason, detail })]
+    };
     let CommonSource::Parsed { recipe: theirs, path, hash } = pr else {
-        let (reason, detail) = broken_recipe(Some(&recipe.base), &recipe.pr);
-        let steps =
-            vec![step(Check::CommonTests, Side::Pr, None, Expect::Blocked { reason, detail })];
+        let steps = blocked(broken_recipe(Some(&recipe.base), &recipe.pr));
         return (target(recipe, steps), pr);
     };
+    if let Some(why) = base_not_valid(Some(base)) {
+        let pr = CommonSource::Parsed { recipe: theirs, path, hash };
+        return (target(recipe, blocked(why)), pr);
+    }
     let (runs, contract) = contract::decide_common(base.parsed(), &theirs);
     recipe.contract = contract;
     let steps = [Side::Base, Side::Pr]
@@ -585,20 +610,22 @@ fn model_target(
         recipe: recipe.clone(),
         steps,
     };
-    let RecipeSource::Parsed { recipe: parsed, .. } = pr else {
-        let base_state = base.map(|_| &recipe.base);
-        let (reason, detail) = broken_recipe(base_state, &recipe.pr);
-        let steps = tier_checks(model.tier)
-            .iter()
-            .map(|&check| {
-                let expect = Expect::Blocked { reason, detail: detail.clone() };
-                step(check, whole_check_side(check), None, expect)
-            })
-            .collect();
-        return (target(steps), 0);
+    let why = match (pr, base_not_valid(base)) {
+        (RecipeSource::Parsed { recipe: parsed, .. }, None) => {
+            let planned = parsed.steps(model.tier, model.new, Some(node));
+            return (target(planned.steps), planned.covered_cells);
+        }
+        (RecipeSource::Parsed { .. }, Some(why)) => why,
+        _ => broken_recipe(base.map(|_| &recipe.base), &recipe.pr),
     };
-    let planned = parsed.steps(model.tier, model.new, Some(node));
-    (target(planned.steps), planned.covered_cells)
+    let steps = tier_checks(model.tier)
+        .iter()
+        .map(|&check| {
+            let expect = Expect::Blocked { reason: why.0, detail: why.1.clone() };
+            step(check, whole_check_side(check), None, expect)
+        })
+        .collect();
+    (target(steps), 0)
 }
 
 /// The job plan of a run split over nodes: `merged` so far (`None` before the first node) with

@@ -19,7 +19,8 @@
 //! (`run/steps/queue`) and never decides again which exist: a step the plan knows is `blocked`
 //! is recorded `not-run` with the plan's reason (the PR removed the recipe its base side has:
 //! `recipe-removed`; neither side has one: `no-recipe`; the PR's does not parse or is not
-//! valid: `recipe-invalid`; what
+//! valid: `recipe-invalid`; base's file of a model base has, or of the common checks, is
+//! there but not valid: `base-recipe-invalid`; what
 //! [`Recipe::check_runs_on`](crate::recipe::Recipe::check_runs_on) says this node cannot run:
 //! `hardware-absent`, `no-checkpoint` or `gated-dataset`), one it expects nothing of (a suite
 //! the recipe selects nothing for, no timing script, no benchmark, no sweep) is `not-run`
@@ -50,8 +51,8 @@
 //!    stopped.
 //!
 //! A step that ran but could not be judged is `not-run` too: its side's install failed
-//! (`crash`); the base side has no valid recipe, or no command for a benchmark, to take its
-//! commands from (`no-recipe`: they never come from the PR); a benchmark names a gated
+//! (`crash`); the base side's tree has no recipe file, or its recipe no command for a
+//! benchmark, to take its commands from (`no-recipe`: they never come from the PR); a benchmark names a gated
 //! dataset the base side's own recipe does not (`gated-dataset`); the command left no result
 //! (`no-result`); pytest itself cannot start on the node (`harness`); the command timed out
 //! (`timeout`) or stalled (`stalled`); the node failed it, e.g. a full disk (`node`).

@@ -398,3 +398,49 @@ fn a_kernel_timing_measured_by_a_script_the_pr_changes_is_marked_as_the_prs_own(
     assert_eq!(state, "pass", "{why}");
     assert!(!why.contains("own script"), "{why}");
 }
+
+/// A key an older prgate read and this one refuses: base's recipes are there but not valid, as
+/// after a prgate upgrade, or on a merge-base from before a recipe was fixed.
+const RETIRED_KEY: &str = "retired-key = true\n";
+
+/// A PR that brings valid recipes in place of base's invalid ones, and drops the model's speed
+/// sweep and the common checks' kernel test on the way.
+fn fix_base_recipes_and_drop_checks(repo: &Repo) {
+    repo.write("pkg/__init__.py", "# shared, changed\n");
+    repo.write("pkg/models/alpha/layer.py", "# alpha, changed\n");
+    let sweep = "[speed]\nconcurrencies = [1, 2]\ncovered = [1]\ninput-len = 8\noutput-len = 32\nrequests-per-concurrency = 2\nwarmup-per-concurrency = 1\n";
+    edit(repo, RECIPE, &[(RETIRED_KEY, ""), (sweep, "")]);
+    repo.write("test/e2e/common.toml", "[tests]\nunit = [\"test/common\"]\n");
+}
+
+#[test]
+fn a_model_and_common_checks_whose_base_recipe_is_not_valid_cannot_be_judged_by_the_prs_own() {
+    let sample = Sample {
+        recipe_extra: RETIRED_KEY,
+        base_files: &[
+            ("test/e2e/common.toml", "[tests]\nunit = [\"test/common\"]\nretired-key = true\n"),
+            ("test/common/test_shared.py", "def test_shared():\n    assert True\n"),
+        ],
+        pr: fix_base_recipes_and_drop_checks,
+        ..Sample::default()
+    };
+    let (code, verdict) = judged_sample(&sample, &[]);
+    assert_eq!((code, verdict["result"].as_str()), (2, Some("error")), "{verdict:#}");
+    // The model exists on base: its base recipe is broken, not absent, so the PR's own recipe
+    // (without its sweep) does not stand in for it.
+    let (contract, why) = item(&verdict, "recipe-contract");
+    assert_eq!(contract, "error", "{why}");
+    assert!(why.contains("base's recipe test/e2e/alpha.toml is not valid"), "{why}");
+    assert!(why.contains("retired-key"), "the recipe's error: {why}");
+    let (unit, why) = item(&verdict, "unit-tests");
+    assert_eq!(unit, "error", "{why}");
+    assert!(why.contains("base's recipe is not valid"), "{why}");
+    // The common checks alike: base's file is there, so it is base's to fix.
+    let common = serde_json::Value::Null;
+    let (contract, why) = item_where(&verdict, &common, "recipe-contract");
+    assert_eq!(contract, "error", "{why}");
+    assert!(why.contains("base's recipe test/e2e/common.toml is not valid"), "{why}");
+    let (tests, why) = item_where(&verdict, &common, "common-tests");
+    assert_eq!(tests, "error", "{why}");
+    assert!(verdict["author_must_provide"].as_array().is_some_and(Vec::is_empty), "{verdict:#}");
+}

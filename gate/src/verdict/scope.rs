@@ -9,7 +9,7 @@ use prgate_scope::plan::{Plan, Tier};
 
 use crate::config::Severity;
 use crate::evidence::{Check, Evidence, EvidenceError, NotRunKind, NotRunReason, Outcome, Side};
-use crate::job::{Expect, ExpectedStep, Target};
+use crate::job::{Expect, ExpectedStep, RecipeState, Target};
 
 use super::{Completion, Item, Judge, SectionName, State, check_name, section_of};
 
@@ -102,8 +102,21 @@ impl<'a> Judge<'a> {
 
     /// The contract of a model's recipe: a model without a base recipe runs by its own; every
     /// difference of the PR's recipe from base's is listed, and a narrowing fails unless a
-    /// maintainer accepted it (the job plan's `accept_narrowing`).
+    /// maintainer accepted it (the job plan's `accept_narrowing`). A target base has (a model
+    /// that is not new, or the common checks) whose base recipe file is there but not valid
+    /// cannot be judged: the PR's own recipe never stands in for base's.
     pub(super) fn contract(&mut self, target: &Target) {
+        if let (false, RecipeState::Invalid { path, error, .. }) = (target.new, &target.recipe.base)
+        {
+            let rule = "base's recipe decides what is measured; a PR is never judged by its own recipe in place of base's";
+            let summary = format!(
+                "cannot be judged: base's recipe {path} is not valid ({error}); the PR's own recipe does not stand in for it: fix {path} on the base branch, then run again"
+            );
+            let item =
+                Item::worded(target.model.clone(), "recipe-contract", State::Error, rule, summary);
+            self.push(SectionName::Scope, item);
+            return;
+        }
         let contract = &target.recipe.contract;
         if contract.is_empty() {
             return;

@@ -8,7 +8,10 @@
 //! is compared with base's, and every difference is a [`ContractChange`]: the PR's own side,
 //! a widening (speed cells the PR adds are swept too), a change (base's value is used), or a
 //! narrowing (base's value is used, and the verdict fails unless a maintainer accepted it). A
-//! model without a base recipe runs by its own (`own`), which the job plan and comment say.
+//! model without a base recipe runs by its own (`own`), which the job plan and comment say:
+//! one new in the PR, or whose recipe file base's tree lacks. A base file that is there but not
+//! valid never reaches here as `None`: the runner blocks the model's checks
+//! (`prgate_runner::job`, `base-recipe-invalid`).
 //!
 //! The common checks' recipe is held to base's the same way ([`decide_common`]): both sides
 //! run base's selections, install command and time limits, so a PR cannot drop its failing

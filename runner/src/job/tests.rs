@@ -229,6 +229,42 @@ fn a_recipe_the_pr_removed_broke_or_never_had() {
     }
 }
 
+/// A model base has, whose base recipe file is there but not valid, cannot be judged: every
+/// check is blocked (the PR's own recipe never stands in for base's), naming the file and the
+/// error. A file base lacks is a coverage gap: the model runs by the PR's recipe, as does a
+/// model new in the PR. The common checks alike.
+#[test]
+fn a_base_recipe_that_is_not_valid_blocks_every_check_and_a_missing_one_does_not() {
+    let node = node("cpu-sim", &["alpha-ckpt"]);
+    let invalid = trees(&[(ALPHA, "tp = \"two\"")], &[(ALPHA, RECIPE)]);
+    let job = build(&plan(vec![model("alpha", Tier::Smoke, false)], false), &invalid, &node);
+    assert_eq!(
+        steps(&job.plan),
+        ["unit-tests.pr", "kernel-tests.pr", "serving-tests.pr", "routing.pr", "speed.both"]
+            .map(|step| format!("alpha.{step}=blocked base's recipe is not valid"))
+    );
+    let target = &job.plan.targets[0];
+    let Expect::Blocked { detail, .. } = &target.steps[0].expect else { panic!("{target:?}") };
+    assert!(detail.contains("base's recipe test/e2e/alpha.toml is not valid"), "{detail}");
+    assert!(detail.contains("tp"), "the recipe's error: {detail}");
+    assert!(target.recipe.contract.is_empty(), "{:?}", target.recipe.contract);
+    // Base lacks the file: the model runs by its own recipe; new in the PR, the same.
+    let lacking = trees(&[], &[(ALPHA, RECIPE)]);
+    for new in [false, true] {
+        let job = build(&plan(vec![model("alpha", Tier::Smoke, new)], false), &lacking, &node);
+        assert!(steps(&job.plan).iter().all(|step| !step.contains("blocked")), "new {new}");
+        assert!(job.plan.targets[0].recipe.contract.own, "new {new}");
+    }
+    // The common checks: base's file not valid blocks them; a file base lacks does not.
+    let common = "test/e2e/common.toml";
+    let recipe = "[tests]\nunit = [\"test/unit\"]\n";
+    let plan = plan(vec![], true);
+    let job = build(&plan, &trees(&[(common, "[tests]\nunit = 1\n")], &[(common, recipe)]), &node);
+    assert_eq!(steps(&job.plan), ["~common.common-tests.pr=blocked base's recipe is not valid"]);
+    let job = build(&plan, &trees(&[], &[(common, recipe)]), &node);
+    assert_eq!(steps(&job.plan), ["~common.common-tests.base=run", "~common.common-tests.pr=run"]);
+}
+
 #[cfg(unix)]
 #[test]
 fn a_recipe_is_never_read_through_a_link_or_outside_its_tree() {
