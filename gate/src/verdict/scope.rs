@@ -490,8 +490,10 @@ fn clip(text: &str) -> String {
     prgate_scope::text::clip(&text, 80).into_owned()
 }
 
-/// The files pytest reads its configuration and plugins from (`conftest.py`, `pytest.ini`,
-/// `pyproject.toml`, `setup.cfg`, `tox.ini`; `setup.py`, whose entry points can register a
+/// The files pytest reads its configuration and plugins from (`conftest.py`, `pytest.toml`,
+/// `.pytest.toml`, `pytest.ini`, `.pytest.ini` (pytest 9; `pytest.toml` comes first and can set
+/// `pythonpath` and plugins), `pyproject.toml`, `setup.cfg`, `tox.ini`; `setup.py`, whose entry
+/// points can register a
 /// `pytest11` plugin), and the ones Python runs at every start in the side's environment
 /// (`sitecustomize.py`, `usercustomize.py`, a `.pth` file), at any depth: each can skip,
 /// deselect or rewrite tests, or their report, on the PR side.
@@ -500,7 +502,10 @@ fn is_test_harness(path: &str) -> bool {
     matches!(
         name,
         "conftest.py"
+            | "pytest.toml"
+            | ".pytest.toml"
             | "pytest.ini"
+            | ".pytest.ini"
             | "pyproject.toml"
             | "setup.cfg"
             | "tox.ini"
@@ -520,6 +525,9 @@ mod tests {
             "conftest.py",
             "test/unit/alpha/conftest.py",
             "pytest.ini",
+            "pytest.toml",
+            "test/.pytest.toml",
+            "sub/.pytest.ini",
             "pyproject.toml",
             "setup.cfg",
             "tox.ini",
@@ -530,7 +538,12 @@ mod tests {
         ] {
             assert!(is_test_harness(path), "{path}");
         }
-        for path in ["test/unit/alpha/test_layer.py", "pkg/setup_helpers.py", "docs/pth.md"] {
+        for path in [
+            "test/unit/alpha/test_layer.py",
+            "pkg/setup_helpers.py",
+            "docs/pth.md",
+            "docs/pytest.toml.md",
+        ] {
             assert!(!is_test_harness(path), "{path}");
         }
     }
