@@ -110,12 +110,17 @@ pub struct Recipes {
     /// the PR's own script, so its timings are marked as measured by it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pr_scripts: Vec<PrScript>,
+    /// The files the PR changes that base's test selections run on the PR side (the file a
+    /// selection names, or one below a folder it names): there the PR's tests are its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pr_tests: Vec<String>,
 }
 
 impl Recipes {
     /// Both sides' recipe states, before the diff, the contract and the PR's scripts are known.
     pub fn of(base: RecipeState, pr: RecipeState) -> Recipes {
-        Recipes { base, pr, diff: None, contract: Contract::default(), pr_scripts: Vec::new() }
+        let (diff, contract) = (None, Contract::default());
+        Recipes { base, pr, diff, contract, pr_scripts: Vec::new(), pr_tests: Vec::new() }
     }
 }
 

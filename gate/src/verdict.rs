@@ -489,6 +489,7 @@ pub fn judge_with(request: JudgeRequest<'_>) -> Result<Verdict, EvidenceError> {
     if let Some(job) = job {
         for target in &job.targets {
             judge.contract(target);
+            judge.pr_tests(target);
         }
     }
     let models: Vec<_> = plan.running_models().collect();

@@ -90,6 +90,7 @@ mod tests {
                     diff: None,
                     contract: Default::default(),
                     pr_scripts: Vec::new(),
+                    pr_tests: Vec::new(),
                 },
                 steps: vec![
                     run(Check::UnitTests, Side::Base),

@@ -170,12 +170,18 @@ impl Job {
         let base_commit = plan.base_side_commit().to_owned();
         let mut targets = Vec::new();
         let mut common = None;
+        let changed = ChangedFiles::of(plan);
         if plan.common.selected {
             let path = request.recipes.common;
             let base = read_common(request.base_tree, path, &base_commit);
             let pr = read_common(request.pr_tree, path, &pr_commit);
             let (mut target, runs) = common_target(&base.0, pr.0);
             target.recipe.diff = recipe_diff(base.1.as_deref(), pr.1.as_deref());
+            if let CommonSource::Parsed { recipe, .. } = &runs {
+                let runs_tests = target.steps.iter().any(runs_on_pr);
+                let selections = recipe.selections.iter().filter(|_| runs_tests);
+                target.recipe.pr_tests = pr_tests(selections, &changed);
+            }
             targets.push(target);
             common = Some(runs);
         }
@@ -184,7 +190,7 @@ impl Job {
             base_commit: &base_commit,
             pr_commit: &pr_commit,
             renames: Renames::of(plan),
-            changed: ChangedFiles::of(plan),
+            changed,
         };
         let mut models = Vec::new();
         let mut family = 0u32;
@@ -249,6 +255,7 @@ impl Sides<'_> {
         target.recipe.contract = contract;
         if let RecipeSource::Parsed { recipe: side, .. } = &pr {
             target.recipe.pr_scripts = pr_scripts(side, &self.changed);
+            target.recipe.pr_tests = pr_tests(selections_run(side, &target), &self.changed);
         }
         let recipes =
             ModelRecipes { name: model.name.clone(), pr, base: base_side, unchanged, base_own };
@@ -257,7 +264,7 @@ impl Sides<'_> {
 }
 
 /// The files the PR adds or changes (its head side's paths), to tell which of base's timing
-/// scripts run the PR's own code on its side.
+/// scripts and test selections run the PR's own code on its side.
 struct ChangedFiles(std::collections::BTreeSet<String>);
 
 impl ChangedFiles {
@@ -313,6 +320,41 @@ fn pr_scripts(recipe: &Recipe, changed: &ChangedFiles) -> Vec<prgate_gate::job::
                 .then(|| prgate_gate::job::PrScript { script: script.name.clone(), files })
         })
         .collect()
+}
+
+/// The changed files that `selections` (pytest's `path` or `path::test`, as the PR side runs
+/// them) run: the file a selection names, or the files below a folder it names.
+fn pr_tests<'s>(
+    selections: impl IntoIterator<Item = &'s String>,
+    changed: &ChangedFiles,
+) -> Vec<String> {
+    let mut files: Vec<String> = selections
+        .into_iter()
+        .flat_map(|selection| changed.named_by(selection.split("::").next().unwrap_or_default()))
+        .collect();
+    files.sort();
+    files.dedup();
+    files
+}
+
+/// The test selections of `recipe` (what the PR side runs) whose suite `target` runs on the PR
+/// side.
+fn selections_run<'r>(recipe: &'r Recipe, target: &Target) -> Vec<&'r String> {
+    let tests = recipe.tests();
+    [
+        (Check::UnitTests, &tests.unit),
+        (Check::KernelTests, &tests.kernel),
+        (Check::ServingTests, &tests.serving),
+    ]
+    .into_iter()
+    .filter(|(check, _)| target.steps_of(*check).any(runs_on_pr))
+    .flat_map(|(_, selections)| selections)
+    .collect()
+}
+
+/// Whether `step` runs on the PR side.
+fn runs_on_pr(step: &ExpectedStep) -> bool {
+    step.side == Side::Pr && step.expect == Expect::Run
 }
 
 impl Job {

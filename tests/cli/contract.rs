@@ -444,3 +444,28 @@ fn a_model_and_common_checks_whose_base_recipe_is_not_valid_cannot_be_judged_by_
     assert_eq!(tests, "error", "{why}");
     assert!(verdict["author_must_provide"].as_array().is_some_and(Vec::is_empty), "{verdict:#}");
 }
+
+#[test]
+fn a_test_file_base_selects_that_the_pr_changes_is_named_as_the_prs_own() {
+    // The PR loosens the tolerance of the unit test base's recipe selects (`test/unit/alpha`),
+    // and adds a test file no selection runs.
+    let pr = |repo: &Repo| {
+        repo.write("pkg/models/alpha/layer.py", "# alpha, changed\n");
+        repo.write(
+            "test/unit/alpha/test_layer.py",
+            "def test_passes():\n    assert abs(1.0 - 1.4) < 0.5  # atol loosened\n",
+        );
+        repo.write("test/other/test_unselected.py", "def test_other():\n    assert True\n");
+    };
+    let sample = Sample { speed: Some(""), pr, ..Sample::default() };
+    let (_code, verdict) = judged_sample(&sample, &[]);
+    let (state, why) = item(&verdict, "pr-test-file");
+    assert_eq!(state, "warn", "{why}");
+    assert_eq!(
+        why,
+        "measured by the PR's own test file: test/unit/alpha/test_layer.py (changed by this PR)"
+    );
+    let sections = verdict["sections"].to_string();
+    assert!(!sections.contains("test_unselected"), "an unselected file is not named: {sections}");
+    assert_eq!(sections.matches("pr-test-file").count(), 1, "{sections}");
+}

@@ -210,6 +210,7 @@ fn the_format_reads_back() {
                 diff: Some(RecipeDiff { text: "@@ -1 +1 @@\n-a\n+b\n".to_owned(), omitted: 2 }),
                 contract: Default::default(),
                 pr_scripts: Vec::new(),
+                pr_tests: Vec::new(),
             },
             steps: vec![
                 ExpectedStep {
@@ -299,6 +300,7 @@ fn the_job_plan_and_the_evidence_refuse_unknown_keys() {
                 diff: None,
                 contract: Default::default(),
                 pr_scripts: Vec::new(),
+                pr_tests: Vec::new(),
             },
             steps: vec![ExpectedStep {
                 check: Check::UnitTests,

@@ -158,6 +158,20 @@ impl<'a> Judge<'a> {
         self.push(SectionName::Scope, item);
     }
 
+    /// A test file the PR changes that base's selections run on its side: base chose the test,
+    /// but the PR side runs it as the PR wrote it (a loosened tolerance passes), so each is a
+    /// warning naming the file, for a reviewer to read.
+    pub(super) fn pr_tests(&mut self, target: &Target) {
+        for file in &target.recipe.pr_tests {
+            let rule = "base's selections choose the tests; a test file the PR changes runs on the PR side as the PR wrote it, and a reviewer reads it";
+            let summary =
+                format!("measured by the PR's own test file: {file} (changed by this PR)");
+            let item =
+                Item::worded(target.model.clone(), "pr-test-file", State::Warn, rule, summary);
+            self.push(SectionName::Scope, item);
+        }
+    }
+
     /// Not-run records become items by what they mean ([`NotRunKind`]): a coverage gap is
     /// author-provided, a step broken by what it runs fails on the PR side (and cannot be
     /// judged when the base side broke too), and what the node could not judge is an error.

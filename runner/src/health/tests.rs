@@ -319,6 +319,7 @@ fn write_job(results: &crate::results::ResultsDir, base: &str, pr: &str) {
                 diff: None,
                 contract: Default::default(),
                 pr_scripts: Vec::new(),
+                pr_tests: Vec::new(),
             },
             steps: Vec::new(),
         }],

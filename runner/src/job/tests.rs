@@ -265,6 +265,58 @@ fn a_base_recipe_that_is_not_valid_blocks_every_check_and_a_missing_one_does_not
     assert_eq!(steps(&job.plan), ["~common.common-tests.base=run", "~common.common-tests.pr=run"]);
 }
 
+/// The files the PR changes that base's selections run on its side are listed with the
+/// target: a file below a selected folder, a file selected by `path::test`, the common
+/// checks' selections; an unselected test file, a deleted one and a suite the tier does not
+/// run (kernel tests here select nothing) are not.
+#[test]
+fn the_test_files_the_pr_changes_that_base_selects_are_listed() {
+    use prgate_scope::change::ChangeStatus;
+    let recipe = RECIPE.replace(
+        "serving = [\"test/serving\"]",
+        "serving = [\"test/e2e/test_serving.py::test_up\"]",
+    );
+    let common = "test/e2e/common.toml";
+    let common_recipe = "[tests]\nunit = [\"test/common\"]\n";
+    let files = [(ALPHA, recipe.as_str()), (common, common_recipe)];
+    let trees = trees(&files, &files);
+    let mut plan = plan(vec![model("alpha", Tier::Full, false)], true);
+    let changed = |path: &str, status| prgate_scope::plan::ChangedPath {
+        path: path.to_owned(),
+        status,
+        old_path: None,
+        matches: Vec::new(),
+    };
+    plan.changed = vec![
+        changed("test/unit/alpha/test_layer.py", ChangeStatus::Modified),
+        changed("test/unit_helpers.py", ChangeStatus::Modified),
+        changed("test/e2e/test_serving.py", ChangeStatus::Modified),
+        changed("test/other/test_unselected.py", ChangeStatus::Added),
+        changed("test/unit/gone.py", ChangeStatus::Deleted),
+        changed("test/common/test_shared.py", ChangeStatus::Modified),
+    ];
+    let job = build(&plan, &trees, &node("cpu-sim", &["alpha-ckpt"]));
+    let listed: Vec<(Option<&str>, &[String])> = job
+        .plan
+        .targets
+        .iter()
+        .map(|target| (target.model.as_deref(), target.recipe.pr_tests.as_slice()))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            (None, &["test/common/test_shared.py".to_owned()][..]),
+            (
+                Some("alpha"),
+                &[
+                    "test/e2e/test_serving.py".to_owned(),
+                    "test/unit/alpha/test_layer.py".to_owned()
+                ][..]
+            ),
+        ]
+    );
+}
+
 #[cfg(unix)]
 #[test]
 fn a_recipe_is_never_read_through_a_link_or_outside_its_tree() {

@@ -51,6 +51,7 @@ fn target() -> Target {
             diff: None,
             contract: Default::default(),
             pr_scripts: Vec::new(),
+            pr_tests: Vec::new(),
         },
         steps: vec![
             run_step(Check::UnitTests, Side::Base, None),

@@ -299,6 +299,7 @@ fn job_plan() -> JobPlan {
                 diff: None,
                 contract: Default::default(),
                 pr_scripts: Vec::new(),
+                pr_tests: Vec::new(),
             },
             steps,
         }

@@ -163,6 +163,7 @@ mod tests {
                 diff: None,
                 contract: Default::default(),
                 pr_scripts: Vec::new(),
+                pr_tests: Vec::new(),
             },
             steps,
         }
