@@ -7,7 +7,9 @@
 //! merge commit's status is `success` and says why. Otherwise the models both select (and the
 //! common checks, when both select them) run again on the merge commit, against the queue's
 //! base ([`crate::plan::overlap`]); and with no passing result on the PR's head, everything the
-//! PR or the queue changes runs. Pure: the PR's and the queue's paths and plans in, a
+//! PR or the queue changes runs. A queue that changes a file that judges the PR (its manifest,
+//! policy or recipes, [`Queued::judging`]) never keeps the result: the PR was judged by rules it
+//! will not merge under, so everything it changes runs again. Pure: the PR's and the queue's paths and plans in, a
 //! [`QueueVerdict`] out.
 //!
 //! What it leaves to others: whether the PR's result on its head is a pass of prgate's own (its
@@ -39,6 +41,9 @@ pub struct Queued<'a> {
     pub context: &'a str,
     /// The paths the queue adds: where the merge commit's tree differs from the PR head's.
     pub added: &'a [String],
+    /// The files that judge the PR's run (the runner's `RecipePaths::judging_files`: the
+    /// manifest, the policy, the common recipe, its models' recipes).
+    pub judging: &'a [String],
 }
 
 impl QueueVerdict {
@@ -60,7 +65,34 @@ impl QueueVerdict {
     /// The PR passed on its head: its result holds unless the queue's plan (`queue_plan`, of
     /// the added paths) selects what the PR's plan (`pr_plan`) selects; then that runs again.
     pub fn of_plans(queued: &Queued<'_>, pr_plan: &Plan, queue_plan: &Plan) -> QueueVerdict {
-        QueueVerdict::of_overlap(queued, Overlap::of(pr_plan, queue_plan))
+        let pr_files = pr_plan.changed.iter().flat_map(|changed| {
+            std::iter::once(changed.path.clone()).chain(changed.old_path.clone())
+        });
+        let pr_files: Vec<String> = pr_files.collect();
+        QueueVerdict::judging_moved(queued, &pr_files)
+            .unwrap_or_else(|| QueueVerdict::of_overlap(queued, Overlap::of(pr_plan, queue_plan)))
+    }
+
+    /// The queue changes files that judge the PR: everything it changes (`pr_files`) runs again
+    /// on the merge commit, by the rules it will merge under. `None` when it changes none.
+    fn judging_moved(queued: &Queued<'_>, pr_files: &[String]) -> Option<QueueVerdict> {
+        let moved: Vec<&str> = (queued.added.iter())
+            .filter(|path| queued.judging.contains(path))
+            .map(String::as_str)
+            .collect();
+        if moved.is_empty() {
+            return None;
+        }
+        let files: BTreeSet<String> = pr_files.iter().cloned().collect();
+        Some(QueueVerdict::Rerun {
+            files: files.into_iter().collect(),
+            note: format!(
+                "merge queue: #{} passed at {}, but the queue changes {}, which judge it: everything it changes runs again on the merge commit",
+                queued.number,
+                short(queued),
+                moved.join(", ")
+            ),
+        })
     }
 
     /// The PR passed on its head, and `overlap` is what its plan and the queue's both select.

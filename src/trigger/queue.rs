@@ -42,12 +42,20 @@ pub(crate) async fn judge(
     let statuses = github.statuses(&queue.pr_head).await?;
     // A login that cannot be told makes no status ours, and everything runs.
     let ours = github.comment_login(None).await.ok();
-    let queued = Queued { number: pinned.number, pr_head: &queue.pr_head, context, added: &added };
+    let queued = Queued {
+        number: pinned.number,
+        pr_head: &queue.pr_head,
+        context,
+        added: &added,
+        judging: &[],
+    };
     Ok(match own_result(&statuses, context, ours.as_deref()) {
         OwnResult::NotPassed(state) => QueueVerdict::without_result(&queued, &state, pr_files),
         OwnResult::Passed => {
             let pr_plan = plan(repo, &pinned.base_sha, &queue.pr_head, pr_files)?;
             let queue_plan = plan(repo, &pinned.base_sha, &pinned.sha, &added)?;
+            let judging = prgate_runner::job::RecipePaths::DEFAULT.judging_files(&pr_plan);
+            let queued = Queued { judging: &judging, ..queued };
             QueueVerdict::of_plans(&queued, &pr_plan, &queue_plan)
         }
     })

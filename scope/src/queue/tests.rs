@@ -7,7 +7,25 @@ fn strings(items: &[&str]) -> Vec<String> {
 }
 
 fn queued(added: &[String]) -> Queued<'_> {
-    Queued { number: 7, pr_head: HEAD, context: "AMD PR test", added }
+    Queued { number: 7, pr_head: HEAD, context: "AMD PR test", added, judging: &[] }
+}
+
+#[test]
+fn a_queue_that_changes_what_judges_the_pr_runs_everything_it_changes_again() {
+    let added = strings(&["docs/b.md", "prgate.toml", "test/e2e/alpha.toml"]);
+    let judging = strings(&["prgate.toml", "CODEOWNERS.rules", "test/e2e/alpha.toml"]);
+    let moved = Queued { judging: &judging, ..queued(&added) };
+    let pr_files = strings(&["models/alpha/a.py", "models/alpha/b.py"]);
+    assert_eq!(
+        QueueVerdict::judging_moved(&moved, &pr_files),
+        Some(QueueVerdict::Rerun {
+            files: pr_files.clone(),
+            note: "merge queue: #7 passed at 929f820, but the queue changes prgate.toml, test/e2e/alpha.toml, which judge it: everything it changes runs again on the merge commit".to_owned(),
+        })
+    );
+    let unjudged = strings(&["docs/b.md", "test/e2e/beta.toml"]);
+    let unmoved = Queued { judging: &judging, ..queued(&unjudged) };
+    assert_eq!(QueueVerdict::judging_moved(&unmoved, &pr_files), None);
 }
 
 #[test]

@@ -140,17 +140,24 @@ async fn a_queue_that_adds_nothing_in_the_prs_scope_keeps_its_result() {
     assert!(!fixture.work.path().join("ci/results").exists(), "nothing ran");
 }
 
+/// `prgate ci --stage start` on the merge group of `shas` (the PR passed on its head), which
+/// must start; the hub and the state folder.
+async fn queue_start(fixture: &crate::run::Fixture, shas: &[String; 4]) -> (Hub, PathBuf) {
+    let [pr_head, _, queue_base, merge] = shas;
+    let (server, hub) = queue_hub(fixture, shas, Some("prgate-bot")).await;
+    let event = write_event(fixture, &merge_group(pr_head, queue_base, merge));
+    let nodes = nodes_file(fixture);
+    let run =
+        ci(&server, fixture, &["--stage", "start", "--event", &event, "--nodes", &nodes]).await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    (hub, fixture.work.path().join("ci/state"))
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_queue_that_touches_the_prs_models_runs_them_again_and_says_why() {
     let (fixture, shas) = queued(("pkg/models/alpha/extra.py", "# from the PR ahead\n"));
-    let [pr_head, _, queue_base, merge] = &shas;
-    let (server, hub) = queue_hub(&fixture, &shas, Some("prgate-bot")).await;
-    let event = write_event(&fixture, &merge_group(pr_head, queue_base, merge));
-    let nodes = nodes_file(&fixture);
-    let run =
-        ci(&server, &fixture, &["--stage", "start", "--event", &event, "--nodes", &nodes]).await;
-    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
-    let state_dir = fixture.work.path().join("ci/state");
+    let [_, _, _, merge] = &shas;
+    let (hub, state_dir) = queue_start(&fixture, &shas).await;
     let plan: Value = serde_json::from_str(
         &std::fs::read_to_string(state_dir.join("plan.json")).expect("plan.json"),
     )
@@ -174,6 +181,23 @@ async fn a_queue_that_touches_the_prs_models_runs_them_again_and_says_why() {
         "[\"ci-node\"]"
     );
     assert!(!state_dir.join("settled.txt").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_queue_that_changes_what_judges_the_pr_runs_it_again() {
+    // CODEOWNERS.rules selects no model and not the common checks, but it judges the PR.
+    let (fixture, shas) = queued(("CODEOWNERS.rules", "# the team's own policy: none yet\n"));
+    let (_hub, state_dir) = queue_start(&fixture, &shas).await;
+    let plan = std::fs::read_to_string(state_dir.join("plan.json")).expect("plan.json");
+    assert!(
+        plan.contains("but the queue changes CODEOWNERS.rules, which judge it: everything it changes runs again on the merge commit"),
+        "{plan}"
+    );
+    assert!(!state_dir.join("settled.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(state_dir.join("nodes.json")).expect("nodes").trim(),
+        "[\"ci-node\"]"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
