@@ -262,17 +262,47 @@ fn a_server_the_engine_cannot_pause_is_stopped_and_the_design_says_why() {
 }
 
 #[test]
-fn in_containers_a_released_server_is_paused_until_it_is_woken() {
-    let (fixture, engine) = one_gpu_switched_by_sglangs_api();
-    let run = run_contained(&fixture, &engine);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let events = std::fs::read_to_string(fixture.events("contained")).expect("the events");
-    let count = |kind: &str| events.lines().filter(|line| line.contains(kind)).count();
-    let (released, woken) = (count("\"server-released\""), count("\"server-woken\""));
-    assert!(released > 0 && woken > 0, "{events}");
+fn in_containers_together_the_idle_server_is_paused_while_the_other_is_measured() {
+    // Two GPUs: both servers up at once, one on each.
+    for refused in [false, true] {
+        let fixture = Fixture::new(&Sample { gate: TWO_PAIRS, gpus: 2, ..Sample::default() });
+        let engine = fake_engine(fixture.work.path());
+        if refused {
+            std::fs::write(fixture.work.path().join("engine-state/pause-refused"), "")
+                .expect("the switch");
+        }
+        let run = run_contained(&fixture, &engine);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let time =
+            std::fs::read_to_string(fixture.results("contained").join("gpu-time/alpha.json"))
+                .expect("the GPU-time file");
+        let time: serde_json::Value = serde_json::from_str(&time).expect("JSON");
+        assert_eq!(time["servers"]["design"], "together", "{time}");
+        assert_eq!(time["servers"]["loads"], 2, "{time}");
+        let why = time["servers"]["why"].as_str().unwrap_or_default();
+        let calls = pause_calls(&fixture);
+        if refused {
+            assert!(why.contains("could not be paused (") && why.contains("kept running"), "{why}");
+            assert!(calls.values().all(|subs| subs.iter().all(|sub| sub == "pause")), "{calls:#?}");
+            continue;
+        }
+        assert!(why.ends_with("the idle one is paused while the other is measured"), "{why}");
+        // Both servers are paused while the other side runs, and resumed before their own:
+        // per container pause, unpause, pause...; the one paused at the end is unpaused to stop.
+        assert_eq!(calls.len(), 2, "both sides' servers: {calls:#?}");
+        for (name, subs) in &calls {
+            assert!(subs.len() >= 2, "{name}: {subs:?}");
+            assert!(subs.chunks(2).all(|pair| pair == ["pause", "unpause"]), "{name}: {subs:?}");
+        }
+        let state: serde_json::Value =
+            read_json(&fixture.work.path().join("engine-state/state.json"));
+        assert_eq!(state["containers"].as_array().map(Vec::len), Some(0), "{state}");
+        assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+    }
+}
 
-    // Every release pauses the server's container, every wake unpauses it first, and the one
-    // still paused at the end is unpaused to be stopped: per container, pause then unpause.
+/// The stand-in engine's pause and unpause calls, per container, in order.
+fn pause_calls(fixture: &Fixture) -> std::collections::BTreeMap<String, Vec<String>> {
     let log = std::fs::read_to_string(fixture.work.path().join("engine-state/log.jsonl"))
         .expect("the engine's log");
     let mut calls: std::collections::BTreeMap<String, Vec<String>> = Default::default();
@@ -285,6 +315,22 @@ fn in_containers_a_released_server_is_paused_until_it_is_woken() {
             calls.entry(name).or_default().push(sub.to_owned());
         }
     }
+    calls
+}
+
+#[test]
+fn in_containers_a_released_server_is_paused_until_it_is_woken() {
+    let (fixture, engine) = one_gpu_switched_by_sglangs_api();
+    let run = run_contained(&fixture, &engine);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let events = std::fs::read_to_string(fixture.events("contained")).expect("the events");
+    let count = |kind: &str| events.lines().filter(|line| line.contains(kind)).count();
+    let (released, woken) = (count("\"server-released\""), count("\"server-woken\""));
+    assert!(released > 0 && woken > 0, "{events}");
+
+    // Every release pauses the server's container, every wake unpauses it first, and the one
+    // still paused at the end is unpaused to be stopped: per container, pause then unpause.
+    let calls = pause_calls(&fixture);
     assert_eq!(calls.len(), 2, "both sides' servers: {calls:#?}");
     for (name, subs) in &calls {
         assert!(name.contains("server"), "{name}");

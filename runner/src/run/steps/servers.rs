@@ -79,6 +79,7 @@ impl<'r> Runner<'r> {
             apis: declared.map(|(api, _)| api),
             no_api: declared.map(|(_, none)| none),
             no_pause: [None, None],
+            paused: [false, false],
             keys,
             loads: [0, 0],
             wakes: [0, 0],
@@ -119,6 +120,8 @@ pub(super) struct Servers<'a> {
     pub(super) slots: [Slot; 2],
     /// Both up at once (on disjoint GPUs), else one at a time.
     pub(super) together: bool,
+    /// Together: which side's server is paused while the other side is measured.
+    paused: [bool; 2],
     /// Each side's starts that became healthy in this run, where they wrote in its log.
     pub(super) served: [Vec<LogWindow>; 2],
     /// The model, which its servers' events name.
@@ -180,6 +183,10 @@ impl<'a> Servers<'a> {
         startup: Duration,
     ) -> Result<Serving, StepFailure> {
         let at = slot(side);
+        if self.together {
+            self.resume(at);
+            self.pause_idle(1 - at);
+        }
         if let Slot::Up(server) = &mut self.slots[at]
             && server.exited()
         {
@@ -269,6 +276,39 @@ impl<'a> Servers<'a> {
         }
     }
 
+    /// Together on one node: the `other` side's server, idle while this side is measured, is
+    /// paused ([`Server::set_paused`]), so that it does nothing meanwhile (a PR server cannot
+    /// load the host, its memory or the links base's run shares). One that cannot be paused
+    /// keeps running, and the design's words say why ([`Servers::used`]).
+    fn pause_idle(&mut self, other: usize) {
+        if self.paused[other] || self.no_pause[other].is_some() {
+            return;
+        }
+        if let Slot::Up(server) = &mut self.slots[other] {
+            match server.set_paused(true) {
+                Ok(()) => self.paused[other] = true,
+                Err(failure) => self.no_pause[other] = Some(failure.detail),
+            }
+        }
+    }
+
+    /// Together: `at`'s server resumed when [`Servers::pause_idle`] paused it; one that cannot
+    /// be resumed has failed for good.
+    fn resume(&mut self, at: usize) {
+        if !std::mem::take(&mut self.paused[at]) {
+            return;
+        }
+        if let Slot::Up(server) = &mut self.slots[at]
+            && let Err(failure) = server.set_paused(false)
+        {
+            let detail = format!(
+                "the server could not be resumed after it was paused while the other side was measured: {}",
+                failure.detail
+            );
+            self.slots[at] = Slot::Failed(StepFailure::crash(detail));
+        }
+    }
+
     /// Resumes `side`'s released (and paused) server, wakes it and warms it up; one that does
     /// not come back is stopped, to be loaded again.
     fn wake(&mut self, side: Side) {
@@ -311,7 +351,15 @@ impl<'a> Servers<'a> {
         let block_runs = u32::try_from(self.block_runs()).unwrap_or(u32::MAX);
         let side_name = |at: usize| if at == 0 { "base" } else { "PR" };
         let (design, why) = if self.together {
-            (ServerDesign::Together, "the node has GPUs for both servers at once".to_owned())
+            let why = match [1, 0].into_iter().find_map(|at| Some((at, self.no_pause[at].as_deref()?))) {
+                Some((at, error)) => format!(
+                    "the node has GPUs for both servers at once; the idle {} server could not be paused ({}), so it kept running while the other side was measured",
+                    side_name(at),
+                    prgate_scope::text::clip(error, 200)
+                ),
+                None => "the node has GPUs for both servers at once; the idle one is paused while the other is measured".to_owned(),
+            };
+            (ServerDesign::Together, why)
         } else if self.recipe.topology().is_some() {
             (ServerDesign::Blocked, "a topology's servers are stopped and loaded again".to_owned())
         } else if let Some(at) =
