@@ -226,7 +226,8 @@ struct Sides<'a> {
 }
 
 impl Sides<'_> {
-    /// A model's target, what its sides run with, and how many speed cells it covers.
+    /// A model's target, what its sides run with, and how many of its covered speed cells
+    /// count in the family.
     fn model(&self, model: &ModelPlan) -> (Target, ModelRecipes, u32) {
         let request = self.request;
         // A model the PR renamed is held to its old name's recipe.
@@ -257,9 +258,16 @@ impl Sides<'_> {
             target.recipe.pr_scripts = pr_scripts(side, &self.changed);
             target.recipe.pr_tests = pr_tests(selections_run(side, &target), &self.changed);
         }
+        // The family is base's covered cells: the cells a PR adds run at base's per-cell
+        // error rate, so adding cells cannot loosen the bound on base's (a PR's own recipe,
+        // for a model base has none of, counts its own).
+        let family = base_own.as_ref().map_or(covered, |base| {
+            let cells = base.steps(model.tier, model.new, Some(request.node)).covered_cells;
+            if covered == 0 { 0 } else { cells.clamp(1, covered) }
+        });
         let recipes =
             ModelRecipes { name: model.name.clone(), pr, base: base_side, unchanged, base_own };
-        (target, recipes, covered)
+        (target, recipes, family)
     }
 }
 

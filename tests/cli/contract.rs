@@ -463,7 +463,7 @@ fn a_test_file_base_selects_that_the_pr_changes_is_named_as_the_prs_own() {
     assert_eq!(state, "warn", "{why}");
     assert_eq!(
         why,
-        "measured by the PR's own test file: test/unit/alpha/test_layer.py (changed by this PR)"
+        "measured by the PR's own test file: test/unit/alpha/test_layer.py (added or changed by this PR)"
     );
     let sections = verdict["sections"].to_string();
     assert!(!sections.contains("test_unselected"), "an unselected file is not named: {sections}");

@@ -95,6 +95,8 @@ pub(crate) struct Sample {
     pub(crate) base_scripts: bool,
     /// More files of the base commit, by path.
     pub(crate) base_files: &'static [(&'static str, &'static str)],
+    /// Whether the base commit has alpha's recipe (without it, a true coverage gap).
+    pub(crate) base_recipe: bool,
 }
 
 impl Sample {
@@ -123,6 +125,7 @@ impl Default for Sample {
             },
             base_scripts: false,
             base_files: &[],
+            base_recipe: true,
         }
     }
 }
@@ -247,8 +250,10 @@ impl Fixture {
             .write("test/kernels/test_alpha_k1.py", "def test_k1():\n    assert 1 + 1 == 2\n")
             .write("test/kernels/alpha_timing.py", TIMING_SCRIPT)
             .write("test/e2e/test_alpha_serving.py", SERVING_TEST)
-            .write("test/e2e/data/alpha.jsonl", &alpha_questions())
-            .write("test/e2e/alpha.toml", &recipe(sample));
+            .write("test/e2e/data/alpha.jsonl", &alpha_questions());
+        if sample.base_recipe {
+            repo.write("test/e2e/alpha.toml", &recipe(sample));
+        }
         if sample.base_scripts {
             repo.write("test/e2e/fake_sgl_eval.py", FAKE_SGL_EVAL)
                 .write("test/e2e/fake_bench_serving.py", FAKE_BENCH_SERVING);

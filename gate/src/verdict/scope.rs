@@ -165,7 +165,7 @@ impl<'a> Judge<'a> {
         for file in &target.recipe.pr_tests {
             let rule = "base's selections choose the tests; a test file the PR changes runs on the PR side as the PR wrote it, and a reviewer reads it";
             let summary =
-                format!("measured by the PR's own test file: {file} (changed by this PR)");
+                format!("measured by the PR's own test file: {file} (added or changed by this PR)");
             let item =
                 Item::worded(target.model.clone(), "pr-test-file", State::Warn, rule, summary);
             self.push(SectionName::Scope, item);

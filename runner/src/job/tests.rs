@@ -172,6 +172,24 @@ fn a_full_model_expects_every_step_its_recipe_asks_for() {
 }
 
 #[test]
+fn the_family_is_bases_covered_cells_whatever_the_pr_adds() {
+    // Base covers concurrency 1; the PR covers 2 and 16 too (a widening: all three run).
+    let widened = RECIPE.replace("covered = [1]", "covered = [1, 2, 16]");
+    let both = trees(&[(ALPHA, RECIPE)], &[(ALPHA, &widened)]);
+    let changed = plan(vec![model("alpha", Tier::Full, false)], false);
+    let job = build(&changed, &both, &node("cpu-sim", &["alpha-ckpt"]));
+    assert!(steps(&job.plan).contains(&"alpha.speed.both.concurrency-16=run".to_owned()));
+    // Three cells in the family would divide the error rate by 3: base's one cell, regressed,
+    // would need more evidence to fail.
+    assert_eq!(job.plan.family, 1);
+    // A model new in the PR has only its own recipe: its cells count.
+    let own = trees(&[], &[(ALPHA, &widened)]);
+    let new = plan(vec![model("alpha", Tier::Full, true)], false);
+    let job = build(&new, &own, &node("cpu-sim", &["alpha-ckpt"]));
+    assert_eq!(job.plan.family, 3);
+}
+
+#[test]
 fn smoke_new_and_unservable_models() {
     let trees = trees(&[], &[(ALPHA, RECIPE)]);
     // Smoke: no kernel timing or accuracy, the covered concurrencies only; a new model has no
