@@ -186,12 +186,11 @@ pub(crate) async fn vet_accepting_label(github: &GitHub, pinned: &mut Pinned, pr
     let author = pr.user.as_ref().map(|user| user.login.as_str());
     let mut refusal = trigger::accepting_label_refusal(label, adder, author, access.as_ref());
     if refusal.is_none() {
-        // A queued PR's acceptance is of its own head, not of the queue's merge commit.
-        let head = pinned.merge_group.as_ref().map_or(&pinned.sha, |queue| &queue.pr_head);
-        let statuses = github.statuses(head).await.map_err(|error| format!("{error:#}"));
+        let head = pinned.pr_head();
+        let statuses = github.statuses(head).await;
+        let statuses = statuses.as_deref().map_err(|error| format!("{error:#}"));
         let ours = github.comment_login(None).await.ok();
         let context = prgate_report::status::acceptance_context(label);
-        let statuses = statuses.as_deref().map_err(String::clone);
         refusal = trigger::unrecorded_acceptance(label, head, statuses, &context, ours.as_deref());
     }
     if let Some(why) = refusal {

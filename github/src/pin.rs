@@ -39,6 +39,12 @@ impl Pinned {
         self.labels.iter().any(|label| label.eq_ignore_ascii_case(name))
     }
 
+    /// The PR's own head: the pinned SHA, or a merge queue's PR head (the queue pins its merge
+    /// commit). What a maintainer saw and accepted is this commit.
+    pub fn pr_head(&self) -> &str {
+        self.merge_group.as_ref().map_or(&self.sha, |queue| &queue.pr_head)
+    }
+
     /// Takes the label `name` off the pinned labels, saying `why` in [`Pinned::notes`].
     pub fn drop_label(&mut self, name: &str, why: String) {
         self.labels.retain(|label| !label.eq_ignore_ascii_case(name));
