@@ -147,6 +147,27 @@ fn a_decode_that_falls_back_to_tcp_fails_the_routing_check_naming_the_instance()
 }
 
 #[test]
+fn a_router_that_has_not_registered_its_workers_is_not_up_though_it_listens() {
+    // The decode answers prgate's health path (`/server_info`) but never the router's own
+    // check of it (`/health`): the real router listens, answers its `/health`, and registers
+    // no decode. Its `/readiness` (the default) keeps saying so: the side never counts as up,
+    // and no step sends it a request it cannot route.
+    let topology = pd_topology(1, "--never-healthy")
+        .replace("[topology.router]", "health-path = \"/server_info\"\n\n[topology.router]")
+        .replace("startup-timeout = \"2m\"", "startup-timeout = \"8s\"");
+    let sample =
+        Sample { recipe_extra: leak(topology), gate: TWO_PAIRS, gpus: 2, ..Sample::default() };
+    let fixture = Fixture::new(&sample);
+    let run = fixture.run("results");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let routing = fixture.record("results", "alpha.routing.base");
+    let detail = routing["outcome"]["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("the router") && detail.contains("/readiness"), "{routing:#}");
+    assert_eq!(routing["outcome"]["reason"], "timeout", "{routing:#}");
+    assert_eq!(settle(&fixture), Vec::<String>::new());
+}
+
+#[test]
 fn a_topology_bigger_than_the_node_is_not_run_naming_what_it_needs() {
     let fixture = Fixture::new(&pd_sample(2, "", 2));
     let run = fixture.run("results");

@@ -79,11 +79,18 @@ pub struct Role {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Router {
     command: Template,
-    /// The path polled until the router answers 200.
+    /// The path polled until the router answers 200 ([`ROUTER_HEALTH_PATH`] by default).
     pub health_path: String,
     /// How long the router may take to become healthy once every instance is.
     pub startup_timeout: Duration,
 }
+
+/// The router's health path when the recipe names none: sglang-router's `/readiness`, which
+/// answers 503 (`insufficient healthy workers`) until the router has registered its workers,
+/// where its `/health` answers 200 as soon as it listens, with no worker yet (sglang-router
+/// 0.3.2, measured: docs/topology.md). A request the router takes before then fails with "No
+/// prefill workers available", so `/health` would let a loaded node's first step fail.
+pub const ROUTER_HEALTH_PATH: &str = "/readiness";
 
 /// The values of one instance's placeholders on one of its nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -397,7 +404,7 @@ fn check_router(router: RawRouter, file: &str) -> Result<Router, RecipeError> {
     };
     let command = Template::parse(&router.command, &ROUTER_PLACEHOLDERS, &[Placeholder::Port])
         .map_err(|error| value("topology.router.command", &router.command, &error.to_string()))?;
-    let health_path = router.health_path.unwrap_or_else(|| "/health".to_owned());
+    let health_path = router.health_path.unwrap_or_else(|| ROUTER_HEALTH_PATH.to_owned());
     if !health_path.starts_with('/') {
         return Err(value("topology.router.health-path", &health_path, "must start with /"));
     }
