@@ -23,9 +23,10 @@
 //! after [`ChildGroup::stop`] is complete, and one read while the command runs shows its head
 //! and its latest output (`process/capped_log.rs` says what a live reader sees).
 //!
-//! Around the children: [`tail()`] reads the last lines of a log (the evidence of a crash),
-//! [`PortLease`] hands out a TCP port no other prgate on the node holds, and [`wait_healthy`]
-//! polls a server's health endpoint and fails fast when the server exits.
+//! Around the children: [`tail()`] reads the last lines of a log (the evidence of a crash,
+//! without the terminal's escape sequences), [`PortLease`] hands out a TCP port no other prgate
+//! on the node holds, and [`wait_healthy`] polls a server's health endpoint and fails fast when
+//! the server exits.
 //!
 //! What it leaves to others: what to run and when (the runner's steps), what a log means (the
 //! routing check), containers (a container's command is started here like any other).
@@ -67,7 +68,7 @@ pub use registry::{
 pub use stall::{
     DEFAULT_STALL, Limits, MAX_STALL, MIN_STALL, ProgressWatch, StallLimit, StallLimitError,
 };
-pub use tail::{MAX_TAIL_BYTES, tail};
+pub use tail::{MAX_TAIL_BYTES, last_lines, tail};
 
 /// How long a group has between `SIGTERM` and `SIGKILL` unless its spec says otherwise.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);

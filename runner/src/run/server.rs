@@ -275,13 +275,7 @@ pub(super) fn server_log_tail(log: &Path) -> String {
         Ok(read) => read,
         Err(error) => return cannot(&error),
     };
-    let text = String::from_utf8_lossy(&bytes);
-    let lines: Vec<&str> = text.trim_end_matches('\n').split('\n').collect();
-    lines[lines.len().saturating_sub(TAIL_LINES)..]
-        .iter()
-        .map(|line| line.trim_end_matches('\r'))
-        .collect::<Vec<_>>()
-        .join("\n")
+    crate::process::last_lines(&bytes, false, TAIL_LINES)
 }
 
 /// Whether the server log `log` has a line that matches the routing `pattern` (checked by the
