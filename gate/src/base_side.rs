@@ -7,7 +7,9 @@
 //! The base side is the merge-base, so a PR that branched from an old commit would be judged by
 //! rules the base branch has since changed (a lower `[speed] max-loss`, a benchmark added to a
 //! recipe). When any file that judges it differs between the merge-base and the base branch's
-//! tip ([`BaseMoved`]), the rule `base-moved` fails: the author updates the branch.
+//! tip ([`BaseMoved`]), the rule `base-moved` fails: the author updates the branch. `prgate ci`
+//! then starts no GPU work: every planned check is recorded not run
+//! ([`BaseMoved::not_run_detail`]), and the verdict is the rule's `fail`.
 //!
 //! Text in: the binary reads the manifest and the policy file at that commit
 //! (`prgate_scope::base_side`) and hands them over, with which judging files moved; this opens
@@ -46,6 +48,15 @@ pub struct BaseMoved {
 }
 
 impl BaseMoved {
+    /// Why a check was not started ([`crate::evidence::NotRunReason::BaseMoved`]): `prgate ci`
+    /// spends no GPU time on a PR the rule fails whatever it measures.
+    pub fn not_run_detail(&self) -> String {
+        format!(
+            "not started: {} changed on the base branch since this PR branched from it, so the rule {BASE_MOVED_RULE} fails it whatever it measures; update the branch and run again",
+            self.paths.join(", ")
+        )
+    }
+
     /// The `base-moved` rule's failure.
     fn rule(&self) -> RuleOutcome {
         let message = format!(
@@ -92,6 +103,14 @@ impl BaseSide {
             None => Policy::parse(DEFAULT_POLICY, "prgate's default CODEOWNERS.rules")?,
         };
         Ok(BaseSide { config, policy, moved: None })
+    }
+
+    /// Why a run of this PR is not started, if it is not: files that judge it moved on the
+    /// base branch, so the rule `base-moved` fails it whatever it measures. The reason and the
+    /// words of every planned check's `not-run` record.
+    pub fn not_started(&self) -> Option<(crate::evidence::NotRunReason, String)> {
+        let moved = self.moved.as_ref()?;
+        Some((crate::evidence::NotRunReason::BaseMoved, moved.not_run_detail()))
     }
 
     /// This base side, knowing which of `paths` (the files that judge the PR) differ between
@@ -192,6 +211,11 @@ mod tests {
             rule.findings[0].message,
             "prgate.toml, test/e2e/alpha.toml changed on the base branch since this PR branched from it (merge-base 0123456, the base is now at fffffff): the PR would be judged by rules the base branch no longer has; update the branch (merge or rebase the base into it) and run again"
         );
+        // The run is not started; one that nothing moved for is.
+        assert_eq!(unmoved.not_started(), None);
+        let (reason, detail) = moved.not_started().expect("not started");
+        assert_eq!(reason, crate::evidence::NotRunReason::BaseMoved);
+        assert!(detail.starts_with("not started: prgate.toml, test/e2e/alpha.toml changed"));
     }
 
     #[test]

@@ -66,7 +66,9 @@
 //!   - the node cannot judge, the run ends in `error`: `harness`, `run-time-limit`, `node`,
 //!     `no-evidence`, `base-recipe-invalid` (base's recipe of a model base has, or of the
 //!     common checks, is there but not valid; added in place, an older gate reads it as
-//!     `other`), `other` (and any reason this gate does not know);
+//!     `other`), `base-moved` (not started: the judging files moved on the base branch, so the
+//!     rule `base-moved` fails the PR; added in place), `other` (and any reason this gate does
+//!     not know);
 //!   - `nothing-to-check`: the recipe asks nothing of the check.
 //!
 //! A step is identified by its model, check, side and part (the benchmark of an accuracy
@@ -302,6 +304,9 @@ pub enum NotRunReason {
     BaseRecipeInvalid,
     /// The command ran but left no result to read (no JUnit, no metrics, no timings).
     NoResult,
+    /// Not started: files that judge the PR changed on the base branch since it branched
+    /// ([`crate::base_side::BaseMoved`]), so the rule `base-moved` fails it whatever it measures.
+    BaseMoved,
     /// The recipe asks nothing of this check (no tests selected, no timing scripts, no sweep).
     NothingToCheck,
     /// A harness prgate needs could not start (pytest missing on the node or in the image).
@@ -348,6 +353,7 @@ impl NotRunReason {
             NotRunReason::RecipeInvalid => "the PR's recipe is not valid",
             NotRunReason::BaseRecipeInvalid => "base's recipe is not valid",
             NotRunReason::NoResult => "left no result",
+            NotRunReason::BaseMoved => "not started: the base branch moved; update the branch",
             NotRunReason::NothingToCheck => "nothing to check",
             NotRunReason::Harness => "the test harness could not start on the node",
             NotRunReason::RunTimeLimit => "the run's time limit passed first",
@@ -376,6 +382,7 @@ impl NotRunReason {
             | NotRunReason::Node
             | NotRunReason::NoEvidence
             | NotRunReason::BaseRecipeInvalid
+            | NotRunReason::BaseMoved
             | NotRunReason::Other => NotRunKind::CannotJudge,
         }
     }

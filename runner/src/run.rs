@@ -412,9 +412,12 @@ pub fn own_folder() -> Option<String> {
     exe.parent().and_then(Path::to_str).filter(|dir| !dir.contains(':')).map(str::to_owned)
 }
 
-/// The checks a model's tier runs, and the `not-run` records of a target no node can take:
-/// the schedule's (where the unschedulable reasons are), as `crate::run::…` before.
-pub use prgate_schedule::schedule::assignment::{planned_checks, unplaced_evidence};
+/// The checks a model's tier runs, and the `not-run` records of a target that does not run (no
+/// node can take it; a run not started): the schedule's (where the unschedulable reasons are),
+/// as `crate::run::…` before.
+pub use prgate_schedule::schedule::assignment::{
+    every_check_not_run, not_run_evidence, planned_checks,
+};
 
 /// About how many steps a run takes, for the progress line's estimate: the job plan's steps
 /// that produce evidence, a speed cell counting as its expected pairs.
@@ -546,7 +549,8 @@ mod tests {
     #[test]
     fn a_target_no_node_can_take_is_a_not_run_record_per_planned_check() {
         let plan = plan(vec![model("kimi", Tier::Smoke, false)], true);
-        let records = unplaced_evidence(&plan, Some("kimi"), NotRunReason::NoCheckpoint, "n1: x");
+        let records =
+            not_run_evidence(&plan, Some("kimi"), NotRunReason::NoCheckpoint, "no node: n1: x");
         let checks: Vec<(Check, Side)> =
             records.iter().map(|record| (record.check, record.side)).collect();
         // The smoke tier's checks, each whole-check record on the PR side, speed on both.
@@ -562,16 +566,18 @@ mod tests {
         for record in &records {
             assert_eq!(record.model.as_deref(), Some("kimi"));
             assert_eq!(record.provenance.base_commit.as_deref(), Some(plan.base_side_commit()));
-            assert_eq!(
-                record.outcome,
-                not_run(NotRunReason::NoCheckpoint, "no CI node can run it: n1: x", None)
-            );
+            assert_eq!(record.outcome, not_run(NotRunReason::NoCheckpoint, "no node: n1: x", None));
         }
-        let common = unplaced_evidence(&plan, None, NotRunReason::HardwareAbsent, "none");
+        let common = not_run_evidence(&plan, None, NotRunReason::HardwareAbsent, "none");
         assert_eq!(common.len(), 1);
         assert_eq!((common[0].model.as_deref(), common[0].check), (None, Check::CommonTests));
+        assert!(not_run_evidence(&plan, Some("gone"), NotRunReason::HardwareAbsent, "").is_empty());
+        // A run not started: every running model's checks and the common checks.
+        let all = every_check_not_run(&plan, NotRunReason::BaseMoved, "moved");
+        assert_eq!(all.len(), expect.len() + 1);
         assert!(
-            unplaced_evidence(&plan, Some("gone"), NotRunReason::HardwareAbsent, "").is_empty()
+            all.iter()
+                .all(|record| record.outcome == not_run(NotRunReason::BaseMoved, "moved", None))
         );
     }
 }

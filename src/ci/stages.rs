@@ -10,7 +10,9 @@
 //! the runner (`prgate_runner::job::merge_node_job`), the progress table report's
 //! (`prgate_report::progress`), the verdict the gate's (`prgate_gate::BaseSide::judge`), and the
 //! checks of a final verdict that never reported too (`prgate_gate::pending`); a merge queue's
-//! commit is judged by scope (`prgate_scope::queue`, wired by `crate::trigger::queue`). The
+//! commit is judged by scope (`prgate_scope::queue`, wired by `crate::trigger::queue`); a PR
+//! the gate says not to start (`prgate_gate::BaseSide::not_started`: the base moved) is run on
+//! no node, every check recorded not run (`prgate_runner::run::every_check_not_run`). The
 //! state folder's files are named once ([`StateFolder`]). Every stage after the pin runs under
 //! [`guarded`], so an error, a panic or a signal is posted as the `error` status.
 //!
@@ -239,19 +241,28 @@ pub(super) fn start(args: &Settings) -> anyhow::Result<Outcome> {
         Pin::Started(reporter, files) => (reporter, files),
     };
     guarded(&reporter, || {
-        let (plan, _base) = make_plan(args, &reporter, files)?;
+        let (plan, base) = make_plan(args, &reporter, files)?;
         let nodes = read_nodes(args)?;
-        let estimate =
-            prgate_runner::estimate::estimate_plan(&args.repo, &plan, &nodes, &History::default())?;
-        let output = crate::estimate::output(&estimate, &nodes, 0);
-        let words = prgate_report::estimate::estimate_words(&output);
-        let assignment = Assignment::of(&estimate, Some(words.clone()));
-        reporter.update(|state| state.estimate = Some(words));
         let state = StateFolder(&args.state);
+        // A run not started (the finish stage records why) is scheduled on no node.
+        let assignment = if base.not_started().is_some() {
+            Assignment::default()
+        } else {
+            let estimate = prgate_runner::estimate::estimate_plan(
+                &args.repo,
+                &plan,
+                &nodes,
+                &History::default(),
+            )?;
+            let output = crate::estimate::output(&estimate, &nodes, 0);
+            let words = prgate_report::estimate::estimate_words(&output);
+            reporter.update(|state| state.estimate = Some(words.clone()));
+            write(&state.path(ESTIMATE_FILE), &(serde_json::to_string_pretty(&output)? + "\n"))?;
+            Assignment::of(&estimate, Some(words))
+        };
         let names: Vec<&str> = assignment.nodes().collect();
         write(&state.path(NODES_FILE), &(serde_json::to_string(&names)? + "\n"))?;
         write(&state.path(SCHEDULE_FILE), &(serde_json::to_string_pretty(&assignment)? + "\n"))?;
-        write(&state.path(ESTIMATE_FILE), &(serde_json::to_string_pretty(&output)? + "\n"))?;
         reporter.update(|state| state.nodes = names.iter().map(|&name| name.to_owned()).collect());
         reporter.post_progress()?;
         eprintln!("prgate: scheduled on {}", serde_json::to_string(assignment.by_node())?);
@@ -314,6 +325,9 @@ pub(super) fn finish(args: &Settings) -> anyhow::Result<Outcome> {
         let Gathered { mut evidence, job } = gather(&args.evidence, &plan)?;
         let silent = schedule.silent(&evidence);
         evidence.extend(schedule.unplaced_evidence(&plan));
+        if let Some((reason, detail)) = base.not_started() {
+            evidence.extend(prgate_runner::run::every_check_not_run(&plan, reason, &detail));
+        }
         reporter.update(|state| {
             state.progress = prgate_report::progress::from_evidence(&plan, &evidence);
             state.image = prgate_report::comment::Header::image_of(&evidence);
@@ -475,6 +489,13 @@ fn pipeline(
         state.image = Some(node.image().name.clone());
     });
     let (plan, base) = make_plan(args, reporter, files)?;
+    if let Some((reason, detail)) = base.not_started() {
+        let evidence = prgate_runner::run::every_check_not_run(&plan, reason, &detail);
+        reporter.update(|state| {
+            state.progress = prgate_report::progress::from_evidence(&plan, &evidence);
+        });
+        return judge_and_post(args, reporter, &plan, &base, None, &evidence);
+    }
     let this_node = [ScheduleNode::from(&node)];
     let estimate =
         crate::estimate::estimate_plan(&args.repo, &plan, &this_node, &History::default(), 0)?;

@@ -534,3 +534,71 @@ async fn the_start_stage_schedules_around_a_drained_node_and_the_comment_says_so
         );
     });
 }
+
+/// The sample, after which main tightens the recipe of the model the PR runs: a file that
+/// judges the PR moved on the base branch since it branched.
+fn base_moved_fixture() -> Fixture {
+    let fixture = Fixture::new(&Sample { gate: TWO_PAIRS, ..Sample::default() });
+    fixture.repo.git(&["checkout", "-q", "main"]);
+    let recipe = std::fs::read_to_string(fixture.repo.path().join("test/e2e/alpha.toml"))
+        .expect("alpha's recipe");
+    fixture.repo.write("test/e2e/alpha.toml", &format!("{recipe}\n# stricter\n"));
+    fixture.repo.commit("main tightens alpha");
+    fixture.repo.git(&["checkout", "-q", "pr"]);
+    fixture
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pr_whose_judging_files_moved_on_base_is_not_run_and_fails_saying_update_the_branch() {
+    let fixture = base_moved_fixture();
+    let (server, github, head) = stand_in(&fixture).await;
+    let child = spawn_ci(&fixture, &server, &head, &[]);
+    let (code, stderr) = tokio::task::spawn_blocking(move || output(child)).await.expect("joined");
+    assert_eq!(code, 1, "{stderr}");
+    // No GPU work: no server started, no step of the run recorded.
+    let work = fixture.work.path().join("ci");
+    assert!(!work.join("events.jsonl").exists(), "the run started");
+    assert!(!work.join("results/evidence").exists(), "the run recorded steps");
+    let verdict: Value = serde_json::from_str(
+        &std::fs::read_to_string(work.join("verdict.json")).expect("the verdict"),
+    )
+    .expect("JSON");
+    assert_eq!(verdict["result"], "fail", "{verdict:#}");
+    github.with(|repo| {
+        let (state, description) = repo.statuses.last().expect("a status");
+        assert_eq!(state, "failure", "{:?}", repo.statuses);
+        assert!(description.contains("base-moved"), "{description}");
+        let last = &repo.comment_history.last().expect("a comment").1;
+        assert!(last.contains("test/e2e/alpha.toml changed on the base branch"), "{last}");
+        assert!(last.contains("update the branch"), "{last}");
+        assert!(last.contains("not started"), "{last}");
+    });
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_two_node_stages_schedule_a_pr_whose_base_moved_on_no_node_and_fail_it() {
+    let fixture = base_moved_fixture();
+    let (server, github, head) = stand_in(&fixture).await;
+    let event = event_file(&fixture, &head);
+    let nodes = fixture.work.path().join("nodes.toml");
+    std::fs::write(&nodes, "[[node]]\nname = \"ci-node\"\nhardware = \"cpu-sim\"\n")
+        .expect("nodes.toml");
+    let args = ["--stage", "start", "--event", &event, "--nodes", nodes.to_str().expect("UTF-8")];
+    let (code, stderr) = tokio::task::block_in_place(|| stage(&fixture, &server, &args));
+    assert_eq!(code, 0, "{stderr}");
+    let state = fixture.work.path().join("ci/state");
+    let names = std::fs::read_to_string(state.join("nodes.json")).expect("nodes.json");
+    assert_eq!(names.trim(), "[]", "no node has work");
+    // The workflow skips the node jobs and finishes with what it has.
+    let args = ["--stage", "finish", "--jobs", "skipped"];
+    let (code, stderr) = tokio::task::block_in_place(|| stage(&fixture, &server, &args));
+    assert_eq!(code, 1, "{stderr}");
+    github.with(|repo| {
+        let (state, description) = repo.statuses.last().expect("a status");
+        assert_eq!(state, "failure", "{description}");
+        assert!(description.contains("base-moved"), "{description}");
+        let last = &repo.comment_history.last().expect("a comment").1;
+        assert!(last.contains("not started"), "{last}");
+    });
+}

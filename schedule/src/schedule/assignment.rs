@@ -5,8 +5,9 @@
 //! gets its targets in the schedule's order, each named as `prgate run --only-model` names it
 //! (the model, or [`COMMON_CHECKS`] for the common checks); the targets no node can take keep
 //! their reason, so the finish stage can write their `not-run` records
-//! ([`Assignment::unplaced_evidence`], [`unplaced_evidence`]: made here, where the
-//! unschedulable reasons are, and used by the runner as `prgate_runner::run::unplaced_evidence`). The JSON form is the state file's:
+//! ([`Assignment::unplaced_evidence`], [`not_run_evidence`]: made here, where the
+//! unschedulable reasons are; [`every_check_not_run`] for a run not started; the runner
+//! re-exports both as `prgate_runner::run::…`). The JSON form is the state file's:
 //! `{"nodes": {"node": ["model", "~common"]}, "unschedulable": [{"model", "reason",
 //! "not_run"}], "estimate": "…"}`.
 //!
@@ -116,7 +117,8 @@ impl Assignment {
             .iter()
             .flat_map(|unplaced| {
                 let model = (unplaced.model != COMMON_CHECKS).then_some(unplaced.model.as_str());
-                unplaced_evidence(plan, model, unplaced.not_run, &unplaced.reason)
+                let detail = format!("no CI node can run it: {}", unplaced.reason);
+                not_run_evidence(plan, model, unplaced.not_run, &detail)
             })
             .collect()
     }
@@ -128,14 +130,23 @@ pub fn planned_checks(model: &ModelPlan) -> &'static [Check] {
     if model.removed { &[] } else { prgate_gate::job::tier_checks(model.tier) }
 }
 
-/// The `not-run` records of a target no node can take (`model`, or the common checks when
+/// The `not-run` records of every check `plan` runs (its running models' and, when selected,
+/// the common checks'), each with `reason` and `detail`: a run that is not started.
+pub fn every_check_not_run(plan: &Plan, reason: NotRunReason, detail: &str) -> Vec<Evidence> {
+    let models = plan.running_models().map(|model| Some(model.name.as_str()));
+    let common = plan.common.selected.then_some(None);
+    models.chain(common).flat_map(|model| not_run_evidence(plan, model, reason, detail)).collect()
+}
+
+/// The `not-run` records of a target that does not run (`model`, or the common checks when
 /// `None`): one per planned check, on the PR side (both sides for speed), each with `reason`
-/// (the schedule's [`super::Unschedulable::not_run`]) and `why` in its detail.
-pub fn unplaced_evidence(
+/// (for a target no node can take, the schedule's [`super::Unschedulable::not_run`]) and
+/// `detail`.
+pub fn not_run_evidence(
     plan: &Plan,
     model: Option<&str>,
     reason: NotRunReason,
-    why: &str,
+    detail: &str,
 ) -> Vec<Evidence> {
     let checks: &[Check] = match model {
         None => &[Check::CommonTests],
@@ -151,7 +162,6 @@ pub fn unplaced_evidence(
         pr_commit: Some(plan.head.sha.clone()),
         ..Provenance::default()
     };
-    let detail = format!("no CI node can run it: {why}");
     checks
         .iter()
         .map(|&check| Evidence {
@@ -162,7 +172,7 @@ pub fn unplaced_evidence(
             provenance: provenance.clone(),
             outcome: Outcome::NotRun {
                 reason,
-                detail: detail.clone(),
+                detail: detail.to_owned(),
                 subject: None,
                 failed_on: None,
             },
