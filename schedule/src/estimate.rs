@@ -115,20 +115,28 @@ enum RecipeState<T> {
     Parsed(Box<T>),
     Missing(String),
     Invalid(String),
+    /// Base's recipe is there and not valid: its error.
+    BaseInvalid(String),
 }
 
 impl<T> RecipeState<T> {
     /// The recipe the run measures by: with base's valid one (`base`, its text, parsed with
     /// `parse`), what `contract` makes of base's and this one; else this one, the PR's own.
-    fn measured_by<E>(
+    /// Base's recipe that is there but not valid blocks every check of a PR recipe that parsed,
+    /// as the job plan decides (`base-recipe-invalid`): nothing runs. (A PR recipe that is
+    /// missing or not valid stops them already.)
+    fn measured_by<E: std::fmt::Display>(
         self,
         base: Option<&str>,
         parse: impl Fn(&str, &str) -> Result<T, E>,
         contract: impl Fn(&T, &T) -> T,
     ) -> RecipeState<T> {
-        let base = base.and_then(|text| parse(text, "the base side's recipe").ok());
+        let base = base.map(|text| parse(text, "the base side's recipe"));
         match (self, base) {
-            (RecipeState::Parsed(pr), Some(base)) => {
+            (RecipeState::Parsed(_), Some(Err(error))) => {
+                RecipeState::BaseInvalid(error.to_string())
+            }
+            (RecipeState::Parsed(pr), Some(Ok(base))) => {
                 RecipeState::Parsed(Box::new(contract(&base, &pr)))
             }
             (state, _) => state,
@@ -153,7 +161,7 @@ impl<T> RecipeState<T> {
     fn parsed(&self) -> Option<&T> {
         match self {
             RecipeState::Parsed(recipe) => Some(recipe),
-            RecipeState::Missing(_) | RecipeState::Invalid(_) => None,
+            RecipeState::Missing(_) | RecipeState::Invalid(_) | RecipeState::BaseInvalid(_) => None,
         }
     }
 
@@ -166,6 +174,9 @@ impl<T> RecipeState<T> {
             }
             RecipeState::Invalid(error) => Some(format!(
                 "the recipe is not valid, so every check is recorded not-run: {error}"
+            )),
+            RecipeState::BaseInvalid(error) => Some(format!(
+                "base's recipe is not valid, so every check is blocked (base-recipe-invalid) and nothing runs: {error}"
             )),
         }
     }

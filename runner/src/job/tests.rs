@@ -266,6 +266,20 @@ fn a_base_recipe_that_is_not_valid_blocks_every_check_and_a_missing_one_does_not
     assert!(detail.contains("base's recipe test/e2e/alpha.toml is not valid"), "{detail}");
     assert!(detail.contains("tp"), "the recipe's error: {detail}");
     assert!(target.recipe.contract.is_empty(), "{:?}", target.recipe.contract);
+    // Renamed by the PR (alpha is gamma now, with a valid recipe): base's at the old name is
+    // what is not valid, and it blocks the new name's checks too.
+    let mut gamma = model("gamma", Tier::Smoke, false);
+    gamma.renamed_from = Some("alpha".to_owned());
+    let renamed = trees(&[(ALPHA, "tp = \"two\"")], &[("test/e2e/gamma.toml", RECIPE)]);
+    let job = build(&plan(vec![gamma], false), &renamed, &node);
+    assert_eq!(
+        steps(&job.plan),
+        ["unit-tests.pr", "kernel-tests.pr", "serving-tests.pr", "routing.pr", "speed.both"]
+            .map(|step| format!("gamma.{step}=blocked base's recipe is not valid"))
+    );
+    let target = &job.plan.targets[0];
+    let Expect::Blocked { detail, .. } = &target.steps[0].expect else { panic!("{target:?}") };
+    assert!(detail.contains("base's recipe test/e2e/alpha.toml is not valid"), "{detail}");
     // Base lacks the file: the model runs by its own recipe; new in the PR, the same.
     let lacking = trees(&[], &[(ALPHA, RECIPE)]);
     for new in [false, true] {

@@ -374,3 +374,19 @@ fn a_renamed_model_is_estimated_by_its_old_names_base_recipe() {
     assert_eq!(gamma.map(|m| m["renamed_from"].clone()), Some("alpha".into()), "{plan:#}");
     assert_eq!(seconds(&plan, "gamma"), alpha, "base's recipe, at alpha's name, is costed");
 }
+
+#[test]
+fn a_model_whose_base_recipe_is_not_valid_is_estimated_at_nothing_as_the_run_blocks_it() {
+    let repo = repo_with_recipes();
+    // Main breaks alpha's recipe; a PR then fixes it in its own tree and changes alpha's code.
+    repo.branch("broken", "main").write("test/e2e/alpha.toml", "[server\n");
+    repo.commit("broken: alpha's recipe does not parse");
+    repo.branch("fixes", "broken").write("test/e2e/alpha.toml", &ALPHA);
+    repo.write("pkg/models/alpha/layer.py", "# fixed\n");
+    repo.commit("fixes: alpha's recipe, and its code");
+    let args = ["--base", "broken", "--head", "fixes", "--estimate", "--nodes", "2"];
+    let alpha = alpha_of(&plan_json(repo.path(), &args));
+    // The run blocks every check (base-recipe-invalid): nothing is loaded or measured.
+    assert_eq!(alpha["seconds"], 0, "{alpha:#}");
+    assert!(text(&alpha["note"]).starts_with("base's recipe is not valid"), "{alpha:#}");
+}
