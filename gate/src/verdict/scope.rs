@@ -56,6 +56,35 @@ impl<'a> Judge<'a> {
             let item = Item::worded(None, "test-harness", State::Warn, rule, summary);
             self.push(SectionName::Scope, item);
         }
+        self.unmatched_paths(plan);
+    }
+
+    /// Changed paths no pattern of base's manifest matches (not a model's, not shared, not
+    /// ignored) select no check: nothing measures them. Said as a warning, for a reviewer to
+    /// confirm, so that code moved where no pattern looks is not passed unseen.
+    fn unmatched_paths(&mut self, plan: &Plan) {
+        let unmatched: Vec<&str> = plan
+            .changed
+            .iter()
+            .filter(|changed| changed.matches.is_empty())
+            .map(|changed| changed.path.as_str())
+            .collect();
+        if unmatched.is_empty() {
+            return;
+        }
+        const SHOWN: usize = 10;
+        let mut summary = format!(
+            "no pattern of base's manifest matches {} changed path(s), so no check measures them: {}",
+            unmatched.len(),
+            unmatched.iter().take(SHOWN).copied().collect::<Vec<_>>().join(", ")
+        );
+        if unmatched.len() > SHOWN {
+            summary
+                .push_str(&format!(" and {} more (the plan lists them)", unmatched.len() - SHOWN));
+        }
+        let rule = "a changed path selects the checks of what it belongs to; one that no pattern matches (a model's, shared, or ignored) selects nothing, and a reviewer confirms nothing needs measuring";
+        let item = Item::worded(None, "unmatched-path", State::Warn, rule, summary);
+        self.push(SectionName::Scope, item);
     }
 
     /// A model the PR removes leaves the verdict: it is said, never silent, and it narrows what

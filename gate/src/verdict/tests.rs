@@ -51,11 +51,16 @@ pub(crate) fn plan(models: Vec<ModelPlan>, common: bool, trusted: bool) -> Plan 
             trusted,
             warnings: if trusted { vec![] } else { vec!["no merge-base".into()] },
         },
+        // The model's own file, as scope matched it (a path nothing matches is warned of).
         changed: vec![ChangedPath {
             path: "m/kimi/x.py".into(),
             status: ChangeStatus::Modified,
             old_path: None,
-            matches: vec![],
+            matches: vec![prgate_scope::plan::PathMatch::Model {
+                model: "kimi".into(),
+                pattern: "m/{model}/**".into(),
+                path: "m/kimi/x.py".into(),
+            }],
         }],
         models,
         common: CommonPlan {
@@ -861,6 +866,53 @@ fn empty_job(accept_narrowing: bool) -> crate::job::JobPlan {
         targets: Vec::new(),
         accept_narrowing,
     }
+}
+
+#[test]
+fn a_changed_path_no_pattern_matches_is_a_warning_naming_it() {
+    let config = GateConfig::defaults();
+    let unmatched_items = |plan: &Plan| {
+        let evidence: Vec<Evidence> =
+            passing().into_iter().filter(|r| r.model.as_deref() == Some("kimi")).collect();
+        let job = empty_job(false);
+        let verdict = judge_with(JudgeRequest {
+            plan,
+            job: Some(&job),
+            evidence: &evidence,
+            rules: Vec::new(),
+            gain_required: false,
+            config: &config,
+            completion: Completion::Final,
+        })
+        .expect("a verdict");
+        let items: Vec<String> = verdict
+            .sections
+            .iter()
+            .flat_map(|section| &section.items)
+            .filter(|item| item.check == "unmatched-path")
+            .map(|item| format!("{} {}", item.state.as_str(), item.summary))
+            .collect();
+        items
+    };
+    let mut plan = plan(vec![model("kimi", Tier::Full, Some(true))], false, true);
+    assert_eq!(unmatched_items(&plan), Vec::<String>::new(), "every path matched");
+    let unmatched = |path: String| ChangedPath {
+        path,
+        status: ChangeStatus::Added,
+        old_path: None,
+        matches: vec![],
+    };
+    plan.changed.push(unmatched("lib/moved_here.py".into()));
+    assert_eq!(
+        unmatched_items(&plan),
+        [
+            "warn no pattern of base's manifest matches 1 changed path(s), so no check measures them: lib/moved_here.py"
+        ]
+    );
+    plan.changed.extend((0..11).map(|n| unmatched(format!("lib/{n}.py"))));
+    let items = unmatched_items(&plan);
+    assert!(items[0].contains("12 changed path(s)"), "{items:?}");
+    assert!(items[0].ends_with("lib/8.py and 2 more (the plan lists them)"), "{items:?}");
 }
 
 #[test]
