@@ -868,33 +868,35 @@ fn empty_job(accept_narrowing: bool) -> crate::job::JobPlan {
     }
 }
 
+/// The items of the final verdict on kimi's passing evidence under `plan`, with the job plan's
+/// `accept_narrowing`, whose check starts with `check`: `check state summary`, one an item.
+fn scope_items(plan: &Plan, accept_narrowing: bool, check: &str) -> Vec<String> {
+    let evidence: Vec<Evidence> =
+        passing().into_iter().filter(|r| r.model.as_deref() == Some("kimi")).collect();
+    let job = empty_job(accept_narrowing);
+    let verdict = judge_with(JudgeRequest {
+        plan,
+        job: Some(&job),
+        evidence: &evidence,
+        rules: Vec::new(),
+        gain_required: false,
+        config: &GateConfig::defaults(),
+        completion: Completion::Final,
+    })
+    .expect("a verdict");
+    verdict
+        .sections
+        .iter()
+        .flat_map(|section| &section.items)
+        .filter(|item| item.check.starts_with(check))
+        .map(|item| format!("{} {} {}", item.check, item.state.as_str(), item.summary))
+        .collect()
+}
+
 #[test]
 fn a_changed_path_no_pattern_matches_is_a_warning_naming_it() {
-    let config = GateConfig::defaults();
-    let unmatched_items = |plan: &Plan| {
-        let evidence: Vec<Evidence> =
-            passing().into_iter().filter(|r| r.model.as_deref() == Some("kimi")).collect();
-        let job = empty_job(false);
-        let verdict = judge_with(JudgeRequest {
-            plan,
-            job: Some(&job),
-            evidence: &evidence,
-            rules: Vec::new(),
-            gain_required: false,
-            config: &config,
-            completion: Completion::Final,
-        })
-        .expect("a verdict");
-        let items: Vec<String> = verdict
-            .sections
-            .iter()
-            .flat_map(|section| &section.items)
-            .filter(|item| item.check == "unmatched-path")
-            .map(|item| format!("{} {}", item.state.as_str(), item.summary))
-            .collect();
-        items
-    };
     let mut plan = plan(vec![model("kimi", Tier::Full, Some(true))], false, true);
+    let unmatched_items = |plan: &Plan| scope_items(plan, false, "unmatched-path");
     assert_eq!(unmatched_items(&plan), Vec::<String>::new(), "every path matched");
     let unmatched = |path: String| ChangedPath {
         path,
@@ -906,7 +908,7 @@ fn a_changed_path_no_pattern_matches_is_a_warning_naming_it() {
     assert_eq!(
         unmatched_items(&plan),
         [
-            "warn no pattern of base's manifest matches 1 changed path(s), so no check measures them: lib/moved_here.py"
+            "unmatched-path warn no pattern of base's manifest matches 1 changed path(s), so no check measures them: lib/moved_here.py"
         ]
     );
     plan.changed.extend((0..11).map(|n| unmatched(format!("lib/{n}.py"))));
@@ -922,30 +924,7 @@ fn a_removed_model_narrows_what_base_measures_and_a_renamed_one_is_said() {
     let mut renamed = model("glm", Tier::None, None);
     (renamed.removed, renamed.renamed_to) = (true, Some("glm2".into()));
     let plan = plan(vec![model("kimi", Tier::Full, Some(true)), removed, renamed], false, true);
-    let evidence: Vec<Evidence> =
-        passing().into_iter().filter(|r| r.model.as_deref() == Some("kimi")).collect();
-    let config = GateConfig::defaults();
-    let scope_items = |accept_narrowing: bool| {
-        let job = empty_job(accept_narrowing);
-        let verdict = judge_with(JudgeRequest {
-            plan: &plan,
-            job: Some(&job),
-            evidence: &evidence,
-            rules: Vec::new(),
-            gain_required: false,
-            config: &config,
-            completion: Completion::Final,
-        })
-        .expect("a verdict");
-        let items: Vec<String> = verdict
-            .sections
-            .iter()
-            .flat_map(|section| &section.items)
-            .filter(|item| item.check.starts_with("model-"))
-            .map(|item| format!("{} {} {}", item.check, item.state.as_str(), item.summary))
-            .collect();
-        items
-    };
+    let scope_items = |accept_narrowing: bool| scope_items(&plan, accept_narrowing, "model-");
     assert_eq!(
         scope_items(false),
         [
