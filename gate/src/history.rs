@@ -83,15 +83,20 @@ pub struct Merged {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Anchor {
+    /// The line's format ([`LEDGER_VERSION`]).
     pub version: u32,
+    /// When it ran, RFC 3339 in UTC.
     pub at: String,
     /// Its base: the reference it measured from.
     pub reference_commit: String,
     /// Its head: main's tip when it ran.
     pub head_commit: String,
+    /// The run that measured it (its workflow run's page).
     pub run: Option<String>,
     /// The merged PRs (by number) whose merge commits its head holds.
     pub covers: Vec<u64>,
+    /// Main's tip against the reference, cell by cell: what the drift guard compares the
+    /// chain of merged changes with.
     pub speed: Vec<SpeedChange>,
     pub accuracy: Vec<AccuracyChange>,
 }

@@ -364,12 +364,18 @@ pub enum SpeedFormat {
 /// The values of one external speed run's placeholders.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SpeedRun<'a> {
+    /// `{port}`: the measured server's.
     pub port: u16,
+    /// `{checkpoint}`: the checkpoint's path as the command sees it.
     pub checkpoint_path: &'a str,
+    /// `{results}`: the folder the command writes its result file into.
     pub results: &'a str,
+    /// `{concurrency}`, `{input_len}`, `{output_len}`: the cell.
     pub concurrency: u32,
     pub input_len: u32,
     pub output_len: u32,
+    /// `{requests}`, `{warmup}`: the measured requests, and the warm-up requests before them
+    /// (not measured).
     pub requests: u32,
     pub warmup: u32,
 }
