@@ -922,6 +922,29 @@ pub fn paths_between(
     Ok(paths.into_iter().collect())
 }
 
+/// The newest tip of the base branch `branch` the repository at `repo` knows, if it descends
+/// from `pinned` (the base a PR's pin gives, its `base.sha`): else `pinned`. GitHub's `base.sha`
+/// is the base branch as it was when the PR was opened or last pushed, not as it is, so a rule
+/// that compares with the base's tip (`base-moved`) reads the checkout's branch instead: its
+/// remote-tracking ref `refs/remotes/origin/<branch>`, else its local branch. A tip that does
+/// not descend from `pinned` (an older checkout, a rewritten branch) is not used.
+pub fn newest_base(
+    repo: &Path,
+    pinned: NamedCommit<'_>,
+    branch: &str,
+) -> Result<String, ScopeError> {
+    let repository = open_exactly(repo)?;
+    let pinned_oid = pinned_commit(&repository, repo, pinned, "")?.id();
+    let descends = |tip: Oid| {
+        tip != pinned_oid && repository.graph_descendant_of(tip, pinned_oid).unwrap_or(false)
+    };
+    let newer = [format!("refs/remotes/origin/{branch}"), format!("refs/heads/{branch}")]
+        .iter()
+        .filter_map(|name| repository.refname_to_id(name).ok())
+        .find(|&tip| descends(tip));
+    Ok(newer.unwrap_or(pinned_oid).to_string())
+}
+
 /// The full SHA of the commit `reference` (a SHA, tag or branch, given as the flag `option`)
 /// names in the repository around `repo`.
 pub fn commit_of(repo: &Path, option: &'static str, reference: &str) -> Result<String, ScopeError> {

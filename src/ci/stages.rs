@@ -397,7 +397,23 @@ fn make_plan(
         &[("the PR's head", &pinned.sha), ("the base", &pinned.base_sha)],
         &format!(" (git fetch origin pull/{}/head)", pinned.number),
     )?;
-    let sides = (pinned.base_sha.as_str(), pinned.sha.as_str());
+    // GitHub's base.sha is the base as of the PR's last push; the checkout's base branch is
+    // newer when it moved since (a merge queue's base is exact).
+    let base_sha = match &pinned.merge_group {
+        Some(_) => pinned.base_sha.clone(),
+        None => prgate_scope::git::newest_base(
+            &args.repo,
+            ("the base", &pinned.base_sha),
+            &pinned.base_ref,
+        )?,
+    };
+    if base_sha != pinned.base_sha {
+        eprintln!(
+            "prgate: the base branch {} is at {base_sha}, past GitHub's base.sha {}: planned against it",
+            pinned.base_ref, pinned.base_sha
+        );
+    }
+    let sides = (base_sha.as_str(), pinned.sha.as_str());
     let request = PlanRequest::pinned(&args.repo, sides, &files, pinned.files_truncated)
         .context("the PR's file list")?;
     let mut plan = prgate_scope::plan(&request)?;

@@ -539,13 +539,18 @@ async fn the_start_stage_schedules_around_a_drained_node_and_the_comment_says_so
 /// judges the PR moved on the base branch since it branched.
 fn base_moved_fixture() -> Fixture {
     let fixture = Fixture::new(&Sample { gate: TWO_PAIRS, ..Sample::default() });
+    tighten_main(&fixture);
+    fixture
+}
+
+/// Main tightens alpha's recipe (the working tree stays on the PR).
+fn tighten_main(fixture: &Fixture) {
     fixture.repo.git(&["checkout", "-q", "main"]);
     let recipe = std::fs::read_to_string(fixture.repo.path().join("test/e2e/alpha.toml"))
         .expect("alpha's recipe");
     fixture.repo.write("test/e2e/alpha.toml", &format!("{recipe}\n# stricter\n"));
     fixture.repo.commit("main tightens alpha");
     fixture.repo.git(&["checkout", "-q", "pr"]);
-    fixture
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -600,5 +605,29 @@ async fn the_two_node_stages_schedule_a_pr_whose_base_moved_on_no_node_and_fail_
         assert!(description.contains("base-moved"), "{description}");
         let last = &repo.comment_history.last().expect("a comment").1;
         assert!(last.contains("not started"), "{last}");
+    });
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_base_moved_after_githubs_base_sha_is_read_from_the_checkouts_base_branch() {
+    let fixture = Fixture::new(&Sample { gate: TWO_PAIRS, ..Sample::default() });
+    // GitHub's base.sha is main as the PR last saw it; main moved on after.
+    let (server, github, head) = stand_in(&fixture).await;
+    let stale = fixture.repo.git(&["rev-parse", "main"]).trim().to_owned();
+    tighten_main(&fixture);
+    let child = spawn_ci(&fixture, &server, &head, &[]);
+    let (code, stderr) = tokio::task::spawn_blocking(move || output(child)).await.expect("joined");
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains(&format!("past GitHub's base.sha {stale}")), "{stderr}");
+    let plan: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture.work.path().join("ci/state/plan.json")).expect("plan"),
+    )
+    .expect("JSON");
+    let tip = fixture.repo.git(&["rev-parse", "main"]).trim().to_owned();
+    assert_eq!(plan["base"]["sha"], tip.as_str(), "{plan:#}");
+    github.with(|repo| {
+        let (state, description) = repo.statuses.last().expect("a status");
+        assert_eq!(state, "failure", "{description}");
+        assert!(description.contains("base-moved"), "{description}");
     });
 }
