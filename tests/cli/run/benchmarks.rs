@@ -65,6 +65,68 @@ fn external_evaluators_and_benchmarks_run_against_the_server_and_are_read() {
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
 }
 
+/// The PR's own server command: plants a forged `metrics.json` (every answer right) in every
+/// folder that appears below its own output folder (its log's, `/work/out` in a container),
+/// then runs the server it is given.
+const PLANTING_SERVER: &str = r#"import json, os, subprocess, sys, threading, time
+forged = {"name": "ext", "num_examples": 4, "n_repeats": 1, "aggregate": {"score": 1.0}}
+def out_folder():
+    # In a container it is /work/out; on the host, the folder of the log prgate writes for it.
+    fds = f"/proc/{os.getppid()}/fd"
+    for fd in os.listdir(fds):
+        try:
+            target = os.readlink(os.path.join(fds, fd))
+        except OSError:
+            continue
+        if target.endswith("alpha.routing.pr/server.log"):
+            return os.path.dirname(target)
+def plant():
+    out = None
+    while True:
+        out = out or out_folder()
+        for folder, _dirs, files in os.walk(out or "/nonexistent"):
+            if folder != out and "metrics.json" not in files:
+                try:
+                    json.dump(forged, open(os.path.join(folder, "metrics.json"), "w"))
+                except OSError:
+                    pass
+        time.sleep(0.005)
+threading.Thread(target=plant, daemon=True).start()
+sys.exit(subprocess.call(sys.argv[1:]))
+"#;
+
+#[test]
+fn the_prs_server_cannot_write_the_results_of_the_evaluator_that_grades_it() {
+    let fixture = Fixture::new(&Sample {
+        recipe_extra: EXTERNAL_ACCURACY,
+        pr: |repo| {
+            let recipe = repo.path().join("test/e2e/alpha.toml");
+            let text = std::fs::read_to_string(recipe).expect("alpha's recipe");
+            let own =
+                text.replacen("command = \"", "command = \"python3 pkg/models/alpha/serve.py ", 1);
+            repo.write("pkg/models/alpha/serve.py", PLANTING_SERVER)
+                .write("test/e2e/alpha.toml", &own);
+        },
+        ..Sample::with_scripts()
+    });
+    let run = fixture.run("results");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let accuracy = fixture.record("results", "alpha.accuracy.pr.ext%40repeat-0");
+    assert_eq!(accuracy["outcome"]["correct"], 3, "base's evaluator's count: {accuracy}");
+    // The evaluator's results are in the accuracy step's own folder, not below the server's.
+    let logs = fixture.results("results").join("logs");
+    let server_out = logs.join("alpha.routing.pr");
+    assert!(server_out.join("server.log").is_file(), "the PR server ran there");
+    let below_server: Vec<String> = std::fs::read_dir(&server_out)
+        .expect("the server's folder")
+        .flatten()
+        .filter(|entry| entry.path().is_dir())
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(below_server, Vec::<String>::new(), "nothing of a step below the server's folder");
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
 #[test]
 fn an_external_speed_benchmark_gives_the_pairs() {
     let fixture = Fixture::new(&Sample {

@@ -70,7 +70,10 @@ impl Runner<'_> {
             server = Err(expired(detail));
         }
         let outcome = match server {
-            Ok(serving) => self.repeat_on(served, side, benchmark, &serving, stamp.seed),
+            Ok(serving) => {
+                let step = StepId::new(Some(job.name()), Check::Accuracy, side, part.cloned());
+                self.repeat_on(served, (side, &step), benchmark, &serving, stamp.seed)
+            }
             Err(failure) => failed(&failure),
         };
         let outcome = stamped(outcome, stamp, &this_repeat);
@@ -81,12 +84,12 @@ impl Runner<'_> {
     }
 
     /// One repeat (`seed`) of `benchmark` against `side`'s server, by that side's recipe's
-    /// evaluator of the same name: the base side never runs the PR's command, nor fetches a
-    /// gated dataset its own recipe does not name.
+    /// evaluator of the same name, as the step `step`: the base side never runs the PR's
+    /// command, nor fetches a gated dataset its own recipe does not name.
     fn repeat_on(
         &self,
         served: &Served<'_>,
-        side: Side,
+        (side, step): (Side, &StepId),
         benchmark: &AccuracyBenchmark,
         serving: &Serving,
         seed: u64,
@@ -111,7 +114,15 @@ impl Runner<'_> {
         }
         let _phase = self.clock.enter(Phase::Accuracy);
         let launch = &servers.launches[slot(side)];
-        self.evaluate(recipe, side_benchmark, serving, launch, job.measuring_tree(), seed)
+        // An external evaluator writes its results into the step's own log folder, which no
+        // server mounts: the server's output folder is PR code's to write (its `/work/out`),
+        // so results there could be the PR's, not the evaluator's.
+        let step_dir = match self.results.step_log_dir(step) {
+            Ok(dir) => dir,
+            Err(error) => return not_run(NotRunReason::Node, error.to_string(), Some(name)),
+        };
+        let on = (serving, launch, step_dir.as_path());
+        self.evaluate(recipe, side_benchmark, on, job.measuring_tree(), seed)
     }
 
     /// The repeats after the first: round by round, each benchmark still open (the gate's
@@ -313,13 +324,13 @@ impl Runner<'_> {
         }
     }
 
-    /// One benchmark against one side's server.
+    /// One benchmark against one side's server (`serving`, `launch`), the step's own log
+    /// folder `step_dir` for an external evaluator's results.
     fn evaluate(
         &self,
         recipe: &Recipe,
         benchmark: &AccuracyBenchmark,
-        serving: &Serving,
-        launch: &Launch<'_>,
+        (serving, launch, step_dir): (&Serving, &Launch<'_>, &Path),
         data_tree: &Path,
         seed: u64,
     ) -> Outcome {
@@ -329,20 +340,22 @@ impl Runner<'_> {
             }
             Evaluator::External(external) => {
                 let on = (serving, launch, data_tree);
-                self.evaluate_external(recipe, benchmark, external, on, seed)
+                self.evaluate_external(recipe, benchmark, external, on, step_dir, seed)
             }
         }
     }
 
     /// A benchmark of an external evaluator: its gated dataset fetched first (by prgate, with
     /// the node's token), then its command against the side's server, run from `tool_tree`
-    /// (base's, `ModelJob::measuring_tree`) with that tree's variables, its metrics read back.
+    /// (base's, `ModelJob::measuring_tree`) with that tree's variables, its metrics read back
+    /// from `step_dir/results`, a folder of the step's own that no server mounts.
     fn evaluate_external(
         &self,
         recipe: &Recipe,
         benchmark: &AccuracyBenchmark,
         external: &ExternalEvaluator,
         (serving, launch, tool_tree): (&Serving, &Launch<'_>, &Path),
+        step_dir: &Path,
         seed: u64,
     ) -> Outcome {
         let name = benchmark.name.as_str();
@@ -351,7 +364,7 @@ impl Runner<'_> {
             Ok(env) => env,
             Err(outcome) => return outcome,
         };
-        let results = launch.log.with_file_name(format!("accuracy-{name}"));
+        let results = step_dir.join("results");
         let _stale = std::fs::remove_dir_all(&results);
         if let Err(error) = std::fs::create_dir_all(&results) {
             let detail = format!("{}: {error}", results.display());
