@@ -542,21 +542,33 @@ fn clip(text: &str) -> String {
 /// deselect or rewrite tests, or their report, on the PR side.
 fn is_test_harness(path: &str) -> bool {
     let name = path.rsplit('/').next().unwrap_or(path);
-    matches!(
-        name,
-        "conftest.py"
-            | "pytest.toml"
-            | ".pytest.toml"
-            | "pytest.ini"
-            | ".pytest.ini"
-            | "pyproject.toml"
-            | "setup.cfg"
-            | "tox.ini"
-            | "setup.py"
-            | "sitecustomize.py"
-            | "usercustomize.py"
-    ) || name.ends_with(".pth")
+    // `python -m pytest` runs from the tree's root, which Python puts first on `sys.path`: a
+    // module there, or a package named as pytest or one it imports, replaces the real one.
+    let top = path.split('/').next().unwrap_or(path);
+    let shadows = (!path.contains('/') && name.ends_with(".py"))
+        || (path.contains('/') && SHADOWED_PACKAGES.contains(&top));
+    shadows
+        || matches!(
+            name,
+            "conftest.py"
+                | "pytest.toml"
+                | ".pytest.toml"
+                | "pytest.ini"
+                | ".pytest.ini"
+                | "pyproject.toml"
+                | "setup.cfg"
+                | "tox.ini"
+                | "setup.py"
+                | "sitecustomize.py"
+                | "usercustomize.py"
+        )
+        || name.ends_with(".pth")
 }
+
+/// The packages `python -m pytest` imports as it starts (pytest and its dependencies): one of
+/// these names as a folder at the tree's root is imported in their place.
+const SHADOWED_PACKAGES: [&str; 8] =
+    ["pytest", "_pytest", "pluggy", "py", "iniconfig", "packaging", "tomli", "exceptiongroup"];
 
 #[cfg(test)]
 mod tests {
@@ -578,12 +590,21 @@ mod tests {
             "pkg/sitecustomize.py",
             "usercustomize.py",
             ".prgate-user/lib/python3.12/site-packages/zz.pth",
+            // At the root, first on `sys.path` under `python -m pytest`: pytest itself.
+            "pytest.py",
+            "json.py",
+            "pytest/__main__.py",
+            "_pytest/junitxml.py",
+            "pluggy/__init__.py",
         ] {
             assert!(is_test_harness(path), "{path}");
         }
         for path in [
             "test/unit/alpha/test_layer.py",
             "pkg/setup_helpers.py",
+            "pkg/pytest_helpers.py",
+            "pkg/pytest/plugin.py",
+            "tests/pytest.py",
             "docs/pth.md",
             "docs/pytest.toml.md",
         ] {
