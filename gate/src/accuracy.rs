@@ -123,35 +123,39 @@ pub fn pool(repeats: &[(SideResult<'_>, SideResult<'_>)]) -> Option<Pooled> {
             pr_only: counts.iter().map(|c| c.1).sum(),
             pairs: counts.iter().map(|c| c.2).sum(),
         },
+        // A question base answered and the PR did not counts against the PR: out of the
+        // larger count (a PR cannot lift its rate by dropping the questions it gets wrong).
         None => Pooled::Unpaired {
             base_correct: repeats.iter().map(|(base, _)| base.correct).sum(),
             base_questions: repeats.iter().map(|(base, _)| base.questions).sum(),
             pr_correct: repeats.iter().map(|(_, pr)| pr.correct).sum(),
-            pr_questions: repeats.iter().map(|(_, pr)| pr.questions).sum(),
+            pr_questions: repeats.iter().map(|(base, pr)| pr.questions.max(base.questions)).sum(),
         },
     })
 }
 
-/// The discordant counts of two per-question results over the questions both answered:
-/// (base right and PR wrong, base wrong and PR right, questions in common). `None` when either
-/// side lacks per-question results or they share no question.
+/// The discordant counts of two per-question results over base's questions: (base right and
+/// PR wrong, base wrong and PR right, base's questions). A question base answered that the PR
+/// did not counts as the PR's wrong answer (a PR cannot lift its score by dropping the
+/// questions it gets wrong); one only the PR answered is not judged. `None` when either side
+/// lacks per-question results or they share no question.
 pub fn paired_counts(
     base: Option<&[QuestionResult]>,
     pr: Option<&[QuestionResult]>,
 ) -> Option<(u64, u64, u64)> {
-    let base: BTreeMap<&str, bool> = base?.iter().map(|q| (q.id.as_str(), q.correct)).collect();
-    let (mut base_only, mut pr_only, mut common) = (0, 0, 0);
-    for question in pr? {
-        if let Some(&base_correct) = base.get(question.id.as_str()) {
-            common += 1;
-            match (base_correct, question.correct) {
-                (true, false) => base_only += 1,
-                (false, true) => pr_only += 1,
-                _ => {}
-            }
+    let pr: BTreeMap<&str, bool> = pr?.iter().map(|q| (q.id.as_str(), q.correct)).collect();
+    let (mut base_only, mut pr_only, mut questions, mut common) = (0, 0, 0, 0);
+    for question in base? {
+        questions += 1;
+        let pr_correct = pr.get(question.id.as_str()).copied();
+        common += u64::from(pr_correct.is_some());
+        match (question.correct, pr_correct.unwrap_or(false)) {
+            (true, false) => base_only += 1,
+            (false, true) => pr_only += 1,
+            _ => {}
         }
     }
-    (common > 0).then_some((base_only, pr_only, common))
+    (common > 0).then_some((base_only, pr_only, questions))
 }
 
 impl Pooled {

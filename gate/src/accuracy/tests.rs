@@ -162,3 +162,35 @@ fn repeats_pool_paired_when_every_repeat_pairs_else_as_totals() {
     );
     assert_eq!(pool(&[]), None);
 }
+
+#[test]
+fn a_question_the_pr_did_not_answer_counts_against_it() {
+    let answers = |right: &[bool]| -> Vec<QuestionResult> {
+        right
+            .iter()
+            .enumerate()
+            .map(|(at, correct)| QuestionResult { id: format!("q{at}"), correct: *correct })
+            .collect()
+    };
+    // Base gets 8 of 10; the PR answers only the 6 it gets right and drops the rest.
+    let base = answers(&[true, true, true, true, true, true, true, true, false, false]);
+    let pr = answers(&[true; 6]);
+    assert_eq!(paired_counts(Some(&base), Some(&pr)), Some((2, 0, 10)));
+    // A question only the PR answered is not judged; none in common is no pairing.
+    let extra =
+        [answers(&[true; 6]), vec![QuestionResult { id: "x".into(), correct: true }]].concat();
+    assert_eq!(paired_counts(Some(&base), Some(&extra)), Some((2, 0, 10)));
+    let other = vec![QuestionResult { id: "x".into(), correct: true }];
+    assert_eq!(paired_counts(Some(&base), Some(&other)), None);
+    // Without per-question results: the PR's rate is out of base's count when it has fewer.
+    let side = |questions, correct| SideResult { questions, correct, per_question: None };
+    assert_eq!(
+        pool(&[(side(10, 8), side(6, 6))]),
+        Some(Pooled::Unpaired {
+            base_correct: 8,
+            base_questions: 10,
+            pr_correct: 6,
+            pr_questions: 10
+        })
+    );
+}
