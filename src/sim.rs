@@ -51,6 +51,16 @@ pub(crate) struct SimServerArgs {
     /// Which memory-release API to answer: both, sglang, vllm or none.
     #[arg(long, value_name = "API")]
     memory_api: Option<prgate_sim_server::MemoryApi>,
+    /// Keep the bytes of a fake GPU's memory the server holds in DIR/<pid>-<port>; a load or
+    /// wake that does not fit beside the folder's other live servers under DIR/total fails.
+    #[arg(long, value_name = "DIR")]
+    vram_dir: Option<PathBuf>,
+    /// The bytes of fake GPU memory the server holds once loaded (with --vram-dir).
+    #[arg(long, value_name = "BYTES")]
+    vram_bytes: Option<u64>,
+    /// Answer a memory release as the engines do but keep the memory: a server that lies.
+    #[arg(long)]
+    release_keeps_memory: bool,
     /// Never become ready: 503 for ever.
     #[arg(long)]
     never_healthy: bool,
@@ -123,6 +133,9 @@ impl SimServerArgs {
             startup_delay_ms: self.startup_delay_ms,
             wake_delay_ms: self.wake_delay_ms,
             memory_api: self.memory_api,
+            vram_dir: self.vram_dir.clone(),
+            vram_bytes: self.vram_bytes,
+            release_keeps_memory: self.release_keeps_memory,
             never_healthy: self.never_healthy,
             die_after_requests: self.die_after_requests,
             eos_after_tokens: self.eos_after_tokens,

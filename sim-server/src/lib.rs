@@ -2,8 +2,8 @@
 //! for an SGLang server so the runner, its tests and the demo run without a GPU.
 //!
 //! Its speed (time to first token, time per output token), run-to-run noise, failures (a slow
-//! start, never healthy, dying after some requests, 500s), answer accuracy and monokernel
-//! routing lines come from a [`Profile`]. [`serve`] starts it on a socket and returns a
+//! start, never healthy, dying after some requests, 500s), answer accuracy, monokernel
+//! routing lines and the fake GPU memory it holds (`vram`) come from a [`Profile`]. [`serve`] starts it on a socket and returns a
 //! [`RunningServer`]; [`run`] blocks until it dies, for `prgate sim-server`, whose command line
 //! is the binary's: it maps its flags onto [`Overrides`], which the profile's own checks set. `docs/sim-server.md` is the reference of the profile and the endpoints.
 //! A crate of its own: a test double the runner, its tests and the demo use, never part of
@@ -23,6 +23,7 @@ mod memory;
 mod overrides;
 mod profile;
 pub mod rng;
+mod vram;
 #[cfg(test)]
 mod tests;
 
@@ -50,6 +51,7 @@ pub use profile::{
     Probability, Profile, ProfileError, Range, ZeroToOne,
 };
 use rng::SplitMix64;
+pub use vram::{TOTAL_FILE as VRAM_TOTAL_FILE, VramError};
 
 /// Starts a simulated server on `addr` and returns at once; port 0 binds a free port, which
 /// [`RunningServer::addr`] reports. The server runs until it is stopped, dropped or dies.
@@ -75,7 +77,9 @@ pub fn serve(profile: Profile, addr: SocketAddr) -> Result<RunningServer, SimSer
         }
         None => None,
     };
-    let shared = Arc::new(Shared::new(profile, log));
+    let shared = Arc::new(Shared::new(profile, log, local.port()));
+    // Loading takes the fake GPU's memory, when the profile has one; no room is a failed start.
+    shared.vram.as_ref().map(vram::FakeVram::take).transpose()?;
     shared.log(&format!(
         "[sim-server] listening on http://{local}, model {}, HIP_VISIBLE_DEVICES={}",
         shared.profile.model,
@@ -153,6 +157,9 @@ pub enum SimServerError {
          (die-after-requests)"
     )]
     Died { requests: u64 },
+    /// The fake GPU's memory (`vram-dir`) cannot be taken or written.
+    #[error(transparent)]
+    Vram(#[from] VramError),
 }
 
 impl RunningServer {
@@ -236,6 +243,8 @@ struct Shared {
     died: AtomicBool,
     /// Its GPU memory released (SGLang's release, vLLM's sleep): generation is refused.
     released: AtomicBool,
+    /// Its share of a fake GPU's memory (`vram-dir`).
+    vram: Option<vram::FakeVram>,
     generation_requests: AtomicU64,
     in_flight: Arc<AtomicUsize>,
     /// The `max-concurrency` queue (unbounded without it).
@@ -246,12 +255,13 @@ struct Shared {
 }
 
 impl Shared {
-    fn new(profile: Profile, log: Box<dyn Write + Send>) -> Shared {
+    fn new(profile: Profile, log: Box<dyn Write + Send>, port: u16) -> Shared {
         let created = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |since| since.as_secs());
         let permits =
             profile.max_concurrency.map_or(tokio::sync::Semaphore::MAX_PERMITS, usize::from);
+        let vram = vram::FakeVram::of(&profile, port);
         Shared {
             profile,
             started: Instant::now(),
@@ -262,6 +272,7 @@ impl Shared {
             stop_signal: tokio::sync::watch::Sender::new(false),
             died: AtomicBool::new(false),
             released: AtomicBool::new(false),
+            vram,
             generation_requests: AtomicU64::new(0),
             in_flight: Arc::new(AtomicUsize::new(0)),
             slots: Arc::new(tokio::sync::Semaphore::new(permits)),

@@ -4,9 +4,12 @@
 //! `POST /wake_up` (`200`, empty) and `GET /is_sleeping` (`{"is_sleeping": bool}`). A released
 //! server stays healthy (as both engines' `/health` do) but refuses generation with `503`;
 //! taking the memory back takes the profile's `wake-delay-ms`. Which of them a server answers
-//! is the profile's `memory-api`; one it does not speak is a 404 like any unknown path.
+//! is the profile's `memory-api`; one it does not speak is a 404 like any unknown path. With a
+//! fake GPU (`vram-dir`), a release gives its memory back (unless `release-keeps-memory`: the
+//! server that lies) and a wake takes it again, or answers `500` when the GPU has no room.
 //!
-//! What it leaves to others: serving (the crate's root), deciding when to release (the runner).
+//! What it leaves to others: serving (the crate's root), deciding when to release (the runner),
+//! the fake GPU's files (`crate::vram`).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -59,11 +62,10 @@ pub(super) async fn handle(request: Request<Incoming>, shared: &Arc<Shared>) -> 
             if let Err(message) = sglang_body(&body) {
                 return Ok(bad(400, &message.to_string()));
             }
-            if path == SGLANG_RELEASE {
-                release(shared, "release_memory_occupation");
-            } else if !wake(shared, "resume_memory_occupation").await {
-                return Err(Crash);
+            if path == SGLANG_RESUME {
+                return wake(shared, "resume_memory_occupation", "null").await;
             }
+            release(shared, "release_memory_occupation");
             Ok(respond(200, "null".to_owned()))
         }
         VLLM_SLEEP => {
@@ -75,12 +77,7 @@ pub(super) async fn handle(request: Request<Incoming>, shared: &Arc<Shared>) -> 
             release(shared, &format!("sleep level={level}"));
             Ok(respond(200, String::new()))
         }
-        _ => {
-            if !wake(shared, "wake_up").await {
-                return Err(Crash);
-            }
-            Ok(respond(200, String::new()))
-        }
+        _ => wake(shared, "wake_up", "").await,
     }
 }
 
@@ -105,20 +102,35 @@ fn bad(status: u16, message: &str) -> Response<Body> {
     respond(status, generate::error_json(message, "invalid_request_error", status))
 }
 
+/// Releases the memory; a server whose profile keeps it (`release-keeps-memory`) answers alike
+/// and keeps its fake GPU's memory (`crate::vram`).
 fn release(shared: &Shared, how: &str) {
     shared.released.store(true, Ordering::Release);
-    shared.log(&format!("[sim-server] memory released ({how})"));
+    let kept = match shared.vram.as_ref().map(super::vram::FakeVram::release).transpose() {
+        Ok(kept) => kept.unwrap_or(false),
+        Err(error) => {
+            shared.log(&format!("[sim-server] {error}"));
+            false
+        }
+    };
+    let kept = if kept { ", but keeps its GPU memory (release-keeps-memory)" } else { "" };
+    shared.log(&format!("[sim-server] memory released ({how}){kept}"));
 }
 
-/// Takes the memory back after the profile's wake delay; `false` when the server stopped
-/// meanwhile.
-async fn wake(shared: &Shared, how: &str) -> bool {
+/// Takes the memory back after the profile's wake delay: `200`, or `500` when its fake GPU has
+/// no room (it stays released); `Err` when the server stopped meanwhile.
+async fn wake(shared: &Shared, how: &str, woken: &str) -> Answer {
     if shared.released.load(Ordering::Acquire) {
         if !shared.sleep_until(Instant::now() + shared.profile.wake_delay).await {
-            return false;
+            return Err(Crash);
+        }
+        if let Some(Err(error)) = shared.vram.as_ref().map(super::vram::FakeVram::take) {
+            shared.log(&format!("[sim-server] cannot resume its memory ({how}): {error}"));
+            let message = error.to_string();
+            return Ok(respond(500, generate::error_json(&message, "out_of_memory", 500)));
         }
         shared.released.store(false, Ordering::Release);
         shared.log(&format!("[sim-server] memory resumed ({how})"));
     }
-    true
+    Ok(respond(200, woken.to_owned()))
 }

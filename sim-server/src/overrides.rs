@@ -24,6 +24,10 @@ pub struct Overrides {
     pub startup_delay_ms: Option<f64>,
     pub wake_delay_ms: Option<f64>,
     pub memory_api: Option<MemoryApi>,
+    pub vram_dir: Option<PathBuf>,
+    pub vram_bytes: Option<u64>,
+    /// `true` sets `release-keeps-memory`; `false` leaves it.
+    pub release_keeps_memory: bool,
     /// `true` sets `never-healthy`; `false` leaves it.
     pub never_healthy: bool,
     pub die_after_requests: Option<u64>,
@@ -80,6 +84,9 @@ impl Profile {
         set(millis("startup-delay-ms", given.startup_delay_ms)?, &mut self.startup_delay);
         set(millis("wake-delay-ms", given.wake_delay_ms)?, &mut self.wake_delay);
         set(given.memory_api, &mut self.memory_api);
+        self.vram_dir = given.vram_dir.or(self.vram_dir);
+        set(given.vram_bytes, &mut self.vram_bytes);
+        self.release_keeps_memory |= given.release_keeps_memory;
         self.never_healthy |= given.never_healthy;
         self.die_after_requests = given.die_after_requests.or(self.die_after_requests);
         self.eos_after_tokens = given.eos_after_tokens.or(self.eos_after_tokens);

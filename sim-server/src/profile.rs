@@ -42,6 +42,14 @@ pub struct Profile {
     pub wake_delay: Duration,
     /// Which engine's memory-release API it speaks (`memory-api`).
     pub memory_api: MemoryApi,
+    /// The folder of a fake GPU's memory, where the server keeps what it holds (`vram-dir`,
+    /// `crate::vram`); `None` holds none.
+    pub vram_dir: Option<PathBuf>,
+    /// The bytes of GPU memory it holds once loaded (`vram-bytes`).
+    pub vram_bytes: u64,
+    /// Whether it answers a memory release and keeps its memory (`release-keeps-memory`): a
+    /// server that lies.
+    pub release_keeps_memory: bool,
     /// Whether the server never becomes healthy (`never-healthy`).
     pub never_healthy: bool,
     /// How many generation requests the server answers before the next one kills it
@@ -282,6 +290,9 @@ struct ProfileFile {
     startup_delay_ms: f64,
     wake_delay_ms: f64,
     memory_api: MemoryApi,
+    vram_dir: Option<PathBuf>,
+    vram_bytes: u64,
+    release_keeps_memory: bool,
     never_healthy: bool,
     die_after_requests: Option<u64>,
     eos_after_tokens: Option<usize>,
@@ -306,6 +317,9 @@ impl Default for ProfileFile {
             startup_delay_ms: 0.0,
             wake_delay_ms: 0.0,
             memory_api: MemoryApi::Both,
+            vram_dir: None,
+            vram_bytes: 0,
+            release_keeps_memory: false,
             never_healthy: false,
             die_after_requests: None,
             eos_after_tokens: None,
@@ -336,6 +350,9 @@ impl TryFrom<ProfileFile> for Profile {
             startup_delay: milliseconds("startup-delay-ms", file.startup_delay_ms)?,
             wake_delay: milliseconds("wake-delay-ms", file.wake_delay_ms)?,
             memory_api: file.memory_api,
+            vram_dir: file.vram_dir,
+            vram_bytes: file.vram_bytes,
+            release_keeps_memory: file.release_keeps_memory,
             never_healthy: file.never_healthy,
             die_after_requests: file.die_after_requests,
             eos_after_tokens: file.eos_after_tokens,

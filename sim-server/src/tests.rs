@@ -35,6 +35,9 @@ fn profile_files() {
         startup-delay-ms = 3000
         wake-delay-ms = 500
         memory-api = "vllm"
+        vram-dir = "gpu0"
+        vram-bytes = 1024
+        release-keeps-memory = true
         never-healthy = true
         die-after-requests = 40
         error-rate = 0.1
@@ -53,6 +56,9 @@ fn profile_files() {
         startup_delay: Duration::from_secs(3),
         wake_delay: Duration::from_millis(500),
         memory_api: MemoryApi::Vllm,
+        vram_dir: Some("gpu0".into()),
+        vram_bytes: 1024,
+        release_keeps_memory: true,
         never_healthy: true,
         die_after_requests: Some(40),
         eos_after_tokens: None,
@@ -66,6 +72,7 @@ fn profile_files() {
     assert_eq!(Profile::from_toml_str(toml), Ok(expected.clone()));
     let json = r#"{"model": "qwen", "ttft-ms": 120, "tpot-ms": 2.5, "noise-cv": 0.02, "seed": 7,
         "startup-delay-ms": 3000, "wake-delay-ms": 500, "memory-api": "vllm", "never-healthy": true, "die-after-requests": 40,
+        "vram-dir": "gpu0", "vram-bytes": 1024, "release-keeps-memory": true,
         "error-rate": 0.1, "accuracy": 0.75, "monokernel": true, "log-file": "server.log",
         "max-concurrency": 8}"#;
     assert_eq!(Profile::from_json_str(json), Ok(expected));
@@ -872,6 +879,7 @@ fn generate_streams_the_whole_text_so_far_with_meta_info() {
 }
 
 mod disaggregation;
+mod vram;
 
 #[test]
 fn memory_is_released_and_taken_back_with_either_engines_api() {
