@@ -32,6 +32,7 @@
 
 mod gpu_health;
 mod memory;
+mod reading;
 
 #[cfg(test)]
 mod tests;
@@ -49,7 +50,10 @@ use crate::node::{Gpu, Image, NodeProfile};
 use crate::process::{ChildGroup, Environment, Finished, ProcessSpec};
 
 use gpu_health::{Ecc, GpuProcess};
-use memory::{Listed, Vram};
+use memory::Listed;
+pub(crate) use memory::Vram;
+use reading::GpuVram;
+pub(crate) use reading::{GpuReading, has_free_percent, read_gpu_memory};
 
 /// A tool's output read into the GPUs it lists.
 type ParseListed = fn(&str) -> Result<Listed, memory::OutputError>;
@@ -71,6 +75,10 @@ pub const ROCM_SMI_PIDS: &[&str] = &["--showpids", "--json"];
 pub const ROCM_BIN: &str = "/opt/rocm/bin";
 /// How long a probe command may take unless the caller says otherwise.
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The share of each GPU's memory the preflight asks free, in percent
+/// ([`Thresholds::min_free_vram_percent`]); the run asks the same of a released server's GPUs.
+pub const MIN_FREE_VRAM_PERCENT: u8 = 90;
 
 const GIB: u64 = 1024 * 1024 * 1024;
 
@@ -116,7 +124,7 @@ impl Default for Thresholds {
     /// cache.
     fn default() -> Thresholds {
         Thresholds {
-            min_free_vram_percent: 90,
+            min_free_vram_percent: MIN_FREE_VRAM_PERCENT,
             min_free_work_bytes: 50 * GIB,
             min_free_cache_bytes: 10 * GIB,
         }
@@ -473,21 +481,7 @@ impl Preflight<'_> {
 
     /// Where GPU `gpu`'s memory figures come from: the tool that answered, else sysfs.
     fn gpu_vram(&self, gpu: &Gpu, answers: &GpuAnswers) -> GpuVram {
-        let root = self.probes.root;
-        let from_sysfs = |why: String| match memory::read_sysfs(root, &gpu.render_device) {
-            Ok(vram) => GpuVram::Read(vram, "sysfs"),
-            Err(sysfs) => GpuVram::Unreadable(format!("{why}; sysfs: {sysfs}")),
-        };
-        match &answers.tool {
-            Some((name, listed)) => match listed.get(&gpu.id) {
-                None => {
-                    GpuVram::NotListed(format!("{name} does not list it ({})", list_ids(listed)))
-                }
-                Some(Some(vram)) => GpuVram::Read(*vram, name),
-                Some(None) => from_sysfs(format!("{name} gives no figures")),
-            },
-            None => from_sysfs(answers.tool_errors.join("; ")),
-        }
+        reading::gpu_vram(self.probes.root, gpu, answers.tool.as_ref(), &answers.tool_errors)
     }
 
     /// The problems of GPU `gpu`'s ECC counts, from amd-smi else sysfs: any uncorrectable
@@ -570,12 +564,10 @@ impl Preflight<'_> {
             let problem = "hung before; not asked again".to_owned();
             return Err(CommandError { program: shown, problem, timed_out_after: None });
         }
-        let mut argv = vec![shown.as_str()];
-        argv.extend_from_slice(args);
-        self.probes.commands.run(log, &argv).inspect_err(|error| {
+        reading::run_tool(self.probes.commands, program, log, args).inspect_err(|error| {
             if let Some(timeout) = error.timed_out_after {
                 asked.timeout = timeout;
-                asked.hung.push((shown.clone(), argv.join(" ")));
+                asked.hung.push((shown.clone(), format!("{shown} {}", args.join(" "))));
             }
         })
     }
@@ -583,22 +575,9 @@ impl Preflight<'_> {
     /// The first management tool that answers, with the GPUs it lists; otherwise why each
     /// gave no answer.
     fn ask_tools(&self, asked: &mut Asked) -> (Option<(&'static str, Listed)>, Vec<String>) {
-        let health = self.node.health();
-        let tools: [(&'static str, &Path, &[&str], ParseListed); 2] = [
-            ("amd-smi", health.amd_smi(), AMD_SMI_MEMORY, memory::parse_amd_smi),
-            ("rocm-smi", health.rocm_smi(), ROCM_SMI_MEMORY, memory::parse_rocm_smi),
-        ];
-        let mut errors = Vec::new();
-        for (name, program, args, parse) in tools {
-            match self.ask(asked, program, name, args) {
-                Ok(output) => match parse(&output) {
-                    Ok(listed) => return (Some((name, listed)), errors),
-                    Err(problem) => errors.push(format!("{name}: {problem}")),
-                },
-                Err(error) => errors.push(error.to_string()),
-            }
-        }
-        (None, errors)
+        reading::ask_memory_tools(self.node, |program, log, args| {
+            self.ask(asked, program, log, args)
+        })
     }
 
     /// The processes on the GPUs: from amd-smi, per GPU; else from rocm-smi, on no GPU in
@@ -636,8 +615,7 @@ impl Preflight<'_> {
             return Some(format!("{source} gives it no memory"));
         }
         let free = vram.total.saturating_sub(vram.used);
-        let enough = u128::from(free) * 100 >= u128::from(vram.total) * u128::from(percent);
-        (!enough).then(|| {
+        (!has_free_percent(vram, percent)).then(|| {
             format!(
                 "{} of {} free ({source}); a run needs {percent}% free: is another process using it?",
                 gib(free),
@@ -733,16 +711,6 @@ struct GpuAnswers {
     ecc: Option<(&'static str, BTreeMap<u32, Option<Ecc>>)>,
 }
 
-/// One GPU's memory, as [`Preflight::gpu_vram`] finds it.
-enum GpuVram {
-    /// The tool that answered does not list the GPU: its problem.
-    NotListed(String),
-    /// The figures, and where they come from.
-    Read(Vram, &'static str),
-    /// Why no figures could be read.
-    Unreadable(String),
-}
-
 /// The finding of a GPU whose memory is short (`problem`): leftover memory when amd-smi lists
 /// no process on it, else short memory with who holds it when amd-smi says.
 fn memory_finding(
@@ -790,15 +758,6 @@ fn under_root(root: &Path, path: &Path) -> PathBuf {
     root.join(path.strip_prefix("/").unwrap_or(path))
 }
 
-/// "it lists GPUs 0, 1" or "it lists no GPU".
-fn list_ids(listed: &Listed) -> String {
-    if listed.is_empty() {
-        return "it lists no GPU".to_owned();
-    }
-    let ids: Vec<String> = listed.keys().map(u32::to_string).collect();
-    format!("it lists GPUs {}", ids.join(", "))
-}
-
 /// The space an unprivileged user may still write on `dir`'s file system, read on `dir` or,
 /// when it does not exist yet, its nearest existing ancestor.
 pub(crate) fn free_bytes(dir: &Path) -> Result<u64, FreeSpaceError> {
@@ -833,7 +792,7 @@ fn checkpoint_problem(path: &Path) -> Option<String> {
 }
 
 /// Bytes in GiB with one decimal: `191.7 GiB`.
-fn gib(bytes: u64) -> String {
+pub(crate) fn gib(bytes: u64) -> String {
     let gib = bytes as f64 / GIB as f64;
     format!("{gib:.1} GiB")
 }

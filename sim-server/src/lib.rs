@@ -23,9 +23,9 @@ mod memory;
 mod overrides;
 mod profile;
 pub mod rng;
-mod vram;
 #[cfg(test)]
 mod tests;
+mod vram;
 
 use std::io::{self, Write};
 use std::net::SocketAddr;

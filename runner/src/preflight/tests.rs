@@ -631,3 +631,50 @@ fn one_free_disk_floor_serves_the_work_and_the_cache_directory() {
         assert_eq!(thresholds.min_free_vram_percent, default.min_free_vram_percent);
     }
 }
+
+#[test]
+fn a_reading_of_some_gpus_takes_the_preflights_sources_in_its_order() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let root = dir.path().join("root");
+    let device = root.join("sys/class/drm/renderD152/device");
+    std::fs::create_dir_all(&device).expect("the device folder");
+    std::fs::write(device.join("mem_info_vram_total"), format!("{}\n", 196_592 * MIB))
+        .expect("total");
+    std::fs::write(device.join("mem_info_vram_used"), format!("{}\n", 1_000 * MIB)).expect("used");
+    let profile = format!(
+        "name = \"n\"\nhardware = \"mi300x\"\ncheckpoint-store = \"{tmp}\"\ncache-dir = \"{tmp}\"\nwork-dir = \"{tmp}\"\n[gpus]\nids = [2, 3]\nrender-devices = [\"/dev/dri/renderD144\", \"/dev/dri/renderD152\"]\n[image]\nname = \"i\"\n",
+        tmp = dir.path().display()
+    );
+    let node = NodeProfile::parse(&profile, "node.toml").expect("the profile");
+    let rendered = |answers: &[(&str, &[&str], Answer)], ids: &[u32]| {
+        let mut commands = FakeCommands::default();
+        for (program, args, answer) in answers {
+            commands.answers.insert(command(program, args), answer.clone());
+        }
+        let probes = Probes { commands: &commands, root: &root };
+        read_gpu_memory(&node, probes, ids)
+            .into_iter()
+            .map(|GpuReading { id, memory }| match memory {
+                Ok((vram, source)) => {
+                    format!("{id}: {}/{} MiB ({source})", vram.used / MIB, vram.total / MIB)
+                }
+                Err(problem) => format!("{id}: {problem}"),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+            .replace(&root.display().to_string(), "[root]")
+    };
+    let amd_smi = ("amd-smi", AMD_SMI_MEMORY, Answer::Prints(AMD_SMI_LIST));
+    let rocm_smi = ("rocm-smi", ROCM_SMI_MEMORY, Answer::Prints(ROCM_SMI_VRAM));
+    let broken = ("amd-smi", AMD_SMI_MEMORY, Answer::Fails("exit status: 1"));
+    // amd-smi first; only the GPUs asked, by the node profile's ids.
+    assert_eq!(rendered(&[amd_smi, rocm_smi.clone()], &[3]), "3: 283/196592 MiB (amd-smi)");
+    // rocm-smi when amd-smi gives no answer; sysfs when neither does.
+    assert_eq!(rendered(&[broken.clone(), rocm_smi], &[2]), "2: 283/196592 MiB (rocm-smi)");
+    assert_eq!(rendered(std::slice::from_ref(&broken), &[3]), "3: 1000/196592 MiB (sysfs)");
+    // Nothing to read: each source's problem, never a figure.
+    assert_eq!(
+        rendered(&[broken], &[2, 7]),
+        "2: amd-smi: exit status: 1; rocm-smi: cannot start: No such file or directory (os error 2); sysfs: cannot read [root]/sys/class/drm/renderD144/device/mem_info_vram_total: No such file or directory (os error 2)\n7: the node profile lists no GPU 7"
+    );
+}

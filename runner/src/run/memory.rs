@@ -6,14 +6,20 @@
 //! loaded again when it is needed: the reload design). After a wake, one warm-up request
 //! (not measured) must succeed before the server is used; a wake or warm-up that fails counts
 //! as a server that must be loaded again. A recipe's `server.memory-api` names the API (no
-//! probe), or says `none` (stopped at once, no probe); `probe` is the default.
+//! probe), or says `none` (stopped at once, no probe); `probe` is the default. A `200` to a
+//! release is the server's word only: `freed` reads the GPUs after it ([`ReleaseCheck`]), and a
+//! release that did not give them back does not count.
 //!
 //! What it leaves to others: when to switch (the step loop's `Servers`), the servers'
-//! processes (`super::server`).
+//! processes (`super::server`), the GPUs' memory sources (`crate::preflight`).
+
+mod freed;
 
 use std::time::Duration;
 
 use crate::recipe::memory_api::MemoryApiKey;
+
+pub(super) use freed::{Freed, ReleaseCheck};
 
 /// Which engine's memory API a server answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,10 +1,12 @@
 //! Both sides' servers of one model: started when a step first needs one, both up at once on
 //! disjoint GPUs when the node has room, else one at a time (the other side's stopped, or its
-//! memory released through its memory API, to make room); each start's log window kept for
-//! the routing check, and how the servers shared the node for the GPU-time file.
+//! memory released through its memory API, to make room, a release counting only when a
+//! reading of its GPUs shows them freed); each start's log window kept for the routing check,
+//! and how the servers shared the node for the GPU-time file.
 //!
 //! What it leaves to others: starting and stopping one server (`crate::run::server`), the
-//! memory API (`crate::run::memory`), which steps need a server (`served`).
+//! memory API and the reading after a release (`crate::run::memory`), which steps need a server
+//! (`served`).
 
 use std::time::Duration;
 
@@ -12,14 +14,16 @@ use prgate_gate::evidence::{Check, NotRunReason, Side};
 use prgate_gate::speed::blocks;
 
 use crate::gpu_time::{ServerDesign, ServersUsed};
+use crate::preflight::SystemCommands;
 use crate::recipe::memory_api::MemoryApiKey;
 use crate::recipe::{Recipe, RoutingLogged};
 use crate::results::{EventKind, StepId, event_server, now_ms};
+use crate::run::PreflightMode;
 use crate::run::RunError;
 use crate::run::StepFailure;
 use crate::run::emit::ServerEvents;
 use crate::run::exec::Exec;
-use crate::run::memory::{self, MemoryApi};
+use crate::run::memory::{self, Freed, MemoryApi, ReleaseCheck};
 use crate::run::server::{Launch, LogWindow, RoutingRead, Server};
 use crate::schedule::cost::Layout;
 
@@ -67,6 +71,14 @@ impl<'r> Runner<'r> {
         let keys =
             recipes.each_ref().map(|side| side.as_ref().ok().map(|own| own.server().memory_api));
         let declared = keys.map(|key| key.map_or((None, false), memory::declared));
+        let release_check = match self.request.preflight {
+            PreflightMode::On { root, .. } => ReleaseCheck::Read {
+                node: self.request.inputs.node,
+                root,
+                commands: SystemCommands::new(&self.results.root().join("logs/release-check")),
+            },
+            PreflightMode::Off => ReleaseCheck::Off,
+        };
         Ok(Servers {
             recipe,
             recipes,
@@ -79,6 +91,9 @@ impl<'r> Runner<'r> {
             apis: declared.map(|(api, _)| api),
             no_api: declared.map(|(_, none)| none),
             no_pause: [None, None],
+            release_check,
+            not_freed: [None, None],
+            unread_releases: false,
             paused: [false, false],
             keys,
             loads: [0, 0],
@@ -134,6 +149,14 @@ pub(super) struct Servers<'a> {
     /// Why a side's released server could not be paused: from then on it is stopped to make
     /// room, and loaded again (the blocked design, whose words say why).
     no_pause: [Option<String>; 2],
+    /// How a release is checked: the GPUs read after it, or not (the preflight is off).
+    release_check: ReleaseCheck<'a>,
+    /// Why a side's release did not count (its GPUs still held, or not readable), in the
+    /// design's words: from then on it is stopped to make room, and loaded again.
+    not_freed: [Option<String>; 2],
+    /// Whether a release counted without a reading (the preflight is off), which the design's
+    /// words say.
+    unread_releases: bool,
     /// What each side's recipe says of its memory API (`server.memory-api`); `None` for a side
     /// without a recipe.
     keys: [Option<MemoryApiKey>; 2],
@@ -234,12 +257,13 @@ impl<'a> Servers<'a> {
     }
 
     /// Makes room on the GPUs by the `other` side's server, when it is up: its memory released
-    /// when it speaks an engine's memory API (found by probing at its first release), then the
+    /// when it speaks an engine's memory API (found by probing at its first release) and a
+    /// reading of its GPUs shows the release freed them ([`Servers::not_freed`]), then the
     /// server paused ([`Server::set_paused`]: an idle server does nothing while the other side is
     /// measured, so a PR's server cannot keep the GPUs busy or load base's server then); else
     /// stopped (dropping it lets its GPUs go); a released server that cannot be paused is
-    /// stopped too, and from then on its side is switched by reloads (the blocked design,
-    /// which [`Servers::used`] says).
+    /// stopped too, as is one whose release did not free its GPUs; from then on its side is
+    /// switched by reloads (the blocked design, which [`Servers::used`] says).
     /// A server that has exited is dropped without a probe: a dead server answers no API,
     /// which says nothing of the API its engine speaks.
     fn make_room(&mut self, other: usize) {
@@ -247,7 +271,8 @@ impl<'a> Servers<'a> {
             Slot::Up(mut server)
                 if !server.is_topology()
                     && !self.no_api[other]
-                    && self.no_pause[other].is_none() =>
+                    && self.no_pause[other].is_none()
+                    && self.not_freed[other].is_none() =>
             {
                 if server.exited() {
                     return;
@@ -256,6 +281,12 @@ impl<'a> Servers<'a> {
                 match memory::release(&server.url, self.apis[other]) {
                     Some(api) => {
                         self.apis[other] = Some(api);
+                        // Read before the pause: a paused server cannot finish freeing.
+                        if let Some(why) = self.release_not_freed(other) {
+                            // Dropped: stopped, and loaded again when its side needs it.
+                            self.not_freed[other] = Some(why);
+                            return;
+                        }
                         if let Err(failure) = server.set_paused(true) {
                             // Dropped: stopped, and loaded again when its side needs it.
                             self.no_pause[other] = Some(failure.detail);
@@ -273,6 +304,26 @@ impl<'a> Servers<'a> {
             }
             Slot::Up(_stopped) => {}
             kept => self.slots[other] = kept,
+        }
+    }
+
+    /// Reads the GPUs of the `other` side's server after its release: `None` when the release
+    /// counts (or cannot be read because the preflight is off: counted, and said), else why not,
+    /// in the design's words.
+    fn release_not_freed(&mut self, other: usize) -> Option<String> {
+        let side = if other == 0 { "base" } else { "PR" };
+        match self.release_check.after_release(self.launches[other].gpus) {
+            Freed::Yes => None,
+            Freed::Unread => {
+                self.unread_releases = true;
+                None
+            }
+            Freed::Kept(held) => Some(format!(
+                "the {side} server answered the memory release but kept its GPU memory ({held})"
+            )),
+            Freed::Unreadable(why) => Some(format!(
+                "the {side} server's memory release could not be checked, its GPUs' memory unreadable ({why})"
+            )),
         }
     }
 
@@ -331,11 +382,13 @@ impl<'a> Servers<'a> {
     }
 
     /// The runs of a block: [`blocks::BLOCK_RUNS`] one at a time when a switch reloads a
-    /// server (a side's is known to speak no memory API, or could not be paused while idle,
-    /// or the model is a topology, whose servers are stopped): the blocked design; else one.
+    /// server (a side's is known to speak no memory API, could not be paused while idle, or
+    /// did not free its GPUs at a release, or the model is a topology, whose servers are
+    /// stopped): the blocked design; else one.
     pub(super) fn block_runs(&self) -> usize {
         let reloads = self.no_api.iter().any(|&none| none)
             || self.no_pause.iter().any(Option::is_some)
+            || self.not_freed.iter().any(Option::is_some)
             || self.recipe.topology().is_some();
         if !self.together && reloads { blocks::BLOCK_RUNS } else { 1 }
     }
@@ -381,6 +434,8 @@ impl<'a> Servers<'a> {
                 ),
             };
             (ServerDesign::Blocked, why)
+        } else if let Some(why) = [1, 0].into_iter().find_map(|at| self.not_freed[at].as_deref()) {
+            (ServerDesign::Blocked, format!("{why}, so it is stopped to make room"))
         } else if let Some((at, error)) =
             [1, 0].into_iter().find_map(|at| Some((at, self.no_pause[at].as_deref()?)))
         {
@@ -408,6 +463,11 @@ impl<'a> Servers<'a> {
                 _ => "no switch needed a memory API".to_owned(),
             };
             (design, why)
+        };
+        let why = if self.unread_releases {
+            format!("{why}; no release was checked against the GPUs' memory: the preflight is off")
+        } else {
+            why
         };
         let switches = (loads + wakes).saturating_sub(1);
         Some(ServersUsed { design, loads, wakes, switches, block_runs, why })
