@@ -64,7 +64,8 @@ impl Machine {
     }
 }
 
-fn executable(path: &Path, text: &str) {
+/// Writes `text` to `path` as an executable script.
+pub(crate) fn executable(path: &Path, text: &str) {
     std::fs::write(path, text).expect("a script");
     let mut permissions = std::fs::metadata(path).expect("the script").permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut permissions, 0o755);

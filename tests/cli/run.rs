@@ -24,6 +24,7 @@ mod lifecycle;
 mod node_faults;
 mod secrets;
 mod servers;
+mod vram;
 
 const MANIFEST: &str = r#"[scope]
 models = ["pkg/models/{model}/**", "test/unit/{model}/**", "test/kernels/*_{model}_*.py",
@@ -69,7 +70,8 @@ const ROUTING_PATTERN: &str = r"\[monokernel\] routed";
 
 /// What a test changes in the sample repository, its recipe and the node.
 pub(crate) struct Sample {
-    /// Flags added to every `prgate sim-server` the recipe starts.
+    /// Flags added to every `prgate sim-server` the recipe starts; [`WORK`] in them stands for
+    /// the fixture's work folder.
     pub(crate) server_flags: &'static str,
     /// More keys of the recipe's `[server]` table, one a line.
     pub(crate) server_keys: &'static str,
@@ -129,6 +131,9 @@ impl Default for Sample {
         }
     }
 }
+
+/// What stands for the fixture's work folder in [`Sample::server_flags`].
+pub(crate) const WORK: &str = "{work}";
 
 /// A recipe whose server is the real `prgate sim-server`.
 fn recipe(sample: &Sample) -> String {
@@ -242,6 +247,7 @@ pub(crate) struct Fixture {
 
 impl Fixture {
     pub(crate) fn new(sample: &Sample) -> Fixture {
+        let work = tempfile::tempdir().expect("a temporary directory");
         let repo = Repo::new();
         repo.write("prgate.toml", &format!("{MANIFEST}{}", sample.gate))
             .write("pkg/__init__.py", "")
@@ -252,7 +258,8 @@ impl Fixture {
             .write("test/e2e/test_alpha_serving.py", SERVING_TEST)
             .write("test/e2e/data/alpha.jsonl", &alpha_questions());
         if sample.base_recipe {
-            repo.write("test/e2e/alpha.toml", &recipe(sample));
+            let work = work.path().to_str().expect("UTF-8");
+            repo.write("test/e2e/alpha.toml", &recipe(sample).replace(WORK, work));
         }
         if sample.base_scripts {
             repo.write("test/e2e/fake_sgl_eval.py", FAKE_SGL_EVAL)
@@ -266,7 +273,6 @@ impl Fixture {
         (sample.pr)(&repo);
         repo.commit("pr");
 
-        let work = tempfile::tempdir().expect("a temporary directory");
         let plan =
             prgate(repo.path(), &["plan", "--base", "main", "--head", "pr", "--format", "json"]);
         assert_eq!(plan.code, 0, "{}", plan.stderr);
@@ -311,6 +317,22 @@ impl Fixture {
             "--preflight".to_owned(),
             "off".to_owned(),
         ]
+    }
+
+    /// `prgate run` into `results` with the preflight on, reading the machine under `root`
+    /// (device nodes, sysfs) and no floor of free disk.
+    pub(crate) fn run_with_preflight(&self, results: &str, root: &Path) -> Run {
+        let mut args = self.run_args(results);
+        let at = args.iter().position(|arg| arg == "off").expect("--preflight off");
+        args[at] = "on".to_owned();
+        args.extend([
+            "--preflight-root".to_owned(),
+            root.to_str().expect("UTF-8").to_owned(),
+            "--min-free-disk".to_owned(),
+            "0".to_owned(),
+        ]);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        prgate(self.repo.path(), &args)
     }
 
     /// `prgate run` into the results folder `results`, to its end.

@@ -4,28 +4,13 @@
 
 use super::*;
 
-/// `prgate run` with the preflight on, reading the machine under `root`.
-fn run_with_preflight(fixture: &Fixture, results: &str, root: &Path) -> Run {
-    let mut args = fixture.run_args(results);
-    let at = args.iter().position(|arg| arg == "off").expect("--preflight off");
-    args[at] = "on".to_owned();
-    args.extend([
-        "--preflight-root".to_owned(),
-        root.to_str().expect("UTF-8").to_owned(),
-        "--min-free-disk".to_owned(),
-        "0".to_owned(),
-    ]);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    prgate(fixture.repo.path(), &args)
-}
-
 #[test]
 fn a_node_that_fails_the_preflight_records_why_and_a_mended_node_runs_again() {
     let fixture = Fixture::new(&Sample { gate: TWO_PAIRS, ..Sample::default() });
     // A machine without its GPUs: no render node, no /dev/kfd.
     let bare = fixture.work.path().join("bare-machine");
     std::fs::create_dir_all(&bare).expect("the fake root");
-    let run = run_with_preflight(&fixture, "results", &bare);
+    let run = fixture.run_with_preflight("results", &bare);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let names = evidence_names(&fixture.evidence("results"));
     assert!(!names.is_empty());
@@ -41,7 +26,7 @@ fn a_node_that_fails_the_preflight_records_why_and_a_mended_node_runs_again() {
 
     // The node is mended: its GPU is there, idle. The same results folder runs every step.
     let mended = healthy_machine(&fixture);
-    let run = run_with_preflight(&fixture, "results", &mended);
+    let run = fixture.run_with_preflight("results", &mended);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let tests = fixture.record("results", "alpha.unit-tests.pr");
     assert_eq!(tests["outcome"]["kind"], "tests", "{tests}");
@@ -72,7 +57,7 @@ fn an_empty_checkpoint_folder_stops_its_models_server_steps_until_it_is_filled()
     // The profile lists the checkpoint, but its folder is empty (a copy that never finished).
     let file = fixture.work.path().join("checkpoints/alpha/config.json");
     std::fs::remove_file(&file).expect("an empty checkpoint folder");
-    let run = run_with_preflight(&fixture, "results", &machine);
+    let run = fixture.run_with_preflight("results", &machine);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let server_steps =
         ["alpha.serving-tests.pr", "alpha.routing.pr", "alpha.accuracy.pr", "alpha.speed.both"];
@@ -97,7 +82,7 @@ fn an_empty_checkpoint_folder_stops_its_models_server_steps_until_it_is_filled()
 
     // The copy finishes: the same results folder runs the server steps.
     std::fs::write(&file, "{}\n").expect("the checkpoint");
-    let run = run_with_preflight(&fixture, "results", &machine);
+    let run = fixture.run_with_preflight("results", &machine);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let routing = fixture.record("results", "alpha.routing.pr");
     assert_eq!(routing["outcome"]["routed"], true, "{routing}");

@@ -1,0 +1,225 @@
+//! `prgate run` checks every memory release against the GPUs' memory, on a fake machine whose
+//! `amd-smi` (a script the node profile names, a real process) reads GPU 0's memory from the
+//! simulated servers' fake GPU (`prgate sim-server --vram-dir`, docs/sim-server.md): the
+//! servers hold 180 of its 288 GiB each, so two never fit at once. A PR server that answers
+//! the release and keeps its memory is stopped and loaded again, the design's words say why,
+//! and base's server loads with its memory; an honest server is still switched by its release,
+//! each release read; a reading that cannot be made stops the server.
+
+use super::servers::{server_events, server_loads};
+use super::*;
+
+const GIB: u64 = 1024 * 1024 * 1024;
+
+/// The servers' flags: SGLang's memory API, 180 GiB of the fixture's fake GPU once loaded.
+const ON_THE_FAKE_GPU: &str = "--memory-api sglang --vram-dir {work}/gpu --vram-bytes 193273528320";
+
+/// The fake GPU's size: 288 GiB, an MI355X's.
+const TOTAL: u64 = 288 * GIB;
+
+/// A fake `amd-smi`: `metric --mem-usage --json` of GPU 0, its used memory the sum of what the
+/// live simulated servers in the fake GPU's folder hold (`<pid>-<port>` files) over an idle
+/// GPU's 283 MiB; every memory reading is a line of `readings`. With `answers-once` in the
+/// folder it answers the first reading (the preflight's) and fails from then on. Anything else
+/// it is asked (ECC counts, processes) it does not answer, so the preflight does without.
+const FAKE_AMD_SMI: &str = r#"#!/bin/sh
+gpu='GPU'
+[ "$*" = "metric --mem-usage --json" ] || { echo "amd-smi: not here: $*" >&2; exit 1; }
+echo reading >> "$gpu/readings"
+if [ -e "$gpu/answers-once" ] && [ -e "$gpu/answered" ]; then
+  echo "amd-smi: GPU 0 does not answer" >&2
+  exit 1
+fi
+: > "$gpu/answered"
+used=296747008
+for held in "$gpu"/[0-9]*-[0-9]*; do
+  [ -f "$held" ] || continue
+  name=${held##*/}
+  [ -d "/proc/${name%%-*}" ] || continue
+  used=$((used + $(cat "$held")))
+done
+total=$(cat "$gpu/total")
+printf '[{"gpu": 0, "mem_usage": {"total_vram": {"value": %d, "unit": "MB"}, "used_vram": {"value": %d, "unit": "MB"}}}]\n' \
+  $((total / 1048576)) $((used / 1048576))
+"#;
+
+/// The fake machine: GPU 0's render node and `/dev/kfd` under `root` (no sysfs figures: the
+/// fake `amd-smi` is the one source), and the fake GPU's folder.
+struct FakeGpu {
+    root: PathBuf,
+    dir: PathBuf,
+}
+
+impl FakeGpu {
+    /// The machine for `fixture` (one GPU), its node profile's `[health]` naming the fake
+    /// `amd-smi`; with `answers_once`, a tool that answers the preflight only.
+    fn new(fixture: &Fixture, answers_once: bool) -> FakeGpu {
+        let work = fixture.work.path();
+        let root = work.join("machine");
+        std::fs::create_dir_all(root.join("dev/dri")).expect("dev/dri");
+        std::fs::write(root.join("dev/dri/renderD128"), "").expect("the render node");
+        std::fs::write(root.join("dev/kfd"), "").expect("kfd");
+        let dir = work.join("gpu");
+        std::fs::create_dir_all(&dir).expect("the fake GPU");
+        std::fs::write(dir.join("total"), format!("{TOTAL}\n")).expect("its size");
+        if answers_once {
+            std::fs::write(dir.join("answers-once"), "").expect("the switch");
+        }
+        let bin = work.join("bin");
+        std::fs::create_dir_all(&bin).expect("bin");
+        let script = FAKE_AMD_SMI.replace("'GPU'", &format!("'{}'", dir.display()));
+        crate::node::executable(&bin.join("amd-smi"), &script);
+        let profile = std::fs::read_to_string(&fixture.node).expect("the profile");
+        let table = format!(
+            "\n[health]\namd-smi = \"{}\"\nrocm-smi = \"{}\"\ndir = \"{}\"\n",
+            bin.join("amd-smi").display(),
+            bin.join("rocm-smi-absent").display(),
+            work.join("health").display(),
+        );
+        std::fs::write(&fixture.node, profile + &table).expect("the profile's health table");
+        FakeGpu { root, dir }
+    }
+
+    /// How many times the run read the GPU's memory.
+    fn readings(&self) -> usize {
+        std::fs::read_to_string(self.dir.join("readings")).unwrap_or_default().lines().count()
+    }
+}
+
+/// The fixture on one GPU, its servers on the fake GPU; `pr` is what the PR changes.
+fn on_the_fake_gpu(pr: fn(&crate::support::Repo)) -> Fixture {
+    Fixture::new(&Sample {
+        gate: TWO_PAIRS,
+        gpus: 1,
+        server_flags: ON_THE_FAKE_GPU,
+        pr,
+        ..Sample::default()
+    })
+}
+
+/// The GPU-time file's `servers`.
+fn servers_used(fixture: &Fixture) -> serde_json::Value {
+    let time = std::fs::read_to_string(fixture.results("results").join("gpu-time/alpha.json"))
+        .expect("the GPU-time file");
+    let time: serde_json::Value = serde_json::from_str(&time).expect("JSON");
+    time["servers"].clone()
+}
+
+/// Every record of the run: none may be `not-run` (both sides' servers loaded and served).
+fn assert_every_step_ran(fixture: &Fixture) {
+    for name in evidence_names(&fixture.evidence("results")) {
+        let record = fixture.record("results", name.trim_end_matches(".json"));
+        assert_ne!(record["outcome"]["kind"], "not-run", "{name}: {record}");
+    }
+    for side in ["base", "pr"] {
+        let routing = fixture.record("results", &format!("alpha.routing.{side}"));
+        assert_eq!(routing["outcome"]["routed"], true, "{routing}");
+    }
+}
+
+#[test]
+fn a_pr_server_that_keeps_its_memory_after_the_release_is_stopped_and_base_loads_with_its_own() {
+    // The PR's server command (the PR's to change) answers the release and keeps its 180 GiB.
+    let fixture = on_the_fake_gpu(|repo| {
+        let path = repo.path().join("test/e2e/alpha.toml");
+        let recipe = std::fs::read_to_string(&path).expect("the recipe");
+        let lying = recipe.replace("--vram-bytes", "--release-keeps-memory --vram-bytes");
+        repo.write("test/e2e/alpha.toml", &lying).write("pkg/models/alpha/layer.py", "# faster\n");
+    });
+    let gpu = FakeGpu::new(&fixture, false);
+    let run = fixture.run_with_preflight("results", &gpu.root);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // Its release did not count: stopped, never released again, loaded again when needed.
+    let servers = servers_used(&fixture);
+    assert_eq!(servers["design"], "blocked", "{servers}");
+    let why = servers["why"].as_str().unwrap_or_default();
+    assert!(
+        why.starts_with("the PR server answered the memory release but kept its GPU memory (GPU 0: 180.3 GiB of 288.0 GiB used (amd-smi) "),
+        "{why}"
+    );
+    assert!(
+        why.ends_with(
+            " s after the release, where a released server must leave 90% free), so it is stopped to make room"
+        ),
+        "{why}"
+    );
+    assert!(run.stderr.contains(why), "{}", run.stderr);
+    let released = server_events(&fixture, "results", "server-released");
+    assert!(!released.is_empty(), "base's releases count");
+    assert!(released.iter().all(|(side, _)| side == "base"), "{released:?}");
+    let pr_log = std::fs::read_to_string(
+        fixture.results("results").join("logs/alpha.routing.pr/server.log"),
+    )
+    .expect("the PR server's log");
+    assert_eq!(pr_log.matches("but keeps its GPU memory").count(), 1, "{pr_log}");
+    // Base's server loaded once, beside no PR server holding memory, and every step ran on
+    // both sides; its own honest releases still switch it (woken, never reloaded). Without the
+    // check it loads beside the PR's 180 GiB: out of memory, and every base step a crash.
+    let loads = server_loads(&fixture, "results");
+    assert_eq!(loads[0], ("base".to_owned(), 1), "{loads:?}");
+    assert!(loads[1].1 >= 2, "{loads:?}");
+    assert!(!server_events(&fixture, "results", "server-woken").is_empty());
+    assert_every_step_ran(&fixture);
+    let base_log = std::fs::read_to_string(
+        fixture.results("results").join("logs/alpha.routing.base/server.log"),
+    )
+    .expect("base's server log");
+    assert!(!base_log.contains("out of memory"), "{base_log}");
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+#[test]
+fn an_honest_server_is_still_switched_by_its_release_and_every_release_is_read() {
+    let fixture = on_the_fake_gpu(|repo| {
+        repo.write("pkg/models/alpha/layer.py", "# alpha, faster\n");
+    });
+    let gpu = FakeGpu::new(&fixture, false);
+    let run = fixture.run_with_preflight("results", &gpu.root);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // As without the check (cli run::servers): each side loaded once, switched by wakes.
+    assert_eq!(server_loads(&fixture, "results"), [("base".to_owned(), 1), ("pr".to_owned(), 1)]);
+    let released = server_events(&fixture, "results", "server-released");
+    assert_eq!(released, [("base".to_owned(), 2), ("pr".to_owned(), 3)]);
+    let servers = servers_used(&fixture);
+    assert_eq!(servers["design"], "sglang", "{servers}");
+    assert_eq!(servers["why"], "the base server answered that memory API", "{servers}");
+    assert!(
+        run.stderr.contains("switched by SGLang's memory release and resume"),
+        "{}",
+        run.stderr
+    );
+    // The GPU read once by the preflight, and once after each release (freed at once).
+    assert_eq!(gpu.readings(), 1 + 5);
+    assert_every_step_ran(&fixture);
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+#[test]
+fn a_release_whose_memory_cannot_be_read_stops_the_server() {
+    // The tool answers the preflight, then no more; the machine has no sysfs figures.
+    let fixture = on_the_fake_gpu(|repo| {
+        repo.write("pkg/models/alpha/layer.py", "# alpha, faster\n");
+    });
+    let gpu = FakeGpu::new(&fixture, true);
+    let run = fixture.run_with_preflight("results", &gpu.root);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let servers = servers_used(&fixture);
+    assert_eq!(servers["design"], "blocked", "{servers}");
+    let why = servers["why"].as_str().unwrap_or_default();
+    assert!(
+        why.starts_with("the PR server's memory release could not be checked, its GPUs' memory unreadable (GPU 0: "),
+        "{why}"
+    );
+    assert!(why.contains("amd-smi: GPU 0 does not answer"), "{why}");
+    assert!(why.contains("sysfs: cannot read"), "{why}");
+    assert!(why.ends_with("), so it is stopped to make room"), "{why}");
+    // Neither side's release counted: each is stopped at its first, and loaded again.
+    assert_eq!(
+        server_events(&fixture, "results", "server-released"),
+        Vec::<(String, usize)>::new()
+    );
+    let loads = server_loads(&fixture, "results");
+    assert!(loads.iter().all(|(_, loads)| *loads >= 2), "{loads:?}");
+    assert_every_step_ran(&fixture);
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
