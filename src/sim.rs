@@ -61,6 +61,10 @@ pub(crate) struct SimServerArgs {
     /// Answer a memory release as the engines do but keep the memory: a server that lies.
     #[arg(long)]
     release_keeps_memory: bool,
+    /// Take the memory back this long after a release, unless paused by then: a server that
+    /// lies later.
+    #[arg(long, value_name = "MS")]
+    retake_memory_after_ms: Option<f64>,
     /// Never become ready: 503 for ever.
     #[arg(long)]
     never_healthy: bool,
@@ -136,6 +140,7 @@ impl SimServerArgs {
             vram_dir: self.vram_dir.clone(),
             vram_bytes: self.vram_bytes,
             release_keeps_memory: self.release_keeps_memory,
+            retake_memory_after_ms: self.retake_memory_after_ms,
             never_healthy: self.never_healthy,
             die_after_requests: self.die_after_requests,
             eos_after_tokens: self.eos_after_tokens,

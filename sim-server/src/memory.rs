@@ -6,7 +6,8 @@
 //! taking the memory back takes the profile's `wake-delay-ms`. Which of them a server answers
 //! is the profile's `memory-api`; one it does not speak is a 404 like any unknown path. With a
 //! fake GPU (`vram-dir`), a release gives its memory back (unless `release-keeps-memory`: the
-//! server that lies) and a wake takes it again, or answers `500` when the GPU has no room.
+//! server that lies; `retake-memory-after-ms` takes it back later, unless the server is paused
+//! by then) and a wake takes it again, or answers `500` when the GPU has no room.
 //!
 //! What it leaves to others: serving (the crate's root), deciding when to release (the runner),
 //! the fake GPU's files (`crate::vram`).
@@ -103,8 +104,9 @@ fn bad(status: u16, message: &str) -> Response<Body> {
 }
 
 /// Releases the memory; a server whose profile keeps it (`release-keeps-memory`) answers alike
-/// and keeps its fake GPU's memory (`crate::vram`).
-fn release(shared: &Shared, how: &str) {
+/// and keeps its fake GPU's memory (`crate::vram`), and one that takes it back later
+/// (`retake-memory-after-ms`) does so unless it is paused by then.
+fn release(shared: &Arc<Shared>, how: &str) {
     shared.released.store(true, Ordering::Release);
     let kept = match shared.vram.as_ref().map(super::vram::FakeVram::release).transpose() {
         Ok(kept) => kept.unwrap_or(false),
@@ -115,6 +117,20 @@ fn release(shared: &Shared, how: &str) {
     };
     let kept = if kept { ", but keeps its GPU memory (release-keeps-memory)" } else { "" };
     shared.log(&format!("[sim-server] memory released ({how}){kept}"));
+    if let Some(delay) = shared.profile.retake_memory_after {
+        let shared = Arc::clone(shared);
+        tokio::spawn(async move {
+            let still_released = shared.sleep_until(Instant::now() + delay).await
+                && shared.released.load(Ordering::Acquire);
+            if let Some(vram) = shared.vram.as_ref().filter(|_| still_released) {
+                let taken =
+                    vram.take().map_or_else(|error| error.to_string(), |()| "done".to_owned());
+                shared.log(&format!(
+                    "[sim-server] takes its GPU memory back unasked (retake-memory-after-ms): {taken}"
+                ));
+            }
+        });
+    }
 }
 
 /// Takes the memory back after the profile's wake delay: `200`, or `500` when its fake GPU has

@@ -28,6 +28,7 @@ pub struct Overrides {
     pub vram_bytes: Option<u64>,
     /// `true` sets `release-keeps-memory`; `false` leaves it.
     pub release_keeps_memory: bool,
+    pub retake_memory_after_ms: Option<f64>,
     /// `true` sets `never-healthy`; `false` leaves it.
     pub never_healthy: bool,
     pub die_after_requests: Option<u64>,
@@ -87,6 +88,8 @@ impl Profile {
         self.vram_dir = given.vram_dir.or(self.vram_dir);
         set(given.vram_bytes, &mut self.vram_bytes);
         self.release_keeps_memory |= given.release_keeps_memory;
+        let retake = millis("retake-memory-after-ms", given.retake_memory_after_ms)?;
+        self.retake_memory_after = retake.or(self.retake_memory_after);
         self.never_healthy |= given.never_healthy;
         self.die_after_requests = given.die_after_requests.or(self.die_after_requests);
         self.eos_after_tokens = given.eos_after_tokens.or(self.eos_after_tokens);

@@ -50,6 +50,9 @@ pub struct Profile {
     /// Whether it answers a memory release and keeps its memory (`release-keeps-memory`): a
     /// server that lies.
     pub release_keeps_memory: bool,
+    /// How long after a release it takes its memory back unasked, unless it is paused by then
+    /// (`retake-memory-after-ms`): a server that lies later; `None` never does.
+    pub retake_memory_after: Option<Duration>,
     /// Whether the server never becomes healthy (`never-healthy`).
     pub never_healthy: bool,
     /// How many generation requests the server answers before the next one kills it
@@ -293,6 +296,7 @@ struct ProfileFile {
     vram_dir: Option<PathBuf>,
     vram_bytes: u64,
     release_keeps_memory: bool,
+    retake_memory_after_ms: Option<f64>,
     never_healthy: bool,
     die_after_requests: Option<u64>,
     eos_after_tokens: Option<usize>,
@@ -320,6 +324,7 @@ impl Default for ProfileFile {
             vram_dir: None,
             vram_bytes: 0,
             release_keeps_memory: false,
+            retake_memory_after_ms: None,
             never_healthy: false,
             die_after_requests: None,
             eos_after_tokens: None,
@@ -353,6 +358,10 @@ impl TryFrom<ProfileFile> for Profile {
             vram_dir: file.vram_dir,
             vram_bytes: file.vram_bytes,
             release_keeps_memory: file.release_keeps_memory,
+            retake_memory_after: file
+                .retake_memory_after_ms
+                .map(|ms| milliseconds("retake-memory-after-ms", ms))
+                .transpose()?,
             never_healthy: file.never_healthy,
             die_after_requests: file.die_after_requests,
             eos_after_tokens: file.eos_after_tokens,

@@ -5,7 +5,8 @@
 //! that folder named `<pid>-<port>`, written whole (a temporary file renamed): `vram-bytes` from
 //! its load on, `0` while its memory is released, and `vram-bytes` again once it is woken. A
 //! server with `release-keeps-memory` answers the release as the engines do and keeps its
-//! memory (its file does not change): the server that lies. When the folder has a file `total`
+//! memory (its file does not change): the server that lies; one with `retake-memory-after-ms`
+//! gives it back and takes it again that long after (`memory`). When the folder has a file `total`
 //! (bytes), a load or a wake that does not fit beside what the folder's other live servers hold
 //! fails, as a real GPU's out-of-memory does; a server is live while its process runs
 //! (`/proc/<pid>`), so a killed server's memory is free, as the driver frees it. A stopped

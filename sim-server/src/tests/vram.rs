@@ -60,3 +60,23 @@ fn a_server_holds_its_memory_until_it_releases_it_unless_it_lies() {
     assert_eq!(client.post("/resume_memory_occupation", &json!({})).0, 200);
     assert_eq!(held(dir.path(), &honest), Some(100 * GIB));
 }
+
+#[test]
+fn a_server_that_lies_later_takes_its_memory_back_after_a_release() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let profile = Profile {
+        vram_dir: Some(dir.path().to_owned()),
+        vram_bytes: 100 * GIB,
+        retake_memory_after: Some(Duration::from_millis(200)),
+        ..fast()
+    };
+    let server = start(profile);
+    let client = Client::new(&server);
+    assert_eq!(client.post("/release_memory_occupation", &json!({})).0, 200);
+    assert_eq!(held(dir.path(), &server), Some(0), "given back at its release");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while held(dir.path(), &server) == Some(0) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(held(dir.path(), &server), Some(100 * GIB), "taken back unasked");
+}

@@ -3,8 +3,9 @@
 //! simulated servers' fake GPU (`prgate sim-server --vram-dir`, docs/sim-server.md): the
 //! servers hold 180 of its 288 GiB each, so two never fit at once. A PR server that answers
 //! the release and keeps its memory is stopped and loaded again, the design's words say why,
-//! and base's server loads with its memory; an honest server is still switched by its release,
-//! each release read; a reading that cannot be made stops the server.
+//! and base's server loads with its memory; so is one that frees its memory for the reading and
+//! takes it back before its pause; an honest server is still switched by its release, each
+//! release read before and after its pause; a reading that cannot be made stops the server.
 
 use super::servers::{server_events, server_loads};
 use super::*;
@@ -20,7 +21,8 @@ const TOTAL: u64 = 288 * GIB;
 /// A fake `amd-smi`: `metric --mem-usage --json` of GPU 0, its used memory the sum of what the
 /// live simulated servers in the fake GPU's folder hold (`<pid>-<port>` files) over an idle
 /// GPU's 283 MiB; every memory reading is a line of `readings`. With `answers-once` in the
-/// folder it answers the first reading (the preflight's) and fails from then on. Anything else
+/// folder it answers the first reading (the preflight's) and fails from then on; with `slow`,
+/// it takes that many seconds to exit after it has read the memory (a slow tool). Anything else
 /// it is asked (ECC counts, processes) it does not answer, so the preflight does without.
 const FAKE_AMD_SMI: &str = r#"#!/bin/sh
 gpu='GPU'
@@ -41,6 +43,7 @@ done
 total=$(cat "$gpu/total")
 printf '[{"gpu": 0, "mem_usage": {"total_vram": {"value": %d, "unit": "MB"}, "used_vram": {"value": %d, "unit": "MB"}}}]\n' \
   $((total / 1048576)) $((used / 1048576))
+if [ -e "$gpu/slow" ]; then sleep "$(cat "$gpu/slow")"; fi
 "#;
 
 /// The fake machine: GPU 0's render node and `/dev/kfd` under `root` (no sysfs figures: the
@@ -188,8 +191,45 @@ fn an_honest_server_is_still_switched_by_its_release_and_every_release_is_read()
         "{}",
         run.stderr
     );
-    // The GPU read once by the preflight, and once after each release (freed at once).
-    assert_eq!(gpu.readings(), 1 + 5);
+    // The GPU read once by the preflight, and twice a release: after it (freed at once) and
+    // once the server is paused.
+    assert_eq!(gpu.readings(), 1 + 2 * 5);
+    assert_every_step_ran(&fixture);
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+#[test]
+fn a_pr_server_that_takes_its_memory_back_before_its_pause_is_stopped() {
+    // The PR's server gives its memory back for the reading and takes it again a second later;
+    // the tool takes 3 s to exit after it has read the memory, so the server is paused after
+    // it took the memory back: only the reading once it is paused sees it.
+    let fixture = on_the_fake_gpu(|repo| {
+        let path = repo.path().join("test/e2e/alpha.toml");
+        let recipe = std::fs::read_to_string(&path).expect("the recipe");
+        let lying = recipe.replace("--vram-bytes", "--retake-memory-after-ms 1000 --vram-bytes");
+        repo.write("test/e2e/alpha.toml", &lying).write("pkg/models/alpha/layer.py", "# faster\n");
+    });
+    let gpu = FakeGpu::new(&fixture, false);
+    std::fs::write(gpu.dir.join("slow"), "3\n").expect("a slow tool");
+    let run = fixture.run_with_preflight("results", &gpu.root);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let servers = servers_used(&fixture);
+    assert_eq!(servers["design"], "blocked", "{servers}");
+    let why = servers["why"].as_str().unwrap_or_default();
+    assert_eq!(
+        why,
+        "the PR server took its GPU memory back after its release (GPU 0: 180.3 GiB of 288.0 GiB used (amd-smi) once it was paused, where a released server must leave 90% free), so it is stopped to make room"
+    );
+    let pr_log = std::fs::read_to_string(
+        fixture.results("results").join("logs/alpha.routing.pr/server.log"),
+    )
+    .expect("the PR server's log");
+    assert!(
+        pr_log.contains("takes its GPU memory back unasked (retake-memory-after-ms): done"),
+        "{pr_log}"
+    );
+    // Base's server loaded once, beside no PR server holding memory; every step ran.
+    assert_eq!(server_loads(&fixture, "results")[0], ("base".to_owned(), 1));
     assert_every_step_ran(&fixture);
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
 }

@@ -6,11 +6,13 @@
 //! holds with the preflight's sources ([`crate::preflight::read_gpu_memory`]: `amd-smi`, else
 //! `rocm-smi`, else sysfs under the preflight's root), and the release counts only when each
 //! of them has [`MIN_FREE_AFTER_RELEASE_PERCENT`] of its memory free within [`RELEASE_SETTLE`].
-//! A release that does not count is no release: the step loop stops the server instead, and
-//! from then on switches that side by reloads ([`Freed::Kept`]). A reading that cannot be made
-//! (no tool answers and sysfs has no figures) fails closed the same way ([`Freed::Unreadable`]):
-//! a stop and a reload cost minutes, a base server loaded beside a PR's that kept its memory
-//! costs the verdict.
+//! Once a released server is paused (frozen: it can take nothing back), its GPUs are read once
+//! more ([`ReleaseCheck::once_paused`]), so that a server that frees its memory for the reading
+//! and takes it back before its pause is caught too. A release that does not count is no
+//! release: the step loop stops the server instead, and from then on switches that side by
+//! reloads ([`Freed::Kept`]). A reading that cannot be made (no tool answers and sysfs has no
+//! figures) fails closed the same way ([`Freed::Unreadable`]): a stop and a reload cost
+//! minutes, a base server loaded beside a PR's that kept its memory costs the verdict.
 //!
 //! With the preflight off ([`crate::run::PreflightMode::Off`]: a machine without GPUs, the
 //! tests and the demo) no GPU is read, so no release is checked ([`Freed::Unread`]); the run's
@@ -77,26 +79,61 @@ impl ReleaseCheck<'_> {
     /// Reads GPUs `gpus` (a released server's) until they are freed or [`RELEASE_SETTLE`] has
     /// passed; one reading when the release freed them at once, or when none can be made.
     pub(in crate::run) fn after_release(&self, gpus: &[u32]) -> Freed {
+        self.read(gpus, Moment::AfterRelease)
+    }
+
+    /// Reads GPUs `gpus` once more, their released server paused since [`Self::after_release`]
+    /// found them freed: a paused server changes nothing, so there is nothing to wait for.
+    pub(in crate::run) fn once_paused(&self, gpus: &[u32]) -> Freed {
+        self.read(gpus, Moment::OncePaused)
+    }
+
+    fn read(&self, gpus: &[u32], moment: Moment) -> Freed {
         let ReleaseCheck::Read { node, root, commands } = self else {
             return Freed::Unread;
         };
         let probes = Probes { commands, root };
-        settle(|| read_gpu_memory(node, probes, gpus), RELEASE_SETTLE, READING_INTERVAL)
+        let within = match moment {
+            Moment::AfterRelease => RELEASE_SETTLE,
+            Moment::OncePaused => Duration::ZERO,
+        };
+        let read = || read_gpu_memory(node, probes, gpus);
+        settle(read, moment, Wait { within, every: READING_INTERVAL })
     }
 }
 
-/// Readings from `read` until one judges the GPUs freed, one cannot be made, or `within` has
-/// passed (then the last one's GPUs are [`Freed::Kept`]), `every` apart.
-fn settle(mut read: impl FnMut() -> Vec<GpuReading>, within: Duration, every: Duration) -> Freed {
+/// When GPUs are read: after a release, or once its server is paused.
+#[derive(Debug, Clone, Copy)]
+enum Moment {
+    AfterRelease,
+    OncePaused,
+}
+
+/// How long GPUs still held are read again (`within`), and how far apart (`every`).
+#[derive(Debug, Clone, Copy)]
+struct Wait {
+    within: Duration,
+    every: Duration,
+}
+
+/// Readings from `read` until one judges the GPUs freed, one cannot be made, or `wait` has
+/// passed (then the last one's GPUs are [`Freed::Kept`] at `moment`).
+fn settle(mut read: impl FnMut() -> Vec<GpuReading>, moment: Moment, wait: Wait) -> Freed {
+    let Wait { within, every } = wait;
     let began = Instant::now();
     loop {
         match judge(&read()) {
             Judged::Freed => return Freed::Yes,
             Judged::Unreadable(why) => return Freed::Unreadable(why),
             Judged::Held(held) if began.elapsed() >= within => {
-                let waited = began.elapsed().as_secs();
+                let when = match moment {
+                    Moment::AfterRelease => {
+                        format!("{} s after the release", began.elapsed().as_secs())
+                    }
+                    Moment::OncePaused => "once it was paused".to_owned(),
+                };
                 return Freed::Kept(format!(
-                    "{held} {waited} s after the release, where a released server must leave {MIN_FREE_AFTER_RELEASE_PERCENT}% free"
+                    "{held} {when}, where a released server must leave {MIN_FREE_AFTER_RELEASE_PERCENT}% free"
                 ));
             }
             Judged::Held(_) => std::thread::sleep(every),
@@ -185,7 +222,7 @@ mod tests {
     }
 
     #[test]
-    fn held_gpus_are_read_again_until_the_settle_time_and_an_unreadable_reading_is_final() {
+    fn held_gpus_are_read_again_after_a_release_once_after_its_pause_and_unreadable_is_final() {
         let reads = Cell::new(0);
         // Freed on the third reading: a release the device took a moment to show.
         let freed_late = || {
@@ -193,14 +230,16 @@ mod tests {
             vec![used(0, if reads.get() < 3 { 90 * GIB } else { 0 })]
         };
         let minute = Duration::from_secs(60);
-        assert_eq!(settle(freed_late, minute, Duration::ZERO), Freed::Yes);
+        let wait = Wait { within: minute, every: Duration::ZERO };
+        assert_eq!(settle(freed_late, Moment::AfterRelease, wait), Freed::Yes);
         assert_eq!(reads.replace(0), 3);
         // Held throughout: kept, once the settle time has passed.
         let held = || {
             reads.set(reads.get() + 1);
             vec![used(0, 90 * GIB)]
         };
-        let kept = settle(held, Duration::from_millis(30), Duration::from_millis(10));
+        let wait = Wait { within: Duration::from_millis(30), every: Duration::from_millis(10) };
+        let kept = settle(held, Moment::AfterRelease, wait);
         assert_eq!(
             kept,
             Freed::Kept(
@@ -209,12 +248,23 @@ mod tests {
             )
         );
         assert!(reads.replace(0) >= 2);
+        // Once paused: one reading, never waited for (a paused server changes nothing).
+        let wait = Wait { within: Duration::ZERO, every: minute };
+        let kept = settle(held, Moment::OncePaused, wait);
+        assert_eq!(
+            kept,
+            Freed::Kept(
+                "GPU 0: 90.0 GiB of 100.0 GiB used (amd-smi) once it was paused, where a released server must leave 90% free"
+                    .to_owned()
+            )
+        );
+        assert_eq!(reads.replace(0), 1);
         // Unreadable: final at once, never waited for.
         let broken = || {
             reads.set(reads.get() + 1);
             vec![unreadable(0, "amd-smi: exit status: 1")]
         };
-        let found = settle(broken, minute, minute);
+        let found = settle(broken, Moment::AfterRelease, Wait { within: minute, every: minute });
         assert_eq!(found, Freed::Unreadable("GPU 0: amd-smi: exit status: 1".to_owned()));
         assert_eq!(reads.get(), 1);
     }

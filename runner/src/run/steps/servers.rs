@@ -257,9 +257,9 @@ impl<'a> Servers<'a> {
     }
 
     /// Makes room on the GPUs by the `other` side's server, when it is up: its memory released
-    /// when it speaks an engine's memory API (found by probing at its first release) and a
-    /// reading of its GPUs shows the release freed them ([`Servers::not_freed`]), then the
-    /// server paused ([`Server::set_paused`]: an idle server does nothing while the other side is
+    /// when it speaks an engine's memory API (found by probing at its first release), and the
+    /// server paused once readings of its GPUs show the release freed them
+    /// ([`Servers::freed_and_paused`]: an idle server does nothing while the other side is
     /// measured, so a PR's server cannot keep the GPUs busy or load base's server then); else
     /// stopped (dropping it lets its GPUs go); a released server that cannot be paused is
     /// stopped too, as is one whose release did not free its GPUs; from then on its side is
@@ -278,28 +278,17 @@ impl<'a> Servers<'a> {
                     return;
                 }
                 let began = now_ms();
-                match memory::release(&server.url, self.apis[other]) {
-                    Some(api) => {
-                        self.apis[other] = Some(api);
-                        // Read before the pause: a paused server cannot finish freeing.
-                        if let Some(why) = self.release_not_freed(other) {
-                            // Dropped: stopped, and loaded again when its side needs it.
-                            self.not_freed[other] = Some(why);
-                            return;
-                        }
-                        if let Err(failure) = server.set_paused(true) {
-                            // Dropped: stopped, and loaded again when its side needs it.
-                            self.no_pause[other] = Some(failure.detail);
-                            return;
-                        }
-                        let model = Some(self.model.as_str());
-                        let side = if other == 0 { Side::Base } else { Side::Pr };
-                        let event =
-                            event_server(EventKind::ServerReleased, model, side, began, None);
-                        self.events.emit(&event);
-                        self.slots[other] = Slot::Released(server);
-                    }
-                    None => self.no_api[other] = true,
+                let Some(api) = memory::release(&server.url, self.apis[other]) else {
+                    self.no_api[other] = true;
+                    return;
+                };
+                self.apis[other] = Some(api);
+                if let Some(server) = self.freed_and_paused(other, server) {
+                    let model = Some(self.model.as_str());
+                    let side = if other == 0 { Side::Base } else { Side::Pr };
+                    let event = event_server(EventKind::ServerReleased, model, side, began, None);
+                    self.events.emit(&event);
+                    self.slots[other] = Slot::Released(server);
                 }
             }
             Slot::Up(_stopped) => {}
@@ -307,20 +296,46 @@ impl<'a> Servers<'a> {
         }
     }
 
-    /// Reads the GPUs of the `other` side's server after its release: `None` when the release
-    /// counts (or cannot be read because the preflight is off: counted, and said), else why not,
-    /// in the design's words.
-    fn release_not_freed(&mut self, other: usize) -> Option<String> {
+    /// The `other` side's released server, paused, when its release freed its GPUs: they are
+    /// read before the pause (a paused server cannot finish freeing) and once more after it (a
+    /// frozen server takes nothing back, so a server that freed its memory for the first reading
+    /// and took it back before its pause is caught). `None` when the release did not count or
+    /// the server could not be paused: the server is dropped (stopped, and loaded again when its
+    /// side needs it), and why is kept for the design's words.
+    fn freed_and_paused(&mut self, other: usize, mut server: Server) -> Option<Server> {
+        let gpus = self.launches[other].gpus;
+        let found = self.release_check.after_release(gpus);
+        let kept = "answered the memory release but kept its GPU memory";
+        if let Some(why) = self.not_freed_words(other, found, kept) {
+            self.not_freed[other] = Some(why);
+            return None;
+        }
+        if let Err(failure) = server.set_paused(true) {
+            self.no_pause[other] = Some(failure.detail);
+            return None;
+        }
+        let found = self.release_check.once_paused(gpus);
+        let took_back = "took its GPU memory back after its release";
+        if let Some(why) = self.not_freed_words(other, found, took_back) {
+            self.not_freed[other] = Some(why);
+            return None;
+        }
+        Some(server)
+    }
+
+    /// What a reading of the `other` side's GPUs after its release (`found`) says in the
+    /// design's words: `None` when the release counts (or the GPUs are not read because the
+    /// preflight is off: counted, and said), else why not (`kept` says what the server did
+    /// when its GPUs were still held).
+    fn not_freed_words(&mut self, other: usize, found: Freed, kept: &str) -> Option<String> {
         let side = if other == 0 { "base" } else { "PR" };
-        match self.release_check.after_release(self.launches[other].gpus) {
+        match found {
             Freed::Yes => None,
             Freed::Unread => {
                 self.unread_releases = true;
                 None
             }
-            Freed::Kept(held) => Some(format!(
-                "the {side} server answered the memory release but kept its GPU memory ({held})"
-            )),
+            Freed::Kept(held) => Some(format!("the {side} server {kept} ({held})")),
             Freed::Unreadable(why) => Some(format!(
                 "the {side} server's memory release could not be checked, its GPUs' memory unreadable ({why})"
             )),
