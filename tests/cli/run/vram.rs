@@ -46,6 +46,17 @@ printf '[{"gpu": 0, "mem_usage": {"total_vram": {"value": %d, "unit": "MB"}, "us
 if [ -e "$gpu/slow" ]; then sleep "$(cat "$gpu/slow")"; fi
 "#;
 
+/// What the fake `amd-smi` does besides reading the memory.
+#[derive(Debug, Clone, Copy)]
+enum Tool {
+    /// Answers every reading at once.
+    Answers,
+    /// Answers the first reading (the preflight's) and fails from then on.
+    AnswersOnce,
+    /// Takes this many seconds to exit after it has read the memory.
+    SlowBy(u32),
+}
+
 /// The fake machine: GPU 0's render node and `/dev/kfd` under `root` (no sysfs figures: the
 /// fake `amd-smi` is the one source), and the fake GPU's folder.
 struct FakeGpu {
@@ -55,8 +66,8 @@ struct FakeGpu {
 
 impl FakeGpu {
     /// The machine for `fixture` (one GPU), its node profile's `[health]` naming the fake
-    /// `amd-smi`; with `answers_once`, a tool that answers the preflight only.
-    fn new(fixture: &Fixture, answers_once: bool) -> FakeGpu {
+    /// `amd-smi`, which does what `tool` says.
+    fn new(fixture: &Fixture, tool: Tool) -> FakeGpu {
         let work = fixture.work.path();
         let root = work.join("machine");
         std::fs::create_dir_all(root.join("dev/dri")).expect("dev/dri");
@@ -65,8 +76,12 @@ impl FakeGpu {
         let dir = work.join("gpu");
         std::fs::create_dir_all(&dir).expect("the fake GPU");
         std::fs::write(dir.join("total"), format!("{TOTAL}\n")).expect("its size");
-        if answers_once {
-            std::fs::write(dir.join("answers-once"), "").expect("the switch");
+        match tool {
+            Tool::Answers => {}
+            Tool::AnswersOnce => std::fs::write(dir.join("answers-once"), "").expect("the switch"),
+            Tool::SlowBy(seconds) => {
+                std::fs::write(dir.join("slow"), format!("{seconds}\n")).expect("the switch");
+            }
         }
         let bin = work.join("bin");
         std::fs::create_dir_all(&bin).expect("bin");
@@ -89,53 +104,85 @@ impl FakeGpu {
     }
 }
 
-/// The fixture on one GPU, its servers on the fake GPU; `pr` is what the PR changes.
-fn on_the_fake_gpu(pr: fn(&crate::support::Repo)) -> Fixture {
-    Fixture::new(&Sample {
+/// A run on the fake GPU, ended.
+struct Ran {
+    fixture: Fixture,
+    gpu: FakeGpu,
+    run: Run,
+    /// The GPU-time file's `servers`: the design, its loads, wakes and why.
+    servers: serde_json::Value,
+}
+
+impl Ran {
+    /// The design's `why`.
+    fn why(&self) -> &str {
+        self.servers["why"].as_str().unwrap_or_default()
+    }
+
+    /// `side`'s server log.
+    fn server_log(&self, side: &str) -> String {
+        let log = format!("logs/alpha.routing.{side}/server.log");
+        std::fs::read_to_string(self.fixture.results("results").join(log)).expect("a server log")
+    }
+
+    /// No record of the run is `not-run` (both sides' servers loaded and served), both sides'
+    /// routing was seen, and no process is left.
+    fn assert_every_step_ran(&self) {
+        let fixture = &self.fixture;
+        for name in evidence_names(&fixture.evidence("results")) {
+            let record = fixture.record("results", name.trim_end_matches(".json"));
+            assert_ne!(record["outcome"]["kind"], "not-run", "{name}: {record}");
+        }
+        for side in ["base", "pr"] {
+            let routing = fixture.record("results", &format!("alpha.routing.{side}"));
+            assert_eq!(routing["outcome"]["routed"], true, "{routing}");
+        }
+        assert_eq!(settle(fixture), Vec::<String>::new(), "processes left after the run");
+    }
+}
+
+/// The fixture on one GPU, its servers on the fake GPU, with the PR's change `pr`, run to its
+/// end with the preflight on and the fake `amd-smi` doing what `tool` says.
+fn run_on_the_fake_gpu(pr: fn(&crate::support::Repo), tool: Tool) -> Ran {
+    let fixture = Fixture::new(&Sample {
         gate: TWO_PAIRS,
         gpus: 1,
         server_flags: ON_THE_FAKE_GPU,
         pr,
         ..Sample::default()
-    })
-}
-
-/// The GPU-time file's `servers`.
-fn servers_used(fixture: &Fixture) -> serde_json::Value {
+    });
+    let gpu = FakeGpu::new(&fixture, tool);
+    let run = fixture.run_with_preflight("results", &gpu.root);
+    assert_eq!(run.code, 0, "{}", run.stderr);
     let time = std::fs::read_to_string(fixture.results("results").join("gpu-time/alpha.json"))
         .expect("the GPU-time file");
     let time: serde_json::Value = serde_json::from_str(&time).expect("JSON");
-    time["servers"].clone()
+    let servers = time["servers"].clone();
+    Ran { fixture, gpu, run, servers }
 }
 
-/// Every record of the run: none may be `not-run` (both sides' servers loaded and served).
-fn assert_every_step_ran(fixture: &Fixture) {
-    for name in evidence_names(&fixture.evidence("results")) {
-        let record = fixture.record("results", name.trim_end_matches(".json"));
-        assert_ne!(record["outcome"]["kind"], "not-run", "{name}: {record}");
-    }
-    for side in ["base", "pr"] {
-        let routing = fixture.record("results", &format!("alpha.routing.{side}"));
-        assert_eq!(routing["outcome"]["routed"], true, "{routing}");
-    }
+/// The PR's change: the model's code, and its server's command given `flag` (the PR's own
+/// side, which it may change).
+fn with_server_flag(repo: &crate::support::Repo, flag: &str) {
+    let path = repo.path().join("test/e2e/alpha.toml");
+    let recipe = std::fs::read_to_string(&path).expect("the recipe");
+    let changed = recipe.replace("--vram-bytes", &format!("{flag} --vram-bytes"));
+    repo.write("test/e2e/alpha.toml", &changed).write("pkg/models/alpha/layer.py", "# faster\n");
+}
+
+/// The PR's change: the model's code only.
+fn faster(repo: &crate::support::Repo) {
+    repo.write("pkg/models/alpha/layer.py", "# alpha, faster\n");
 }
 
 #[test]
 fn a_pr_server_that_keeps_its_memory_after_the_release_is_stopped_and_base_loads_with_its_own() {
-    // The PR's server command (the PR's to change) answers the release and keeps its 180 GiB.
-    let fixture = on_the_fake_gpu(|repo| {
-        let path = repo.path().join("test/e2e/alpha.toml");
-        let recipe = std::fs::read_to_string(&path).expect("the recipe");
-        let lying = recipe.replace("--vram-bytes", "--release-keeps-memory --vram-bytes");
-        repo.write("test/e2e/alpha.toml", &lying).write("pkg/models/alpha/layer.py", "# faster\n");
-    });
-    let gpu = FakeGpu::new(&fixture, false);
-    let run = fixture.run_with_preflight("results", &gpu.root);
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    // The PR's server answers the release and keeps its 180 GiB.
+    let ran =
+        run_on_the_fake_gpu(|repo| with_server_flag(repo, "--release-keeps-memory"), Tool::Answers);
     // Its release did not count: stopped, never released again, loaded again when needed.
-    let servers = servers_used(&fixture);
-    assert_eq!(servers["design"], "blocked", "{servers}");
-    let why = servers["why"].as_str().unwrap_or_default();
+    assert_eq!(ran.servers["design"], "blocked", "{}", ran.servers);
+    let why = ran.why();
     assert!(
         why.starts_with("the PR server answered the memory release but kept its GPU memory (GPU 0: 180.3 GiB of 288.0 GiB used (amd-smi) "),
         "{why}"
@@ -146,56 +193,38 @@ fn a_pr_server_that_keeps_its_memory_after_the_release_is_stopped_and_base_loads
         ),
         "{why}"
     );
-    assert!(run.stderr.contains(why), "{}", run.stderr);
-    let released = server_events(&fixture, "results", "server-released");
+    assert!(ran.run.stderr.contains(why), "{}", ran.run.stderr);
+    let released = server_events(&ran.fixture, "results", "server-released");
     assert!(!released.is_empty(), "base's releases count");
     assert!(released.iter().all(|(side, _)| side == "base"), "{released:?}");
-    let pr_log = std::fs::read_to_string(
-        fixture.results("results").join("logs/alpha.routing.pr/server.log"),
-    )
-    .expect("the PR server's log");
-    assert_eq!(pr_log.matches("but keeps its GPU memory").count(), 1, "{pr_log}");
+    assert_eq!(ran.server_log("pr").matches("but keeps its GPU memory").count(), 1);
     // Base's server loaded once, beside no PR server holding memory, and every step ran on
     // both sides; its own honest releases still switch it (woken, never reloaded). Without the
     // check it loads beside the PR's 180 GiB: out of memory, and every base step a crash.
-    let loads = server_loads(&fixture, "results");
+    let loads = server_loads(&ran.fixture, "results");
     assert_eq!(loads[0], ("base".to_owned(), 1), "{loads:?}");
     assert!(loads[1].1 >= 2, "{loads:?}");
-    assert!(!server_events(&fixture, "results", "server-woken").is_empty());
-    assert_every_step_ran(&fixture);
-    let base_log = std::fs::read_to_string(
-        fixture.results("results").join("logs/alpha.routing.base/server.log"),
-    )
-    .expect("base's server log");
-    assert!(!base_log.contains("out of memory"), "{base_log}");
-    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+    assert!(!server_events(&ran.fixture, "results", "server-woken").is_empty());
+    assert!(!ran.server_log("base").contains("out of memory"), "{}", ran.server_log("base"));
+    ran.assert_every_step_ran();
 }
 
 #[test]
 fn an_honest_server_is_still_switched_by_its_release_and_every_release_is_read() {
-    let fixture = on_the_fake_gpu(|repo| {
-        repo.write("pkg/models/alpha/layer.py", "# alpha, faster\n");
-    });
-    let gpu = FakeGpu::new(&fixture, false);
-    let run = fixture.run_with_preflight("results", &gpu.root);
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    let ran = run_on_the_fake_gpu(faster, Tool::Answers);
     // As without the check (cli run::servers): each side loaded once, switched by wakes.
-    assert_eq!(server_loads(&fixture, "results"), [("base".to_owned(), 1), ("pr".to_owned(), 1)]);
-    let released = server_events(&fixture, "results", "server-released");
+    let loads = server_loads(&ran.fixture, "results");
+    assert_eq!(loads, [("base".to_owned(), 1), ("pr".to_owned(), 1)]);
+    let released = server_events(&ran.fixture, "results", "server-released");
     assert_eq!(released, [("base".to_owned(), 2), ("pr".to_owned(), 3)]);
-    let servers = servers_used(&fixture);
-    assert_eq!(servers["design"], "sglang", "{servers}");
-    assert_eq!(servers["why"], "the base server answered that memory API", "{servers}");
-    assert!(
-        run.stderr.contains("switched by SGLang's memory release and resume"),
-        "{}",
-        run.stderr
-    );
+    assert_eq!(ran.servers["design"], "sglang", "{}", ran.servers);
+    assert_eq!(ran.why(), "the base server answered that memory API");
+    let words = "switched by SGLang's memory release and resume";
+    assert!(ran.run.stderr.contains(words), "{}", ran.run.stderr);
     // The GPU read once by the preflight, and twice a release: after it (freed at once) and
     // once the server is paused.
-    assert_eq!(gpu.readings(), 1 + 2 * 5);
-    assert_every_step_ran(&fixture);
-    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+    assert_eq!(ran.gpu.readings(), 1 + 2 * 5);
+    ran.assert_every_step_ran();
 }
 
 #[test]
@@ -203,49 +232,28 @@ fn a_pr_server_that_takes_its_memory_back_before_its_pause_is_stopped() {
     // The PR's server gives its memory back for the reading and takes it again a second later;
     // the tool takes 3 s to exit after it has read the memory, so the server is paused after
     // it took the memory back: only the reading once it is paused sees it.
-    let fixture = on_the_fake_gpu(|repo| {
-        let path = repo.path().join("test/e2e/alpha.toml");
-        let recipe = std::fs::read_to_string(&path).expect("the recipe");
-        let lying = recipe.replace("--vram-bytes", "--retake-memory-after-ms 1000 --vram-bytes");
-        repo.write("test/e2e/alpha.toml", &lying).write("pkg/models/alpha/layer.py", "# faster\n");
-    });
-    let gpu = FakeGpu::new(&fixture, false);
-    std::fs::write(gpu.dir.join("slow"), "3\n").expect("a slow tool");
-    let run = fixture.run_with_preflight("results", &gpu.root);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let servers = servers_used(&fixture);
-    assert_eq!(servers["design"], "blocked", "{servers}");
-    let why = servers["why"].as_str().unwrap_or_default();
+    let retakes = |repo: &crate::support::Repo| {
+        with_server_flag(repo, "--retake-memory-after-ms 1000");
+    };
+    let ran = run_on_the_fake_gpu(retakes, Tool::SlowBy(3));
+    assert_eq!(ran.servers["design"], "blocked", "{}", ran.servers);
     assert_eq!(
-        why,
+        ran.why(),
         "the PR server took its GPU memory back after its release (GPU 0: 180.3 GiB of 288.0 GiB used (amd-smi) once it was paused, where a released server must leave 90% free), so it is stopped to make room"
     );
-    let pr_log = std::fs::read_to_string(
-        fixture.results("results").join("logs/alpha.routing.pr/server.log"),
-    )
-    .expect("the PR server's log");
-    assert!(
-        pr_log.contains("takes its GPU memory back unasked (retake-memory-after-ms): done"),
-        "{pr_log}"
-    );
+    let taken = "takes its GPU memory back unasked (retake-memory-after-ms): done";
+    assert!(ran.server_log("pr").contains(taken), "{}", ran.server_log("pr"));
     // Base's server loaded once, beside no PR server holding memory; every step ran.
-    assert_eq!(server_loads(&fixture, "results")[0], ("base".to_owned(), 1));
-    assert_every_step_ran(&fixture);
-    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+    assert_eq!(server_loads(&ran.fixture, "results")[0], ("base".to_owned(), 1));
+    ran.assert_every_step_ran();
 }
 
 #[test]
 fn a_release_whose_memory_cannot_be_read_stops_the_server() {
     // The tool answers the preflight, then no more; the machine has no sysfs figures.
-    let fixture = on_the_fake_gpu(|repo| {
-        repo.write("pkg/models/alpha/layer.py", "# alpha, faster\n");
-    });
-    let gpu = FakeGpu::new(&fixture, true);
-    let run = fixture.run_with_preflight("results", &gpu.root);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let servers = servers_used(&fixture);
-    assert_eq!(servers["design"], "blocked", "{servers}");
-    let why = servers["why"].as_str().unwrap_or_default();
+    let ran = run_on_the_fake_gpu(faster, Tool::AnswersOnce);
+    assert_eq!(ran.servers["design"], "blocked", "{}", ran.servers);
+    let why = ran.why();
     assert!(
         why.starts_with("the PR server's memory release could not be checked, its GPUs' memory unreadable (GPU 0: "),
         "{why}"
@@ -253,13 +261,12 @@ fn a_release_whose_memory_cannot_be_read_stops_the_server() {
     assert!(why.contains("amd-smi: GPU 0 does not answer"), "{why}");
     assert!(why.contains("sysfs: cannot read"), "{why}");
     assert!(why.ends_with("), so it is stopped to make room"), "{why}");
-    // Neither side's release counted: each is stopped at its first, and loaded again.
-    assert_eq!(
-        server_events(&fixture, "results", "server-released"),
-        Vec::<(String, usize)>::new()
-    );
-    let loads = server_loads(&fixture, "results");
+    // Neither side's release counted: each is stopped at its first, and loaded again; the
+    // GPU read by the preflight, then once a release (an unreadable reading is not waited for).
+    let released = server_events(&ran.fixture, "results", "server-released");
+    assert_eq!(released, Vec::<(String, usize)>::new());
+    let loads = server_loads(&ran.fixture, "results");
     assert!(loads.iter().all(|(_, loads)| *loads >= 2), "{loads:?}");
-    assert_every_step_ran(&fixture);
-    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+    assert_eq!(ran.gpu.readings(), 1 + 2);
+    ran.assert_every_step_ran();
 }
