@@ -22,7 +22,9 @@
 //!
 //! The probes are injectable ([`Probes`]): commands run through a [`CommandRunner`]
 //! ([`SystemCommands`] starts them under [`ChildGroup`] with a timeout), and the device nodes
-//! and sysfs are read under a root folder, `/` on a node and a fake tree in tests.
+//! and sysfs are read under a root folder, `/` on a node and a fake tree in tests. The sources
+//! of a GPU's memory and their order (`reading`) are shared with the run, which reads a
+//! released server's GPUs with them after each memory release (`read_gpu_memory`).
 //!
 //! What it leaves to others: which checkpoints a plan needs (the run reads the recipes), how
 //! an image is inspected (the container engine), and who else is running on the host (the
