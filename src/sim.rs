@@ -189,6 +189,10 @@ pub(crate) struct BenchArgs {
     /// The longest one request may take, in seconds.
     #[arg(long, default_value_t = 600)]
     timeout_s: u64,
+    /// The seed of the prompts (the result's `prompt_seed`): the same seed sends the same
+    /// prompts again. Fresh for each run when not given.
+    #[arg(long)]
+    seed: Option<u64>,
 }
 
 pub(crate) fn bench(args: &BenchArgs) -> anyhow::Result<()> {
@@ -203,6 +207,7 @@ pub(crate) fn bench(args: &BenchArgs) -> anyhow::Result<()> {
         requests: args.requests,
         warmup: args.warmup,
         timeout: Duration::from_secs(args.timeout_s),
+        prompt_seed: args.seed.unwrap_or_else(prgate_runner::bench::fresh_prompt_seed),
     };
     let result = prgate_runner::bench::run(&config)?;
     crate::files::print(

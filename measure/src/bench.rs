@@ -15,8 +15,10 @@
 //! A prompt of `input_len` tokens is `input_len` words separated by single spaces, drawn from a
 //! fixed list of common lowercase English words that the usual BPE tokenizers (Llama, Qwen,
 //! DeepSeek, GPT) encode as one token each with their leading space. The words are chosen by a
-//! deterministic pseudo-random sequence seeded by the request's index, so the same run sends the
-//! same prompts, and no two requests share a prefix a server could cache. The count is an
+//! deterministic pseudo-random sequence seeded by the run's seed and the request's index
+//! ([`BenchConfig::prompt_seed`], fresh for each run: a server cannot know the measured prompts
+//! before they come, nor serve them from a cache of an earlier run), so no two requests share a
+//! prefix a server could cache, and a run with the same seed sends the same prompts. The count is an
 //! approximation: a chat template adds its own tokens, and a tokenizer may split a word. When the
 //! server reports `usage.prompt_tokens`, that count is used for the input throughput.
 //!
@@ -87,6 +89,12 @@ pub struct BenchConfig {
     pub warmup: u32,
     /// The longest one request may take, from sending it to the end of its stream.
     pub timeout: Duration,
+    /// The seed of the run's prompts: measured request `i`'s is `prompt_seed + i`, the warm-up's
+    /// `prompt_seed + 2^32 + i`. Give each run a fresh one: a server
+    /// that knew the seed would know the measured prompts before they came (and could serve
+    /// them by a fast path, or from a cache of an earlier run). The caller draws it (the
+    /// runner's `bench::fresh_prompt_seed`): this crate reads no random source.
+    pub prompt_seed: u64,
 }
 
 /// One successful request, as the client measured it. Times are in seconds.
@@ -140,6 +148,9 @@ pub struct BenchResult {
     pub num_prompts: u32,
     /// The warm-up requests sent first and not counted.
     pub warmup_requests: u32,
+    /// The seed of the run's prompts ([`BenchConfig::prompt_seed`]): the run again sends the
+    /// same prompts with it.
+    pub prompt_seed: u64,
     /// Seconds from the first measured request to the end of the last.
     pub duration: f64,
     /// Successful requests.

@@ -270,6 +270,7 @@ fn config(url: &str) -> BenchConfig {
         requests: 6,
         warmup: 0,
         timeout: Duration::from_secs(30),
+        prompt_seed: 7,
     }
 }
 
@@ -340,6 +341,29 @@ fn tpot_and_itl_match_the_known_per_token_delay() {
             }
         });
     }
+}
+
+/// A server cannot know a run's measured prompts before they come: a run of another seed (the
+/// runner draws a fresh one for each) sends others (none of an earlier run's), and the same
+/// seed the same ones again.
+#[test]
+fn each_run_sends_prompts_of_its_own_seed() {
+    let server = start(Behaviour { tokens: 2, delay: Duration::ZERO, ..Behaviour::default() });
+    let prompts = |seed: u64| {
+        server.counters.bodies.lock().expect("bodies").clear();
+        let result = run(&BenchConfig { requests: 4, prompt_seed: seed, ..config(&server.url) });
+        assert_eq!(result.prompt_seed, seed);
+        let bodies = server.counters.bodies.lock().expect("bodies").clone();
+        let mut prompts: Vec<String> =
+            bodies.iter().map(|(_, body)| body["prompt"].as_str().unwrap_or("").into()).collect();
+        prompts.sort();
+        prompts
+    };
+    let (first, second) = (0x5eed_0000_0001, 0x7eed_0000_0001);
+    let (a, b) = (prompts(first), prompts(second));
+    assert_eq!(a.len(), 4);
+    assert!(a.iter().all(|prompt| !b.contains(prompt)), "{a:?}\n{b:?}");
+    assert_eq!(prompts(first), a, "the same seed sends the same prompts");
 }
 
 #[test]
@@ -692,6 +716,7 @@ fn a_server_that_stops_early_gives_no_tpot_but_the_numbers() {
         requests: 2,
         warmup: 0,
         timeout: Duration::from_secs(30),
+        prompt_seed: 0,
     };
     let early = Profile { eos_after_tokens: Some(4), ..fast.clone() };
     let server =

@@ -74,7 +74,7 @@
 //!   file below its root, no link followed at any component, size-capped.
 
 pub mod accuracy;
-pub use prgate_measure::bench;
+pub mod bench;
 pub mod cache;
 pub mod estimate;
 pub mod gpu_time;

@@ -57,7 +57,8 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult, BenchError> {
     let client = Client { agent, url, config };
 
     if config.warmup > 0 {
-        let (outcomes, _) = client.phase(config.warmup as usize, WARMUP_SEED_BASE)?;
+        let warmup_seed = config.prompt_seed.wrapping_add(WARMUP_SEED_BASE);
+        let (outcomes, _) = client.phase(config.warmup as usize, warmup_seed)?;
         let all_failed = outcomes.iter().all(|o| matches!(o, RequestOutcome::Failed { .. }));
         if let (true, Some(RequestOutcome::Failed { error })) = (all_failed, outcomes.first()) {
             return Err(BenchError::WarmupFailed {
@@ -66,11 +67,12 @@ pub fn run(config: &BenchConfig) -> Result<BenchResult, BenchError> {
             });
         }
     }
-    let (outcomes, duration) = client.phase(config.requests as usize, 0)?;
+    let (outcomes, duration) = client.phase(config.requests as usize, config.prompt_seed)?;
     Ok(super::summarize(config, &outcomes, duration))
 }
 
-/// Warm-up prompts are seeded from here, so they differ from the measured ones.
+/// Warm-up prompts are seeded from here on past the run's seed, so they differ from the measured
+/// ones.
 const WARMUP_SEED_BASE: u64 = 1 << 32;
 
 struct Client<'a> {
@@ -103,7 +105,7 @@ impl Client<'_> {
                             if index >= count {
                                 break;
                             }
-                            let outcome = self.request(seed_base + index as u64);
+                            let outcome = self.request(seed_base.wrapping_add(index as u64));
                             let mut slots = outcomes.lock().unwrap_or_else(|e| e.into_inner());
                             slots[index] = Some(outcome);
                         }

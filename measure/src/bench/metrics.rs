@@ -33,6 +33,7 @@ pub fn summarize(
         max_concurrency: config.concurrency,
         input_len: config.input_len,
         output_len: config.output_len,
+        prompt_seed: config.prompt_seed,
         num_prompts: config.requests,
         warmup_requests: config.warmup,
         duration: seconds,
@@ -169,6 +170,7 @@ mod tests {
             requests: 3,
             warmup: 0,
             timeout: Duration::from_secs(1),
+            prompt_seed: 0,
         }
     }
 

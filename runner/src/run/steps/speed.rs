@@ -606,6 +606,8 @@ fn builtin_config(
         requests: size.requests,
         warmup: size.warmup,
         timeout,
+        // Each run's own: the PR's server cannot know the measured prompts before they come.
+        prompt_seed: bench::fresh_prompt_seed(),
     }
 }
 
