@@ -3,7 +3,8 @@
 //!
 //! The definitions are those of `calculate_metrics` in sglang's `bench_serving.py`: TPOT per
 //! successful request with more than one output token is `(latency - ttft) / (output_tokens -
-//! 1)`; ITL is every gap of every successful request, pooled; medians and percentiles
+//! 1)`, with `output_tokens` at most the `output_len` asked for (a server that reports more tokens
+//! than it may generate does not shorten its own TPOT; prgate's one departure); ITL is every gap of every successful request, pooled; medians and percentiles
 //! interpolate linearly between order statistics (numpy's default); standard deviations are of
 //! the population; throughputs divide by the benchmark's duration. Failed requests are counted
 //! and contribute nothing else. Where `bench_serving` reports 0 for an empty set, this reports
@@ -19,7 +20,7 @@ pub fn summarize(
     outcomes: &[RequestOutcome],
     duration: Duration,
 ) -> BenchResult {
-    let mut tally = Tally::of(outcomes);
+    let mut tally = Tally::of(outcomes, u64::from(config.output_len));
     let seconds = duration.as_secs_f64();
     let per_second = |amount: f64| if seconds > 0.0 { amount / seconds } else { 0.0 };
     let latency_sum: f64 = tally.latencies.iter().sum();
@@ -88,7 +89,8 @@ struct Tally {
 }
 
 impl Tally {
-    fn of(outcomes: &[RequestOutcome]) -> Tally {
+    /// The tally of `outcomes` of requests that asked for `asked` output tokens.
+    fn of(outcomes: &[RequestOutcome], asked: u64) -> Tally {
         let mut tally = Tally::default();
         for outcome in outcomes {
             match outcome {
@@ -96,10 +98,9 @@ impl Tally {
                     tally.completed += 1;
                     tally.total_input_tokens += record.input_tokens;
                     tally.total_output_tokens += record.output_tokens;
-                    if record.output_tokens > 1 {
-                        tally.tpots.push(
-                            (record.latency - record.ttft) / (record.output_tokens - 1) as f64,
-                        );
+                    let tokens = record.output_tokens.min(asked);
+                    if tokens > 1 {
+                        tally.tpots.push((record.latency - record.ttft) / (tokens - 1) as f64);
                     }
                     tally.itls.extend_from_slice(&record.itl);
                     tally.ttfts.push(record.ttft);
@@ -227,6 +228,15 @@ mod tests {
         assert!(close(result.median_ttft_ms, 200.0));
         assert!(close(result.mean_e2e_latency_ms, (130.0 + 260.0 + 300.0) / 3.0));
         assert!(close(Some(result.concurrency), 0.69 / 2.0));
+    }
+
+    #[test]
+    fn a_server_that_reports_more_tokens_than_asked_does_not_shorten_its_tpot() {
+        // Asked for 4 tokens; the same 30 ms of decode reported as 4 and as 5 tokens.
+        let honest = summarize(&config(), &[ok(0.1, &[0.01; 3], 4)], Duration::from_secs(1));
+        let inflated = summarize(&config(), &[ok(0.1, &[0.01; 3], 5)], Duration::from_secs(1));
+        assert!(close(honest.median_tpot_ms, 10.0));
+        assert!(close(inflated.median_tpot_ms, 10.0), "{:?}", inflated.median_tpot_ms);
     }
 
     #[test]
