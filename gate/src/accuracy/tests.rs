@@ -131,17 +131,19 @@ fn the_runner_asks_for_another_repeat_only_while_open() {
     assert!(!needs_another_repeat(&config, "gsm8k", clear, looks(1, 20)));
 }
 
+/// Per-question results `q0`, `q1`, ... right where `right` says.
+fn per_question(right: &[bool]) -> Vec<QuestionResult> {
+    right
+        .iter()
+        .enumerate()
+        .map(|(at, correct)| QuestionResult { id: format!("q{at}"), correct: *correct })
+        .collect()
+}
+
 #[test]
 fn repeats_pool_paired_when_every_repeat_pairs_else_as_totals() {
-    let answers = |right: &[bool]| -> Vec<QuestionResult> {
-        right
-            .iter()
-            .enumerate()
-            .map(|(at, correct)| QuestionResult { id: format!("q{at}"), correct: *correct })
-            .collect()
-    };
-    let base = answers(&[true, true, false, true]);
-    let pr = answers(&[true, false, true, false]);
+    let base = per_question(&[true, true, false, true]);
+    let pr = per_question(&[true, false, true, false]);
     fn side(answers: Option<&[QuestionResult]>, correct: u64) -> SideResult<'_> {
         SideResult { questions: 4, correct, per_question: answers }
     }
@@ -165,20 +167,13 @@ fn repeats_pool_paired_when_every_repeat_pairs_else_as_totals() {
 
 #[test]
 fn a_question_the_pr_did_not_answer_counts_against_it() {
-    let answers = |right: &[bool]| -> Vec<QuestionResult> {
-        right
-            .iter()
-            .enumerate()
-            .map(|(at, correct)| QuestionResult { id: format!("q{at}"), correct: *correct })
-            .collect()
-    };
     // Base gets 8 of 10; the PR answers only the 6 it gets right and drops the rest.
-    let base = answers(&[true, true, true, true, true, true, true, true, false, false]);
-    let pr = answers(&[true; 6]);
+    let base = per_question(&[true, true, true, true, true, true, true, true, false, false]);
+    let pr = per_question(&[true; 6]);
     assert_eq!(paired_counts(Some(&base), Some(&pr)), Some((2, 0, 10)));
     // A question only the PR answered is not judged; none in common is no pairing.
     let extra =
-        [answers(&[true; 6]), vec![QuestionResult { id: "x".into(), correct: true }]].concat();
+        [per_question(&[true; 6]), vec![QuestionResult { id: "x".into(), correct: true }]].concat();
     assert_eq!(paired_counts(Some(&base), Some(&extra)), Some((2, 0, 10)));
     let other = vec![QuestionResult { id: "x".into(), correct: true }];
     assert_eq!(paired_counts(Some(&base), Some(&other)), None);
