@@ -1,7 +1,9 @@
 //! The container launcher: "run this command for this run" turned into a container engine's
-//! command line, and the engine's other answers the runner needs (a server's address on the
-//! run's network, stop, cleanup by label, the image's digest), and the gateway check (a probe
-//! container proving the host closed to the run's network: `gateway`).
+//! command line, and the engine's other answers the runner needs (a server's address on its
+//! side's network, stop, cleanup by label, the image's digest), and the gateway check (a probe
+//! container proving the host closed to a side's network: `gateway`). Each side of a run
+//! (base, the PR) has an internal network of its own ([`NetworkSide`]), so that neither side's
+//! server can reach the other's.
 //!
 //! On a GPU node every PR-controlled command runs inside the node's image; only prgate runs
 //! outside. [`Engine::launch`] builds the `docker run` (or `podman run`) of one
@@ -171,14 +173,40 @@ pub struct ContainerRequest<'a> {
 pub enum ContainerNetwork<'a> {
     /// Nothing to reach and nothing reaches it: `--network none` (a loopback device only).
     None,
-    /// The run's internal network ([`run_network_name`], made by
-    /// [`Engine::create_run_network`]): no route off it, no DNS; the host reaches the
-    /// container at its address there ([`Engine::address`]). What a server gets.
-    Run,
+    /// The internal network of one side of the run ([`side_network_name`], made by
+    /// [`Engine::create_side_network`]): no route off it, no DNS; the host reaches the
+    /// container at its address there ([`Engine::address`]), the other side's containers do
+    /// not. What a server gets.
+    Side(NetworkSide),
     /// The network namespace of a running container of this run, by name
     /// (`--network container:<name>`): how a client reaches a server on its loopback, and
     /// nothing the server cannot reach.
     JoinedTo(&'a str),
+}
+
+/// Which side of a run an internal network is for. Base's servers and the PR's are on networks
+/// of their own, so that the PR's server cannot reach base's (load it while it is measured,
+/// call its admin endpoints, break it): `docs/container.md`, "Network".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NetworkSide {
+    Base,
+    Pr,
+}
+
+impl NetworkSide {
+    /// `base` or `pr`: the end of the network's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetworkSide::Base => "base",
+            NetworkSide::Pr => "pr",
+        }
+    }
+}
+
+impl fmt::Display for NetworkSide {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// A container ready to start: its name, and the engine client's process.
@@ -325,14 +353,19 @@ impl Engine {
         Ok(Launch { name, spec })
     }
 
-    /// Makes the run's network ([`run_network_name`]): `<engine> network create --internal`
-    /// (no route off it: no outbound traffic, and of the host's addresses only its own on the
-    /// network, the gateway, which the node's firewall closes: `docs/container.md`,
-    /// "Network"), labelled with the run. DNS stays on: podman (4.3) gives an internal network
-    /// without DNS no gateway at all, and the host could not reach its server. A network of
-    /// that name that is already there is taken as it is (a resumed run's). Returns its name.
-    pub fn create_run_network(&self, run: &RunId) -> Result<String, ContainerError> {
-        let name = run_network_name(run);
+    /// Makes the network of `side` of the run ([`side_network_name`]): `<engine> network
+    /// create --internal` (no route off it: no outbound traffic, no other network's
+    /// container, and of the host's addresses only its own on the network, the gateway, which
+    /// the node's firewall closes: `docs/container.md`, "Network"), labelled with the run. DNS
+    /// stays on: podman (4.3) gives an internal network without DNS no gateway at all, and the
+    /// host could not reach its server. A network of that name that is already there is taken
+    /// as it is (a resumed run's). Returns its name.
+    pub fn create_side_network(
+        &self,
+        run: &RunId,
+        side: NetworkSide,
+    ) -> Result<String, ContainerError> {
+        let name = side_network_name(run, side);
         let label = format!("{RUN_LABEL}={run}");
         let command = ["network", "create", "--internal", "--label", &label, &name];
         match self.output(&command, COMMAND_TIMEOUT) {
@@ -346,9 +379,9 @@ impl Engine {
         }
     }
 
-    /// Removes every network labelled `prgate.run=<run>` (and, on podman, a container still
-    /// attached to one: only the run's are); returns their names. A run calls it after
-    /// [`Engine::remove_run`], when it starts and when it ends.
+    /// Removes every network labelled `prgate.run=<run>` (both sides', and, on podman, a
+    /// container still attached to one: only the run's are); returns their names. A run calls
+    /// it after [`Engine::remove_run`], when it starts and when it ends.
     pub fn remove_run_networks(&self, run: &RunId) -> Result<Vec<String>, ContainerError> {
         let filter = format!("label={RUN_LABEL}={run}");
         let command = ["network", "ls", "--filter", &filter, "--format", "{{.Name}}"];
@@ -579,9 +612,9 @@ pub fn container_checkpoint_path(node: &NodeProfile, name: &str) -> Option<Strin
     node.checkpoints().get(name).map(|relative| format!("{MODELS_DIR}/{relative}"))
 }
 
-/// The run's network: `prgate-<run>` (a container's name has a purpose after it).
-pub fn run_network_name(run: &RunId) -> String {
-    format!("prgate-{run}")
+/// The network of `side` of the run: `prgate-<run>-base` or `prgate-<run>-pr`.
+pub fn side_network_name(run: &RunId, side: NetworkSide) -> String {
+    format!("prgate-{run}-{side}")
 }
 
 /// A container's name: `prgate-<run>-<purpose>`, the purpose's characters other than ASCII

@@ -5,12 +5,13 @@
 //! ([`Exec::tree_view`], [`Exec::out_view`], [`Exec::checkpoint_view`]): on the host these are
 //! the host paths; in a container the tree is [`TREE_DIR`], the step's output directory
 //! [`OUT_DIR`] and the checkpoints under [`crate::container::MODELS_DIR`]. A server in a
-//! container listens on a port of its container on the run's internal network (no route off
-//! it), where prgate's own clients on the host (health, the built-in evaluator and benchmark)
-//! reach it at the container's address; a command that talks to it (serving tests, an
-//! external evaluator or benchmark) runs in a container that joins the server container's
-//! network namespace and reaches it on its own loopback at the same port. Every other
-//! container has no network at all.
+//! container listens on a port of its container on its side's internal network (base's and
+//! the PR's are two: no route off either, nor from one to the other), where prgate's own
+//! clients on the host (health, the built-in evaluator and benchmark) reach it at the
+//! container's address; a command that talks to it (serving tests, an external evaluator or
+//! benchmark) runs in a container that joins the server container's network namespace and
+//! reaches it on its own loopback at the same port. Every other container has no network at
+//! all.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -24,7 +25,7 @@ use super::leftovers::Entry;
 use super::server::with_log_tail;
 use crate::container::{
     self, Container, ContainerEnv, ContainerNetwork, ContainerRequest, DEFAULT_SHM_GIB, Engine,
-    EnvError, GATEWAY_HINT, GatewayCheck, OUT_DIR, RunId, TREE_DIR,
+    EnvError, GATEWAY_HINT, GatewayCheck, NetworkSide, OUT_DIR, RunId, TREE_DIR,
 };
 use crate::node::NodeProfile;
 use crate::process::{
@@ -137,7 +138,9 @@ pub(super) struct ServerCommand<'a> {
     pub purpose: String,
     /// The port it listens on, as it sees it.
     pub port: u16,
-    /// How long it may take to have its address on the run's network.
+    /// The side it serves: in a container, the network it is on is that side's alone.
+    pub side: NetworkSide,
+    /// How long it may take to have its address on its side's network.
     pub startup: Duration,
 }
 
@@ -389,17 +392,19 @@ impl Exec<'_> {
                     argv: &command.argv,
                     log: &command.log,
                 };
-                // The run's network is made with its first server (and taken as it is when a
-                // resumed run finds it); the run's cleanup removes it.
+                // A side's network is made with its first server (and taken as it is when a
+                // resumed run finds it); the run's cleanup removes both sides'.
                 let other = |detail: String| StepFailure::new(NotRunReason::Other, detail);
-                engine.create_run_network(run).map_err(|error| other(error.to_string()))?;
+                let network = engine
+                    .create_side_network(run, command.side)
+                    .map_err(|error| other(error.to_string()))?;
                 self.check_gateway(engine, run, command)?;
-                let request = self.request(run, &shape, &env, ContainerNetwork::Run);
+                let request = self.request(run, &shape, &env, ContainerNetwork::Side(command.side));
                 let launch = engine.launch(&request).map_err(|error| crash(error.to_string()))?;
                 let mut container =
                     Container::start(engine, &launch).map_err(|error| crash(error.to_string()))?;
                 let address = container
-                    .wait_address(run, command.startup)
+                    .wait_address(&network, command.startup)
                     .map_err(|error| crash(error.to_string()))?;
                 let url = match address {
                     std::net::IpAddr::V4(v4) => format!("http://{v4}:{}", command.port),
@@ -410,10 +415,10 @@ impl Exec<'_> {
         }
     }
 
-    /// Fails closed unless the host is proven closed to the run's network (the gateway
-    /// check, `docs/container.md`, "Network"): a probe container on it, before the server
-    /// starts. An open gateway, or a check that cannot tell, is the node's failure: every step
-    /// that needs the server is not run, with the firewall rule that fixes it.
+    /// Fails closed unless the host is proven closed to the server's side's network (the
+    /// gateway check, `docs/container.md`, "Network"): a probe container on it, before the
+    /// server starts. An open gateway, or a check that cannot tell, is the node's failure:
+    /// every step that needs the server is not run, with the firewall rule that fixes it.
     fn check_gateway(
         &self,
         engine: &Engine,
@@ -435,21 +440,22 @@ impl Exec<'_> {
             argv: &[],
             log: &log,
         };
-        let probe = self.request(run, &shape, &env, ContainerNetwork::Run);
+        let probe = self.request(run, &shape, &env, ContainerNetwork::Side(command.side));
         match engine.check_gateway(&probe) {
             Ok(GatewayCheck::Closed { .. }) => Ok(()),
             Ok(open @ GatewayCheck::Open { .. }) => {
                 Err(node(format!("the node is not isolated: {open}")))
             }
             Err(error) => Err(node(format!(
-                "the node's isolation cannot be checked, so no server starts on the run's network: {error}"
+                "the node's isolation cannot be checked, so no server starts on the {} side's network: {error}",
+                command.side
             ))),
         }
     }
 
     /// Removes every container of the run (a killed earlier attempt's, or this one's left
-    /// behind), then the run's network; returns a note for each container removed, and for
-    /// what could not be removed.
+    /// behind), then the run's networks (both sides'); returns a note for each container
+    /// removed, and for what could not be removed.
     pub(super) fn remove_leftovers(&self) -> Vec<String> {
         let Some((engine, run)) = self.contained() else { return Vec::new() };
         let mut notes: Vec<String> = match engine.remove_run(run) {
@@ -460,7 +466,7 @@ impl Exec<'_> {
             Err(error) => vec![format!("could not remove the run's containers: {error}")],
         };
         if let Err(error) = engine.remove_run_networks(run) {
-            notes.push(format!("could not remove the run's network: {error}"));
+            notes.push(format!("could not remove the run's networks: {error}"));
         }
         notes
     }

@@ -10,6 +10,7 @@ use prgate_gate::evidence::{NotRunReason, Outcome};
 use super::StepFailure;
 use super::exec::{Exec, ServerCommand, ServerProcess};
 use super::leftovers::Entry;
+use crate::container::NetworkSide;
 use crate::node::NodeProfile;
 use crate::process::{HealthError, PortLease, PortRange, tail, wait_healthy};
 use crate::recipe::{Recipe, ServerSide};
@@ -26,7 +27,7 @@ pub(super) const TAIL_LINES: usize = 40;
 pub(super) struct Server {
     inner: Inner,
     /// Where prgate reaches it: `http://127.0.0.1:<port>` on the host, `http://<address>:<port>`
-    /// in a container (its address on the run's internal network).
+    /// in a container (its address on its side's internal network).
     pub url: String,
     /// The port it listens on, as it and the commands that join it see it.
     pub port: u16,
@@ -90,6 +91,9 @@ pub(super) struct Launch<'a> {
     pub log: PathBuf,
     /// What it is, unique in the run while it lives (`kimi_k3-base-server`).
     pub purpose: String,
+    /// The side it serves: in a container, it (a topology: each of its servers) is on that
+    /// side's network alone.
+    pub side: NetworkSide,
 }
 
 impl Server {
@@ -130,6 +134,7 @@ impl Server {
             gpus: launch.gpus,
             purpose: launch.purpose.clone(),
             port,
+            side: launch.side,
             startup: startup_limit,
         };
         record_start(&launch.log);

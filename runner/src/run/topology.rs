@@ -506,6 +506,7 @@ impl Bring<'_> {
             gpus,
             purpose,
             port,
+            side: self.launch.side,
             startup: self.startup,
         }
     }

@@ -86,10 +86,13 @@ fn cleanup_removes_the_runs_containers_and_no_one_elses() {
         let output = harness.client(&["rm", "-f", &foreign, &unlabelled]);
         assert!(output.status.success(), "{output:?}");
 
-        // Networks likewise: the run's go, another run's stays.
-        let ours = harness.engine.create_run_network(&run).expect("ours");
-        let theirs = harness.engine.create_run_network(&other).expect("theirs");
-        assert_eq!(harness.engine.remove_run_networks(&run).expect("removed"), vec![ours]);
+        // Networks likewise: the run's go (both sides'), another run's stays.
+        let ours = [NetworkSide::Base, NetworkSide::Pr]
+            .map(|side| harness.engine.create_side_network(&run, side).expect("ours"));
+        let theirs = harness.engine.create_side_network(&other, NetworkSide::Pr).expect("theirs");
+        let mut removed = harness.engine.remove_run_networks(&run).expect("removed");
+        removed.sort();
+        assert_eq!(removed, ours);
         assert_eq!(harness.engine.remove_run_networks(&other).expect("removed"), vec![theirs]);
         assert!(harness.engine.remove_run_networks(&run).expect("again").is_empty());
     });

@@ -30,7 +30,8 @@ use std::time::{Duration, Instant};
 
 use prgate_runner::container::{
     Container, ContainerEnv, ContainerError, ContainerNetwork, ContainerRequest, DEFAULT_SHM_GIB,
-    Engine, EngineKind, GatewayCheck, Launch, RunId, image_reference, run_network_name,
+    Engine, EngineKind, GatewayCheck, Launch, NetworkSide, RunId, image_reference,
+    side_network_name,
 };
 use prgate_runner::node::NodeProfile;
 use prgate_runner::process::{Finished, wait_healthy};
@@ -500,12 +501,16 @@ fn assert_isolated(argv: &[String], node: &NodeProfile, run: &RunId, command: &[
         "--device-cgroup-rule",
         "--gpus",
     ] {
-        // The network options allowed: none at all, the run's internal network, or a
-        // container of the run's namespace.
-        let network = run_network_name(run);
+        // The network options allowed: none at all, a side's internal network of the run, or
+        // a container of the run's namespace.
+        let networks =
+            [NetworkSide::Base, NetworkSide::Pr].map(|side| side_network_name(run, side));
         let joined = format!("container:prgate-{run}-");
-        let allowed_value =
-            |value: &str| value == "none" || value == network || value.starts_with(&joined);
+        let allowed_value = |value: &str| {
+            value == "none"
+                || networks.iter().any(|network| network == value)
+                || value.starts_with(&joined)
+        };
         let allowed = |at: usize| {
             forbidden == "--network" && options.get(at + 1).is_some_and(|next| allowed_value(next))
         };

@@ -1,4 +1,5 @@
-//! The run's network: a server reached on it from the host and reaching nothing else, and
+//! The sides' networks: a server reached on its side's network from the host and reaching
+//! nothing else, the PR's side unable to reach base's server while the host reaches both, and
 //! the gateway check finding the host closed (and open when a firewall hole lets it answer).
 
 use super::*;
@@ -63,7 +64,7 @@ fn host_addresses() -> Vec<String> {
         .collect()
 }
 
-/// The run network's gateway: the host's own address on it.
+/// A network's gateway: the host's own address on it.
 fn gateway(harness: &Harness, network: &str) -> String {
     let format = match harness.engine.kind() {
         EngineKind::Podman => "{{range .Subnets}}{{.Gateway}}{{end}}",
@@ -97,9 +98,13 @@ fn a_server_is_reached_on_the_runs_network_and_reaches_nothing_else() {
         // Removed however the test ends, so that a failed assertion leaves no network behind
         // for `.ci/e2e-container`'s check.
         let _cleanup = RunCleanup { engine: &harness.engine, run: &run };
-        let network = harness.engine.create_run_network(&run).expect("the run's network");
-        assert_eq!(network, run_network_name(&run));
-        assert_eq!(harness.engine.create_run_network(&run).expect("taken as it is"), network);
+        let network =
+            harness.engine.create_side_network(&run, NetworkSide::Pr).expect("the PR's network");
+        assert_eq!(network, side_network_name(&run, NetworkSide::Pr));
+        assert_eq!(
+            harness.engine.create_side_network(&run, NetworkSide::Pr).expect("taken as it is"),
+            network
+        );
 
         // The stand-in runs the server on the host, so its container port must be free here;
         // in a real container it listens on every interface of its own namespace.
@@ -109,7 +114,7 @@ fn a_server_is_reached_on_the_runs_network_and_reaches_nothing_else() {
         let step = Step {
             purpose: "pr-server",
             gpus: &[],
-            network: ContainerNetwork::Run,
+            network: ContainerNetwork::Side(NetworkSide::Pr),
             env: ContainerEnv::new(&node),
             command: strings(&["python3", "-m", "http.server", &port_text, "--bind", bind]),
         };
@@ -121,7 +126,7 @@ fn a_server_is_reached_on_the_runs_network_and_reaches_nothing_else() {
         // The host (prgate's health check and clients) reaches it at its address there.
         let mut container = Container::start(&harness.engine, &server_launch).expect("it starts");
         let address =
-            container.wait_address(&run, Duration::from_secs(60)).expect("an address on it");
+            container.wait_address(&network, Duration::from_secs(60)).expect("an address on it");
         assert!(!address.is_unspecified(), "{address}");
         let url = format!("http://{address}:{port}/hello.txt");
         wait_healthy(&url, Duration::from_secs(60), container.client()).expect("the server is up");
@@ -147,7 +152,7 @@ fn a_server_is_reached_on_the_runs_network_and_reaches_nothing_else() {
 
         if harness.real() {
             // From the server's namespace: no node service on the host's loopback, on any of
-            // the host's addresses (its address on the run's network, the gateway, among
+            // the host's addresses (its address on the PR's network, the gateway, among
             // them), nor an outside address, nor a name lookup.
             let loopback = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("a host service");
             let wildcard = TcpListener::bind((Ipv4Addr::UNSPECIFIED, 0)).expect("a host service");
@@ -189,7 +194,7 @@ fn a_server_is_reached_on_the_runs_network_and_reaches_nothing_else() {
             assert!(
                 reached.is_empty(),
                 "the server's namespace reached {reached:?} (all of it: {reach})\nhint: the \
-                 host's address on the run's network answers unless the node's firewall drops \
+                 host's address on a side's network answers unless the node's firewall drops \
                  new connections from it (docs/container.md, \"Network\"; .ci/engine-up)"
             );
             for listener in [&loopback, &wildcard] {
@@ -203,6 +208,126 @@ fn a_server_is_reached_on_the_runs_network_and_reaches_nothing_else() {
         assert!(!harness.exists(&name), "the container is gone");
         assert_eq!(harness.engine.remove_run_networks(&run).expect("removed"), vec![network]);
         assert!(harness.engine.remove_run_networks(&run).expect("again").is_empty());
+    });
+}
+
+/// What the probe of [`the_prs_side_cannot_reach_bases_server_and_the_host_reaches_both`] tries:
+/// a TCP connection to every `address:port` of its arguments, for at most 3 seconds each.
+/// Writes `{"address:port": ["connected" | the error, seconds taken]}` to its first argument.
+const CONNECT: &str = r#"import json, socket, sys, time
+result = {}
+for target in sys.argv[2:]:
+    host, port = target.rsplit(":", 1)
+    started = time.monotonic()
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.settimeout(3)
+    try:
+        sock.connect((host, int(port)))
+        outcome = "connected"
+    except OSError as error:
+        outcome = repr(error)
+    finally:
+        sock.close()
+    result[target] = [outcome, round(time.monotonic() - started, 3)]
+with open(sys.argv[1], "w") as file:
+    json.dump(result, file)
+"#;
+
+/// A server of `side` (`python3 -m http.server`) started on its side's network `network` and
+/// healthy; returns it, its address and its port. The host reaches it there.
+fn side_server(
+    harness: &Harness,
+    site: &Site,
+    node: &NodeProfile,
+    run: &RunId,
+    (side, network): (NetworkSide, &str),
+) -> (Container, std::net::IpAddr, u16) {
+    // The stand-in runs the server on the host, so its port must be free here.
+    let (port, bind) = if harness.real() { (8000, "0.0.0.0") } else { (free_port(), "127.0.0.1") };
+    let port_text = port.to_string();
+    let purpose = format!("{side}-server");
+    let step = Step {
+        purpose: &purpose,
+        gpus: &[],
+        network: ContainerNetwork::Side(side),
+        env: ContainerEnv::new(node),
+        command: strings(&["python3", "-m", "http.server", &port_text, "--bind", bind]),
+    };
+    let server_launch = launch(harness, site, node, run, &step);
+    let args = argv(&server_launch);
+    assert_isolated(&args, node, run, &step.command);
+    assert_eq!(values(&args, "--network"), [network], "{side}'s server is on {side}'s network");
+    let mut container = Container::start(&harness.engine, &server_launch).expect("it starts");
+    let address =
+        container.wait_address(network, Duration::from_secs(60)).expect("an address on it");
+    let url = format!("http://{address}:{port}/hello.txt");
+    wait_healthy(&url, Duration::from_secs(60), container.client()).expect("the server is up");
+    let answer = http_get(std::net::SocketAddr::new(address, port), "/hello.txt");
+    assert!(answer.contains("hello from the tree"), "the host reaches {side}'s server: {answer}");
+    (container, address, port)
+}
+
+/// Base's and the PR's servers are on networks of their own: from the PR's side (a container on
+/// its network, where the PR's server and what joins it are) base's server does not answer
+/// (refused, unreachable or silent, within the probe's 3 seconds), while the PR's own server
+/// does; the host reaches both.
+#[test]
+fn the_prs_side_cannot_reach_bases_server_and_the_host_reaches_both() {
+    for_each_engine(|harness| {
+        let site = Site::new();
+        std::fs::write(site.tree.join("connect.py"), CONNECT).expect("the connect probe");
+        let node = harness.node(&site);
+        let run = run_id("sides");
+        let _cleanup = RunCleanup { engine: &harness.engine, run: &run };
+        let [base_network, pr_network] = [NetworkSide::Base, NetworkSide::Pr]
+            .map(|side| harness.engine.create_side_network(&run, side).expect("a side's network"));
+        assert_ne!(base_network, pr_network, "each side has a network of its own");
+
+        let (base, base_address, base_port) =
+            side_server(harness, &site, &node, &run, (NetworkSide::Base, &base_network));
+        let (pr, pr_address, pr_port) =
+            side_server(harness, &site, &node, &run, (NetworkSide::Pr, &pr_network));
+
+        if harness.real() {
+            let base_target = std::net::SocketAddr::new(base_address, base_port).to_string();
+            let pr_target = std::net::SocketAddr::new(pr_address, pr_port).to_string();
+            let mut command = strings(&["python3", "connect.py", "/work/out/connect.json"]);
+            command.extend([base_target.clone(), pr_target.clone()]);
+            let probe = Step {
+                purpose: "pr-reach-base",
+                gpus: &[],
+                network: ContainerNetwork::Side(NetworkSide::Pr),
+                env: ContainerEnv::new(&node),
+                command,
+            };
+            let probe_launch = launch(harness, &site, &node, &run, &probe);
+            assert_eq!(run_to_end(harness, &site, &probe_launch), 0, "{}", site.logs());
+            let tried: Value = serde_json::from_str(
+                &std::fs::read_to_string(site.out.join("connect.json")).expect("the probe wrote"),
+            )
+            .expect("its JSON");
+            eprintln!("from the PR's network: {tried}");
+            // The control: the probe reaches what is on its own network.
+            assert_eq!(tried[&pr_target][0], "connected", "the PR's own server: {tried}");
+            let outcome = tried[&base_target][0].as_str().unwrap_or_default();
+            assert!(
+                ["Network is unreachable", "timed out", "Connection refused", "No route to host"]
+                    .iter()
+                    .any(|refusal| outcome.contains(refusal)),
+                "the PR's side reached base's server at {base_target}: {tried}"
+            );
+            let seconds = tried[&base_target][1].as_f64().unwrap_or(f64::MAX);
+            assert!(seconds < 5.0, "the attempt took {seconds} s: {tried}");
+        }
+
+        for container in [base, pr] {
+            let name = container.name().to_owned();
+            drop(container);
+            assert!(!harness.exists(&name), "the container is gone");
+        }
+        let mut removed = harness.engine.remove_run_networks(&run).expect("removed");
+        removed.sort();
+        assert_eq!(removed, [base_network, pr_network], "both sides' networks are removed");
     });
 }
 
@@ -247,7 +372,8 @@ fn the_gateway_check_finds_the_host_closed_and_a_host_that_answers_open() {
         let node = harness.node(&site);
         let run = run_id("gateway");
         let _cleanup = RunCleanup { engine: &harness.engine, run: &run };
-        let network = harness.engine.create_run_network(&run).expect("the run's network");
+        let network =
+            harness.engine.create_side_network(&run, NetworkSide::Pr).expect("the PR's network");
         let env = ContainerEnv::new(&node);
         let log = site.log("gateway-probe");
         let request = ContainerRequest {
@@ -259,7 +385,7 @@ fn the_gateway_check_finds_the_host_closed_and_a_host_that_answers_open() {
             tree: &site.tree,
             out: &site.out,
             env: &env,
-            network: ContainerNetwork::Run,
+            network: ContainerNetwork::Side(NetworkSide::Pr),
             datasets: None,
             shm_gib: DEFAULT_SHM_GIB,
             command: &[],
@@ -277,7 +403,7 @@ fn the_gateway_check_finds_the_host_closed_and_a_host_that_answers_open() {
         std::fs::create_dir_all(log.parent().expect("a folder")).expect("the logs' folder");
         std::os::unix::fs::symlink(&host_file, &log).expect("a link");
 
-        // The node's firewall drops new connections from the run's network to the host
+        // The node's firewall drops new connections from a side's network to the host
         // (.ci/engine-up's rule on podman; the stand-in's default): the probe times out on
         // podman, and is refused on the stand-in (its commands run on the host).
         match harness.engine.check_gateway(&request).expect("the check tells") {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::{
     ContainerError, ContainerNetwork, ContainerRequest, DATASETS_DIR, EngineKind, GPUS_LABEL,
     MODELS_DIR, OUT_DIR, PODMAN_DEFAULT_VARIABLES, PURPOSE_LABEL, RUN_LABEL, TREE_DIR,
-    image_reference, is_name_char, run_network_name,
+    image_reference, is_name_char, side_network_name,
 };
 
 /// Host paths that are never mounted, nor any directory inside or above them: the kernel's
@@ -45,8 +45,9 @@ pub(super) fn run_arguments(
         // Nothing to reach and nothing reaches it: no network namespace with a route, no
         // outbound traffic, no node service (docs/container.md, "Network").
         ContainerNetwork::None => "none".to_owned(),
-        // The run's internal network: the host reaches it there, it reaches nothing off it.
-        ContainerNetwork::Run => run_network_name(request.run),
+        // Its side's internal network: the host reaches it there, it reaches nothing off it
+        // (not the other side's network either).
+        ContainerNetwork::Side(side) => side_network_name(request.run, side),
         // The server's namespace: its loopback is this container's, nothing else is added.
         ContainerNetwork::JoinedTo(joined) => format!("container:{joined}"),
     };

@@ -1,12 +1,13 @@
-//! The run-time gateway check: before a PR's server starts on the run's internal network,
-//! prgate proves that the host does not answer there.
+//! The run-time gateway check: before a server starts on its side's internal network, prgate
+//! proves that the host does not answer there (each side's network, base's and the PR's, is
+//! checked before its own server).
 //!
 //! An internal network has no route off it, but the host's own address on it (the gateway)
 //! reaches every service of the host that listens on all interfaces, unless the node's
 //! firewall drops new connections from the engine's bridges (`docs/container.md`,
 //! "Network"). [`Engine::check_gateway`] does not trust that the rule is there: prgate (on
 //! the host) listens on an ephemeral port of every interface, and a short-lived probe
-//! container on the run's network (the node's image, bash's `/dev/tcp`) tries to connect to
+//! container on the side's network (the node's image, bash's `/dev/tcp`) tries to connect to
 //! the gateway at that port. Only a probe that ran and could not connect, while the listener
 //! saw no connection, says [`GatewayCheck::Closed`]; anything else is
 //! [`GatewayCheck::Open`] or an error (the caller cannot tell, and fails closed).
@@ -18,7 +19,7 @@ use std::time::Duration;
 
 use super::{
     COMMAND_TIMEOUT, Container, ContainerError, ContainerNetwork, ContainerRequest, Engine,
-    EngineKind, run_network_name,
+    EngineKind, side_network_name,
 };
 use crate::process::{Finished, tail};
 
@@ -51,7 +52,7 @@ const NOT_REACHED: &[&str] = &[
 pub enum GatewayCheck {
     /// The probe could not connect to the gateway, and nothing reached the host's listener.
     Closed { gateway: IpAddr, port: u16, answer: String },
-    /// The host answered on the run's network: a PR's server there would reach the host's
+    /// The host answered on the side's network: a server there would reach the host's
     /// services.
     Open { gateway: IpAddr, port: u16, how: String },
 }
@@ -61,11 +62,11 @@ impl fmt::Display for GatewayCheck {
         match self {
             GatewayCheck::Closed { gateway, port, answer } => write!(
                 f,
-                "the host is closed to the run's network: a probe there could not connect to the gateway {gateway} at port {port} ({answer})"
+                "the host is closed to the server's network: a probe there could not connect to the gateway {gateway} at port {port} ({answer})"
             ),
             GatewayCheck::Open { gateway, port, how } => write!(
                 f,
-                "the host answers on the run's network: a probe there connected to the gateway {gateway} at port {port} ({how}), so a server there would reach the host's services"
+                "the host answers on the server's network: a probe there connected to the gateway {gateway} at port {port} ({how}), so a server there would reach the host's services"
             ),
         }
     }
@@ -99,17 +100,16 @@ impl Engine {
         )
     }
 
-    /// Checks that the host does not answer on the run's network (module docs): `request`
-    /// is the probe container's (its network must be [`ContainerNetwork::Run`], the network
-    /// must exist); its command is replaced by the probe's, its output goes to its log (which
-    /// is emptied first). An
-    /// error is a check that cannot tell (no gateway, the probe did not run, or said
-    /// something else).
+    /// Checks that the host does not answer on a side's network (module docs): `request` is
+    /// the probe container's (its network must be a [`ContainerNetwork::Side`], which must
+    /// exist); its command is replaced by the probe's, its output goes to its log (which is
+    /// emptied first). An error is a check that cannot tell (no gateway, the probe did not run,
+    /// or said something else).
     pub fn check_gateway(
         &self,
         request: &ContainerRequest<'_>,
     ) -> Result<GatewayCheck, ContainerError> {
-        let gateway = self.network_gateway(&run_network_name(request.run))?;
+        let gateway = self.network_gateway(&probed_network(request)?)?;
         let every_interface = match gateway {
             IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
@@ -132,13 +132,7 @@ impl Engine {
         gateway: IpAddr,
         listener: TcpListener,
     ) -> Result<GatewayCheck, ContainerError> {
-        if request.network != ContainerNetwork::Run {
-            return Err(ContainerError::Request {
-                what: "the gateway probe's network".to_owned(),
-                value: format!("{:?}", request.network),
-                problem: "must be the run's network".to_owned(),
-            });
-        }
+        probed_network(request)?;
         let probe_error = |problem: String| ContainerError::GatewayProbe { gateway, problem };
         listener
             .set_nonblocking(true)
@@ -183,6 +177,18 @@ impl Engine {
             }
             Verdict::NotReached(answer) => GatewayCheck::Closed { gateway, port, answer },
         })
+    }
+}
+
+/// The network the probe of `request` checks: its side's; any other network is an error.
+fn probed_network(request: &ContainerRequest<'_>) -> Result<String, ContainerError> {
+    match request.network {
+        ContainerNetwork::Side(side) => Ok(side_network_name(request.run, side)),
+        other => Err(ContainerError::Request {
+            what: "the gateway probe's network".to_owned(),
+            value: format!("{other:?}"),
+            problem: "must be a side's network of the run".to_owned(),
+        }),
     }
 }
 

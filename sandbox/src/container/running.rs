@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::process::{ChildGroup, Finished, Stopped, tail};
 
-use super::{ContainerError, Engine, Launch, RunId, run_network_name};
+use super::{ContainerError, Engine, Launch};
 
 /// A started container: its engine client's process group, and the container by name.
 ///
@@ -50,18 +50,17 @@ impl Container {
         &mut self.client
     }
 
-    /// Waits until the container has its address on the run's network ([`run_network_name`]
-    /// of `run`) and returns it: where the host reaches a server. Fails when the client exits
-    /// first, or after `timeout`.
+    /// Waits until the container has its address on network `network` (its side's,
+    /// [`super::side_network_name`]) and returns it: where the host reaches a server. Fails
+    /// when the client exits first, or after `timeout`.
     pub fn wait_address(
         &mut self,
-        run: &RunId,
+        network: &str,
         timeout: Duration,
     ) -> Result<IpAddr, ContainerError> {
-        let network = run_network_name(run);
         let deadline = crate::process::deadline_after(timeout);
         loop {
-            let last = match self.engine.address(&self.name, &network) {
+            let last = match self.engine.address(&self.name, network) {
                 Ok(address) => return Ok(address),
                 Err(error) => error,
             };
@@ -70,7 +69,7 @@ impl Container {
                 self.client.stop()?;
                 return Err(ContainerError::Exited {
                     name: self.name.clone(),
-                    network,
+                    network: network.to_owned(),
                     status,
                     log: self.client.log().to_path_buf(),
                     tail: tail(self.client.log(), 40)
@@ -80,7 +79,7 @@ impl Container {
             if Instant::now() >= deadline {
                 return Err(ContainerError::AddressTimedOut {
                     name: self.name.clone(),
-                    network,
+                    network: network.to_owned(),
                     timeout,
                     last: last.to_string(),
                 });

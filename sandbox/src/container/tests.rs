@@ -145,7 +145,7 @@ fn a_server_on_two_gpus() {
         &Dirs::new(),
         Case {
             gpus: &[3, 2],
-            network: ContainerNetwork::Run,
+            network: ContainerNetwork::Side(NetworkSide::Pr),
             labels: &[("prgate.model", "kimi-k3"), ("prgate.side", "pr")],
             purpose: "pr-server",
             command: &["python3", "-m", "sglang.launch_server", "--port", "30000"],
@@ -167,7 +167,7 @@ fn a_step_without_gpus_gets_no_device() {
 }
 
 #[test]
-fn a_container_gets_no_network_the_runs_internal_one_or_a_servers_namespace() {
+fn a_container_gets_no_network_its_sides_internal_one_or_a_servers_namespace() {
     let dirs = Dirs::new();
     let network = |network| {
         let argv = check(&dirs, Case { network, ..Case::default() });
@@ -176,7 +176,9 @@ fn a_container_gets_no_network_the_runs_internal_one_or_a_servers_namespace() {
         lines.join("\n")
     };
     assert_eq!(network(ContainerNetwork::None), "--network none");
-    assert_eq!(network(ContainerNetwork::Run), "--network prgate-run-7");
+    // Each side of the run has an internal network of its own.
+    assert_eq!(network(ContainerNetwork::Side(NetworkSide::Base)), "--network prgate-run-7-base");
+    assert_eq!(network(ContainerNetwork::Side(NetworkSide::Pr)), "--network prgate-run-7-pr");
     assert_eq!(
         network(ContainerNetwork::JoinedTo("prgate-run-7-pr-server")),
         "--network container:prgate-run-7-pr-server"
@@ -187,7 +189,9 @@ fn a_container_gets_no_network_the_runs_internal_one_or_a_servers_namespace() {
             check(&dirs, Case { network: ContainerNetwork::JoinedTo(foreign), ..Case::default() });
         assert!(refused.contains("is not the name of a container of this run"), "{refused}");
     }
-    assert_eq!(run_network_name(&RunId::new("run-7").expect("a run id")), "prgate-run-7");
+    let run = RunId::new("run-7").expect("a run id");
+    assert_eq!(side_network_name(&run, NetworkSide::Base), "prgate-run-7-base");
+    assert_eq!(side_network_name(&run, NetworkSide::Pr), "prgate-run-7-pr");
 }
 
 #[test]

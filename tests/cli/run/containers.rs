@@ -1,6 +1,6 @@
 //! `prgate run`'s isolation: host isolation refused without the runner's `--trust-pr-code`,
-//! every PR command through the (stand-in) container engine, and no server on a node whose
-//! host answers on the run's network.
+//! every PR command through the (stand-in) container engine, base's and the PR's servers on
+//! networks of their own, and no server on a node whose host answers on a side's network.
 
 use super::*;
 
@@ -176,6 +176,89 @@ fn in_containers_every_command_from_the_pr_goes_through_the_engine() {
     assert_eq!(state["containers"].as_array().map(Vec::len), Some(0), "{state}");
     assert_eq!(state["networks"].as_array().map(Vec::len), Some(0), "{state}");
     assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+}
+
+/// Base's and the PR's servers, up together on two GPUs, are on networks of their own, so that
+/// the PR's server cannot reach base's: each side's network is made internal, checked by that
+/// side's gateway probe and joined only by that side's server and its clients; both are
+/// removed when the run ends.
+#[test]
+fn in_containers_each_sides_server_is_on_a_network_of_its_own() {
+    let fixture = Fixture::new(&Sample { gate: TWO_PAIRS, gpus: 2, ..Sample::default() });
+    let engine = fake_engine(fixture.work.path());
+    let run = run_contained(&fixture, &engine);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let calls = engine_calls(&fixture);
+    // Each `run`'s container name and network.
+    let option = |argv: &[String], flag: &str| {
+        let at = argv.iter().position(|arg| arg == flag).expect("the option") + 1;
+        argv[at].clone()
+    };
+    let networks: Vec<(String, String)> = calls
+        .iter()
+        .filter(|argv| argv[0] == "run")
+        .map(|argv| (option(argv, "--name"), option(argv, "--network")))
+        .collect();
+    let network_of = |suffix: &str| -> Vec<&str> {
+        networks
+            .iter()
+            .filter(|(name, _)| name.ends_with(suffix))
+            .map(|(_, network)| network.as_str())
+            .collect()
+    };
+    let base = network_of("-alpha-base-server");
+    let pr = network_of("-alpha-pr-server");
+    assert_eq!((base.len(), pr.len()), (1, 1), "one server a side: {networks:#?}");
+    let (base, pr) = (base[0], pr[0]);
+    let run_id = base.strip_prefix("prgate-").and_then(|rest| rest.strip_suffix("-base"));
+    let run_id = run_id.unwrap_or_else(|| panic!("base's network {base} is prgate-<run>-base"));
+    assert_eq!(pr, format!("prgate-{run_id}-pr"), "{networks:#?}");
+    let called = |words: &[&str]| {
+        calls.iter().any(|argv| argv.iter().map(String::as_str).eq(words.iter().copied()))
+    };
+    let label = format!("prgate.run={run_id}");
+    for (side, network) in [("base", base), ("pr", pr)] {
+        // Made internal, labelled with the run (what the cleanup of a killed run removes by).
+        let made = ["network", "create", "--internal", "--label", &label, network];
+        assert!(called(&made), "{network} was not made internal: {calls:#?}");
+        // The side's gateway probe checked the side's network before its server started.
+        assert_eq!(network_of(&format!("-alpha-{side}-server-gateway-probe")), [network]);
+        // Its serving tests join its own server, nothing else.
+        let server = format!("container:prgate-{run_id}-alpha-{side}-server");
+        assert_eq!(network_of(&format!("-alpha-{side}-serving-tests")), [server.as_str()]);
+        // Removed when the run ended.
+        assert!(called(&["network", "rm", "-f", network]), "{network} is left: {calls:#?}");
+    }
+    let state: serde_json::Value = read_json(&fixture.work.path().join("engine-state/state.json"));
+    assert_eq!(state["networks"].as_array().map(Vec::len), Some(0), "{state}");
+    assert_eq!(state["containers"].as_array().map(Vec::len), Some(0), "{state}");
+    assert_eq!(settle(&fixture), Vec::<String>::new(), "processes left after the run");
+
+    // What a killed attempt leaves, both sides' networks, the run's next attempt removes.
+    for network in [base, pr] {
+        let made = Command::new(&engine)
+            .args(["network", "create", "--internal", "--label", &label, network])
+            .status()
+            .expect("the stand-in runs");
+        assert!(made.success(), "network create {network}: {made}");
+    }
+    let again = run_contained(&fixture, &engine);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    let state: serde_json::Value = read_json(&fixture.work.path().join("engine-state/state.json"));
+    assert_eq!(state["networks"].as_array().map(Vec::len), Some(0), "{state}");
+}
+
+/// Every call the stand-in engine took, in order: its arguments.
+fn engine_calls(fixture: &Fixture) -> Vec<Vec<String>> {
+    let log = std::fs::read_to_string(fixture.work.path().join("engine-state/log.jsonl"))
+        .expect("the engine's log");
+    log.lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("JSON"))
+        .filter_map(|entry| {
+            let argv = entry["argv"].as_array()?;
+            Some(argv.iter().map(|arg| arg.as_str().unwrap_or_default().to_owned()).collect())
+        })
+        .collect()
 }
 
 #[test]

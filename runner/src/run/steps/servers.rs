@@ -13,6 +13,7 @@ use std::time::Duration;
 use prgate_gate::evidence::{Check, NotRunReason, Side};
 use prgate_gate::speed::blocks;
 
+use crate::container::NetworkSide;
 use crate::gpu_time::{ServerDesign, ServersUsed};
 use crate::preflight::SystemCommands;
 use crate::recipe::memory_api::MemoryApiKey;
@@ -65,6 +66,8 @@ impl<'r> Runner<'r> {
                 env: self.exec.side_env(tree),
                 log,
                 purpose: format!("{}-{}-server", job.name(), side_name(side)),
+                // Each side's servers on a network of their own: the PR's cannot reach base's.
+                side: if side == Side::Base { NetworkSide::Base } else { NetworkSide::Pr },
             });
         }
         let recipes = [job.side_recipe(recipe, Side::Base), Ok(recipe)];
