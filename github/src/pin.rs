@@ -45,6 +45,14 @@ impl Pinned {
         self.merge_group.as_ref().map_or(&self.sha, |queue| &queue.pr_head)
     }
 
+    /// Whether `base_sha` is the base the run must plan against, as it is: a merge queue's (the
+    /// queue's own base). A PR's `base.sha` is the base branch as of the PR's last push, which
+    /// GitHub does not move when the branch does; the checkout's branch may be newer
+    /// (`prgate_scope::git::newest_base`).
+    pub fn base_is_exact(&self) -> bool {
+        self.merge_group.is_some()
+    }
+
     /// Takes the label `name` off the pinned labels, saying `why` in [`Pinned::notes`].
     pub fn drop_label(&mut self, name: &str, why: String) {
         self.labels.retain(|label| !label.eq_ignore_ascii_case(name));

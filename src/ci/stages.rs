@@ -397,15 +397,11 @@ fn make_plan(
         &[("the PR's head", &pinned.sha), ("the base", &pinned.base_sha)],
         &format!(" (git fetch origin pull/{}/head)", pinned.number),
     )?;
-    // GitHub's base.sha is the base as of the PR's last push; the checkout's base branch is
-    // newer when it moved since (a merge queue's base is exact).
-    let base_sha = match &pinned.merge_group {
-        Some(_) => pinned.base_sha.clone(),
-        None => prgate_scope::git::newest_base(
-            &args.repo,
-            ("the base", &pinned.base_sha),
-            &pinned.base_ref,
-        )?,
+    let base_sha = if pinned.base_is_exact() {
+        pinned.base_sha.clone()
+    } else {
+        let base = ("the base", pinned.base_sha.as_str());
+        prgate_scope::git::newest_base(&args.repo, base, &pinned.base_ref)?
     };
     if base_sha != pinned.base_sha {
         eprintln!(
