@@ -24,7 +24,8 @@
 //! ([`SystemCommands`] starts them under [`ChildGroup`] with a timeout), and the device nodes
 //! and sysfs are read under a root folder, `/` on a node and a fake tree in tests. The sources
 //! of a GPU's memory and their order (`reading`) are shared with the run, which reads a
-//! released server's GPUs with them after each memory release (`read_gpu_memory`).
+//! released server's GPUs with them after each memory release, their memory and how busy they
+//! are in one call of the tool (`read_gpus`).
 //!
 //! What it leaves to others: which checkpoints a plan needs (the run reads the recipes), how
 //! an image is inspected (the container engine), and who else is running on the host (the
@@ -55,7 +56,7 @@ use gpu_health::{Ecc, GpuProcess};
 use memory::Listed;
 pub(crate) use memory::Vram;
 use reading::GpuVram;
-pub(crate) use reading::{GpuReading, has_free_percent, read_gpu_memory};
+pub(crate) use reading::{GpuReading, has_free_percent, read_gpus};
 
 /// A tool's output read into the GPUs it lists.
 type ParseListed = fn(&str) -> Result<Listed, memory::OutputError>;
@@ -63,12 +64,18 @@ type ParseListed = fn(&str) -> Result<Listed, memory::OutputError>;
 /// The arguments of the `amd-smi` command that gives the GPUs' memory (the program is the
 /// node profile's `health.amd-smi`).
 pub const AMD_SMI_MEMORY: &[&str] = &["metric", "--mem-usage", "--json"];
+/// The arguments of the `amd-smi` command that gives the GPUs' memory and how busy they are
+/// (`usage.gfx_activity`), in one call: the run's reading of a released server's GPUs.
+pub const AMD_SMI_MEMORY_AND_USE: &[&str] = &["metric", "--mem-usage", "--usage", "--json"];
 /// The arguments of the `amd-smi` command that gives the GPUs' ECC error counts.
 pub const AMD_SMI_ECC: &[&str] = &["metric", "--ecc", "--json"];
 /// The arguments of the `amd-smi` command that lists the processes on the GPUs.
 pub const AMD_SMI_PROCESS: &[&str] = &["process", "--json"];
 /// The arguments of the `rocm-smi` command that gives the memory when `amd-smi` gives none.
 pub const ROCM_SMI_MEMORY: &[&str] = &["--showmeminfo", "vram", "--json"];
+/// The arguments of the `rocm-smi` command that gives the memory and how busy the GPUs are
+/// (`GPU use (%)`) when `amd-smi` gives neither, in one call: the run's release check.
+pub const ROCM_SMI_MEMORY_AND_USE: &[&str] = &["--showmeminfo", "vram", "--showuse", "--json"];
 /// The arguments of the `rocm-smi` command that lists the processes when `amd-smi` gives
 /// none.
 pub const ROCM_SMI_PIDS: &[&str] = &["--showpids", "--json"];
@@ -577,7 +584,7 @@ impl Preflight<'_> {
     /// The first management tool that answers, with the GPUs it lists; otherwise why each
     /// gave no answer.
     fn ask_tools(&self, asked: &mut Asked) -> (Option<(&'static str, Listed)>, Vec<String>) {
-        reading::ask_memory_tools(self.node, |program, log, args| {
+        reading::ask_memory_tools(self.node, reading::Query::Memory, |program, log, args| {
             self.ask(asked, program, log, args)
         })
     }

@@ -6,13 +6,22 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use super::memory::{Listed, OutputError, parse_amd_smi, parse_rocm_smi, read_sysfs};
+use super::memory::{
+    Listed, OutputError, parse_amd_smi, parse_rocm_smi, read_sysfs, read_sysfs_busy,
+};
 use super::*;
 
 const AMD_SMI_LIST: &str = include_str!("fixtures/amd-smi-metric-mem-usage.json");
 const AMD_SMI_GPU_DATA: &str = include_str!("fixtures/amd-smi-metric-mem-usage-gpu-data.out");
 const AMD_SMI_PLAIN: &str = include_str!("fixtures/amd-smi-metric-mem-usage-plain.json");
 const ROCM_SMI_VRAM: &str = include_str!("fixtures/rocm-smi-showmeminfo-vram.json");
+/// `amd-smi metric --mem-usage --usage --json` of two MI300X, GPU 1 busy: the shape amd-smi's
+/// `metric` builds (`amdsmi_cli/amdsmi_commands.py`, ROCm/amdsmi), not captured from a GPU.
+const AMD_SMI_USAGE: &str = include_str!("fixtures/amd-smi-metric-mem-usage-usage.json");
+/// `rocm-smi --showmeminfo vram --showuse --json` on one line, as `rocm_smi.py` prints it
+/// (ROCm/rocm_smi_lib's `showGpuUse`, `showMemInfo`, `formatJson`); card 2 without `GPU use`
+/// (what an unsupported figure leaves), not captured from a GPU.
+const ROCM_SMI_USE: &str = include_str!("fixtures/rocm-smi-showmeminfo-vram-showuse.json");
 
 const MIB: u64 = 1024 * 1024;
 
@@ -23,7 +32,7 @@ fn parsed(parse: fn(&str) -> Result<Listed, OutputError>, output: &str) -> Strin
         Ok(listed) if listed.is_empty() => "no GPU".to_owned(),
         Ok(listed) => listed
             .iter()
-            .map(|(id, vram)| match vram {
+            .map(|(id, figures)| match figures.vram {
                 Some(vram) => format!("{id}: {}/{} MiB", vram.used / MIB, vram.total / MIB),
                 None => format!("{id}: no figures"),
             })
@@ -108,6 +117,102 @@ fn rocm_smi_output_is_read() {
     for (output, expect) in cases {
         assert_eq!(parsed(parse_rocm_smi, output), expect, "{output}");
     }
+}
+
+/// How busy each GPU a parser reads is, one line each, or its error.
+fn parsed_busy(parse: fn(&str) -> Result<Listed, OutputError>, output: &str) -> String {
+    match parse(output) {
+        Err(problem) => format!("error: {problem}"),
+        Ok(listed) => listed
+            .iter()
+            .map(|(id, figures)| match figures.busy_percent {
+                Some(percent) => format!("{id}: {percent}% busy"),
+                None => format!("{id}: no activity"),
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+#[test]
+fn how_busy_a_gpu_is_is_read_from_the_same_output_as_its_memory() {
+    // amd-smi, asked for both: the memory as before, and usage.gfx_activity.
+    assert_eq!(parsed(parse_amd_smi, AMD_SMI_USAGE), "0: 283/196592 MiB, 1: 283/196592 MiB");
+    assert_eq!(parsed_busy(parse_amd_smi, AMD_SMI_USAGE), "0: 0% busy, 1: 100% busy");
+    let amd_smi = [
+        // Asked for the memory alone (the preflight): no activity.
+        (
+            AMD_SMI_LIST,
+            (0..8).map(|id| format!("{id}: no activity")).collect::<Vec<_>>().join(", "),
+        ),
+        // Releases before 24.5 (amd-smi's "GPU Usage/activity update"): gfx_usage, a number.
+        (r#"[{"gpu": 0, "usage": {"gfx_usage": 37, "mem_usage": 2}}]"#, "0: 37% busy".to_owned()),
+        (
+            r#"{"gpu_data": [{"gpu": 2, "usage": {"gfx_activity": {"value": 3, "unit": "%"}}}]}"#,
+            "2: 3% busy".to_owned(),
+        ),
+        // No figure: "N/A", the library's 0xFFFF past 100, a usage amd-smi could not read, a
+        // unit that is not a percentage.
+        (r#"[{"gpu": 0, "usage": {"gfx_activity": "N/A"}}]"#, "0: no activity".to_owned()),
+        (r#"[{"gpu": 0, "usage": {"gfx_activity": 65535}}]"#, "0: no activity".to_owned()),
+        (r#"[{"gpu": 0, "usage": "N/A", "mem_usage": {}}]"#, "0: no activity".to_owned()),
+        (
+            r#"[{"gpu": 0, "usage": {"gfx_activity": {"value": 5, "unit": "MHz"}}}]"#,
+            "0: no activity".to_owned(),
+        ),
+        // A fraction reads as the next whole percent: never less busy than it is.
+        (
+            r#"[{"gpu": 0, "usage": {"gfx_activity": {"value": 2.1, "unit": "%"}}}]"#,
+            "0: 3% busy".to_owned(),
+        ),
+    ];
+    for (output, expect) in amd_smi {
+        assert_eq!(parsed_busy(parse_amd_smi, output), expect, "{output}");
+    }
+    // rocm-smi, asked for both: "GPU use (%)" (not the coarse-grain "GFX Activity" counter).
+    let three = "0: 283/196592 MiB, 1: 283/196592 MiB, 2: 283/196592 MiB";
+    assert_eq!(parsed(parse_rocm_smi, ROCM_SMI_USE), three);
+    assert_eq!(
+        parsed_busy(parse_rocm_smi, ROCM_SMI_USE),
+        "0: 0% busy, 1: 100% busy, 2: no activity"
+    );
+    let rocm_smi = [
+        (
+            ROCM_SMI_VRAM,
+            (0..8).map(|id| format!("{id}: no activity")).collect::<Vec<_>>().join(", "),
+        ),
+        (
+            r#"{"card0": {"GPU use (%)": "95.0"}, "card1": {"GPU use (%)": "N/A"}}"#,
+            "0: 95% busy, 1: no activity".to_owned(),
+        ),
+        (
+            r#"{"card0": {"GPU use (%)": "-1"}, "card1": {"GPU use (%)": 4}}"#,
+            "0: no activity, 1: 4% busy".to_owned(),
+        ),
+    ];
+    for (output, expect) in rocm_smi {
+        assert_eq!(parsed_busy(parse_rocm_smi, output), expect, "{output}");
+    }
+}
+
+#[test]
+fn how_busy_a_gpu_is_is_read_from_sysfs_in_the_render_nodes_device_folder() {
+    let root = tempfile::tempdir().expect("a temp dir");
+    let device = root.path().join("sys/class/drm/renderD128/device");
+    std::fs::create_dir_all(&device).expect("the device folder");
+    let render = Path::new("/dev/dri/renderD128");
+    for (text, expect) in [("0\n", "0"), ("100\n", "100"), ("7", "7")] {
+        std::fs::write(device.join("gpu_busy_percent"), text).expect("busy");
+        let percent = read_sysfs_busy(root.path(), render).expect("a figure");
+        assert_eq!(percent.to_string(), expect, "{text:?}");
+    }
+    std::fs::write(device.join("gpu_busy_percent"), "busy\n").expect("busy");
+    let problem = read_sysfs_busy(root.path(), render).expect_err("garbage").to_string();
+    assert!(problem.ends_with("gpu_busy_percent holds \"busy\", not a percentage"), "{problem}");
+    let problem = read_sysfs_busy(root.path(), Path::new("/dev/dri/renderD136"))
+        .expect_err("missing")
+        .to_string();
+    assert!(problem.contains("renderD136/device/gpu_busy_percent: No such file"), "{problem}");
 }
 
 #[test]
@@ -632,41 +737,60 @@ fn one_free_disk_floor_serves_the_work_and_the_cache_directory() {
     }
 }
 
-#[test]
-fn a_reading_of_some_gpus_takes_the_preflights_sources_in_its_order() {
+/// A node of GPUs 2 and 3 (render nodes 144 and 152) under a temporary folder, whose sysfs
+/// gives GPU 3 1000 MiB used and 5% busy; its root is `<dir>/root`.
+fn reading_node() -> (tempfile::TempDir, NodeProfile) {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let root = dir.path().join("root");
-    let device = root.join("sys/class/drm/renderD152/device");
+    let device = dir.path().join("root/sys/class/drm/renderD152/device");
     std::fs::create_dir_all(&device).expect("the device folder");
     std::fs::write(device.join("mem_info_vram_total"), format!("{}\n", 196_592 * MIB))
         .expect("total");
     std::fs::write(device.join("mem_info_vram_used"), format!("{}\n", 1_000 * MIB)).expect("used");
+    std::fs::write(device.join("gpu_busy_percent"), "5\n").expect("busy");
     let profile = format!(
         "name = \"n\"\nhardware = \"mi300x\"\ncheckpoint-store = \"{tmp}\"\ncache-dir = \"{tmp}\"\nwork-dir = \"{tmp}\"\n[gpus]\nids = [2, 3]\nrender-devices = [\"/dev/dri/renderD144\", \"/dev/dri/renderD152\"]\n[image]\nname = \"i\"\n",
         tmp = dir.path().display()
     );
     let node = NodeProfile::parse(&profile, "node.toml").expect("the profile");
+    (dir, node)
+}
+
+/// A release check's reading of `node`'s GPUs `ids` under `root`, the tools answering
+/// `answers`, each GPU rendered by `render`, the root shown as `[root]`.
+fn read_rendered(
+    (node, root): (&NodeProfile, &Path),
+    answers: &[(&str, &[&str], Answer)],
+    ids: &[u32],
+    render: fn(GpuReading) -> String,
+) -> String {
+    let mut commands = FakeCommands::default();
+    for (program, args, answer) in answers {
+        commands.answers.insert(command(program, args), answer.clone());
+    }
+    let probes = Probes { commands: &commands, root };
+    read_gpus(node, probes, ids)
+        .into_iter()
+        .map(render)
+        .collect::<Vec<_>>()
+        .join("\n")
+        .replace(&root.display().to_string(), "[root]")
+}
+
+#[test]
+fn a_reading_of_some_gpus_takes_the_preflights_sources_in_its_order() {
+    let (dir, node) = reading_node();
+    let root = dir.path().join("root");
     let rendered = |answers: &[(&str, &[&str], Answer)], ids: &[u32]| {
-        let mut commands = FakeCommands::default();
-        for (program, args, answer) in answers {
-            commands.answers.insert(command(program, args), answer.clone());
-        }
-        let probes = Probes { commands: &commands, root: &root };
-        read_gpu_memory(&node, probes, ids)
-            .into_iter()
-            .map(|GpuReading { id, memory }| match memory {
-                Ok((vram, source)) => {
-                    format!("{id}: {}/{} MiB ({source})", vram.used / MIB, vram.total / MIB)
-                }
-                Err(problem) => format!("{id}: {problem}"),
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-            .replace(&root.display().to_string(), "[root]")
+        read_rendered((&node, &root), answers, ids, |GpuReading { id, memory, .. }| match memory {
+            Ok((vram, source)) => {
+                format!("{id}: {}/{} MiB ({source})", vram.used / MIB, vram.total / MIB)
+            }
+            Err(problem) => format!("{id}: {problem}"),
+        })
     };
-    let amd_smi = ("amd-smi", AMD_SMI_MEMORY, Answer::Prints(AMD_SMI_LIST));
-    let rocm_smi = ("rocm-smi", ROCM_SMI_MEMORY, Answer::Prints(ROCM_SMI_VRAM));
-    let broken = ("amd-smi", AMD_SMI_MEMORY, Answer::Fails("exit status: 1"));
+    let amd_smi = ("amd-smi", AMD_SMI_MEMORY_AND_USE, Answer::Prints(AMD_SMI_LIST));
+    let rocm_smi = ("rocm-smi", ROCM_SMI_MEMORY_AND_USE, Answer::Prints(ROCM_SMI_VRAM));
+    let broken = ("amd-smi", AMD_SMI_MEMORY_AND_USE, Answer::Fails("exit status: 1"));
     // amd-smi first; only the GPUs asked, by the node profile's ids.
     assert_eq!(rendered(&[amd_smi, rocm_smi.clone()], &[3]), "3: 283/196592 MiB (amd-smi)");
     // rocm-smi when amd-smi gives no answer; sysfs when neither does.
@@ -677,4 +801,31 @@ fn a_reading_of_some_gpus_takes_the_preflights_sources_in_its_order() {
         rendered(&[broken], &[2, 7]),
         "2: amd-smi: exit status: 1; rocm-smi: cannot start: No such file or directory (os error 2); sysfs: cannot read [root]/sys/class/drm/renderD144/device/mem_info_vram_total: No such file or directory (os error 2)\n7: the node profile lists no GPU 7"
     );
+}
+
+#[test]
+fn a_reading_gives_how_busy_each_gpu_is_from_the_call_that_gave_its_memory_else_sysfs() {
+    let (dir, node) = reading_node();
+    let root = dir.path().join("root");
+    let rendered = |answers: &[(&str, &[&str], Answer)], ids: &[u32]| {
+        read_rendered((&node, &root), answers, ids, |GpuReading { id, busy, .. }| match busy {
+            Ok((percent, source)) => format!("{id}: {percent}% busy ({source})"),
+            Err(problem) => format!("{id}: {problem}"),
+        })
+    };
+    // GPU 2 and 3 are the tools' GPUs 2 and 3; amd-smi's fixture lists GPUs 0 and 1 only.
+    let two_busy = r#"[{"gpu": 2, "usage": {"gfx_activity": {"value": 100, "unit": "%"}}, "mem_usage": {}}, {"gpu": 3, "usage": "N/A"}]"#;
+    let amd_smi = ("amd-smi", AMD_SMI_MEMORY_AND_USE, Answer::Prints(two_busy));
+    let broken = ("amd-smi", AMD_SMI_MEMORY_AND_USE, Answer::Fails("exit status: 1"));
+    let rocm_smi = ("rocm-smi", ROCM_SMI_MEMORY_AND_USE, Answer::Prints(ROCM_SMI_USE));
+    // The tool that answered gives it; a GPU it gives no activity for is read from sysfs.
+    assert_eq!(rendered(&[amd_smi], &[2, 3]), "2: 100% busy (amd-smi)\n3: 5% busy (sysfs)");
+    // rocm-smi's "GPU use (%)" when amd-smi gives no answer (its card 2 has none, and sysfs has
+    // no figure for GPU 2): each source's problem, never a figure.
+    assert_eq!(
+        rendered(&[broken.clone(), rocm_smi], &[2]),
+        "2: rocm-smi gives no activity; sysfs: cannot read [root]/sys/class/drm/renderD144/device/gpu_busy_percent: No such file or directory (os error 2)"
+    );
+    assert_eq!(rendered(std::slice::from_ref(&broken), &[3]), "3: 5% busy (sysfs)");
+    assert_eq!(rendered(&[broken], &[7]), "7: the node profile lists no GPU 7");
 }

@@ -18,31 +18,48 @@ const ON_THE_FAKE_GPU: &str = "--memory-api sglang --vram-dir {work}/gpu --vram-
 /// The fake GPU's size: 288 GiB, an MI355X's.
 const TOTAL: u64 = 288 * GIB;
 
-/// A fake `amd-smi`: `metric --mem-usage --json` of GPU 0, its used memory the sum of what the
-/// live simulated servers in the fake GPU's folder hold (`<pid>-<port>` files) over an idle
-/// GPU's 283 MiB; every memory reading is a line of `readings`. With `answers-once` in the
-/// folder it answers the first reading (the preflight's) and fails from then on; with `slow`,
-/// it takes that many seconds to exit after it has read the memory (a slow tool). Anything else
-/// it is asked (ECC counts, processes) it does not answer, so the preflight does without.
+/// A fake `amd-smi`: `metric --mem-usage --json` (the preflight's) or `metric --mem-usage
+/// --usage --json` (a release check's) of GPU 0, its used memory the sum of what the live
+/// simulated servers in the fake GPU's folder hold (`<pid>-<port>` files, their first line)
+/// over an idle GPU's 283 MiB, and with `--usage` its `gfx_activity` 100% while a live server's
+/// file says its GPU is busy (a second line `busy-until-ms T`, T not yet passed), else 0%;
+/// every reading is a line of `readings` (`reading` and its arguments). With `answers-once` in
+/// the folder it answers the first reading (the preflight's) and fails from then on; with
+/// `no-activity`, it never gives `usage`; with `slow`, it takes that many seconds to exit after
+/// it has read the memory (a slow tool). Anything else it is asked (ECC counts, processes) it
+/// does not answer, so the preflight does without.
 const FAKE_AMD_SMI: &str = r#"#!/bin/sh
 gpu='GPU'
-[ "$*" = "metric --mem-usage --json" ] || { echo "amd-smi: not here: $*" >&2; exit 1; }
-echo reading >> "$gpu/readings"
+case "$*" in
+  "metric --mem-usage --json" | "metric --mem-usage --usage --json") ;;
+  *) echo "amd-smi: not here: $*" >&2; exit 1 ;;
+esac
+echo "reading $*" >> "$gpu/readings"
 if [ -e "$gpu/answers-once" ] && [ -e "$gpu/answered" ]; then
   echo "amd-smi: GPU 0 does not answer" >&2
   exit 1
 fi
 : > "$gpu/answered"
 used=296747008
+busy=0
+now=$(date +%s%3N)
 for held in "$gpu"/[0-9]*-[0-9]*; do
   [ -f "$held" ] || continue
   name=${held##*/}
   [ -d "/proc/${name%%-*}" ] || continue
-  used=$((used + $(cat "$held")))
+  bytes=0 until=
+  { read -r bytes; read -r _ until; } < "$held"
+  used=$((used + bytes))
+  if [ -n "$until" ] && [ "$until" -gt "$now" ]; then busy=100; fi
 done
 total=$(cat "$gpu/total")
-printf '[{"gpu": 0, "mem_usage": {"total_vram": {"value": %d, "unit": "MB"}, "used_vram": {"value": %d, "unit": "MB"}}}]\n' \
-  $((total / 1048576)) $((used / 1048576))
+usage=
+case "$*" in
+  *--usage*) [ -e "$gpu/no-activity" ] ||
+    usage=$(printf '"usage": {"gfx_activity": {"value": %d, "unit": "%%"}}, ' "$busy") ;;
+esac
+printf '[{"gpu": 0, %s"mem_usage": {"total_vram": {"value": %d, "unit": "MB"}, "used_vram": {"value": %d, "unit": "MB"}}}]\n' \
+  "$usage" $((total / 1048576)) $((used / 1048576))
 if [ -e "$gpu/slow" ]; then sleep "$(cat "$gpu/slow")"; fi
 "#;
 

@@ -3,7 +3,7 @@
 //! side's server loads or wakes into less (slower, or out of memory: a base side that fails).
 //! So after every release, of either side's server (base's is trusted code, but the check is
 //! cheap and the same for both), the step loop reads the memory of the GPUs the released server
-//! holds with the preflight's sources ([`crate::preflight::read_gpu_memory`]: `amd-smi`, else
+//! holds with the preflight's sources ([`crate::preflight::read_gpus`]: `amd-smi`, else
 //! `rocm-smi`, else sysfs under the preflight's root), and the release counts only when each
 //! of them has [`MIN_FREE_AFTER_RELEASE_PERCENT`] of its memory free within [`RELEASE_SETTLE`].
 //! Once a released server is paused (frozen: it can take nothing back), its GPUs are read once
@@ -27,8 +27,7 @@ use std::time::{Duration, Instant};
 
 use crate::node::NodeProfile;
 use crate::preflight::{
-    GpuReading, MIN_FREE_VRAM_PERCENT, Probes, SystemCommands, gib, has_free_percent,
-    read_gpu_memory,
+    GpuReading, MIN_FREE_VRAM_PERCENT, Probes, SystemCommands, gib, has_free_percent, read_gpus,
 };
 
 /// The share of each of a released server's GPUs that must be free after its release, in
@@ -97,7 +96,7 @@ impl ReleaseCheck<'_> {
             Moment::AfterRelease => RELEASE_SETTLE,
             Moment::OncePaused => Duration::ZERO,
         };
-        let read = || read_gpu_memory(node, probes, gpus);
+        let read = || read_gpus(node, probes, gpus);
         settle(read, moment, Wait { within, every: READING_INTERVAL })
     }
 }
@@ -157,7 +156,7 @@ fn judge(readings: &[GpuReading]) -> Judged {
         return Judged::Unreadable("the server holds no GPU to read".to_owned());
     }
     let mut held = Vec::new();
-    for GpuReading { id, memory } in readings {
+    for GpuReading { id, memory, .. } in readings {
         match memory {
             Err(problem) => return Judged::Unreadable(format!("GPU {id}: {problem}")),
             Ok((vram, _)) if has_free_percent(*vram, MIN_FREE_AFTER_RELEASE_PERCENT) => {}
@@ -180,13 +179,14 @@ mod tests {
 
     const GIB: u64 = 1024 * 1024 * 1024;
 
-    /// GPU `id`'s reading: `used` of a 100 GiB GPU, by amd-smi.
+    /// GPU `id`'s reading: `used` of a 100 GiB GPU, idle, by amd-smi.
     fn used(id: u32, used: u64) -> GpuReading {
-        GpuReading { id, memory: Ok((Vram { total: 100 * GIB, used }, "amd-smi")) }
+        let memory = Ok((Vram { total: 100 * GIB, used }, "amd-smi"));
+        GpuReading { id, memory, busy: Ok((0, "amd-smi")) }
     }
 
     fn unreadable(id: u32, problem: &str) -> GpuReading {
-        GpuReading { id, memory: Err(problem.to_owned()) }
+        GpuReading { id, memory: Err(problem.to_owned()), busy: Err(problem.to_owned()) }
     }
 
     fn check(readings: &[GpuReading], expect: &str) {
@@ -217,7 +217,7 @@ mod tests {
             "unreadable: GPU 1: amd-smi: cannot start; sysfs: cannot read",
         );
         check(&[], "unreadable: the server holds no GPU to read");
-        let zero = GpuReading { id: 3, memory: Ok((Vram { total: 0, used: 0 }, "sysfs")) };
+        let zero = GpuReading { memory: Ok((Vram { total: 0, used: 0 }, "sysfs")), ..used(3, 0) };
         check(&[zero], "held: GPU 3: 0.0 GiB of 0.0 GiB used (sysfs)");
     }
 
