@@ -65,6 +65,10 @@ pub(crate) struct SimServerArgs {
     /// lies later.
     #[arg(long, value_name = "MS")]
     retake_memory_after_ms: Option<f64>,
+    /// Leave the fake GPU busy this long after a release, paused or not: a server that queued
+    /// GPU work before it answered.
+    #[arg(long, value_name = "MS")]
+    busy_after_release_ms: Option<f64>,
     /// Never become ready: 503 for ever.
     #[arg(long)]
     never_healthy: bool,
@@ -141,6 +145,7 @@ impl SimServerArgs {
             vram_bytes: self.vram_bytes,
             release_keeps_memory: self.release_keeps_memory,
             retake_memory_after_ms: self.retake_memory_after_ms,
+            busy_after_release_ms: self.busy_after_release_ms,
             never_healthy: self.never_healthy,
             die_after_requests: self.die_after_requests,
             eos_after_tokens: self.eos_after_tokens,

@@ -51,7 +51,7 @@ pub use profile::{
     Probability, Profile, ProfileError, Range, ZeroToOne,
 };
 use rng::SplitMix64;
-pub use vram::{TOTAL_FILE as VRAM_TOTAL_FILE, VramError};
+pub use vram::{BUSY_UNTIL as VRAM_BUSY_UNTIL, TOTAL_FILE as VRAM_TOTAL_FILE, VramError};
 
 /// Starts a simulated server on `addr` and returns at once; port 0 binds a free port, which
 /// [`RunningServer::addr`] reports. The server runs until it is stopped, dropped or dies.

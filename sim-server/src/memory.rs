@@ -7,7 +7,9 @@
 //! is the profile's `memory-api`; one it does not speak is a 404 like any unknown path. With a
 //! fake GPU (`vram-dir`), a release gives its memory back (unless `release-keeps-memory`: the
 //! server that lies; `retake-memory-after-ms` takes it back later, unless the server is paused
-//! by then) and a wake takes it again, or answers `500` when the GPU has no room.
+//! by then; `busy-after-release-ms` leaves the GPU busy that long, paused or not, as work queued
+//! before the answer would) and a wake takes it again, or answers `500` when the GPU has no
+//! room.
 //!
 //! What it leaves to others: serving (the crate's root), deciding when to release (the runner),
 //! the fake GPU's files (`crate::vram`).
@@ -104,8 +106,9 @@ fn bad(status: u16, message: &str) -> Response<Body> {
 }
 
 /// Releases the memory; a server whose profile keeps it (`release-keeps-memory`) answers alike
-/// and keeps its fake GPU's memory (`crate::vram`), and one that takes it back later
-/// (`retake-memory-after-ms`) does so unless it is paused by then.
+/// and keeps its fake GPU's memory (`crate::vram`), one that takes it back later
+/// (`retake-memory-after-ms`) does so unless it is paused by then, and one that leaves its GPU
+/// busy (`busy-after-release-ms`) says so in its file.
 fn release(shared: &Arc<Shared>, how: &str) {
     shared.released.store(true, Ordering::Release);
     let kept = match shared.vram.as_ref().map(super::vram::FakeVram::release).transpose() {
@@ -116,7 +119,13 @@ fn release(shared: &Arc<Shared>, how: &str) {
         }
     };
     let kept = if kept { ", but keeps its GPU memory (release-keeps-memory)" } else { "" };
-    shared.log(&format!("[sim-server] memory released ({how}){kept}"));
+    let busy = match shared.profile.busy_after_release.filter(|_| shared.vram.is_some()) {
+        Some(busy) => {
+            format!(", and leaves its GPU busy for {} ms (busy-after-release-ms)", busy.as_millis())
+        }
+        None => String::new(),
+    };
+    shared.log(&format!("[sim-server] memory released ({how}){kept}{busy}"));
     if let Some(delay) = shared.profile.retake_memory_after {
         let shared = Arc::clone(shared);
         tokio::spawn(async move {

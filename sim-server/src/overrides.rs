@@ -29,6 +29,7 @@ pub struct Overrides {
     /// `true` sets `release-keeps-memory`; `false` leaves it.
     pub release_keeps_memory: bool,
     pub retake_memory_after_ms: Option<f64>,
+    pub busy_after_release_ms: Option<f64>,
     /// `true` sets `never-healthy`; `false` leaves it.
     pub never_healthy: bool,
     pub die_after_requests: Option<u64>,
@@ -90,6 +91,8 @@ impl Profile {
         self.release_keeps_memory |= given.release_keeps_memory;
         let retake = millis("retake-memory-after-ms", given.retake_memory_after_ms)?;
         self.retake_memory_after = retake.or(self.retake_memory_after);
+        let busy = millis("busy-after-release-ms", given.busy_after_release_ms)?;
+        self.busy_after_release = busy.or(self.busy_after_release);
         self.never_healthy |= given.never_healthy;
         self.die_after_requests = given.die_after_requests.or(self.die_after_requests);
         self.eos_after_tokens = given.eos_after_tokens.or(self.eos_after_tokens);

@@ -53,6 +53,10 @@ pub struct Profile {
     /// How long after a release it takes its memory back unasked, unless it is paused by then
     /// (`retake-memory-after-ms`): a server that lies later; `None` never does.
     pub retake_memory_after: Option<Duration>,
+    /// How long its fake GPU stays busy after a release, paused or not
+    /// (`busy-after-release-ms`): a server that frees its memory and queues GPU work before it
+    /// answers; `None` leaves it idle.
+    pub busy_after_release: Option<Duration>,
     /// Whether the server never becomes healthy (`never-healthy`).
     pub never_healthy: bool,
     /// How many generation requests the server answers before the next one kills it
@@ -297,6 +301,7 @@ struct ProfileFile {
     vram_bytes: u64,
     release_keeps_memory: bool,
     retake_memory_after_ms: Option<f64>,
+    busy_after_release_ms: Option<f64>,
     never_healthy: bool,
     die_after_requests: Option<u64>,
     eos_after_tokens: Option<usize>,
@@ -325,6 +330,7 @@ impl Default for ProfileFile {
             vram_bytes: 0,
             release_keeps_memory: false,
             retake_memory_after_ms: None,
+            busy_after_release_ms: None,
             never_healthy: false,
             die_after_requests: None,
             eos_after_tokens: None,
@@ -361,6 +367,10 @@ impl TryFrom<ProfileFile> for Profile {
             retake_memory_after: file
                 .retake_memory_after_ms
                 .map(|ms| milliseconds("retake-memory-after-ms", ms))
+                .transpose()?,
+            busy_after_release: file
+                .busy_after_release_ms
+                .map(|ms| milliseconds("busy-after-release-ms", ms))
                 .transpose()?,
             never_healthy: file.never_healthy,
             die_after_requests: file.die_after_requests,

@@ -39,6 +39,7 @@ fn profile_files() {
         vram-bytes = 1024
         release-keeps-memory = true
         retake-memory-after-ms = 250
+        busy-after-release-ms = 60000
         never-healthy = true
         die-after-requests = 40
         error-rate = 0.1
@@ -61,6 +62,7 @@ fn profile_files() {
         vram_bytes: 1024,
         release_keeps_memory: true,
         retake_memory_after: Some(Duration::from_millis(250)),
+        busy_after_release: Some(Duration::from_secs(60)),
         never_healthy: true,
         die_after_requests: Some(40),
         eos_after_tokens: None,
@@ -74,7 +76,7 @@ fn profile_files() {
     assert_eq!(Profile::from_toml_str(toml), Ok(expected.clone()));
     let json = r#"{"model": "qwen", "ttft-ms": 120, "tpot-ms": 2.5, "noise-cv": 0.02, "seed": 7,
         "startup-delay-ms": 3000, "wake-delay-ms": 500, "memory-api": "vllm", "never-healthy": true, "die-after-requests": 40,
-        "vram-dir": "gpu0", "vram-bytes": 1024, "release-keeps-memory": true, "retake-memory-after-ms": 250,
+        "vram-dir": "gpu0", "vram-bytes": 1024, "release-keeps-memory": true, "retake-memory-after-ms": 250, "busy-after-release-ms": 60000,
         "error-rate": 0.1, "accuracy": 0.75, "monokernel": true, "log-file": "server.log",
         "max-concurrency": 8}"#;
     assert_eq!(Profile::from_json_str(json), Ok(expected));

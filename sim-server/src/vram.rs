@@ -6,7 +6,11 @@
 //! its load on, `0` while its memory is released, and `vram-bytes` again once it is woken. A
 //! server with `release-keeps-memory` answers the release as the engines do and keeps its
 //! memory (its file does not change): the server that lies; one with `retake-memory-after-ms`
-//! gives it back and takes it again that long after (`memory`). When the folder has a file `total`
+//! gives it back and takes it again that long after (`memory`). One with `busy-after-release-ms`
+//! leaves its GPU busy that long after a release, as work it queued before its answer would keep
+//! a real GPU busy whether or not its process is paused: its file's second line says until when
+//! (`busy-until-ms <milliseconds since the Unix epoch>`), a deadline the reader compares with its
+//! own clock, since a paused server writes nothing. When the folder has a file `total`
 //! (bytes), a load or a wake that does not fit beside what the folder's other live servers hold
 //! fails, as a real GPU's out-of-memory does; a server is live while its process runs
 //! (`/proc/<pid>`), so a killed server's memory is free, as the driver frees it. A stopped
@@ -16,11 +20,16 @@
 //! GPU's memory (a test's fake `amd-smi` sums the same files).
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
 
 use crate::Profile;
 
 /// The name of the fake GPU's size in a `vram-dir`: a decimal number of bytes.
 pub const TOTAL_FILE: &str = "total";
+
+/// The word that starts a server file's second line: until when its GPU is busy.
+pub const BUSY_UNTIL: &str = "busy-until-ms";
 
 /// A server's share of a fake GPU's memory.
 #[derive(Debug)]
@@ -30,6 +39,10 @@ pub(crate) struct FakeVram {
     file: PathBuf,
     bytes: u64,
     keeps_on_release: bool,
+    /// How long its GPU stays busy after a release (`busy-after-release-ms`).
+    busy_after_release: Option<Duration>,
+    /// Until when its GPU is busy, in milliseconds since the Unix epoch; 0 when it never was.
+    busy_until_ms: AtomicU64,
 }
 
 /// What went wrong with a fake GPU's memory.
@@ -66,6 +79,8 @@ impl FakeVram {
             file,
             bytes: profile.vram_bytes,
             keeps_on_release: profile.release_keeps_memory,
+            busy_after_release: profile.busy_after_release,
+            busy_until_ms: AtomicU64::new(0),
         })
     }
 
@@ -81,12 +96,16 @@ impl FakeVram {
         self.write(self.bytes)
     }
 
-    /// Gives the memory back (a release), unless the profile keeps it: whether it was kept.
+    /// Gives the memory back (a release), unless the profile keeps it, and leaves the GPU busy
+    /// for the profile's `busy-after-release-ms`: whether the memory was kept.
     pub(crate) fn release(&self) -> Result<bool, VramError> {
-        if self.keeps_on_release {
-            return Ok(true);
+        if let Some(busy) = self.busy_after_release {
+            let until =
+                unix_ms().saturating_add(u64::try_from(busy.as_millis()).unwrap_or(u64::MAX));
+            self.busy_until_ms.store(until, Ordering::Release);
         }
-        self.write(0).map(|()| false)
+        let held = if self.keeps_on_release { self.bytes } else { 0 };
+        self.write(held).map(|()| self.keeps_on_release)
     }
 
     /// What the folder's other live servers hold, in bytes.
@@ -103,10 +122,14 @@ impl FakeVram {
         Ok(held)
     }
 
+    /// Writes the file: the bytes held, and until when the GPU is busy when it ever was.
     fn write(&self, bytes: u64) -> Result<(), VramError> {
         let name = self.file.file_name().unwrap_or_default().to_string_lossy();
         let temporary = self.dir.join(format!(".{name}.new"));
-        std::fs::write(&temporary, format!("{bytes}\n"))
+        let busy_until = self.busy_until_ms.load(Ordering::Acquire);
+        let busy =
+            if busy_until > 0 { format!("{BUSY_UNTIL} {busy_until}\n") } else { String::new() };
+        std::fs::write(&temporary, format!("{bytes}\n{busy}"))
             .and_then(|()| std::fs::rename(&temporary, &self.file))
             .map_err(|source| VramError::Write { path: self.file.clone(), source })
     }
@@ -130,16 +153,23 @@ fn live(path: &Path) -> bool {
     }
 }
 
-/// The number of bytes `path` holds; `None` when there is no such file.
+/// The number of bytes `path` holds (its first line); `None` when there is no such file.
 fn read_bytes(path: &Path) -> Result<Option<u64>, VramError> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(source) if source.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => return Err(VramError::Read { path: path.to_owned(), source }),
     };
-    let bytes = text.trim().parse().map_err(|_not_a_number| VramError::NotBytes {
+    let first = text.lines().next().unwrap_or_default().trim();
+    let bytes = first.parse().map_err(|_not_a_number| VramError::NotBytes {
         path: path.to_owned(),
-        text: text.trim().to_owned(),
+        text: first.to_owned(),
     })?;
     Ok(Some(bytes))
+}
+
+/// Now, in milliseconds since the Unix epoch (0 for a clock before it).
+fn unix_ms() -> u64 {
+    let since = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
 }
