@@ -7,8 +7,9 @@
 //! (not measured) must succeed before the server is used; a wake or warm-up that fails counts
 //! as a server that must be loaded again. A recipe's `server.memory-api` names the API (no
 //! probe), or says `none` (stopped at once, no probe); `probe` is the default. A `200` to a
-//! release is the server's word only: `freed` reads the GPUs after it ([`ReleaseCheck`]), and a
-//! release that did not give them back does not count.
+//! release is the server's word only: `freed` reads the GPUs after it ([`ReleaseCheck`]: their
+//! memory, and once the server is paused how busy they are), and a release that did not give
+//! them back, freed and idle, does not count.
 //!
 //! What it leaves to others: when to switch (the step loop's `Servers`), the servers'
 //! processes (`super::server`), the GPUs' memory sources (`crate::preflight`).

@@ -1,11 +1,14 @@
-//! `prgate run` checks every memory release against the GPUs' memory, on a fake machine whose
-//! `amd-smi` (a script the node profile names, a real process) reads GPU 0's memory from the
-//! simulated servers' fake GPU (`prgate sim-server --vram-dir`, docs/sim-server.md): the
-//! servers hold 180 of its 288 GiB each, so two never fit at once. A PR server that answers
-//! the release and keeps its memory is stopped and loaded again, the design's words say why,
-//! and base's server loads with its memory; so is one that frees its memory for the reading and
-//! takes it back before its pause; an honest server is still switched by its release, each
-//! release read before and after its pause; a reading that cannot be made stops the server.
+//! `prgate run` checks every memory release against the GPUs, on a fake machine whose `amd-smi`
+//! (a script the node profile names, a real process) reads GPU 0's memory and how busy it is
+//! from the simulated servers' fake GPU (`prgate sim-server --vram-dir`, docs/sim-server.md):
+//! the servers hold 180 of its 288 GiB each, so two never fit at once, and one that queued work
+//! before its release leaves it busy (`--busy-after-release-ms`). A PR server that answers the
+//! release and keeps its memory is stopped and loaded again, the design's words say why, and
+//! base's server loads with its memory; so is one that frees its memory for the reading and
+//! takes it back before its pause, and one whose GPU stays busy once it is paused (base is then
+//! measured on an idle GPU); an honest server is still switched by its release, each release
+//! read before and after its pause, and so is one whose queued work drains within the settle
+//! time; a reading that cannot be made, of the memory or of the activity, stops the server.
 
 use super::servers::{server_events, server_loads};
 use super::*;
@@ -70,6 +73,8 @@ enum Tool {
     Answers,
     /// Answers the first reading (the preflight's) and fails from then on.
     AnswersOnce,
+    /// Answers every reading with the memory, never with how busy the GPU is.
+    NoActivity,
     /// Takes this many seconds to exit after it has read the memory.
     SlowBy(u32),
 }
@@ -96,6 +101,7 @@ impl FakeGpu {
         match tool {
             Tool::Answers => {}
             Tool::AnswersOnce => std::fs::write(dir.join("answers-once"), "").expect("the switch"),
+            Tool::NoActivity => std::fs::write(dir.join("no-activity"), "").expect("the switch"),
             Tool::SlowBy(seconds) => {
                 std::fs::write(dir.join("slow"), format!("{seconds}\n")).expect("the switch");
             }
@@ -117,7 +123,13 @@ impl FakeGpu {
 
     /// How many times the run read the GPU's memory.
     fn readings(&self) -> usize {
-        std::fs::read_to_string(self.dir.join("readings")).unwrap_or_default().lines().count()
+        self.asked().len()
+    }
+
+    /// What each reading asked the tool, in order.
+    fn asked(&self) -> Vec<String> {
+        let readings = std::fs::read_to_string(self.dir.join("readings")).unwrap_or_default();
+        readings.lines().map(|line| line.trim_start_matches("reading ").to_owned()).collect()
     }
 }
 
@@ -136,10 +148,39 @@ impl Ran {
         self.servers["why"].as_str().unwrap_or_default()
     }
 
+    /// The design's `why`, the design blocked because a server was stopped to make room.
+    fn blocked_why(&self) -> &str {
+        assert_eq!(self.servers["design"], "blocked", "{}", self.servers);
+        let why = self.why();
+        assert!(why.ends_with(", so it is stopped to make room"), "{why}");
+        why
+    }
+
     /// `side`'s server log.
     fn server_log(&self, side: &str) -> String {
         let log = format!("logs/alpha.routing.{side}/server.log");
         std::fs::read_to_string(self.fixture.results("results").join(log)).expect("a server log")
+    }
+
+    /// Every release counted: each side's server loaded once and switched by SGLang's memory
+    /// API (base's twice released, the PR's three times), as without the check
+    /// (cli run::servers).
+    fn assert_switched_by_releases(&self) {
+        let loads = server_loads(&self.fixture, "results");
+        assert_eq!(loads, [("base".to_owned(), 1), ("pr".to_owned(), 1)]);
+        let released = server_events(&self.fixture, "results", "server-released");
+        assert_eq!(released, [("base".to_owned(), 2), ("pr".to_owned(), 3)]);
+        assert_eq!(self.servers["design"], "sglang", "{}", self.servers);
+        assert_eq!(self.why(), "the base server answered that memory API");
+    }
+
+    /// Neither side's release counted: no `server-released` event, and each side's server
+    /// loaded again (stopped at its first release).
+    fn assert_no_release_counted(&self) {
+        let released = server_events(&self.fixture, "results", "server-released");
+        assert_eq!(released, Vec::<(String, usize)>::new());
+        let loads = server_loads(&self.fixture, "results");
+        assert!(loads.iter().all(|(_, loads)| *loads >= 2), "{loads:?}");
     }
 
     /// No record of the run is `not-run` (both sides' servers loaded and served), both sides'
@@ -230,12 +271,7 @@ fn a_pr_server_that_keeps_its_memory_after_the_release_is_stopped_and_base_loads
 fn an_honest_server_is_still_switched_by_its_release_and_every_release_is_read() {
     let ran = run_on_the_fake_gpu(faster, Tool::Answers);
     // As without the check (cli run::servers): each side loaded once, switched by wakes.
-    let loads = server_loads(&ran.fixture, "results");
-    assert_eq!(loads, [("base".to_owned(), 1), ("pr".to_owned(), 1)]);
-    let released = server_events(&ran.fixture, "results", "server-released");
-    assert_eq!(released, [("base".to_owned(), 2), ("pr".to_owned(), 3)]);
-    assert_eq!(ran.servers["design"], "sglang", "{}", ran.servers);
-    assert_eq!(ran.why(), "the base server answered that memory API");
+    ran.assert_switched_by_releases();
     let words = "switched by SGLang's memory release and resume";
     assert!(ran.run.stderr.contains(words), "{}", ran.run.stderr);
     // The GPU read once by the preflight, and twice a release: after it (freed at once) and
@@ -267,23 +303,103 @@ fn a_pr_server_that_takes_its_memory_back_before_its_pause_is_stopped() {
 
 #[test]
 fn a_release_whose_memory_cannot_be_read_stops_the_server() {
-    // The tool answers the preflight, then no more; the machine has no sysfs figures.
-    let ran = run_on_the_fake_gpu(faster, Tool::AnswersOnce);
-    assert_eq!(ran.servers["design"], "blocked", "{}", ran.servers);
-    let why = ran.why();
+    // The tool answers the preflight, then no more; the machine has no sysfs figures. The GPU
+    // is read by the preflight, then once a release (an unreadable reading is not waited for).
+    unreadable_readings_stop_both_servers(
+        Tool::AnswersOnce,
+        "the PR server's memory release could not be checked, its GPUs' memory unreadable (GPU 0: ",
+        &["amd-smi: GPU 0 does not answer", "sysfs: cannot read"],
+        1 + 2,
+    );
+}
+
+#[test]
+fn a_pr_server_that_leaves_its_gpus_busy_after_its_release_is_stopped_and_base_is_measured() {
+    // The PR's server frees its memory at the release but leaves the GPU busy for ten minutes,
+    // paused or not: work it queued before it answered.
+    let busy = |repo: &crate::support::Repo| {
+        with_server_flag(repo, "--busy-after-release-ms 600000");
+    };
+    let ran = run_on_the_fake_gpu(busy, Tool::Answers);
+    // Its release did not count: stopped (its queued work with it), never released again.
+    let why = ran.blocked_why();
     assert!(
-        why.starts_with("the PR server's memory release could not be checked, its GPUs' memory unreadable (GPU 0: "),
+        why.starts_with("the PR server kept its GPUs busy after its release, with work queued before its pause (GPU 0: 100% busy (amd-smi) "),
         "{why}"
     );
-    assert!(why.contains("amd-smi: GPU 0 does not answer"), "{why}");
-    assert!(why.contains("sysfs: cannot read"), "{why}");
-    assert!(why.ends_with("), so it is stopped to make room"), "{why}");
-    // Neither side's release counted: each is stopped at its first, and loaded again; the
-    // GPU read by the preflight, then once a release (an unreadable reading is not waited for).
+    assert!(
+        why.ends_with(
+            " s after it was paused, where a released server's GPUs must be at most 2% busy), so it is stopped to make room"
+        ),
+        "{why}"
+    );
+    assert!(ran.run.stderr.contains(why), "{}", ran.run.stderr);
     let released = server_events(&ran.fixture, "results", "server-released");
-    assert_eq!(released, Vec::<(String, usize)>::new());
+    assert!(!released.is_empty(), "base's releases count");
+    assert!(released.iter().all(|(side, _)| side == "base"), "{released:?}");
+    assert_eq!(ran.server_log("pr").matches("leaves its GPU busy for 600000 ms").count(), 1);
+    // The busy GPU was read again once the PR's server was paused, for the settle time (every
+    // second for 10 s: 10 readings or more), before it was stopped.
+    assert!(ran.gpu.readings() >= 1 + 2 + 10, "{:?}", ran.gpu.asked());
+    // Base's server loaded once and every step ran on both sides, base's measured once the
+    // PR's server was gone; its own honest releases still switch it.
     let loads = server_loads(&ran.fixture, "results");
-    assert!(loads.iter().all(|(_, loads)| *loads >= 2), "{loads:?}");
-    assert_eq!(ran.gpu.readings(), 1 + 2);
+    assert_eq!(loads[0], ("base".to_owned(), 1), "{loads:?}");
+    assert!(loads[1].1 >= 2, "{loads:?}");
+    assert!(!server_events(&ran.fixture, "results", "server-woken").is_empty());
+    ran.assert_every_step_ran();
+}
+
+#[test]
+fn a_server_whose_queued_work_drains_within_the_settle_time_is_still_switched_by_its_release() {
+    // The PR's server leaves the GPU busy for 2.5 s after each release: read again once it is
+    // paused until the GPU is idle, and switched by its release.
+    let drains = |repo: &crate::support::Repo| {
+        with_server_flag(repo, "--busy-after-release-ms 2500");
+    };
+    let ran = run_on_the_fake_gpu(drains, Tool::Answers);
+    ran.assert_switched_by_releases();
+    // The preflight asked for the memory; every release check for the memory and the activity
+    // in one call: twice a release (before the pause, once paused), and the PR's three
+    // releases at least twice more each, while the GPU was busy (2.5 s, read every second).
+    let asked = ran.gpu.asked();
+    assert_eq!(asked[0], "metric --mem-usage --json");
+    assert!(asked[1..].iter().all(|args| args == "metric --mem-usage --usage --json"), "{asked:?}");
+    assert!(asked.len() >= 1 + 2 * 5 + 3 * 2, "{asked:?}");
+    ran.assert_every_step_ran();
+}
+
+#[test]
+fn a_release_whose_gpus_activity_cannot_be_read_stops_the_server() {
+    // The tool gives the memory and never how busy the GPU is; the machine has no sysfs. The
+    // GPU is read by the preflight, then twice a release (its memory freed before the pause,
+    // its activity unreadable once paused, not waited for).
+    unreadable_readings_stop_both_servers(
+        Tool::NoActivity,
+        "the PR server's memory release could not be checked, its GPUs' activity unreadable (GPU 0: amd-smi gives no activity; sysfs: cannot read ",
+        &["/sys/class/drm/renderD128/device/gpu_busy_percent: No such file"],
+        1 + 2 * 2,
+    );
+}
+
+/// A run on the fake GPU whose tool does what `tool` says, the PR changing the model's code
+/// only: the design's words start with `why_starts` and say each of `why_says`; neither side's
+/// release counted (each is stopped at its first, and loaded again); the GPU was read
+/// `readings` times; every step ran.
+fn unreadable_readings_stop_both_servers(
+    tool: Tool,
+    why_starts: &str,
+    why_says: &[&str],
+    readings: usize,
+) {
+    let ran = run_on_the_fake_gpu(faster, tool);
+    let why = ran.blocked_why();
+    assert!(why.starts_with(why_starts), "{why}");
+    for says in why_says {
+        assert!(why.contains(says), "{why}");
+    }
+    assert!(why.ends_with("), so it is stopped to make room"), "{why}");
+    ran.assert_no_release_counted();
+    assert_eq!(ran.gpu.readings(), readings);
     ran.assert_every_step_ran();
 }

@@ -1,18 +1,30 @@
 //! Whether a server's memory release gave its GPUs back. A server's `200` to a release is its
 //! own word, and a PR's server is PR code: it can answer and keep its memory, so that the other
-//! side's server loads or wakes into less (slower, or out of memory: a base side that fails).
+//! side's server loads or wakes into less (slower, or out of memory: a base side that fails);
+//! or it can free its memory and, before it answers, queue minutes of GPU work that needs almost
+//! none (a spin kernel, thousands of launches), which runs on after the server is paused (a
+//! frozen process's queued work runs on the GPU regardless) and slows every base run alike.
 //! So after every release, of either side's server (base's is trusted code, but the check is
-//! cheap and the same for both), the step loop reads the memory of the GPUs the released server
-//! holds with the preflight's sources ([`crate::preflight::read_gpus`]: `amd-smi`, else
-//! `rocm-smi`, else sysfs under the preflight's root), and the release counts only when each
-//! of them has [`MIN_FREE_AFTER_RELEASE_PERCENT`] of its memory free within [`RELEASE_SETTLE`].
-//! Once a released server is paused (frozen: it can take nothing back), its GPUs are read once
-//! more ([`ReleaseCheck::once_paused`]), so that a server that frees its memory for the reading
-//! and takes it back before its pause is caught too. A release that does not count is no
-//! release: the step loop stops the server instead, and from then on switches that side by
-//! reloads ([`Freed::Kept`]). A reading that cannot be made (no tool answers and sysfs has no
-//! figures) fails closed the same way ([`Freed::Unreadable`]): a stop and a reload cost
-//! minutes, a base server loaded beside a PR's that kept its memory costs the verdict.
+//! cheap and the same for both), the step loop reads the GPUs the released server holds with
+//! the preflight's sources ([`crate::preflight::read_gpus`]: `amd-smi`, else `rocm-smi`, else
+//! sysfs under the preflight's root; their memory and how busy they are in one call), and the
+//! release counts only when each of them has [`MIN_FREE_AFTER_RELEASE_PERCENT`] of its memory
+//! free within [`RELEASE_SETTLE`]. Once a released server is paused (frozen: it can take
+//! nothing back and queue nothing more), its GPUs are read again ([`ReleaseCheck::once_paused`]):
+//! their memory must still be free (a server that frees its memory for the first reading and
+//! takes it back before its pause is caught), and they must be idle, at most
+//! [`MAX_BUSY_AFTER_RELEASE_PERCENT`] busy, within [`IDLE_SETTLE`]. A release that does not
+//! count is no release: the step loop stops the server instead (its queued work dies with its
+//! processes), and from then on switches that side by reloads ([`Freed::Kept`],
+//! [`Freed::Busy`]). A reading that cannot be made (no tool answers and sysfs has no figures)
+//! fails closed the same way ([`Freed::Unreadable`], [`Freed::ActivityUnreadable`]): a stop and
+//! a reload cost minutes, a base server measured beside a PR's that kept its memory or its GPUs
+//! busy costs the verdict.
+//!
+//! Idle means idle of everything: one at a time, the other side's server is not running while
+//! these GPUs are read (not started, stopped, or released and paused, its own release checked
+//! the same way), and the preflight found the GPUs free of other processes, so what keeps them
+//! busy is the released server's.
 //!
 //! With the preflight off ([`crate::run::PreflightMode::Off`]: a machine without GPUs, the
 //! tests and the demo) no GPU is read, so no release is checked ([`Freed::Unread`]); the run's
@@ -48,7 +60,30 @@ pub(in crate::run) const MIN_FREE_AFTER_RELEASE_PERCENT: u8 = MIN_FREE_VRAM_PERC
 /// stopped, not released, from then on).
 pub(in crate::run) const RELEASE_SETTLE: Duration = Duration::from_secs(30);
 
-/// How long to wait between two readings of GPUs still held after a release.
+/// How busy each of a released server's GPUs may be once the server is paused, in percent of
+/// time its graphics engine runs work (amd-smi's `gfx_activity`, rocm-smi's `GPU use (%)`,
+/// sysfs's `gpu_busy_percent`). The figure counts the time any kernel runs, however few compute
+/// units it takes, so work a server queued before its pause (a spin kernel on one unit, a queue
+/// of launches) reads near 100 until its queues have drained, and an idle GPU reads 0: nothing
+/// of the run is on it (one at a time, the other side's server is not running) and the preflight
+/// found no other process. 2 leaves a point or two for the firmware's averaging of the last
+/// moments of the release's own work and for a management tool's noise, and is no more than the
+/// speed rule's default `max-loss` (2%): work that kept the GPUs busy at the threshold could slow
+/// base by no more than the loss the gate allows anyway.
+pub(in crate::run) const MAX_BUSY_AFTER_RELEASE_PERCENT: u8 = 2;
+
+/// How long a paused server's GPUs may take to read idle. The busy figures are averages the GPU's
+/// firmware keeps over a short window (well under a second), so a GPU whose last kernel has
+/// ended reads idle within a reading or two, and an honest release has run its own last kernels
+/// before it answers. GPUs still busy are read again every [`READING_INTERVAL`] until this has
+/// passed: queued work that drains meanwhile does no harm (the other side is not measured
+/// before the check ends, and a paused server queues nothing more, so GPUs once idle stay idle),
+/// and waiting longer than this buys little against a stop and a reload (minutes, once: the
+/// server is stopped, not released, from then on). A third of [`RELEASE_SETTLE`]: memory can
+/// take the device seconds to give back; an engine that has nothing left to run stops at once.
+pub(in crate::run) const IDLE_SETTLE: Duration = Duration::from_secs(10);
+
+/// How long to wait between two readings of GPUs still held, or still busy, after a release.
 const READING_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How a run checks its servers' releases.
@@ -63,84 +98,111 @@ pub(in crate::run) enum ReleaseCheck<'a> {
 /// What a check found after a release.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(in crate::run) enum Freed {
-    /// Every GPU the server holds has [`MIN_FREE_AFTER_RELEASE_PERCENT`] free.
+    /// Every GPU the server holds has [`MIN_FREE_AFTER_RELEASE_PERCENT`] free (and, once the
+    /// server is paused, is at most [`MAX_BUSY_AFTER_RELEASE_PERCENT`] busy).
     Yes,
     /// Not read: the preflight is off.
     Unread,
-    /// The GPUs are still held [`RELEASE_SETTLE`] after the release: which, how much, by which
-    /// source, in words.
+    /// The GPUs are still held [`RELEASE_SETTLE`] after the release, or held again once the
+    /// server is paused: which, how much, by which source, in words.
     Kept(String),
+    /// The GPUs are still busy [`IDLE_SETTLE`] after the server was paused: which, how busy, by
+    /// which source, in words.
+    Busy(String),
     /// The GPUs' memory could not be read: why, in words.
     Unreadable(String),
+    /// The GPUs' memory was read freed, but how busy they are could not be read: why, in words.
+    ActivityUnreadable(String),
 }
 
 impl ReleaseCheck<'_> {
-    /// Reads GPUs `gpus` (a released server's) until they are freed or [`RELEASE_SETTLE`] has
-    /// passed; one reading when the release freed them at once, or when none can be made.
+    /// Reads GPUs `gpus` (a released server's) until their memory is freed or [`RELEASE_SETTLE`]
+    /// has passed; one reading when the release freed them at once, or when none can be made.
     pub(in crate::run) fn after_release(&self, gpus: &[u32]) -> Freed {
-        self.read(gpus, Moment::AfterRelease)
+        self.read(gpus, Moment::AfterRelease, RELEASE_SETTLE)
     }
 
-    /// Reads GPUs `gpus` once more, their released server paused since [`Self::after_release`]
-    /// found them freed: a paused server changes nothing, so there is nothing to wait for.
+    /// Reads GPUs `gpus` again, their released server paused since [`Self::after_release`]
+    /// found them freed: their memory once (a paused server takes nothing back, so there is
+    /// nothing to wait for), and how busy they are until they are idle or [`IDLE_SETTLE`] has
+    /// passed; one reading when they are idle at once.
     pub(in crate::run) fn once_paused(&self, gpus: &[u32]) -> Freed {
-        self.read(gpus, Moment::OncePaused)
+        self.read(gpus, Moment::OncePaused, IDLE_SETTLE)
     }
 
-    fn read(&self, gpus: &[u32], moment: Moment) -> Freed {
+    fn read(&self, gpus: &[u32], moment: Moment, within: Duration) -> Freed {
         let ReleaseCheck::Read { node, root, commands } = self else {
             return Freed::Unread;
         };
         let probes = Probes { commands, root };
-        let within = match moment {
-            Moment::AfterRelease => RELEASE_SETTLE,
-            Moment::OncePaused => Duration::ZERO,
-        };
         let read = || read_gpus(node, probes, gpus);
         settle(read, moment, Wait { within, every: READING_INTERVAL })
     }
 }
 
-/// When GPUs are read: after a release, or once its server is paused.
+/// When GPUs are read: after a release (their memory), or once its server is paused (their
+/// memory and how busy they are).
 #[derive(Debug, Clone, Copy)]
 enum Moment {
     AfterRelease,
     OncePaused,
 }
 
-/// How long GPUs still held are read again (`within`), and how far apart (`every`).
+/// How long GPUs still held (after a release) or still busy (once paused) are read again
+/// (`within`), and how far apart (`every`).
 #[derive(Debug, Clone, Copy)]
 struct Wait {
     within: Duration,
     every: Duration,
 }
 
-/// Readings from `read` until one judges the GPUs freed, one cannot be made, or `wait` has
-/// passed (then the last one's GPUs are [`Freed::Kept`] at `moment`).
+/// Readings from `read` until one gives the check's answer at `moment`, or `wait` has passed.
+/// After a release: freed memory is [`Freed::Yes`], memory still held when `wait` has passed
+/// [`Freed::Kept`]. Once paused: memory held is [`Freed::Kept`] at once (a paused server
+/// changes nothing), freed memory on idle GPUs [`Freed::Yes`], on GPUs still busy when `wait`
+/// has passed [`Freed::Busy`]. A figure that cannot be read is final at once.
 fn settle(mut read: impl FnMut() -> Vec<GpuReading>, moment: Moment, wait: Wait) -> Freed {
     let Wait { within, every } = wait;
     let began = Instant::now();
     loop {
-        match judge(&read()) {
-            Judged::Freed => return Freed::Yes,
-            Judged::Unreadable(why) => return Freed::Unreadable(why),
-            Judged::Held(held) if began.elapsed() >= within => {
-                let when = match moment {
-                    Moment::AfterRelease => {
-                        format!("{} s after the release", began.elapsed().as_secs())
-                    }
-                    Moment::OncePaused => "once it was paused".to_owned(),
-                };
-                return Freed::Kept(format!(
-                    "{held} {when}, where a released server must leave {MIN_FREE_AFTER_RELEASE_PERCENT}% free"
-                ));
+        let readings = read();
+        let waited = began.elapsed();
+        let late = waited >= within;
+        match (judge(&readings), moment) {
+            (Judged::Unreadable(why), _) => return Freed::Unreadable(why),
+            (Judged::Freed, Moment::AfterRelease) => return Freed::Yes,
+            (Judged::Held(held), Moment::AfterRelease) if late => {
+                let when = format!("{} s after the release", waited.as_secs());
+                return Freed::Kept(kept(&held, &when));
             }
-            Judged::Held(_) => std::thread::sleep(every),
+            (Judged::Held(_), Moment::AfterRelease) => {}
+            (Judged::Held(held), Moment::OncePaused) => {
+                return Freed::Kept(kept(&held, "once it was paused"));
+            }
+            (Judged::Freed, Moment::OncePaused) => match judge_activity(&readings) {
+                Activity::Idle => return Freed::Yes,
+                Activity::Unreadable(why) => return Freed::ActivityUnreadable(why),
+                Activity::Busy(busy) if late => {
+                    return Freed::Busy(format!(
+                        "{busy} {} s after it was paused, where a released server's GPUs must be at most {MAX_BUSY_AFTER_RELEASE_PERCENT}% busy",
+                        waited.as_secs()
+                    ));
+                }
+                Activity::Busy(_) => {}
+            },
         }
+        std::thread::sleep(every);
     }
 }
 
-/// One reading, judged.
+/// The words of GPUs still held (`held`) at `when`.
+fn kept(held: &str, when: &str) -> String {
+    format!(
+        "{held} {when}, where a released server must leave {MIN_FREE_AFTER_RELEASE_PERCENT}% free"
+    )
+}
+
+/// One reading's memory, judged.
 #[derive(Debug, PartialEq, Eq)]
 enum Judged {
     Freed,
@@ -170,6 +232,33 @@ fn judge(readings: &[GpuReading]) -> Judged {
     if held.is_empty() { Judged::Freed } else { Judged::Held(held.join(", ")) }
 }
 
+/// One reading's activity, judged.
+#[derive(Debug, PartialEq, Eq)]
+enum Activity {
+    Idle,
+    /// The GPUs more than [`MAX_BUSY_AFTER_RELEASE_PERCENT`] busy, in words.
+    Busy(String),
+    Unreadable(String),
+}
+
+/// Whether every GPU of a reading is at most [`MAX_BUSY_AFTER_RELEASE_PERCENT`] busy; a GPU
+/// whose activity could not be read makes the reading unreadable, and so does a reading of no
+/// GPU.
+fn judge_activity(readings: &[GpuReading]) -> Activity {
+    if readings.is_empty() {
+        return Activity::Unreadable("the server holds no GPU to read".to_owned());
+    }
+    let mut busy = Vec::new();
+    for GpuReading { id, busy: figure, .. } in readings {
+        match figure {
+            Err(problem) => return Activity::Unreadable(format!("GPU {id}: {problem}")),
+            Ok((percent, _)) if *percent <= MAX_BUSY_AFTER_RELEASE_PERCENT => {}
+            Ok((percent, source)) => busy.push(format!("GPU {id}: {percent}% busy ({source})")),
+        }
+    }
+    if busy.is_empty() { Activity::Idle } else { Activity::Busy(busy.join(", ")) }
+}
+
 #[cfg(test)]
 mod tests {
     use std::cell::Cell;
@@ -181,12 +270,22 @@ mod tests {
 
     /// GPU `id`'s reading: `used` of a 100 GiB GPU, idle, by amd-smi.
     fn used(id: u32, used: u64) -> GpuReading {
+        busy(id, used, 0)
+    }
+
+    /// GPU `id`'s reading: `used` of a 100 GiB GPU, `percent` busy, by amd-smi.
+    fn busy(id: u32, used: u64, percent: u8) -> GpuReading {
         let memory = Ok((Vram { total: 100 * GIB, used }, "amd-smi"));
-        GpuReading { id, memory, busy: Ok((0, "amd-smi")) }
+        GpuReading { id, memory, busy: Ok((percent, "amd-smi")) }
     }
 
     fn unreadable(id: u32, problem: &str) -> GpuReading {
         GpuReading { id, memory: Err(problem.to_owned()), busy: Err(problem.to_owned()) }
+    }
+
+    /// GPU `id`'s reading: its memory freed, its activity unreadable for `problem`.
+    fn activity_unreadable(id: u32, problem: &str) -> GpuReading {
+        GpuReading { busy: Err(problem.to_owned()), ..used(id, 0) }
     }
 
     fn check(readings: &[GpuReading], expect: &str) {
@@ -266,6 +365,95 @@ mod tests {
         };
         let found = settle(broken, Moment::AfterRelease, Wait { within: minute, every: minute });
         assert_eq!(found, Freed::Unreadable("GPU 0: amd-smi: exit status: 1".to_owned()));
+        assert_eq!(reads.get(), 1);
+    }
+
+    fn check_activity(readings: &[GpuReading], expect: &str) {
+        let judged = match judge_activity(readings) {
+            Activity::Idle => "idle".to_owned(),
+            Activity::Busy(busy) => format!("busy: {busy}"),
+            Activity::Unreadable(why) => format!("unreadable: {why}"),
+        };
+        assert_eq!(judged, expect, "{readings:?}");
+    }
+
+    #[test]
+    fn a_paused_servers_gpus_count_as_idle_at_two_percent_busy_within_ten_seconds() {
+        // The threshold and the settle time, pinned: docs/schedule.md ("A release is read")
+        // argues for both, and a change must change the words there too.
+        assert_eq!(MAX_BUSY_AFTER_RELEASE_PERCENT, 2);
+        assert_eq!(IDLE_SETTLE, Duration::from_secs(10));
+        assert!(IDLE_SETTLE <= RELEASE_SETTLE);
+        check_activity(&[busy(0, 0, 0)], "idle");
+        check_activity(&[busy(0, 0, 2), busy(1, 0, 1)], "idle");
+        check_activity(&[busy(0, 0, 3)], "busy: GPU 0: 3% busy (amd-smi)");
+        check_activity(
+            &[busy(0, 0, 100), busy(1, 0, 0), busy(2, 0, 57)],
+            "busy: GPU 0: 100% busy (amd-smi), GPU 2: 57% busy (amd-smi)",
+        );
+        // Fail closed: a GPU whose activity cannot be read, or no GPU, is no proof of idleness.
+        check_activity(
+            &[
+                busy(0, 0, 0),
+                activity_unreadable(1, "amd-smi gives no activity; sysfs: cannot read"),
+            ],
+            "unreadable: GPU 1: amd-smi gives no activity; sysfs: cannot read",
+        );
+        check_activity(&[], "unreadable: the server holds no GPU to read");
+    }
+
+    #[test]
+    fn busy_gpus_are_read_again_once_paused_until_idle_and_their_memory_is_judged_first() {
+        let reads = Cell::new(0);
+        let minute = Duration::from_secs(60);
+        // Idle on the third reading: queued work that drained within the settle time.
+        let drained_late = || {
+            reads.set(reads.get() + 1);
+            vec![busy(0, 0, if reads.get() < 3 { 100 } else { 0 })]
+        };
+        let wait = Wait { within: minute, every: Duration::ZERO };
+        assert_eq!(settle(drained_late, Moment::OncePaused, wait), Freed::Yes);
+        assert_eq!(reads.replace(0), 3);
+        // Busy throughout: busy, once the settle time has passed.
+        let spinning = || {
+            reads.set(reads.get() + 1);
+            vec![busy(0, 0, 100)]
+        };
+        let wait = Wait { within: Duration::from_millis(30), every: Duration::from_millis(10) };
+        assert_eq!(
+            settle(spinning, Moment::OncePaused, wait),
+            Freed::Busy(
+                "GPU 0: 100% busy (amd-smi) 0 s after it was paused, where a released server's GPUs must be at most 2% busy"
+                    .to_owned()
+            )
+        );
+        assert!(reads.replace(0) >= 2);
+        // After the release (before the pause) the activity is not judged: the server may
+        // still be running its release's last work, and it is read again once paused.
+        let wait = Wait { within: minute, every: minute };
+        assert_eq!(settle(spinning, Moment::AfterRelease, wait), Freed::Yes);
+        assert_eq!(reads.replace(0), 1);
+        // Memory taken back and GPUs busy: the memory is the finding, at once.
+        let both = || {
+            reads.set(reads.get() + 1);
+            vec![busy(0, 90 * GIB, 100)]
+        };
+        let Freed::Kept(kept) = settle(both, Moment::OncePaused, wait) else {
+            panic!("the memory held once paused is kept");
+        };
+        assert!(kept.ends_with(" once it was paused, where a released server must leave 90% free"));
+        assert_eq!(reads.replace(0), 1);
+        // Activity that cannot be read: final at once, never waited for.
+        let no_activity = || {
+            reads.set(reads.get() + 1);
+            vec![activity_unreadable(0, "rocm-smi gives no activity; sysfs: cannot read")]
+        };
+        assert_eq!(
+            settle(no_activity, Moment::OncePaused, wait),
+            Freed::ActivityUnreadable(
+                "GPU 0: rocm-smi gives no activity; sysfs: cannot read".to_owned()
+            )
+        );
         assert_eq!(reads.get(), 1);
     }
 }

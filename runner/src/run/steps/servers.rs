@@ -1,8 +1,8 @@
 //! Both sides' servers of one model: started when a step first needs one, both up at once on
 //! disjoint GPUs when the node has room, else one at a time (the other side's stopped, or its
-//! memory released through its memory API, to make room, a release counting only when a
-//! reading of its GPUs shows them freed); each start's log window kept for the routing check,
-//! and how the servers shared the node for the GPU-time file.
+//! memory released through its memory API, to make room, a release counting only when
+//! readings of its GPUs show them freed, and idle once it is paused); each start's log window
+//! kept for the routing check, and how the servers shared the node for the GPU-time file.
 //!
 //! What it leaves to others: starting and stopping one server (`crate::run::server`), the
 //! memory API and the reading after a release (`crate::run::memory`), which steps need a server
@@ -154,8 +154,9 @@ pub(super) struct Servers<'a> {
     no_pause: [Option<String>; 2],
     /// How a release is checked: the GPUs read after it, or not (the preflight is off).
     release_check: ReleaseCheck<'a>,
-    /// Why a side's release did not count (its GPUs still held, or not readable), in the
-    /// design's words: from then on it is stopped to make room, and loaded again.
+    /// Why a side's release did not count (its GPUs still held, still busy once it was paused,
+    /// or not readable), in the design's words: from then on it is stopped to make room, and
+    /// loaded again.
     not_freed: [Option<String>; 2],
     /// Whether a release counted without a reading (the preflight is off), which the design's
     /// words say.
@@ -263,10 +264,11 @@ impl<'a> Servers<'a> {
     /// when it speaks an engine's memory API (found by probing at its first release), and the
     /// server paused once readings of its GPUs show the release freed them
     /// ([`Servers::freed_and_paused`]: an idle server does nothing while the other side is
-    /// measured, so a PR's server cannot keep the GPUs busy or load base's server then); else
-    /// stopped (dropping it lets its GPUs go); a released server that cannot be paused is
-    /// stopped too, as is one whose release did not free its GPUs; from then on its side is
-    /// switched by reloads (the blocked design, which [`Servers::used`] says).
+    /// measured, so a PR's server cannot load base's server then, and its GPUs must read idle
+    /// once it is paused, so that no work it queued before keeps them busy); else stopped
+    /// (dropping it lets its GPUs go); a released server that cannot be paused is stopped too,
+    /// as is one whose release did not free its GPUs or left them busy; from then on its side
+    /// is switched by reloads (the blocked design, which [`Servers::used`] says).
     /// A server that has exited is dropped without a probe: a dead server answers no API,
     /// which says nothing of the API its engine speaks.
     fn make_room(&mut self, other: usize) {
@@ -300,11 +302,13 @@ impl<'a> Servers<'a> {
     }
 
     /// The `other` side's released server, paused, when its release freed its GPUs: they are
-    /// read before the pause (a paused server cannot finish freeing) and once more after it (a
+    /// read before the pause (a paused server cannot finish freeing) and again after it (a
     /// frozen server takes nothing back, so a server that freed its memory for the first reading
-    /// and took it back before its pause is caught). `None` when the release did not count or
-    /// the server could not be paused: the server is dropped (stopped, and loaded again when its
-    /// side needs it), and why is kept for the design's words.
+    /// and took it back before its pause is caught; and it queues nothing more, so GPUs still
+    /// busy run work it queued before, which would slow the other side: they must read idle).
+    /// `None` when the release did not count or the server could not be paused: the server is
+    /// dropped (stopped, its queued work with it, and loaded again when its side needs it), and
+    /// why is kept for the design's words.
     fn freed_and_paused(&mut self, other: usize, mut server: Server) -> Option<Server> {
         let gpus = self.launches[other].gpus;
         let found = self.release_check.after_release(gpus);
@@ -329,7 +333,7 @@ impl<'a> Servers<'a> {
     /// What a reading of the `other` side's GPUs after its release (`found`) says in the
     /// design's words: `None` when the release counts (or the GPUs are not read because the
     /// preflight is off: counted, and said), else why not (`kept` says what the server did
-    /// when its GPUs were still held).
+    /// when its GPUs' memory was still held).
     fn not_freed_words(&mut self, other: usize, found: Freed, kept: &str) -> Option<String> {
         let side = if other == 0 { "base" } else { "PR" };
         match found {
@@ -339,8 +343,14 @@ impl<'a> Servers<'a> {
                 None
             }
             Freed::Kept(held) => Some(format!("the {side} server {kept} ({held})")),
+            Freed::Busy(busy) => Some(format!(
+                "the {side} server kept its GPUs busy after its release, with work queued before its pause ({busy})"
+            )),
             Freed::Unreadable(why) => Some(format!(
                 "the {side} server's memory release could not be checked, its GPUs' memory unreadable ({why})"
+            )),
+            Freed::ActivityUnreadable(why) => Some(format!(
+                "the {side} server's memory release could not be checked, its GPUs' activity unreadable ({why})"
             )),
         }
     }
@@ -401,8 +411,8 @@ impl<'a> Servers<'a> {
 
     /// The runs of a block: [`blocks::BLOCK_RUNS`] one at a time when a switch reloads a
     /// server (a side's is known to speak no memory API, could not be paused while idle, or
-    /// did not free its GPUs at a release, or the model is a topology, whose servers are
-    /// stopped): the blocked design; else one.
+    /// did not free its GPUs (or left them busy) at a release, or the model is a topology,
+    /// whose servers are stopped): the blocked design; else one.
     pub(super) fn block_runs(&self) -> usize {
         let reloads = self.no_api.iter().any(|&none| none)
             || self.no_pause.iter().any(Option::is_some)
@@ -483,7 +493,9 @@ impl<'a> Servers<'a> {
             (design, why)
         };
         let why = if self.unread_releases {
-            format!("{why}; no release was checked against the GPUs' memory: the preflight is off")
+            format!(
+                "{why}; no release was checked against the GPUs' memory and activity: the preflight is off"
+            )
         } else {
             why
         };
