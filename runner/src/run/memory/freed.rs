@@ -214,22 +214,41 @@ enum Judged {
 /// Whether every GPU of a reading has [`MIN_FREE_AFTER_RELEASE_PERCENT`] free; a GPU that
 /// could not be read makes the reading unreadable, and so does a reading of no GPU.
 fn judge(readings: &[GpuReading]) -> Judged {
-    if readings.is_empty() {
-        return Judged::Unreadable("the server holds no GPU to read".to_owned());
+    let held = beyond(
+        readings,
+        |reading| &reading.memory,
+        |vram| has_free_percent(*vram, MIN_FREE_AFTER_RELEASE_PERCENT),
+        |vram| format!("{} of {} used", gib(vram.used), gib(vram.total)),
+    );
+    match held {
+        Err(why) => Judged::Unreadable(why),
+        Ok(held) if held.is_empty() => Judged::Freed,
+        Ok(held) => Judged::Held(held),
     }
-    let mut held = Vec::new();
-    for GpuReading { id, memory, .. } in readings {
-        match memory {
-            Err(problem) => return Judged::Unreadable(format!("GPU {id}: {problem}")),
-            Ok((vram, _)) if has_free_percent(*vram, MIN_FREE_AFTER_RELEASE_PERCENT) => {}
-            Ok((vram, source)) => held.push(format!(
-                "GPU {id}: {} of {} used ({source})",
-                gib(vram.used),
-                gib(vram.total)
-            )),
+}
+
+/// The GPUs of a reading whose `figure` is not `within` its bound, each as `GPU <id>: <words>
+/// (<source>)`, joined; `Err` with why when a GPU's figure could not be read, or the reading
+/// has no GPU (no proof of anything).
+fn beyond<T>(
+    readings: &[GpuReading],
+    figure: impl Fn(&GpuReading) -> &Result<(T, &'static str), String>,
+    within: impl Fn(&T) -> bool,
+    words: impl Fn(&T) -> String,
+) -> Result<String, String> {
+    if readings.is_empty() {
+        return Err("the server holds no GPU to read".to_owned());
+    }
+    let mut beyond = Vec::new();
+    for reading in readings {
+        let id = reading.id;
+        match figure(reading) {
+            Err(problem) => return Err(format!("GPU {id}: {problem}")),
+            Ok((value, _)) if within(value) => {}
+            Ok((value, source)) => beyond.push(format!("GPU {id}: {} ({source})", words(value))),
         }
     }
-    if held.is_empty() { Judged::Freed } else { Judged::Held(held.join(", ")) }
+    Ok(beyond.join(", "))
 }
 
 /// One reading's activity, judged.
@@ -245,18 +264,17 @@ enum Activity {
 /// whose activity could not be read makes the reading unreadable, and so does a reading of no
 /// GPU.
 fn judge_activity(readings: &[GpuReading]) -> Activity {
-    if readings.is_empty() {
-        return Activity::Unreadable("the server holds no GPU to read".to_owned());
+    let busy = beyond(
+        readings,
+        |reading| &reading.busy,
+        |percent| *percent <= MAX_BUSY_AFTER_RELEASE_PERCENT,
+        |percent| format!("{percent}% busy"),
+    );
+    match busy {
+        Err(why) => Activity::Unreadable(why),
+        Ok(busy) if busy.is_empty() => Activity::Idle,
+        Ok(busy) => Activity::Busy(busy),
     }
-    let mut busy = Vec::new();
-    for GpuReading { id, busy: figure, .. } in readings {
-        match figure {
-            Err(problem) => return Activity::Unreadable(format!("GPU {id}: {problem}")),
-            Ok((percent, _)) if *percent <= MAX_BUSY_AFTER_RELEASE_PERCENT => {}
-            Ok((percent, source)) => busy.push(format!("GPU {id}: {percent}% busy ({source})")),
-        }
-    }
-    if busy.is_empty() { Activity::Idle } else { Activity::Busy(busy.join(", ")) }
 }
 
 #[cfg(test)]
